@@ -1,0 +1,152 @@
+# ocellus build. Run ./configure first; it writes config.mk (read here) and config.h.
+#   make            libocellus.a, libocellus.so and the ocellus CLI
+#   make check      builds and runs every test; ends with one line "N passed, N failed[, N skipped]"
+#   make fuzz       builds the libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=60 runs them
+#   make install    PREFIX=... DESTDIR=...
+# Sources are found by wildcard: a new src/*.c or tests/test_*.c needs no Makefile edit.
+# Files named *_avx2.c, *_avx512.c, *_neon.c hold one ISA's kernels and get that ISA's flags.
+
+-include config.mk
+ifndef CONFIG_DONE
+$(error config.mk is missing: run ./configure first)
+endif
+
+VERSION := 0.1.0
+B := build
+
+BASE_CFLAGS = -std=c11 -fPIC $(OPT_CFLAGS) $(WARN_CFLAGS) $(SAN_FLAGS) -pthread \
+              -I. -Iinclude -Isrc -Iport $(USER_CFLAGS)
+LIB_CFLAGS  = $(BASE_CFLAGS) -fvisibility=hidden -DOC_BUILDING_LIBRARY $(DEP_CFLAGS)
+LINK_FLAGS  = $(SAN_FLAGS) -pthread $(USER_LDFLAGS)
+LIBS        = $(DEP_LIBS) -lm
+
+# ---- library ---------------------------------------------------------------------------------
+LIB_SRC := $(wildcard src/*.c) $(wildcard port/*.c)
+ifneq ($(HAVE_AVX2),1)
+LIB_SRC := $(filter-out %_avx2.c,$(LIB_SRC))
+endif
+ifneq ($(HAVE_AVX512),1)
+LIB_SRC := $(filter-out %_avx512.c,$(LIB_SRC))
+endif
+ifneq ($(HAVE_NEON),1)
+LIB_SRC := $(filter-out %_neon.c,$(LIB_SRC))
+endif
+ifneq ($(HAVE_OPENCL),1)
+LIB_SRC := $(filter-out src/cl_%.c,$(LIB_SRC))
+endif
+LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
+
+# OpenCL kernels (opencl/*.cl) are embedded as C strings by a generator built with the host
+# compiler, so cross builds need no Python and no target binary at build time.
+CL_SRC := $(sort $(wildcard opencl/*.cl))
+ifeq ($(HAVE_OPENCL),1)
+LIB_OBJ += $(B)/cl_embedded.o
+endif
+
+$(B)/%_avx2.o:   ISA_CFLAGS = $(AVX2_CFLAGS)
+$(B)/%_avx512.o: ISA_CFLAGS = $(AVX512_CFLAGS)
+$(B)/%_neon.o:   ISA_CFLAGS = $(NEON_CFLAGS)
+
+$(B)/%.o: %.c config.h config.mk
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) $(ISA_CFLAGS) -MMD -MP -c $< -o $@
+
+$(B)/embed_cl: opencl/embed.c
+	@mkdir -p $(@D)
+	$(HOSTCC) -std=c11 -O1 -Wall -Wextra -o $@ $<
+
+$(B)/cl_embedded.c: $(B)/embed_cl $(CL_SRC)
+	$(B)/embed_cl $@ $(CL_SRC)
+
+$(B)/cl_embedded.o: $(B)/cl_embedded.c
+	$(CC) $(LIB_CFLAGS) -c $< -o $@
+
+libocellus.a: $(LIB_OBJ)
+	rm -f $@
+	$(AR) rcs $@ $(LIB_OBJ)
+
+libocellus.so: $(LIB_OBJ)
+	$(CC) -shared -o $@ $(LIB_OBJ) $(LINK_FLAGS) $(LIBS)
+
+# ---- CLI ---------------------------------------------------------------------------------------
+CLI_SRC := $(wildcard examples/cli/*.c)
+CLI_OBJ := $(CLI_SRC:%.c=$(B)/%.o)
+$(B)/examples/cli/%.o: examples/cli/%.c config.h config.mk
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(DEP_CFLAGS) -MMD -MP -c $< -o $@
+
+ocellus: $(CLI_OBJ) libocellus.a
+	$(CC) -o $@ $(CLI_OBJ) libocellus.a $(LINK_FLAGS) $(LIBS)
+
+all: libocellus.a libocellus.so ocellus
+.DEFAULT_GOAL := all
+
+# ---- tests -------------------------------------------------------------------------------------
+# Each tests/test_*.c is one program; tests/support/*.c is linked into every test program.
+TEST_SRC     := $(sort $(wildcard tests/test_*.c))
+TEST_BIN     := $(TEST_SRC:tests/%.c=$(B)/tests/%)
+SUPPORT_SRC  := $(wildcard tests/support/*.c)
+SUPPORT_OBJ  := $(SUPPORT_SRC:%.c=$(B)/%.o)
+
+$(B)/tests/%.o: tests/%.c config.h config.mk
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -Itests $(DEP_CFLAGS) -MMD -MP -c $< -o $@
+
+$(B)/tests/test_%: $(B)/tests/test_%.o $(SUPPORT_OBJ) libocellus.a
+	$(CC) -o $@ $< $(SUPPORT_OBJ) libocellus.a $(LINK_FLAGS) $(LIBS)
+
+tests: $(TEST_BIN)
+
+check: all $(TEST_BIN)
+	@sh tests/run.sh "$(TARGET_EXEC)" $(TEST_BIN)
+
+# ---- fuzzing (clang + libFuzzer, ASan + UBSan) ----------------------------------------------------
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS   := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+                -I. -Iinclude -Isrc -Iport -pthread -DOC_FUZZING
+FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
+# The fuzzers compile the portable library sources themselves (no ISA kernels, no OpenCL).
+FUZZ_LIB_SRC := $(filter-out %_avx2.c %_avx512.c %_neon.c src/cl_%.c,$(wildcard src/*.c) $(wildcard port/*.c))
+
+$(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC) config.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB_SRC) $(DEP_CFLAGS) $(DEP_LIBS) -lm
+
+fuzz: $(FUZZ_BIN)
+
+fuzz-run: $(FUZZ_BIN)
+	@for f in $(FUZZ_BIN); do \
+	  n=$$(basename $$f); mkdir -p fuzz-out/$$n; \
+	  echo "== $$n ($(FUZZ_SECONDS) s)"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 fuzz-out/$$n tests/fuzz/corpus/$$n \
+	     >fuzz-out/$$n.log 2>&1 || { tail -40 fuzz-out/$$n.log; exit 1; }; \
+	  grep -E 'stat::number_of_executed_units|stat::peak_rss' fuzz-out/$$n.log; \
+	done
+
+# ---- install -------------------------------------------------------------------------------------
+DESTDIR ?=
+ocellus.pc: config.mk
+	@printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' \
+	  'Name: ocellus' 'Description: CPU-first runtime for small vision-language models' \
+	  'Version: $(VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -locellus' \
+	  'Libs.private: $(DEP_LIBS) -lm -pthread' >$@
+
+install: all ocellus.pc
+	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	cp include/ocellus.h $(DESTDIR)$(PREFIX)/include/
+	cp libocellus.a libocellus.so $(DESTDIR)$(PREFIX)/lib/
+	cp ocellus.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	cp ocellus $(DESTDIR)$(PREFIX)/bin/
+
+clean:
+	rm -rf $(B) libocellus.a libocellus.so ocellus ocellus.pc fuzz-out
+
+distclean: clean
+	rm -f config.mk config.h config.log
+
+.PHONY: all check tests fuzz fuzz-run install clean distclean
+.SECONDARY:
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

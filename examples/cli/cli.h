@@ -1,0 +1,14 @@
+/* cli.h: shared declarations of the ocellus CLI. Each command lives in its own cmd_*.c file and
+ * returns the process exit status (0 ok, 1 failure, 2 usage error). */
+#ifndef OC_CLI_H
+#define OC_CLI_H
+
+typedef struct cli_command {
+    const char *name;
+    const char *help;
+    int (*run)(int argc, char **argv);   /* argv[0] is the command name */
+} cli_command;
+
+int cmd_version(int argc, char **argv);
+
+#endif

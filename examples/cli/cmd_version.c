@@ -1,0 +1,20 @@
+/* cmd_version.c: `ocellus version`: version, build features and the kernels this CPU will use. */
+#include "cli.h"
+#include "config.h"
+#include "isa.h"
+#include "ocellus.h"
+#include "port.h"
+
+#include <stdio.h>
+
+int cmd_version(int argc, char **argv) {
+    (void)argc; (void)argv;
+    oc_cpu_features f;
+    oc_port_cpu_features(&f);
+    printf("ocellus %s\n", OC_VERSION_STRING);
+    printf("build: avx2=%d avx512=%d neon=%d opencl=%d clblast=%d sleef=%d libjpeg=%d libpng=%d\n",
+           OC_HAVE_AVX2_KERNELS, OC_HAVE_AVX512_KERNELS, OC_HAVE_NEON_KERNELS, OC_HAVE_OPENCL,
+           OC_HAVE_CLBLAST, OC_HAVE_SLEEF, OC_HAVE_LIBJPEG, OC_HAVE_LIBPNG);
+    printf("cpu: %s, %d threads, kernels: %s\n", f.vendor, oc_port_n_cpus(), oc_isa_name(oc_isa_best(&f)));
+    return 0;
+}

@@ -1,0 +1,26 @@
+/* main.c: the ocellus command-line tool: dispatches `ocellus COMMAND ...` to cmd_*.c files. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const cli_command commands[] = {
+    { "version", "print the version and this CPU's kernel paths", cmd_version },
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: ocellus COMMAND [ARGS...]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\nRun 'ocellus COMMAND --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { usage(stderr); return 2; }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "ocellus: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,197 @@
+/* ocellus.h: the whole public API of ocellus, a portable CPU-first C runtime for small
+ * vision-language models (Qwen2-VL, Qwen2.5-VL) with sparse attention driven by head plans.
+ * Anything not declared in this file is not API.
+ *
+ * Rules that hold for every function here
+ *  - Functions that can fail return an oc_status and, when given a non-NULL oc_error *err,
+ *    write a one-line message naming the problem (file, key, offset...) into it.
+ *  - Constructors write the new object through an out-parameter; on failure *out is NULL.
+ *  - Every close/free function accepts NULL.
+ *  - All memory comes from the oc_allocator you pass (NULL selects malloc/free). There is no
+ *    global state: two models with two allocators coexist in one process.
+ *  - Pointers returned by getters are borrowed: valid until the owning object is closed.
+ *
+ * Compile-time knobs (all in config.h, written by ./configure):
+ *  @@ OC_HAVE_AVX2_KERNELS / OC_HAVE_AVX512_KERNELS / OC_HAVE_NEON_KERNELS  SIMD kernels built
+ *  @@ OC_HAVE_OPENCL, OC_HAVE_CLBLAST, OC_HAVE_SLEEF, OC_HAVE_LIBJPEG, OC_HAVE_LIBPNG
+ */
+#ifndef OCELLUS_H
+#define OCELLUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OC_VERSION_MAJOR 0
+#define OC_VERSION_MINOR 1
+#define OC_VERSION_PATCH 0
+#define OC_VERSION_STRING "0.1.0"
+
+/* Export macro: the only compiler-specific block outside port/. */
+#if defined(OC_BUILDING_LIBRARY) && (defined(__GNUC__) || defined(__clang__))
+#define OC_API __attribute__((visibility("default")))
+#else
+#define OC_API
+#endif
+
+/* ---- status and errors ------------------------------------------------------------------- */
+
+typedef enum oc_status {
+    OC_OK = 0,
+    OC_ERR_NOMEM,        /* the allocator returned NULL */
+    OC_ERR_INVALID,      /* a caller passed an invalid argument (API misuse) */
+    OC_ERR_IO,           /* a file could not be opened, mapped or read */
+    OC_ERR_FORMAT,       /* malformed input: GGUF, plan file, image, JSON, safetensors ... */
+    OC_ERR_NOT_FOUND,    /* a requested key, tensor or token does not exist */
+    OC_ERR_TYPE,         /* a value exists but has another type than the one asked for */
+    OC_ERR_UNSUPPORTED,  /* valid input this build or this model cannot handle */
+    OC_ERR_RANGE,        /* a size or count exceeds a stated limit (context, image size ...) */
+    OC_ERR_DEVICE,       /* an accelerator (OpenCL) call failed */
+    OC_ERR_ABORTED       /* the caller's abort callback asked to stop */
+} oc_status;
+
+/* A short constant name for a status, e.g. "format error". Never NULL. */
+OC_API const char *oc_status_str(oc_status status);
+
+#define OC_ERROR_MESSAGE_BYTES 256
+typedef struct oc_error {
+    oc_status status;
+    char message[OC_ERROR_MESSAGE_BYTES]; /* NUL-terminated, one line */
+} oc_error;
+
+/* ---- memory --------------------------------------------------------------------------------- */
+
+/* One function does everything, as lua_Alloc does:
+ *   new_bytes == 0           free ptr (old_bytes is its size), return NULL
+ *   ptr == NULL              allocate new_bytes
+ *   otherwise                resize from old_bytes to new_bytes
+ * ocellus aligns what it needs itself; the function need only return malloc-aligned memory. */
+typedef void *(*oc_alloc_fn)(void *user, void *ptr, size_t old_bytes, size_t new_bytes);
+typedef struct oc_allocator {
+    oc_alloc_fn fn;
+    void *user;
+} oc_allocator;
+
+/* ---- element types (the GGUF/ggml type ids) ---------------------------------------------------- */
+
+typedef enum oc_dtype {
+    OC_DTYPE_F32 = 0,
+    OC_DTYPE_F16 = 1,
+    OC_DTYPE_Q4_0 = 2,
+    OC_DTYPE_Q8_0 = 8,
+    OC_DTYPE_Q4_K = 12,
+    OC_DTYPE_Q6_K = 14,
+    OC_DTYPE_BF16 = 30
+} oc_dtype;
+
+/* Name of a GGUF/ggml tensor type id ("f16", "q8_0" ...), or "unknown". */
+OC_API const char *oc_dtype_name(int32_t dtype);
+
+/* ---- GGUF files ------------------------------------------------------------------------------- */
+/* A read-only view of a GGUF file (v2 or v3). Opening validates the whole header: counts, string
+ * and array lengths, value types, tensor shapes and types, alignment, and every tensor's byte range
+ * against the file size. After a successful open every getter is memory-safe. */
+
+typedef struct oc_gguf oc_gguf;
+
+typedef enum oc_gguf_type {
+    OC_GGUF_U8 = 0, OC_GGUF_I8 = 1, OC_GGUF_U16 = 2, OC_GGUF_I16 = 3, OC_GGUF_U32 = 4,
+    OC_GGUF_I32 = 5, OC_GGUF_F32 = 6, OC_GGUF_BOOL = 7, OC_GGUF_STRING = 8, OC_GGUF_ARRAY = 9,
+    OC_GGUF_U64 = 10, OC_GGUF_I64 = 11, OC_GGUF_F64 = 12
+} oc_gguf_type;
+
+/* A string inside the file: not NUL-terminated. */
+typedef struct oc_str {
+    const char *ptr;
+    size_t len;
+} oc_str;
+
+#define OC_GGUF_MAX_DIMS 4
+typedef struct oc_gguf_tensor {
+    oc_str name;
+    int32_t dtype;                   /* oc_dtype value (ggml type id) */
+    uint32_t n_dims;
+    int64_t ne[OC_GGUF_MAX_DIMS];    /* ne[0] is the fastest-varying (row length); unused dims are 1 */
+    uint64_t offset_bytes;           /* from the start of the data section */
+    uint64_t size_bytes;
+    const void *data;                /* inside the mapping; aligned to the file's alignment */
+} oc_gguf_tensor;
+
+/* Map (or read) the file at path. [errors: OC_ERR_IO, OC_ERR_FORMAT, OC_ERR_NOMEM] */
+OC_API oc_status oc_gguf_open(oc_gguf **out, const char *path, const oc_allocator *alloc,
+                              oc_error *err);
+/* Parse a GGUF image held in memory; bytes are borrowed and must outlive the handle. */
+OC_API oc_status oc_gguf_open_bytes(oc_gguf **out, const void *bytes, size_t n_bytes,
+                                    const oc_allocator *alloc, oc_error *err);
+OC_API void oc_gguf_close(oc_gguf *g);
+
+OC_API uint32_t oc_gguf_version(const oc_gguf *g);
+OC_API uint32_t oc_gguf_alignment(const oc_gguf *g);
+
+OC_API int64_t oc_gguf_n_keys(const oc_gguf *g);
+OC_API oc_str oc_gguf_key_name(const oc_gguf *g, int64_t key_index);
+/* Index of key, or -1 when absent. */
+OC_API int64_t oc_gguf_find_key(const oc_gguf *g, const char *key);
+OC_API oc_gguf_type oc_gguf_key_type(const oc_gguf *g, int64_t key_index);
+
+/* Typed getters: OC_ERR_NOT_FOUND when the key is absent, OC_ERR_TYPE (message naming the key,
+ * the stored type and the asked type) when the stored type differs. Never abort. */
+OC_API oc_status oc_gguf_get_u32(const oc_gguf *g, const char *key, uint32_t *out, oc_error *err);
+OC_API oc_status oc_gguf_get_i32(const oc_gguf *g, const char *key, int32_t *out, oc_error *err);
+OC_API oc_status oc_gguf_get_u64(const oc_gguf *g, const char *key, uint64_t *out, oc_error *err);
+OC_API oc_status oc_gguf_get_f32(const oc_gguf *g, const char *key, float *out, oc_error *err);
+OC_API oc_status oc_gguf_get_bool(const oc_gguf *g, const char *key, int *out, oc_error *err);
+OC_API oc_status oc_gguf_get_str(const oc_gguf *g, const char *key, oc_str *out, oc_error *err);
+/* Any integer type (U8..I64, BOOL) whose value fits in int64_t: for keys that converters write
+ * as either U32 or I32. */
+OC_API oc_status oc_gguf_get_int(const oc_gguf *g, const char *key, int64_t *out, oc_error *err);
+
+/* Arrays: element type and count; fixed-size elements are little-endian and may be unaligned,
+ * so read them with oc_gguf_arr_* accessors. */
+OC_API oc_status oc_gguf_get_arr(const oc_gguf *g, const char *key, oc_gguf_type *elem_type,
+                                 uint64_t *count, oc_error *err);
+OC_API oc_str oc_gguf_arr_str(const oc_gguf *g, int64_t key_index, uint64_t i);
+OC_API int64_t oc_gguf_arr_int(const oc_gguf *g, int64_t key_index, uint64_t i);
+OC_API double oc_gguf_arr_float(const oc_gguf *g, int64_t key_index, uint64_t i);
+
+OC_API int64_t oc_gguf_n_tensors(const oc_gguf *g);
+OC_API const oc_gguf_tensor *oc_gguf_tensor_at(const oc_gguf *g, int64_t tensor_index);
+/* NULL when absent. */
+OC_API const oc_gguf_tensor *oc_gguf_find_tensor(const oc_gguf *g, const char *name);
+
+/* ---- GGUF writer ------------------------------------------------------------------------------ */
+/* Builds a GGUF v3 file: add keys and tensor infos, then oc_gguf_writer_write() streams the header
+ * and the tensor data (borrowed pointers, read at write time) to a file. */
+
+typedef struct oc_gguf_writer oc_gguf_writer;
+
+OC_API oc_status oc_gguf_writer_open(oc_gguf_writer **out, const oc_allocator *alloc,
+                                     oc_error *err);
+OC_API void oc_gguf_writer_close(oc_gguf_writer *w);
+OC_API oc_status oc_gguf_writer_set_alignment(oc_gguf_writer *w, uint32_t alignment, oc_error *err);
+
+OC_API oc_status oc_gguf_writer_add_u32(oc_gguf_writer *w, const char *key, uint32_t v, oc_error *err);
+OC_API oc_status oc_gguf_writer_add_i32(oc_gguf_writer *w, const char *key, int32_t v, oc_error *err);
+OC_API oc_status oc_gguf_writer_add_u64(oc_gguf_writer *w, const char *key, uint64_t v, oc_error *err);
+OC_API oc_status oc_gguf_writer_add_f32(oc_gguf_writer *w, const char *key, float v, oc_error *err);
+OC_API oc_status oc_gguf_writer_add_bool(oc_gguf_writer *w, const char *key, int v, oc_error *err);
+OC_API oc_status oc_gguf_writer_add_str(oc_gguf_writer *w, const char *key, const char *v, oc_error *err);
+/* Array of fixed-size elements (elem_type not STRING/ARRAY); values in host order, copied. */
+OC_API oc_status oc_gguf_writer_add_arr(oc_gguf_writer *w, const char *key, oc_gguf_type elem_type,
+                                        const void *values, uint64_t count, oc_error *err);
+OC_API oc_status oc_gguf_writer_add_arr_str(oc_gguf_writer *w, const char *key,
+                                            const char *const *values, uint64_t count, oc_error *err);
+/* Tensor with n_dims dims (ne[0] fastest); data must hold the exact byte size for dtype and stay
+ * valid until oc_gguf_writer_write() returns. */
+OC_API oc_status oc_gguf_writer_add_tensor(oc_gguf_writer *w, const char *name, int32_t dtype,
+                                           uint32_t n_dims, const int64_t *ne, const void *data,
+                                           oc_error *err);
+OC_API oc_status oc_gguf_writer_write(oc_gguf_writer *w, const char *path, oc_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OCELLUS_H */

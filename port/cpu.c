@@ -1,0 +1,85 @@
+/* cpu.c: which SIMD extensions this CPU and OS support, for run-time kernel dispatch.
+ * x86-64: cpuid leaves 1 and 7 plus xgetbv (the OS must save YMM/ZMM state).
+ * aarch64 Linux: getauxval(AT_HWCAP). armv7 Linux: AT_HWCAP NEON bit. Elsewhere: nothing. */
+#define _GNU_SOURCE
+#include "port.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
+
+static uint64_t read_xcr0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+void oc_port_cpu_features(oc_cpu_features *f) {
+    memset(f, 0, sizeof *f);
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return;
+    unsigned max_leaf = a;
+    memcpy(f->vendor + 0, &b, 4);
+    memcpy(f->vendor + 4, &d, 4);
+    memcpy(f->vendor + 8, &c, 4);
+    f->vendor[12] = 0;
+    __get_cpuid(1, &a, &b, &c, &d);
+    int osxsave = (c >> 27) & 1;
+    uint64_t xcr0 = osxsave ? read_xcr0() : 0;
+    int ymm_ok = (xcr0 & 0x6) == 0x6;            /* SSE + AVX state */
+    int zmm_ok = ymm_ok && (xcr0 & 0xe0) == 0xe0; /* opmask + ZMM_Hi256 + Hi16_ZMM */
+    f->fma = ymm_ok && ((c >> 12) & 1);
+    f->f16c = ymm_ok && ((c >> 29) & 1);
+    if (max_leaf >= 7) {
+        __cpuid_count(7, 0, a, b, c, d);
+        f->avx2 = ymm_ok && ((b >> 5) & 1);
+        f->avx512f = zmm_ok && ((b >> 16) & 1);
+        f->avx512dq = zmm_ok && ((b >> 17) & 1);
+        f->avx512bw = zmm_ok && ((b >> 30) & 1);
+        f->avx512vl = zmm_ok && ((b >> 31) & 1);
+        f->avx512vnni = zmm_ok && ((c >> 11) & 1);
+        unsigned a1, b1, c1, d1;
+        __cpuid_count(7, 1, a1, b1, c1, d1);
+        f->avx512bf16 = zmm_ok && ((a1 >> 5) & 1);
+        f->avxvnni = ymm_ok && ((a1 >> 4) & 1);
+        (void)b1; (void)c1; (void)d1;
+    }
+}
+
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+
+void oc_port_cpu_features(oc_cpu_features *f) {
+    memset(f, 0, sizeof *f);
+    unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    f->neon = 1;                       /* Advanced SIMD is mandatory on AArch64 */
+    f->fp16 = (hw >> 10) & 1;          /* HWCAP_ASIMDHP */
+    f->dotprod = (hw >> 20) & 1;       /* HWCAP_ASIMDDP */
+    f->i8mm = (hw2 >> 13) & 1;         /* HWCAP2_I8MM */
+    f->bf16 = (hw2 >> 14) & 1;         /* HWCAP2_BF16 */
+    strcpy(f->vendor, "arm64");
+}
+
+#elif defined(__aarch64__)
+void oc_port_cpu_features(oc_cpu_features *f) {
+    memset(f, 0, sizeof *f);
+    f->neon = 1;
+    strcpy(f->vendor, "arm64");
+}
+
+#elif defined(__arm__) && defined(__linux__)
+#include <sys/auxv.h>
+
+void oc_port_cpu_features(oc_cpu_features *f) {
+    memset(f, 0, sizeof *f);
+    f->neon = (getauxval(AT_HWCAP) >> 12) & 1;   /* HWCAP_NEON */
+    strcpy(f->vendor, "arm");
+}
+
+#else
+void oc_port_cpu_features(oc_cpu_features *f) {
+    memset(f, 0, sizeof *f);
+    strcpy(f->vendor, "unknown");
+}
+#endif

@@ -1,0 +1,65 @@
+/* port.h: the only door between ocellus and the operating system / compiler.
+ * Threads, file mapping, the monotonic clock, aligned memory and CPU feature detection.
+ * Everything OS- or compiler-specific lives in the port/ sources behind these declarations; src/ never
+ * tests OS or compiler macros. Errors are returned as values; nothing here aborts. */
+#ifndef OC_PORT_H
+#define OC_PORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- threads ------------------------------------------------------------------------------------ */
+/* Opaque storage big enough for the platform's thread, mutex and condition variable types;
+ * port/threads.c checks the sizes at compile time. */
+typedef struct { _Alignas(16) unsigned char opaque[64]; } oc_port_thread;
+typedef struct { _Alignas(16) unsigned char opaque[64]; } oc_port_mutex;
+typedef struct { _Alignas(16) unsigned char opaque[64]; } oc_port_cond;
+
+/* Each returns 0 on success, an errno-style code otherwise. */
+int  oc_port_thread_start(oc_port_thread *t, void *(*fn)(void *), void *arg);
+int  oc_port_thread_join(oc_port_thread *t);
+int  oc_port_mutex_init(oc_port_mutex *m);
+void oc_port_mutex_destroy(oc_port_mutex *m);
+void oc_port_mutex_lock(oc_port_mutex *m);
+void oc_port_mutex_unlock(oc_port_mutex *m);
+int  oc_port_cond_init(oc_port_cond *c);
+void oc_port_cond_destroy(oc_port_cond *c);
+void oc_port_cond_wait(oc_port_cond *c, oc_port_mutex *m);
+void oc_port_cond_broadcast(oc_port_cond *c);
+/* Number of online CPUs (>= 1). */
+int  oc_port_n_cpus(void);
+
+/* ---- files ----------------------------------------------------------------------------------------- */
+typedef struct oc_port_mapping {
+    const void *data;
+    size_t n_bytes;
+    int is_mapped;   /* 1: mmap'ed; 0: read into a heap buffer (fallback) */
+} oc_port_mapping;
+
+/* Map a whole file read-only; falls back to reading it into memory obtained from malloc when
+ * mapping is unavailable. On failure returns an errno-style code and writes a message (naming the
+ * path) into msg. An empty file maps to data == NULL, n_bytes == 0. */
+int  oc_port_map_file(const char *path, oc_port_mapping *out, char *msg, size_t msg_bytes);
+void oc_port_unmap_file(oc_port_mapping *m);
+
+/* ---- time and memory --------------------------------------------------------------------------------- */
+uint64_t oc_port_now_ns(void);   /* monotonic */
+void *oc_port_aligned_alloc(size_t alignment, size_t n_bytes);  /* NULL on failure */
+void  oc_port_aligned_free(void *p);
+/* Peak resident set size of this process in bytes, or 0 when unknown. */
+uint64_t oc_port_peak_rss_bytes(void);
+
+/* ---- CPU features ------------------------------------------------------------------------------------- */
+typedef struct oc_cpu_features {
+    /* x86-64 (each also requires the OS to save the register state: checked with xgetbv) */
+    unsigned avx2 : 1, fma : 1, f16c : 1;
+    unsigned avx512f : 1, avx512bw : 1, avx512vl : 1, avx512dq : 1;
+    unsigned avx512vnni : 1, avx512bf16 : 1, avxvnni : 1;
+    /* aarch64 / armv7 */
+    unsigned neon : 1, dotprod : 1, fp16 : 1, i8mm : 1, bf16 : 1;
+    char vendor[16];
+} oc_cpu_features;
+
+void oc_port_cpu_features(oc_cpu_features *out);
+
+#endif /* OC_PORT_H */

@@ -1,0 +1,128 @@
+/* posix.c: threads, file mapping, clock and aligned memory on POSIX systems (Linux, macOS, BSD).
+ * The whole file is one OS implementation of port.h. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
+#include "port.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(pthread_t) <= sizeof(oc_port_thread), "oc_port_thread too small");
+_Static_assert(sizeof(pthread_mutex_t) <= sizeof(oc_port_mutex), "oc_port_mutex too small");
+_Static_assert(sizeof(pthread_cond_t) <= sizeof(oc_port_cond), "oc_port_cond too small");
+
+int oc_port_thread_start(oc_port_thread *t, void *(*fn)(void *), void *arg) {
+    return pthread_create((pthread_t *)(void *)t->opaque, NULL, fn, arg);
+}
+int oc_port_thread_join(oc_port_thread *t) {
+    return pthread_join(*(pthread_t *)(void *)t->opaque, NULL);
+}
+int oc_port_mutex_init(oc_port_mutex *m) { return pthread_mutex_init((pthread_mutex_t *)(void *)m->opaque, NULL); }
+void oc_port_mutex_destroy(oc_port_mutex *m) { pthread_mutex_destroy((pthread_mutex_t *)(void *)m->opaque); }
+void oc_port_mutex_lock(oc_port_mutex *m) { pthread_mutex_lock((pthread_mutex_t *)(void *)m->opaque); }
+void oc_port_mutex_unlock(oc_port_mutex *m) { pthread_mutex_unlock((pthread_mutex_t *)(void *)m->opaque); }
+int oc_port_cond_init(oc_port_cond *c) { return pthread_cond_init((pthread_cond_t *)(void *)c->opaque, NULL); }
+void oc_port_cond_destroy(oc_port_cond *c) { pthread_cond_destroy((pthread_cond_t *)(void *)c->opaque); }
+void oc_port_cond_wait(oc_port_cond *c, oc_port_mutex *m) {
+    pthread_cond_wait((pthread_cond_t *)(void *)c->opaque, (pthread_mutex_t *)(void *)m->opaque);
+}
+void oc_port_cond_broadcast(oc_port_cond *c) { pthread_cond_broadcast((pthread_cond_t *)(void *)c->opaque); }
+
+int oc_port_n_cpus(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (int)n;
+}
+
+static int read_whole_file(int fd, size_t n_bytes, oc_port_mapping *out) {
+    unsigned char *buf = malloc(n_bytes);
+    if (!buf) return ENOMEM;
+    size_t done = 0;
+    while (done < n_bytes) {
+        ssize_t r = read(fd, buf + done, n_bytes - done);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) { int e = r < 0 ? errno : EIO; free(buf); return e; }
+        done += (size_t)r;
+    }
+    out->data = buf;
+    out->n_bytes = n_bytes;
+    out->is_mapped = 0;
+    return 0;
+}
+
+int oc_port_map_file(const char *path, oc_port_mapping *out, char *msg, size_t msg_bytes) {
+    memset(out, 0, sizeof *out);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(msg, msg_bytes, "%s: cannot open: %s", path, strerror(e));
+        return e;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        snprintf(msg, msg_bytes, "%s: cannot stat: %s", path, strerror(e));
+        close(fd);
+        return e;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(msg, msg_bytes, "%s: not a regular file", path);
+        close(fd);
+        return S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+    }
+    if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
+        snprintf(msg, msg_bytes, "%s: file too large for this address space", path);
+        close(fd);
+        return EFBIG;
+    }
+    size_t n = (size_t)st.st_size;
+    if (n == 0) { close(fd); return 0; }
+    void *p = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = 0;
+    if (p != MAP_FAILED) {
+        out->data = p;
+        out->n_bytes = n;
+        out->is_mapped = 1;
+    } else {
+        e = read_whole_file(fd, n, out);   /* e.g. file systems without mmap */
+        if (e) snprintf(msg, msg_bytes, "%s: cannot map or read: %s", path, strerror(e));
+    }
+    close(fd);
+    return e;
+}
+
+void oc_port_unmap_file(oc_port_mapping *m) {
+    if (!m || !m->data) return;
+    if (m->is_mapped) munmap((void *)m->data, m->n_bytes);
+    else free((void *)m->data);
+    m->data = NULL;
+    m->n_bytes = 0;
+}
+
+uint64_t oc_port_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void *oc_port_aligned_alloc(size_t alignment, size_t n_bytes) {
+    void *p = NULL;
+    if (alignment < sizeof(void *)) alignment = sizeof(void *);
+    if (posix_memalign(&p, alignment, n_bytes ? n_bytes : 1) != 0) return NULL;
+    return p;
+}
+void oc_port_aligned_free(void *p) { free(p); }
+
+uint64_t oc_port_peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (uint64_t)ru.ru_maxrss * 1024u;   /* Linux reports KiB */
+}

@@ -1,0 +1,63 @@
+/* check.h: the test harness shared by every tests/test_*.c program.
+ * A program runs named cases with CHECK_RUN; each prints one line
+ *   PASS name | FAIL name: file:line: what | SKIP name: why
+ * and main returns check_finish(), which prints the program's counts. tests/run.sh adds up the
+ * lines of all programs and prints the one summary line of `make check`. */
+#ifndef OC_CHECK_H
+#define OC_CHECK_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct check_state {
+    int n_pass, n_fail, n_skip;
+    int case_failed, case_skipped;
+    const char *case_name;
+    char skip_reason[256];
+} check_state;
+
+extern check_state check_g;
+
+void check_fail_at(const char *file, int line, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+void check_skip(const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+void check_run(const char *name, void (*fn)(void));
+int check_finish(void);
+
+/* Does ../shared/data exist? Returns the directory or NULL. */
+const char *check_shared_data_dir(void);
+
+/* Fill with a value that is NaN as float: kernels must overwrite every output they own. */
+void check_poison_f32(float *p, size_t n);
+
+/* Relative error ||a-b|| / max(||b||, tiny) in double; returns INFINITY if any value is NaN/Inf
+ * in a (so NaN never passes a tolerance test). */
+double check_rel_err_f32(const float *a, const double *ref, size_t n);
+
+/* Deterministic random numbers (xorshift64*), seeded per case. */
+typedef struct { unsigned long long s; } check_rng;
+static inline unsigned long long check_rng_u64(check_rng *r) {
+    r->s ^= r->s >> 12; r->s ^= r->s << 25; r->s ^= r->s >> 27;
+    return r->s * 2685821657736338717ULL;
+}
+static inline double check_rng_unit(check_rng *r) { return (double)(check_rng_u64(r) >> 11) / 9007199254740992.0; }
+static inline float check_rng_uniform(check_rng *r, float lo, float hi) { return lo + (hi - lo) * (float)check_rng_unit(r); }
+static inline int check_rng_int(check_rng *r, int lo, int hi) { return lo + (int)(check_rng_u64(r) % (unsigned long long)(hi - lo + 1)); }
+
+#define CHECK(cond) do { if (!(cond)) check_fail_at(__FILE__, __LINE__, "%s", #cond); } while (0)
+#define CHECKF(cond, ...) do { if (!(cond)) check_fail_at(__FILE__, __LINE__, __VA_ARGS__); } while (0)
+/* Stop the case on failure. */
+#define REQUIRE(cond) do { if (!(cond)) { check_fail_at(__FILE__, __LINE__, "%s", #cond); return; } } while (0)
+#define REQUIREF(cond, ...) do { if (!(cond)) { check_fail_at(__FILE__, __LINE__, __VA_ARGS__); return; } } while (0)
+#define CHECK_RUN(fn) check_run(#fn, fn)
+
+#endif

@@ -1,0 +1,31 @@
+#!/bin/sh
+# run.sh TARGET_EXEC TEST_PROGRAM...: runs every test program (under TARGET_EXEC when cross
+# compiling), prints failures and skips with their reasons, and ends with exactly one line
+#   N passed, N failed[, N skipped]
+exec_prefix=$1; shift
+pass=0; fail=0; skip=0
+out=$(mktemp) || exit 1
+trap 'rm -f "$out"' EXIT INT TERM
+for t in "$@"; do
+  name=$(basename "$t")
+  start=$(date +%s)
+  # shellcheck disable=SC2086
+  $exec_prefix "$t" >"$out" 2>&1
+  rc=$?
+  p=$(grep -c '^PASS ' "$out"); f=$(grep -c '^FAIL ' "$out"); s=$(grep -c '^SKIP ' "$out")
+  f_cases=$(grep '^FAIL ' "$out" | sed 's/:.*//' | sort -u | wc -l)
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+    echo "FAIL $name: exited with status $rc and reported no failing case; last output:"
+    tail -n 20 "$out" | sed 's/^/    /'
+    f_cases=1
+  fi
+  grep -E '^(FAIL|SKIP) ' "$out" | sed "s/^/[$name] /"
+  echo "$name: $p passed, $f_cases failed, $s skipped ($(( $(date +%s) - start )) s)"
+  pass=$((pass + p)); fail=$((fail + f_cases)); skip=$((skip + s))
+done
+if [ "$skip" -gt 0 ]; then
+  echo "$pass passed, $fail failed, $skip skipped"
+else
+  echo "$pass passed, $fail failed"
+fi
+[ "$fail" -eq 0 ]
