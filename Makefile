@@ -127,7 +127,7 @@ fuzz-run: $(FUZZ_BIN)
 
 # ---- install -------------------------------------------------------------------------------------
 DESTDIR ?=
-ocellus.pc: config.mk
+ocellus.pc: config.mk FORCE
 	@printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' \
 	  'Name: ocellus' 'Description: CPU-first runtime for small vision-language models' \
 	  'Version: $(VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -locellus' \
@@ -148,5 +148,6 @@ distclean: clean
 
 .PHONY: all check tests fuzz fuzz-run install clean distclean
 .SECONDARY:
+FORCE:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
