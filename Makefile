@@ -127,7 +127,7 @@ fuzz-run: $(FUZZ_BIN)
 
 # ---- install -------------------------------------------------------------------------------------
 DESTDIR ?=
-ocellus.pc: config.mk FORCE
+ocellus.pc: config.mk
 	@printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' \
 	  'Name: ocellus' 'Description: CPU-first runtime for small vision-language models' \
 	  'Version: $(VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -locellus' \
@@ -146,8 +146,7 @@ clean:
 distclean: clean
 	rm -f config.mk config.h config.log
 
-.PHONY: all check tests fuzz fuzz-run install clean distclean
+.PHONY: all check tests fuzz fuzz-run install clean distclean ocellus.pc
 .SECONDARY:
-FORCE:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
