@@ -6,6 +6,7 @@
 
 static const cli_command commands[] = {
     { "version", "print the version and this CPU's kernel paths", cmd_version },
+    { "plan", "check an attention plan file and summarize it", cmd_plan },
 };
 
 static void usage(FILE *f) {

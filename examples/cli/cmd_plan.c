@@ -1,0 +1,138 @@
+/* cmd_plan.c: `ocellus plan FILE [--check-shape L,H,KV,D] [--check-vision L,H,D]`: reads an
+ * attention plan, prints what it holds (shapes, heads per pattern per stack, budgets, ZipVL layers,
+ * lazy groups) and, given a model shape, whether the plan fits it. Exit 1 on a bad plan. */
+#include "cli.h"
+#include "plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: ocellus plan FILE [--check-shape L,H,KV,D] [--check-vision L,H,D]\n"
+               "  Reads an attention plan and prints a summary; exits 1 on a bad plan.\n"
+               "  --check-shape L,H,KV,D  refuse the plan unless it fits a decoder of L layers, H heads,\n"
+               "                          KV kv heads and head dim D\n"
+               "  --check-vision L,H,D    also check the vision encoder (default: not checked)\n");
+}
+
+/* "a,b,c[,d]" with exactly n positive numbers */
+static int parse_numbers(const char *s, int32_t *v, int n) {
+    for (int i = 0; i < n; i++) {
+        char *end;
+        long x = strtol(s, &end, 10);
+        if (end == s || x < 1 || x > 1000000) return 0;
+        v[i] = (int32_t)x;
+        if (i + 1 < n && *end != ',') return 0;
+        s = end + (i + 1 < n);
+        if (i + 1 == n && *end != '\0') return 0;
+    }
+    return 1;
+}
+
+static void print_stack(const oc_plan *plan, oc_plan_stack stack) {
+    const oc_stack_plan *s = &plan->stacks[stack];
+    const char *name = oc_plan_stack_name(stack);
+    if (s->shape.n_layers == 0) {
+        printf("%s: not covered (runs dense)\n", name);
+        return;
+    }
+    oc_plan_stats st;
+    oc_plan_stats_get(plan, stack, &st);
+    printf("%s: %d layers x %d heads", name, (int)s->shape.n_layers, (int)s->shape.n_heads);
+    if (stack == OC_PLAN_DECODER) printf(", %d kv heads", (int)s->shape.n_kv_heads);
+    printf(", head dim %d\n", (int)s->shape.head_dim);
+    for (int k = 0; k < OC_PATTERN_COUNT; k++) {
+        if (!st.n_per_pattern[k]) continue;
+        printf("  %-18s %5d heads  %5.1f%%\n", oc_plan_pattern_name((oc_pattern_kind)k),
+               (int)st.n_per_pattern[k], 100.0 * st.n_per_pattern[k] / st.n_heads);
+    }
+    printf("  %-18s %5d heads  %5.1f%%\n", "sparse (not dense)", (int)st.n_sparse, 100.0 * st.n_sparse / st.n_heads);
+    if (stack == OC_PLAN_DECODER) {
+        int32_t n_kv = s->shape.n_layers * s->shape.n_kv_heads;
+        if (st.n_budgeted_kv_heads)
+            printf("  kv budgets: %d of %d kv heads, %d..%d tokens (mean %.0f), window %d\n",
+                   (int)st.n_budgeted_kv_heads, (int)n_kv, (int)st.min_budget_tokens, (int)st.max_budget_tokens,
+                   (double)st.sum_budget_tokens / st.n_budgeted_kv_heads, (int)plan->kv_window_tokens);
+        else
+            printf("  kv budgets: none (full cache)\n");
+    }
+    if (st.n_zipvl_layers) {
+        printf("  zipvl-tau: %d layers:", (int)st.n_zipvl_layers);
+        for (int32_t l = 0, e; l < s->shape.n_layers; l = e + 1) {
+            for (e = l; e + 1 < s->shape.n_layers && s->zipvl_tau_ppm[e + 1] == s->zipvl_tau_ppm[l];) e++;
+            if (s->zipvl_tau_ppm[l] == 0) continue;
+            if (e > l) printf(" %d-%d", (int)l, (int)e);
+            else printf(" %d", (int)l);
+            printf(" tau %g", (double)s->zipvl_tau_ppm[l] / OC_PLAN_PPM);
+        }
+        printf("\n");
+    }
+    if (s->n_lazy_groups) {
+        printf("  lazy groups: %d (%d layers reuse Q/K):", (int)s->n_lazy_groups, (int)st.n_lazy_layers);
+        for (int32_t i = 0; i < s->n_lazy_groups; i++)
+            printf(" %d-%d %s", (int)s->lazy_groups[i].first_layer, (int)s->lazy_groups[i].last_layer,
+                   oc_plan_lazy_mode_name(s->lazy_groups[i].mode));
+        printf("\n");
+    }
+}
+
+int cmd_plan(int argc, char **argv) {
+    const char *path = NULL;
+    oc_plan_model_shape model;
+    memset(&model, 0, sizeof model);
+    int check = 0, check_vision = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
+        if (!strcmp(argv[i], "--check-shape") && i + 1 < argc) {
+            int32_t v[4];
+            if (!parse_numbers(argv[++i], v, 4)) {
+                fprintf(stderr, "ocellus plan: --check-shape wants L,H,KV,D (e.g. 28,12,2,128), got '%s'\n", argv[i]);
+                return 2;
+            }
+            model.decoder = (oc_plan_shape){ v[0], v[1], v[2], v[3] };
+            check = 1;
+        } else if (!strcmp(argv[i], "--check-vision") && i + 1 < argc) {
+            int32_t v[3];
+            if (!parse_numbers(argv[++i], v, 3)) {
+                fprintf(stderr, "ocellus plan: --check-vision wants L,H,D (e.g. 32,16,80), got '%s'\n", argv[i]);
+                return 2;
+            }
+            model.vision = (oc_plan_shape){ v[0], v[1], v[1], v[2] };
+            check_vision = 1;
+        } else if (argv[i][0] == '-' || path) {
+            usage(stderr);
+            return 2;
+        } else {
+            path = argv[i];
+        }
+    }
+    if (!path) { usage(stderr); return 2; }
+    oc_plan *plan;
+    oc_error err;
+    if (oc_plan_load_file(&plan, path, NULL, &err) != OC_OK) {
+        fprintf(stderr, "ocellus plan: %s\n", err.message);
+        return 1;
+    }
+    printf("plan %s (format version %d)\n", path, OC_PLAN_VERSION);
+    print_stack(plan, OC_PLAN_DECODER);
+    print_stack(plan, OC_PLAN_VISION);
+    printf("sink-fraction %g, kv-window %d\n", (double)plan->sink_fraction_ppm / OC_PLAN_PPM,
+           (int)plan->kv_window_tokens);
+    int rc = 0;
+    if (check || check_vision) {
+        if (!check) model.decoder = plan->stacks[OC_PLAN_DECODER].shape;
+        /* unchecked vision: compare the plan with itself so only the decoder decides */
+        if (!check_vision) model.vision = plan->stacks[OC_PLAN_VISION].shape;
+        if (oc_plan_check_fits(plan, &model, &err) != OC_OK) {
+            fprintf(stderr, "ocellus plan: %s: %s\n", path, err.message);
+            rc = 1;
+        } else {
+            printf("fits: decoder %d,%d,%d,%d%s\n", (int)model.decoder.n_layers, (int)model.decoder.n_heads,
+                   (int)model.decoder.n_kv_heads, (int)model.decoder.head_dim,
+                   check_vision ? " and the vision encoder" : " (vision not checked)");
+        }
+    }
+    oc_plan_free(plan);
+    return rc;
+}
