@@ -100,7 +100,8 @@ typedef struct oc_gguf oc_gguf;
 typedef enum oc_gguf_type {
     OC_GGUF_U8 = 0, OC_GGUF_I8 = 1, OC_GGUF_U16 = 2, OC_GGUF_I16 = 3, OC_GGUF_U32 = 4,
     OC_GGUF_I32 = 5, OC_GGUF_F32 = 6, OC_GGUF_BOOL = 7, OC_GGUF_STRING = 8, OC_GGUF_ARRAY = 9,
-    OC_GGUF_U64 = 10, OC_GGUF_I64 = 11, OC_GGUF_F64 = 12
+    OC_GGUF_U64 = 10, OC_GGUF_I64 = 11, OC_GGUF_F64 = 12,
+    OC_GGUF_NONE = 13   /* not a stored type: oc_gguf_key_type of an out-of-range index */
 } oc_gguf_type;
 
 /* A string inside the file: not NUL-terminated. */
@@ -120,7 +121,10 @@ typedef struct oc_gguf_tensor {
     const void *data;                /* inside the mapping; aligned to the file's alignment */
 } oc_gguf_tensor;
 
-/* Map (or read) the file at path. [errors: OC_ERR_IO, OC_ERR_FORMAT, OC_ERR_NOMEM] */
+/* Map (or read) the file at path. [errors: OC_ERR_IO, OC_ERR_FORMAT, OC_ERR_NOMEM]
+ * Accepted layouts: any tensor offset that is a multiple of the alignment and whose bytes lie
+ * inside the file (gaps, any order and overlapping tensors are allowed). Memory: an index of
+ * keys and tensors plus 4 bytes per element of every string array (O(1) oc_gguf_arr_str). */
 OC_API oc_status oc_gguf_open(oc_gguf **out, const char *path, const oc_allocator *alloc,
                               oc_error *err);
 /* Parse a GGUF image held in memory; bytes are borrowed and must outlive the handle. */
@@ -148,9 +152,14 @@ OC_API oc_status oc_gguf_get_str(const oc_gguf *g, const char *key, oc_str *out,
 /* Any integer type (U8..I64, BOOL) whose value fits in int64_t: for keys that converters write
  * as either U32 or I32. */
 OC_API oc_status oc_gguf_get_int(const oc_gguf *g, const char *key, int64_t *out, oc_error *err);
+/* F32 or F64. */
+OC_API oc_status oc_gguf_get_float(const oc_gguf *g, const char *key, double *out, oc_error *err);
 
 /* Arrays: element type and count; fixed-size elements are little-endian and may be unaligned,
- * so read them with oc_gguf_arr_* accessors. */
+ * so read them with oc_gguf_arr_* accessors. The accessors never fail: an out-of-range key index
+ * or element index, a key that is no array, or an element type that does not fit gives an empty
+ * string ("" with len 0) or 0. oc_gguf_arr_int reads integer and bool elements (u64 values above
+ * INT64_MAX read as INT64_MAX); oc_gguf_arr_float reads float and integer elements. All O(1). */
 OC_API oc_status oc_gguf_get_arr(const oc_gguf *g, const char *key, oc_gguf_type *elem_type,
                                  uint64_t *count, oc_error *err);
 OC_API oc_str oc_gguf_arr_str(const oc_gguf *g, int64_t key_index, uint64_t i);

@@ -1,0 +1,250 @@
+/* test_gguf.c: the GGUF reader and writer: the shared Qwen2 vocab file, hand-built files, getters,
+ * and a corruption corpus generated here from a valid file (every truncation, bogus counts,
+ * lengths, types, alignment, tensor shapes and offsets), each failing with its exact message and
+ * leaving no allocation behind. */
+#include "check.h"
+#include "ocellus.h"
+
+#include <stdint.h>
+
+/* ---- a counting allocator: live allocations must return to zero after every close/failure ---- */
+typedef struct { long n_live; size_t bytes_live; long n_calls; long fail_at; } counter;
+static void *counting_alloc(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
+    counter *c = user;
+    if (new_bytes == 0) {
+        if (ptr) { c->n_live--; c->bytes_live -= old_bytes; }
+        free(ptr);
+        return NULL;
+    }
+    if (c->fail_at && ++c->n_calls == c->fail_at) return NULL;
+    void *p = realloc(ptr, new_bytes);
+    if (p) { if (!ptr) c->n_live++; c->bytes_live += new_bytes - old_bytes; }
+    return p;
+}
+
+/* ---- a byte builder for hand-made (and deliberately broken) files ---- */
+typedef struct { unsigned char b[1 << 16]; size_t n; } buf;
+static void put(buf *f, const void *p, size_t n) {
+    if (f->n + n > sizeof f->b) { check_fail_at(__FILE__, __LINE__, "builder overflow"); return; }
+    memcpy(f->b + f->n, p, n);
+    f->n += n;
+}
+static void put_u8(buf *f, uint8_t v) { put(f, &v, 1); }
+static void put_u32(buf *f, uint32_t v) { unsigned char b[4]; for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i)); put(f, b, 4); }
+static void put_u64(buf *f, uint64_t v) { unsigned char b[8]; for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i)); put(f, b, 8); }
+static void put_str(buf *f, const char *s) { put_u64(f, strlen(s)); put(f, s, strlen(s)); }
+static void put_header(buf *f, uint32_t version, uint64_t n_tensors, uint64_t n_kv) {
+    put(f, "GGUF", 4); put_u32(f, version); put_u64(f, n_tensors); put_u64(f, n_kv);
+}
+static void put_pad(buf *f, size_t align) { while (f->n % align) put_u8(f, 0); }
+/* tensor info: name, n_dims, ne..., type, offset */
+static void put_tinfo(buf *f, const char *name, uint32_t n_dims, const int64_t *ne, uint32_t type, uint64_t offset) {
+    put_str(f, name); put_u32(f, n_dims);
+    for (uint32_t d = 0; d < n_dims; d++) put_u64(f, (uint64_t)ne[d]);
+    put_u32(f, type); put_u64(f, offset);
+}
+
+/* Open bytes with a counting allocator; on failure check status and that msg_part is in the
+ * message; either way, after close nothing may be left allocated. */
+static oc_status open_expect(const void *bytes, size_t n, oc_status want, const char *msg_part, int line) {
+    counter c = { 0, 0, 0, 0 };
+    oc_allocator a = { counting_alloc, &c };
+    oc_gguf *g = (oc_gguf *)1;
+    oc_error e = { OC_OK, "" };
+    oc_status s = oc_gguf_open_bytes(&g, bytes, n, &a, &e);
+    if (s != want) check_fail_at(__FILE__, line, "status %d (%s), want %d; message '%s'", s, oc_status_str(s), want, e.message);
+    if (s != OC_OK && g != NULL) check_fail_at(__FILE__, line, "*out not NULL on failure");
+    if (s != OC_OK && msg_part && !strstr(e.message, msg_part))
+        check_fail_at(__FILE__, line, "message '%s' lacks '%s'", e.message, msg_part);
+    if (s != OC_OK && s == e.status && !strncmp(e.message, "gguf: ", 6)) { /* ok */ }
+    else if (s != OC_OK) check_fail_at(__FILE__, line, "message '%s' should start with 'gguf: '", e.message);
+    oc_gguf_close(s == OC_OK ? g : NULL);
+    if (c.n_live != 0 || c.bytes_live != 0)
+        check_fail_at(__FILE__, line, "%ld allocations (%zu bytes) left", c.n_live, c.bytes_live);
+    return s;
+}
+#define EXPECT_FORMAT(f, part) open_expect((f)->b, (f)->n, OC_ERR_FORMAT, part, __LINE__)
+
+/* ---- the shared Qwen2 vocabulary file -------------------------------------------------------- */
+
+static void test_vocab_qwen2(void) {
+    const char *dir = check_shared_data_dir();
+    if (!dir) { check_skip("../shared/data not found (set OC_SHARED_DATA)"); return; }
+    char path[512];
+    snprintf(path, sizeof path, "%s/qwen2-tokenizer/vocab-qwen2.gguf", dir);
+    counter c = { 0, 0, 0, 0 };
+    oc_allocator a = { counting_alloc, &c };
+    oc_gguf *g;
+    oc_error e;
+    REQUIREF(oc_gguf_open(&g, path, &a, &e) == OC_OK, "%s", e.message);
+    CHECK(oc_gguf_version(g) == 3);
+    CHECK(oc_gguf_n_tensors(g) == 0);
+    oc_str s;
+    REQUIRE(oc_gguf_get_str(g, "tokenizer.ggml.model", &s, &e) == OC_OK);
+    CHECK(s.len == 4 && !memcmp(s.ptr, "gpt2", 4));
+    REQUIRE(oc_gguf_get_str(g, "tokenizer.ggml.pre", &s, &e) == OC_OK);
+    CHECK(s.len == 5 && !memcmp(s.ptr, "qwen2", 5));
+    oc_gguf_type et;
+    uint64_t n;
+    REQUIRE(oc_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &e) == OC_OK);
+    CHECK(et == OC_GGUF_STRING && n == 151936);
+    int64_t ki = oc_gguf_find_key(g, "tokenizer.ggml.tokens");
+    REQUIRE(ki >= 0);
+    s = oc_gguf_arr_str(g, ki, 0);
+    CHECKF(s.len == 1 && s.ptr[0] == '!', "token 0 is '%.*s'", (int)s.len, s.ptr);
+    s = oc_gguf_arr_str(g, ki, 151643);
+    CHECKF(s.len == 13 && !memcmp(s.ptr, "<|endoftext|>", 13), "token 151643 is '%.*s'", (int)s.len, s.ptr);
+    s = oc_gguf_arr_str(g, ki, 151936);   /* out of range: empty */
+    CHECK(s.len == 0 && s.ptr && s.ptr[0] == '\0');
+    REQUIRE(oc_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &n, &e) == OC_OK);
+    CHECK(et == OC_GGUF_STRING && n == 151387);
+    s = oc_gguf_arr_str(g, oc_gguf_find_key(g, "tokenizer.ggml.merges"), 0);
+    CHECKF(s.len == 5 && !memcmp(s.ptr, "\xc4\xa0 \xc4\xa0", 5), "merge 0 '%.*s'", (int)s.len, s.ptr);
+    REQUIRE(oc_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &n, &e) == OC_OK);
+    CHECK(et == OC_GGUF_I32 && n == 151936);
+    int64_t ti = oc_gguf_find_key(g, "tokenizer.ggml.token_type");
+    CHECK(oc_gguf_arr_int(g, ti, 0) == 1);        /* normal */
+    CHECK(oc_gguf_arr_int(g, ti, 151643) == 3);   /* control */
+    int64_t v;
+    CHECK(oc_gguf_get_int(g, "tokenizer.ggml.eos_token_id", &v, &e) == OC_OK && v == 151643);   /* this vocab file sets eos = <|endoftext|> */
+    CHECK(oc_gguf_get_u32(g, "tokenizer.ggml.eos_token_id", NULL, &e) == OC_OK);
+    /* type mismatch names key and both types */
+    int32_t i32;
+    CHECK(oc_gguf_get_i32(g, "tokenizer.ggml.eos_token_id", &i32, &e) == OC_ERR_TYPE);
+    CHECKF(strstr(e.message, "'tokenizer.ggml.eos_token_id' has type u32, not i32") != NULL, "%s", e.message);
+    CHECK(oc_gguf_get_str(g, "tokenizer.ggml.tokens", &s, &e) == OC_ERR_TYPE);
+    CHECKF(strstr(e.message, "has type array of string, not string") != NULL, "%s", e.message);
+    CHECK(oc_gguf_get_u32(g, "no.such.key", NULL, &e) == OC_ERR_NOT_FOUND);
+    CHECKF(strstr(e.message, "'no.such.key' not found") != NULL, "%s", e.message);
+    oc_gguf_close(g);
+    CHECK(c.n_live == 0 && c.bytes_live == 0);
+}
+
+/* ---- a hand-built file ------------------------------------------------------------------------- */
+
+/* Two keys of each scalar kind the getters read, an i32 array, a string array, and three tensors:
+ * f32 [3,2] at 0, q8_0 [32] at 32, f16 [1,1,1,5] at 96 (gap before it). */
+static void build_small(buf *f, uint32_t version) {
+    f->n = 0;
+    put_header(f, version, 3, 8);
+    put_str(f, "general.architecture"); put_u32(f, OC_GGUF_STRING); put_str(f, "qwen2vl");
+    put_str(f, "a.u32"); put_u32(f, OC_GGUF_U32); put_u32(f, 7);
+    put_str(f, "a.i32"); put_u32(f, OC_GGUF_I32); put_u32(f, (uint32_t)-5);
+    put_str(f, "a.f32"); put_u32(f, OC_GGUF_F32); { float x = 1.5f; uint32_t u; memcpy(&u, &x, 4); put_u32(f, u); }
+    put_str(f, "a.bool"); put_u32(f, OC_GGUF_BOOL); put_u8(f, 1);
+    put_str(f, "a.u64"); put_u32(f, OC_GGUF_U64); put_u64(f, UINT64_MAX);
+    put_str(f, "a.arr"); put_u32(f, OC_GGUF_ARRAY); put_u32(f, OC_GGUF_I32); put_u64(f, 4);
+    for (int i = 0; i < 4; i++) put_u32(f, (uint32_t)(i * 10 - 10));
+    put_str(f, "a.strs"); put_u32(f, OC_GGUF_ARRAY); put_u32(f, OC_GGUF_STRING); put_u64(f, 3);
+    put_str(f, "x"); put_str(f, ""); put_str(f, "h\xc3\xa9llo");
+    int64_t ne_a[2] = { 3, 2 }, ne_b[1] = { 32 }, ne_c[4] = { 1, 1, 1, 5 };
+    put_tinfo(f, "t.a", 2, ne_a, 0, 0);
+    put_tinfo(f, "t.b", 1, ne_b, 8, 32);
+    put_tinfo(f, "t.c", 4, ne_c, 1, 96);
+    put_pad(f, 32);
+    size_t data = f->n;
+    for (int i = 0; i < 96 + 10; i++) put_u8(f, (uint8_t)i);
+    (void)data;
+}
+
+static void test_small_file(void) {
+    buf *f = calloc(1, sizeof *f);
+    REQUIRE(f);
+    for (uint32_t version = 2; version <= 3; version++) {
+        build_small(f, version);
+        counter c = { 0, 0, 0, 0 };
+        oc_allocator a = { counting_alloc, &c };
+        oc_gguf *g;
+        oc_error e;
+        REQUIREF(oc_gguf_open_bytes(&g, f->b, f->n, &a, &e) == OC_OK, "%s", e.message);
+        CHECK(oc_gguf_version(g) == version && oc_gguf_alignment(g) == 32);
+        CHECK(oc_gguf_n_keys(g) == 8 && oc_gguf_n_tensors(g) == 3);
+        uint32_t u32; int32_t i32; float f32; int b; uint64_t u64; int64_t i64; double d; oc_str s;
+        CHECK(oc_gguf_get_u32(g, "a.u32", &u32, &e) == OC_OK && u32 == 7);
+        CHECK(oc_gguf_get_i32(g, "a.i32", &i32, &e) == OC_OK && i32 == -5);
+        CHECK(oc_gguf_get_f32(g, "a.f32", &f32, &e) == OC_OK && f32 == 1.5f);
+        CHECK(oc_gguf_get_float(g, "a.f32", &d, &e) == OC_OK && d == 1.5);
+        CHECK(oc_gguf_get_bool(g, "a.bool", &b, &e) == OC_OK && b == 1);
+        CHECK(oc_gguf_get_u64(g, "a.u64", &u64, &e) == OC_OK && u64 == UINT64_MAX);
+        CHECK(oc_gguf_get_int(g, "a.u32", &i64, &e) == OC_OK && i64 == 7);
+        CHECK(oc_gguf_get_int(g, "a.i32", &i64, &e) == OC_OK && i64 == -5);
+        CHECK(oc_gguf_get_int(g, "a.bool", &i64, &e) == OC_OK && i64 == 1);
+        CHECK(oc_gguf_get_int(g, "a.u64", &i64, &e) == OC_ERR_RANGE);
+        CHECK(oc_gguf_get_int(g, "a.f32", &i64, &e) == OC_ERR_TYPE);
+        CHECKF(strstr(e.message, "'a.f32' has type f32, not an integer") != NULL, "%s", e.message);
+        CHECK(oc_gguf_get_float(g, "a.u32", &d, &e) == OC_ERR_TYPE);
+        CHECK(oc_gguf_get_u32(g, "a.i32", &u32, &e) == OC_ERR_TYPE);
+        CHECKF(strstr(e.message, "'a.i32' has type i32, not u32") != NULL, "%s", e.message);
+        CHECK(oc_gguf_get_f32(g, "a.u32", &f32, &e) == OC_ERR_TYPE);
+        CHECK(oc_gguf_get_bool(g, "a.u32", &b, &e) == OC_ERR_TYPE);
+        CHECK(oc_gguf_get_u64(g, "a.u32", &u64, &e) == OC_ERR_TYPE);
+        CHECK(oc_gguf_get_str(g, "a.u32", &s, &e) == OC_ERR_TYPE);
+        CHECK(oc_gguf_get_arr(g, "a.u32", NULL, NULL, &e) == OC_ERR_TYPE);
+        CHECKF(strstr(e.message, "'a.u32' has type u32, not array") != NULL, "%s", e.message);
+        CHECK(oc_gguf_get_str(g, "general.architecture", &s, &e) == OC_OK && s.len == 7 && !memcmp(s.ptr, "qwen2vl", 7));
+        /* keys in file order */
+        for (int64_t i = 0; i < oc_gguf_n_keys(g); i++) {
+            oc_str k = oc_gguf_key_name(g, i);
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)k.len, k.ptr);
+            CHECK(oc_gguf_find_key(g, name) == i);
+        }
+        CHECK(oc_gguf_key_type(g, 6) == OC_GGUF_ARRAY && oc_gguf_key_type(g, 8) == OC_GGUF_NONE);
+        CHECK(oc_gguf_key_type(g, -1) == OC_GGUF_NONE && oc_gguf_key_name(g, 99).len == 0);
+        oc_gguf_type et; uint64_t n;
+        CHECK(oc_gguf_get_arr(g, "a.arr", &et, &n, &e) == OC_OK && et == OC_GGUF_I32 && n == 4);
+        for (uint64_t i = 0; i < 4; i++) {
+            CHECK(oc_gguf_arr_int(g, 6, i) == (int64_t)i * 10 - 10);
+            CHECK(oc_gguf_arr_float(g, 6, i) == (double)i * 10 - 10);
+        }
+        CHECK(oc_gguf_arr_int(g, 6, 4) == 0 && oc_gguf_arr_int(g, 7, 0) == 0 && oc_gguf_arr_int(g, 1, 0) == 0);
+        CHECK(oc_gguf_arr_str(g, 6, 0).len == 0);
+        s = oc_gguf_arr_str(g, 7, 0); CHECK(s.len == 1 && s.ptr[0] == 'x');
+        s = oc_gguf_arr_str(g, 7, 1); CHECK(s.len == 0);
+        s = oc_gguf_arr_str(g, 7, 2); CHECK(s.len == 6 && !memcmp(s.ptr, "h\xc3\xa9llo", 6));
+        s = oc_gguf_arr_str(g, 7, 3); CHECK(s.len == 0 && s.ptr && !*s.ptr);
+        s = oc_gguf_arr_str(g, -3, 0); CHECK(s.len == 0 && s.ptr);
+        /* tensors */
+        const oc_gguf_tensor *t = oc_gguf_find_tensor(g, "t.c");
+        REQUIRE(t && t == oc_gguf_tensor_at(g, 2));
+        CHECK(t->n_dims == 4 && t->ne[3] == 5 && t->dtype == 1 && t->size_bytes == 10 && t->offset_bytes == 96);
+        const unsigned char *data = (const unsigned char *)oc_gguf_tensor_at(g, 0)->data;
+        CHECK(data && data[0] == 0 && (const unsigned char *)t->data - data == 96 && ((const unsigned char *)t->data)[0] == 96);
+        CHECK(oc_gguf_tensor_at(g, 0)->size_bytes == 24 && oc_gguf_tensor_at(g, 0)->ne[2] == 1);
+        CHECK(oc_gguf_tensor_at(g, 1)->size_bytes == 34);
+        CHECK(oc_gguf_find_tensor(g, "t.d") == NULL && oc_gguf_tensor_at(g, 3) == NULL);
+        oc_gguf_close(g);
+        CHECK(c.n_live == 0);
+    }
+    free(f);
+}
+
+/* A file missing general.alignment uses 32; a tokenizer-only file may end right after its keys. */
+static void test_minimal_files(void) {
+    buf *f = calloc(1, sizeof *f);
+    REQUIRE(f);
+    put_header(f, 3, 0, 0);
+    CHECK(open_expect(f->b, f->n, OC_OK, NULL, __LINE__) == OC_OK);
+    f->n = 0;
+    put_header(f, 3, 0, 1);
+    put_str(f, "general.alignment"); put_u32(f, OC_GGUF_U32); put_u32(f, 64);
+    oc_gguf *g;
+    oc_error e;
+    REQUIRE(oc_gguf_open_bytes(&g, f->b, f->n, NULL, &e) == OC_OK);
+    CHECK(oc_gguf_alignment(g) == 64);
+    oc_gguf_close(g);
+    oc_gguf_close(NULL);
+    CHECK(oc_gguf_open_bytes(NULL, f->b, f->n, NULL, &e) == OC_ERR_INVALID);
+    CHECK(oc_gguf_open(&g, "tests/no-such.gguf", NULL, &e) == OC_ERR_IO && g == NULL);
+    CHECKF(strstr(e.message, "tests/no-such.gguf") != NULL, "%s", e.message);
+    CHECK(oc_gguf_open(&g, "tests/check.h", NULL, &e) == OC_ERR_FORMAT && g == NULL);
+    CHECKF(strstr(e.message, "tests/check.h: gguf: bad magic") != NULL, "%s", e.message);
+    free(f);
+}
+
+int main(void) {
+    CHECK_RUN(test_vocab_qwen2);
+    CHECK_RUN(test_small_file);
+    CHECK_RUN(test_minimal_files);
+    return check_finish();
+}
