@@ -3,6 +3,7 @@
  * lengths, types, alignment, tensor shapes and offsets), each failing with its exact message and
  * leaving no allocation behind. */
 #include "check.h"
+#include "dtype.h"
 #include "ocellus.h"
 
 #include <stdint.h>
@@ -124,6 +125,7 @@ static void test_vocab_qwen2(void) {
 
 /* Two keys of each scalar kind the getters read, an i32 array, a string array, and three tensors:
  * f32 [3,2] at 0, q8_0 [32] at 32, f16 [1,1,1,5] at 96 (gap before it). */
+static size_t small_marks[4];   /* build_small: start of key #7, tensor info #0, #2, data */
 static void build_small(buf *f, uint32_t version) {
     f->n = 0;
     put_header(f, version, 3, 8);
@@ -135,16 +137,18 @@ static void build_small(buf *f, uint32_t version) {
     put_str(f, "a.u64"); put_u32(f, OC_GGUF_U64); put_u64(f, UINT64_MAX);
     put_str(f, "a.arr"); put_u32(f, OC_GGUF_ARRAY); put_u32(f, OC_GGUF_I32); put_u64(f, 4);
     for (int i = 0; i < 4; i++) put_u32(f, (uint32_t)(i * 10 - 10));
+    small_marks[0] = f->n;
     put_str(f, "a.strs"); put_u32(f, OC_GGUF_ARRAY); put_u32(f, OC_GGUF_STRING); put_u64(f, 3);
     put_str(f, "x"); put_str(f, ""); put_str(f, "h\xc3\xa9llo");
     int64_t ne_a[2] = { 3, 2 }, ne_b[1] = { 32 }, ne_c[4] = { 1, 1, 1, 5 };
+    small_marks[1] = f->n;
     put_tinfo(f, "t.a", 2, ne_a, 0, 0);
     put_tinfo(f, "t.b", 1, ne_b, 8, 32);
+    small_marks[2] = f->n;
     put_tinfo(f, "t.c", 4, ne_c, 1, 96);
     put_pad(f, 32);
-    size_t data = f->n;
+    small_marks[3] = f->n;
     for (int i = 0; i < 96 + 10; i++) put_u8(f, (uint8_t)i);
-    (void)data;
 }
 
 static void test_small_file(void) {
@@ -242,9 +246,218 @@ static void test_minimal_files(void) {
     free(f);
 }
 
+/* ---- the corruption corpus ----------------------------------------------------------------- */
+
+/* One f32 tensor [8] "t" after nk keys; the writer-free base of most corruption cases. */
+static void tail_one_tensor(buf *f, uint32_t type, uint32_t n_dims, const int64_t *ne, uint64_t offset) {
+    put_tinfo(f, "t", n_dims, ne, type, offset);
+    put_pad(f, 32);
+    for (int i = 0; i < 64; i++) put_u8(f, 0);
+}
+
+static void test_corrupt_header(void) {
+    buf *f = calloc(1, sizeof *f);
+    REQUIRE(f);
+    EXPECT_FORMAT(f, "gguf: magic runs past end of file (needs 4 bytes at byte 0, file is 0 bytes)");
+    put(f, "GGUX", 4); put_u32(f, 3); put_u64(f, 0); put_u64(f, 0);
+    EXPECT_FORMAT(f, "bad magic 'GGUX'");
+    f->n = 0; put_header(f, 1, 0, 0);
+    EXPECT_FORMAT(f, "version 1 is not supported");
+    f->n = 0; put_header(f, 4, 0, 0);
+    EXPECT_FORMAT(f, "unknown version 4");
+    f->n = 0; put_header(f, 0, 0, 0);
+    EXPECT_FORMAT(f, "unknown version 0");
+    f->n = 0; put_header(f, 0x03000000u, 0, 0);
+    EXPECT_FORMAT(f, "version field 0x03000000 looks byte-swapped: big-endian GGUF files are not supported");
+    f->n = 0; put_header(f, 3, 0, (uint64_t)-1);
+    EXPECT_FORMAT(f, "n_kv = -1 is negative");
+    f->n = 0; put_header(f, 3, (uint64_t)-5, 0);
+    EXPECT_FORMAT(f, "n_tensors = -5 is negative");
+    f->n = 0; put_header(f, 3, 0, 1ull << 40);
+    EXPECT_FORMAT(f, "n_kv = 1099511627776 is implausible: 0 bytes remain after the header");
+    f->n = 0; put_header(f, 3, 0, 3); put_str(f, "abcdefghijklm"); put_u32(f, 0); put_u8(f, 1);
+    EXPECT_FORMAT(f, "n_kv = 3 is implausible: 26 bytes remain after the header, each key/value needs at least 13");
+    f->n = 0; put_header(f, 3, INT64_MAX, 0);
+    EXPECT_FORMAT(f, "n_tensors = 9223372036854775807 is implausible");
+    free(f);
+}
+
+static void test_corrupt_keys(void) {
+    buf *f = calloc(1, sizeof *f);
+    REQUIRE(f);
+    /* (c) huge lengths */
+    put_header(f, 3, 0, 1); put_u64(f, 1ull << 63); put(f, "abcdefgh", 8);
+    EXPECT_FORMAT(f, "gguf: key #0: name (9223372036854775808 bytes) runs past end of file (needs 9223372036854775808 bytes at byte 32, file is 40 bytes)");
+    f->n = 0; put_header(f, 3, 0, 1); put_str(f, "k"); put_u32(f, OC_GGUF_STRING); put_u64(f, UINT64_MAX); put_u8(f, 'x');
+    EXPECT_FORMAT(f, "gguf: key #0 'k': string value (18446744073709551615 bytes) runs past end of file");
+    /* (d) huge array counts */
+    f->n = 0; put_header(f, 3, 0, 1); put_str(f, "tokenizer.ggml.tokens"); put_u32(f, OC_GGUF_ARRAY); put_u32(f, OC_GGUF_STRING); put_u64(f, 151936);
+    put_str(f, "a"); put_str(f, "b");
+    EXPECT_FORMAT(f, "gguf: key #0 'tokenizer.ggml.tokens': array of 151936 strings runs past end of file at byte 69 (file is 87 bytes)");
+    f->n = 0; put_header(f, 3, 0, 1); put_str(f, "a"); put_u32(f, OC_GGUF_ARRAY); put_u32(f, OC_GGUF_I32); put_u64(f, 1ull << 62); put_u32(f, 0);
+    EXPECT_FORMAT(f, "gguf: key #0 'a': array of 4611686018427387904 i32 runs past end of file at byte 49 (file is 53 bytes)");
+    f->n = 0; put_header(f, 3, 0, 1); put_str(f, "a"); put_u32(f, OC_GGUF_ARRAY); put_u32(f, OC_GGUF_STRING); put_u64(f, 3);
+    put_str(f, "x"); put_u64(f, 50); put(f, "abcdefghijkl", 12);   /* string #1 is cut short */
+    EXPECT_FORMAT(f, "gguf: key #0 'a': string #1 of 3 (50 bytes) runs past end of file (needs 50 bytes at byte 66, file is 78 bytes)");
+    /* (e) nested array, (f) unknown types */
+    f->n = 0; put_header(f, 3, 0, 1); put_str(f, "a"); put_u32(f, OC_GGUF_ARRAY); put_u32(f, OC_GGUF_ARRAY); put_u64(f, 0);
+    EXPECT_FORMAT(f, "gguf: key #0 'a': nested arrays are not supported");
+    f->n = 0; put_header(f, 3, 0, 1); put_str(f, "a"); put_u32(f, 13); put_u64(f, 0);
+    EXPECT_FORMAT(f, "gguf: key #0 'a': unknown value type 13");
+    f->n = 0; put_header(f, 3, 0, 1); put_str(f, "a"); put_u32(f, OC_GGUF_ARRAY); put_u32(f, 99); put_u64(f, 0);
+    EXPECT_FORMAT(f, "gguf: key #0 'a': unknown array element type 99");
+    /* (g) duplicate key */
+    f->n = 0; put_header(f, 3, 0, 3);
+    put_str(f, "a"); put_u32(f, OC_GGUF_U8); put_u8(f, 1);
+    put_str(f, "b"); put_u32(f, OC_GGUF_U8); put_u8(f, 1);
+    put_str(f, "a"); put_u32(f, OC_GGUF_I8); put_u8(f, 2);
+    EXPECT_FORMAT(f, "gguf: key #2 'a' duplicates key #0");
+    /* (h) alignment of the wrong type, not a power of two */
+    f->n = 0; put_header(f, 3, 0, 1); put_str(f, "general.alignment"); put_u32(f, OC_GGUF_I32); put_u32(f, 32);
+    EXPECT_FORMAT(f, "gguf: key #0 'general.alignment': alignment must be u32, not i32");
+    f->n = 0; put_header(f, 3, 0, 1); put_str(f, "general.alignment"); put_u32(f, OC_GGUF_U32); put_u32(f, 48);
+    EXPECT_FORMAT(f, "gguf: key #0 'general.alignment': alignment 48 is not a power of two");
+    f->n = 0; put_header(f, 3, 0, 1); put_str(f, "general.alignment"); put_u32(f, OC_GGUF_U32); put_u32(f, 0);
+    EXPECT_FORMAT(f, "alignment 0 is not a power of two");
+    f->n = 0; put_header(f, 3, 0, 1); put_str(f, "general.alignment"); put_u32(f, OC_GGUF_ARRAY); put_u32(f, OC_GGUF_U32); put_u64(f, 0);
+    EXPECT_FORMAT(f, "alignment must be u32, not an array");
+    /* control characters in names are shown as '?' so the message stays one line */
+    f->n = 0; put_header(f, 3, 0, 1); put_str(f, "a\nb"); put_u32(f, 77);
+    EXPECT_FORMAT(f, "gguf: key #0 'a?b': unknown value type 77");
+    free(f);
+}
+
+static void test_corrupt_tensors(void) {
+    buf *f = calloc(1, sizeof *f);
+    REQUIRE(f);
+    int64_t ne8[1] = { 8 };
+    /* base case opens */
+    put_header(f, 3, 1, 0); tail_one_tensor(f, 0, 1, ne8, 0);
+    CHECK(open_expect(f->b, f->n, OC_OK, NULL, __LINE__) == OC_OK);
+    /* (i) misaligned offset, (j) out of range, overflowing */
+    f->n = 0; put_header(f, 3, 1, 0); tail_one_tensor(f, 0, 1, ne8, 4);
+    EXPECT_FORMAT(f, "gguf: tensor #0 't': offset 4 is not a multiple of alignment 32");
+    f->n = 0; put_header(f, 3, 1, 0); tail_one_tensor(f, 0, 1, ne8, 64);
+    EXPECT_FORMAT(f, "gguf: tensor #0 't': data (offset 64 + 32 bytes, data section at byte 64) runs past end of file (file is 128 bytes)");
+    f->n = 0; put_header(f, 3, 1, 0); tail_one_tensor(f, 0, 1, ne8, UINT64_MAX - 31);
+    EXPECT_FORMAT(f, "gguf: tensor #0 't': data (offset 18446744073709551584 + 32 bytes");
+    /* (k) n_dims 0 and 5 */
+    f->n = 0; put_header(f, 3, 1, 0); tail_one_tensor(f, 0, 0, ne8, 0);
+    EXPECT_FORMAT(f, "gguf: tensor #0 't': n_dims 0 is not in 1..4");
+    int64_t ne5[5] = { 1, 1, 1, 1, 1 };
+    f->n = 0; put_header(f, 3, 1, 0); tail_one_tensor(f, 0, 5, ne5, 0);
+    EXPECT_FORMAT(f, "gguf: tensor #0 't': n_dims 5 is not in 1..4");
+    /* (l) element count / byte size overflow, negative ne */
+    int64_t big[2] = { 1ll << 32, 1ll << 32 };
+    f->n = 0; put_header(f, 3, 1, 0); tail_one_tensor(f, 0, 2, big, 0);
+    EXPECT_FORMAT(f, "gguf: tensor #0 't': element count of ne = [4294967296, 4294967296, 1, 1] overflows int64");
+    int64_t big1[1] = { 1ll << 62 };
+    f->n = 0; put_header(f, 3, 1, 0); tail_one_tensor(f, 0, 1, big1, 0);
+    EXPECT_FORMAT(f, "gguf: tensor #0 't': byte size of f32 ne = [4611686018427387904, 1, 1, 1] overflows");
+    int64_t neg[2] = { 8, -1 };
+    f->n = 0; put_header(f, 3, 1, 0); tail_one_tensor(f, 0, 2, neg, 0);
+    EXPECT_FORMAT(f, "gguf: tensor #0 't': ne[1] = -1 is negative");
+    /* (m) unknown type, (n) ne[0] not a multiple of the block */
+    f->n = 0; put_header(f, 3, 1, 0); tail_one_tensor(f, 99, 1, ne8, 0);
+    EXPECT_FORMAT(f, "gguf: tensor #0 't': unknown tensor type 99");
+    int64_t ne33[1] = { 33 };
+    f->n = 0; put_header(f, 3, 1, 0); tail_one_tensor(f, 8, 1, ne33, 0);
+    EXPECT_FORMAT(f, "gguf: tensor #0 't': ne[0] = 33 is not a multiple of the q8_0 block size 32");
+    /* duplicate tensor names; data section beyond the end */
+    f->n = 0; put_header(f, 3, 2, 0); put_tinfo(f, "t", 1, ne8, 0, 0); tail_one_tensor(f, 0, 1, ne8, 32);
+    EXPECT_FORMAT(f, "gguf: tensor #1 't' duplicates the name of tensor #0");
+    f->n = 0; put_header(f, 3, 1, 0); put_tinfo(f, "t", 1, ne8, 0, 0);
+    EXPECT_FORMAT(f, "gguf: data section starts at byte 64 (tensor infos end at 57, alignment 32), past end of file (file is 57 bytes)");
+    /* zero-sized tensors and overlapping tensors are accepted */
+    int64_t ne0[2] = { 8, 0 };
+    f->n = 0; put_header(f, 3, 2, 0); put_tinfo(f, "z", 2, ne0, 0, 64); tail_one_tensor(f, 0, 1, ne8, 0);
+    CHECK(open_expect(f->b, f->n, OC_OK, NULL, __LINE__) == OC_OK);
+    f->n = 0; put_header(f, 3, 2, 0); put_tinfo(f, "u", 1, ne8, 0, 0); tail_one_tensor(f, 0, 1, ne8, 0);
+    CHECK(open_expect(f->b, f->n, OC_OK, NULL, __LINE__) == OC_OK);
+    free(f);
+}
+
+/* (a) Every prefix of a valid file shorter than its last tensor's end fails with a message naming
+ * the field being read; longer prefixes (cutting only the final padding) open. */
+static void test_truncation_every_byte(void) {
+    buf *f = calloc(1, sizeof *f);
+    REQUIRE(f);
+    build_small(f, 3);
+    oc_gguf *g;
+    oc_error e;
+    REQUIRE(oc_gguf_open_bytes(&g, f->b, f->n, NULL, &e) == OC_OK);
+    const oc_gguf_tensor *last = oc_gguf_tensor_at(g, 2);
+    size_t need = (size_t)((const unsigned char *)last->data - f->b) + (size_t)last->size_bytes;
+    oc_gguf_close(g);
+    static const char *const fields[] = { "magic", "version", "n_tensors", "n_kv", "length of name",
+        "name (", "value type", "value", "array element type", "array count", "strings",
+        "string #", "n_dims", "ne[", "type", "offset", "data section", "data (offset", "n_kv =", "n_tensors =" };
+    for (size_t n = 0; n < f->n; n++) {
+        counter c = { 0, 0, 0, 0 };
+        oc_allocator a = { counting_alloc, &c };
+        oc_status s = oc_gguf_open_bytes(&g, f->b, n, &a, &e);
+        if (n >= need) {
+            CHECKF(s == OC_OK, "prefix %zu of %zu: %s", n, f->n, e.message);
+            oc_gguf_close(g);
+        } else {
+            CHECKF(s == OC_ERR_FORMAT && g == NULL, "prefix %zu: status %d", n, s);
+            int named = 0;
+            for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) named |= strstr(e.message, fields[i]) != NULL;
+            CHECKF(named && (strstr(e.message, "past end of file") || strstr(e.message, "is implausible")),
+                   "prefix %zu: '%s'", n, e.message);
+        }
+        CHECKF(c.n_live == 0, "prefix %zu leaks %ld", n, c.n_live);
+    }
+    /* spot checks of the exact field (cuts early in the file are caught by the count check) */
+    size_t k7 = small_marks[0], t0 = small_marks[1], t2 = small_marks[2], d = small_marks[3];
+    char m[8][160];
+    snprintf(m[0], 160, "gguf: key #7: length of name runs past end of file (needs 8 bytes at byte %zu, file is %zu bytes)", k7, k7 + 3);
+    snprintf(m[1], 160, "gguf: key #7: name (6 bytes) runs past end of file (needs 6 bytes at byte %zu", k7 + 8);
+    snprintf(m[2], 160, "gguf: key #7 'a.strs': value type runs past end of file (needs 4 bytes at byte %zu", k7 + 14);
+    snprintf(m[3], 160, "gguf: key #7 'a.strs': array element type runs past");
+    snprintf(m[4], 160, "gguf: key #7 'a.strs': array count runs past");
+    snprintf(m[5], 160, "gguf: tensor #0 't.a': n_dims runs past end of file (needs 4 bytes at byte %zu", t0 + 11);
+    snprintf(m[6], 160, "gguf: tensor #2 't.c': ne[3] runs past end of file (needs 8 bytes at byte %zu", t2 + 11 + 4 + 24);
+    snprintf(m[7], 160, "gguf: tensor #2 't.c': data (offset 96 + 10 bytes, data section at byte %zu) runs past end of file (file is %zu bytes)", d, d + 100);
+    struct { size_t n; const char *msg; } cuts[] = {
+        { 2, "gguf: magic runs past end of file (needs 4 bytes at byte 0, file is 2 bytes)" },
+        { 6, "gguf: version runs past" }, { 12, "gguf: n_tensors runs past" }, { 20, "gguf: n_kv runs past" },
+        { k7 + 3, m[0] }, { k7 + 9, m[1] }, { k7 + 15, m[2] }, { k7 + 19, m[3] }, { k7 + 25, m[4] },
+        { t0 + 12, m[5] }, { t2 + 11 + 4 + 24 + 1, m[6] }, { d + 100, m[7] },
+    };
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) open_expect(f->b, cuts[i].n, OC_ERR_FORMAT, cuts[i].msg, __LINE__);
+    free(f);
+}
+
+/* Out-of-memory at every allocation of an open: NOMEM, nothing leaked. */
+static void test_reader_nomem(void) {
+    buf *f = calloc(1, sizeof *f);
+    REQUIRE(f);
+    build_small(f, 3);
+    int saw_ok = 0;
+    for (long k = 1; k < 20 && !saw_ok; k++) {
+        counter c = { 0, 0, 0, k };
+        oc_allocator a = { counting_alloc, &c };
+        oc_gguf *g;
+        oc_error e;
+        oc_status s = oc_gguf_open_bytes(&g, f->b, f->n, &a, &e);
+        CHECKF(s == OC_OK || s == OC_ERR_NOMEM, "fail_at %ld: %d %s", k, s, e.message);
+        saw_ok = s == OC_OK;
+        oc_gguf_close(g);
+        CHECKF(c.n_live == 0, "fail_at %ld leaks", k);
+    }
+    CHECK(saw_ok);
+    free(f);
+}
+
 int main(void) {
     CHECK_RUN(test_vocab_qwen2);
     CHECK_RUN(test_small_file);
     CHECK_RUN(test_minimal_files);
+    CHECK_RUN(test_corrupt_header);
+    CHECK_RUN(test_corrupt_keys);
+    CHECK_RUN(test_corrupt_tensors);
+    CHECK_RUN(test_truncation_every_byte);
+    CHECK_RUN(test_reader_nomem);
     return check_finish();
 }
