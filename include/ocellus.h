@@ -100,7 +100,8 @@ typedef struct oc_gguf oc_gguf;
 typedef enum oc_gguf_type {
     OC_GGUF_U8 = 0, OC_GGUF_I8 = 1, OC_GGUF_U16 = 2, OC_GGUF_I16 = 3, OC_GGUF_U32 = 4,
     OC_GGUF_I32 = 5, OC_GGUF_F32 = 6, OC_GGUF_BOOL = 7, OC_GGUF_STRING = 8, OC_GGUF_ARRAY = 9,
-    OC_GGUF_U64 = 10, OC_GGUF_I64 = 11, OC_GGUF_F64 = 12
+    OC_GGUF_U64 = 10, OC_GGUF_I64 = 11, OC_GGUF_F64 = 12,
+    OC_GGUF_NONE = 13   /* not a stored type: oc_gguf_key_type of an out-of-range index */
 } oc_gguf_type;
 
 /* A string inside the file: not NUL-terminated. */
@@ -120,7 +121,10 @@ typedef struct oc_gguf_tensor {
     const void *data;                /* inside the mapping; aligned to the file's alignment */
 } oc_gguf_tensor;
 
-/* Map (or read) the file at path. [errors: OC_ERR_IO, OC_ERR_FORMAT, OC_ERR_NOMEM] */
+/* Map (or read) the file at path. [errors: OC_ERR_IO, OC_ERR_FORMAT, OC_ERR_NOMEM]
+ * Accepted layouts: any tensor offset that is a multiple of the alignment and whose bytes lie
+ * inside the file (gaps, any order and overlapping tensors are allowed). Memory: an index of
+ * keys and tensors plus 4 bytes per element of every string array (O(1) oc_gguf_arr_str). */
 OC_API oc_status oc_gguf_open(oc_gguf **out, const char *path, const oc_allocator *alloc,
                               oc_error *err);
 /* Parse a GGUF image held in memory; bytes are borrowed and must outlive the handle. */
@@ -148,9 +152,14 @@ OC_API oc_status oc_gguf_get_str(const oc_gguf *g, const char *key, oc_str *out,
 /* Any integer type (U8..I64, BOOL) whose value fits in int64_t: for keys that converters write
  * as either U32 or I32. */
 OC_API oc_status oc_gguf_get_int(const oc_gguf *g, const char *key, int64_t *out, oc_error *err);
+/* F32 or F64. */
+OC_API oc_status oc_gguf_get_float(const oc_gguf *g, const char *key, double *out, oc_error *err);
 
 /* Arrays: element type and count; fixed-size elements are little-endian and may be unaligned,
- * so read them with oc_gguf_arr_* accessors. */
+ * so read them with oc_gguf_arr_* accessors. The accessors never fail: an out-of-range key index
+ * or element index, a key that is no array, or an element type that does not fit gives an empty
+ * string ("" with len 0) or 0. oc_gguf_arr_int reads integer and bool elements (u64 values above
+ * INT64_MAX read as INT64_MAX); oc_gguf_arr_float reads float and integer elements. All O(1). */
 OC_API oc_status oc_gguf_get_arr(const oc_gguf *g, const char *key, oc_gguf_type *elem_type,
                                  uint64_t *count, oc_error *err);
 OC_API oc_str oc_gguf_arr_str(const oc_gguf *g, int64_t key_index, uint64_t i);
@@ -179,6 +188,9 @@ OC_API oc_status oc_gguf_writer_add_u64(oc_gguf_writer *w, const char *key, uint
 OC_API oc_status oc_gguf_writer_add_f32(oc_gguf_writer *w, const char *key, float v, oc_error *err);
 OC_API oc_status oc_gguf_writer_add_bool(oc_gguf_writer *w, const char *key, int v, oc_error *err);
 OC_API oc_status oc_gguf_writer_add_str(oc_gguf_writer *w, const char *key, const char *v, oc_error *err);
+/* Any fixed-size scalar type (U8..F64 except STRING/ARRAY); *value in host order, copied. */
+OC_API oc_status oc_gguf_writer_add_scalar(oc_gguf_writer *w, const char *key, oc_gguf_type type,
+                                           const void *value, oc_error *err);
 /* Array of fixed-size elements (elem_type not STRING/ARRAY); values in host order, copied. */
 OC_API oc_status oc_gguf_writer_add_arr(oc_gguf_writer *w, const char *key, oc_gguf_type elem_type,
                                         const void *values, uint64_t count, oc_error *err);
@@ -189,6 +201,21 @@ OC_API oc_status oc_gguf_writer_add_arr_str(oc_gguf_writer *w, const char *key,
 OC_API oc_status oc_gguf_writer_add_tensor(oc_gguf_writer *w, const char *name, int32_t dtype,
                                            uint32_t n_dims, const int64_t *ne, const void *data,
                                            oc_error *err);
+/* Streaming variant for converters: the bytes are produced at write time, a chunk of whole rows
+ * at a time (a row is ne[0] elements in dtype's encoding; rows are numbered over ne[1..3]).
+ * fill writes n_rows rows starting at first_row into dst and returns OC_OK, or a status (with a
+ * message in err) that makes oc_gguf_writer_write fail. The writer holds one chunk buffer of at
+ * most max(4 MiB, one row) while writing. */
+typedef oc_status (*oc_gguf_fill_fn)(void *user, void *dst, uint64_t first_row, uint64_t n_rows,
+                                     oc_error *err);
+OC_API oc_status oc_gguf_writer_add_tensor_fn(oc_gguf_writer *w, const char *name, int32_t dtype,
+                                              uint32_t n_dims, const int64_t *ne,
+                                              oc_gguf_fill_fn fill, void *user, oc_error *err);
+/* Writes the file (keys in the order added, then tensor infos, then the data, each tensor padded
+ * to the alignment as llama.cpp's writer does). set_alignment or a u32 "general.alignment" key
+ * changes the alignment (default 32). On failure the partial file is removed.
+ * [errors: OC_ERR_IO (message names the path and the system's reason), OC_ERR_NOMEM, or what a
+ * fill function returned] */
 OC_API oc_status oc_gguf_writer_write(oc_gguf_writer *w, const char *path, oc_error *err);
 
 #ifdef __cplusplus

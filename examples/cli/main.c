@@ -7,6 +7,7 @@
 static const cli_command commands[] = {
     { "version", "print the version and this CPU's kernel paths", cmd_version },
     { "plan", "check an attention plan file and summarize it", cmd_plan },
+    { "info", "print the keys and tensor table of a GGUF file", cmd_info },
 };
 
 static void usage(FILE *f) {
