@@ -6,6 +6,7 @@
 
 static const cli_command commands[] = {
     { "version", "print the version and this CPU's kernel paths", cmd_version },
+    { "tokenize", "tokenize a text with a model's vocabulary", cmd_tokenize },
 };
 
 static void usage(FILE *f) {
