@@ -188,6 +188,9 @@ OC_API oc_status oc_gguf_writer_add_u64(oc_gguf_writer *w, const char *key, uint
 OC_API oc_status oc_gguf_writer_add_f32(oc_gguf_writer *w, const char *key, float v, oc_error *err);
 OC_API oc_status oc_gguf_writer_add_bool(oc_gguf_writer *w, const char *key, int v, oc_error *err);
 OC_API oc_status oc_gguf_writer_add_str(oc_gguf_writer *w, const char *key, const char *v, oc_error *err);
+/* Any fixed-size scalar type (U8..F64 except STRING/ARRAY); *value in host order, copied. */
+OC_API oc_status oc_gguf_writer_add_scalar(oc_gguf_writer *w, const char *key, oc_gguf_type type,
+                                           const void *value, oc_error *err);
 /* Array of fixed-size elements (elem_type not STRING/ARRAY); values in host order, copied. */
 OC_API oc_status oc_gguf_writer_add_arr(oc_gguf_writer *w, const char *key, oc_gguf_type elem_type,
                                         const void *values, uint64_t count, oc_error *err);
@@ -198,6 +201,21 @@ OC_API oc_status oc_gguf_writer_add_arr_str(oc_gguf_writer *w, const char *key,
 OC_API oc_status oc_gguf_writer_add_tensor(oc_gguf_writer *w, const char *name, int32_t dtype,
                                            uint32_t n_dims, const int64_t *ne, const void *data,
                                            oc_error *err);
+/* Streaming variant for converters: the bytes are produced at write time, a chunk of whole rows
+ * at a time (a row is ne[0] elements in dtype's encoding; rows are numbered over ne[1..3]).
+ * fill writes n_rows rows starting at first_row into dst and returns OC_OK, or a status (with a
+ * message in err) that makes oc_gguf_writer_write fail. The writer holds one chunk buffer of at
+ * most max(4 MiB, one row) while writing. */
+typedef oc_status (*oc_gguf_fill_fn)(void *user, void *dst, uint64_t first_row, uint64_t n_rows,
+                                     oc_error *err);
+OC_API oc_status oc_gguf_writer_add_tensor_fn(oc_gguf_writer *w, const char *name, int32_t dtype,
+                                              uint32_t n_dims, const int64_t *ne,
+                                              oc_gguf_fill_fn fill, void *user, oc_error *err);
+/* Writes the file (keys in the order added, then tensor infos, then the data, each tensor padded
+ * to the alignment as llama.cpp's writer does). set_alignment or a u32 "general.alignment" key
+ * changes the alignment (default 32). On failure the partial file is removed.
+ * [errors: OC_ERR_IO (message names the path and the system's reason), OC_ERR_NOMEM, or what a
+ * fill function returned] */
 OC_API oc_status oc_gguf_writer_write(oc_gguf_writer *w, const char *path, oc_error *err);
 
 #ifdef __cplusplus
