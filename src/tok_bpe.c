@@ -11,9 +11,11 @@ static inline uint32_t merge_hash(const oc_tokenizer *tok, uint64_t key) {
 }
 
 oc_status oc_bpe_table_alloc(oc_tokenizer *tok, size_t n_merges, oc_error *err) {
+    /* load <= 2/3 keeps linear probing short (Qwen2: 151,387 merges in 2^18 slots, 4 MiB) */
+    size_t want = n_merges + n_merges / 2;
     uint32_t bits = 4;
-    while (bits < 31 && ((size_t)1 << bits) < 2 * n_merges) bits++;
-    if (((size_t)1 << bits) < 2 * n_merges)
+    while (bits < 31 && ((size_t)1 << bits) < want) bits++;
+    if (((size_t)1 << bits) < want)
         return oc_fail(err, OC_ERR_RANGE, "tokenizer: %zu merges is too many", n_merges);
     size_t n_slots = (size_t)1 << bits;
     tok->merges = oc_mem_alloc(&tok->alloc, n_slots * sizeof *tok->merges);

@@ -61,7 +61,7 @@ struct oc_tokenizer {
 size_t oc_pretok_qwen2_next(const uint8_t *s, size_t n, size_t i);
 
 /* ---- tok_bpe.c ---- */
-/* Merge table with room for n_merges entries at <= 50% load. */
+/* Merge table with room for n_merges entries at <= 2/3 load. */
 oc_status oc_bpe_table_alloc(oc_tokenizer *tok, size_t n_merges, oc_error *err);
 /* Insert (left, right) -> merged at rank unless the pair is already present (first rank wins). */
 void oc_bpe_table_insert(oc_tokenizer *tok, int32_t left, int32_t right, int32_t merged, uint32_t rank);

@@ -161,9 +161,9 @@ static oc_status load_tokens(oc_tokenizer *tok, const oc_gguf *g, int64_t ki_tok
     }
     tok->bytes_off[n] = (uint32_t)n_dec;
 
-    /* text -> id: open addressing at <= 50% load; the first id wins for duplicate texts */
+    /* text -> id: open addressing at <= 2/3 load; the first id wins for duplicate texts */
     size_t n_slots = 16;
-    while (n_slots < 2 * n) n_slots *= 2;
+    while (n_slots < n + n / 2) n_slots *= 2;
     tok->text_hash = oc_mem_alloc(a, n_slots * sizeof(int32_t));
     if (!tok->text_hash) return oc_fail(err, OC_ERR_NOMEM, "tokenizer: no memory for the vocabulary hash");
     tok->text_hash_mask = (uint32_t)(n_slots - 1);

@@ -3,8 +3,9 @@
  *
  * Behaviour is llama.cpp's (tokenizer.ggml.model "gpt2", pre "qwen2"):
  *  - Text is taken as is: no NFC normalization (Hugging Face's tokenizer.json applies NFC first; call
- *    oc_utf8_nfc from unicode.h before encoding to get HF's ids for non-NFC input). Because nothing is
- *    normalized, decode(encode(x)) == x for every byte string x, valid UTF-8 or not.
+ *    oc_utf8_nfc from unicode.h before encoding, as `ocellus tokenize --nfc` does, to get HF's ids for
+ *    non-NFC input such as decomposed accents; NFC text, most text, gives the same ids either way).
+ *    Because nothing is normalized, decode(encode(x)) == x for every byte string x, valid UTF-8 or not.
  *  - Invalid UTF-8 bytes are kept: each one is a "code point" of class other for the pre-tokenizer and
  *    is byte-encoded like any byte (llama.cpp would replace it with U+FFFD first).
  *  - USER_DEFINED tokens (token_type 4, e.g. <tool_call>, <think>) are always matched in the text;
@@ -14,6 +15,9 @@
  *
  * Threads: everything but oc_tokenizer_encode is read-only and may be called from any thread.
  * oc_tokenizer_encode uses the tokenizer's scratch memory: one encode at a time per tokenizer.
+ * Memory, all allocated at open (Qwen2, 151,936 tokens, 151,387 merges): about 10 MB: the merge
+ * table 4 MiB, the text hash 1 MiB, token texts in stored and decoded form 2 x 1.3 MB, offsets
+ * 1.2 MB, encode scratch 576 KiB (OC_TOK_SCRATCH_BYTES, fixed whatever the text length).
  */
 #ifndef OC_TOKENIZER_H
 #define OC_TOKENIZER_H

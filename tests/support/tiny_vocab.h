@@ -48,7 +48,7 @@ static size_t tiny_byte_text(unsigned b, char out[4]) {
 /* Merged tokens after the 256 byte tokens ("\xC4\xA0" is 'Ġ', the form of a space), their merges
  * in rank order, and the special tokens. */
 static const char *const tiny_merged[] = { "\xC4\xA0t", "he", "\xC4\xA0the", "in", "\xC4\xA0\xC4\xA0", "ing",
-                                           "\xC4\xA0" "a",
+                                           "\xC4\xA0\x61" /* "Ġa" */,
                                            "\xC3\x83\xC2\xA4" /* bytes C3 A4 ('ä') */ };
 static const char *const tiny_merges[] = { "\xC4\xA0 t", "h e", "\xC4\xA0t he", "i n", "\xC4\xA0 \xC4\xA0",
                                            "in g", "\xC4\xA0 a", "\xC3\x83 \xC2\xA4" };
