@@ -5,7 +5,9 @@
 # Re-run from the repository root after changing this script or to move to a newer Unicode:
 #     python3 src/unicode_tables.py > src/unicode_tables.c
 # The output names the Unicode version it was made from (unicodedata.unidata_version); commit both.
-# Python 3.11 ships Unicode 14.0.0; 3.12 ships 15.0.0, 3.13 ships 15.1.0.
+# Python 3.11 ships Unicode 14.0.0; 3.12 ships 15.0.0, 3.13 ships 15.1.0. Code points assigned after
+# the version used are unassigned here and count as "other" (with 14.0: about 14,000 of them, mostly
+# CJK Extension H/I letters from 15.0/15.1), where llama.cpp's or Oniguruma's newer tables may say \p{L}.
 #
 # Tables (layouts are read by src/unicode.c):
 #  1. Character class for the pre-tokenizer regex: 0 other, 1 \p{L} (Lu Ll Lt Lm Lo), 2 \p{N}
