@@ -6,10 +6,11 @@
 #     python3 src/unicode_tables.py > src/unicode_tables.c
 # The output names the Unicode version it was made from (unicodedata.unidata_version); commit both.
 # Python 3.11 ships Unicode 14.0.0; 3.12 ships 15.0.0, 3.13 ships 15.1.0. Code points assigned after
-# the version used are unassigned here and count as "other" (with 14.0: about 14,000 of them, mostly
-# CJK Extension H/I letters from 15.0/15.1), where llama.cpp's or Oniguruma's newer tables may say \p{L}.
+# the version used are unassigned here and count as "other" (with 14.0, about 14,000 code points that
+# Unicode 15.0-17.0 added, many of them CJK letters) where newer tables (llama.cpp's, Oniguruma's) may
+# say \p{L} or \p{N}.
 #
-# Tables (layouts are read by src/unicode.c):
+# Tables (layouts are read by src/unicode.h and src/unicode_nfc.c):
 #  1. Character class for the pre-tokenizer regex: 0 other, 1 \p{L} (Lu Ll Lt Lm Lo), 2 \p{N}
 #     (Nd Nl No), 3 \s (the White_Space property: Zs Zl Zp, U+0009..U+000D, U+0085, which is what
 #     Oniguruma's and llama.cpp's \s mean). Two stages: block index per 256 code points, then 2 bits
@@ -82,7 +83,7 @@ def main():
                % sys.version.split()[0])
     out.append(" * (Unicode %s). Do not edit: re-run `python3 src/unicode_tables.py > src/unicode_tables.c`."
                % ud.unidata_version)
-    out.append(" * Layouts are described in the script and read by src/unicode.c and src/unicode_nfc.c. */")
+    out.append(" * Layouts are described in the script and read by src/unicode.h and src/unicode_nfc.c. */")
     out.append('#include "unicode.h"')
     out.append("")
     out.append('const char oc_unicode_version[] = "%s";' % ud.unidata_version)
