@@ -67,6 +67,8 @@ static int64_t ld_int(uint32_t type, const uint8_t *p) {
     }
 }
 
+static float f32_bits(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }   /* bit-exact, NaNs too */
+
 static double ld_float(uint32_t type, const uint8_t *p) {
     if (type == OC_GGUF_F32) { uint32_t b = ld32(p); float f; memcpy(&f, &b, 4); return f; }
     if (type == OC_GGUF_F64) { uint64_t b = ld64(p); double d; memcpy(&d, &b, 8); return d; }
@@ -593,7 +595,7 @@ static oc_status lookup(const oc_gguf *g, const char *key, uint32_t want_type, c
 SCALAR_GETTER(oc_gguf_get_u32, uint32_t, OC_GGUF_U32, ld32(kv->val))
 SCALAR_GETTER(oc_gguf_get_i32, int32_t, OC_GGUF_I32, (int32_t)ld32(kv->val))
 SCALAR_GETTER(oc_gguf_get_u64, uint64_t, OC_GGUF_U64, ld64(kv->val))
-SCALAR_GETTER(oc_gguf_get_f32, float, OC_GGUF_F32, (float)ld_float(OC_GGUF_F32, kv->val))
+SCALAR_GETTER(oc_gguf_get_f32, float, OC_GGUF_F32, f32_bits(ld32(kv->val)))
 SCALAR_GETTER(oc_gguf_get_bool, int, OC_GGUF_BOOL, kv->val[0] != 0)
 
 oc_status oc_gguf_get_str(const oc_gguf *g, const char *key, oc_str *out, oc_error *err) {

@@ -10,6 +10,7 @@ typedef struct cli_command {
 } cli_command;
 
 int cmd_version(int argc, char **argv);
+int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -6,6 +6,7 @@
 
 static const cli_command commands[] = {
     { "version", "print the version and this CPU's kernel paths", cmd_version },
+    { "info", "print the keys and tensor table of a GGUF file", cmd_info },
     { "tokenize", "tokenize a text with a model's vocabulary", cmd_tokenize },
 };
 
