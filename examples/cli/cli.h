@@ -12,5 +12,6 @@ typedef struct cli_command {
 int cmd_version(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -8,6 +8,7 @@ static const cli_command commands[] = {
     { "version", "print the version and this CPU's kernel paths", cmd_version },
     { "plan", "check an attention plan file and summarize it", cmd_plan },
     { "info", "print the keys and tensor table of a GGUF file", cmd_info },
+    { "tokenize", "tokenize a text with a model's vocabulary", cmd_tokenize },
 };
 
 static void usage(FILE *f) {
