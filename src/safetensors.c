@@ -199,7 +199,7 @@ static oc_status open_common(oc_safetensors *st, const uint8_t *bytes, size_t n_
     } else if (data_bytes != 0) {
         return oc_fail(err, OC_ERR_FORMAT, "safetensors: %llu data bytes but no tensors", (unsigned long long)data_bytes);
     }
-    qsort(st->tensors, st->n_tensors, sizeof *st->tensors, by_name);
+    if (st->n_tensors) qsort(st->tensors, st->n_tensors, sizeof *st->tensors, by_name);
     for (size_t i = 1; i < st->n_tensors; i++)
         if (by_name(&st->tensors[i - 1], &st->tensors[i]) == 0)
             return oc_fail(err, OC_ERR_FORMAT, "safetensors: tensor '%.80s' is listed twice", st->tensors[i].name.ptr);
@@ -257,7 +257,7 @@ const oc_st_tensor *oc_safetensors_tensor_at(const oc_safetensors *st, size_t i)
 }
 
 const oc_st_tensor *oc_safetensors_find(const oc_safetensors *st, const char *name) {
-    if (!st || !name) return NULL;
+    if (!st || !name || !st->n_tensors) return NULL;
     oc_st_tensor key;
     key.name.ptr = name;
     key.name.len = strlen(name);

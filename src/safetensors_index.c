@@ -56,7 +56,7 @@ static oc_status build_union(oc_safetensors_set *set, oc_error *err) {
     for (size_t i = 0; i < set->n_files; i++)
         for (size_t j = 0; j < oc_safetensors_n_tensors(set->files[i]); j++)
             set->by_name[k++] = oc_safetensors_tensor_at(set->files[i], j);
-    qsort(set->by_name, total, sizeof *set->by_name, cmp_tensor_ptr);
+    if (total) qsort(set->by_name, total, sizeof *set->by_name, cmp_tensor_ptr);
     for (size_t i = 1; i < total; i++)
         if (cmp_tensor_ptr(&set->by_name[i - 1], &set->by_name[i]) == 0)
             return oc_fail(err, OC_ERR_FORMAT, "safetensors index: tensor '%.80s' is held by two shards",
