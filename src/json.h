@@ -1,15 +1,11 @@
-/* json.h: a small strict RFC 8259 JSON parser for config.json, tokenizer.json and safetensors
- * headers. The whole document is parsed into one array of nodes plus one pool of unescaped,
- * NUL-terminated UTF-8 strings, both from the caller's allocator; nodes are addressed by index.
- *
- * Strictness: UTF-8 is validated (no overlongs, no encoded surrogates), control characters must
- * be escaped, \u escapes must pair surrogates, numbers follow the RFC grammar exactly (no leading
- * zeros, no '+', no bare '.'), and nothing but whitespace may follow the value. A leading UTF-8
- * byte order mark is skipped (RFC 8259 §8.1 allows ignoring it). Duplicate keys are kept;
- * oc_json_get returns the last one, as Python's json module does.
- * Errors name the problem with "line L, column C (byte B)"; columns count bytes from 1.
- * Numbers: doubles are correctly rounded for up to 19 significant digits with |exponent| <= 22
- * (exact fast path); longer ones go through strtod, which assumes the "C" LC_NUMERIC locale. */
+/* json.h: a small strict RFC 8259 parser for config.json, tokenizer.json and safetensors headers.
+ * One node array plus one pool of unescaped NUL-terminated UTF-8 strings, from the caller's
+ * allocator; nodes are addressed by index. Strict: UTF-8 validated (no overlongs or encoded
+ * surrogates), control characters must be escaped, \u escapes must pair surrogates, numbers follow
+ * the RFC grammar, nothing but whitespace after the value; a leading BOM is skipped (RFC 8259 §8.1).
+ * Duplicate keys are kept and oc_json_get returns the last one, as Python's json does. Errors say
+ * "line L, column C (byte B)" (columns count bytes). Doubles are correctly rounded on the exact fast
+ * path (<= 19 significant digits, |exponent| <= 22), otherwise strtod ("C" LC_NUMERIC assumed). */
 #ifndef OC_JSON_H
 #define OC_JSON_H
 
