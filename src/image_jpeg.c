@@ -139,6 +139,8 @@ oc_status oc_image_decode_jpeg(oc_image *out, const void *bytes, size_t n_bytes,
     if (!out) return oc_fail(err, OC_ERR_INVALID, "jpeg: NULL output");
     memset(out, 0, sizeof *out);
     if (!bytes || n_bytes == 0) return oc_fail(err, OC_ERR_FORMAT, "jpeg: empty input");
+    if ((unsigned long)n_bytes != n_bytes)   /* jpeg_mem_src takes an unsigned long */
+        return oc_fail(err, OC_ERR_RANGE, "jpeg: input of %zu bytes is too large", n_bytes);
     jpeg_state *s = oc_mem_calloc(alloc, sizeof *s);   /* jmp_buf and libjpeg structs: off the stack */
     if (!s) return oc_fail(err, OC_ERR_NOMEM, "jpeg: cannot allocate the decoder state");
     s->bytes = bytes;
