@@ -117,19 +117,22 @@ static void pass_horizontal(oc_image *dst, const oc_image *src, int32_t row_offs
     }
 }
 
-/* dst row yy <- source rows bounds[yy] + row_shift ... resampled along y. */
-static void pass_vertical(oc_image *dst, const oc_image *src, int32_t row_shift, const axis_coeffs *c) {
+/* dst row yy <- source rows bounds[yy] - row_shift ... resampled along y. Taps run in the outer
+ * loop over whole rows (acc holds one output row), so every source row is read sequentially. */
+static void pass_vertical(oc_image *dst, const oc_image *src, int32_t row_shift, const axis_coeffs *c,
+                          int64_t *acc) {
     const size_t n_bytes_row = (size_t)dst->width_px * 3;
     for (int32_t yy = 0; yy < dst->height_px; yy++) {
         const int32_t ymin = c->bounds[2 * yy] - row_shift, n = c->bounds[2 * yy + 1];
         const int32_t *k = c->k + (size_t)yy * (size_t)c->ksize;
-        uint8_t *out = dst->rgb + (size_t)yy * dst->stride_bytes;
-        for (size_t i = 0; i < n_bytes_row; i++) {
-            const uint8_t *p = src->rgb + (size_t)ymin * src->stride_bytes + i;
-            int64_t acc = 1 << (PRECISION_BITS - 1);
-            for (int32_t y = 0; y < n; y++, p += src->stride_bytes) acc += (int64_t)p[0] * k[y];
-            out[i] = clip8(acc);
+        for (size_t i = 0; i < n_bytes_row; i++) acc[i] = 1 << (PRECISION_BITS - 1);
+        for (int32_t y = 0; y < n; y++) {
+            const uint8_t *row = src->rgb + (size_t)(ymin + y) * src->stride_bytes;
+            const int64_t w = k[y];
+            for (size_t i = 0; i < n_bytes_row; i++) acc[i] += (int64_t)row[i] * w;
         }
+        uint8_t *out = dst->rgb + (size_t)yy * dst->stride_bytes;
+        for (size_t i = 0; i < n_bytes_row; i++) out[i] = clip8(acc[i]);
     }
 }
 
@@ -174,8 +177,16 @@ oc_status oc_image_resize_bicubic(oc_image *out, const oc_image *in, int32_t out
         row_shift = row_first;
     }
     if (need_v) {
+        const size_t acc_bytes = (size_t)out_width_px * 3 * sizeof(int64_t);   /* fits: out was allocated */
         if ((st = oc_image_alloc(out, out_width_px, out_height_px, &no_limits, alloc, err))) goto done;
-        pass_vertical(out, src, row_shift, &cv);
+        int64_t *acc = oc_mem_alloc(alloc, acc_bytes);
+        if (!acc) {
+            oc_image_free(out);
+            st = oc_fail(err, OC_ERR_NOMEM, "resize: cannot allocate a %zu-byte row accumulator", acc_bytes);
+            goto done;
+        }
+        pass_vertical(out, src, row_shift, &cv, acc);
+        oc_mem_free(alloc, acc, acc_bytes);
     } else {
         *out = tmp;                       /* horizontal only: the intermediate is the result */
         memset(&tmp, 0, sizeof tmp);
