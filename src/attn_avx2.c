@@ -16,6 +16,8 @@
 #define PANEL 16
 #define MR 6
 #define INLINE static inline __attribute__((always_inline))
+/* Full unrolling over the (constant) row count keeps the accumulator arrays in registers. */
+#define UNROLL_ROWS _Pragma("GCC unroll 16")
 
 /* ---- GEMM ------------------------------------------------------------------------------------- */
 
@@ -23,18 +25,21 @@
 INLINE void kernel_2v(int32_t rows, int32_t k, const float *a, int64_t lda, const float *b, float *c,
                       int64_t ldc, int accumulate) {
     __m256 c0[MR], c1[MR];
+    UNROLL_ROWS
     for (int32_t r = 0; r < rows; r++) {
         c0[r] = accumulate ? _mm256_loadu_ps(c + r * ldc) : _mm256_setzero_ps();
         c1[r] = accumulate ? _mm256_loadu_ps(c + r * ldc + VEC) : _mm256_setzero_ps();
     }
     for (int32_t kk = 0; kk < k; kk++) {
         __m256 b0 = _mm256_loadu_ps(b + (int64_t)kk * PANEL), b1 = _mm256_loadu_ps(b + (int64_t)kk * PANEL + VEC);
+        UNROLL_ROWS
         for (int32_t r = 0; r < rows; r++) {
             __m256 av = _mm256_broadcast_ss(a + r * lda + kk);
             c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
             c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
         }
     }
+    UNROLL_ROWS
     for (int32_t r = 0; r < rows; r++) {
         _mm256_storeu_ps(c + r * ldc, c0[r]);
         _mm256_storeu_ps(c + r * ldc + VEC, c1[r]);
@@ -44,11 +49,14 @@ INLINE void kernel_2v(int32_t rows, int32_t k, const float *a, int64_t lda, cons
 INLINE void kernel_1v(int32_t rows, int32_t k, const float *a, int64_t lda, const float *b, float *c,
                       int64_t ldc, int accumulate) {
     __m256 c0[MR];
+    UNROLL_ROWS
     for (int32_t r = 0; r < rows; r++) c0[r] = accumulate ? _mm256_loadu_ps(c + r * ldc) : _mm256_setzero_ps();
     for (int32_t kk = 0; kk < k; kk++) {
         __m256 b0 = _mm256_loadu_ps(b + (int64_t)kk * VEC);
+        UNROLL_ROWS
         for (int32_t r = 0; r < rows; r++) c0[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(a + r * lda + kk), b0, c0[r]);
     }
+    UNROLL_ROWS
     for (int32_t r = 0; r < rows; r++) _mm256_storeu_ps(c + r * ldc, c0[r]);
 }
 

@@ -14,24 +14,29 @@
 #define PANEL 8
 #define MR 6
 #define INLINE static inline __attribute__((always_inline))
+/* Full unrolling over the (constant) row count keeps the accumulator arrays in registers. */
+#define UNROLL_ROWS _Pragma("GCC unroll 16")
 
 /* ---- GEMM ------------------------------------------------------------------------------------- */
 
 INLINE void kernel_2v(int32_t rows, int32_t k, const float *a, int64_t lda, const float *b, float *c,
                       int64_t ldc, int accumulate) {
     float32x4_t c0[MR], c1[MR];
+    UNROLL_ROWS
     for (int32_t r = 0; r < rows; r++) {
         c0[r] = accumulate ? vld1q_f32(c + r * ldc) : vdupq_n_f32(0.0f);
         c1[r] = accumulate ? vld1q_f32(c + r * ldc + VEC) : vdupq_n_f32(0.0f);
     }
     for (int32_t kk = 0; kk < k; kk++) {
         float32x4_t b0 = vld1q_f32(b + (int64_t)kk * PANEL), b1 = vld1q_f32(b + (int64_t)kk * PANEL + VEC);
+        UNROLL_ROWS
         for (int32_t r = 0; r < rows; r++) {
             float32x4_t av = vdupq_n_f32(a[r * lda + kk]);
             c0[r] = vfmaq_f32(c0[r], av, b0);
             c1[r] = vfmaq_f32(c1[r], av, b1);
         }
     }
+    UNROLL_ROWS
     for (int32_t r = 0; r < rows; r++) {
         vst1q_f32(c + r * ldc, c0[r]);
         vst1q_f32(c + r * ldc + VEC, c1[r]);
@@ -41,11 +46,14 @@ INLINE void kernel_2v(int32_t rows, int32_t k, const float *a, int64_t lda, cons
 INLINE void kernel_1v(int32_t rows, int32_t k, const float *a, int64_t lda, const float *b, float *c,
                       int64_t ldc, int accumulate) {
     float32x4_t c0[MR];
+    UNROLL_ROWS
     for (int32_t r = 0; r < rows; r++) c0[r] = accumulate ? vld1q_f32(c + r * ldc) : vdupq_n_f32(0.0f);
     for (int32_t kk = 0; kk < k; kk++) {
         float32x4_t b0 = vld1q_f32(b + (int64_t)kk * VEC);
+        UNROLL_ROWS
         for (int32_t r = 0; r < rows; r++) c0[r] = vfmaq_f32(c0[r], vdupq_n_f32(a[r * lda + kk]), b0);
     }
+    UNROLL_ROWS
     for (int32_t r = 0; r < rows; r++) vst1q_f32(c + r * ldc, c0[r]);
 }
 
