@@ -3,7 +3,7 @@
  * The inner loops are the ISA micro-kernels of attn_kernels.h; nothing here uses intrinsics.
  *
  * How a call runs
- *  1. Tasks: (kv head g, block of tile_q query rows), largest causal blocks first; or, for decode
+ *  1. Tasks: (kv head g, block of task_q query rows), largest causal blocks first; or, for decode
  *     (n_q <= SPLIT_MAX_Q and a long cache), (kv head g, key chunk) with a fixed chunk count that
  *     depends on n_kv only, followed by a merge in chunk order (flash-decoding). Each task owns
  *     its outputs and runs a fixed sequence of operations, so results do not depend on which
@@ -31,8 +31,9 @@
 #include <math.h>
 #include <string.h>
 
-#define TILE_K 64           /* keys per tile; a multiple of every table's panel width */
-#define ROW_BLOCK 48        /* stacked query rows per S = Q K^T block (S stays in L1) */
+#define TILE_K 72           /* keys per tile: a multiple of the GEMM row blocks (6 and 12) */
+#define ROW_BLOCK 64        /* query rows per S^T block (S^T stays in L1); a multiple of every panel */
+#define L2_FLOATS 65536     /* a task's queries and accumulators should fit in 256 KiB of L2 */
 #define SPLIT_MAX_Q 4       /* flash-decoding for at most this many query rows ... */
 #define SPLIT_MIN_KEYS 256  /* ... when there are at least 2 chunks of this many keys */
 #define SPLIT_MAX_CHUNKS 32
@@ -42,16 +43,18 @@
 /* ---- geometry and scratch ------------------------------------------------------------------ */
 
 typedef struct geom {
-    int32_t n_rep, tile_q, rows_max, d, dpad_max, split_q;
+    int32_t n_rep, task_q, rows_target, rows_max, d, dpad_max, split_q;
     size_t partial_bytes, thread_bytes;
-    size_t off_q, off_o, off_m, off_l, off_kt, off_v, off_s, off_idx, off_ptr, off_heads, off_count;
+    size_t off_q, off_o, off_m, off_l, off_alpha, off_kt, off_v, off_s, off_idx, off_ptr, off_heads, off_qptr, off_count;
 } geom;
 
-/* About 256 stacked rows per task: enough rows to amortize each K/V tile conversion over, few
- * enough that Q and O of a task stay in L2. */
-static int32_t tile_q_for(int32_t n_rep) {
-    int32_t t = 256 / n_rep / 8 * 8;
-    return t < 8 ? 8 : t > 64 ? 64 : t;
+/* Stacked rows (heads x positions) per run: as many as fit Q^T and O in L2, so each converted K/V
+ * tile serves many rows; 64 to 256. A task covers this many positions; a sub-group of n heads
+ * walks them in pieces of rows_target / n positions, so sparse heads that sit alone in their
+ * sub-group still amortize a tile over as many rows as a dense group does. */
+static int32_t rows_target_for(int32_t head_dim) {
+    int32_t t = L2_FLOATS / (2 * ALIGN_UP(head_dim, 16)) / 8 * 8;
+    return t < 64 ? 64 : t > 256 ? 256 : t;
 }
 
 static size_t take(size_t *off, size_t n_bytes) {
@@ -68,23 +71,27 @@ static int geom_init(geom *g, const oc_attn_dims *dims, int n_threads) {
         return 0;
     memset(g, 0, sizeof *g);
     g->n_rep = dims->n_head / dims->n_head_kv;
-    g->tile_q = tile_q_for(g->n_rep);
-    int32_t q_rows = OC_MIN(g->tile_q, OC_MAX(dims->max_n_q, 1));
-    g->rows_max = g->n_rep * q_rows;
+    g->rows_target = rows_target_for(dims->head_dim);
+    g->task_q = g->rows_target;
+    /* a piece holds at most max(rows_target, n_rep) rows, and never more positions than the call */
+    g->rows_max = OC_MIN(OC_MAX(g->rows_target, g->n_rep), g->n_rep * OC_MAX(dims->max_n_q, 1));
     g->d = dims->head_dim;
     g->dpad_max = ALIGN_UP(dims->head_dim, 16);
-    size_t rows = (size_t)g->rows_max, d = (size_t)g->d, dp = (size_t)g->dpad_max;
+    /* query columns are padded to a multiple of 16, the widest vector */
+    size_t rows = (size_t)g->rows_max, cols = ALIGN_UP(rows, 16), d = (size_t)g->d, dp = (size_t)g->dpad_max;
     size_t off = 0;
-    g->off_q = take(&off, rows * d * sizeof(float));
+    g->off_q = take(&off, cols * d * sizeof(float));
     g->off_o = take(&off, rows * dp * sizeof(float));
-    g->off_m = take(&off, rows * sizeof(float));
-    g->off_l = take(&off, rows * sizeof(float));
+    g->off_m = take(&off, cols * sizeof(float));
+    g->off_l = take(&off, cols * sizeof(float));
+    g->off_alpha = take(&off, ROW_BLOCK * sizeof(float));
     g->off_kt = take(&off, (size_t)TILE_K * d * sizeof(float));
     g->off_v = take(&off, (size_t)TILE_K * dp * sizeof(float));
-    g->off_s = take(&off, (size_t)ROW_BLOCK * TILE_K * sizeof(float));
+    g->off_s = take(&off, (size_t)TILE_K * ROW_BLOCK * sizeof(float));
     g->off_idx = take(&off, 2 * TILE_K * sizeof(int32_t));
     g->off_ptr = take(&off, 2 * TILE_K * sizeof(void *));
     g->off_heads = take(&off, (size_t)g->n_rep * sizeof(int32_t));
+    g->off_qptr = take(&off, rows * sizeof(float *));
     g->off_count = take(&off, 2 * sizeof(uint64_t));
     g->thread_bytes = off;
     g->split_q = OC_MIN(dims->max_n_q, SPLIT_MAX_Q);
@@ -121,19 +128,21 @@ typedef struct run_ctx {
 
 /* Per-thread working set, pointers into that thread's block. */
 typedef struct work {
-    float *q, *o, *m, *l, *kt, *v, *s;
+    float *qt, *o, *m, *l, *alpha, *kt, *v, *s;   /* kt: the K tile as f32 rows (not transposed) */
     int32_t *idx_full, *idx_part, *heads;
     const void **kptr, **vptr;
+    const float **qptr;                           /* [rows_max] stacked query rows */
     uint64_t *count;            /* [0] kept pairs, [1] executed pairs */
 } work;
 
 static work work_at(const run_ctx *x, int thread) {
     unsigned char *b = x->threads + (size_t)thread * x->g.thread_bytes;
     work w;
-    w.q = (float *)(b + x->g.off_q);
+    w.qt = (float *)(b + x->g.off_q);
     w.o = (float *)(b + x->g.off_o);
     w.m = (float *)(b + x->g.off_m);
     w.l = (float *)(b + x->g.off_l);
+    w.alpha = (float *)(b + x->g.off_alpha);
     w.kt = (float *)(b + x->g.off_kt);
     w.v = (float *)(b + x->g.off_v);
     w.s = (float *)(b + x->g.off_s);
@@ -142,6 +151,7 @@ static work work_at(const run_ctx *x, int thread) {
     w.kptr = (const void **)(b + x->g.off_ptr);
     w.vptr = w.kptr + TILE_K;
     w.heads = (int32_t *)(b + x->g.off_heads);
+    w.qptr = (const float **)(b + x->g.off_qptr);
     w.count = (uint64_t *)(b + x->g.off_count);
     return w;
 }
@@ -308,75 +318,75 @@ typedef struct run {
     uint64_t kept, executed;
 } run;
 
-/* The exact mask of one stacked row over a partial tile: keys were drawn from the class's key set,
- * so only the row's window (and an explicit mask) remains to check. Returns the kept count. */
-static int32_t mask_row(const run *r, int32_t row, const int32_t *idx, int32_t nk, float *srow) {
+/* The exact mask over a partial tile for stacked rows r0 .. r0+n_cols-1 (columns of the S^T block):
+ * keys were drawn from the class's key set, so only each row's window (and an explicit mask)
+ * remains to check. Returns the kept count. */
+static uint64_t mask_cols(const run *r, int32_t r0, int32_t n_cols, const int32_t *idx, int32_t nk, float *s) {
     const oc_attn_args *a = r->x->a;
-    int32_t i = r->i0 + row % r->len;
-    window win = row_window(a, r->pat, (int64_t)a->q_offset + i);
-    const uint8_t *em = NULL;
-    if (a->mask == OC_ATTN_EXPLICIT)
-        em = a->explicit_mask + (int64_t)r->w->heads[row / r->len] * a->explicit_stride_head + (int64_t)i * a->explicit_stride_q;
-    int32_t n_kept = 0;
-    for (int32_t t = 0; t < nk; t++) {
-        int64_t j = idx[t];
-        int keep = (j < win.sk || (j >= win.lo && j <= win.hi)) && (!em || em[j]);
-        if (keep) n_kept++;
-        else srow[t] = -INFINITY;
+    uint64_t n_kept = 0;
+    for (int32_t k = 0; k < n_cols; k++) {
+        int32_t row = r0 + k, i = r->i0 + row % r->len;
+        window win = row_window(a, r->pat, (int64_t)a->q_offset + i);
+        const uint8_t *em = NULL;
+        if (a->mask == OC_ATTN_EXPLICIT)
+            em = a->explicit_mask + (int64_t)r->w->heads[row / r->len] * a->explicit_stride_head +
+                 (int64_t)i * a->explicit_stride_q;
+        for (int32_t t = 0; t < nk; t++) {
+            int64_t j = idx[t];
+            int keep = (j < win.sk || (j >= win.lo && j <= win.hi)) && (!em || em[j]);
+            if (keep) n_kept++;
+            else s[(int64_t)t * ROW_BLOCK + k] = -INFINITY;
+        }
     }
     return n_kept;
 }
 
-/* Online softmax (base 2) for one stacked row: fold the tile's scores into (m, l) and rescale the
- * row's accumulator when the running max grows; srow becomes the probabilities P. */
-static void softmax_row(const oc_attn_kernels *kn, float *srow, int32_t nk, float *m, float *l, float *o, int32_t dpad) {
-    float mx = kn->max(srow, nk);
-    if (mx == -INFINITY) {                       /* every key of this tile is masked for the row */
-        memset(srow, 0, (size_t)nk * sizeof(float));
-        return;
+/* 1 when no row of the block [r0, r0 + rb) keeps any key in [k_min, k_max]: along a causal
+ * diagonal or an A-shape window edge a partial tile matters to some row blocks only, and skipping
+ * the others is what keeps long single-head runs cheap there. */
+static int block_misses(const run *r, int32_t r0, int32_t rb, int32_t k_min, int32_t k_max) {
+    int32_t first = r->i0, last = r->i0 + r->len - 1;   /* positions of the block's rows */
+    if (r0 / r->len == (r0 + rb - 1) / r->len) {
+        first = r->i0 + r0 % r->len;
+        last = r->i0 + (r0 + rb - 1) % r->len;
     }
-    float m_old = *m;
-    if (mx > m_old) {
-        float sum = kn->exp2_sum(srow, nk, mx);
-        if (m_old == -INFINITY) {
-            *l = sum;                            /* first kept key: o is still 0 */
-        } else {
-            float alpha = exp2f(m_old - mx);
-            *l = *l * alpha + sum;
-            kn->scale(o, dpad, alpha);
-        }
-        *m = mx;
-    } else {
-        *l += kn->exp2_sum(srow, nk, m_old);
-    }
+    const oc_attn_args *a = r->x->a;
+    window wa = row_window(a, r->pat, (int64_t)a->q_offset + first), wb = row_window(a, r->pat, (int64_t)a->q_offset + last);
+    ivals some = ivals_of(0, wb.sk, wa.lo, wb.hi + 1);
+    for (int k = 0; k < some.n; k++)
+        if (some.lo[k] <= k_max && k_min < some.hi[k]) return 0;
+    return 1;
 }
 
+/* One key tile for all stacked rows: S^T = K Q^T per block of ROW_BLOCK rows, mask (partial tiles
+ * only), online softmax down the columns, rescale the rows whose max grew, O += P V. */
 static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial) {
     const run_ctx *x = r->x;
     const oc_attn_args *a = x->a;
     const oc_attn_kernels *kn = x->kern;
     work *w = r->w;
-    int32_t d = a->head_dim, dpad = x->dpad, nk_pad = ALIGN_UP(nk, kn->vec);
+    int32_t d = a->head_dim, dpad = x->dpad;
     int64_t ks = a->k_stride_token * x->elem_bytes, vs = a->v_stride_token * x->elem_bytes;
+    int32_t k_min = INT32_MAX, k_max = -1;
     for (int32_t t = 0; t < nk; t++) {
         w->kptr[t] = r->kbase + idx[t] * ks;
         w->vptr[t] = r->vbase + idx[t] * vs;
+        k_min = OC_MIN(k_min, idx[t]);
+        k_max = OC_MAX(k_max, idx[t]);
     }
-    for (int32_t t = nk; t < nk_pad; t++) w->kptr[t] = NULL;
-    kn->pack_kt(w->kt, w->kptr, nk_pad, d, a->kv_dtype);
+    kn->convert_rows(w->kt, w->kptr, nk, d, a->kv_dtype);
     kn->pack_v(w->v, w->vptr, nk, d, dpad, a->kv_dtype);
     for (int32_t r0 = 0; r0 < r->rows; r0 += ROW_BLOCK) {
-        int32_t rb = OC_MIN(ROW_BLOCK, r->rows - r0);
-        kn->gemm(rb, nk_pad, d, w->q + (int64_t)r0 * d, d, w->kt, w->s, TILE_K, 0);   /* S = Q K^T */
-        for (int32_t k = 0; k < rb; k++) {
-            int32_t row = r0 + k;
-            float *srow = w->s + (int64_t)k * TILE_K;
-            r->kept += (uint64_t)(partial ? mask_row(r, row, idx, nk, srow) : nk);
-            softmax_row(kn, srow, nk, &w->m[row], &w->l[row], w->o + (int64_t)row * dpad, dpad);
-        }
-        kn->gemm(rb, dpad, nk, w->s, TILE_K, w->v, w->o + (int64_t)r0 * dpad, dpad, 1);   /* O += P V */
+        int32_t rb = OC_MIN(ROW_BLOCK, r->rows - r0), cols = ALIGN_UP(rb, kn->vec);
+        if (partial && a->mask != OC_ATTN_EXPLICIT && block_misses(r, r0, rb, k_min, k_max)) continue;
+        kn->gemm(nk, cols, d, w->kt, d, 1, w->qt + (int64_t)r0 * d, w->s, ROW_BLOCK, 0);   /* S^T = K Q^T */
+        r->kept += partial ? mask_cols(r, r0, rb, idx, nk, w->s) : (uint64_t)nk * (uint64_t)rb;
+        kn->softmax_cols(w->s, ROW_BLOCK, nk, cols, w->m + r0, w->l + r0, w->alpha);
+        for (int32_t k = 0; k < rb; k++)
+            if (w->alpha[k] != 1.0f) kn->scale(w->o + (int64_t)(r0 + k) * dpad, w->o + (int64_t)(r0 + k) * dpad, dpad, w->alpha[k]);
+        kn->gemm(rb, dpad, nk, w->s, 1, ROW_BLOCK, w->v, w->o + (int64_t)r0 * dpad, dpad, 1);   /* O += P V */
+        r->executed += (uint64_t)rb * (uint64_t)nk;
     }
-    r->executed += (uint64_t)r->rows * (uint64_t)nk;
 }
 
 /* Tile builders: full and partial keys gather apart, each tile runs when TILE_K keys wait. */
@@ -437,13 +447,14 @@ static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, i
     r.kbase = (const unsigned char *)a->k + g * a->k_stride_head * x->elem_bytes;
     r.vbase = (const unsigned char *)a->v + g * a->v_stride_head * x->elem_bytes;
 
-    for (int32_t row = 0; row < r.rows; row++) {   /* stacked, pre-scaled queries */
-        const float *src = a->q + (int64_t)(i0 + row % r.len) * a->q_stride_token +
-                           (int64_t)w->heads[row / r.len] * a->q_stride_head;
-        float *dst = w->q + (int64_t)row * d;
-        for (int32_t c = 0; c < d; c++) dst[c] = src[c] * x->qscale;
-        w->m[row] = -INFINITY;
-        w->l[row] = 0.0f;
+    /* Q^T, scaled (attn_kernels.h pack_qt): column = stacked row */
+    int32_t cols = ALIGN_UP(r.rows, x->kern->vec);
+    for (int32_t row = 0; row < r.rows; row++)
+        w->qptr[row] = a->q + (int64_t)(i0 + row % r.len) * a->q_stride_token + (int64_t)w->heads[row / r.len] * a->q_stride_head;
+    x->kern->pack_qt(w->qt, w->qptr, r.rows, cols, d, x->qscale);
+    for (int32_t k = 0; k < cols; k++) {
+        w->m[k] = -INFINITY;
+        w->l[k] = 0.0f;
     }
     memset(w->o, 0, (size_t)r.rows * (size_t)dpad * sizeof(float));
 
@@ -476,8 +487,7 @@ static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, i
         if (chunk < 0) {
             float *dst = a->out + (int64_t)i * a->out_stride_token + (int64_t)h * a->out_stride_head;
             if (w->l[row] > 0.0f) {
-                float inv = 1.0f / w->l[row];
-                for (int32_t c = 0; c < d; c++) dst[c] = o[c] * inv;
+                x->kern->scale(dst, o, d, 1.0f / w->l[row]);
             } else {
                 for (int32_t c = 0; c < d; c++) dst[c] = 0.0f;   /* every key masked: defined as 0 */
             }
@@ -518,9 +528,10 @@ static void do_group(const run_ctx *x, work *w, int32_t g, int32_t i0, int32_t i
         int32_t n_heads = 0;
         for (int32_t e = lead; e < n_rep; e++)
             if (same_pattern(pattern_of(a, h_first + e), pat)) w->heads[n_heads++] = h_first + e;
+        int32_t piece = OC_MAX(1, x->g.rows_max / n_heads);
         for (int32_t i = i0; i < i1;) {
             run_class cls;
-            int32_t end = classify(a, pat, i, i1, &cls);
+            int32_t end = classify(a, pat, i, OC_MIN(i1, i + piece), &cls);
             process_run(x, w, pat, n_heads, g, i, end, &cls, kw0, kw1, chunk);
             i = end;
         }
@@ -536,8 +547,8 @@ static void task_fn(void *ctx, int64_t task, int thread) {
         int32_t kw0 = step * x->chunk_keys;
         do_group(x, &w, g, 0, a->n_q, kw0, OC_MIN(a->n_kv, kw0 + x->chunk_keys), step);
     } else {
-        int32_t i0 = (x->n_q_tiles - 1 - step) * x->g.tile_q;   /* last (largest causal) blocks first */
-        do_group(x, &w, g, i0, OC_MIN(a->n_q, i0 + x->g.tile_q), 0, a->n_kv, -1);
+        int32_t i0 = (x->n_q_tiles - 1 - step) * x->g.task_q;   /* last (largest causal) blocks first */
+        do_group(x, &w, g, i0, OC_MIN(a->n_q, i0 + x->g.task_q), 0, a->n_kv, -1);
     }
 }
 
@@ -669,7 +680,7 @@ oc_status oc_attn_run(const oc_attn_args *a, oc_pool *pool, void *scratch, size_
     x.a = a;
     x.kern = kern;
     x.dpad = ALIGN_UP(a->head_dim, kern->vec);
-    x.n_q_tiles = (a->n_q + x.g.tile_q - 1) / x.g.tile_q;
+    x.n_q_tiles = (a->n_q + x.g.task_q - 1) / x.g.task_q;
     x.elem_bytes = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
     x.qscale = a->scale * LOG2E;
     x.partials = (float *)scratch;

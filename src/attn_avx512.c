@@ -1,8 +1,7 @@
 /* attn_avx512.c: attention micro-kernels for x86-64 AVX-512 F/BW/VL/DQ (attn_kernels.h).
  * The same structure as attn_avx2.c with 16-float vectors: GEMM of 12 rows x 32 columns
- * (24 zmm accumulators), K packed transposed with the 8 x 8 ymm transposes of the AVX2 file
- * (two per group of 16 keys), exp2 by the same split and polynomial (about 2e-7 relative),
- * and masked loads/stores for every remainder instead of temporaries. */
+ * (24 zmm accumulators), exp2 by the same split and polynomial (about 2e-7 relative), the softmax
+ * 16 query columns at a time, and masked loads/stores for every remainder instead of scalar tails. */
 #include "attn_kernels.h"
 #include "f16.h"
 
@@ -18,8 +17,8 @@
 
 /* ---- GEMM ------------------------------------------------------------------------------------- */
 
-INLINE void kernel_2v(int32_t rows, int32_t k, const float *a, int64_t lda, const float *b, float *c,
-                      int64_t ldc, int accumulate) {
+INLINE void kernel_2v(int32_t rows, int32_t k, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
+                      float *c, int64_t ldc, int accumulate) {
     __m512 c0[MR], c1[MR];
     UNROLL_ROWS
     for (int32_t r = 0; r < rows; r++) {
@@ -28,9 +27,10 @@ INLINE void kernel_2v(int32_t rows, int32_t k, const float *a, int64_t lda, cons
     }
     for (int32_t kk = 0; kk < k; kk++) {
         __m512 b0 = _mm512_loadu_ps(b + (int64_t)kk * PANEL), b1 = _mm512_loadu_ps(b + (int64_t)kk * PANEL + VEC);
+        const float *ak = a + kk * a_cs;
         UNROLL_ROWS
         for (int32_t r = 0; r < rows; r++) {
-            __m512 av = _mm512_set1_ps(a[r * lda + kk]);
+            __m512 av = _mm512_set1_ps(ak[r * a_rs]);
             c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
             c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
         }
@@ -42,15 +42,16 @@ INLINE void kernel_2v(int32_t rows, int32_t k, const float *a, int64_t lda, cons
     }
 }
 
-INLINE void kernel_1v(int32_t rows, int32_t k, const float *a, int64_t lda, const float *b, float *c,
-                      int64_t ldc, int accumulate) {
+INLINE void kernel_1v(int32_t rows, int32_t k, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
+                      float *c, int64_t ldc, int accumulate) {
     __m512 c0[MR];
     UNROLL_ROWS
     for (int32_t r = 0; r < rows; r++) c0[r] = accumulate ? _mm512_loadu_ps(c + r * ldc) : _mm512_setzero_ps();
     for (int32_t kk = 0; kk < k; kk++) {
         __m512 b0 = _mm512_loadu_ps(b + (int64_t)kk * VEC);
+        const float *ak = a + kk * a_cs;
         UNROLL_ROWS
-        for (int32_t r = 0; r < rows; r++) c0[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * lda + kk]), b0, c0[r]);
+        for (int32_t r = 0; r < rows; r++) c0[r] = _mm512_fmadd_ps(_mm512_set1_ps(ak[r * a_rs]), b0, c0[r]);
     }
     UNROLL_ROWS
     for (int32_t r = 0; r < rows; r++) _mm512_storeu_ps(c + r * ldc, c0[r]);
@@ -72,17 +73,17 @@ INLINE void kernel_1v(int32_t rows, int32_t k, const float *a, int64_t lda, cons
     default: kernel(12, __VA_ARGS__); break; \
     }
 
-static void gemm(int32_t m, int32_t n, int32_t k, const float *a, int64_t lda, const float *b,
-                 float *c, int64_t ldc, int accumulate) {
+static void gemm(int32_t m, int32_t n, int32_t k, const float *a, int64_t a_rs, int64_t a_cs,
+                 const float *b, float *c, int64_t ldc, int accumulate) {
     for (int32_t c0 = 0; c0 < n;) {
         int32_t w = n - c0 >= PANEL ? PANEL : VEC;
         const float *bp = b + (int64_t)c0 * k;
         for (int32_t i = 0; i < m; i += MR) {
             int32_t rows = OC_MIN(MR, m - i);
             if (w == PANEL) {
-                DISPATCH_ROWS(kernel_2v, rows, k, a + i * lda, lda, bp, c + i * ldc + c0, ldc, accumulate)
+                DISPATCH_ROWS(kernel_2v, rows, k, a + i * a_rs, a_rs, a_cs, bp, c + i * ldc + c0, ldc, accumulate)
             } else {
-                DISPATCH_ROWS(kernel_1v, rows, k, a + i * lda, lda, bp, c + i * ldc + c0, ldc, accumulate)
+                DISPATCH_ROWS(kernel_1v, rows, k, a + i * a_rs, a_rs, a_cs, bp, c + i * ldc + c0, ldc, accumulate)
             }
         }
         c0 += w;
@@ -91,11 +92,6 @@ static void gemm(int32_t m, int32_t n, int32_t k, const float *a, int64_t lda, c
 
 /* ---- packing ------------------------------------------------------------------------------------ */
 
-INLINE __m256 load8(const void *row, int32_t c, int32_t dtype) {
-    if (dtype == OC_DTYPE_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + c)));
-    return _mm256_loadu_ps((const float *)row + c);
-}
-
 /* Elements c .. c+n-1 (n <= 16) of a row, zeros above n. */
 INLINE __m512 load16(const void *row, int32_t c, int32_t n, int32_t dtype) {
     __mmask16 m = (__mmask16)(n >= VEC ? 0xffff : (1u << n) - 1);
@@ -103,49 +99,13 @@ INLINE __m512 load16(const void *row, int32_t c, int32_t n, int32_t dtype) {
     return _mm512_maskz_loadu_ps(m, (const float *)row + c);
 }
 
-static float load1(const void *row, int32_t c, int32_t dtype) {
-    if (dtype == OC_DTYPE_F16) return oc_f16_to_f32(((const uint16_t *)row)[c]);
-    return ((const float *)row)[c];
-}
-
-INLINE void transpose8(__m256 r[8]) {
-    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
-    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
-    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
-    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
-/* Keys in groups of 8 (half a vector): each transposed ymm is 8 adjacent columns of one panel. */
-static void pack_kt(float *dst, const void *const *rows, int32_t n_keys, int32_t d, int32_t dtype) {
-    for (int32_t t0 = 0; t0 < n_keys; t0 += 8) {
-        int32_t p0 = t0 / PANEL * PANEL, w = n_keys - p0 >= PANEL ? PANEL : VEC;
-        float *base = dst + (int64_t)p0 * d + (t0 - p0);
-        int full = 1;
-        for (int32_t t = 0; t < 8; t++) full &= rows[t0 + t] != NULL;
-        int32_t c = 0;
-        if (full) {
-            for (; c + 8 <= d; c += 8) {
-                __m256 r[8];
-                for (int32_t t = 0; t < 8; t++) r[t] = load8(rows[t0 + t], c, dtype);
-                transpose8(r);
-                for (int32_t cc = 0; cc < 8; cc++) _mm256_storeu_ps(base + (int64_t)(c + cc) * w, r[cc]);
-            }
+static void convert_rows(float *dst, const void *const *rows, int32_t n_rows, int32_t d, int32_t dtype) {
+    for (int32_t t = 0; t < n_rows; t++) {
+        float *out = dst + (int64_t)t * d;
+        for (int32_t c = 0; c < d; c += VEC) {
+            int32_t n = OC_MIN(VEC, d - c);
+            _mm512_mask_storeu_ps(out + c, (__mmask16)(n >= VEC ? 0xffff : (1u << n) - 1), load16(rows[t], c, n, dtype));
         }
-        for (; c < d; c++)
-            for (int32_t t = 0; t < 8; t++)
-                base[(int64_t)c * w + t] = rows[t0 + t] ? load1(rows[t0 + t], c, dtype) : 0.0f;
     }
 }
 
@@ -179,42 +139,77 @@ INLINE __m512 exp2_v(__m512 x) {
 
 INLINE __mmask16 tail_mask(int32_t n_left) { return (__mmask16)((1u << n_left) - 1); }
 
-static float exp2_sum(float *s, int32_t n, float m) {
-    __m512 mv = _mm512_set1_ps(m), acc = _mm512_setzero_ps();
-    int32_t t = 0;
-    for (; t + VEC <= n; t += VEC) {
-        __m512 e = exp2_v(_mm512_sub_ps(_mm512_loadu_ps(s + t), mv));
-        _mm512_storeu_ps(s + t, e);
-        acc = _mm512_add_ps(acc, e);
+static void softmax_cols(float *s, int64_t lds, int32_t n_keys, int32_t n_cols, float *m, float *l, float *alpha) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY), zero = _mm512_setzero_ps();
+    for (int32_t c = 0; c < n_cols; c += VEC) {
+        __m512 mx = ninf;
+        for (int32_t t = 0; t < n_keys; t++) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + t * lds + c));
+        __m512 m_old = _mm512_loadu_ps(m + c), m_new = _mm512_max_ps(m_old, mx);
+        __mmask16 old_empty = _mm512_cmp_ps_mask(m_old, ninf, _CMP_EQ_OQ);
+        __m512 sub = _mm512_mask_mov_ps(m_new, _mm512_cmp_ps_mask(m_new, ninf, _CMP_EQ_OQ), zero);   /* no -inf - -inf */
+        __m512 sum = zero;
+        for (int32_t t = 0; t < n_keys; t++) {
+            __m512 e = exp2_v(_mm512_sub_ps(_mm512_loadu_ps(s + t * lds + c), sub));
+            _mm512_storeu_ps(s + t * lds + c, e);
+            sum = _mm512_add_ps(sum, e);
+        }
+        __m512 a = _mm512_mask_mov_ps(exp2_v(_mm512_sub_ps(m_old, sub)), old_empty, zero);
+        _mm512_storeu_ps(alpha + c, a);
+        _mm512_storeu_ps(l + c, _mm512_fmadd_ps(_mm512_loadu_ps(l + c), a, sum));
+        _mm512_storeu_ps(m + c, m_new);
     }
-    if (t < n) {
-        __mmask16 mask = tail_mask(n - t);
-        __m512 e = _mm512_maskz_mov_ps(mask, exp2_v(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, s + t), mv)));
-        _mm512_mask_storeu_ps(s + t, mask, e);
-        acc = _mm512_add_ps(acc, e);
-    }
-    return _mm512_reduce_add_ps(acc);
 }
 
-static float max_f32(const float *s, int32_t n) {
-    const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    __m512 mx = ninf;
-    int32_t t = 0;
-    for (; t + VEC <= n; t += VEC) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + t));
-    if (t < n) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(ninf, tail_mask(n - t), s + t));
-    return _mm512_reduce_max_ps(mx);
+INLINE void transpose8(__m256 r[8]) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-static void scale(float *x, int32_t n, float a) {
+/* Query rows in groups of 8 (half a vector, ymm transposes as in attn_avx2.c): each group fills 8 adjacent columns of one panel, so every
+ * transposed register is one contiguous store. */
+static void pack_qt(float *dst, const float *const *rows, int32_t n_rows, int32_t n_cols, int32_t d, float scale) {
+    const __m256 sv = _mm256_set1_ps(scale);
+    for (int32_t k0 = 0; k0 < n_cols; k0 += 8) {
+        int32_t p0 = k0 / PANEL * PANEL, w = n_cols - p0 >= PANEL ? PANEL : VEC;
+        float *base = dst + (int64_t)p0 * d + (k0 - p0);
+        int32_t c = 0;
+        if (k0 + 8 <= n_rows) {
+            for (; c + 8 <= d; c += 8) {
+                __m256 r[8];
+                for (int32_t t = 0; t < 8; t++) r[t] = _mm256_mul_ps(_mm256_loadu_ps(rows[k0 + t] + c), sv);
+                transpose8(r);
+                for (int32_t cc = 0; cc < 8; cc++) _mm256_storeu_ps(base + (int64_t)(c + cc) * w, r[cc]);
+            }
+        }
+        for (; c < d; c++)
+            for (int32_t t = 0; t < 8; t++) base[(int64_t)c * w + t] = k0 + t < n_rows ? rows[k0 + t][c] * scale : 0.0f;
+    }
+}
+
+static void scale(float *dst, const float *src, int32_t n, float a) {
     __m512 av = _mm512_set1_ps(a);
     int32_t t = 0;
-    for (; t + VEC <= n; t += VEC) _mm512_storeu_ps(x + t, _mm512_mul_ps(_mm512_loadu_ps(x + t), av));
+    for (; t + VEC <= n; t += VEC) _mm512_storeu_ps(dst + t, _mm512_mul_ps(_mm512_loadu_ps(src + t), av));
     if (t < n) {
         __mmask16 mask = tail_mask(n - t);
-        _mm512_mask_storeu_ps(x + t, mask, _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x + t), av));
+        _mm512_mask_storeu_ps(dst + t, mask, _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, src + t), av));
     }
 }
 
-static const oc_attn_kernels table = { "avx512", VEC, PANEL, gemm, pack_kt, pack_v, exp2_sum, max_f32, scale };
+static const oc_attn_kernels table = { "avx512", VEC, PANEL, gemm, convert_rows, pack_v, softmax_cols, pack_qt, scale };
 
 const oc_attn_kernels *oc_attn_kernels_avx512(void) { return &table; }

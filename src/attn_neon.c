@@ -1,7 +1,6 @@
 /* attn_neon.c: attention micro-kernels for ARM NEON (AArch64, and ARMv7 with VFPv4), attn_kernels.h.
  * The structure of attn_avx2.c with 4-float vectors: GEMM of 6 rows x 8 columns (12 q-register
- * accumulators, so ARMv7's 16 q registers suffice), 4 x 4 transposes for K, the same exp2 split
- * and polynomial. Rounding to nearest uses truncation of x - 1/2 (valid for the x <= 0 that softmax
+ * accumulators, so ARMv7's 16 q registers suffice), the same exp2 split and polynomial. Rounding to nearest uses truncation of x - 1/2 (valid for the x <= 0 that softmax
  * passes), which ARMv7 has. f16 is widened with integer ops and a 2^112 multiply (no FP16
  * extension needed); ARMv7 NEON flushes subnormal values, so halves below 6.1e-5 read as 0 there. */
 #include "attn_kernels.h"
@@ -19,8 +18,8 @@
 
 /* ---- GEMM ------------------------------------------------------------------------------------- */
 
-INLINE void kernel_2v(int32_t rows, int32_t k, const float *a, int64_t lda, const float *b, float *c,
-                      int64_t ldc, int accumulate) {
+INLINE void kernel_2v(int32_t rows, int32_t k, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
+                      float *c, int64_t ldc, int accumulate) {
     float32x4_t c0[MR], c1[MR];
     UNROLL_ROWS
     for (int32_t r = 0; r < rows; r++) {
@@ -29,9 +28,10 @@ INLINE void kernel_2v(int32_t rows, int32_t k, const float *a, int64_t lda, cons
     }
     for (int32_t kk = 0; kk < k; kk++) {
         float32x4_t b0 = vld1q_f32(b + (int64_t)kk * PANEL), b1 = vld1q_f32(b + (int64_t)kk * PANEL + VEC);
+        const float *ak = a + kk * a_cs;
         UNROLL_ROWS
         for (int32_t r = 0; r < rows; r++) {
-            float32x4_t av = vdupq_n_f32(a[r * lda + kk]);
+            float32x4_t av = vdupq_n_f32(ak[r * a_rs]);
             c0[r] = vfmaq_f32(c0[r], av, b0);
             c1[r] = vfmaq_f32(c1[r], av, b1);
         }
@@ -43,15 +43,16 @@ INLINE void kernel_2v(int32_t rows, int32_t k, const float *a, int64_t lda, cons
     }
 }
 
-INLINE void kernel_1v(int32_t rows, int32_t k, const float *a, int64_t lda, const float *b, float *c,
-                      int64_t ldc, int accumulate) {
+INLINE void kernel_1v(int32_t rows, int32_t k, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
+                      float *c, int64_t ldc, int accumulate) {
     float32x4_t c0[MR];
     UNROLL_ROWS
     for (int32_t r = 0; r < rows; r++) c0[r] = accumulate ? vld1q_f32(c + r * ldc) : vdupq_n_f32(0.0f);
     for (int32_t kk = 0; kk < k; kk++) {
         float32x4_t b0 = vld1q_f32(b + (int64_t)kk * VEC);
+        const float *ak = a + kk * a_cs;
         UNROLL_ROWS
-        for (int32_t r = 0; r < rows; r++) c0[r] = vfmaq_f32(c0[r], vdupq_n_f32(a[r * lda + kk]), b0);
+        for (int32_t r = 0; r < rows; r++) c0[r] = vfmaq_f32(c0[r], vdupq_n_f32(ak[r * a_rs]), b0);
     }
     UNROLL_ROWS
     for (int32_t r = 0; r < rows; r++) vst1q_f32(c + r * ldc, c0[r]);
@@ -67,17 +68,17 @@ INLINE void kernel_1v(int32_t rows, int32_t k, const float *a, int64_t lda, cons
     default: kernel(6, __VA_ARGS__); break; \
     }
 
-static void gemm(int32_t m, int32_t n, int32_t k, const float *a, int64_t lda, const float *b,
-                 float *c, int64_t ldc, int accumulate) {
+static void gemm(int32_t m, int32_t n, int32_t k, const float *a, int64_t a_rs, int64_t a_cs,
+                 const float *b, float *c, int64_t ldc, int accumulate) {
     for (int32_t c0 = 0; c0 < n;) {
         int32_t w = n - c0 >= PANEL ? PANEL : VEC;
         const float *bp = b + (int64_t)c0 * k;
         for (int32_t i = 0; i < m; i += MR) {
             int32_t rows = OC_MIN(MR, m - i);
             if (w == PANEL) {
-                DISPATCH_ROWS(kernel_2v, rows, k, a + i * lda, lda, bp, c + i * ldc + c0, ldc, accumulate)
+                DISPATCH_ROWS(kernel_2v, rows, k, a + i * a_rs, a_rs, a_cs, bp, c + i * ldc + c0, ldc, accumulate)
             } else {
-                DISPATCH_ROWS(kernel_1v, rows, k, a + i * lda, lda, bp, c + i * ldc + c0, ldc, accumulate)
+                DISPATCH_ROWS(kernel_1v, rows, k, a + i * a_rs, a_rs, a_cs, bp, c + i * ldc + c0, ldc, accumulate)
             }
         }
         c0 += w;
@@ -107,32 +108,12 @@ static float load1(const void *row, int32_t c, int32_t dtype) {
     return ((const float *)row)[c];
 }
 
-INLINE void transpose4(float32x4_t r[4]) {
-    float32x4x2_t t01 = vtrnq_f32(r[0], r[1]), t23 = vtrnq_f32(r[2], r[3]);
-    r[0] = vcombine_f32(vget_low_f32(t01.val[0]), vget_low_f32(t23.val[0]));
-    r[1] = vcombine_f32(vget_low_f32(t01.val[1]), vget_low_f32(t23.val[1]));
-    r[2] = vcombine_f32(vget_high_f32(t01.val[0]), vget_high_f32(t23.val[0]));
-    r[3] = vcombine_f32(vget_high_f32(t01.val[1]), vget_high_f32(t23.val[1]));
-}
-
-static void pack_kt(float *dst, const void *const *rows, int32_t n_keys, int32_t d, int32_t dtype) {
-    for (int32_t t0 = 0; t0 < n_keys; t0 += VEC) {
-        int32_t p0 = t0 / PANEL * PANEL, w = n_keys - p0 >= PANEL ? PANEL : VEC;
-        float *base = dst + (int64_t)p0 * d + (t0 - p0);
-        int full = 1;
-        for (int32_t t = 0; t < VEC; t++) full &= rows[t0 + t] != NULL;
+static void convert_rows(float *dst, const void *const *rows, int32_t n_rows, int32_t d, int32_t dtype) {
+    for (int32_t t = 0; t < n_rows; t++) {
+        float *out = dst + (int64_t)t * d;
         int32_t c = 0;
-        if (full) {
-            for (; c + VEC <= d; c += VEC) {
-                float32x4_t r[4];
-                for (int32_t t = 0; t < VEC; t++) r[t] = load4(rows[t0 + t], c, dtype);
-                transpose4(r);
-                for (int32_t cc = 0; cc < VEC; cc++) vst1q_f32(base + (int64_t)(c + cc) * w, r[cc]);
-            }
-        }
-        for (; c < d; c++)
-            for (int32_t t = 0; t < VEC; t++)
-                base[(int64_t)c * w + t] = rows[t0 + t] ? load1(rows[t0 + t], c, dtype) : 0.0f;
+        for (; c + VEC <= d; c += VEC) vst1q_f32(out + c, load4(rows[t], c, dtype));
+        for (; c < d; c++) out[c] = load1(rows[t], c, dtype);
     }
 }
 
@@ -168,46 +149,60 @@ INLINE float32x4_t exp2_v(float32x4_t x) {
     return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_s32(r), vcgeq_f32(x, lo)));
 }
 
-INLINE float hsum(float32x4_t v) {
-    float32x2_t s = vadd_f32(vget_low_f32(v), vget_high_f32(v));
-    return vget_lane_f32(vpadd_f32(s, s), 0);
-}
-
-static float exp2_sum(float *s, int32_t n, float m) {
-    float32x4_t mv = vdupq_n_f32(m), acc = vdupq_n_f32(0.0f);
-    int32_t t = 0;
-    for (; t + VEC <= n; t += VEC) {
-        float32x4_t e = exp2_v(vsubq_f32(vld1q_f32(s + t), mv));
-        vst1q_f32(s + t, e);
-        acc = vaddq_f32(acc, e);
+static void softmax_cols(float *s, int64_t lds, int32_t n_keys, int32_t n_cols, float *m, float *l, float *alpha) {
+    const float32x4_t ninf = vdupq_n_f32(-INFINITY), zero = vdupq_n_f32(0.0f);
+    for (int32_t c = 0; c < n_cols; c += VEC) {
+        float32x4_t mx = ninf;
+        for (int32_t t = 0; t < n_keys; t++) mx = vmaxq_f32(mx, vld1q_f32(s + t * lds + c));
+        float32x4_t m_old = vld1q_f32(m + c), m_new = vmaxq_f32(m_old, mx);
+        uint32x4_t old_empty = vceqq_f32(m_old, ninf);
+        float32x4_t sub = vbslq_f32(vceqq_f32(m_new, ninf), zero, m_new);   /* no -inf - -inf */
+        float32x4_t sum = zero;
+        for (int32_t t = 0; t < n_keys; t++) {
+            float32x4_t e = exp2_v(vsubq_f32(vld1q_f32(s + t * lds + c), sub));
+            vst1q_f32(s + t * lds + c, e);
+            sum = vaddq_f32(sum, e);
+        }
+        float32x4_t a = vbslq_f32(old_empty, zero, exp2_v(vsubq_f32(m_old, sub)));
+        vst1q_f32(alpha + c, a);
+        vst1q_f32(l + c, vfmaq_f32(sum, vld1q_f32(l + c), a));
+        vst1q_f32(m + c, m_new);
     }
-    if (t < n) {
-        float tmp[VEC] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY };
-        for (int32_t k = 0; k < n - t; k++) tmp[k] = s[t + k];
-        float32x4_t e = exp2_v(vsubq_f32(vld1q_f32(tmp), mv));   /* -inf lanes give 0 */
-        vst1q_f32(tmp, e);
-        for (int32_t k = 0; k < n - t; k++) s[t + k] = tmp[k];
-        acc = vaddq_f32(acc, e);
+}
+
+INLINE void transpose4(float32x4_t r[4]) {
+    float32x4x2_t t01 = vtrnq_f32(r[0], r[1]), t23 = vtrnq_f32(r[2], r[3]);
+    r[0] = vcombine_f32(vget_low_f32(t01.val[0]), vget_low_f32(t23.val[0]));
+    r[1] = vcombine_f32(vget_low_f32(t01.val[1]), vget_low_f32(t23.val[1]));
+    r[2] = vcombine_f32(vget_high_f32(t01.val[0]), vget_high_f32(t23.val[0]));
+    r[3] = vcombine_f32(vget_high_f32(t01.val[1]), vget_high_f32(t23.val[1]));
+}
+
+/* Query rows in groups of 4: each transposed register is one contiguous store into a panel. */
+static void pack_qt(float *dst, const float *const *rows, int32_t n_rows, int32_t n_cols, int32_t d, float scale) {
+    for (int32_t k0 = 0; k0 < n_cols; k0 += VEC) {
+        int32_t p0 = k0 / PANEL * PANEL, w = n_cols - p0 >= PANEL ? PANEL : VEC;
+        float *base = dst + (int64_t)p0 * d + (k0 - p0);
+        int32_t c = 0;
+        if (k0 + VEC <= n_rows) {
+            for (; c + VEC <= d; c += VEC) {
+                float32x4_t r[4];
+                for (int32_t t = 0; t < VEC; t++) r[t] = vmulq_n_f32(vld1q_f32(rows[k0 + t] + c), scale);
+                transpose4(r);
+                for (int32_t cc = 0; cc < VEC; cc++) vst1q_f32(base + (int64_t)(c + cc) * w, r[cc]);
+            }
+        }
+        for (; c < d; c++)
+            for (int32_t t = 0; t < VEC; t++) base[(int64_t)c * w + t] = k0 + t < n_rows ? rows[k0 + t][c] * scale : 0.0f;
     }
-    return hsum(acc);
 }
 
-static float max_f32(const float *s, int32_t n) {
-    float32x4_t mx = vdupq_n_f32(-INFINITY);
+static void scale(float *dst, const float *src, int32_t n, float a) {
     int32_t t = 0;
-    for (; t + VEC <= n; t += VEC) mx = vmaxq_f32(mx, vld1q_f32(s + t));
-    float32x2_t h = vpmax_f32(vget_low_f32(mx), vget_high_f32(mx));
-    float r = vget_lane_f32(vpmax_f32(h, h), 0);
-    for (; t < n; t++) r = s[t] > r ? s[t] : r;
-    return r;
+    for (; t + VEC <= n; t += VEC) vst1q_f32(dst + t, vmulq_n_f32(vld1q_f32(src + t), a));
+    for (; t < n; t++) dst[t] = src[t] * a;
 }
 
-static void scale(float *x, int32_t n, float a) {
-    int32_t t = 0;
-    for (; t + VEC <= n; t += VEC) vst1q_f32(x + t, vmulq_n_f32(vld1q_f32(x + t), a));
-    for (; t < n; t++) x[t] *= a;
-}
-
-static const oc_attn_kernels table = { "neon", VEC, PANEL, gemm, pack_kt, pack_v, exp2_sum, max_f32, scale };
+static const oc_attn_kernels table = { "neon", VEC, PANEL, gemm, convert_rows, pack_v, softmax_cols, pack_qt, scale };
 
 const oc_attn_kernels *oc_attn_kernels_neon(void) { return &table; }

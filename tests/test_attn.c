@@ -589,35 +589,51 @@ static void test_tolerance_catches_dropped_key(void) {
 
 /* ---- kernels, layout, arguments ----------------------------------------------------------------------- */
 
-static void test_exp2_accuracy(void) {
+/* The softmax kernel's exp2 against exp2() in double: one column of scores x + 2 with a running
+ * max of 2, so the kernel writes 2^x; plus the -inf / fully-masked column rules. */
+static void test_softmax_kernel(void) {
     oc_cpu_features cpu;
     oc_port_cpu_features(&cpu);
-    enum { N = 4099 };
-    float *s = malloc(sizeof(float) * N), *x = malloc(sizeof(float) * N);
+    enum { N = 4099, COLS = 16 };
+    float *s = malloc(sizeof(float) * N * COLS), *x = malloc(sizeof(float) * N);
     for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
         const oc_attn_kernels *k = oc_attn_kernels_for((oc_isa)isa);
         if (!oc_isa_runs((oc_isa)isa, &cpu) || !k) continue;
         for (int i = 0; i < N; i++) x[i] = -125.0f * (float)i / (N - 1) + (i % 7) * 1e-3f - 3e-3f;
         x[0] = 0.0f; x[1] = -INFINITY; x[2] = -126.5f; x[3] = -0.5f; x[4] = -0.49999997f;
-        for (int i = 0; i < N; i++) s[i] = x[i] + 2.0f;
-        double sum = k->exp2_sum(s, N, 2.0f), ref_sum = 0, worst = 0;
+        float m[COLS], l[COLS], alpha[COLS];
+        for (int c = 0; c < COLS; c++) {
+            m[c] = c == 0 ? 2.0f : c == 1 ? -INFINITY : c == 2 ? 10.0f : 1.0f;
+            l[c] = c == 1 ? 0.0f : 3.0f;
+        }
+        for (int i = 0; i < N; i++)
+            for (int c = 0; c < COLS; c++)
+                s[(size_t)i * COLS + c] = c == 0 ? x[i] + 2.0f : c == 1 ? -INFINITY : c == 2 ? x[i] : (float)(i % 5) - 2.0f;
+        k->softmax_cols(s, COLS, N, COLS, m, l, alpha);
+        double ref_sum = 0, worst = 0;
         for (int i = 0; i < N; i++) {
             double r = x[i] < -125.0f ? 0.0 : exp2((double)x[i]);
+            float got = s[(size_t)i * COLS];
             ref_sum += r;
-            if (r == 0) { CHECKF(s[i] == 0.0f, "%s: 2^%g gave %g, not 0", k->name, (double)x[i], (double)s[i]); continue; }
-            double e = fabs(s[i] - r) / r;
+            if (r == 0) { CHECKF(got == 0.0f, "%s: 2^%g gave %g, not 0", k->name, (double)x[i], (double)got); continue; }
+            double e = fabs(got - r) / r;
             if (e > worst) worst = e;
         }
         printf("# %s exp2: worst relative error %.3g over [-125, 0]\n", k->name, worst);
         CHECKF(worst < 1e-6, "%s exp2 error %.3g", k->name, worst);
-        CHECKF(fabs(sum - ref_sum) / ref_sum < 1e-5, "%s exp2 sum %.9g vs %.9g", k->name, sum, ref_sum);
-        /* every tail length of max and exp2_sum */
-        for (int n = 1; n <= 40; n++) {
-            for (int i = 0; i < n; i++) s[i] = (float)((i * 37) % 11) - 5.0f;
-            float mx = -INFINITY;
-            for (int i = 0; i < n; i++) mx = s[i] > mx ? s[i] : mx;
-            CHECKF(k->max(s, n) == mx, "%s max n=%d: %g vs %g", k->name, n, (double)k->max(s, n), (double)mx);
-        }
+        CHECKF(m[0] == 2.0f && alpha[0] == 1.0f, "%s: column 0 max %g alpha %g", k->name, (double)m[0], (double)alpha[0]);
+        CHECKF(fabs(l[0] - 3.0 - ref_sum) / ref_sum < 1e-5, "%s sum %.9g vs %.9g", k->name, (double)l[0] - 3.0, ref_sum);
+        /* column 1: every key masked and nothing kept yet: P = 0, alpha = 0, l stays 0, m stays -inf */
+        int zero = 1;
+        for (int i = 0; i < N; i++) zero &= s[(size_t)i * COLS + 1] == 0.0f;
+        CHECKF(zero && alpha[1] == 0.0f && l[1] == 0.0f && m[1] == -INFINITY, "%s: empty column", k->name);
+        /* column 2: the running max 10 stays, alpha 1 */
+        CHECKF(m[2] == 10.0f && alpha[2] == 1.0f, "%s: column 2", k->name);
+        /* columns 3..: the max grows from 1 to 2: alpha = 1/2, l = 3/2 + sum */
+        double sum3 = 0;
+        for (int i = 0; i < N; i++) sum3 += exp2((double)((i % 5) - 2) - 2.0);
+        CHECKF(m[3] == 2.0f && fabs(alpha[3] - 0.5) < 1e-6 && fabs(l[3] - (1.5 + sum3)) / (1.5 + sum3) < 1e-5,
+               "%s: column 3 m %g alpha %g l %g", k->name, (double)m[3], (double)alpha[3], (double)l[3]);
     }
     free(s);
     free(x);
@@ -745,7 +761,7 @@ int main(void) {
     printf("\n");
     CHECK_RUN(test_layout);
     CHECK_RUN(test_bad_arguments);
-    CHECK_RUN(test_exp2_accuracy);
+    CHECK_RUN(test_softmax_kernel);
     CHECK_RUN(test_flop_counts);
     CHECK_RUN(test_random_prefill);
     CHECK_RUN(test_odd_shapes);

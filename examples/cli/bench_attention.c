@@ -189,7 +189,8 @@ static int decoder_layout(int n_images, int image_tokens, oc_token_layout **out,
 }
 
 /* (a): dense and sparse for one prompt shape. */
-static int bench_decoder(oc_pool *pool, int n_threads, oc_isa isa, int n_images, int image_tokens, double peak) {
+static int bench_decoder(oc_pool *pool, int n_threads, oc_isa isa, int n_images, int image_tokens, double peak,
+                         int reps) {
     const int H = 12, Hkv = 2, d = 128;
     oc_token_layout *layout = NULL;
     int n;
@@ -205,13 +206,26 @@ static int bench_decoder(oc_pool *pool, int n_threads, oc_isa isa, int n_images,
         { OC_PATTERN_SINK, 0, 0 }, { OC_PATTERN_INTRA_IMAGE_SINK, 0, 0 }, { OC_PATTERN_INTRA_IMAGE, 0, 0 },
     };
     double budget = n > 20000 ? 0 : 2000;
+    bench_result dense_best = { 1e300, { 0, 0, 0 } }, sparse_best = { 1e300, { 0, 0, 0 } };
     bench_result dense, sparse;
     char name[64], shape[32];
     snprintf(shape, sizeof shape, "%d x %d", n, n);
-    int ok = time_call(&a, pool, &b, budget, 5, &dense);
-    a.patterns = plan;
-    a.layout = layout;
-    ok = ok && time_call(&a, pool, &b, budget, 5, &sparse);
+    /* dense and sparse alternate, so a busy machine disturbs both alike; best of each */
+    int ok = 1;
+    for (int rep = 0; ok && rep < reps; rep++) {
+        a.patterns = NULL;
+        a.layout = NULL;
+        ok = time_call(&a, pool, &b, 0, 1, &dense);
+        a.patterns = plan;
+        a.layout = layout;
+        ok = ok && time_call(&a, pool, &b, 0, 1, &sparse);
+        if (dense.ms < dense_best.ms) dense_best = dense;
+        if (sparse.ms < sparse_best.ms) sparse_best = sparse;
+        if (n > 20000 && rep >= 0) break;   /* 33K tokens: one run each */
+        if (rep >= 1 && dense_best.ms + sparse_best.ms > budget) break;
+    }
+    dense = dense_best;
+    sparse = sparse_best;
     if (ok) {
         snprintf(name, sizeof name, "(a) decoder %dx%d+100, dense", n_images, image_tokens);
         print_row(name, shape, &dense, peak);
@@ -229,14 +243,14 @@ static int bench_decoder(oc_pool *pool, int n_threads, oc_isa isa, int n_images,
     return ok;
 }
 
-static int bench_vision(oc_pool *pool, int n_threads, oc_isa isa, double peak) {
+static int bench_vision(oc_pool *pool, int n_threads, oc_isa isa, double peak, int reps) {
     const int n = 4096, H = 16, d = 80;
     bench_bufs b;
     if (!bufs_alloc(&b, n, n, H, H, d, n_threads)) { fprintf(stderr, "bench attention: out of memory\n"); return 0; }
     oc_attn_args a = args_for(&b, n, n, H, H, d, isa);
     a.mask = OC_ATTN_BIDIRECTIONAL;
     bench_result r;
-    int ok = time_call(&a, pool, &b, 2000, 5, &r);
+    int ok = time_call(&a, pool, &b, 2000, reps, &r);
     if (ok) print_row("(b) vision 4096 patches, full", "4096 x 4096", &r, peak);
     bufs_free(&b);
     return ok;
@@ -262,16 +276,22 @@ static int bench_decode(oc_pool *pool, int n_threads, oc_isa isa, double peak) {
 int bench_attention(int argc, char **argv) {
     int n_threads = 0, quick = 0;
     const char *isa_name = NULL, *only = "abc";
+    int n_images = 8, image_tokens = 1024, reps = 5;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) n_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--isa") && i + 1 < argc) isa_name = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--images") && i + 1 < argc) n_images = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--image-tokens") && i + 1 < argc) image_tokens = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: ocellus bench attention [-t N] [--quick] [--isa scalar|avx2|avx512|neon]\n"
                             "  -t N     threads (default: all CPUs)\n"
                             "  --quick  skip the 16 x 2048 image prompt (33K tokens)\n"
-                            "  --only LETTERS  run only some of the cases a, b, c (e.g. --only b)\n");
+                            "  --only LETTERS  run only some of the cases a, b, c (e.g. --only b)\n"
+                            "  --images N --image-tokens M  the first decoder prompt (default 8 x 1024)\n"
+                            "  --reps N  best of up to N runs per case (default 5; long cases stop after 2 s)\n");
             return !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help") ? 0 : 2;
         }
     }
@@ -295,9 +315,14 @@ int bench_attention(int argc, char **argv) {
     printf("| %-34s | %-14s | %10s | %9s | %8s | %6s |\n", "case", "n_q x n_kv", "time ms", "GFLOP", "GFLOP/s", "peak");
     printf("|------------------------------------|----------------|------------|-----------|----------|--------|\n");
     int ok = 1;
-    if (strchr(only, 'a')) ok = bench_decoder(pool, n_threads, isa, 8, 1024, peak);
-    if (ok && strchr(only, 'a') && !quick) ok = bench_decoder(pool, n_threads, isa, 16, 2048, peak);
-    if (ok && strchr(only, 'b')) ok = bench_vision(pool, n_threads, isa, peak);
+    if (n_images < 0 || n_images > 40 || image_tokens < 1 || reps < 1) {
+        fprintf(stderr, "bench attention: need 0..40 images of >= 1 token and reps >= 1\n");
+        oc_pool_close(pool);
+        return 2;
+    }
+    if (strchr(only, 'a')) ok = bench_decoder(pool, n_threads, isa, n_images, image_tokens, peak, reps);
+    if (ok && strchr(only, 'a') && !quick) ok = bench_decoder(pool, n_threads, isa, 16, 2048, peak, reps);
+    if (ok && strchr(only, 'b')) ok = bench_vision(pool, n_threads, isa, peak, reps);
     if (ok && strchr(only, 'c')) ok = bench_decode(pool, n_threads, isa, peak);
     oc_pool_close(pool);
     return ok ? 0 : 1;
