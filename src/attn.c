@@ -24,6 +24,11 @@
  *     free, so this plays the role of BlindSight's key permutation (App. L.3.3: text and sink keys
  *     packed first so sink tiles are dense) without a permuted copy of the cache: an image query
  *     block of a Sink head reads text keys and the sinks of every image, packed back to back.
+ *  5. Scores are computed transposed (S^T = K Q^T, attn_kernels.h) so K tiles need no transpose;
+ *     the softmax runs in base 2 with the scale and log2(e) folded into Q once.
+ *
+ * Contents: geometry and scratch | per-call context | mask classification | one run of query rows
+ * | tasks | entry point.
  */
 #include "attn.h"
 #include "attn_kernels.h"
@@ -45,7 +50,8 @@
 typedef struct geom {
     int32_t n_rep, task_q, rows_target, rows_max, d, dpad_max, split_q;
     size_t partial_bytes, thread_bytes;
-    size_t off_q, off_o, off_m, off_l, off_alpha, off_kt, off_v, off_s, off_idx, off_ptr, off_heads, off_qptr, off_count;
+    size_t off_q, off_o, off_m, off_l, off_alpha, off_kt, off_v, off_s;   /* byte offsets in a thread block */
+    size_t off_idx, off_ptr, off_heads, off_qptr, off_count;
 } geom;
 
 /* Stacked rows (heads x positions) per run: as many as fit Q^T and O in L2, so each converted K/V
@@ -351,7 +357,8 @@ static int block_misses(const run *r, int32_t r0, int32_t rb, int32_t k_min, int
         last = r->i0 + (r0 + rb - 1) % r->len;
     }
     const oc_attn_args *a = r->x->a;
-    window wa = row_window(a, r->pat, (int64_t)a->q_offset + first), wb = row_window(a, r->pat, (int64_t)a->q_offset + last);
+    window wa = row_window(a, r->pat, (int64_t)a->q_offset + first);
+    window wb = row_window(a, r->pat, (int64_t)a->q_offset + last);
     ivals some = ivals_of(0, wb.sk, wa.lo, wb.hi + 1);
     for (int k = 0; k < some.n; k++)
         if (some.lo[k] <= k_max && k_min < some.hi[k]) return 0;
@@ -382,8 +389,10 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial) {
         kn->gemm(nk, cols, d, w->kt, d, 1, w->qt + (int64_t)r0 * d, w->s, ROW_BLOCK, 0);   /* S^T = K Q^T */
         r->kept += partial ? mask_cols(r, r0, rb, idx, nk, w->s) : (uint64_t)nk * (uint64_t)rb;
         kn->softmax_cols(w->s, ROW_BLOCK, nk, cols, w->m + r0, w->l + r0, w->alpha);
-        for (int32_t k = 0; k < rb; k++)
-            if (w->alpha[k] != 1.0f) kn->scale(w->o + (int64_t)(r0 + k) * dpad, w->o + (int64_t)(r0 + k) * dpad, dpad, w->alpha[k]);
+        for (int32_t k = 0; k < rb; k++) {
+            float *o = w->o + (int64_t)(r0 + k) * dpad;
+            if (w->alpha[k] != 1.0f) kn->scale(o, o, dpad, w->alpha[k]);
+        }
         kn->gemm(rb, dpad, nk, w->s, 1, ROW_BLOCK, w->v, w->o + (int64_t)r0 * dpad, dpad, 1);   /* O += P V */
         r->executed += (uint64_t)rb * (uint64_t)nk;
     }
@@ -450,7 +459,8 @@ static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, i
     /* Q^T, scaled (attn_kernels.h pack_qt): column = stacked row */
     int32_t cols = ALIGN_UP(r.rows, x->kern->vec);
     for (int32_t row = 0; row < r.rows; row++)
-        w->qptr[row] = a->q + (int64_t)(i0 + row % r.len) * a->q_stride_token + (int64_t)w->heads[row / r.len] * a->q_stride_head;
+        w->qptr[row] = a->q + (int64_t)(i0 + row % r.len) * a->q_stride_token +
+                       (int64_t)w->heads[row / r.len] * a->q_stride_head;
     x->kern->pack_qt(w->qt, w->qptr, r.rows, cols, d, x->qscale);
     for (int32_t k = 0; k < cols; k++) {
         w->m[k] = -INFINITY;
@@ -608,7 +618,8 @@ static oc_status check_args(const oc_attn_args *a, oc_error *err) {
         for (int32_t s = 0; s < a->n_segments; s++) {
             oc_token_span sp = a->segments[s];
             if (sp.start < 0 || sp.end <= sp.start || (s > 0 && sp.start < a->segments[s - 1].end))
-                return oc_fail(err, OC_ERR_INVALID, "attn: segment %d [%d, %d) is empty, negative or not after segment %d",
+                return oc_fail(err, OC_ERR_INVALID,
+                               "attn: segment %d [%d, %d) is empty, negative or not after segment %d",
                                (int)s, (int)sp.start, (int)sp.end, (int)s - 1);
         }
         break;
@@ -622,7 +633,8 @@ static oc_status check_args(const oc_attn_args *a, oc_error *err) {
         if ((int)p->kind < 0 || p->kind >= OC_PATTERN_COUNT)
             return oc_fail(err, OC_ERR_INVALID, "attn: head %d has unknown pattern kind %d", (int)h, (int)p->kind);
         if (p->kind == OC_PATTERN_A_SHAPE && (p->n_sink < 0 || p->n_local < 1))
-            return oc_fail(err, OC_ERR_INVALID, "attn: head %d A-shape needs n_sink >= 0 and n_local >= 1 (got %d, %d)",
+            return oc_fail(err, OC_ERR_INVALID,
+                           "attn: head %d A-shape needs n_sink >= 0 and n_local >= 1 (got %d, %d)",
                            (int)h, (int)p->n_sink, (int)p->n_local);
     }
     return OC_OK;
@@ -651,7 +663,8 @@ static uint64_t base_pairs(const oc_attn_args *a, int32_t h) {
         break;
     case OC_ATTN_EXPLICIT:
         for (int32_t i = 0; i < a->n_q; i++) {
-            const uint8_t *row = a->explicit_mask + (int64_t)h * a->explicit_stride_head + (int64_t)i * a->explicit_stride_q;
+            const uint8_t *row =
+                a->explicit_mask + (int64_t)h * a->explicit_stride_head + (int64_t)i * a->explicit_stride_q;
             for (int32_t j = 0; j < a->n_kv; j++) n += row[j] != 0;
         }
         break;
@@ -673,7 +686,8 @@ oc_status oc_attn_run(const oc_attn_args *a, oc_pool *pool, void *scratch, size_
     if (!need || !geom_init(&x.g, &dims, n_threads))
         return oc_fail(err, OC_ERR_INVALID, "attn: scratch size overflows for these dimensions");
     if (!scratch || scratch_bytes < need || (uintptr_t)scratch % OC_MEM_ALIGN)
-        return oc_fail(err, OC_ERR_INVALID, "attn: scratch of %zu bytes (aligned: %d) but this call needs %zu aligned bytes",
+        return oc_fail(err, OC_ERR_INVALID,
+                       "attn: scratch of %zu bytes (aligned: %d) but this call needs %zu aligned bytes",
                        scratch_bytes, scratch ? (int)((uintptr_t)scratch % OC_MEM_ALIGN == 0) : 0, need);
     if (a->n_q == 0) return OC_OK;
 

@@ -179,8 +179,8 @@ INLINE void transpose8(__m256 r[8]) {
     r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-/* Query rows in groups of 8 (half a vector, ymm transposes as in attn_avx2.c): each group fills 8 adjacent columns of one panel, so every
- * transposed register is one contiguous store. */
+/* Query rows in groups of 8 (half a vector, ymm transposes as in attn_avx2.c): each group fills
+ * 8 adjacent columns of one panel, so every transposed register is one contiguous store. */
 static void pack_qt(float *dst, const float *const *rows, int32_t n_rows, int32_t n_cols, int32_t d, float scale) {
     const __m256 sv = _mm256_set1_ps(scale);
     for (int32_t k0 = 0; k0 < n_cols; k0 += 8) {

@@ -1,8 +1,9 @@
 /* attn_neon.c: attention micro-kernels for ARM NEON (AArch64, and ARMv7 with VFPv4), attn_kernels.h.
  * The structure of attn_avx2.c with 4-float vectors: GEMM of 6 rows x 8 columns (12 q-register
- * accumulators, so ARMv7's 16 q registers suffice), the same exp2 split and polynomial. Rounding to nearest uses truncation of x - 1/2 (valid for the x <= 0 that softmax
- * passes), which ARMv7 has. f16 is widened with integer ops and a 2^112 multiply (no FP16
- * extension needed); ARMv7 NEON flushes subnormal values, so halves below 6.1e-5 read as 0 there. */
+ * accumulators, so ARMv7's 16 q registers suffice), the same exp2 split and polynomial. Rounding
+ * to nearest uses truncation of x - 1/2 (valid for the x <= 0 that softmax passes), which ARMv7
+ * has. f16 is widened with integer ops and a 2^112 multiply (no FP16 extension needed); ARMv7
+ * NEON flushes subnormal values, so halves below 6.1e-5 read as 0 there. */
 #include "attn_kernels.h"
 #include "f16.h"
 

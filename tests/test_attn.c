@@ -319,6 +319,7 @@ static double random_case(oc_attn_mask_kind mask, int rep, int d, int32_t dtype,
         c.q_offset = check_rng_int(&rng, 1, 90);
         c.n_kv = c.q_offset + c.n_q;
     }
+    if (mask == OC_ATTN_BIDIRECTIONAL && seed % 3 == 2) c.n_kv = c.n_q + check_rng_int(&rng, 1, 40);   /* more keys */
     oc_token_span seg[8];
     if (mask == OC_ATTN_SEGMENTS) {   /* spans with gaps; rows in a gap see nothing */
         int pos = check_rng_int(&rng, 0, 3);
@@ -502,21 +503,23 @@ static void test_pattern_equals_explicit_mask(void) {
 }
 
 /* Rows with no key at all are defined as 0: rows outside every segment, an explicit mask with
- * empty rows, an A-shape window that lies beyond the cache, and n_kv == 0. */
+ * empty rows (prefill and flash-decoding), an A-shape window that lies beyond the cache, and
+ * n_kv == 0. */
 static void test_fully_masked_rows(void) {
     pools ps;
     REQUIRE(pools_open(&ps));
     check_rng rng = { 77 };
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         ref_case c;
         memset(&c, 0, sizeof c);
         c.n_head_kv = 1; c.n_head = 2; c.d = 72;
         c.n_q = 90; c.n_kv = 90;
+        if (k == 4) { c.n_q = 3; c.n_kv = 700; }   /* the flash-decoding path */
         oc_token_span seg[2] = { { 10, 30 }, { 50, 60 } };
         uint8_t *em = NULL;
         oc_head_pattern pat[2] = { { OC_PATTERN_A_SHAPE, 0, 5 }, { OC_PATTERN_DENSE, 0, 0 } };
         if (k == 0) { c.mask = OC_ATTN_SEGMENTS; c.seg = seg; c.n_seg = 2; }
-        if (k == 1) {
+        if (k == 1 || k == 4) {
             c.mask = OC_ATTN_EXPLICIT;
             em = calloc((size_t)c.n_head * c.n_q * c.n_kv, 1);
             for (size_t x = 0; x < (size_t)c.n_head * c.n_q * c.n_kv; x++) em[x] = (x / c.n_kv) % 3 ? check_rng_int(&rng, 0, 1) : 0;
