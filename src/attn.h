@@ -8,7 +8,21 @@
  * whole pay no mask cost (attn.c explains how). Online softmax in fp32, no n_q x n_kv buffer.
  * A row whose every key is masked gets output 0.
  * Results are bitwise identical for any thread count. No allocation: the caller passes scratch
- * memory of oc_attn_scratch_bytes() bytes. */
+ * memory of oc_attn_scratch_bytes() bytes.
+ *
+ * Mask semantics (kept(h, p, j) = base(p, j) AND pattern_h(p, j); tests/test_attn.c restates them)
+ *  - DENSE: the base mask alone.
+ *  - SINK / INTRA_IMAGE / INTRA_IMAGE_SINK (blindsight.txt Sec. 3.2, App. L Alg. 3): a text query
+ *    (or any query when layout is NULL) keeps every key; an image query keeps every text key, plus
+ *    for the Sink kinds every sink token of every image (Alg. 3's mask_kv = istext | isimsink has
+ *    no image-id test, so the query's own image's sinks count too: with the causal base that is
+ *    its own first sinks up to itself, and an image query never ends up with nothing to attend to
+ *    when the prompt starts with an image), plus for the Intra kinds its own whole image.
+ *    The causal base then cuts everything after the query. Positions at or beyond the layout's
+ *    n_tokens are text.
+ *  - A_SHAPE (mminference.txt C.2-C.3): key j < n_sink or p - n_local < j <= p, for text and image
+ *    queries alike; the window ends at the query under every base mask.
+ *  - A query outside every segment (OC_ATTN_SEGMENTS) keeps nothing. */
 #ifndef OC_ATTN_H
 #define OC_ATTN_H
 
