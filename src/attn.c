@@ -733,6 +733,23 @@ oc_status oc_attn_run(const oc_attn_args *a, oc_pool *pool, void *scratch, size_
     return OC_OK;
 }
 
+/* The ISA files that configure built (OC_HAVE_*_KERNELS) are the only ones referenced. */
+const oc_attn_kernels *oc_attn_kernels_for(oc_isa isa) {
+    switch (isa) {
+    case OC_ISA_SCALAR: return oc_attn_kernels_ref();
+#if OC_HAVE_AVX2_KERNELS
+    case OC_ISA_AVX2: return oc_attn_kernels_avx2();
+#endif
+#if OC_HAVE_AVX512_KERNELS
+    case OC_ISA_AVX512: return oc_attn_kernels_avx512();
+#endif
+#if OC_HAVE_NEON_KERNELS
+    case OC_ISA_NEON: return oc_attn_kernels_neon();
+#endif
+    default: return NULL;
+    }
+}
+
 const char *oc_attn_kernels_name(oc_isa isa) {
     const oc_attn_kernels *k = oc_attn_kernels_for(isa);
     return k ? k->name : NULL;

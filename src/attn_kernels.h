@@ -49,7 +49,7 @@ typedef struct oc_attn_kernels {
 /* The table for isa, or NULL when this build has no kernels for it. */
 const oc_attn_kernels *oc_attn_kernels_for(oc_isa isa);
 
-/* One per ISA file. Only the files this build compiles are referenced (attn_ref.c checks the
+/* One per ISA file. Only the files this build compiles are referenced (attn.c checks the
  * OC_HAVE_*_KERNELS switches that configure writes). */
 const oc_attn_kernels *oc_attn_kernels_ref(void);
 const oc_attn_kernels *oc_attn_kernels_avx2(void);

@@ -79,19 +79,3 @@ static void scale(float *dst, const float *src, int32_t n, float a) {
 static const oc_attn_kernels table = { "scalar", VEC, PANEL, gemm, convert_rows, pack_v, softmax_cols, pack_qt, scale };
 
 const oc_attn_kernels *oc_attn_kernels_ref(void) { return &table; }
-
-const oc_attn_kernels *oc_attn_kernels_for(oc_isa isa) {
-    switch (isa) {
-    case OC_ISA_SCALAR: return oc_attn_kernels_ref();
-#if OC_HAVE_AVX2_KERNELS
-    case OC_ISA_AVX2: return oc_attn_kernels_avx2();
-#endif
-#if OC_HAVE_AVX512_KERNELS
-    case OC_ISA_AVX512: return oc_attn_kernels_avx512();
-#endif
-#if OC_HAVE_NEON_KERNELS
-    case OC_ISA_NEON: return oc_attn_kernels_neon();
-#endif
-    default: return NULL;
-    }
-}
