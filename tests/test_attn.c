@@ -304,8 +304,8 @@ static void make_patterns(oc_head_pattern *pat, int n_head, int shift, check_rng
 static int not_tile_multiple(int n) { return n % 64 == 0 ? n + 1 : n; }
 
 /* One random case: base mask x GQA ratio x head dim, with a layout and mixed patterns. */
-static double random_case(oc_attn_mask_kind mask, int rep, int d, int32_t dtype, int n_images, int seed,
-                          const pools *ps) {
+static double random_case_sized(oc_attn_mask_kind mask, int rep, int d, int32_t dtype, int n_images, int seed,
+                                const pools *ps, int n_q_min, int n_q_max) {
     check_rng rng = { 0x9e3779b97f4a7c15ULL ^ (unsigned long long)seed * 7919 };
     ref_case c;
     memset(&c, 0, sizeof c);
@@ -313,7 +313,7 @@ static double random_case(oc_attn_mask_kind mask, int rep, int d, int32_t dtype,
     c.n_head = rep * c.n_head_kv;
     c.d = d;
     c.mask = mask;
-    c.n_q = not_tile_multiple(check_rng_int(&rng, 65, 150));
+    c.n_q = not_tile_multiple(check_rng_int(&rng, n_q_min, n_q_max));
     c.n_kv = c.n_q;
     if (mask == OC_ATTN_CAUSAL && seed % 3 == 1) {   /* a later prefill chunk */
         c.q_offset = check_rng_int(&rng, 1, 90);
@@ -364,6 +364,11 @@ static double random_case(oc_attn_mask_kind mask, int rep, int d, int32_t dtype,
     return e;
 }
 
+static double random_case(oc_attn_mask_kind mask, int rep, int d, int32_t dtype, int n_images, int seed,
+                          const pools *ps) {
+    return random_case_sized(mask, rep, d, dtype, n_images, seed, ps, 65, 150);
+}
+
 static void test_random_prefill(void) {
     static const oc_attn_mask_kind masks[] = { OC_ATTN_CAUSAL, OC_ATTN_BIDIRECTIONAL, OC_ATTN_SEGMENTS };
     static const int reps[] = { 1, 2, 6, 7 }, dims[] = { 64, 72, 80, 128 }, images[] = { 0, 1, 5 };
@@ -390,6 +395,43 @@ static void test_odd_shapes(void) {
     for (size_t di = 0; di < OC_ARRAY_LEN(dims); di++)
         random_case(di % 2 ? OC_ATTN_CAUSAL : OC_ATTN_BIDIRECTIONAL, 1 + (int)di % 3, dims[di],
                     di % 2 ? OC_DTYPE_F16 : OC_DTYPE_F32, (int)di % 3 * 2, 100 + (int)di, &ps);
+    pools_close(&ps);
+}
+
+/* Longer sequences with small head dims (cheap references): several query blocks per KV head
+ * (tasks start at i0 > 0, handed out last block first), images longer than a run, and
+ * flash-decoding over more than 32 x 256 keys (chunks longer than the minimum). */
+static void test_long_sequences(void) {
+    pools ps;
+    REQUIRE(pools_open(&ps));
+    static const oc_attn_mask_kind masks[] = { OC_ATTN_CAUSAL, OC_ATTN_BIDIRECTIONAL, OC_ATTN_SEGMENTS };
+    for (int k = 0; k < 6; k++)
+        random_case_sized(masks[k % 3], 1 + k % 3, k % 2 ? 8 : 24, k % 2 ? OC_DTYPE_F16 : OC_DTYPE_F32, k % 2 ? 3 : 1,
+                          200 + k, &ps, 520, 800);
+    for (int k = 0; k < 2; k++) {
+        check_rng rng = { 0x5151ULL + (unsigned long long)k };
+        ref_case c;
+        memset(&c, 0, sizeof c);
+        c.n_head_kv = 2; c.n_head = 4 + 2 * k; c.d = 16;
+        c.n_q = 1 + k; c.n_kv = 9001 + 777 * k; c.q_offset = c.n_kv - c.n_q;
+        c.mask = OC_ATTN_CAUSAL;
+        ref_layout L;
+        make_layout(&L, c.n_kv, 6, 100, &rng);
+        c.layout = &L;
+        oc_head_pattern pat[16];
+        make_patterns(pat, c.n_head, k, &rng);
+        c.pat = pat;
+        oc_token_layout *layout = NULL;
+        REQUIRE(oc_layout_build(&layout, c.n_kv, L.img, L.n_images, 0.1f, NULL, NULL) == OC_OK);
+        bufs b;
+        bufs_make(&b, &c, OC_DTYPE_F16, &rng, 4.0f);
+        float *q = compact_q(&b, &c);
+        double *ref = malloc(sizeof(double) * (size_t)c.n_q * c.n_head * c.d);
+        double *rms = malloc(sizeof(double) * (size_t)c.n_q * c.n_head);
+        uint64_t kept = ref_attention(&c, q, b.kf, b.vf, 1.0f / sqrtf((float)c.d), ref, rms);
+        run_all(&c, &b, layout, ref, rms, kept, &ps, "long decode");
+        free(rms); free(ref); free(q); bufs_free(&b); oc_layout_free(layout);
+    }
     pools_close(&ps);
 }
 
@@ -769,6 +811,7 @@ int main(void) {
     CHECK_RUN(test_random_prefill);
     CHECK_RUN(test_odd_shapes);
     CHECK_RUN(test_decode);
+    CHECK_RUN(test_long_sequences);
     CHECK_RUN(test_pattern_equals_explicit_mask);
     CHECK_RUN(test_fully_masked_rows);
     CHECK_RUN(test_tolerance_catches_dropped_key);
