@@ -202,7 +202,12 @@ static int bench_decoder(oc_pool *pool, int n_threads, oc_isa isa, int n_images,
     int n;
     if (!decoder_layout(n_images, image_tokens, &layout, &n)) return 0;
     bench_bufs b;
-    if (!bufs_alloc(&b, n, n, H, Hkv, d, n_threads)) { fprintf(stderr, "bench attention: out of memory\n"); return 0; }
+    if (!bufs_alloc(&b, n, n, H, Hkv, d, n_threads)) {
+        fprintf(stderr, "bench attention: out of memory\n");
+        bufs_free(&b);
+        oc_layout_free(layout);
+        return 0;
+    }
     oc_attn_args a = args_for(&b, n, n, H, Hkv, d, isa);
     /* 7 of 12 heads sparse, every category, both kv groups mixed */
     static const oc_head_pattern plan[12] = {
@@ -227,7 +232,7 @@ static int bench_decoder(oc_pool *pool, int n_threads, oc_isa isa, int n_images,
         ok = ok && time_call(&a, pool, &b, 0, 1, &sparse);
         if (dense.ms < dense_best.ms) dense_best = dense;
         if (sparse.ms < sparse_best.ms) sparse_best = sparse;
-        if (n > 20000 && rep >= 0) break;   /* 33K tokens: one run each */
+        if (n > 20000) break;   /* 33K tokens: one run each */
         if (rep >= 1 && dense_best.ms + sparse_best.ms > budget) break;
     }
     dense = dense_best;
@@ -255,7 +260,11 @@ static int bench_vision(oc_pool *pool, int n_threads, oc_isa isa, double peak, i
                         const char *name) {
     const int H = 16;
     bench_bufs b;
-    if (!bufs_alloc(&b, n, n, H, H, d, n_threads)) { fprintf(stderr, "bench attention: out of memory\n"); return 0; }
+    if (!bufs_alloc(&b, n, n, H, H, d, n_threads)) {
+        fprintf(stderr, "bench attention: out of memory\n");
+        bufs_free(&b);
+        return 0;
+    }
     oc_attn_args a = args_for(&b, n, n, H, H, d, isa);
     a.mask = OC_ATTN_BIDIRECTIONAL;
     bench_result r;
@@ -270,7 +279,11 @@ static int bench_vision(oc_pool *pool, int n_threads, oc_isa isa, double peak, i
 static int bench_decode(oc_pool *pool, int n_threads, oc_isa isa, double peak) {
     const int n_kv = 16384, H = 12, Hkv = 2, d = 128;
     bench_bufs b;
-    if (!bufs_alloc(&b, 1, n_kv, H, Hkv, d, n_threads)) { fprintf(stderr, "bench attention: out of memory\n"); return 0; }
+    if (!bufs_alloc(&b, 1, n_kv, H, Hkv, d, n_threads)) {
+        fprintf(stderr, "bench attention: out of memory\n");
+        bufs_free(&b);
+        return 0;
+    }
     oc_attn_args a = args_for(&b, 1, n_kv, H, Hkv, d, isa);
     a.q_offset = n_kv - 1;
     bench_result r;
