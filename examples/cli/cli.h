@@ -13,5 +13,7 @@ int cmd_version(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int bench_attention(int argc, char **argv);
 
 #endif

@@ -1,0 +1,358 @@
+/* bench_attention.c: `ocellus bench attention [-t N] [--quick] [--isa NAME]`: the attention engine
+ * (src/attn.c) on Qwen2-VL-2B shapes, against this machine's FP32 FMA peak measured here:
+ *  (a) decoder layer, 12 q / 2 kv heads, d 128, causal: 8 images x 1024 tokens + 100 text tokens,
+ *      and 16 x 2048 + 100 (skipped by --quick), each dense and with a plan of 7 of 12 heads sparse
+ *      (Sink, Intra-Image, Intra-Image+Sink, A-shape(128, 1024));
+ *  (b) vision layer, 16 heads, d 80, 4096 patches, bidirectional (and d 72 at 1024 patches);
+ *  (c) decode, one query against 16384 keys, 12 / 2 heads, d 128.
+ * Useful FLOPs = 4 * d per kept (query, key) pair (halved by causality, as the anchors count them).
+ * The FMA loop here is a stand-in for src/roofline.h's oc_roofline_fma_gflops (another branch). */
+#include "attn.h"
+#include "cli.h"
+#include "isa.h"
+#include "layout.h"
+#include "pool.h"
+#include "port.h"
+#include "f16.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- FP32 FMA peak ------------------------------------------------------------------------------ */
+
+#define FMA_CHAINS 12   /* independent accumulators: more than latency x pipes on current cores */
+
+typedef struct fma_ctx { int64_t iters; int use_avx2; float sink[1024]; } fma_ctx;
+
+#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define BENCH_HAVE_AVX2_FMA 1
+__attribute__((target("avx2,fma"))) static float fma_loop_avx2(int64_t iters) {
+    __m256 acc[FMA_CHAINS];
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    for (int k = 0; k < FMA_CHAINS; k++) acc[k] = _mm256_set1_ps((float)k);
+    for (int64_t i = 0; i < iters; i++) {
+        _Pragma("GCC unroll 16")   /* registers, not memory: unroll over the chains */
+        for (int k = 0; k < FMA_CHAINS; k++) acc[k] = _mm256_fmadd_ps(acc[k], m, c);
+    }
+    __m256 s = acc[0];
+    for (int k = 1; k < FMA_CHAINS; k++) s = _mm256_add_ps(s, acc[k]);
+    float out[8];
+    _mm256_storeu_ps(out, s);
+    return out[0];
+}
+#else
+#define BENCH_HAVE_AVX2_FMA 0
+static float fma_loop_avx2(int64_t iters) { (void)iters; return 0.0f; }
+#endif
+
+/* Portable fallback: 12 scalar chains (a lower bound where no SIMD version exists). */
+static float fma_loop_scalar(int64_t iters) {
+    float acc[FMA_CHAINS];
+    for (int k = 0; k < FMA_CHAINS; k++) acc[k] = (float)k;
+    for (int64_t i = 0; i < iters; i++) {
+        _Pragma("GCC unroll 16")
+        for (int k = 0; k < FMA_CHAINS; k++) acc[k] = acc[k] * 0.999999f + 1e-7f;
+    }
+    float s = 0;
+    for (int k = 0; k < FMA_CHAINS; k++) s += acc[k];
+    return s;
+}
+
+static void fma_task(void *ctx, int64_t task, int thread) {
+    fma_ctx *f = ctx;
+    (void)thread;
+    f->sink[task % 1024] = f->use_avx2 ? fma_loop_avx2(f->iters) : fma_loop_scalar(f->iters);
+}
+
+/* GFLOP/s of n_threads threads each running the FMA loop; best of 10 short runs (the best one is
+ * the least disturbed by other processes). */
+static double fma_peak_gflops(oc_pool *pool, int n_threads, int *simd_width) {
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    static fma_ctx f;
+    f.use_avx2 = BENCH_HAVE_AVX2_FMA && cpu.avx2 && cpu.fma;
+    *simd_width = f.use_avx2 ? 8 : 1;
+    f.iters = f.use_avx2 ? 4000000 : 400000;
+    double best = 0;
+    for (int rep = 0; rep < 10; rep++) {
+        uint64_t t0 = oc_port_now_ns();
+        oc_pool_run(pool, n_threads, fma_task, &f);
+        double s = (double)(oc_port_now_ns() - t0) * 1e-9;
+        double flops = 2.0 * FMA_CHAINS * (*simd_width) * (double)f.iters * n_threads;
+        if (flops / s / 1e9 > best) best = flops / s / 1e9;
+    }
+    return best;
+}
+
+/* ---- attention cases --------------------------------------------------------------------------------- */
+
+typedef struct bench_bufs {
+    float *q, *out;
+    uint16_t *k, *v;
+    void *scratch;
+    size_t scratch_bytes;
+} bench_bufs;
+
+typedef struct bench_result {
+    double ms;
+    double cpu_ms;   /* process CPU time during the run: all threads together */
+    oc_attn_stats st;
+} bench_result;
+
+static int bufs_alloc(bench_bufs *b, int n_q, int n_kv, int n_head, int n_head_kv, int d, int n_threads) {
+    memset(b, 0, sizeof *b);
+    b->q = malloc(sizeof(float) * (size_t)n_q * n_head * d);
+    b->out = malloc(sizeof(float) * (size_t)n_q * n_head * d);
+    b->k = malloc(2 * (size_t)n_kv * n_head_kv * d);
+    b->v = malloc(2 * (size_t)n_kv * n_head_kv * d);
+    oc_attn_dims dims = { n_q, n_kv, n_head, n_head_kv, d };
+    b->scratch_bytes = oc_attn_scratch_bytes(&dims, n_threads);
+    b->scratch = oc_port_aligned_alloc(OC_MEM_ALIGN, b->scratch_bytes);
+    if (!b->q || !b->out || !b->k || !b->v || !b->scratch) return 0;
+    uint64_t s = 0x243f6a8885a308d3ULL;
+    for (size_t i = 0; i < (size_t)n_q * n_head * d; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        b->q[i] = (float)((s >> 40) & 0xffff) / 16384.0f - 2.0f;
+    }
+    for (size_t i = 0; i < (size_t)n_kv * n_head_kv * d; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        b->k[i] = oc_f32_to_f16((float)((s >> 40) & 0xffff) / 32768.0f - 1.0f);
+        b->v[i] = oc_f32_to_f16((float)((s >> 24) & 0xffff) / 32768.0f - 1.0f);
+    }
+    return 1;
+}
+
+static void bufs_free(bench_bufs *b) {
+    free(b->q); free(b->out); free(b->k); free(b->v);
+    oc_port_aligned_free(b->scratch);
+}
+
+/* Runs the call until min_total_ms have passed (at least once, at most max_reps); best time. */
+static int time_call(const oc_attn_args *a, oc_pool *pool, bench_bufs *b, double min_total_ms, int max_reps,
+                     bench_result *res) {
+    double total = 0;
+    res->ms = 1e300;
+    for (int rep = 0; rep < max_reps && (rep == 0 || total < min_total_ms); rep++) {
+        oc_attn_stats st = { 0, 0, 0 };
+        oc_error err;
+        clock_t c0 = clock();
+        uint64_t t0 = oc_port_now_ns();
+        if (oc_attn_run(a, pool, b->scratch, b->scratch_bytes, &st, &err) != OC_OK) {
+            fprintf(stderr, "bench attention: %s\n", err.message);
+            return 0;
+        }
+        double ms = (double)(oc_port_now_ns() - t0) * 1e-6;
+        double cpu_ms = (double)(clock() - c0) * 1000.0 / CLOCKS_PER_SEC;
+        total += ms;
+        if (ms < res->ms) { res->ms = ms; res->cpu_ms = cpu_ms; res->st = st; }
+    }
+    return 1;
+}
+
+static oc_attn_args args_for(bench_bufs *b, int n_q, int n_kv, int n_head, int n_head_kv, int d, oc_isa isa) {
+    oc_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.n_q = n_q; a.n_kv = n_kv; a.n_head = n_head; a.n_head_kv = n_head_kv; a.head_dim = d;
+    a.q = b->q; a.q_stride_token = (int64_t)n_head * d; a.q_stride_head = d;
+    a.k = b->k; a.v = b->v; a.kv_dtype = OC_DTYPE_F16;
+    a.k_stride_token = a.v_stride_token = (int64_t)n_head_kv * d;
+    a.k_stride_head = a.v_stride_head = d;
+    a.out = b->out; a.out_stride_token = (int64_t)n_head * d; a.out_stride_head = d;
+    a.scale = 1.0f / sqrtf((float)d);
+    a.mask = OC_ATTN_CAUSAL;
+    a.isa = isa;
+    return a;
+}
+
+/* "cpu" is the CPU time the threads got over wall time x threads: below ~95% other processes
+ * took cores away during the run, and the fraction of peak understates the engine. */
+static void print_row(const char *name, const char *shape, const bench_result *r, double peak, int n_threads) {
+    double gflops = (double)r->st.flops_kept / (r->ms * 1e-3) / 1e9;
+    printf("| %-36s | %-13s | %9.1f | %8.1f | %7.1f | %4.0f%% | %4.0f%% |\n", name, shape, r->ms,
+           (double)r->st.flops_kept / 1e9, gflops, 100.0 * gflops / peak, 100.0 * r->cpu_ms / (r->ms * n_threads));
+}
+
+/* 20 text tokens, then per image: <vision_start>, the image, <vision_end>; then text to 100. */
+static int decoder_layout(int n_images, int image_tokens, oc_token_layout **out, int *n_tokens) {
+    oc_token_span spans[64];
+    int pos = 20;
+    for (int g = 0; g < n_images; g++) {
+        spans[g].start = pos + 1;
+        spans[g].end = pos + 1 + image_tokens;
+        pos += image_tokens + 2;
+    }
+    *n_tokens = pos + (100 - 20 - 2 * n_images);
+    oc_error err;
+    if (oc_layout_build(out, *n_tokens, spans, n_images, OC_LAYOUT_DEFAULT_SINK_FRACTION, NULL, &err) != OC_OK) {
+        fprintf(stderr, "bench attention: %s\n", err.message);
+        return 0;
+    }
+    return 1;
+}
+
+/* (a): dense and sparse for one prompt shape. */
+static int bench_decoder(oc_pool *pool, int n_threads, oc_isa isa, int n_images, int image_tokens, double peak,
+                         int reps) {
+    const int H = 12, Hkv = 2, d = 128;
+    oc_token_layout *layout = NULL;
+    int n;
+    if (!decoder_layout(n_images, image_tokens, &layout, &n)) return 0;
+    bench_bufs b;
+    if (!bufs_alloc(&b, n, n, H, Hkv, d, n_threads)) {
+        fprintf(stderr, "bench attention: out of memory\n");
+        bufs_free(&b);
+        oc_layout_free(layout);
+        return 0;
+    }
+    oc_attn_args a = args_for(&b, n, n, H, Hkv, d, isa);
+    /* 7 of 12 heads sparse, every category, both kv groups mixed */
+    static const oc_head_pattern plan[12] = {
+        { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_SINK, 0, 0 },
+        { OC_PATTERN_INTRA_IMAGE, 0, 0 }, { OC_PATTERN_INTRA_IMAGE_SINK, 0, 0 }, { OC_PATTERN_A_SHAPE, 128, 1024 },
+        { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_DENSE, 0, 0 },
+        { OC_PATTERN_SINK, 0, 0 }, { OC_PATTERN_INTRA_IMAGE_SINK, 0, 0 }, { OC_PATTERN_INTRA_IMAGE, 0, 0 },
+    };
+    double budget = n > 20000 ? 0 : 2000;
+    bench_result dense_best = { 1e300, 0, { 0, 0, 0 } }, sparse_best = { 1e300, 0, { 0, 0, 0 } };
+    bench_result dense, sparse;
+    char name[64], shape[32];
+    snprintf(shape, sizeof shape, "%d x %d", n, n);
+    /* dense and sparse alternate, so a busy machine disturbs both alike; best of each */
+    int ok = 1;
+    for (int rep = 0; ok && rep < reps; rep++) {
+        a.patterns = NULL;
+        a.layout = NULL;
+        ok = time_call(&a, pool, &b, 0, 1, &dense);
+        a.patterns = plan;
+        a.layout = layout;
+        ok = ok && time_call(&a, pool, &b, 0, 1, &sparse);
+        if (dense.ms < dense_best.ms) dense_best = dense;
+        if (sparse.ms < sparse_best.ms) sparse_best = sparse;
+        if (n > 20000) break;   /* 33K tokens: one run each */
+        if (rep >= 1 && dense_best.ms + sparse_best.ms > budget) break;
+    }
+    dense = dense_best;
+    sparse = sparse_best;
+    if (ok) {
+        snprintf(name, sizeof name, "(a) decoder %dx%d+100, dense", n_images, image_tokens);
+        print_row(name, shape, &dense, peak, n_threads);
+        snprintf(name, sizeof name, "(a) decoder %dx%d+100, 7/12 sparse", n_images, image_tokens);
+        print_row(name, shape, &sparse, peak, n_threads);
+        double flop_ratio = (double)sparse.st.flops_kept / (double)dense.st.flops_kept;
+        double time_ratio = sparse.ms / dense.ms;
+        double skipped = (double)sparse.st.flops_skipped / (double)(sparse.st.flops_kept + sparse.st.flops_skipped);
+        double cpu_ratio = sparse.cpu_ms / dense.cpu_ms;
+        printf("|   sparse plan: FLOPs skipped %.1f%%, FLOP ratio %.3f, time ratio %.3f, time/FLOP ratio %.2f "
+               "(target <= 1.15; in CPU time %.2f); executed/kept %.3f | | | | | | |\n", 100 * skipped, flop_ratio,
+               time_ratio, time_ratio / flop_ratio, cpu_ratio / flop_ratio,
+               (double)sparse.st.flops_executed / (double)sparse.st.flops_kept);
+    }
+    bufs_free(&b);
+    oc_layout_free(layout);
+    return ok;
+}
+
+static int bench_vision(oc_pool *pool, int n_threads, oc_isa isa, double peak, int reps, int n, int d,
+                        const char *name) {
+    const int H = 16;
+    bench_bufs b;
+    if (!bufs_alloc(&b, n, n, H, H, d, n_threads)) {
+        fprintf(stderr, "bench attention: out of memory\n");
+        bufs_free(&b);
+        return 0;
+    }
+    oc_attn_args a = args_for(&b, n, n, H, H, d, isa);
+    a.mask = OC_ATTN_BIDIRECTIONAL;
+    bench_result r;
+    int ok = time_call(&a, pool, &b, 2000, reps, &r);
+    char shape[32];
+    snprintf(shape, sizeof shape, "%d x %d", n, n);
+    if (ok) print_row(name, shape, &r, peak, n_threads);
+    bufs_free(&b);
+    return ok;
+}
+
+static int bench_decode(oc_pool *pool, int n_threads, oc_isa isa, double peak) {
+    const int n_kv = 16384, H = 12, Hkv = 2, d = 128;
+    bench_bufs b;
+    if (!bufs_alloc(&b, 1, n_kv, H, Hkv, d, n_threads)) {
+        fprintf(stderr, "bench attention: out of memory\n");
+        bufs_free(&b);
+        return 0;
+    }
+    oc_attn_args a = args_for(&b, 1, n_kv, H, Hkv, d, isa);
+    a.q_offset = n_kv - 1;
+    bench_result r;
+    int ok = time_call(&a, pool, &b, 1000, 2000, &r);
+    if (ok) {
+        print_row("(c) decode, 16384 keys", "1 x 16384", &r, peak, n_threads);
+        double gbps = 2.0 * 2 * n_kv * Hkv * d / (r.ms * 1e-3) / 1e9;
+        printf("|   decode reads K+V f16 at %.1f GB/s | | | | | | |\n", gbps);
+    }
+    bufs_free(&b);
+    return ok;
+}
+
+int bench_attention(int argc, char **argv) {
+    int n_threads = 0, quick = 0;
+    const char *isa_name = NULL, *only = "abc";
+    int n_images = 8, image_tokens = 1024, reps = 5;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-t") && i + 1 < argc) n_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--isa") && i + 1 < argc) isa_name = argv[++i];
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--images") && i + 1 < argc) n_images = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--image-tokens") && i + 1 < argc) image_tokens = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: ocellus bench attention [-t N] [--quick] [--isa scalar|avx2|avx512|neon]\n"
+                            "  -t N     threads (default: all CPUs)\n"
+                            "  --quick  skip the 16 x 2048 image prompt (33K tokens)\n"
+                            "  --only LETTERS  run only some of the cases a, b, c (e.g. --only b)\n"
+                            "  --images N --image-tokens M  the first decoder prompt (default 8 x 1024)\n"
+                            "  --reps N  best of up to N runs per case (default 5; long cases stop after 2 s)\n");
+            return !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help") ? 0 : 2;
+        }
+    }
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    oc_isa isa = oc_isa_best(&cpu);
+    if (isa_name) {
+        int found = 0;
+        for (int k = 0; k < OC_ISA_COUNT; k++)
+            if (!strcmp(isa_name, oc_isa_name((oc_isa)k)) && oc_isa_runs((oc_isa)k, &cpu)) { isa = (oc_isa)k; found = 1; }
+        if (!found) { fprintf(stderr, "bench attention: ISA '%s' does not run here\n", isa_name); return 2; }
+    }
+    oc_pool *pool = NULL;
+    oc_error err;
+    if (oc_pool_open(&pool, n_threads, NULL, &err) != OC_OK) { fprintf(stderr, "bench attention: %s\n", err.message); return 1; }
+    n_threads = oc_pool_n_threads(pool);
+    int width;
+    double peak = fma_peak_gflops(pool, n_threads, &width);
+    printf("attention bench: cpu %s, %d threads, kernels %s, K/V f16\n", cpu.vendor, n_threads, oc_attn_kernels_name(isa));
+    printf("FP32 FMA peak (%d-wide FMA loop, %d chains/thread): %.1f GFLOP/s\n\n", width, FMA_CHAINS, peak);
+    printf("| %-36s | %-13s | %9s | %8s | %7s | %5s | %5s |\n", "case", "n_q x n_kv", "time ms", "GFLOP", "GFLOP/s",
+           "peak", "cpu");
+    printf("|--------------------------------------|---------------|-----------|----------|---------|-------|-------|\n");
+    int ok = 1;
+    if (n_images < 0 || n_images > 40 || image_tokens < 1 || reps < 1) {
+        fprintf(stderr, "bench attention: need 0..40 images of >= 1 token and reps >= 1\n");
+        oc_pool_close(pool);
+        return 2;
+    }
+    if (strchr(only, 'a')) ok = bench_decoder(pool, n_threads, isa, n_images, image_tokens, peak, reps);
+    if (ok && strchr(only, 'a') && !quick) ok = bench_decoder(pool, n_threads, isa, 16, 2048, peak, reps);
+    if (ok && strchr(only, 'b')) ok = bench_vision(pool, n_threads, isa, peak, reps, 4096, 80, "(b) vision 4096 patches, full");
+    if (ok && strchr(only, 'b'))   /* ggml runs head dims that are not a multiple of 16 on a scalar path */
+        ok = bench_vision(pool, n_threads, isa, peak, reps, 1024, 72, "(b) head dim 72, 1024 patches");
+    if (ok && strchr(only, 'c')) ok = bench_decode(pool, n_threads, isa, peak);
+    double peak_end = fma_peak_gflops(pool, n_threads, &width);
+    printf("\nFMA peak measured again after the cases: %.1f GFLOP/s (fractions above use %.1f)\n", peak_end, peak);
+    oc_pool_close(pool);
+    return ok ? 0 : 1;
+}

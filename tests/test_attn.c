@@ -1,0 +1,819 @@
+/* test_attn.c: the attention engine (src/attn.c + every ISA table this CPU runs) and the token
+ * layout (src/layout.c) against a naive double-precision reference.
+ * The reference builds the mask element by element from the definitions (methods.md, pattern.h,
+ * attn.h), with its own image/sink bookkeeping: it shares no code with the tile classifier.
+ * f16 K/V: the reference reads the same f16-rounded values (converted exactly), so the only
+ * difference left is fp32 arithmetic and the exp2 polynomial, and one tolerance (1e-4 relative per
+ * output row) holds for f32 and f16 alike. That is deliberate: comparing against unrounded values
+ * would need about 2e-3, and test_tolerance_catches_dropped_key shows that dropping one key out of
+ * ~1000 changes a row by less than that but far more than 1e-4. */
+#include "attn.h"
+#include "attn_kernels.h"
+#include "check.h"
+#include "f16.h"
+#include "layout.h"
+#include "pool.h"
+#include "port.h"
+
+#define TOL 1e-4
+#define MAX_IMAGES 16
+
+/* ---- the reference ------------------------------------------------------------------------------ */
+
+typedef struct ref_layout {
+    int n_images;
+    oc_token_span img[MAX_IMAGES];
+    int n_sink[MAX_IMAGES];
+} ref_layout;
+
+static int ref_image_of(const ref_layout *L, int p) {
+    for (int g = 0; L && g < L->n_images; g++)
+        if (p >= L->img[g].start && p < L->img[g].end) return g;
+    return -1;
+}
+
+static int ref_is_sink(const ref_layout *L, int p) {
+    int g = ref_image_of(L, p);
+    return g >= 0 && p < L->img[g].start + L->n_sink[g];
+}
+
+typedef struct ref_case {
+    int n_q, n_kv, n_head, n_head_kv, d, q_offset;
+    oc_attn_mask_kind mask;
+    const oc_token_span *seg;
+    int n_seg;
+    const uint8_t *explicit_mask;   /* [n_head][n_q][n_kv] */
+    const oc_head_pattern *pat;     /* [n_head] or NULL */
+    const ref_layout *layout;       /* NULL: all text */
+} ref_case;
+
+/* Written from the definitions, independent of attn.c. */
+static int ref_keep(const ref_case *c, int h, int i, int j) {
+    int p = c->q_offset + i;
+    int base = 1;
+    switch (c->mask) {
+    case OC_ATTN_CAUSAL: base = j <= p; break;
+    case OC_ATTN_BIDIRECTIONAL: base = 1; break;
+    case OC_ATTN_SEGMENTS:
+        base = 0;
+        for (int s = 0; s < c->n_seg; s++)
+            if (p >= c->seg[s].start && p < c->seg[s].end) base = j >= c->seg[s].start && j < c->seg[s].end;
+        break;
+    case OC_ATTN_EXPLICIT: base = c->explicit_mask[((size_t)h * c->n_q + i) * c->n_kv + j] != 0; break;
+    }
+    if (!base || !c->pat) return base;
+    const oc_head_pattern *pt = &c->pat[h];
+    switch (pt->kind) {
+    case OC_PATTERN_DENSE: return 1;
+    case OC_PATTERN_A_SHAPE: return j < pt->n_sink || (j <= p && j > p - pt->n_local);
+    case OC_PATTERN_SINK:
+    case OC_PATTERN_INTRA_IMAGE:
+    case OC_PATTERN_INTRA_IMAGE_SINK: {
+        int gq = ref_image_of(c->layout, p);
+        if (gq < 0) return 1;   /* text queries stay dense */
+        int gk = ref_image_of(c->layout, j);
+        if (gk < 0) return 1;   /* image queries keep every text key */
+        int sinks = pt->kind != OC_PATTERN_INTRA_IMAGE, intra = pt->kind != OC_PATTERN_SINK;
+        return (sinks && ref_is_sink(c->layout, j)) || (intra && gk == gq);
+    }
+    default: return 0;
+    }
+}
+
+/* out [n_q][n_head][d] in double; kvf: K/V as the engine will read them (f16-rounded or not),
+ * [n_kv][n_head_kv][d]. rms (may be NULL): per row sqrt(sum_j p_j |v_j|^2), the size of what the
+ * row mixes. Returns the number of kept pairs. */
+static uint64_t ref_attention(const ref_case *c, const float *q, const float *kf, const float *vf, float scale,
+                              double *out, double *rms) {
+    uint64_t n_kept = 0;
+    int d = c->d, rep = c->n_head / c->n_head_kv;
+    double *w = malloc(sizeof(double) * (size_t)(c->n_kv > 0 ? c->n_kv : 1));
+    for (int i = 0; i < c->n_q; i++) {
+        for (int h = 0; h < c->n_head; h++) {
+            int g = h / rep;
+            const float *qr = q + ((size_t)i * c->n_head + h) * d;
+            double mx = -INFINITY;
+            for (int j = 0; j < c->n_kv; j++) {
+                w[j] = NAN;
+                if (!ref_keep(c, h, i, j)) continue;
+                const float *kr = kf + ((size_t)j * c->n_head_kv + g) * d;
+                double s = 0;
+                for (int e = 0; e < d; e++) s += (double)qr[e] * kr[e];
+                w[j] = s * scale;
+                if (w[j] > mx) mx = w[j];
+                n_kept++;
+            }
+            double *o = out + ((size_t)i * c->n_head + h) * d, sum = 0, sq = 0;
+            for (int e = 0; e < d; e++) o[e] = 0;
+            for (int j = 0; j < c->n_kv; j++) {
+                if (isnan(w[j])) continue;
+                double p = exp(w[j] - mx);
+                sum += p;
+                const float *vr = vf + ((size_t)j * c->n_head_kv + g) * d;
+                for (int e = 0; e < d; e++) { o[e] += p * vr[e]; sq += p * vr[e] * vr[e]; }
+            }
+            for (int e = 0; sum > 0 && e < d; e++) o[e] /= sum;
+            if (rms) rms[(size_t)i * c->n_head + h] = sum > 0 ? sqrt(sq / sum) : 0;
+        }
+    }
+    free(w);
+    return n_kept;
+}
+
+/* ---- engine harness -------------------------------------------------------------------------------- */
+
+/* Buffers in the engine's layout, with padded strides so strides are exercised:
+ * q [n_q][n_head][d] with token stride n_head*d + 3; k, v head-major [n_head_kv][n_kv][d + 5]
+ * (like a per-head KV cache); out [n_q][n_head][d] with token stride n_head*d + 1. */
+typedef struct bufs {
+    float *q, *kf, *vf;          /* compact [n][H][d] copies (kf, vf f16-rounded when f16) */
+    void *k, *v;                 /* engine layout, dtype */
+    float *out;
+    size_t out_floats;
+    int32_t dtype;
+    int64_t kv_row;              /* d + 5 */
+} bufs;
+
+static void bufs_make(bufs *b, const ref_case *c, int32_t dtype, check_rng *rng, float q_mag) {
+    int d = c->d;
+    size_t nq = (size_t)c->n_q, nkv = (size_t)(c->n_kv > 0 ? c->n_kv : 1);
+    b->dtype = dtype;
+    b->kv_row = d + 5;
+    b->q = malloc(sizeof(float) * (nq * (c->n_head * d + 3) + 1));
+    b->kf = malloc(sizeof(float) * nkv * c->n_head_kv * d);
+    b->vf = malloc(sizeof(float) * nkv * c->n_head_kv * d);
+    size_t es = dtype == OC_DTYPE_F16 ? 2 : 4, n_kv_elems = (size_t)c->n_head_kv * nkv * b->kv_row;
+    b->k = malloc(es * n_kv_elems);
+    b->v = malloc(es * n_kv_elems);
+    b->out_floats = nq * (c->n_head * d + 1) + 1;
+    b->out = malloc(sizeof(float) * b->out_floats);
+    for (size_t i = 0; i < nq * (c->n_head * d + 3) + 1; i++) b->q[i] = check_rng_uniform(rng, -q_mag, q_mag);
+    for (int j = 0; j < c->n_kv; j++)
+        for (int g = 0; g < c->n_head_kv; g++)
+            for (int e = 0; e < d; e++) {
+                for (int which = 0; which < 2; which++) {
+                    float x = check_rng_uniform(rng, -1.0f, 1.0f);
+                    size_t at = ((size_t)g * c->n_kv + j) * b->kv_row + e;
+                    if (dtype == OC_DTYPE_F16) {
+                        uint16_t h = oc_f32_to_f16(x);
+                        x = oc_f16_to_f32(h);
+                        ((uint16_t *)(which ? b->v : b->k))[at] = h;
+                    } else {
+                        ((float *)(which ? b->v : b->k))[at] = x;
+                    }
+                    (which ? b->vf : b->kf)[((size_t)j * c->n_head_kv + g) * d + e] = x;
+                }
+            }
+}
+
+static void bufs_free(bufs *b) {
+    free(b->q); free(b->kf); free(b->vf); free(b->k); free(b->v); free(b->out);
+}
+
+/* The compact query copy the reference reads. */
+static float *compact_q(const bufs *b, const ref_case *c) {
+    float *q = malloc(sizeof(float) * ((size_t)c->n_q * c->n_head * c->d + 1));
+    for (int i = 0; i < c->n_q; i++)
+        for (int h = 0; h < c->n_head; h++)
+            memcpy(q + ((size_t)i * c->n_head + h) * c->d, b->q + (size_t)i * (c->n_head * c->d + 3) + (size_t)h * c->d,
+                   sizeof(float) * c->d);
+    return q;
+}
+
+static oc_attn_args args_for(const ref_case *c, const bufs *b, const oc_token_layout *layout, oc_isa isa) {
+    oc_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.n_q = c->n_q; a.n_kv = c->n_kv; a.n_head = c->n_head; a.n_head_kv = c->n_head_kv; a.head_dim = c->d;
+    a.q = b->q; a.q_stride_token = c->n_head * c->d + 3; a.q_stride_head = c->d;
+    a.k = b->k; a.v = b->v; a.kv_dtype = b->dtype;
+    a.k_stride_token = a.v_stride_token = b->kv_row;
+    a.k_stride_head = a.v_stride_head = (int64_t)c->n_kv * b->kv_row;
+    a.out = b->out; a.out_stride_token = c->n_head * c->d + 1; a.out_stride_head = c->d;
+    a.scale = 1.0f / sqrtf((float)c->d);
+    a.mask = c->mask; a.q_offset = c->q_offset;
+    a.segments = c->seg; a.n_segments = c->n_seg;
+    a.explicit_mask = c->explicit_mask;
+    a.explicit_stride_q = c->n_kv; a.explicit_stride_head = (int64_t)c->n_q * c->n_kv;
+    a.patterns = c->pat; a.layout = layout; a.isa = isa;
+    return a;
+}
+
+/* Largest per-row relative error of out against ref: |o - r| / max(|r|, rms / 10). The floor only
+ * matters when the mixed values cancel (tiny head dims), where fp32 rounding of terms of size rms
+ * dominates; for the usual rows it is the plain relative error. Rows the reference leaves empty
+ * (all keys masked) must be exactly 0. Returns INFINITY for any NaN/Inf or a non-zero empty row. */
+static double row_error(const ref_case *c, const bufs *b, const double *ref, const double *rms) {
+    double worst = 0;
+    for (int i = 0; i < c->n_q; i++)
+        for (int h = 0; h < c->n_head; h++) {
+            const float *o = b->out + (size_t)i * (c->n_head * c->d + 1) + (size_t)h * c->d;
+            const double *r = ref + ((size_t)i * c->n_head + h) * c->d;
+            double num = 0, den = 0;
+            for (int e = 0; e < c->d; e++) {
+                if (!isfinite(o[e])) return INFINITY;
+                num += (o[e] - r[e]) * (o[e] - r[e]);
+                den += r[e] * r[e];
+            }
+            if (den == 0 && rms[(size_t)i * c->n_head + h] == 0) { if (num != 0) return INFINITY; continue; }
+            double floor_ = rms[(size_t)i * c->n_head + h] / 10;
+            double err = sqrt(num) / fmax(sqrt(den), floor_);
+            if (err > worst) worst = err;
+        }
+    return worst;
+}
+
+typedef struct pools { oc_pool *p[3]; } pools;
+
+static int pools_open(pools *ps) {
+    for (int t = 0; t < 3; t++)
+        if (oc_pool_open(&ps->p[t], t + 1, NULL, NULL) != OC_OK) return 0;
+    return 1;
+}
+static void pools_close(pools *ps) { for (int t = 0; t < 3; t++) oc_pool_close(ps->p[t]); }
+
+static void *scratch_for(const ref_case *c, int n_threads, size_t *n_bytes) {
+    oc_attn_dims dims = { c->n_q, c->n_kv, c->n_head, c->n_head_kv, c->d };
+    *n_bytes = oc_attn_scratch_bytes(&dims, n_threads);
+    return oc_port_aligned_alloc(OC_MEM_ALIGN, *n_bytes ? *n_bytes : 64);
+}
+
+/* Runs the case on every ISA this CPU runs with 1, 2 and 3 threads; checks against ref, bitwise
+ * equality across thread counts, and the FLOP counters. Returns the worst error seen. */
+static double run_all(const ref_case *c, bufs *b, const oc_token_layout *layout, const double *ref,
+                      const double *rms, uint64_t ref_kept, const pools *ps, const char *what) {
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    double worst = 0;
+    float *first = malloc(sizeof(float) * b->out_floats);
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+        if (!oc_isa_runs((oc_isa)isa, &cpu) || !oc_attn_kernels_for((oc_isa)isa)) continue;
+        for (int t = 0; t < 3; t++) {
+            size_t n_bytes;
+            void *scratch = scratch_for(c, t + 1, &n_bytes);
+            oc_attn_args a = args_for(c, b, layout, (oc_isa)isa);
+            oc_attn_stats st = { 0, 0, 0 };
+            oc_error err = { OC_OK, "" };
+            check_poison_f32(b->out, b->out_floats);
+            oc_status s = oc_attn_run(&a, ps->p[t], scratch, n_bytes, &st, &err);
+            oc_port_aligned_free(scratch);
+            CHECKF(s == OC_OK, "%s: %s", what, err.message);
+            if (s != OC_OK) { free(first); return INFINITY; }
+            double e = row_error(c, b, ref, rms);
+            CHECKF(e <= TOL, "%s isa=%s threads=%d: row error %.3g", what, oc_isa_name((oc_isa)isa), t + 1, e);
+            if (e > worst) worst = e;
+            CHECKF(st.flops_kept == ref_kept * 4 * (uint64_t)c->d, "%s isa=%s: kept flops %llu, reference %llu", what,
+                   oc_isa_name((oc_isa)isa), (unsigned long long)st.flops_kept,
+                   (unsigned long long)(ref_kept * 4 * (uint64_t)c->d));
+            CHECK(st.flops_executed >= st.flops_kept);
+            if (t == 0) memcpy(first, b->out, sizeof(float) * b->out_floats);
+            else CHECKF(memcmp(first, b->out, sizeof(float) * b->out_floats) == 0,
+                        "%s isa=%s: %d threads differ from 1 thread", what, oc_isa_name((oc_isa)isa), t + 1);
+        }
+    }
+    free(first);
+    return worst;
+}
+
+/* ---- random cases ---------------------------------------------------------------------------------- */
+
+/* Images at random places with text between (sometimes none, sometimes at position 0); n_images
+ * 0, 1 or several, some of them 1 token long. */
+static void make_layout(ref_layout *L, int n_tokens, int n_images, int permille, check_rng *rng) {
+    L->n_images = 0;
+    int pos = check_rng_int(rng, 0, 1) ? 0 : check_rng_int(rng, 1, 12);
+    for (int g = 0; g < n_images && pos < n_tokens; g++) {
+        int len = check_rng_int(rng, 0, 4) == 0 ? 1 : check_rng_int(rng, 2, n_tokens / (n_images + 1) + 2);
+        if (pos + len > n_tokens) len = n_tokens - pos;
+        L->img[L->n_images].start = pos;
+        L->img[L->n_images].end = pos + len;
+        L->n_sink[L->n_images] = (len * permille + 999) / 1000;   /* ceil, in integers */
+        L->n_images++;
+        pos += len + (check_rng_int(rng, 0, 3) == 0 ? 0 : check_rng_int(rng, 1, 15));
+    }
+}
+
+static void make_patterns(oc_head_pattern *pat, int n_head, int shift, check_rng *rng) {
+    for (int h = 0; h < n_head; h++) {
+        pat[h].kind = (oc_pattern_kind)((h + shift) % OC_PATTERN_COUNT);
+        pat[h].n_sink = check_rng_int(rng, 0, 20);
+        pat[h].n_local = check_rng_int(rng, 1, 70);
+    }
+    if (n_head >= 4) pat[n_head - 1] = pat[0];   /* two heads of one pattern share tiles */
+}
+
+static int not_tile_multiple(int n) { return n % 64 == 0 ? n + 1 : n; }
+
+/* One random case: base mask x GQA ratio x head dim, with a layout and mixed patterns. */
+static double random_case_sized(oc_attn_mask_kind mask, int rep, int d, int32_t dtype, int n_images, int seed,
+                                const pools *ps, int n_q_min, int n_q_max) {
+    check_rng rng = { 0x9e3779b97f4a7c15ULL ^ (unsigned long long)seed * 7919 };
+    ref_case c;
+    memset(&c, 0, sizeof c);
+    c.n_head_kv = rep <= 2 ? 2 : 1;
+    c.n_head = rep * c.n_head_kv;
+    c.d = d;
+    c.mask = mask;
+    c.n_q = not_tile_multiple(check_rng_int(&rng, n_q_min, n_q_max));
+    c.n_kv = c.n_q;
+    if (mask == OC_ATTN_CAUSAL && seed % 3 == 1) {   /* a later prefill chunk */
+        c.q_offset = check_rng_int(&rng, 1, 90);
+        c.n_kv = c.q_offset + c.n_q;
+    }
+    if (mask == OC_ATTN_BIDIRECTIONAL && seed % 3 == 2) c.n_kv = c.n_q + check_rng_int(&rng, 1, 40);   /* more keys */
+    oc_token_span seg[8];
+    if (mask == OC_ATTN_SEGMENTS) {   /* spans with gaps; rows in a gap see nothing */
+        int pos = check_rng_int(&rng, 0, 3);
+        while (c.n_seg < 8 && pos < c.n_kv) {
+            int len = check_rng_int(&rng, 1, 50);
+            seg[c.n_seg].start = pos;
+            seg[c.n_seg].end = OC_MIN(pos + len, c.n_kv);
+            c.n_seg++;
+            pos += len + check_rng_int(&rng, 0, 4);
+        }
+        c.seg = seg;
+    }
+    ref_layout L;
+    int permille = seed % 2 ? 100 : 250;
+    make_layout(&L, c.q_offset + c.n_q, n_images, permille, &rng);
+    c.layout = &L;
+    oc_head_pattern pat[16];
+    make_patterns(pat, c.n_head, seed, &rng);
+    c.pat = pat;
+
+    oc_token_layout *layout = NULL;
+    oc_error err;
+    if (oc_layout_build(&layout, c.q_offset + c.n_q, L.img, L.n_images, (float)permille / 1000.0f, NULL, &err) != OC_OK) {
+        CHECKF(0, "layout: %s", err.message);
+        return INFINITY;
+    }
+    bufs b;
+    bufs_make(&b, &c, dtype, &rng, 4.0f);
+    float *q = compact_q(&b, &c);
+    double *ref = malloc(sizeof(double) * ((size_t)c.n_q * c.n_head * c.d + 1));
+    double *rms = malloc(sizeof(double) * ((size_t)c.n_q * c.n_head + 1));
+    uint64_t kept = ref_attention(&c, q, b.kf, b.vf, 1.0f / sqrtf((float)d), ref, rms);
+    char what[128];
+    snprintf(what, sizeof what, "mask=%d rep=%d d=%d %s n_q=%d n_kv=%d off=%d images=%d seed=%d", (int)mask, rep, d,
+             dtype == OC_DTYPE_F16 ? "f16" : "f32", c.n_q, c.n_kv, c.q_offset, L.n_images, seed);
+    double e = run_all(&c, &b, layout, ref, rms, kept, ps, what);
+    free(rms);
+    free(ref);
+    free(q);
+    bufs_free(&b);
+    oc_layout_free(layout);
+    return e;
+}
+
+static double random_case(oc_attn_mask_kind mask, int rep, int d, int32_t dtype, int n_images, int seed,
+                          const pools *ps) {
+    return random_case_sized(mask, rep, d, dtype, n_images, seed, ps, 65, 150);
+}
+
+static void test_random_prefill(void) {
+    static const oc_attn_mask_kind masks[] = { OC_ATTN_CAUSAL, OC_ATTN_BIDIRECTIONAL, OC_ATTN_SEGMENTS };
+    static const int reps[] = { 1, 2, 6, 7 }, dims[] = { 64, 72, 80, 128 }, images[] = { 0, 1, 5 };
+    pools ps;
+    REQUIRE(pools_open(&ps));
+    double worst = 0;
+    int seed = 0;
+    for (size_t m = 0; m < OC_ARRAY_LEN(masks); m++)
+        for (size_t r = 0; r < OC_ARRAY_LEN(reps); r++)
+            for (size_t di = 0; di < OC_ARRAY_LEN(dims); di++, seed++) {
+                int32_t dtype = (seed + (int)r) % 2 ? OC_DTYPE_F16 : OC_DTYPE_F32;
+                double e = random_case(masks[m], reps[r], dims[di], dtype, images[(seed + (int)m) % 3], seed, &ps);
+                if (e > worst) worst = e;
+            }
+    printf("# random prefill: worst row error %.3g (tolerance %.0e)\n", worst, TOL);
+    pools_close(&ps);
+}
+
+/* Odd head dims and tiny shapes: every remainder path of the micro-kernels. */
+static void test_odd_shapes(void) {
+    pools ps;
+    REQUIRE(pools_open(&ps));
+    static const int dims[] = { 1, 3, 8, 17, 33, 96 };
+    for (size_t di = 0; di < OC_ARRAY_LEN(dims); di++)
+        random_case(di % 2 ? OC_ATTN_CAUSAL : OC_ATTN_BIDIRECTIONAL, 1 + (int)di % 3, dims[di],
+                    di % 2 ? OC_DTYPE_F16 : OC_DTYPE_F32, (int)di % 3 * 2, 100 + (int)di, &ps);
+    pools_close(&ps);
+}
+
+/* Longer sequences with small head dims (cheap references): several query blocks per KV head
+ * (tasks start at i0 > 0, handed out last block first), images longer than a run, and
+ * flash-decoding over more than 32 x 256 keys (chunks longer than the minimum). */
+static void test_long_sequences(void) {
+    pools ps;
+    REQUIRE(pools_open(&ps));
+    static const oc_attn_mask_kind masks[] = { OC_ATTN_CAUSAL, OC_ATTN_BIDIRECTIONAL, OC_ATTN_SEGMENTS };
+    for (int k = 0; k < 6; k++)
+        random_case_sized(masks[k % 3], 1 + k % 3, k % 2 ? 8 : 24, k % 2 ? OC_DTYPE_F16 : OC_DTYPE_F32, k % 2 ? 3 : 1,
+                          200 + k, &ps, 520, 800);
+    for (int k = 0; k < 2; k++) {
+        check_rng rng = { 0x5151ULL + (unsigned long long)k };
+        ref_case c;
+        memset(&c, 0, sizeof c);
+        c.n_head_kv = 2; c.n_head = 4 + 2 * k; c.d = 16;
+        c.n_q = 1 + k; c.n_kv = 9001 + 777 * k; c.q_offset = c.n_kv - c.n_q;
+        c.mask = OC_ATTN_CAUSAL;
+        ref_layout L;
+        make_layout(&L, c.n_kv, 6, 100, &rng);
+        c.layout = &L;
+        oc_head_pattern pat[16];
+        make_patterns(pat, c.n_head, k, &rng);
+        c.pat = pat;
+        oc_token_layout *layout = NULL;
+        REQUIRE(oc_layout_build(&layout, c.n_kv, L.img, L.n_images, 0.1f, NULL, NULL) == OC_OK);
+        bufs b;
+        bufs_make(&b, &c, OC_DTYPE_F16, &rng, 4.0f);
+        float *q = compact_q(&b, &c);
+        double *ref = malloc(sizeof(double) * (size_t)c.n_q * c.n_head * c.d);
+        double *rms = malloc(sizeof(double) * (size_t)c.n_q * c.n_head);
+        uint64_t kept = ref_attention(&c, q, b.kf, b.vf, 1.0f / sqrtf((float)c.d), ref, rms);
+        run_all(&c, &b, layout, ref, rms, kept, &ps, "long decode");
+        free(rms); free(ref); free(q); bufs_free(&b); oc_layout_free(layout);
+    }
+    pools_close(&ps);
+}
+
+/* Decode (n_q <= 4, >= 512 keys): the flash-decoding split and its merge. */
+static void test_decode(void) {
+    pools ps;
+    REQUIRE(pools_open(&ps));
+    for (int k = 0; k < 8; k++) {
+        check_rng rng = { 0x1234567ULL + (unsigned long long)k * 1000003ULL };
+        ref_case c;
+        memset(&c, 0, sizeof c);
+        static const int reps[] = { 1, 2, 6, 7 }, dims[] = { 64, 72, 80, 128 };
+        int rep = reps[k % 4];
+        c.n_head_kv = rep <= 2 ? 2 : 1;
+        c.n_head = rep * c.n_head_kv;
+        c.d = dims[(k + k / 4) % 4];
+        c.n_q = 1 + k % 4;
+        c.n_kv = check_rng_int(&rng, 520, 1400);
+        c.mask = OC_ATTN_CAUSAL;
+        c.q_offset = c.n_kv - c.n_q;
+        ref_layout L;
+        /* images end before the decoded tokens, or the last query sits inside the last image */
+        make_layout(&L, c.n_kv - (k % 2 ? 0 : 3), 1 + k % 6, 100, &rng);
+        c.layout = &L;
+        oc_head_pattern pat[16];
+        make_patterns(pat, c.n_head, k, &rng);
+        for (int h = 0; h < c.n_head; h++)
+            if (pat[h].kind == OC_PATTERN_A_SHAPE) { pat[h].n_sink = 16; pat[h].n_local = 300; }
+        c.pat = pat;
+        oc_token_layout *layout = NULL;
+        REQUIRE(oc_layout_build(&layout, c.n_kv, L.img, L.n_images, 0.1f, NULL, NULL) == OC_OK);
+        bufs b;
+        bufs_make(&b, &c, k % 2 ? OC_DTYPE_F16 : OC_DTYPE_F32, &rng, 4.0f);
+        float *q = compact_q(&b, &c);
+        double *ref = malloc(sizeof(double) * (size_t)c.n_q * c.n_head * c.d);
+        double *rms = malloc(sizeof(double) * (size_t)c.n_q * c.n_head);
+        uint64_t kept = ref_attention(&c, q, b.kf, b.vf, 1.0f / sqrtf((float)c.d), ref, rms);
+        char what[96];
+        snprintf(what, sizeof what, "decode k=%d n_q=%d n_kv=%d rep=%d d=%d", k, c.n_q, c.n_kv, rep, c.d);
+        run_all(&c, &b, layout, ref, rms, kept, &ps, what);
+        free(rms);
+        free(ref); free(q); bufs_free(&b); oc_layout_free(layout);
+    }
+    pools_close(&ps);
+}
+
+/* A sparse pattern gives the same result as the generic explicit-mask path fed the same mask
+ * (built here from the reference's element-wise definition): tiles, gathering and skipping
+ * change nothing but the summation order. */
+static void test_pattern_equals_explicit_mask(void) {
+    pools ps;
+    REQUIRE(pools_open(&ps));
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    for (int k = 0; k < 4; k++) {
+        check_rng rng = { 0xabcdefULL + (unsigned long long)k };
+        ref_case c;
+        memset(&c, 0, sizeof c);
+        c.n_head_kv = 2; c.n_head = 2 * (k + 1); c.d = k % 2 ? 80 : 64;
+        c.n_q = c.n_kv = 200 + 37 * k;
+        c.mask = k == 3 ? OC_ATTN_BIDIRECTIONAL : OC_ATTN_CAUSAL;
+        ref_layout L;
+        make_layout(&L, c.n_q, 2 + 2 * k, 100, &rng);
+        c.layout = &L;
+        oc_head_pattern pat[16];
+        make_patterns(pat, c.n_head, k, &rng);
+        c.pat = pat;
+        uint8_t *em = malloc((size_t)c.n_head * c.n_q * c.n_kv);
+        for (int h = 0; h < c.n_head; h++)
+            for (int i = 0; i < c.n_q; i++)
+                for (int j = 0; j < c.n_kv; j++) em[((size_t)h * c.n_q + i) * c.n_kv + j] = (uint8_t)ref_keep(&c, h, i, j);
+        oc_token_layout *layout = NULL;
+        REQUIRE(oc_layout_build(&layout, c.n_q, L.img, L.n_images, 0.1f, NULL, NULL) == OC_OK);
+        bufs b;
+        bufs_make(&b, &c, OC_DTYPE_F16, &rng, 4.0f);
+        float *sparse = malloc(sizeof(float) * b.out_floats);
+        for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+            if (!oc_isa_runs((oc_isa)isa, &cpu) || !oc_attn_kernels_for((oc_isa)isa)) continue;
+            size_t n_bytes;
+            void *scratch = scratch_for(&c, 2, &n_bytes);
+            oc_attn_args a = args_for(&c, &b, layout, (oc_isa)isa);
+            oc_attn_stats st_sparse = { 0, 0, 0 }, st_mask = { 0, 0, 0 };
+            check_poison_f32(b.out, b.out_floats);
+            CHECK(oc_attn_run(&a, ps.p[1], scratch, n_bytes, &st_sparse, NULL) == OC_OK);
+            memcpy(sparse, b.out, sizeof(float) * b.out_floats);
+            a.mask = OC_ATTN_EXPLICIT;
+            a.explicit_mask = em;
+            a.patterns = NULL;
+            check_poison_f32(b.out, b.out_floats);
+            CHECK(oc_attn_run(&a, ps.p[1], scratch, n_bytes, &st_mask, NULL) == OC_OK);
+            oc_port_aligned_free(scratch);
+            double num = 0, den = 0;
+            int nan = 0;
+            for (int i = 0; i < c.n_q; i++)
+                for (int h = 0; h < c.n_head; h++)
+                    for (int e = 0; e < c.d; e++) {
+                        size_t at = (size_t)i * (c.n_head * c.d + 1) + (size_t)h * c.d + e;
+                        nan |= !isfinite(sparse[at]) || !isfinite(b.out[at]);
+                        num += (double)(sparse[at] - b.out[at]) * (sparse[at] - b.out[at]);
+                        den += (double)b.out[at] * b.out[at];
+                    }
+            CHECKF(!nan && sqrt(num / den) < 2e-6, "k=%d isa=%s: sparse vs explicit mask differ by %.3g", k,
+                   oc_isa_name((oc_isa)isa), nan ? INFINITY : sqrt(num / den));
+            CHECK(st_sparse.flops_kept == st_mask.flops_kept);
+            /* the sparse run skips tiles: it executes less than the explicit run, which scans all */
+            CHECK(st_sparse.flops_executed < st_mask.flops_executed);
+        }
+        free(sparse); free(em); bufs_free(&b); oc_layout_free(layout);
+    }
+    pools_close(&ps);
+}
+
+/* Rows with no key at all are defined as 0: rows outside every segment, an explicit mask with
+ * empty rows (prefill and flash-decoding), an A-shape window that lies beyond the cache, and
+ * n_kv == 0. */
+static void test_fully_masked_rows(void) {
+    pools ps;
+    REQUIRE(pools_open(&ps));
+    check_rng rng = { 77 };
+    for (int k = 0; k < 5; k++) {
+        ref_case c;
+        memset(&c, 0, sizeof c);
+        c.n_head_kv = 1; c.n_head = 2; c.d = 72;
+        c.n_q = 90; c.n_kv = 90;
+        if (k == 4) { c.n_q = 3; c.n_kv = 700; }   /* the flash-decoding path */
+        oc_token_span seg[2] = { { 10, 30 }, { 50, 60 } };
+        uint8_t *em = NULL;
+        oc_head_pattern pat[2] = { { OC_PATTERN_A_SHAPE, 0, 5 }, { OC_PATTERN_DENSE, 0, 0 } };
+        if (k == 0) { c.mask = OC_ATTN_SEGMENTS; c.seg = seg; c.n_seg = 2; }
+        if (k == 1 || k == 4) {
+            c.mask = OC_ATTN_EXPLICIT;
+            em = calloc((size_t)c.n_head * c.n_q * c.n_kv, 1);
+            for (size_t x = 0; x < (size_t)c.n_head * c.n_q * c.n_kv; x++) em[x] = (x / c.n_kv) % 3 ? check_rng_int(&rng, 0, 1) : 0;
+            c.explicit_mask = em;
+        }
+        if (k == 2) { c.mask = OC_ATTN_CAUSAL; c.q_offset = 100; c.n_kv = 40; c.pat = pat; }   /* head 0: nothing in reach */
+        if (k == 3) { c.mask = OC_ATTN_BIDIRECTIONAL; c.n_kv = 0; }
+        bufs b;
+        bufs_make(&b, &c, OC_DTYPE_F16, &rng, 4.0f);
+        float *q = compact_q(&b, &c);
+        double *ref = malloc(sizeof(double) * (size_t)c.n_q * c.n_head * c.d);
+        double *rms = malloc(sizeof(double) * (size_t)c.n_q * c.n_head);
+        uint64_t kept = ref_attention(&c, q, b.kf, b.vf, 1.0f / sqrtf((float)c.d), ref, rms);
+        int empty_rows = 0;
+        for (size_t r = 0; r < (size_t)c.n_q * c.n_head; r++) {
+            int z = 1;
+            for (int e = 0; e < c.d; e++) z &= ref[r * c.d + e] == 0;
+            empty_rows += z;
+        }
+        CHECKF(empty_rows > 0, "case %d has no empty row", k);
+        char what[32];
+        snprintf(what, sizeof what, "masked rows k=%d", k);
+        run_all(&c, &b, NULL, ref, rms, kept, &ps, what);
+        free(rms);
+        free(ref); free(q); bufs_free(&b); free(em);
+    }
+    pools_close(&ps);
+}
+
+/* The tolerance has teeth: against a reference that drops one kept key per row (~1000 keys),
+ * nearly every row fails 1e-4, although the change is below 2e-3 for most rows. */
+static void test_tolerance_catches_dropped_key(void) {
+    check_rng rng = { 4242 };
+    ref_case c;
+    memset(&c, 0, sizeof c);
+    c.n_head_kv = 2; c.n_head = 12; c.d = 128; c.n_q = 1; c.n_kv = 1000; c.q_offset = 999;
+    c.mask = OC_ATTN_EXPLICIT;
+    uint8_t *em = malloc((size_t)c.n_head * c.n_kv);
+    memset(em, 1, (size_t)c.n_head * c.n_kv);
+    c.explicit_mask = em;
+    bufs b;
+    bufs_make(&b, &c, OC_DTYPE_F16, &rng, 4.0f);
+    float *q = compact_q(&b, &c);
+    double *ref = malloc(sizeof(double) * (size_t)c.n_head * c.d);
+    for (int h = 0; h < c.n_head; h++) em[(size_t)h * c.n_kv + check_rng_int(&rng, 0, c.n_kv - 1)] = 0;
+    ref_attention(&c, q, b.kf, b.vf, 1.0f / sqrtf((float)c.d), ref, NULL);   /* the mutated reference */
+    memset(em, 1, (size_t)c.n_head * c.n_kv);
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    size_t n_bytes;
+    void *scratch = scratch_for(&c, 1, &n_bytes);
+    oc_attn_args a = args_for(&c, &b, NULL, oc_isa_best(&cpu));
+    REQUIRE(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, NULL) == OC_OK);
+    int caught = 0, under_2e3 = 0;
+    for (int h = 0; h < c.n_head; h++) {
+        double num = 0, den = 0;
+        for (int e = 0; e < c.d; e++) {
+            double diff = b.out[(size_t)h * c.d + e] - ref[(size_t)h * c.d + e];
+            num += diff * diff;
+            den += ref[(size_t)h * c.d + e] * ref[(size_t)h * c.d + e];
+        }
+        caught += sqrt(num / den) > TOL;
+        under_2e3 += sqrt(num / den) < 2e-3;
+    }
+    printf("# one dropped key of 1000: %d/12 rows fail 1e-4, %d/12 would pass 2e-3\n", caught, under_2e3);
+    CHECKF(caught >= 11, "only %d of 12 rows notice a dropped key", caught);
+    oc_port_aligned_free(scratch);
+    free(ref); free(q); bufs_free(&b); free(em);
+}
+
+/* ---- kernels, layout, arguments ----------------------------------------------------------------------- */
+
+/* The softmax kernel's exp2 against exp2() in double: one column of scores x + 2 with a running
+ * max of 2, so the kernel writes 2^x; plus the -inf / fully-masked column rules. */
+static void test_softmax_kernel(void) {
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    enum { N = 4099, COLS = 16 };
+    float *s = malloc(sizeof(float) * N * COLS), *x = malloc(sizeof(float) * N);
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+        const oc_attn_kernels *k = oc_attn_kernels_for((oc_isa)isa);
+        if (!oc_isa_runs((oc_isa)isa, &cpu) || !k) continue;
+        for (int i = 0; i < N; i++) x[i] = -125.0f * (float)i / (N - 1) + (i % 7) * 1e-3f - 3e-3f;
+        x[0] = 0.0f; x[1] = -INFINITY; x[2] = -126.5f; x[3] = -0.5f; x[4] = -0.49999997f;
+        float m[COLS], l[COLS], alpha[COLS];
+        for (int c = 0; c < COLS; c++) {
+            m[c] = c == 0 ? 2.0f : c == 1 ? -INFINITY : c == 2 ? 10.0f : 1.0f;
+            l[c] = c == 1 ? 0.0f : 3.0f;
+        }
+        for (int i = 0; i < N; i++)
+            for (int c = 0; c < COLS; c++)
+                s[(size_t)i * COLS + c] = c == 0 ? x[i] + 2.0f : c == 1 ? -INFINITY : c == 2 ? x[i] : (float)(i % 5) - 2.0f;
+        k->softmax_cols(s, COLS, N, COLS, m, l, alpha);
+        double ref_sum = 0, worst = 0;
+        for (int i = 0; i < N; i++) {
+            double r = x[i] < -125.0f ? 0.0 : exp2((double)x[i]);
+            float got = s[(size_t)i * COLS];
+            ref_sum += r;
+            if (r == 0) { CHECKF(got == 0.0f, "%s: 2^%g gave %g, not 0", k->name, (double)x[i], (double)got); continue; }
+            double e = fabs(got - r) / r;
+            if (e > worst) worst = e;
+        }
+        printf("# %s exp2: worst relative error %.3g over [-125, 0]\n", k->name, worst);
+        CHECKF(worst < 1e-6, "%s exp2 error %.3g", k->name, worst);
+        CHECKF(m[0] == 2.0f && alpha[0] == 1.0f, "%s: column 0 max %g alpha %g", k->name, (double)m[0], (double)alpha[0]);
+        CHECKF(fabs(l[0] - 3.0 - ref_sum) / ref_sum < 1e-5, "%s sum %.9g vs %.9g", k->name, (double)l[0] - 3.0, ref_sum);
+        /* column 1: every key masked and nothing kept yet: P = 0, alpha = 0, l stays 0, m stays -inf */
+        int zero = 1;
+        for (int i = 0; i < N; i++) zero &= s[(size_t)i * COLS + 1] == 0.0f;
+        CHECKF(zero && alpha[1] == 0.0f && l[1] == 0.0f && m[1] == -INFINITY, "%s: empty column", k->name);
+        /* column 2: the running max 10 stays, alpha 1 */
+        CHECKF(m[2] == 10.0f && alpha[2] == 1.0f, "%s: column 2", k->name);
+        /* columns 3..: the max grows from 1 to 2: alpha = 1/2, l = 3/2 + sum */
+        double sum3 = 0;
+        for (int i = 0; i < N; i++) sum3 += exp2((double)((i % 5) - 2) - 2.0);
+        CHECKF(m[3] == 2.0f && fabs(alpha[3] - 0.5) < 1e-6 && fabs(l[3] - (1.5 + sum3)) / (1.5 + sum3) < 1e-5,
+               "%s: column 3 m %g alpha %g l %g", k->name, (double)m[3], (double)alpha[3], (double)l[3]);
+    }
+    free(s);
+    free(x);
+}
+
+static void test_layout(void) {
+    oc_token_span img[3] = { { 0, 10 }, { 15, 16 }, { 20, 1020 } };
+    oc_token_layout *L = NULL;
+    oc_error err;
+    REQUIRE(oc_layout_build(&L, 1030, img, 3, OC_LAYOUT_DEFAULT_SINK_FRACTION, NULL, &err) == OC_OK);
+    CHECK(oc_layout_n_images(L) == 3 && oc_layout_n_tokens(L) == 1030);
+    CHECK(oc_layout_image_n_sink(L, 0) == 1 && oc_layout_image_n_sink(L, 1) == 1 && oc_layout_image_n_sink(L, 2) == 100);
+    CHECK(oc_layout_image_at(L, 0) == 0 && oc_layout_image_at(L, 9) == 0 && oc_layout_image_at(L, 10) == -1);
+    CHECK(oc_layout_image_at(L, 15) == 1 && oc_layout_image_at(L, 16) == -1 && oc_layout_image_at(L, 1019) == 2);
+    CHECK(oc_layout_image_at(L, 1020) == -1 && oc_layout_image_at(L, 5000) == -1 && oc_layout_image_at(L, -1) == -1);
+    CHECK(oc_layout_next_image(L, 0) == 1 && oc_layout_next_image(L, 12) == 1 && oc_layout_next_image(L, 17) == 2);
+    CHECK(oc_layout_next_image(L, 1025) == 3 && oc_layout_next_image(L, 99999) == 3);
+    CHECK(oc_layout_is_sink(L, 0) && !oc_layout_is_sink(L, 1) && oc_layout_is_sink(L, 15));
+    CHECK(oc_layout_is_sink(L, 119) && !oc_layout_is_sink(L, 120) && !oc_layout_is_sink(L, 12));
+    oc_layout_free(L);
+    /* the sink rule: ceil without float surprises */
+    CHECK(oc_layout_sink_count(1000, 0.1f) == 100 && oc_layout_sink_count(1001, 0.1f) == 101);
+    CHECK(oc_layout_sink_count(1024, 0.1f) == 103 && oc_layout_sink_count(1, 0.1f) == 1);
+    CHECK(oc_layout_sink_count(10, 0.0f) == 0 && oc_layout_sink_count(10, 1.0f) == 10);
+    CHECK(oc_layout_sink_count(7, 0.25f) == 2 && oc_layout_sink_count(8, 0.25f) == 2);
+    for (int n = 1; n < 5000; n += 7) CHECKF(oc_layout_sink_count(n, 0.1f) == (n + 9) / 10, "n=%d", n);
+    /* bad spans are refused with a message */
+    oc_token_span bad[2] = { { 5, 10 }, { 8, 12 } };
+    CHECK(oc_layout_build(&L, 20, bad, 2, 0.1f, NULL, &err) == OC_ERR_INVALID && L == NULL);
+    CHECK(strstr(err.message, "image 1") != NULL);
+    bad[1].start = 12;
+    bad[1].end = 25;
+    CHECK(oc_layout_build(&L, 20, bad, 2, 0.1f, NULL, &err) == OC_ERR_INVALID);
+    CHECK(oc_layout_build(&L, 20, bad, 1, 1.5f, NULL, &err) == OC_ERR_INVALID);
+    CHECK(oc_layout_build(&L, 0, NULL, 0, 0.1f, NULL, &err) == OC_OK && L != NULL);
+    CHECK(oc_layout_image_at(L, 0) == -1 && oc_layout_next_image(L, 0) == 0);
+    oc_layout_free(L);
+    oc_layout_free(NULL);
+}
+
+static void test_bad_arguments(void) {
+    float q[64] = { 0 }, out[64];
+    uint16_t kv[64] = { 0 };
+    oc_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.n_q = 1; a.n_kv = 1; a.n_head = 2; a.n_head_kv = 1; a.head_dim = 16;
+    a.q = q; a.k = kv; a.v = kv; a.out = out; a.kv_dtype = OC_DTYPE_F16;
+    a.q_stride_token = 32; a.q_stride_head = 16; a.k_stride_token = a.v_stride_token = 16;
+    a.out_stride_token = 32; a.out_stride_head = 16; a.scale = 0.25f; a.isa = OC_ISA_SCALAR;
+    oc_attn_dims dims = { 1, 1, 2, 1, 16 };
+    size_t n_bytes = oc_attn_scratch_bytes(&dims, 1);
+    void *scratch = oc_port_aligned_alloc(OC_MEM_ALIGN, n_bytes);
+    oc_error err;
+    check_poison_f32(out, 64);
+    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_OK);
+    CHECK(out[0] == 0.0f && out[31] == 0.0f);   /* all-zero K and V: uniform average of zero rows */
+    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes - 1, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "scratch"));
+    CHECK(oc_attn_run(&a, NULL, (char *)scratch + 4, n_bytes, NULL, &err) == OC_ERR_INVALID);
+    a.n_head_kv = 2;
+    a.n_head = 3;
+    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "kv heads"));
+    a.n_head = 2;
+    a.n_head_kv = 1;
+    a.kv_dtype = OC_DTYPE_Q8_0;
+    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
+    a.kv_dtype = OC_DTYPE_F16;
+    a.mask = OC_ATTN_SEGMENTS;
+    oc_token_span seg[2] = { { 0, 4 }, { 3, 6 } };
+    a.segments = seg; a.n_segments = 2;
+    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "segment 1"));
+    a.mask = OC_ATTN_EXPLICIT;
+    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
+    a.mask = (oc_attn_mask_kind)9;
+    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
+    a.mask = OC_ATTN_CAUSAL;
+    oc_head_pattern pat[2] = { { OC_PATTERN_A_SHAPE, 4, 0 }, { OC_PATTERN_DENSE, 0, 0 } };
+    a.patterns = pat;
+    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "head 0"));
+    pat[0].kind = (oc_pattern_kind)OC_PATTERN_COUNT;
+    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
+    a.patterns = NULL;
+    a.q_offset = -1;
+    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
+    a.q_offset = 0;
+    a.isa = OC_ISA_COUNT;
+    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_UNSUPPORTED);
+    CHECK(oc_attn_run(NULL, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
+    oc_attn_dims bad = { 1, 1, 3, 2, 16 };
+    CHECK(oc_attn_scratch_bytes(&bad, 1) == 0);
+    CHECK(oc_attn_scratch_bytes(&dims, 0) == 0);
+    /* scratch grows with the thread count and is the same for every ISA */
+    CHECK(oc_attn_scratch_bytes(&dims, 2) > n_bytes);
+    oc_port_aligned_free(scratch);
+}
+
+/* FLOP accounting on a known case: causal, 2 heads, one dense and one A-shape. */
+static void test_flop_counts(void) {
+    ref_case c;
+    memset(&c, 0, sizeof c);
+    c.n_head_kv = 1; c.n_head = 2; c.d = 64; c.n_q = c.n_kv = 300; c.mask = OC_ATTN_CAUSAL;
+    oc_head_pattern pat[2] = { { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_A_SHAPE, 4, 16 } };
+    c.pat = pat;
+    check_rng rng = { 99 };
+    bufs b;
+    bufs_make(&b, &c, OC_DTYPE_F32, &rng, 1.0f);
+    size_t n_bytes;
+    void *scratch = scratch_for(&c, 1, &n_bytes);
+    oc_attn_args a = args_for(&c, &b, NULL, OC_ISA_SCALAR);
+    oc_attn_stats st = { 0, 0, 0 };
+    REQUIRE(oc_attn_run(&a, NULL, scratch, n_bytes, &st, NULL) == OC_OK);
+    uint64_t dense = 300ull * 301 / 2, ashape = 0;
+    for (int p = 0; p < 300; p++) ashape += (uint64_t)OC_MIN(p + 1, 16 + OC_MAX(0, OC_MIN(4, p + 1 - 16)));
+    CHECKF(st.flops_kept == 4 * 64 * (dense + ashape), "kept %llu", (unsigned long long)st.flops_kept);
+    CHECKF(st.flops_skipped == 4 * 64 * (dense - ashape), "skipped %llu", (unsigned long long)st.flops_skipped);
+    oc_port_aligned_free(scratch);
+    bufs_free(&b);
+}
+
+int main(void) {
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    printf("# attention kernels on this CPU:");
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++)
+        if (oc_isa_runs((oc_isa)isa, &cpu) && oc_attn_kernels_for((oc_isa)isa)) printf(" %s", oc_isa_name((oc_isa)isa));
+    printf("\n");
+    CHECK_RUN(test_layout);
+    CHECK_RUN(test_bad_arguments);
+    CHECK_RUN(test_softmax_kernel);
+    CHECK_RUN(test_flop_counts);
+    CHECK_RUN(test_random_prefill);
+    CHECK_RUN(test_odd_shapes);
+    CHECK_RUN(test_decode);
+    CHECK_RUN(test_long_sequences);
+    CHECK_RUN(test_pattern_equals_explicit_mask);
+    CHECK_RUN(test_fully_masked_rows);
+    CHECK_RUN(test_tolerance_catches_dropped_key);
+    return check_finish();
+}
