@@ -308,6 +308,18 @@ static void gemm_q8_task(void *arg, int64_t task, int thread) {
     add_bias(c, t0, t1, o0, o1);
 }
 
+/* OC_MM_I8_* when this call takes the int8 path, else -1. */
+static int int8_type(const oc_matmul_ctx *ctx, int type, int64_t n_tok) {
+    int i8_type = type == OC_MM_Q8_0 ? OC_MM_I8_Q8_0 : type == OC_MM_Q4_0 ? OC_MM_I8_Q4_0 : -1;
+    if (i8_type < 0 || ctx->path == OC_MATMUL_FLOAT) return -1;
+    if (ctx->path == OC_MATMUL_INT8) return i8_type;
+    return (n_tok < GEMV_MAX_TOK ? ctx->k->int8_gemv[i8_type] : ctx->k->int8_gemm[i8_type]) ? i8_type : -1;
+}
+
+int oc_matmul_uses_int8(const oc_matmul_ctx *ctx, const oc_weight *w, int64_t n_tok) {
+    return int8_type(ctx, type_index(w->dtype), n_tok) >= 0;
+}
+
 oc_status oc_matmul(oc_matmul_ctx *ctx, const oc_weight *w, const float *x, size_t x_stride, float *y,
                     size_t y_stride, int64_t n_tok, const float *bias, oc_error *err) {
     if (!ctx || !w || !x || !y) return oc_fail(err, OC_ERR_INVALID, "matmul: NULL argument");
@@ -338,12 +350,7 @@ oc_status oc_matmul(oc_matmul_ctx *ctx, const oc_weight *w, const float *x, size
     if (n_tok == 0) return OC_OK;
 
     int gemv = n_tok < GEMV_MAX_TOK;
-    int i8_type = type == OC_MM_Q8_0 ? OC_MM_I8_Q8_0 : type == OC_MM_Q4_0 ? OC_MM_I8_Q4_0 : -1;
-    if (i8_type >= 0) {
-        int want = ctx->path == OC_MATMUL_INT8 ||
-                   (ctx->path == OC_MATMUL_AUTO && (gemv ? k->int8_gemv[i8_type] : k->int8_gemm[i8_type]));
-        if (!want) i8_type = -1;
-    }
+    int i8_type = int8_type(ctx, type, n_tok);
     call c = { ctx, k, w, type, i8_type, tr->block_elems, tr->block_bytes, x, x_stride, y, y_stride, n_tok, bias,
                w->n_in / OC_QK, (w->n_out + TASK_OUT - 1) / TASK_OUT, 0, 0 };
     if (i8_type >= 0)

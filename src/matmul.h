@@ -59,6 +59,9 @@ oc_status oc_matmul_ctx_open(oc_matmul_ctx **out, const oc_matmul_kernels *k, oc
 void oc_matmul_ctx_close(oc_matmul_ctx *ctx);
 void oc_matmul_ctx_set_path(oc_matmul_ctx *ctx, oc_matmul_path path);
 
+/* 1 when oc_matmul(ctx, w, ..., n_tok) takes the int8 path (quantizing X), 0 for the float path. */
+int oc_matmul_uses_int8(const oc_matmul_ctx *ctx, const oc_weight *w, int64_t n_tok);
+
 /* Y = X W^T (+ bias). Every Y[t][o] with t < n_tok, o < n_out is written; nothing else is read or
  * written (no reads past the last row of W or X). Not reentrant on one ctx.
  * [alloc: no] [errors: OC_ERR_INVALID (shapes, strides, NULL), OC_ERR_UNSUPPORTED (dtype),

@@ -313,7 +313,8 @@ static int run_case(const oc_matmul_kernels *k, oc_pool *pool, oc_matmul_path pa
         check_fail_at(__FILE__, __LINE__, "%s: %s", what, err.message);
         goto done;
     }
-    int int8 = path == OC_MATMUL_INT8 && (dtype == OC_DTYPE_Q8_0 || dtype == OC_DTYPE_Q4_0);
+    int int8 = oc_matmul_uses_int8(ctx, &t.w, n_tok);
+    CHECK(int8 == (path == OC_MATMUL_INT8 && (dtype == OC_DTYPE_Q8_0 || dtype == OC_DTYPE_Q4_0)) || path == OC_MATMUL_AUTO);
     ok = check_y(what, &t, x, xs, y, ys, n_tok, use_bias ? bias : NULL, int8);
     /* the padding between Y rows is not ours: it must still hold the poison */
     for (int64_t tt = 0; tt < n_tok && ok; tt++)

@@ -10,5 +10,6 @@ typedef struct cli_command {
 } cli_command;
 
 int cmd_version(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

@@ -6,6 +6,7 @@
 
 static const cli_command commands[] = {
     { "version", "print the version and this CPU's kernel paths", cmd_version },
+    { "bench", "benchmarks: ocellus bench matmul ...", cmd_bench },
 };
 
 static void usage(FILE *f) {
