@@ -247,19 +247,15 @@ static void gemm_f32_task(void *arg, int64_t task, int thread) {
     unsigned char *s = thread_scratch(c, thread);
     float *rows = (float *)(s + c->ctx->rows_off), *panel = (float *)(s + c->ctx->panel_off);
     float *tbuf = (float *)(s + c->ctx->tile_off);
-    int direct = c->type == OC_MM_F32 && w->row_bytes % sizeof(float) == 0;   /* pack straight from W */
     for (int64_t k0 = 0; k0 < w->n_in; k0 += KC) {
         int64_t kc = OC_MIN((int64_t)KC, w->n_in - k0);
         size_t src_off = (size_t)(k0 / c->block_elems) * (size_t)c->block_bytes;
         for (int64_t j0 = o0; j0 < o1; j0 += k->nr) {
             int n_rows = (int)OC_MIN((int64_t)k->nr, o1 - j0);
-            float *p = panel + (size_t)(j0 - o0) * KC;
-            if (direct) {
-                k->pack_f32((const float *)(w_row(c, j0) + src_off), w->row_bytes / sizeof(float), n_rows, kc, p);
-            } else {
-                for (int r = 0; r < n_rows; r++) k->to_f32[c->type](w_row(c, j0 + r) + src_off, rows + (size_t)r * KC, kc);
-                k->pack_f32(rows, KC, n_rows, kc, p);
-            }
+            /* F32 rows are copied too: packing straight from rows n_in apart measured 25% slower
+             * (row strides that are multiples of 2 KiB alias in the L1 sets) */
+            for (int r = 0; r < n_rows; r++) k->to_f32[c->type](w_row(c, j0 + r) + src_off, rows + (size_t)r * KC, kc);
+            k->pack_f32(rows, KC, n_rows, kc, panel + (size_t)(j0 - o0) * KC);
         }
         for (int64_t t = t0; t < t1; t += k->mr) {
             int mr = (int)OC_MIN((int64_t)k->mr, t1 - t);

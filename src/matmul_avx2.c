@@ -233,22 +233,26 @@ INLINE void transpose8_store(__m256 r0, __m256 r1, __m256 r2, __m256 r3, __m256 
     _mm256_store_ps(dst + 7 * stride, _mm256_permute2f128_ps(u3, u7, 0x31));
 }
 
-static void pack_f32(const float *rows, size_t ld, int n_rows, int64_t kc, float *panel) {
-    if (n_rows < NR) {   /* the last, partial micro-panel of a matrix: rare, keep it simple */
-        oc_mm_pack_f32_generic(NR, rows, ld, n_rows, kc, panel);
+void oc_mm_avx2_pack_f32(int nr, const float *rows, size_t ld, int n_rows, int64_t kc, float *panel) {
+    if (n_rows < nr) {   /* the last, partial micro-panel of a matrix: rare, keep it simple */
+        oc_mm_pack_f32_generic(nr, rows, ld, n_rows, kc, panel);
         return;
     }
     int64_t k = 0;
     for (; k + 8 <= kc; k += 8) {
-        for (int h = 0; h < NR / 8; h++) {
+        for (int h = 0; h < nr / 8; h++) {
             const float *r = rows + (size_t)(8 * h) * ld + (size_t)k;
             transpose8_store(_mm256_loadu_ps(r), _mm256_loadu_ps(r + ld), _mm256_loadu_ps(r + 2 * ld),
                              _mm256_loadu_ps(r + 3 * ld), _mm256_loadu_ps(r + 4 * ld), _mm256_loadu_ps(r + 5 * ld),
-                             _mm256_loadu_ps(r + 6 * ld), _mm256_loadu_ps(r + 7 * ld), panel + k * NR + 8 * h, NR);
+                             _mm256_loadu_ps(r + 6 * ld), _mm256_loadu_ps(r + 7 * ld), panel + k * nr + 8 * h, (size_t)nr);
         }
     }
     for (; k < kc; k++)
-        for (int j = 0; j < NR; j++) panel[k * NR + j] = rows[(size_t)j * ld + (size_t)k];
+        for (int j = 0; j < nr; j++) panel[k * nr + j] = rows[(size_t)j * ld + (size_t)k];
+}
+
+static void pack_f32(const float *rows, size_t ld, int n_rows, int64_t kc, float *panel) {
+    oc_mm_avx2_pack_f32(NR, rows, ld, n_rows, kc, panel);
 }
 
 /* The register tile is written out per row (ROWS expands a macro for rows 0..5) because compilers
@@ -299,7 +303,7 @@ static void gemm_f32(int mr, int64_t kc, const float *x, size_t xs, const float 
 
 /* ---- int8 path ----------------------------------------------------------------------------------- */
 
-static void quantize_q8x(const float *x, int64_t n, oc_q8x *out) {
+void oc_mm_avx2_quantize_q8x(const float *x, int64_t n, oc_q8x *out) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     for (int64_t b = 0; b < n / OC_QK; b++, x += OC_QK, out++) {
         __m256 v[4], amax = _mm256_setzero_ps(), unord = _mm256_setzero_ps();
@@ -336,68 +340,86 @@ static void quantize_q8x(const float *x, int64_t n, oc_q8x *out) {
 
 INLINE __m256i load_x32(const oc_q8x *x) { return _mm256_loadu_si256((const __m256i *)x->qs); }
 
+/* Signed 32 weights of block i: Q8_0 as stored, Q4_0 as nibble - 8 (so no per-block offset term,
+ * whose scalar running sum would be the loop's critical path). */
+INLINE __m256i w_signed(const int i8_type, const void *row, int64_t i, float *d) {
+    if (i8_type == OC_MM_I8_Q8_0) {
+        const oc_block_q8_0 *b = (const oc_block_q8_0 *)row + i;
+        *d = f16(b->d);
+        return _mm256_loadu_si256((const __m256i *)b->qs);
+    }
+    const oc_block_q4_0 *b = (const oc_block_q4_0 *)row + i;
+    *d = f16(b->d);
+    return _mm256_sub_epi8(unpack_nibbles(b->qs), _mm256_set1_epi8(8));
+}
+
+/* Block dot in int32 lanes: |w| * sign(x, w) = w * x (pair sums <= 2 * 128 * 127 fit int16). */
+INLINE __m256 block_dot(__m256i w, const oc_q8x *x, float dw) {
+    __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(load_x32(x), w));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1))), _mm256_set1_ps(dw * x->d));
+}
+
+/* Four blocks per iteration into four accumulators; the order depends only on n_blocks. */
+INLINE float dot_q8x_row(const int i8_type, const void *w_row, const oc_q8x *x, int64_t n_blocks) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    float d0, d1, d2, d3;
+    int64_t i = 0;
+    for (; i + 4 <= n_blocks; i += 4) {
+        __m256i w0 = w_signed(i8_type, w_row, i, &d0), w1 = w_signed(i8_type, w_row, i + 1, &d1);
+        __m256i w2 = w_signed(i8_type, w_row, i + 2, &d2), w3 = w_signed(i8_type, w_row, i + 3, &d3);
+        a0 = _mm256_add_ps(a0, block_dot(w0, x + i, d0));
+        a1 = _mm256_add_ps(a1, block_dot(w1, x + i + 1, d1));
+        a2 = _mm256_add_ps(a2, block_dot(w2, x + i + 2, d2));
+        a3 = _mm256_add_ps(a3, block_dot(w3, x + i + 3, d3));
+    }
+    for (; i < n_blocks; i++) {
+        __m256i w0 = w_signed(i8_type, w_row, i, &d0);
+        a0 = _mm256_add_ps(a0, block_dot(w0, x + i, d0));
+    }
+    return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
+
 static float dot_q8_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
-    const oc_block_q8_0 *b = w_row;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-    for (int64_t i = 0; i < n_blocks; i++) {
-        __m256i w = _mm256_loadu_si256((const __m256i *)b[i].qs), xv = load_x32(&x[i]);
-        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w)), ones);
-        __m256 d = _mm256_set1_ps(f16(b[i].d) * x[i].d);
-        if (i & 1) acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc1);
-        else acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc0);
-    }
-    return hsum(_mm256_add_ps(acc0, acc1));
+    return dot_q8x_row(OC_MM_I8_Q8_0, w_row, x, n_blocks);
 }
-
 static float dot_q4_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
-    const oc_block_q4_0 *b = w_row;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-    float corr = 0;   /* sum over blocks of d_w d_x sum(x): the stored nibbles are q + 8 */
-    for (int64_t i = 0; i < n_blocks; i++) {
-        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(unpack_nibbles(b[i].qs), load_x32(&x[i])), ones);
-        float dd = f16(b[i].d) * x[i].d;
-        corr += dd * (float)x[i].sum;
-        __m256 d = _mm256_set1_ps(dd);
-        if (i & 1) acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc1);
-        else acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc0);
-    }
-    return hsum(_mm256_add_ps(acc0, acc1)) - 8.0f * corr;
+    return dot_q8x_row(OC_MM_I8_Q4_0, w_row, x, n_blocks);
 }
 
-/* One micro-panel of 8 rows: per block, the 8 rows' 32 stored bytes are an 8x8 matrix of 4-byte
- * units; its transpose is the record's q[s][j][u] layout (the float transpose on the bit patterns).
- * wsum is not used by these kernels and is written as 0. */
-INLINE void pack_q8_rows(const int i8_type, const void *w, size_t row_bytes, int n_rows, int64_t n_blocks, void *panel) {
-    if (n_rows < Q8_GROUP) {
-        oc_mm_pack_q8_generic(i8_type, Q8_GROUP, Q8_GROUP, w, row_bytes, n_rows, n_blocks, panel);
+/* One micro-panel of `group` rows (a multiple of 8): per block and 8 rows, the rows' 32 stored bytes
+ * are an 8x8 matrix of 4-byte units; its transpose is the record's q[s][j][u] layout (the float
+ * transpose on the bit patterns). */
+void oc_mm_avx2_pack_q8(int i8_type, int group, unsigned xor_q, const void *w, size_t row_bytes, int n_rows,
+                        int64_t n_blocks, void *panel) {
+    if (n_rows < group) {
+        oc_mm_pack_q8_generic(i8_type, group, group, xor_q, w, row_bytes, n_rows, n_blocks, panel);
         return;
     }
     const size_t block_bytes = i8_type == OC_MM_I8_Q8_0 ? sizeof(oc_block_q8_0) : sizeof(oc_block_q4_0);
+    const __m256i flip = _mm256_set1_epi8((char)xor_q);
     for (int64_t b = 0; b < n_blocks; b++) {
-        unsigned char *rec = (unsigned char *)panel + (size_t)b * OC_MM_Q8_RECORD_BYTES(Q8_GROUP);
-        __m256 r[Q8_GROUP];
-        float d[Q8_GROUP];
-        for (int j = 0; j < Q8_GROUP; j++) {
-            const unsigned char *blk = (const unsigned char *)w + (size_t)j * row_bytes + (size_t)b * block_bytes;
-            uint16_t dh;
-            memcpy(&dh, blk, 2);
-            d[j] = f16(dh);
-            __m256i q = i8_type == OC_MM_I8_Q8_0 ? _mm256_loadu_si256((const __m256i *)(blk + 2)) : unpack_nibbles(blk + 2);
-            r[j] = _mm256_castsi256_ps(q);
+        unsigned char *rec = (unsigned char *)panel + (size_t)b * OC_MM_Q8_RECORD_BYTES(group);
+        for (int h = 0; h < group / 8; h++) {
+            __m256 r[8];
+            for (int j = 0; j < 8; j++) {
+                const unsigned char *blk = (const unsigned char *)w + (size_t)(8 * h + j) * row_bytes + (size_t)b * block_bytes;
+                uint16_t dh;
+                memcpy(&dh, blk, 2);
+                ((float *)rec)[8 * h + j] = f16(dh);
+                __m256i q = i8_type == OC_MM_I8_Q8_0 ? _mm256_loadu_si256((const __m256i *)(blk + 2)) : unpack_nibbles(blk + 2);
+                r[j] = _mm256_castsi256_ps(_mm256_xor_si256(q, flip));
+            }
+            transpose8_store(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], (float *)(rec + 4 * (size_t)group) + 8 * h,
+                             (size_t)group);
         }
-        _mm256_store_ps((float *)rec, _mm256_loadu_ps(d));
-        _mm256_store_si256((__m256i *)(rec + 4 * Q8_GROUP), _mm256_setzero_si256());
-        transpose8_store(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], (float *)(rec + 8 * Q8_GROUP), Q8_GROUP);
     }
 }
 
 static void pack_q8_0(const void *w, size_t row_bytes, int n_rows, int64_t n_blocks, void *panel) {
-    pack_q8_rows(OC_MM_I8_Q8_0, w, row_bytes, n_rows, n_blocks, panel);
+    oc_mm_avx2_pack_q8(OC_MM_I8_Q8_0, Q8_GROUP, 0, w, row_bytes, n_rows, n_blocks, panel);
 }
 static void pack_q4_0(const void *w, size_t row_bytes, int n_rows, int64_t n_blocks, void *panel) {
-    pack_q8_rows(OC_MM_I8_Q4_0, w, row_bytes, n_rows, n_blocks, panel);
+    oc_mm_avx2_pack_q8(OC_MM_I8_Q4_0, Q8_GROUP, 0, w, row_bytes, n_rows, n_blocks, panel);
 }
 
 /* mr tokens x 8 outputs. Per 4-k step: one panel load, mr broadcasts of 4 x bytes, mr byte dots.
@@ -415,7 +437,7 @@ INLINE void gemm_q8_tile(const int i8_type, const int mr, int64_t n_blocks, cons
     ROWS4(Q8_LOAD)
     for (int64_t b = 0; b < n_blocks; b++) {
         const unsigned char *rec = panel + (size_t)b * rec_bytes;
-        const __m256i *q = (const __m256i *)(rec + 8 * Q8_GROUP);
+        const __m256i *q = (const __m256i *)(rec + 4 * Q8_GROUP);
         __m256i is0 = _mm256_setzero_si256(), is1 = is0, is2 = is0, is3 = is0;
         for (int s = 0; s < OC_QK / 4; s++) {
             __m256i w = _mm256_load_si256(q + s);
@@ -461,6 +483,11 @@ INLINE void gemm_q8_tile(const int i8_type, const int mr, int64_t n_blocks, cons
 GEMM_Q8(gemm_q8_0, OC_MM_I8_Q8_0)
 GEMM_Q8(gemm_q4_0, OC_MM_I8_Q4_0)
 
+const oc_to_f32_fn oc_mm_avx2_to_f32[OC_MM_N_TYPES] = { oc_dequant_f32, to_f32_f16, to_f32_bf16, to_f32_q8_0,
+                                                         to_f32_q4_0, to_f32_q4_k, to_f32_q6_k };
+const oc_dot_f32_fn oc_mm_avx2_dot_f32[OC_MM_N_TYPES] = { dot_f32, dot_f16, dot_bf16, dot_f32_q8_0, dot_f32_q4_0, NULL, NULL };
+const oc_dot_q8x_fn oc_mm_avx2_dot_q8x[OC_MM_I8_N] = { dot_q8_0, dot_q4_0 };
+
 static const oc_matmul_kernels table = {
     .isa = OC_ISA_AVX2,
     .name = "avx2",
@@ -473,7 +500,7 @@ static const oc_matmul_kernels table = {
     .q8_mr = Q8_MR,
     .q8_nr = Q8_GROUP,
     .q8_group = Q8_GROUP,
-    .quantize_q8x = quantize_q8x,
+    .quantize_q8x = oc_mm_avx2_quantize_q8x,
     .dot_q8x = { dot_q8_0, dot_q4_0 },
     .pack_q8 = { pack_q8_0, pack_q4_0 },
     .gemm_q8 = { gemm_q8_0, gemm_q4_0 },

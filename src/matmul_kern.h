@@ -29,10 +29,11 @@ typedef struct oc_q8x {
 
 /* Int8 panel: for each group of G = q8_group outputs, for each block of 32 inputs, one record of
  *   float d[G];         d_w of each output's block (0 for padding rows)
- *   int32_t wsum[G];    sum of the 32 stored q of each output (for kernels that feed X + 128)
- *   int8_t q[8][G][4];  q[s][j][u] = W[j][4s + u]: Q8_0 signed, Q4_0 as the unsigned nibble 0..15
- * so a record is G * 40 bytes; a micro-panel of nr outputs is nr/G groups, each n_blocks records. */
-#define OC_MM_Q8_RECORD_BYTES(group) ((size_t)(group) * 40)
+ *   uint8_t q[8][G][4]; q[s][j][u] = stored value of W[j][4s + u]
+ * where the stored value is what the table's gemm_q8 multiplies: by default Q8_0 as signed bytes and
+ * Q4_0 as its unsigned nibble 0..15 (x86 VNNI tables store Q8_0 as w + 128, see matmul_avx512.c).
+ * A record is G * 36 bytes; a micro-panel of nr outputs is nr/G groups, each n_blocks records. */
+#define OC_MM_Q8_RECORD_BYTES(group) ((size_t)(group) * 36)
 
 typedef float (*oc_dot_f32_fn)(const void *w_row, const float *x, int64_t n);
 /* rows: n_rows (<= nr) rows of kc floats, ld floats apart -> panel[k * nr + j]; j >= n_rows is 0. */
@@ -68,11 +69,22 @@ struct oc_matmul_kernels {
     unsigned char int8_gemm[OC_MM_I8_N], int8_gemv[OC_MM_I8_N];
 };
 
-/* Portable pieces that SIMD tables reuse (matmul_scalar.c). */
+/* Portable pieces that SIMD tables reuse (matmul_scalar.c). xor_q is xor-ed into every stored byte
+ * (0x80 turns signed Q8_0 into w + 128). */
 void oc_mm_pack_f32_generic(int nr, const float *rows, size_t ld, int n_rows, int64_t kc, float *panel);
-void oc_mm_pack_q8_generic(int i8_type, int group, int nr, const void *w, size_t row_bytes, int n_rows,
-                           int64_t n_blocks, void *panel);
+void oc_mm_pack_q8_generic(int i8_type, int group, int nr, unsigned xor_q, const void *w, size_t row_bytes,
+                           int n_rows, int64_t n_blocks, void *panel);
 void oc_mm_quantize_q8x_scalar(const float *x, int64_t n, oc_q8x *out);
+
+/* AVX2 pieces the AVX-512 table reuses where 512-bit vectors gain nothing (matmul_avx2.c; every
+ * AVX-512 CPU has AVX2). pack_f32: nr a multiple of 8; pack_q8: group a multiple of 8, nr = group. */
+void oc_mm_avx2_pack_f32(int nr, const float *rows, size_t ld, int n_rows, int64_t kc, float *panel);
+void oc_mm_avx2_pack_q8(int i8_type, int group, unsigned xor_q, const void *w, size_t row_bytes, int n_rows,
+                        int64_t n_blocks, void *panel);
+extern const oc_to_f32_fn oc_mm_avx2_to_f32[OC_MM_N_TYPES];
+extern const oc_dot_f32_fn oc_mm_avx2_dot_f32[OC_MM_N_TYPES];
+extern const oc_dot_q8x_fn oc_mm_avx2_dot_q8x[OC_MM_I8_N];
+void oc_mm_avx2_quantize_q8x(const float *x, int64_t n, oc_q8x *out);
 
 /* Per-ISA tables; NULL when the table needs CPU features this CPU lacks. */
 const oc_matmul_kernels *oc_matmul_kernels_scalar(void);

@@ -85,33 +85,29 @@ static float load_block(int i8_type, const unsigned char *row, int64_t b, int8_t
     return oc_f16_to_f32(blk->d);
 }
 
-void oc_mm_pack_q8_generic(int i8_type, int group, int nr, const void *w, size_t row_bytes, int n_rows,
-                           int64_t n_blocks, void *panel) {
+void oc_mm_pack_q8_generic(int i8_type, int group, int nr, unsigned xor_q, const void *w, size_t row_bytes,
+                           int n_rows, int64_t n_blocks, void *panel) {
     size_t rec_bytes = OC_MM_Q8_RECORD_BYTES(group);
     for (int g = 0; g < nr / group; g++) {
         for (int64_t b = 0; b < n_blocks; b++) {
             unsigned char *rec = (unsigned char *)panel + ((size_t)g * (size_t)n_blocks + (size_t)b) * rec_bytes;
             float *d = (float *)rec;
-            int32_t *wsum = (int32_t *)(rec + 4 * (size_t)group);
-            int8_t *q = (int8_t *)(rec + 8 * (size_t)group);
+            unsigned char *q = rec + 4 * (size_t)group;
             for (int j = 0; j < group; j++) {
                 int row = g * group + j;
                 int8_t v[OC_QK] = { 0 };
                 d[j] = row < n_rows ? load_block(i8_type, (const unsigned char *)w + (size_t)row * row_bytes, b, v) : 0.0f;
-                int32_t s = 0;
-                for (int k = 0; k < OC_QK; k++) s += v[k];
-                wsum[j] = s;
-                for (int st = 0; st < OC_QK / 4; st++) memcpy(q + ((size_t)st * (size_t)group + (size_t)j) * 4, v + 4 * st, 4);
+                for (int k = 0; k < OC_QK; k++) q[((size_t)(k / 4) * (size_t)group + (size_t)j) * 4 + (size_t)(k % 4)] = (unsigned char)((unsigned char)v[k] ^ xor_q);
             }
         }
     }
 }
 
 static void pack_q8_0(const void *w, size_t row_bytes, int n_rows, int64_t n_blocks, void *panel) {
-    oc_mm_pack_q8_generic(OC_MM_I8_Q8_0, Q8_GROUP, Q8_GROUP, w, row_bytes, n_rows, n_blocks, panel);
+    oc_mm_pack_q8_generic(OC_MM_I8_Q8_0, Q8_GROUP, Q8_GROUP, 0, w, row_bytes, n_rows, n_blocks, panel);
 }
 static void pack_q4_0(const void *w, size_t row_bytes, int n_rows, int64_t n_blocks, void *panel) {
-    oc_mm_pack_q8_generic(OC_MM_I8_Q4_0, Q8_GROUP, Q8_GROUP, w, row_bytes, n_rows, n_blocks, panel);
+    oc_mm_pack_q8_generic(OC_MM_I8_Q4_0, Q8_GROUP, Q8_GROUP, 0, w, row_bytes, n_rows, n_blocks, panel);
 }
 
 static float dot_q8x(int i8_type, const void *w_row, const oc_q8x *x, int64_t n_blocks) {
@@ -139,7 +135,7 @@ static void gemm_q8(int i8_type, int mr, int64_t n_blocks, const oc_q8x *x, size
         for (int64_t b = 0; b < n_blocks; b++) {
             const unsigned char *rec = (const unsigned char *)panel + (size_t)b * rec_bytes;
             const float *d = (const float *)rec;
-            const int8_t *q = (const int8_t *)(rec + 8 * Q8_GROUP);
+            const int8_t *q = (const int8_t *)(rec + 4 * Q8_GROUP);
             for (int j = 0; j < Q8_GROUP; j++) {
                 int32_t s = 0;
                 for (int st = 0; st < OC_QK / 4; st++)
