@@ -41,21 +41,21 @@ INLINE __m256 i8x8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_e
 
 /* ---- dequantizers --------------------------------------------------------------------------------- */
 
-static void to_f32_f16(const void *src, float *dst, int64_t n) {
+void oc_mm_avx2_to_f32_f16(const void *src, float *dst, int64_t n) {
     const uint16_t *h = src;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_f16(h + i));
     for (; i < n; i++) dst[i] = f16(h[i]);
 }
 
-static void to_f32_bf16(const void *src, float *dst, int64_t n) {
+void oc_mm_avx2_to_f32_bf16(const void *src, float *dst, int64_t n) {
     const uint16_t *h = src;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_bf16(h + i));
     for (; i < n; i++) dst[i] = oc_bf16_to_f32(h[i]);
 }
 
-static void to_f32_q8_0(const void *src, float *dst, int64_t n) {
+void oc_mm_avx2_to_f32_q8_0(const void *src, float *dst, int64_t n) {
     const oc_block_q8_0 *b = src;
     for (int64_t i = 0; i < n / OC_QK; i++, b++, dst += OC_QK) {
         __m256 d = _mm256_set1_ps(f16(b->d));
@@ -69,7 +69,7 @@ INLINE __m256i unpack_nibbles(const uint8_t *qs) {
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
 }
 
-static void to_f32_q4_0(const void *src, float *dst, int64_t n) {
+void oc_mm_avx2_to_f32_q4_0(const void *src, float *dst, int64_t n) {
     const oc_block_q4_0 *b = src;
     for (int64_t i = 0; i < n / OC_QK; i++, b++, dst += OC_QK) {
         __m256 d = _mm256_set1_ps(f16(b->d));
@@ -93,7 +93,7 @@ INLINE void store_dq_u8(__m256i q, float d, float m, float *dst) {
     }
 }
 
-static void to_f32_q4_k(const void *src, float *dst, int64_t n) {
+void oc_mm_avx2_to_f32_q4_k(const void *src, float *dst, int64_t n) {
     const oc_block_q4_k *b = src;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t i = 0; i < n / OC_QK_K; i++, b++) {
@@ -120,7 +120,7 @@ INLINE void store_q6(__m256i q, float d, int sc_lo, int sc_hi, float *dst) {
     _mm256_storeu_ps(dst + 24, _mm256_mul_ps(s1, i8x8_to_ps(_mm_srli_si128(hi, 8))));
 }
 
-static void to_f32_q6_k(const void *src, float *dst, int64_t n) {
+void oc_mm_avx2_to_f32_q6_k(const void *src, float *dst, int64_t n) {
     const oc_block_q6_k *b = src;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), c32 = _mm256_set1_epi8(32);
     for (int64_t i = 0; i < n / OC_QK_K; i++, b++) {
@@ -165,20 +165,20 @@ static void to_f32_q6_k(const void *src, float *dst, int64_t n) {
 
 INLINE float ident(float v) { return v; }
 
-static float dot_f32(const void *w_row, const float *x, int64_t n) {
+float oc_mm_avx2_dot_f32(const void *w_row, const float *x, int64_t n) {
     const float *w = w_row;
     DOT_BODY(_mm256_loadu_ps, ident)
 }
-static float dot_f16(const void *w_row, const float *x, int64_t n) {
+float oc_mm_avx2_dot_f16(const void *w_row, const float *x, int64_t n) {
     const uint16_t *w = w_row;
     DOT_BODY(load_f16, f16)
 }
-static float dot_bf16(const void *w_row, const float *x, int64_t n) {
+float oc_mm_avx2_dot_bf16(const void *w_row, const float *x, int64_t n) {
     const uint16_t *w = w_row;
     DOT_BODY(load_bf16, oc_bf16_to_f32)
 }
 
-static float dot_f32_q8_0(const void *w_row, const float *x, int64_t n) {
+float oc_mm_avx2_dot_f32_q8_0(const void *w_row, const float *x, int64_t n) {
     const oc_block_q8_0 *b = w_row;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
     for (int64_t i = 0; i < n / OC_QK; i++, b++, x += OC_QK) {
@@ -193,7 +193,7 @@ static float dot_f32_q8_0(const void *w_row, const float *x, int64_t n) {
     return hsum(_mm256_add_ps(acc0, acc1));
 }
 
-static float dot_f32_q4_0(const void *w_row, const float *x, int64_t n) {
+float oc_mm_avx2_dot_f32_q4_0(const void *w_row, const float *x, int64_t n) {
     const oc_block_q4_0 *b = w_row;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
     for (int64_t i = 0; i < n / OC_QK; i++, b++, x += OC_QK) {
@@ -379,10 +379,10 @@ INLINE float dot_q8x_row(const int i8_type, const void *w_row, const oc_q8x *x, 
     return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
 }
 
-static float dot_q8_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
+float oc_mm_avx2_dot_q8_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
     return dot_q8x_row(OC_MM_I8_Q8_0, w_row, x, n_blocks);
 }
-static float dot_q4_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
+float oc_mm_avx2_dot_q4_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
     return dot_q8x_row(OC_MM_I8_Q4_0, w_row, x, n_blocks);
 }
 
@@ -483,25 +483,20 @@ INLINE void gemm_q8_tile(const int i8_type, const int mr, int64_t n_blocks, cons
 GEMM_Q8(gemm_q8_0, OC_MM_I8_Q8_0)
 GEMM_Q8(gemm_q4_0, OC_MM_I8_Q4_0)
 
-const oc_to_f32_fn oc_mm_avx2_to_f32[OC_MM_N_TYPES] = { oc_dequant_f32, to_f32_f16, to_f32_bf16, to_f32_q8_0,
-                                                         to_f32_q4_0, to_f32_q4_k, to_f32_q6_k };
-const oc_dot_f32_fn oc_mm_avx2_dot_f32[OC_MM_N_TYPES] = { dot_f32, dot_f16, dot_bf16, dot_f32_q8_0, dot_f32_q4_0, NULL, NULL };
-const oc_dot_q8x_fn oc_mm_avx2_dot_q8x[OC_MM_I8_N] = { dot_q8_0, dot_q4_0 };
-
 static const oc_matmul_kernels table = {
     .isa = OC_ISA_AVX2,
     .name = "avx2",
     .mr = MR,
     .nr = NR,
-    .to_f32 = { oc_dequant_f32, to_f32_f16, to_f32_bf16, to_f32_q8_0, to_f32_q4_0, to_f32_q4_k, to_f32_q6_k },
-    .dot_f32 = { dot_f32, dot_f16, dot_bf16, dot_f32_q8_0, dot_f32_q4_0, NULL, NULL },
+    .to_f32 = OC_MM_AVX2_TO_F32,
+    .dot_f32 = OC_MM_AVX2_DOT_F32,
     .pack_f32 = pack_f32,
     .gemm_f32 = gemm_f32,
     .q8_mr = Q8_MR,
     .q8_nr = Q8_GROUP,
     .q8_group = Q8_GROUP,
     .quantize_q8x = oc_mm_avx2_quantize_q8x,
-    .dot_q8x = { dot_q8_0, dot_q4_0 },
+    .dot_q8x = OC_MM_AVX2_DOT_Q8X,
     .pack_q8 = { pack_q8_0, pack_q4_0 },
     .gemm_q8 = { gemm_q8_0, gemm_q4_0 },
     .int8_gemm = { 1, 1 },

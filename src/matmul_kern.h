@@ -81,10 +81,26 @@ void oc_mm_quantize_q8x_scalar(const float *x, int64_t n, oc_q8x *out);
 void oc_mm_avx2_pack_f32(int nr, const float *rows, size_t ld, int n_rows, int64_t kc, float *panel);
 void oc_mm_avx2_pack_q8(int i8_type, int group, unsigned xor_q, const void *w, size_t row_bytes, int n_rows,
                         int64_t n_blocks, void *panel);
-extern const oc_to_f32_fn oc_mm_avx2_to_f32[OC_MM_N_TYPES];
-extern const oc_dot_f32_fn oc_mm_avx2_dot_f32[OC_MM_N_TYPES];
-extern const oc_dot_q8x_fn oc_mm_avx2_dot_q8x[OC_MM_I8_N];
 void oc_mm_avx2_quantize_q8x(const float *x, int64_t n, oc_q8x *out);
+void oc_mm_avx2_to_f32_f16(const void *src, float *dst, int64_t n);
+void oc_mm_avx2_to_f32_bf16(const void *src, float *dst, int64_t n);
+void oc_mm_avx2_to_f32_q8_0(const void *src, float *dst, int64_t n);
+void oc_mm_avx2_to_f32_q4_0(const void *src, float *dst, int64_t n);
+void oc_mm_avx2_to_f32_q4_k(const void *src, float *dst, int64_t n);
+void oc_mm_avx2_to_f32_q6_k(const void *src, float *dst, int64_t n);
+float oc_mm_avx2_dot_f32(const void *w_row, const float *x, int64_t n);
+float oc_mm_avx2_dot_f16(const void *w_row, const float *x, int64_t n);
+float oc_mm_avx2_dot_bf16(const void *w_row, const float *x, int64_t n);
+float oc_mm_avx2_dot_f32_q8_0(const void *w_row, const float *x, int64_t n);
+float oc_mm_avx2_dot_f32_q4_0(const void *w_row, const float *x, int64_t n);
+float oc_mm_avx2_dot_q8_0(const void *w_row, const oc_q8x *x, int64_t n_blocks);
+float oc_mm_avx2_dot_q4_0(const void *w_row, const oc_q8x *x, int64_t n_blocks);
+/* Table initializers for the fields both x86 tables share. */
+#define OC_MM_AVX2_TO_F32 { oc_dequant_f32, oc_mm_avx2_to_f32_f16, oc_mm_avx2_to_f32_bf16, oc_mm_avx2_to_f32_q8_0, \
+                            oc_mm_avx2_to_f32_q4_0, oc_mm_avx2_to_f32_q4_k, oc_mm_avx2_to_f32_q6_k }
+#define OC_MM_AVX2_DOT_F32 { oc_mm_avx2_dot_f32, oc_mm_avx2_dot_f16, oc_mm_avx2_dot_bf16, oc_mm_avx2_dot_f32_q8_0, \
+                             oc_mm_avx2_dot_f32_q4_0, NULL, NULL }
+#define OC_MM_AVX2_DOT_Q8X { oc_mm_avx2_dot_q8_0, oc_mm_avx2_dot_q4_0 }
 
 /* Per-ISA tables; NULL when the table needs CPU features this CPU lacks. */
 const oc_matmul_kernels *oc_matmul_kernels_scalar(void);
