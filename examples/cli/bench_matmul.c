@@ -124,7 +124,7 @@ static void usage(FILE *f) {
 int bench_matmul(int argc, char **argv) {
     int n_threads = 0, reps = 5, gemv_reps = 51;
     const char *isa_name = NULL, *types = "f16,q8_0,q4_0,f32,bf16,q4_k,q6_k";
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {   /* every option takes one value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         if (!v) { usage(stderr); return 2; }
@@ -134,7 +134,6 @@ int bench_matmul(int argc, char **argv) {
         else if (!strcmp(a, "--gemv-reps")) gemv_reps = atoi(v);
         else if (!strcmp(a, "--types")) types = v;
         else { usage(stderr); return 2; }
-        i++;
     }
     if (reps < 1 || reps > 200 || gemv_reps < 1 || gemv_reps > 200) { fprintf(stderr, "bench matmul: reps must be 1..200\n"); return 2; }
     oc_cpu_features cpu;
