@@ -304,12 +304,16 @@ static void gemm_q8_task(void *arg, int64_t task, int thread) {
     add_bias(c, t0, t1, o0, o1);
 }
 
-/* OC_MM_I8_* when this call takes the int8 path, else -1. */
+/* OC_MM_I8_* when this call takes the int8 path, else -1: only where the table has an int8 kernel
+ * for this type and shape (GEMM or GEMV), and the path asks for it. */
 static int int8_type(const oc_matmul_ctx *ctx, int type, int64_t n_tok) {
-    int i8_type = type == OC_MM_Q8_0 ? OC_MM_I8_Q8_0 : type == OC_MM_Q4_0 ? OC_MM_I8_Q4_0 : -1;
-    if (i8_type < 0 || ctx->path == OC_MATMUL_FLOAT) return -1;
-    if (ctx->path == OC_MATMUL_INT8) return i8_type;
-    return (n_tok < GEMV_MAX_TOK ? ctx->k->int8_gemv[i8_type] : ctx->k->int8_gemm[i8_type]) ? i8_type : -1;
+    static const int i8_of[OC_MM_N_TYPES] = { -1, -1, -1, OC_MM_I8_Q8_0, OC_MM_I8_Q4_0, OC_MM_I8_Q4_K, OC_MM_I8_Q6_K };
+    const oc_matmul_kernels *k = ctx->k;
+    int i8 = type >= 0 ? i8_of[type] : -1, gemv = n_tok < GEMV_MAX_TOK;
+    if (i8 < 0 || ctx->path == OC_MATMUL_FLOAT) return -1;
+    if (gemv ? !k->dot_q8x[i8] : !k->gemm_q8[i8]) return -1;
+    if (ctx->path == OC_MATMUL_INT8) return i8;
+    return (gemv ? k->int8_gemv[i8] : k->int8_gemm[i8]) ? i8 : -1;
 }
 
 int oc_matmul_uses_int8(const oc_matmul_ctx *ctx, const oc_weight *w, int64_t n_tok) {

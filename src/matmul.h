@@ -34,9 +34,10 @@ oc_isa oc_matmul_kernels_isa(const oc_matmul_kernels *k);
 /* e.g. "avx512+vnni": the ISA and the optional extensions this table uses. */
 const char *oc_matmul_kernels_name(const oc_matmul_kernels *k);
 
-/* How Q8_0 / Q4_0 products are computed. AUTO takes, per ISA, whichever was measured faster
- * (BENCHMARKS.md "matmul"); the other two force a path (tests, benchmarks). Other types always
- * take the float path. */
+/* How products with quantized weights are computed. AUTO takes, per ISA, whichever was measured
+ * faster (BENCHMARKS.md "matmul"); the other two force a path (tests, benchmarks). The int8 path
+ * exists for Q8_0 and Q4_0 (GEMM and GEMV) and for Q4_K and Q6_K (GEMV only) where the ISA table
+ * has those kernels; everything else always takes the float path. */
 typedef enum oc_matmul_path {
     OC_MATMUL_AUTO = 0,
     OC_MATMUL_FLOAT,      /* dequantize W to f32, f32 FMA */

@@ -386,6 +386,69 @@ float oc_mm_avx2_dot_q4_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) 
     return dot_q8x_row(OC_MM_I8_Q4_0, w_row, x, n_blocks);
 }
 
+/* Q4_K: per sub-block j (= x block j) d sc_j dx_j sum(q xq) - dmin m_j dx_j sum(xq); the nibbles are
+ * unsigned, so vpmaddubsw takes them directly. The min terms of a super-block form one 8-lane FMA. */
+float oc_mm_avx2_dot_q4_k(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
+    const oc_block_q4_k *b = w_row;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, mins = acc0;
+    for (int64_t i = 0; i < n_blocks / 8; i++, b++, x += 8) {
+        float d = f16(b->d), dmin = f16(b->dmin), dsc[8], dm[8];
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            oc_q4_k_scale_min(b->scales, j, &sc, &m);
+            dsc[j] = d * (float)sc * x[j].d;
+            dm[j] = dmin * (float)m * x[j].d;
+        }
+        __m256 sumx = _mm256_cvtepi32_ps(_mm256_setr_epi32(x[0].sum, x[1].sum, x[2].sum, x[3].sum, x[4].sum, x[5].sum,
+                                                           x[6].sum, x[7].sum));
+        mins = _mm256_fmadd_ps(_mm256_loadu_ps(dm), sumx, mins);
+        for (int g = 0; g < 4; g++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * g));
+            __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), load_x32(&x[2 * g])), ones);
+            __m256i p1 = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), load_x32(&x[2 * g + 1])), ones);
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(dsc[2 * g]), acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(dsc[2 * g + 1]), acc1);
+        }
+    }
+    return hsum(_mm256_add_ps(acc0, acc1)) - hsum(mins);
+}
+
+/* Q6_K: the 6-bit values minus 32 (as in to_f32_q6_k) with the sign trick; after vpmaddwd, int32
+ * lanes 0-3 hold elements 0-15 of the x block and lanes 4-7 elements 16-31, one scale each. */
+float oc_mm_avx2_dot_q6_k(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
+    const oc_block_q6_k *b = w_row;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), c32 = _mm256_set1_epi8(32);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    for (int64_t i = 0; i < n_blocks / 8; i++, b++) {
+        float d = f16(b->d);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
+            const int8_t *sc = b->scales + 8 * h;
+            const oc_q8x *xb = x + 8 * i + 4 * h;
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+            __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)),
+                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30)),
+            };
+            for (int p = 0; p < 4; p++) {
+                __m256i w = _mm256_sub_epi8(q[p], c32);
+                __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(load_x32(&xb[p]), w)), ones);
+                float f = d * xb[p].d;
+                __m256 scale = _mm256_set_m128(_mm_set1_ps(f * (float)sc[2 * p + 1]), _mm_set1_ps(f * (float)sc[2 * p]));
+                if (p & 1) acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc1);
+                else acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc0);
+            }
+        }
+    }
+    return hsum(_mm256_add_ps(acc0, acc1));
+}
+
 /* One micro-panel of `group` rows (a multiple of 8): per block and 8 rows, the rows' 32 stored bytes
  * are an 8x8 matrix of 4-byte units; its transpose is the record's q[s][j][u] layout (the float
  * transpose on the bit patterns). */
@@ -497,10 +560,10 @@ static const oc_matmul_kernels table = {
     .q8_group = Q8_GROUP,
     .quantize_q8x = oc_mm_avx2_quantize_q8x,
     .dot_q8x = OC_MM_AVX2_DOT_Q8X,
-    .pack_q8 = { pack_q8_0, pack_q4_0 },
-    .gemm_q8 = { gemm_q8_0, gemm_q4_0 },
-    .int8_gemm = { 1, 1 },
-    .int8_gemv = { 1, 1 },
+    .pack_q8 = { pack_q8_0, pack_q4_0, NULL, NULL },
+    .gemm_q8 = { gemm_q8_0, gemm_q4_0, NULL, NULL },
+    .int8_gemm = { 1, 1, 0, 0 },
+    .int8_gemv = { 1, 1, 1, 1 },
 };
 
 const oc_matmul_kernels *oc_matmul_kernels_avx2(void) { return &table; }

@@ -204,20 +204,20 @@ GEMM_Q8(gemm_q4_0_vnni, gemm_q8_tile_vnni, OC_MM_I8_Q4_0, VNNI)
     .pack_f32 = pack_f32, .gemm_f32 = gemm_f32,                                                        \
     .q8_mr = Q8_MR, .q8_nr = Q8_GROUP, .q8_group = Q8_GROUP,                                           \
     .quantize_q8x = oc_mm_avx2_quantize_q8x,                                                           \
-    .int8_gemm = { 1, 1 }, .int8_gemv = { 1, 1 }
+    .int8_gemm = { 1, 1, 0, 0 }, .int8_gemv = { 1, 1, 1, 1 }
 
 static const oc_matmul_kernels table_bw = {
     COMMON_FIELDS,
     .name = "avx512",
-    .pack_q8 = { pack_q8_0, pack_q4_0 },
-    .gemm_q8 = { gemm_q8_0, gemm_q4_0 },
+    .pack_q8 = { pack_q8_0, pack_q4_0, NULL, NULL },
+    .gemm_q8 = { gemm_q8_0, gemm_q4_0, NULL, NULL },
 };
 
 static const oc_matmul_kernels table_vnni = {
     COMMON_FIELDS,
     .name = "avx512+vnni",
-    .pack_q8 = { pack_q8_0_biased, pack_q4_0 },
-    .gemm_q8 = { gemm_q8_0_vnni, gemm_q4_0_vnni },
+    .pack_q8 = { pack_q8_0_biased, pack_q4_0, NULL, NULL },
+    .gemm_q8 = { gemm_q8_0_vnni, gemm_q4_0_vnni, NULL, NULL },
 };
 
 const oc_matmul_kernels *oc_matmul_kernels_avx512(const oc_cpu_features *cpu) {

@@ -16,8 +16,9 @@
 
 /* Index of each supported weight type in the per-type arrays below. */
 enum { OC_MM_F32, OC_MM_F16, OC_MM_BF16, OC_MM_Q8_0, OC_MM_Q4_0, OC_MM_Q4_K, OC_MM_Q6_K, OC_MM_N_TYPES };
-/* Index into the int8 arrays. */
-enum { OC_MM_I8_Q8_0, OC_MM_I8_Q4_0, OC_MM_I8_N };
+/* Index into the int8 arrays. Q4_K and Q6_K have int8 GEMV dot products only (no pack_q8/gemm_q8):
+ * their prefill GEMM takes the float path. */
+enum { OC_MM_I8_Q8_0, OC_MM_I8_Q4_0, OC_MM_I8_Q4_K, OC_MM_I8_Q6_K, OC_MM_I8_N };
 
 /* An activation block of the int8 path: x[j] ~ d * qs[j], |qs| <= 127 (never -128, so the x86 sign
  * trick cannot overflow); sum = sum of qs (Q4_0 stores w + 8 and subtracts 8 * sum). */
@@ -42,7 +43,7 @@ typedef void (*oc_pack_f32_fn)(const float *rows, size_t ld, int n_rows, int64_t
 typedef void (*oc_gemm_f32_fn)(int mr, int64_t kc, const float *x, size_t x_stride, const float *panel,
                                float *y, size_t y_stride, int accumulate);
 typedef void (*oc_quantize_q8x_fn)(const float *x, int64_t n, oc_q8x *out);
-/* One row of n_blocks Q8_0 or Q4_0 blocks against quantized x. */
+/* One row against quantized x; n_blocks counts blocks of 32 (n_in / 32) for every type. */
 typedef float (*oc_dot_q8x_fn)(const void *w_row, const oc_q8x *x, int64_t n_blocks);
 /* n_rows (<= q8_nr) rows, n_blocks blocks each, rows row_bytes apart -> one micro-panel. */
 typedef void (*oc_pack_q8_fn)(const void *w, size_t row_bytes, int n_rows, int64_t n_blocks, void *panel);
@@ -95,12 +96,14 @@ float oc_mm_avx2_dot_f32_q8_0(const void *w_row, const float *x, int64_t n);
 float oc_mm_avx2_dot_f32_q4_0(const void *w_row, const float *x, int64_t n);
 float oc_mm_avx2_dot_q8_0(const void *w_row, const oc_q8x *x, int64_t n_blocks);
 float oc_mm_avx2_dot_q4_0(const void *w_row, const oc_q8x *x, int64_t n_blocks);
+float oc_mm_avx2_dot_q4_k(const void *w_row, const oc_q8x *x, int64_t n_blocks);
+float oc_mm_avx2_dot_q6_k(const void *w_row, const oc_q8x *x, int64_t n_blocks);
 /* Table initializers for the fields both x86 tables share. */
 #define OC_MM_AVX2_TO_F32 { oc_dequant_f32, oc_mm_avx2_to_f32_f16, oc_mm_avx2_to_f32_bf16, oc_mm_avx2_to_f32_q8_0, \
                             oc_mm_avx2_to_f32_q4_0, oc_mm_avx2_to_f32_q4_k, oc_mm_avx2_to_f32_q6_k }
 #define OC_MM_AVX2_DOT_F32 { oc_mm_avx2_dot_f32, oc_mm_avx2_dot_f16, oc_mm_avx2_dot_bf16, oc_mm_avx2_dot_f32_q8_0, \
                              oc_mm_avx2_dot_f32_q4_0, NULL, NULL }
-#define OC_MM_AVX2_DOT_Q8X { oc_mm_avx2_dot_q8_0, oc_mm_avx2_dot_q4_0 }
+#define OC_MM_AVX2_DOT_Q8X { oc_mm_avx2_dot_q8_0, oc_mm_avx2_dot_q4_0, oc_mm_avx2_dot_q4_k, oc_mm_avx2_dot_q6_k }
 
 /* Per-ISA tables; NULL when the table needs CPU features this CPU lacks. */
 const oc_matmul_kernels *oc_matmul_kernels_scalar(void);

@@ -330,11 +330,11 @@ static const oc_matmul_kernels table = {
     .q8_nr = Q8_NR,
     .q8_group = Q8_GROUP,
     .quantize_q8x = oc_mm_quantize_q8x_scalar,
-    .dot_q8x = { dot_q8_0, dot_q4_0 },
-    .pack_q8 = { pack_q8_0, pack_q4_0 },
-    .gemm_q8 = { gemm_q8_0, gemm_q4_0 },
-    .int8_gemm = { 0, 0 },
-    .int8_gemv = { 1, 1 },
+    .dot_q8x = { dot_q8_0, dot_q4_0, NULL, NULL },
+    .pack_q8 = { pack_q8_0, pack_q4_0, NULL, NULL },
+    .gemm_q8 = { gemm_q8_0, gemm_q4_0, NULL, NULL },
+    .int8_gemm = { 0, 0, 0, 0 },
+    .int8_gemv = { 1, 1, 0, 0 },
 };
 
 const oc_matmul_kernels *oc_matmul_kernels_neon(const oc_cpu_features *cpu) {

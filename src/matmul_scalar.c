@@ -125,6 +125,50 @@ static float dot_q8x(int i8_type, const void *w_row, const oc_q8x *x, int64_t n_
 static float dot_q8_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) { return dot_q8x(OC_MM_I8_Q8_0, w_row, x, n_blocks); }
 static float dot_q4_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) { return dot_q8x(OC_MM_I8_Q4_0, w_row, x, n_blocks); }
 
+static float dot_q4_k(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
+    const oc_block_q4_k *b = w_row;
+    float acc = 0;
+    for (int64_t i = 0; i < n_blocks / 8; i++, b++, x += 8) {
+        float d = oc_f16_to_f32(b->d), dmin = oc_f16_to_f32(b->dmin);
+        /* sub-block j = x block j: sum (d sc q - dmin m) x = d sc dx sum(q xq) - dmin m dx sum(xq) */
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *q = b->qs + 32 * (j / 2);
+            int sc, m;
+            oc_q4_k_scale_min(b->scales, j, &sc, &m);
+            int32_t s = 0;
+            for (int l = 0; l < 32; l++) s += ((j & 1) ? q[l] >> 4 : q[l] & 0xF) * x[j].qs[l];
+            acc += (d * (float)sc * x[j].d) * (float)s - (dmin * (float)m * x[j].d) * (float)x[j].sum;
+        }
+    }
+    return acc;
+}
+
+static float dot_q6_k(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
+    const oc_block_q6_k *b = w_row;
+    float acc = 0;
+    for (int64_t i = 0; i < n_blocks / 8; i++, b++) {
+        float d = oc_f16_to_f32(b->d);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
+            const int8_t *sc = b->scales + 8 * h;
+            /* part p of the half is elements 32p..32p+31 (x block 8i + 4h + p); 16 per scale */
+            for (int p = 0; p < 4; p++) {
+                const oc_q8x *xb = x + 8 * i + 4 * h + p;
+                for (int e = 0; e < 2; e++) {
+                    int32_t s = 0;
+                    for (int l = 16 * e; l < 16 * e + 16; l++) {
+                        int lo = p & 1 ? ql[l + 32] : ql[l];
+                        int q = (p < 2 ? lo & 0xF : lo >> 4) | (((qh[l] >> (2 * p)) & 3) << 4);
+                        s += (q - 32) * xb->qs[l];
+                    }
+                    acc += (d * (float)sc[e + 2 * p] * xb->d) * (float)s;
+                }
+            }
+        }
+    }
+    return acc;
+}
+
 static void gemm_q8(int i8_type, int mr, int64_t n_blocks, const oc_q8x *x, size_t x_stride_blocks,
                     const void *panel, float *y, size_t y_stride, int accumulate) {
     const size_t rec_bytes = OC_MM_Q8_RECORD_BYTES(Q8_GROUP);
@@ -168,11 +212,11 @@ static const oc_matmul_kernels table = {
     .q8_nr = Q8_GROUP,
     .q8_group = Q8_GROUP,
     .quantize_q8x = oc_mm_quantize_q8x_scalar,
-    .dot_q8x = { dot_q8_0, dot_q4_0 },
-    .pack_q8 = { pack_q8_0, pack_q4_0 },
-    .gemm_q8 = { gemm_q8_0, gemm_q4_0 },
-    .int8_gemm = { 0, 0 },
-    .int8_gemv = { 0, 0 },
+    .dot_q8x = { dot_q8_0, dot_q4_0, dot_q4_k, dot_q6_k },
+    .pack_q8 = { pack_q8_0, pack_q4_0, NULL, NULL },
+    .gemm_q8 = { gemm_q8_0, gemm_q4_0, NULL, NULL },
+    .int8_gemm = { 0, 0, 0, 0 },
+    .int8_gemv = { 0, 0, 0, 0 },
 };
 
 const oc_matmul_kernels *oc_matmul_kernels_scalar(void) { return &table; }

@@ -286,6 +286,16 @@ static int64_t pick_n_in(check_rng *r, int32_t dtype) {
     return pick(r, b256, 3);
 }
 
+/* Whether a forced path must use the int8 kernels: Q8_0 / Q4_0 always (every table has them), Q4_K /
+ * Q6_K for GEMV (n_tok < 4) where the table has their dot products. */
+static int expect_int8(const oc_matmul_kernels *k, oc_matmul_path path, int32_t dtype, int64_t n_tok) {
+    if (path != OC_MATMUL_INT8) return 0;
+    if (dtype == OC_DTYPE_Q8_0 || dtype == OC_DTYPE_Q4_0) return 1;
+    if (dtype == OC_DTYPE_Q4_K) return n_tok < 4 && k->dot_q8x[OC_MM_I8_Q4_K] != NULL;
+    if (dtype == OC_DTYPE_Q6_K) return n_tok < 4 && k->dot_q8x[OC_MM_I8_Q6_K] != NULL;
+    return 0;
+}
+
 /* One random case: returns 0 on failure (already reported). */
 static int run_case(const oc_matmul_kernels *k, oc_pool *pool, oc_matmul_path path, int32_t dtype, int64_t n_in,
                     int64_t n_out, int64_t n_tok, int use_bias, size_t x_pad, size_t y_pad, size_t row_pad, check_rng *r) {
@@ -314,7 +324,7 @@ static int run_case(const oc_matmul_kernels *k, oc_pool *pool, oc_matmul_path pa
         goto done;
     }
     int int8 = oc_matmul_uses_int8(ctx, &t.w, n_tok);
-    CHECK(int8 == (path == OC_MATMUL_INT8 && (dtype == OC_DTYPE_Q8_0 || dtype == OC_DTYPE_Q4_0)) || path == OC_MATMUL_AUTO);
+    if (path != OC_MATMUL_AUTO) CHECKF(int8 == expect_int8(k, path, dtype, n_tok), "%s: int8 path %d", what, int8);
     ok = check_y(what, &t, x, xs, y, ys, n_tok, use_bias ? bias : NULL, int8);
     /* the padding between Y rows is not ours: it must still hold the poison */
     for (int64_t tt = 0; tt < n_tok && ok; tt++)
@@ -338,7 +348,7 @@ static void test_matmul_random(void) {
         n_tables_run++;
         for (size_t ti = 0; ti < OC_ARRAY_LEN(all_types); ti++) {
             int32_t dtype = all_types[ti];
-            int has_int8 = dtype == OC_DTYPE_Q8_0 || dtype == OC_DTYPE_Q4_0;
+            int has_int8 = oc_dtype_get(dtype)->block_elems > 1;   /* every quantized type */
             for (int p = 0; p < (has_int8 ? 2 : 1); p++) {
                 oc_matmul_path path = p ? OC_MATMUL_INT8 : OC_MATMUL_FLOAT;
                 int n_fail = 0;
@@ -348,8 +358,9 @@ static void test_matmul_random(void) {
                     if (!run_case(k, NULL, path, dtype, n_in, n_out, n_tok, c % 2, pad ? 5 : 0, pad ? 3 : 0, pad ? 4 : 0, &r))
                         n_fail++;
                 }
-                /* more tokens than one GEMM task holds, more outputs than one task */
+                /* more tokens than one GEMM task holds, more outputs than one task; and a GEMV */
                 if (!n_fail) run_case(k, NULL, path, dtype, pick_n_in(&r, dtype), 70, 300, 1, 0, 0, 0, &r);
+                if (!n_fail) run_case(k, NULL, path, dtype, pick_n_in(&r, dtype), 33, 1, 1, 0, 0, 0, &r);
             }
         }
     }
@@ -394,7 +405,7 @@ static void test_thread_determinism(void) {
         if (!k) continue;
         for (size_t ti = 0; ti < OC_ARRAY_LEN(all_types); ti++) {
             int32_t dtype = all_types[ti];
-            int has_int8 = dtype == OC_DTYPE_Q8_0 || dtype == OC_DTYPE_Q4_0;
+            int has_int8 = oc_dtype_get(dtype)->block_elems > 1;   /* every quantized type */
             for (int p = 0; p < (has_int8 ? 2 : 1); p++) {
                 static const int64_t toks[] = { 1, 3, 70, 300 };
                 for (int c = 0; c < 4; c++) {
