@@ -13,6 +13,9 @@
 #include <math.h>
 #include <string.h>
 
+/* Sections: dequantizers (to_f32_*), GEMV dot products (float path), float GEMM (packing, 6x16 tile),
+ * int8 path (X quantizer, dot products incl. Q4_K / Q6_K, packer, 4x8 tile), the table. */
+
 #define MR 6
 #define NR 16
 #define Q8_MR 4

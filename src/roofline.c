@@ -10,15 +10,15 @@
 
 /* portable FMA loop: a*b+c in C (two operations unless the compiler contracts them) */
 static float fma_scalar(int64_t n_iter, int *lanes) {
-    float acc[OC_ROOFLINE_CHAINS];
+    /* chains written out, as in roofline_avx2.c */
     const float m = 0.999f, a = 1e-3f;
-    for (int c = 0; c < OC_ROOFLINE_CHAINS; c++) acc[c] = (float)c;
-    for (int64_t i = 0; i < n_iter; i++)
-        for (int c = 0; c < OC_ROOFLINE_CHAINS; c++) acc[c] = acc[c] * m + a;
-    float s = 0;
-    for (int c = 0; c < OC_ROOFLINE_CHAINS; c++) s += acc[c];
+    float c0 = 0, c1 = 1, c2 = 2, c3 = 3, c4 = 4, c5 = 5, c6 = 6, c7 = 7, c8 = 8, c9 = 9, c10 = 10, c11 = 11;
+    for (int64_t i = 0; i < n_iter; i++) {
+        c0 = c0 * m + a; c1 = c1 * m + a; c2 = c2 * m + a; c3 = c3 * m + a; c4 = c4 * m + a; c5 = c5 * m + a;
+        c6 = c6 * m + a; c7 = c7 * m + a; c8 = c8 * m + a; c9 = c9 * m + a; c10 = c10 * m + a; c11 = c11 * m + a;
+    }
     *lanes = 1;
-    return s;
+    return c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7 + c8 + c9 + c10 + c11;
 }
 
 typedef float (*fma_loop_fn)(int64_t n_iter, int *lanes);
