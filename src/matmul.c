@@ -10,6 +10,7 @@
 #include "matmul_kern.h"
 
 #include "dtype.h"
+#include "isa_built.h"
 
 #include <string.h>
 
@@ -42,13 +43,13 @@ const oc_matmul_kernels *oc_matmul_kernels_for(oc_isa isa) {
     if (!oc_isa_runs(isa, &cpu)) return NULL;
     switch (isa) {
     case OC_ISA_SCALAR: return oc_matmul_kernels_scalar();
-#if OC_HAVE_AVX2_KERNELS
+#if OC_BUILT_AVX2
     case OC_ISA_AVX2: return oc_matmul_kernels_avx2();
 #endif
-#if OC_HAVE_AVX512_KERNELS
+#if OC_BUILT_AVX512
     case OC_ISA_AVX512: return oc_matmul_kernels_avx512(&cpu);
 #endif
-#if OC_HAVE_NEON_KERNELS
+#if OC_BUILT_NEON
     case OC_ISA_NEON: return oc_matmul_kernels_neon(&cpu);
 #endif
     default: return NULL;

@@ -2,6 +2,8 @@
  * logic; the FMA loops themselves live in roofline_<isa>.c. */
 #include "roofline.h"
 
+#include "isa_built.h"
+
 #include <string.h>
 
 #define COPY_BYTES ((size_t)256 << 20)   /* per buffer: 8x the 32 MiB L3 of the reference machines */
@@ -26,13 +28,13 @@ typedef float (*fma_loop_fn)(int64_t n_iter, int *lanes);
 static fma_loop_fn fma_loop_for(oc_isa isa) {
     switch (isa) {
     case OC_ISA_SCALAR: return fma_scalar;
-#if OC_HAVE_AVX2_KERNELS
+#if OC_BUILT_AVX2
     case OC_ISA_AVX2: return oc_roofline_fma_avx2;
 #endif
-#if OC_HAVE_AVX512_KERNELS
+#if OC_BUILT_AVX512
     case OC_ISA_AVX512: return oc_roofline_fma_avx512;
 #endif
-#if OC_HAVE_NEON_KERNELS
+#if OC_BUILT_NEON
     case OC_ISA_NEON: return oc_roofline_fma_neon;
 #endif
     default: return NULL;
