@@ -389,30 +389,44 @@ float oc_mm_avx2_dot_q4_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) 
     return dot_q8x_row(OC_MM_I8_Q4_0, w_row, x, n_blocks);
 }
 
+/* The 8 (scale, min) pairs of a Q4_K block (packing in quant.h oc_q4_k_scale_min) as two vectors of
+ * 8 floats, with 32-bit word operations: sub-blocks 0-3 keep 6 bits in bytes 0-3 / 4-7; 4-7 take the
+ * low 4 bits from bytes 8-11 and the top 2 bits of bytes 0-3 / 4-7. */
+INLINE void q4_k_scales(const uint8_t *s, __m256 *sc, __m256 *mn) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s, 4);
+    memcpy(&u1, s + 4, 4);
+    memcpy(&u2, s + 8, 4);
+    uint32_t sc_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
+    uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
+    uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
+    __m128i v = _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo);
+    *sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+    *mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
+}
+
 /* Q4_K: per sub-block j (= x block j) d sc_j dx_j sum(q xq) - dmin m_j dx_j sum(xq); the nibbles are
  * unsigned, so vpmaddubsw takes them directly. The min terms of a super-block form one 8-lane FMA. */
 float oc_mm_avx2_dot_q4_k(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
     const oc_block_q4_k *b = w_row;
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, mins = acc0;
+    _Alignas(32) float dsc[8];
     for (int64_t i = 0; i < n_blocks / 8; i++, b++, x += 8) {
-        float d = f16(b->d), dmin = f16(b->dmin), dsc[8], dm[8];
-        for (int j = 0; j < 8; j++) {
-            int sc, m;
-            oc_q4_k_scale_min(b->scales, j, &sc, &m);
-            dsc[j] = d * (float)sc * x[j].d;
-            dm[j] = dmin * (float)m * x[j].d;
-        }
+        __m256 sc, mn;
+        q4_k_scales(b->scales, &sc, &mn);
+        __m256 dx = _mm256_setr_ps(x[0].d, x[1].d, x[2].d, x[3].d, x[4].d, x[5].d, x[6].d, x[7].d);
         __m256 sumx = _mm256_cvtepi32_ps(_mm256_setr_epi32(x[0].sum, x[1].sum, x[2].sum, x[3].sum, x[4].sum, x[5].sum,
                                                            x[6].sum, x[7].sum));
-        mins = _mm256_fmadd_ps(_mm256_loadu_ps(dm), sumx, mins);
+        _mm256_store_ps(dsc, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16(b->d)), sc), dx));
+        mins = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16(b->dmin)), mn), dx), sumx, mins);
         for (int g = 0; g < 4; g++) {
             __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * g));
             __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), load_x32(&x[2 * g])), ones);
             __m256i p1 = _mm256_madd_epi16(
                 _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), load_x32(&x[2 * g + 1])), ones);
-            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(dsc[2 * g]), acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(dsc[2 * g + 1]), acc1);
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_broadcast_ss(&dsc[2 * g]), acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_broadcast_ss(&dsc[2 * g + 1]), acc1);
         }
     }
     return hsum(_mm256_add_ps(acc0, acc1)) - hsum(mins);
