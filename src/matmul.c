@@ -229,8 +229,12 @@ typedef struct tile {
 
 static float *tile_begin(tile *t, int accumulate) {
     if (t->width == t->kernel_width) return t->y;
-    if (accumulate)
-        for (int i = 0; i < t->mr; i++) memcpy(t->buf + (size_t)i * (size_t)t->kernel_width, t->y + (size_t)i * t->y_stride, (size_t)t->width * sizeof(float));
+    if (accumulate)   /* the running sums, and zeros (not stale scratch) in the columns beyond Y */
+        for (int i = 0; i < t->mr; i++) {
+            float *row = t->buf + (size_t)i * (size_t)t->kernel_width;
+            memcpy(row, t->y + (size_t)i * t->y_stride, (size_t)t->width * sizeof(float));
+            memset(row + t->width, 0, (size_t)(t->kernel_width - t->width) * sizeof(float));
+        }
     return t->buf;
 }
 
