@@ -489,7 +489,7 @@ void oc_mm_avx2_pack_q8(int i8_type, int group, unsigned xor_q, const void *w, s
                 __m256i q = i8_type == OC_MM_I8_Q8_0 ? _mm256_loadu_si256((const __m256i *)(blk + 2)) : unpack_nibbles(blk + 2);
                 r[j] = _mm256_castsi256_ps(_mm256_xor_si256(q, flip));
             }
-            transpose8_store(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], (float *)(rec + 4 * (size_t)group) + 8 * h,
+            transpose8_store(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], (float *)(rec + OC_MM_Q8_Q_OFFSET(group)) + 8 * h,
                              (size_t)group);
         }
     }
@@ -517,7 +517,7 @@ INLINE void gemm_q8_tile(const int i8_type, const int mr, int64_t n_blocks, cons
     ROWS4(Q8_LOAD)
     for (int64_t b = 0; b < n_blocks; b++) {
         const unsigned char *rec = panel + (size_t)b * rec_bytes;
-        const __m256i *q = (const __m256i *)(rec + 4 * Q8_GROUP);
+        const __m256i *q = (const __m256i *)(rec + OC_MM_Q8_Q_OFFSET(Q8_GROUP));
         __m256i is0 = _mm256_setzero_si256(), is1 = is0, is2 = is0, is3 = is0;
         for (int s = 0; s < OC_QK / 4; s++) {
             __m256i w = _mm256_load_si256(q + s);

@@ -110,7 +110,7 @@ INLINE void gemm_q8_tile(const int i8_type, const int mr, int64_t n_blocks, cons
     ROWS8(Q8_LOAD)
     for (int64_t b = 0; b < n_blocks; b++) {
         const unsigned char *rec = panel + (size_t)b * rec_bytes;
-        const __m512i *q = (const __m512i *)(rec + 4 * Q8_GROUP);
+        const __m512i *q = (const __m512i *)(rec + OC_MM_Q8_Q_OFFSET(Q8_GROUP));
         __m512i is0 = zero, is1 = zero, is2 = zero, is3 = zero, is4 = zero, is5 = zero, is6 = zero, is7 = zero;
         for (int s = 0; s < OC_QK / 4; s++) {
             __m512i w = _mm512_load_si512(q + s);
@@ -158,7 +158,7 @@ INLINE VNNI void gemm_q8_tile_vnni(const int i8_type, const int mr, int64_t n_bl
     ROWS8(Q8_LOAD)
     for (int64_t b = 0; b < n_blocks; b++) {
         const unsigned char *rec = panel + (size_t)b * rec_bytes;
-        const __m512i *q = (const __m512i *)(rec + 4 * Q8_GROUP);
+        const __m512i *q = (const __m512i *)(rec + OC_MM_Q8_Q_OFFSET(Q8_GROUP));
         __m512i is0 = zero, is1 = zero, is2 = zero, is3 = zero, is4 = zero, is5 = zero, is6 = zero, is7 = zero;
         for (int s = 0; s < OC_QK / 4; s++) {
             __m512i w = _mm512_load_si512(q + s);

@@ -34,7 +34,8 @@ typedef struct oc_q8x {
  * where the stored value is what the table's gemm_q8 multiplies: by default Q8_0 as signed bytes and
  * Q4_0 as its unsigned nibble 0..15 (x86 VNNI tables store Q8_0 as w + 128, see matmul_avx512.c).
  * A record is G * 36 bytes; a micro-panel of nr outputs is nr/G groups, each n_blocks records. */
-#define OC_MM_Q8_RECORD_BYTES(group) ((size_t)(group) * 36)
+#define OC_MM_Q8_Q_OFFSET(group) ((size_t)(group) * 4)
+#define OC_MM_Q8_RECORD_BYTES(group) (OC_MM_Q8_Q_OFFSET(group) + (size_t)(group) * 32)
 
 typedef float (*oc_dot_f32_fn)(const void *w_row, const float *x, int64_t n);
 /* rows: n_rows (<= nr) rows of kc floats, ld floats apart -> panel[k * nr + j]; j >= n_rows is 0. */

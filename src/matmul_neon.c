@@ -260,7 +260,7 @@ INLINE void gemm_q8_tile(const int i8_type, const int mr, int64_t n_blocks, cons
     ROWS4(Q8_LOAD)
     for (int64_t b = 0; b < n_blocks; b++) {
         const unsigned char *r0 = panel + (size_t)b * rec_bytes, *r1 = r0 + group_stride;
-        const int8_t *q0 = (const int8_t *)(r0 + 4 * Q8_GROUP), *q1 = (const int8_t *)(r1 + 4 * Q8_GROUP);
+        const int8_t *q0 = (const int8_t *)(r0 + OC_MM_Q8_Q_OFFSET(Q8_GROUP)), *q1 = (const int8_t *)(r1 + OC_MM_Q8_Q_OFFSET(Q8_GROUP));
         const int32x4_t zi = vdupq_n_s32(0);
         int32x4_t l00 = zi, h00 = zi, l01 = zi, h01 = zi, l10 = zi, h10 = zi, l11 = zi, h11 = zi;
         int32x4_t l20 = zi, h20 = zi, l21 = zi, h21 = zi, l30 = zi, h30 = zi, l31 = zi, h31 = zi;

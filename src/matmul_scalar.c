@@ -92,7 +92,7 @@ void oc_mm_pack_q8_generic(int i8_type, int group, int nr, unsigned xor_q, const
         for (int64_t b = 0; b < n_blocks; b++) {
             unsigned char *rec = (unsigned char *)panel + ((size_t)g * (size_t)n_blocks + (size_t)b) * rec_bytes;
             float *d = (float *)rec;
-            unsigned char *q = rec + 4 * (size_t)group;
+            unsigned char *q = rec + OC_MM_Q8_Q_OFFSET(group);
             for (int j = 0; j < group; j++) {
                 int row = g * group + j;
                 int8_t v[OC_QK] = { 0 };
@@ -179,7 +179,7 @@ static void gemm_q8(int i8_type, int mr, int64_t n_blocks, const oc_q8x *x, size
         for (int64_t b = 0; b < n_blocks; b++) {
             const unsigned char *rec = (const unsigned char *)panel + (size_t)b * rec_bytes;
             const float *d = (const float *)rec;
-            const int8_t *q = (const int8_t *)(rec + 4 * Q8_GROUP);
+            const int8_t *q = (const int8_t *)(rec + OC_MM_Q8_Q_OFFSET(Q8_GROUP));
             for (int j = 0; j < Q8_GROUP; j++) {
                 int32_t s = 0;
                 for (int st = 0; st < OC_QK / 4; st++)
