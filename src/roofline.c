@@ -84,6 +84,17 @@ double oc_roofline_fma_gflops(oc_pool *pool, oc_isa isa) {
     return best * 1e-9;
 }
 
+double oc_roofline_fma_run(oc_isa isa, int64_t n_iter) {
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    fma_loop_fn fn = fma_loop_for(isa);
+    if (!fn || !oc_isa_runs(isa, &cpu)) return 0;
+    int lanes;
+    volatile float sink = fn(n_iter, &lanes);
+    (void)sink;
+    return 2.0 * OC_ROOFLINE_CHAINS * (double)lanes * (double)n_iter;
+}
+
 typedef struct copy_job {
     unsigned char *dst;
     const unsigned char *src;
