@@ -247,8 +247,9 @@ int bench_matmul(int argc, char **argv) {
         if (dtype < 0) { fprintf(stderr, "bench matmul: unknown type '%s'\n", tok); rc = 2; break; }
         rc = run_type(&b, dtype);
     }
-    printf("('auto': the path OC_MATMUL_AUTO takes for that shape; 'best of pk': the fastest repetition; ratio: time /\n"
-           " floor, floor = W bytes / copy bandwidth)\n");
+    if (rc == 0)
+        printf("('auto': the path OC_MATMUL_AUTO takes for that shape; 'best of pk': the fastest repetition; ratio: time /\n"
+               " floor, floor = W bytes / copy bandwidth)\n");
 done:
     oc_matmul_ctx_close(b.ctx);
     oc_pool_close(pool);
