@@ -227,6 +227,13 @@ typedef struct tile {
     float *buf;
 } tile;
 
+/* The tile of mr tokens from t and outputs from j0 (up to o1) for a kernel kernel_width wide. */
+static tile tile_at(const call *c, int64_t t, int64_t j0, int mr, int64_t o1, int kernel_width, float *buf) {
+    tile tl = { c->y + (size_t)t * c->y_stride + (size_t)j0, c->y_stride, mr, (int)OC_MIN((int64_t)kernel_width, o1 - j0),
+                kernel_width, buf };
+    return tl;
+}
+
 static float *tile_begin(tile *t, int accumulate) {
     if (t->width == t->kernel_width) return t->y;
     if (accumulate)   /* the running sums, and zeros (not stale scratch) in the columns beyond Y */
@@ -243,12 +250,24 @@ static void tile_end(const tile *t) {
     for (int i = 0; i < t->mr; i++) memcpy(t->y + (size_t)i * t->y_stride, t->buf + (size_t)i * (size_t)t->kernel_width, (size_t)t->width * sizeof(float));
 }
 
+/* The outputs [o0, o1) and tokens [t0, t1) GEMM task `task` owns. */
+typedef struct box { int64_t o0, o1, t0, t1; } box;
+
+static box task_box(const call *c, int64_t task) {
+    box b;
+    b.o0 = (task % c->n_out_tasks) * TASK_OUT;
+    b.o1 = OC_MIN(b.o0 + TASK_OUT, c->w->n_out);
+    b.t0 = (task / c->n_out_tasks) * c->task_tok;
+    b.t1 = OC_MIN(b.t0 + c->task_tok, c->n_tok);
+    return b;
+}
+
 static void gemm_f32_task(void *arg, int64_t task, int thread) {
     const call *c = arg;
     const oc_matmul_kernels *k = c->k;
     const oc_weight *w = c->w;
-    int64_t o0 = (task % c->n_out_tasks) * TASK_OUT, o1 = OC_MIN(o0 + TASK_OUT, w->n_out);
-    int64_t t0 = (task / c->n_out_tasks) * c->task_tok, t1 = OC_MIN(t0 + c->task_tok, c->n_tok);
+    box bx = task_box(c, task);
+    int64_t o0 = bx.o0, o1 = bx.o1, t0 = bx.t0, t1 = bx.t1;
     unsigned char *s = thread_scratch(c, thread);
     float *rows = (float *)(s + c->ctx->rows_off), *panel = (float *)(s + c->ctx->panel_off);
     float *tbuf = (float *)(s + c->ctx->tile_off);
@@ -265,8 +284,7 @@ static void gemm_f32_task(void *arg, int64_t task, int thread) {
         for (int64_t t = t0; t < t1; t += k->mr) {
             int mr = (int)OC_MIN((int64_t)k->mr, t1 - t);
             for (int64_t j0 = o0; j0 < o1; j0 += k->nr) {
-                tile tl = { c->y + (size_t)t * c->y_stride + (size_t)j0, c->y_stride, mr,
-                            (int)OC_MIN((int64_t)k->nr, o1 - j0), k->nr, tbuf };
+                tile tl = tile_at(c, t, j0, mr, o1, k->nr, tbuf);
                 float *yt = tile_begin(&tl, k0 > 0);
                 k->gemm_f32(mr, kc, c->x + (size_t)t * c->x_stride + (size_t)k0, c->x_stride,
                             panel + (size_t)(j0 - o0) * KC, yt, yt == tl.y ? c->y_stride : (size_t)k->nr, k0 > 0);
@@ -281,8 +299,8 @@ static void gemm_q8_task(void *arg, int64_t task, int thread) {
     const call *c = arg;
     const oc_matmul_kernels *k = c->k;
     const oc_weight *w = c->w;
-    int64_t o0 = (task % c->n_out_tasks) * TASK_OUT, o1 = OC_MIN(o0 + TASK_OUT, w->n_out);
-    int64_t t0 = (task / c->n_out_tasks) * c->task_tok, t1 = OC_MIN(t0 + c->task_tok, c->n_tok);
+    box bx = task_box(c, task);
+    int64_t o0 = bx.o0, o1 = bx.o1, t0 = bx.t0, t1 = bx.t1;
     unsigned char *s = thread_scratch(c, thread);
     unsigned char *panel = s + c->ctx->panel_off;
     float *tbuf = (float *)(s + c->ctx->tile_off);
@@ -296,8 +314,7 @@ static void gemm_q8_task(void *arg, int64_t task, int thread) {
         for (int64_t t = t0; t < t1; t += k->q8_mr) {
             int mr = (int)OC_MIN((int64_t)k->q8_mr, t1 - t);
             for (int64_t j0 = o0; j0 < o1; j0 += k->q8_nr) {
-                tile tl = { c->y + (size_t)t * c->y_stride + (size_t)j0, c->y_stride, mr,
-                            (int)OC_MIN((int64_t)k->q8_nr, o1 - j0), k->q8_nr, tbuf };
+                tile tl = tile_at(c, t, j0, mr, o1, k->q8_nr, tbuf);
                 float *yt = tile_begin(&tl, b0 > 0);
                 k->gemm_q8[c->i8_type](mr, nb, c->ctx->xq + (size_t)t * (size_t)c->n_blocks + (size_t)b0, (size_t)c->n_blocks,
                                        panel + (size_t)((j0 - o0) / k->q8_nr) * micro_panel_bytes, yt,
