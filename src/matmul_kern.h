@@ -4,7 +4,8 @@
  * Float path: the driver dequantizes nr rows x kc columns of W to f32 (to_f32), packs them k-major
  * into a panel (pack_f32: panel[k][0..nr)) and runs gemm_f32, which broadcasts X[t][k] against the
  * panel's vector of nr outputs for mr tokens at a time.
- * Int8 path (Q8_0, Q4_0): X is quantized once per call to oc_q8x blocks; W blocks are packed into
+ * Int8 path (Q8_0, Q4_0; for Q4_K / Q6_K only GEMV dot products): X is quantized once per call to
+ * oc_q8x blocks; for the GEMM, W blocks are packed into
  * groups of `q8_group` outputs with 4 consecutive k per output side by side (the operand shape of
  * x86 vpmaddubsw/vpdpbusd and Arm sdot), and gemm_q8 accumulates integer dots per block of 32,
  * scaled by d_w * d_x in f32. */
