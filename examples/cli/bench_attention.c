@@ -6,12 +6,14 @@
  *  (b) vision layer, 16 heads, d 80, 4096 patches, bidirectional (and d 72 at 1024 patches);
  *  (c) decode, one query against 16384 keys, 12 / 2 heads, d 128.
  * Useful FLOPs = 4 * d per kept (query, key) pair (halved by causality, as the anchors count them).
- * The FMA loop here is a stand-in for src/roofline.h's oc_roofline_fma_gflops (another branch). */
+ * The peak comes from src/roofline.h, the same measurement `ocellus bench matmul` reports. */
 #include "attn.h"
+#include "bench.h"
 #include "cli.h"
 #include "isa.h"
 #include "layout.h"
 #include "pool.h"
+#include "roofline.h"
 #include "port.h"
 #include "f16.h"
 
@@ -20,73 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-/* ---- FP32 FMA peak ------------------------------------------------------------------------------ */
-
-#define FMA_CHAINS 12   /* independent accumulators: more than latency x pipes on current cores */
-
-typedef struct fma_ctx { int64_t iters; int use_avx2; float sink[1024]; } fma_ctx;
-
-#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define BENCH_HAVE_AVX2_FMA 1
-__attribute__((target("avx2,fma"))) static float fma_loop_avx2(int64_t iters) {
-    __m256 acc[FMA_CHAINS];
-    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-    for (int k = 0; k < FMA_CHAINS; k++) acc[k] = _mm256_set1_ps((float)k);
-    for (int64_t i = 0; i < iters; i++) {
-        _Pragma("GCC unroll 16")   /* registers, not memory: unroll over the chains */
-        for (int k = 0; k < FMA_CHAINS; k++) acc[k] = _mm256_fmadd_ps(acc[k], m, c);
-    }
-    __m256 s = acc[0];
-    for (int k = 1; k < FMA_CHAINS; k++) s = _mm256_add_ps(s, acc[k]);
-    float out[8];
-    _mm256_storeu_ps(out, s);
-    return out[0];
-}
-#else
-#define BENCH_HAVE_AVX2_FMA 0
-static float fma_loop_avx2(int64_t iters) { (void)iters; return 0.0f; }
-#endif
-
-/* Portable fallback: 12 scalar chains (a lower bound where no SIMD version exists). */
-static float fma_loop_scalar(int64_t iters) {
-    float acc[FMA_CHAINS];
-    for (int k = 0; k < FMA_CHAINS; k++) acc[k] = (float)k;
-    for (int64_t i = 0; i < iters; i++) {
-        _Pragma("GCC unroll 16")
-        for (int k = 0; k < FMA_CHAINS; k++) acc[k] = acc[k] * 0.999999f + 1e-7f;
-    }
-    float s = 0;
-    for (int k = 0; k < FMA_CHAINS; k++) s += acc[k];
-    return s;
-}
-
-static void fma_task(void *ctx, int64_t task, int thread) {
-    fma_ctx *f = ctx;
-    (void)thread;
-    f->sink[task % 1024] = f->use_avx2 ? fma_loop_avx2(f->iters) : fma_loop_scalar(f->iters);
-}
-
-/* GFLOP/s of n_threads threads each running the FMA loop; best of 10 short runs (the best one is
- * the least disturbed by other processes). */
-static double fma_peak_gflops(oc_pool *pool, int n_threads, int *simd_width) {
-    oc_cpu_features cpu;
-    oc_port_cpu_features(&cpu);
-    static fma_ctx f;
-    f.use_avx2 = BENCH_HAVE_AVX2_FMA && cpu.avx2 && cpu.fma;
-    *simd_width = f.use_avx2 ? 8 : 1;
-    f.iters = f.use_avx2 ? 4000000 : 400000;
-    double best = 0;
-    for (int rep = 0; rep < 10; rep++) {
-        uint64_t t0 = oc_port_now_ns();
-        oc_pool_run(pool, n_threads, fma_task, &f);
-        double s = (double)(oc_port_now_ns() - t0) * 1e-9;
-        double flops = 2.0 * FMA_CHAINS * (*simd_width) * (double)f.iters * n_threads;
-        if (flops / s / 1e9 > best) best = flops / s / 1e9;
-    }
-    return best;
-}
 
 /* ---- attention cases --------------------------------------------------------------------------------- */
 
@@ -332,10 +267,12 @@ int bench_attention(int argc, char **argv) {
     oc_error err;
     if (oc_pool_open(&pool, n_threads, NULL, &err) != OC_OK) { fprintf(stderr, "bench attention: %s\n", err.message); return 1; }
     n_threads = oc_pool_n_threads(pool);
-    int width;
-    double peak = fma_peak_gflops(pool, n_threads, &width);
+    /* The peak on the best ISA of this CPU (the roof), whatever --isa picks for the kernels. */
+    oc_isa roof_isa = oc_isa_best(&cpu);
+    double peak = oc_roofline_fma_gflops(pool, roof_isa);
     printf("attention bench: cpu %s, %d threads, kernels %s, K/V f16\n", cpu.vendor, n_threads, oc_attn_kernels_name(isa));
-    printf("FP32 FMA peak (%d-wide FMA loop, %d chains/thread): %.1f GFLOP/s\n\n", width, FMA_CHAINS, peak);
+    printf("FP32 FMA peak (%s FMA loop, %d chains/thread): %.1f GFLOP/s\n\n", oc_isa_name(roof_isa),
+           OC_ROOFLINE_CHAINS, peak);
     printf("| %-36s | %-13s | %9s | %8s | %7s | %5s | %5s |\n", "case", "n_q x n_kv", "time ms", "GFLOP", "GFLOP/s",
            "peak", "cpu");
     printf("|--------------------------------------|---------------|-----------|----------|---------|-------|-------|\n");
@@ -351,7 +288,7 @@ int bench_attention(int argc, char **argv) {
     if (ok && strchr(only, 'b'))   /* ggml runs head dims that are not a multiple of 16 on a scalar path */
         ok = bench_vision(pool, n_threads, isa, peak, reps, 1024, 72, "(b) head dim 72, 1024 patches");
     if (ok && strchr(only, 'c')) ok = bench_decode(pool, n_threads, isa, peak);
-    double peak_end = fma_peak_gflops(pool, n_threads, &width);
+    double peak_end = oc_roofline_fma_gflops(pool, roof_isa);
     printf("\nFMA peak measured again after the cases: %.1f GFLOP/s (fractions above use %.1f)\n", peak_end, peak);
     oc_pool_close(pool);
     return ok ? 0 : 1;

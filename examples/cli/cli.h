@@ -14,6 +14,5 @@ int cmd_plan(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
-int bench_attention(int argc, char **argv);
 
 #endif

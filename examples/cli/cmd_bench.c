@@ -1,20 +1,48 @@
-/* cmd_bench.c: `ocellus bench WHAT ...`: dispatches to the benchmark of one component (bench_*.c).
- * Minimal version from the attention branch; the bench command's own branch may extend the table. */
+/* cmd_bench.c: `ocellus bench SUBCOMMAND [ARGS...]`: dispatches to the benchmarks in bench_*.c.
+ * Speed is measured here, never in tests. */
+#include "bench.h"
 #include "cli.h"
+#include "port.h"
 
 #include <stdio.h>
 #include <string.h>
 
 static const cli_command benches[] = {
+    { "matmul", "FP32 FMA peak, copy bandwidth, GEMM/GEMV per weight type", bench_matmul },
     { "attention", "attention engine: dense and sparse prefill, vision, decode vs FMA peak", bench_attention },
 };
 
+void bench_cpu_name(char *buf, size_t n_bytes) {
+    oc_cpu_features f;
+    oc_port_cpu_features(&f);
+    snprintf(buf, n_bytes, "%s", f.vendor);
+    FILE *fp = fopen("/proc/cpuinfo", "r");
+    if (!fp) return;
+    char line[512];
+    while (fgets(line, sizeof line, fp)) {
+        if (strncmp(line, "model name", 10) != 0) continue;
+        char *v = strchr(line, ':');
+        if (v) {
+            v += 1 + (v[1] == ' ');
+            v[strcspn(v, "\n")] = 0;
+            snprintf(buf, n_bytes, "%s", v);
+        }
+        break;
+    }
+    fclose(fp);
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: ocellus bench SUBCOMMAND [ARGS...]\n\nsubcommands:\n");
+    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++) fprintf(f, "  %-10s %s\n", benches[i].name, benches[i].help);
+}
+
 int cmd_bench(int argc, char **argv) {
-    if (argc >= 2)
-        for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
-            if (!strcmp(argv[1], benches[i].name)) return benches[i].run(argc - 1, argv + 1);
-    fprintf(argc >= 2 ? stderr : stdout, "usage: ocellus bench WHAT [ARGS...]\n\nbenchmarks:\n");
+    if (argc < 2) { usage(stderr); return 2; }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) { usage(stdout); return 0; }
     for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
-        fprintf(argc >= 2 ? stderr : stdout, "  %-10s %s\n", benches[i].name, benches[i].help);
+        if (!strcmp(argv[1], benches[i].name)) return benches[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "ocellus bench: unknown benchmark '%s'\n", argv[1]);
+    usage(stderr);
     return 2;
 }

@@ -9,7 +9,7 @@ static const cli_command commands[] = {
     { "plan", "check an attention plan file and summarize it", cmd_plan },
     { "info", "print the keys and tensor table of a GGUF file", cmd_info },
     { "tokenize", "tokenize a text with a model's vocabulary", cmd_tokenize },
-    { "bench", "benchmarks: ocellus bench attention [-t N] [--quick]", cmd_bench },
+    { "bench", "benchmarks: ocellus bench matmul|attention [-t N] ...", cmd_bench },
 };
 
 static void usage(FILE *f) {

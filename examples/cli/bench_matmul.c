@@ -1,0 +1,259 @@
+/* bench_matmul.c: `ocellus bench matmul`: this machine's FP32 FMA peak and copy bandwidth, then per
+ * weight type the prefill GEMM (Qwen2-VL-2B ffn_up shape: 512 tokens x 1536 -> 8960) in GFLOP/s and
+ * fraction of the peak, and the decode GEMV (1 token) against the bandwidth floor
+ * (W bytes / copy bandwidth). Medians of repeated runs; GEMV weights rotate over >= 256 MiB of
+ * copies so every call streams W from DRAM, as decode does with a whole model.
+ * --cpu-time (one thread) times everything by the thread's CPU time instead of the wall clock: on a
+ * shared machine it leaves out the time the thread waited for a core. */
+#define _POSIX_C_SOURCE 200809L   /* clock_gettime */
+#include "bench.h"
+#include "f16.h"
+#include "matmul.h"
+#include "quant.h"
+#include "roofline.h"
+#include "dtype.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define N_TOK 512
+#define N_IN 1536
+#define N_OUT 8960
+#define GEMV_ROTATE_BYTES ((size_t)256 << 20)
+
+static uint64_t rng_next(uint64_t *s) {
+    *s ^= *s >> 12; *s ^= *s << 25; *s ^= *s >> 27;
+    return *s * 2685821657736338717ULL;
+}
+static float rng_unit(uint64_t *s) { return (float)(rng_next(s) >> 40) / 16777216.0f * 2.0f - 1.0f; }
+
+/* Random weights: values in [-1, 1] for float types; random bytes with small f16 scales otherwise. */
+static void fill_weight(int32_t dtype, unsigned char *w, size_t row_bytes, int64_t n_in, int64_t n_out, uint64_t *s) {
+    for (size_t i = 0; i < row_bytes * (size_t)n_out; i++) w[i] = (unsigned char)rng_next(s);
+    for (int64_t o = 0; o < n_out; o++) {
+        unsigned char *row = w + (size_t)o * row_bytes;
+        uint16_t d = oc_f32_to_f16(0.01f);
+        for (int64_t i = 0; i < n_in; i++) {
+            float v = rng_unit(s);
+            if (dtype == OC_DTYPE_F32) memcpy(row + 4 * i, &v, 4);
+            if (dtype == OC_DTYPE_F16) ((uint16_t *)row)[i] = oc_f32_to_f16(v);
+            if (dtype == OC_DTYPE_BF16) ((uint16_t *)row)[i] = oc_f32_to_bf16(v);
+        }
+        for (int64_t b = 0; b < n_in / 32; b++) {
+            if (dtype == OC_DTYPE_Q8_0) ((oc_block_q8_0 *)row)[b].d = d;
+            if (dtype == OC_DTYPE_Q4_0) ((oc_block_q4_0 *)row)[b].d = d;
+        }
+        for (int64_t b = 0; b < n_in / 256; b++) {
+            if (dtype == OC_DTYPE_Q4_K) { ((oc_block_q4_k *)row)[b].d = d; ((oc_block_q4_k *)row)[b].dmin = d; }
+            if (dtype == OC_DTYPE_Q6_K) ((oc_block_q6_k *)row)[b].d = d;
+        }
+    }
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts v; the median, and the best (smallest) time in *best: on a machine shared with other work the
+ * best repetition estimates the unloaded speed, the median the typical one. */
+static double median(double *v, int n, double *best) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    *best = v[0];
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct bench {
+    oc_matmul_ctx *ctx;
+    float *x, *y;
+    int reps, gemv_reps, cpu_time;
+    double peak_gflops, copy_gbps;
+} bench;
+
+static uint64_t now_ns(const bench *b) {
+    if (!b->cpu_time) return oc_port_now_ns();
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* --cpu-time versions of the roofline measurements (roofline.c), on the calling thread */
+static double peak_cpu_time(const bench *b, oc_isa isa) {
+    double best = 0;
+    for (int r = 0; r < 3; r++) {
+        uint64_t t0 = now_ns(b);
+        double flops = oc_roofline_fma_run(isa, 20000000);
+        double s = (double)(now_ns(b) - t0) * 1e-9;
+        if (s > 0 && flops / s > best) best = flops / s;
+    }
+    return best * 1e-9;
+}
+
+static double copy_cpu_time(const bench *b) {
+    size_t n = (size_t)256 << 20;
+    unsigned char *src = malloc(n), *dst = malloc(n);
+    double best = 0;
+    if (src && dst) {
+        memset(src, 1, n);
+        memset(dst, 2, n);
+        for (int r = 0; r < 3; r++) {
+            uint64_t t0 = now_ns(b);
+            for (size_t o = 0; o < n; o += (size_t)1 << 20) memcpy(dst + o, src + o, (size_t)1 << 20);   /* as roofline.c */
+            double s = (double)(now_ns(b) - t0) * 1e-9;
+            if (s > 0 && 2.0 * (double)n / s > best) best = 2.0 * (double)n / s;
+        }
+    }
+    free(src);
+    free(dst);
+    return best * 1e-9;
+}
+
+static int run_type(bench *b, int32_t dtype) {
+    size_t row_bytes = (size_t)oc_dtype_row_bytes(dtype, N_IN), w_bytes = row_bytes * N_OUT;
+    size_t n_copies = (GEMV_ROTATE_BYTES + w_bytes - 1) / w_bytes;
+    unsigned char *w = malloc(w_bytes * n_copies);
+    double t[256];
+    oc_error err;
+    if (!w) { fprintf(stderr, "bench matmul: out of memory\n"); return 1; }
+    uint64_t seed = 0x1234567ULL + (uint64_t)dtype;
+    fill_weight(dtype, w, row_bytes, N_IN, N_OUT, &seed);
+    for (size_t c = 1; c < n_copies; c++) memcpy(w + c * w_bytes, w, w_bytes);
+    int is_q = oc_dtype_get(dtype)->block_elems > 1;
+    for (int p = 0; p < (is_q ? 2 : 1); p++) {
+        oc_matmul_path path = p ? OC_MATMUL_INT8 : OC_MATMUL_FLOAT;
+        const char *path_name = p ? "int8" : "float";
+        oc_matmul_ctx_set_path(b->ctx, path);
+        oc_weight wt = { dtype, N_IN, N_OUT, w, row_bytes };
+        /* a forced int8 path without an int8 kernel for the shape runs the float path: skip it */
+        int run_gemm = oc_matmul_uses_int8(b->ctx, &wt, N_TOK) == p, run_gemv = oc_matmul_uses_int8(b->ctx, &wt, 1) == p;
+        double gemm_s = 0, gemv_s = 0, gemm_best = 0, gemv_best = 0;
+        /* GEMM: one warm-up, then the median of reps */
+        for (int r = 0; run_gemm && r <= b->reps; r++) {
+            uint64_t t0 = now_ns(b);
+            if (oc_matmul(b->ctx, &wt, b->x, N_IN, b->y, N_OUT, N_TOK, NULL, &err) != OC_OK) {
+                fprintf(stderr, "bench matmul: %s\n", err.message);
+                free(w);
+                return 1;
+            }
+            if (r > 0) t[r - 1] = (double)(now_ns(b) - t0) * 1e-9;
+        }
+        if (run_gemm) gemm_s = median(t, b->reps, &gemm_best);
+        /* GEMV: every call on the next copy of W */
+        for (int r = 0; run_gemv && r < b->gemv_reps + (int)n_copies; r++) {
+            wt.data = w + (size_t)r % n_copies * w_bytes;
+            uint64_t t0 = now_ns(b);
+            oc_matmul(b->ctx, &wt, b->x, N_IN, b->y, N_OUT, 1, NULL, &err);
+            if (r >= (int)n_copies) t[r - (int)n_copies] = (double)(now_ns(b) - t0) * 1e-9;
+        }
+        if (run_gemv) gemv_s = median(t, b->gemv_reps, &gemv_best);
+        double floor_s = (double)w_bytes / (b->copy_gbps * 1e9), gflops = 2.0 * N_TOK * N_IN * N_OUT / gemm_s * 1e-9;
+        oc_matmul_ctx_set_path(b->ctx, OC_MATMUL_AUTO);
+        wt.data = w;
+        const char *auto_gemm = oc_matmul_uses_int8(b->ctx, &wt, N_TOK) ? "int8" : "float";
+        const char *auto_gemv = oc_matmul_uses_int8(b->ctx, &wt, 1) ? "int8" : "float";
+        printf("%-5s %-5s | ", oc_dtype_name(dtype), path_name);
+        if (run_gemm)
+            printf("%7.1f %7.1f %5.0f%% %5.0f%% %s | ", gemm_s * 1e3, gflops, 100.0 * gflops / b->peak_gflops,
+                   100.0 * gflops * gemm_s / gemm_best / b->peak_gflops, strcmp(auto_gemm, path_name) ? "    " : "auto");
+        else
+            printf("%7s %7s %6s %6s %4s | ", "-", "-", "-", "-", "");
+        if (run_gemv)
+            printf("%7.0f %6.2f %7.0f %5.2f %5.2f %s\n", gemv_s * 1e6, (double)w_bytes / 1e6, floor_s * 1e6,
+                   gemv_s / floor_s, gemv_best / floor_s, strcmp(auto_gemv, path_name) ? "" : "auto");
+        else
+            printf("%7s\n", "-");
+        fflush(stdout);
+    }
+    free(w);
+    return 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: ocellus bench matmul [-t THREADS] [--isa scalar|avx2|avx512|neon] [--reps N] [--gemv-reps N]\n"
+               "                            [--types f16,q8_0,...] [--cpu-time]\n"
+               "Prints the FP32 FMA peak, the copy bandwidth, and per weight type the GEMM %dx%dx%d\n"
+               "(n_tok x n_in x n_out) and the GEMV 1x%dx%d against the bandwidth floor.\n"
+               "--cpu-time: one thread, timed by its CPU time (for machines shared with other work).\n",
+            N_TOK, N_IN, N_OUT, N_IN, N_OUT);
+}
+
+int bench_matmul(int argc, char **argv) {
+    int n_threads = 0, reps = 5, gemv_reps = 51, cpu_time = 0;
+    const char *isa_name = NULL, *types = "f16,q8_0,q4_0,f32,bf16,q4_k,q6_k";
+    for (int i = 1; i < argc; i += 2) {   /* every option but the flags takes one value */
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--cpu-time")) { cpu_time = 1; n_threads = 1; i--; continue; }
+        if (!v) { usage(stderr); return 2; }
+        if (!strcmp(a, "-t")) n_threads = atoi(v);
+        else if (!strcmp(a, "--isa")) isa_name = v;
+        else if (!strcmp(a, "--reps")) reps = atoi(v);
+        else if (!strcmp(a, "--gemv-reps")) gemv_reps = atoi(v);
+        else if (!strcmp(a, "--types")) types = v;
+        else { usage(stderr); return 2; }
+    }
+    if (reps < 1 || reps > 200 || gemv_reps < 1 || gemv_reps > 200) { fprintf(stderr, "bench matmul: reps must be 1..200\n"); return 2; }
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    oc_isa isa = oc_isa_best(&cpu);
+    if (isa_name) {
+        int found = 0;
+        for (int i = 0; i < OC_ISA_COUNT; i++)
+            if (!strcmp(isa_name, oc_isa_name((oc_isa)i))) { isa = (oc_isa)i; found = 1; }
+        if (!found) { fprintf(stderr, "bench matmul: unknown isa '%s'\n", isa_name); return 2; }
+    }
+    const oc_matmul_kernels *k = oc_matmul_kernels_for(isa);
+    if (!k) { fprintf(stderr, "bench matmul: isa %s is not built or does not run here\n", oc_isa_name(isa)); return 1; }
+    oc_pool *pool = NULL;
+    oc_error err;
+    if (oc_pool_open(&pool, n_threads, NULL, &err) != OC_OK) { fprintf(stderr, "bench matmul: %s\n", err.message); return 1; }
+    char cpu_name[256];
+    bench_cpu_name(cpu_name, sizeof cpu_name);
+    bench b = { NULL, NULL, NULL, reps, gemv_reps, cpu_time, 0, 0 };
+    int rc = 1;
+    printf("cpu: %s; kernels %s; %d threads; timed by %s\n", cpu_name, oc_matmul_kernels_name(k), oc_pool_n_threads(pool),
+           cpu_time ? "thread CPU time" : "wall clock");
+    b.peak_gflops = cpu_time ? peak_cpu_time(&b, isa) : oc_roofline_fma_gflops(pool, isa);
+    printf("FP32 FMA peak (%s, %d threads, %d chains each): %.1f GFLOP/s\n", oc_isa_name(isa), oc_pool_n_threads(pool),
+           OC_ROOFLINE_CHAINS, b.peak_gflops);
+    b.copy_gbps = cpu_time ? copy_cpu_time(&b) : oc_roofline_copy_gbps(pool, NULL);
+    printf("copy bandwidth (memcpy of 256 MiB, read + write bytes): %.1f GB/s\n", b.copy_gbps);
+    b.x = malloc(sizeof(float) * N_TOK * N_IN);
+    b.y = malloc(sizeof(float) * N_TOK * N_OUT);
+    if (!b.x || !b.y || b.peak_gflops <= 0 || b.copy_gbps <= 0 ||
+        oc_matmul_ctx_open(&b.ctx, k, pool, N_IN, N_TOK, NULL, &err) != OC_OK) {
+        fprintf(stderr, "bench matmul: setup failed\n");
+        goto done;
+    }
+    uint64_t seed = 42;
+    for (size_t i = 0; i < (size_t)N_TOK * N_IN; i++) b.x[i] = rng_unit(&seed);
+    printf("\nGEMM %dx%dx%d (n_tok x n_in x n_out), median of %d | GEMV 1x%dx%d, median of %d, W from DRAM\n",
+           N_TOK, N_IN, N_OUT, reps, N_IN, N_OUT, gemv_reps);
+    printf("%-5s %-5s | %7s %7s %6s %6s %4s | %7s %6s %7s %5s %5s\n", "", "", "median", "median", "of", "best", "",
+           "median", "", "floor", "ratio", "ratio");
+    printf("%-5s %-5s | %7s %7s %6s %6s %4s | %7s %6s %7s %5s %5s\n", "type", "path", "ms", "GFLOP/s", "peak", "of pk",
+           "", "us", "W MB", "us", "med", "best");
+    rc = 0;
+    char list[256];
+    snprintf(list, sizeof list, "%s", types);
+    for (char *tok = strtok(list, ","); tok && rc == 0; tok = strtok(NULL, ",")) {
+        int32_t dtype = -1;
+        static const int32_t known[] = { OC_DTYPE_F32, OC_DTYPE_F16, OC_DTYPE_BF16, OC_DTYPE_Q8_0, OC_DTYPE_Q4_0,
+                                         OC_DTYPE_Q4_K, OC_DTYPE_Q6_K };
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            if (!strcmp(tok, oc_dtype_name(known[i]))) dtype = known[i];
+        if (dtype < 0) { fprintf(stderr, "bench matmul: unknown type '%s'\n", tok); rc = 2; break; }
+        rc = run_type(&b, dtype);
+    }
+    if (rc == 0)
+        printf("('auto': the path OC_MATMUL_AUTO takes for that shape; 'best of pk': the fastest repetition; ratio: time /\n"
+               " floor, floor = W bytes / copy bandwidth)\n");
+done:
+    oc_matmul_ctx_close(b.ctx);
+    oc_pool_close(pool);
+    free(b.x);
+    free(b.y);
+    return rc;
+}

@@ -1,0 +1,586 @@
+/* matmul_avx2.c: the AVX2 + FMA + F16C kernel table (x86-64; contract in matmul_kern.h).
+ * Float path: 6 tokens x 16 outputs register tile (12 ymm accumulators; each k step loads two panel
+ * vectors and broadcasts 6 X values), panels packed with 8x8 transposes.
+ * Int8 path: groups of 8 outputs x 4 k per ymm; vpmaddubsw needs one unsigned operand, so Q8_0 uses
+ * the sign trick (|w| * sign(x, w)) and Q4_0 feeds its unsigned nibbles directly (the -8 offset is
+ * taken out with the block's sum of x), which also lets Q4_0 sum 8 steps in int16 without overflow.
+ * Dequantizers compute exactly the scalar operations (no FMA) so they are bitwise equal to quant.c. */
+#include "matmul_kern.h"
+
+#include "f16.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+/* Sections: dequantizers (to_f32_*), GEMV dot products (float path), float GEMM (packing, 6x16 tile),
+ * int8 path (X quantizer, dot products incl. Q4_K / Q6_K, packer, 4x8 tile), the table. */
+
+#define MR 6
+#define NR 16
+#define Q8_MR 4
+#define Q8_GROUP 8
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+INLINE float f16(uint16_t h) { return _cvtsh_ss(h); }
+
+INLINE __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+INLINE __m256 load_bf16(const uint16_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+/* 8 signed bytes -> 8 floats */
+INLINE __m256 i8_to_ps(const int8_t *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+INLINE __m256 i8x8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+
+/* ---- dequantizers --------------------------------------------------------------------------------- */
+
+void oc_mm_avx2_to_f32_f16(const void *src, float *dst, int64_t n) {
+    const uint16_t *h = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_f16(h + i));
+    for (; i < n; i++) dst[i] = f16(h[i]);
+}
+
+void oc_mm_avx2_to_f32_bf16(const void *src, float *dst, int64_t n) {
+    const uint16_t *h = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_bf16(h + i));
+    for (; i < n; i++) dst[i] = oc_bf16_to_f32(h[i]);
+}
+
+void oc_mm_avx2_to_f32_q8_0(const void *src, float *dst, int64_t n) {
+    const oc_block_q8_0 *b = src;
+    for (int64_t i = 0; i < n / OC_QK; i++, b++, dst += OC_QK) {
+        __m256 d = _mm256_set1_ps(f16(b->d));
+        for (int j = 0; j < 4; j++) _mm256_storeu_ps(dst + 8 * j, _mm256_mul_ps(i8_to_ps(b->qs + 8 * j), d));
+    }
+}
+
+/* 16 packed bytes -> 32 nibbles in element order: low nibbles first, then high nibbles */
+INLINE __m256i unpack_nibbles(const uint8_t *qs) {
+    __m128i q = _mm_loadu_si128((const __m128i *)qs), m = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
+}
+
+void oc_mm_avx2_to_f32_q4_0(const void *src, float *dst, int64_t n) {
+    const oc_block_q4_0 *b = src;
+    for (int64_t i = 0; i < n / OC_QK; i++, b++, dst += OC_QK) {
+        __m256 d = _mm256_set1_ps(f16(b->d));
+        __m256i q = _mm256_sub_epi8(unpack_nibbles(b->qs), _mm256_set1_epi8(8));
+        __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+        _mm256_storeu_ps(dst + 0, _mm256_mul_ps(i8x8_to_ps(lo), d));
+        _mm256_storeu_ps(dst + 8, _mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(lo, 8)), d));
+        _mm256_storeu_ps(dst + 16, _mm256_mul_ps(i8x8_to_ps(hi), d));
+        _mm256_storeu_ps(dst + 24, _mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(hi, 8)), d));
+    }
+}
+
+/* 32 unsigned nibbles (one per byte) -> 32 floats d*q - m, in the scalar order of operations */
+INLINE void store_dq_u8(__m256i q, float d, float m, float *dst) {
+    __m256 vd = _mm256_set1_ps(d), vm = _mm256_set1_ps(m);
+    __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    __m128i parts[4] = { lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8) };
+    for (int j = 0; j < 4; j++) {
+        __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[j]));
+        _mm256_storeu_ps(dst + 8 * j, _mm256_sub_ps(_mm256_mul_ps(vd, v), vm));
+    }
+}
+
+void oc_mm_avx2_to_f32_q4_k(const void *src, float *dst, int64_t n) {
+    const oc_block_q4_k *b = src;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t i = 0; i < n / OC_QK_K; i++, b++) {
+        float d = f16(b->d), dmin = f16(b->dmin);
+        for (int g = 0; g < 4; g++) {
+            int sc0, m0, sc1, m1;
+            oc_q4_k_scale_min(b->scales, 2 * g, &sc0, &m0);
+            oc_q4_k_scale_min(b->scales, 2 * g + 1, &sc1, &m1);
+            __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * g));
+            store_dq_u8(_mm256_and_si256(q, m4), d * (float)sc0, dmin * (float)m0, dst);
+            store_dq_u8(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), d * (float)sc1, dmin * (float)m1, dst + 32);
+            dst += 64;
+        }
+    }
+}
+
+/* 32 signed 6-bit-minus-32 values -> floats, 16 per scale: y = (d*sc) * q as quant.c computes it */
+INLINE void store_q6(__m256i q, float d, int sc_lo, int sc_hi, float *dst) {
+    __m256 s0 = _mm256_set1_ps(d * (float)sc_lo), s1 = _mm256_set1_ps(d * (float)sc_hi);
+    __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    _mm256_storeu_ps(dst + 0, _mm256_mul_ps(s0, i8x8_to_ps(lo)));
+    _mm256_storeu_ps(dst + 8, _mm256_mul_ps(s0, i8x8_to_ps(_mm_srli_si128(lo, 8))));
+    _mm256_storeu_ps(dst + 16, _mm256_mul_ps(s1, i8x8_to_ps(hi)));
+    _mm256_storeu_ps(dst + 24, _mm256_mul_ps(s1, i8x8_to_ps(_mm_srli_si128(hi, 8))));
+}
+
+void oc_mm_avx2_to_f32_q6_k(const void *src, float *dst, int64_t n) {
+    const oc_block_q6_k *b = src;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), c32 = _mm256_set1_epi8(32);
+    for (int64_t i = 0; i < n / OC_QK_K; i++, b++) {
+        float d = f16(b->d);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
+            const int8_t *sc = b->scales + 8 * h;
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+            /* bits 0-1 of qh go to element l, 2-3 to l+32, 4-5 to l+64, 6-7 to l+96, as bits 4-5 of q */
+            __m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+            __m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+            __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
+            __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                         _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+            float *y = dst + 128 * h;
+            store_q6(_mm256_sub_epi8(q0, c32), d, sc[0], sc[1], y);
+            store_q6(_mm256_sub_epi8(q1, c32), d, sc[2], sc[3], y + 32);
+            store_q6(_mm256_sub_epi8(q2, c32), d, sc[4], sc[5], y + 64);
+            store_q6(_mm256_sub_epi8(q3, c32), d, sc[6], sc[7], y + 96);
+        }
+        dst += OC_QK_K;
+    }
+}
+
+/* ---- GEMV dot products (float path) ------------------------------------------------------------- */
+
+/* Four independent accumulators hide the FMA latency; the order depends only on n. */
+#define DOT_BODY(LOAD, SCALAR)                                                                      \
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                     \
+    int64_t i = 0;                                                                                  \
+    for (; i + 32 <= n; i += 32) {                                                                  \
+        a0 = _mm256_fmadd_ps(LOAD(w + i), _mm256_loadu_ps(x + i), a0);                              \
+        a1 = _mm256_fmadd_ps(LOAD(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);                      \
+        a2 = _mm256_fmadd_ps(LOAD(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);                    \
+        a3 = _mm256_fmadd_ps(LOAD(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);                    \
+    }                                                                                               \
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(LOAD(w + i), _mm256_loadu_ps(x + i), a0);       \
+    float s = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));                    \
+    for (; i < n; i++) s += SCALAR(w[i]) * x[i];                                                    \
+    return s;
+
+INLINE float ident(float v) { return v; }
+
+float oc_mm_avx2_dot_f32(const void *w_row, const float *x, int64_t n) {
+    const float *w = w_row;
+    DOT_BODY(_mm256_loadu_ps, ident)
+}
+float oc_mm_avx2_dot_f16(const void *w_row, const float *x, int64_t n) {
+    const uint16_t *w = w_row;
+    DOT_BODY(load_f16, f16)
+}
+float oc_mm_avx2_dot_bf16(const void *w_row, const float *x, int64_t n) {
+    const uint16_t *w = w_row;
+    DOT_BODY(load_bf16, oc_bf16_to_f32)
+}
+
+float oc_mm_avx2_dot_f32_q8_0(const void *w_row, const float *x, int64_t n) {
+    const oc_block_q8_0 *b = w_row;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    for (int64_t i = 0; i < n / OC_QK; i++, b++, x += OC_QK) {
+        __m256 s0 = _mm256_mul_ps(i8_to_ps(b->qs), _mm256_loadu_ps(x));
+        __m256 s1 = _mm256_mul_ps(i8_to_ps(b->qs + 8), _mm256_loadu_ps(x + 8));
+        s0 = _mm256_fmadd_ps(i8_to_ps(b->qs + 16), _mm256_loadu_ps(x + 16), s0);
+        s1 = _mm256_fmadd_ps(i8_to_ps(b->qs + 24), _mm256_loadu_ps(x + 24), s1);
+        __m256 d = _mm256_set1_ps(f16(b->d));
+        if (i & 1) acc1 = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), d, acc1);
+        else acc0 = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), d, acc0);
+    }
+    return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+float oc_mm_avx2_dot_f32_q4_0(const void *w_row, const float *x, int64_t n) {
+    const oc_block_q4_0 *b = w_row;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    for (int64_t i = 0; i < n / OC_QK; i++, b++, x += OC_QK) {
+        __m256i q = _mm256_sub_epi8(unpack_nibbles(b->qs), _mm256_set1_epi8(8));
+        __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+        __m256 s0 = _mm256_mul_ps(i8x8_to_ps(lo), _mm256_loadu_ps(x));
+        __m256 s1 = _mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(x + 8));
+        s0 = _mm256_fmadd_ps(i8x8_to_ps(hi), _mm256_loadu_ps(x + 16), s0);
+        s1 = _mm256_fmadd_ps(i8x8_to_ps(_mm_srli_si128(hi, 8)), _mm256_loadu_ps(x + 24), s1);
+        __m256 d = _mm256_set1_ps(f16(b->d));
+        if (i & 1) acc1 = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), d, acc1);
+        else acc0 = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), d, acc0);
+    }
+    return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+/* ---- float GEMM: packing and the 6x16 micro-kernel ----------------------------------------------- */
+
+/* 8 rows of 8 floats (k .. k+7 of rows r0..r7) -> 8 vectors of one k each, at dst + i * stride */
+INLINE void transpose8_store(__m256 r0, __m256 r1, __m256 r2, __m256 r3, __m256 r4, __m256 r5, __m256 r6, __m256 r7,
+                             float *dst, const size_t stride) {
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_store_ps(dst + 0 * stride, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_store_ps(dst + 1 * stride, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_store_ps(dst + 2 * stride, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_store_ps(dst + 3 * stride, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_store_ps(dst + 4 * stride, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_store_ps(dst + 5 * stride, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_store_ps(dst + 6 * stride, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_store_ps(dst + 7 * stride, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+void oc_mm_avx2_pack_f32(int nr, const float *rows, size_t ld, int n_rows, int64_t kc, float *panel) {
+    if (n_rows < nr) {   /* the last, partial micro-panel of a matrix: rare, keep it simple */
+        oc_mm_pack_f32_generic(nr, rows, ld, n_rows, kc, panel);
+        return;
+    }
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8) {
+        for (int h = 0; h < nr / 8; h++) {
+            const float *r = rows + (size_t)(8 * h) * ld + (size_t)k;
+            transpose8_store(_mm256_loadu_ps(r), _mm256_loadu_ps(r + ld), _mm256_loadu_ps(r + 2 * ld),
+                             _mm256_loadu_ps(r + 3 * ld), _mm256_loadu_ps(r + 4 * ld), _mm256_loadu_ps(r + 5 * ld),
+                             _mm256_loadu_ps(r + 6 * ld), _mm256_loadu_ps(r + 7 * ld), panel + k * nr + 8 * h, (size_t)nr);
+        }
+    }
+    for (; k < kc; k++)
+        for (int j = 0; j < nr; j++) panel[k * nr + j] = rows[(size_t)j * ld + (size_t)k];
+}
+
+static void pack_f32(const float *rows, size_t ld, int n_rows, int64_t kc, float *panel) {
+    oc_mm_avx2_pack_f32(NR, rows, ld, n_rows, kc, panel);
+}
+
+/* The register tile is written out per row (ROWS expands a macro for rows 0..5) because compilers
+ * do not reliably keep an array of vector accumulators in registers; with mr a constant after
+ * inlining, the `mr > i` tests fold away. */
+#define ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
+INLINE void gemm_f32_tile(const int mr, int64_t kc, const float *x, size_t xs, const float *p, float *y, size_t ys,
+                          int accumulate) {
+    const __m256 z = _mm256_setzero_ps();
+    __m256 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z, c40 = z, c41 = z, c50 = z, c51 = z;
+#define F32_LOAD(i)                                                 \
+    if (mr > i && accumulate) {                                     \
+        c##i##0 = _mm256_loadu_ps(y + (size_t)i * ys);              \
+        c##i##1 = _mm256_loadu_ps(y + (size_t)i * ys + 8);          \
+    }
+    ROWS6(F32_LOAD)
+    const float *x0 = x, *x1 = x + xs, *x2 = x + 2 * xs, *x3 = x + 3 * xs, *x4 = x + 4 * xs, *x5 = x + 5 * xs;
+    for (int64_t k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_load_ps(p + k * NR), b1 = _mm256_load_ps(p + k * NR + 8);
+#define F32_STEP(i)                                                 \
+        if (mr > i) {                                               \
+            __m256 a = _mm256_broadcast_ss(x##i + k);               \
+            c##i##0 = _mm256_fmadd_ps(a, b0, c##i##0);              \
+            c##i##1 = _mm256_fmadd_ps(a, b1, c##i##1);              \
+        }
+        ROWS6(F32_STEP)
+    }
+#define F32_STORE(i)                                                \
+    if (mr > i) {                                                   \
+        _mm256_storeu_ps(y + (size_t)i * ys, c##i##0);              \
+        _mm256_storeu_ps(y + (size_t)i * ys + 8, c##i##1);          \
+    }
+    ROWS6(F32_STORE)
+    (void)x0; (void)x1; (void)x2; (void)x3; (void)x4; (void)x5;
+}
+
+static void gemm_f32(int mr, int64_t kc, const float *x, size_t xs, const float *p, float *y, size_t ys, int acc) {
+    switch (mr) {
+    case 6: gemm_f32_tile(6, kc, x, xs, p, y, ys, acc); break;
+    case 5: gemm_f32_tile(5, kc, x, xs, p, y, ys, acc); break;
+    case 4: gemm_f32_tile(4, kc, x, xs, p, y, ys, acc); break;
+    case 3: gemm_f32_tile(3, kc, x, xs, p, y, ys, acc); break;
+    case 2: gemm_f32_tile(2, kc, x, xs, p, y, ys, acc); break;
+    default: gemm_f32_tile(1, kc, x, xs, p, y, ys, acc); break;
+    }
+}
+
+/* ---- int8 path ----------------------------------------------------------------------------------- */
+
+void oc_mm_avx2_quantize_q8x(const float *x, int64_t n, oc_q8x *out) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < n / OC_QK; b++, x += OC_QK, out++) {
+        __m256 v[4], amax = _mm256_setzero_ps(), unord = _mm256_setzero_ps();
+        for (int j = 0; j < 4; j++) {
+            v[j] = _mm256_loadu_ps(x + 8 * j);
+            amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[j]));
+            unord = _mm256_or_ps(unord, _mm256_cmp_ps(v[j], v[j], _CMP_UNORD_Q));
+        }
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        float a = _mm_cvtss_f32(m);
+        out->sum = 0;
+        if (_mm256_movemask_ps(unord) || a == INFINITY) {   /* NaN / Inf: make Y NaN */
+            out->d = NAN;
+            memset(out->qs, 0, sizeof out->qs);
+            continue;
+        }
+        __m256 id = _mm256_set1_ps(a > 0 ? 127.0f / a : 0.0f);
+        out->d = a / 127.0f;
+        __m256i q[4];
+        for (int j = 0; j < 4; j++) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], id));   /* nearest-even */
+        __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+        out->sum = _mm_cvtsi128_si32(s4);
+        /* packs interleave 128-bit lanes: fix the order with one cross-lane permute */
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)out->qs, p);
+    }
+}
+
+INLINE __m256i load_x32(const oc_q8x *x) { return _mm256_loadu_si256((const __m256i *)x->qs); }
+
+/* Signed 32 weights of block i: Q8_0 as stored, Q4_0 as nibble - 8 (so no per-block offset term,
+ * whose scalar running sum would be the loop's critical path). */
+INLINE __m256i w_signed(const int i8_type, const void *row, int64_t i, float *d) {
+    if (i8_type == OC_MM_I8_Q8_0) {
+        const oc_block_q8_0 *b = (const oc_block_q8_0 *)row + i;
+        *d = f16(b->d);
+        return _mm256_loadu_si256((const __m256i *)b->qs);
+    }
+    const oc_block_q4_0 *b = (const oc_block_q4_0 *)row + i;
+    *d = f16(b->d);
+    return _mm256_sub_epi8(unpack_nibbles(b->qs), _mm256_set1_epi8(8));
+}
+
+/* Block dot in int32 lanes: |w| * sign(x, w) = w * x (pair sums <= 2 * 128 * 127 fit int16). */
+INLINE __m256 block_dot(__m256i w, const oc_q8x *x, float dw) {
+    __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(load_x32(x), w));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1))), _mm256_set1_ps(dw * x->d));
+}
+
+/* Four blocks per iteration into four accumulators; the order depends only on n_blocks. */
+INLINE float dot_q8x_row(const int i8_type, const void *w_row, const oc_q8x *x, int64_t n_blocks) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    float d0, d1, d2, d3;
+    int64_t i = 0;
+    for (; i + 4 <= n_blocks; i += 4) {
+        __m256i w0 = w_signed(i8_type, w_row, i, &d0), w1 = w_signed(i8_type, w_row, i + 1, &d1);
+        __m256i w2 = w_signed(i8_type, w_row, i + 2, &d2), w3 = w_signed(i8_type, w_row, i + 3, &d3);
+        a0 = _mm256_add_ps(a0, block_dot(w0, x + i, d0));
+        a1 = _mm256_add_ps(a1, block_dot(w1, x + i + 1, d1));
+        a2 = _mm256_add_ps(a2, block_dot(w2, x + i + 2, d2));
+        a3 = _mm256_add_ps(a3, block_dot(w3, x + i + 3, d3));
+    }
+    for (; i < n_blocks; i++) {
+        __m256i w0 = w_signed(i8_type, w_row, i, &d0);
+        a0 = _mm256_add_ps(a0, block_dot(w0, x + i, d0));
+    }
+    return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
+
+float oc_mm_avx2_dot_q8_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
+    return dot_q8x_row(OC_MM_I8_Q8_0, w_row, x, n_blocks);
+}
+float oc_mm_avx2_dot_q4_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
+    return dot_q8x_row(OC_MM_I8_Q4_0, w_row, x, n_blocks);
+}
+
+/* The 8 (scale, min) pairs of a Q4_K block (packing in quant.h oc_q4_k_scale_min) as two vectors of
+ * 8 floats, with 32-bit word operations: sub-blocks 0-3 keep 6 bits in bytes 0-3 / 4-7; 4-7 take the
+ * low 4 bits from bytes 8-11 and the top 2 bits of bytes 0-3 / 4-7. */
+INLINE void q4_k_scales(const uint8_t *s, __m256 *sc, __m256 *mn) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s, 4);
+    memcpy(&u1, s + 4, 4);
+    memcpy(&u2, s + 8, 4);
+    uint32_t sc_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
+    uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
+    uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
+    __m128i v = _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo);
+    *sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+    *mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
+}
+
+/* Q4_K: per sub-block j (= x block j) d sc_j dx_j sum(q xq) - dmin m_j dx_j sum(xq); the nibbles are
+ * unsigned, so vpmaddubsw takes them directly. The min terms of a super-block form one 8-lane FMA. */
+float oc_mm_avx2_dot_q4_k(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
+    const oc_block_q4_k *b = w_row;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, mins = acc0;
+    _Alignas(32) float dsc[8];
+    for (int64_t i = 0; i < n_blocks / 8; i++, b++, x += 8) {
+        __m256 sc, mn;
+        q4_k_scales(b->scales, &sc, &mn);
+        __m256 dx = _mm256_setr_ps(x[0].d, x[1].d, x[2].d, x[3].d, x[4].d, x[5].d, x[6].d, x[7].d);
+        __m256 sumx = _mm256_cvtepi32_ps(_mm256_setr_epi32(x[0].sum, x[1].sum, x[2].sum, x[3].sum, x[4].sum, x[5].sum,
+                                                           x[6].sum, x[7].sum));
+        _mm256_store_ps(dsc, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16(b->d)), sc), dx));
+        mins = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16(b->dmin)), mn), dx), sumx, mins);
+        for (int g = 0; g < 4; g++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * g));
+            __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), load_x32(&x[2 * g])), ones);
+            __m256i p1 = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), load_x32(&x[2 * g + 1])), ones);
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_broadcast_ss(&dsc[2 * g]), acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_broadcast_ss(&dsc[2 * g + 1]), acc1);
+        }
+    }
+    return hsum(_mm256_add_ps(acc0, acc1)) - hsum(mins);
+}
+
+/* Q6_K: the 6-bit values minus 32 (as in to_f32_q6_k) with the sign trick; after vpmaddwd, int32
+ * lanes 0-3 hold elements 0-15 of the x block and lanes 4-7 elements 16-31, one scale each. */
+float oc_mm_avx2_dot_q6_k(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
+    const oc_block_q6_k *b = w_row;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), c32 = _mm256_set1_epi8(32);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    for (int64_t i = 0; i < n_blocks / 8; i++, b++) {
+        float d = f16(b->d);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
+            const int8_t *sc = b->scales + 8 * h;
+            const oc_q8x *xb = x + 8 * i + 4 * h;
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+            __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)),
+                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30)),
+            };
+            for (int p = 0; p < 4; p++) {
+                __m256i w = _mm256_sub_epi8(q[p], c32);
+                __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(load_x32(&xb[p]), w)), ones);
+                float f = d * xb[p].d;
+                __m256 scale = _mm256_set_m128(_mm_set1_ps(f * (float)sc[2 * p + 1]), _mm_set1_ps(f * (float)sc[2 * p]));
+                if (p & 1) acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc1);
+                else acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc0);
+            }
+        }
+    }
+    return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+/* One micro-panel of `group` rows (a multiple of 8): per block and 8 rows, the rows' 32 stored bytes
+ * are an 8x8 matrix of 4-byte units; its transpose is the record's q[s][j][u] layout (the float
+ * transpose on the bit patterns). */
+void oc_mm_avx2_pack_q8(int i8_type, int group, unsigned xor_q, const void *w, size_t row_bytes, int n_rows,
+                        int64_t n_blocks, void *panel) {
+    if (n_rows < group) {
+        oc_mm_pack_q8_generic(i8_type, group, group, xor_q, w, row_bytes, n_rows, n_blocks, panel);
+        return;
+    }
+    const size_t block_bytes = i8_type == OC_MM_I8_Q8_0 ? sizeof(oc_block_q8_0) : sizeof(oc_block_q4_0);
+    const __m256i flip = _mm256_set1_epi8((char)xor_q);
+    for (int64_t b = 0; b < n_blocks; b++) {
+        unsigned char *rec = (unsigned char *)panel + (size_t)b * OC_MM_Q8_RECORD_BYTES(group);
+        for (int h = 0; h < group / 8; h++) {
+            __m256 r[8];
+            for (int j = 0; j < 8; j++) {
+                const unsigned char *blk = (const unsigned char *)w + (size_t)(8 * h + j) * row_bytes + (size_t)b * block_bytes;
+                uint16_t dh;
+                memcpy(&dh, blk, 2);
+                ((float *)rec)[8 * h + j] = f16(dh);
+                __m256i q = i8_type == OC_MM_I8_Q8_0 ? _mm256_loadu_si256((const __m256i *)(blk + 2)) : unpack_nibbles(blk + 2);
+                r[j] = _mm256_castsi256_ps(_mm256_xor_si256(q, flip));
+            }
+            transpose8_store(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], (float *)(rec + OC_MM_Q8_Q_OFFSET(group)) + 8 * h,
+                             (size_t)group);
+        }
+    }
+}
+
+static void pack_q8_0(const void *w, size_t row_bytes, int n_rows, int64_t n_blocks, void *panel) {
+    oc_mm_avx2_pack_q8(OC_MM_I8_Q8_0, Q8_GROUP, 0, w, row_bytes, n_rows, n_blocks, panel);
+}
+static void pack_q4_0(const void *w, size_t row_bytes, int n_rows, int64_t n_blocks, void *panel) {
+    oc_mm_avx2_pack_q8(OC_MM_I8_Q4_0, Q8_GROUP, 0, w, row_bytes, n_rows, n_blocks, panel);
+}
+
+/* mr tokens x 8 outputs. Per 4-k step: one panel load, mr broadcasts of 4 x bytes, mr byte dots.
+ * Rows written out as in gemm_f32_tile. */
+#define ROWS4(X) X(0) X(1) X(2) X(3)
+
+INLINE void gemm_q8_tile(const int i8_type, const int mr, int64_t n_blocks, const oc_q8x *x, size_t xs,
+                         const unsigned char *panel, float *y, size_t ys, int accumulate) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const size_t rec_bytes = OC_MM_Q8_RECORD_BYTES(Q8_GROUP);
+    const __m256 z = _mm256_setzero_ps();
+    __m256 acc0 = z, acc1 = z, acc2 = z, acc3 = z;
+    const oc_q8x *x0 = x, *x1 = x + xs, *x2 = x + 2 * xs, *x3 = x + 3 * xs;
+#define Q8_LOAD(i) if (mr > i && accumulate) acc##i = _mm256_loadu_ps(y + (size_t)i * ys);
+    ROWS4(Q8_LOAD)
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const unsigned char *rec = panel + (size_t)b * rec_bytes;
+        const __m256i *q = (const __m256i *)(rec + OC_MM_Q8_Q_OFFSET(Q8_GROUP));
+        __m256i is0 = _mm256_setzero_si256(), is1 = is0, is2 = is0, is3 = is0;
+        for (int s = 0; s < OC_QK / 4; s++) {
+            __m256i w = _mm256_load_si256(q + s);
+            __m256i aw = i8_type == OC_MM_I8_Q8_0 ? _mm256_abs_epi8(w) : w;
+#define Q8_STEP(i)                                                                                  \
+            if (mr > i) {                                                                           \
+                int32_t x4;                                                                         \
+                memcpy(&x4, x##i[b].qs + 4 * s, 4);                                                 \
+                __m256i xb = _mm256_set1_epi32(x4);                                                 \
+                if (i8_type == OC_MM_I8_Q8_0) /* |w| sign(x, w) = w x; pair sums <= 2*128*127 */    \
+                    is##i = _mm256_add_epi32(is##i, _mm256_madd_epi16(                              \
+                                                        _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xb, w)), ones)); \
+                else /* nibble <= 15: pair sums <= 3810, 8 steps stay below 32767 in int16 */       \
+                    is##i = _mm256_add_epi16(is##i, _mm256_maddubs_epi16(w, xb));                   \
+            }
+            ROWS4(Q8_STEP)
+        }
+        __m256 dw = _mm256_load_ps((const float *)rec);
+#define Q8_BLOCK_END(i)                                                                             \
+        if (mr > i) {                                                                               \
+            __m256i s32 = is##i;                                                                    \
+            if (i8_type == OC_MM_I8_Q4_0)                                                           \
+                s32 = _mm256_sub_epi32(_mm256_madd_epi16(s32, ones), _mm256_slli_epi32(_mm256_set1_epi32(x##i[b].sum), 3)); \
+            acc##i = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_mul_ps(dw, _mm256_set1_ps(x##i[b].d)), acc##i); \
+        }
+        ROWS4(Q8_BLOCK_END)
+    }
+#define Q8_STORE(i) if (mr > i) _mm256_storeu_ps(y + (size_t)i * ys, acc##i);
+    ROWS4(Q8_STORE)
+    (void)x0; (void)x1; (void)x2; (void)x3;
+}
+
+#define GEMM_Q8(NAME, TYPE)                                                                                   \
+    static void NAME(int mr, int64_t nb, const oc_q8x *x, size_t xs, const void *panel, float *y, size_t ys,   \
+                     int acc) {                                                                                \
+        switch (mr) {                                                                                          \
+        case 4: gemm_q8_tile(TYPE, 4, nb, x, xs, panel, y, ys, acc); break;                                    \
+        case 3: gemm_q8_tile(TYPE, 3, nb, x, xs, panel, y, ys, acc); break;                                    \
+        case 2: gemm_q8_tile(TYPE, 2, nb, x, xs, panel, y, ys, acc); break;                                    \
+        default: gemm_q8_tile(TYPE, 1, nb, x, xs, panel, y, ys, acc); break;                                   \
+        }                                                                                                      \
+    }
+GEMM_Q8(gemm_q8_0, OC_MM_I8_Q8_0)
+GEMM_Q8(gemm_q4_0, OC_MM_I8_Q4_0)
+
+static const oc_matmul_kernels table = {
+    .isa = OC_ISA_AVX2,
+    .name = "avx2",
+    .mr = MR,
+    .nr = NR,
+    .to_f32 = OC_MM_AVX2_TO_F32,
+    .dot_f32 = OC_MM_AVX2_DOT_F32,
+    .pack_f32 = pack_f32,
+    .gemm_f32 = gemm_f32,
+    .q8_mr = Q8_MR,
+    .q8_nr = Q8_GROUP,
+    .q8_group = Q8_GROUP,
+    .quantize_q8x = oc_mm_avx2_quantize_q8x,
+    .dot_q8x = OC_MM_AVX2_DOT_Q8X,
+    .pack_q8 = { pack_q8_0, pack_q4_0, NULL, NULL },
+    .gemm_q8 = { gemm_q8_0, gemm_q4_0, NULL, NULL },
+    .int8_gemm = { 1, 1, 0, 0 },
+    .int8_gemv = { 1, 1, 1, 1 },
+};
+
+const oc_matmul_kernels *oc_matmul_kernels_avx2(void) { return &table; }

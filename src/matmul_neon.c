@@ -1,0 +1,343 @@
+/* matmul_neon.c: the NEON kernel table (AArch64 Advanced SIMD; the intrinsics used also exist on
+ * ARMv7 NEON-VFPv4; contract in matmul_kern.h). Same structure as matmul_avx2.c on 128-bit vectors:
+ * a 6 tokens x 16 outputs f32 tile (24 accumulators of the 32 AArch64 vector registers), panels
+ * packed with 4x4 transposes, f16 through vcvt_f32_f16. Int8: groups of 4 outputs x 4 k per vector,
+ * products with vmull_s8 and pairwise accumulation (vpadalq_s16) in int32; the SDOT (dotprod)
+ * instruction is not used yet. Q4_K / Q6_K dequantize with the scalar code (quant.c). */
+#include "matmul_kern.h"
+
+#include "f16.h"
+
+#include <arm_neon.h>
+#include <string.h>
+
+#define MR 6
+#define NR 16
+#define Q8_MR 4
+#define Q8_GROUP 4
+#define Q8_NR 8
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE float hsum(float32x4_t v) {
+    float32x2_t s = vadd_f32(vget_low_f32(v), vget_high_f32(v));
+    return vget_lane_f32(vpadd_f32(s, s), 0);
+}
+
+INLINE float32x4_t load_f16(const uint16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+INLINE float32x4_t load_bf16(const uint16_t *p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
+/* 8 signed bytes -> two vectors of 4 floats */
+INLINE void s8x8_to_f32(int8x8_t v, float32x4_t *lo, float32x4_t *hi) {
+    int16x8_t w = vmovl_s8(v);
+    *lo = vcvtq_f32_s32(vmovl_s16(vget_low_s16(w)));
+    *hi = vcvtq_f32_s32(vmovl_s16(vget_high_s16(w)));
+}
+
+/* ---- dequantizers (the scalar operations, so bitwise equal to quant.c) ----------------------------- */
+
+static void to_f32_f16(const void *src, float *dst, int64_t n) {
+    const uint16_t *h = src;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(dst + i, load_f16(h + i));
+    for (; i < n; i++) dst[i] = oc_f16_to_f32(h[i]);
+}
+
+static void to_f32_bf16(const void *src, float *dst, int64_t n) {
+    const uint16_t *h = src;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(dst + i, load_bf16(h + i));
+    for (; i < n; i++) dst[i] = oc_bf16_to_f32(h[i]);
+}
+
+/* 16 signed bytes times d -> 16 floats */
+INLINE void store_s8x16(int8x16_t q, float d, float *dst) {
+    float32x4_t a, b, c, e;
+    s8x8_to_f32(vget_low_s8(q), &a, &b);
+    s8x8_to_f32(vget_high_s8(q), &c, &e);
+    vst1q_f32(dst, vmulq_n_f32(a, d));
+    vst1q_f32(dst + 4, vmulq_n_f32(b, d));
+    vst1q_f32(dst + 8, vmulq_n_f32(c, d));
+    vst1q_f32(dst + 12, vmulq_n_f32(e, d));
+}
+
+static void to_f32_q8_0(const void *src, float *dst, int64_t n) {
+    const oc_block_q8_0 *b = src;
+    for (int64_t i = 0; i < n / OC_QK; i++, b++, dst += OC_QK) {
+        float d = oc_f16_to_f32(b->d);
+        store_s8x16(vld1q_s8(b->qs), d, dst);
+        store_s8x16(vld1q_s8(b->qs + 16), d, dst + 16);
+    }
+}
+
+/* Q4_0 block -> elements 0..15 (low nibbles - 8) and 16..31 (high nibbles - 8) */
+INLINE void q4_0_signed(const oc_block_q4_0 *b, int8x16_t *lo, int8x16_t *hi) {
+    uint8x16_t q = vld1q_u8(b->qs);
+    int8x16_t eight = vdupq_n_s8(8);
+    *lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), eight);
+    *hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), eight);
+}
+
+static void to_f32_q4_0(const void *src, float *dst, int64_t n) {
+    const oc_block_q4_0 *b = src;
+    for (int64_t i = 0; i < n / OC_QK; i++, b++, dst += OC_QK) {
+        int8x16_t lo, hi;
+        q4_0_signed(b, &lo, &hi);
+        float d = oc_f16_to_f32(b->d);
+        store_s8x16(lo, d, dst);
+        store_s8x16(hi, d, dst + 16);
+    }
+}
+
+/* ---- GEMV dot products (float path) ------------------------------------------------------------ */
+
+#define DOT_BODY(LOAD, SCALAR)                                                                  \
+    float32x4_t a0 = vdupq_n_f32(0), a1 = a0, a2 = a0, a3 = a0;                                 \
+    int64_t i = 0;                                                                              \
+    for (; i + 16 <= n; i += 16) {                                                              \
+        a0 = vfmaq_f32(a0, LOAD(w + i), vld1q_f32(x + i));                                      \
+        a1 = vfmaq_f32(a1, LOAD(w + i + 4), vld1q_f32(x + i + 4));                              \
+        a2 = vfmaq_f32(a2, LOAD(w + i + 8), vld1q_f32(x + i + 8));                              \
+        a3 = vfmaq_f32(a3, LOAD(w + i + 12), vld1q_f32(x + i + 12));                            \
+    }                                                                                           \
+    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, LOAD(w + i), vld1q_f32(x + i));               \
+    float s = hsum(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));                            \
+    for (; i < n; i++) s += SCALAR(w[i]) * x[i];                                                \
+    return s;
+
+INLINE float ident(float v) { return v; }
+
+static float dot_f32(const void *w_row, const float *x, int64_t n) {
+    const float *w = w_row;
+    DOT_BODY(vld1q_f32, ident)
+}
+static float dot_f16(const void *w_row, const float *x, int64_t n) {
+    const uint16_t *w = w_row;
+    DOT_BODY(load_f16, oc_f16_to_f32)
+}
+static float dot_bf16(const void *w_row, const float *x, int64_t n) {
+    const uint16_t *w = w_row;
+    DOT_BODY(load_bf16, oc_bf16_to_f32)
+}
+
+/* ---- float GEMM -------------------------------------------------------------------------------- */
+
+/* rows r0..r3 of 4 floats -> the 4 columns, stored at dst + i * stride */
+INLINE void transpose4_store(float32x4_t r0, float32x4_t r1, float32x4_t r2, float32x4_t r3, float *dst, size_t stride) {
+    float32x4x2_t t01 = vtrnq_f32(r0, r1), t23 = vtrnq_f32(r2, r3);
+    vst1q_f32(dst, vcombine_f32(vget_low_f32(t01.val[0]), vget_low_f32(t23.val[0])));
+    vst1q_f32(dst + stride, vcombine_f32(vget_low_f32(t01.val[1]), vget_low_f32(t23.val[1])));
+    vst1q_f32(dst + 2 * stride, vcombine_f32(vget_high_f32(t01.val[0]), vget_high_f32(t23.val[0])));
+    vst1q_f32(dst + 3 * stride, vcombine_f32(vget_high_f32(t01.val[1]), vget_high_f32(t23.val[1])));
+}
+
+static void pack_f32(const float *rows, size_t ld, int n_rows, int64_t kc, float *panel) {
+    if (n_rows < NR) {
+        oc_mm_pack_f32_generic(NR, rows, ld, n_rows, kc, panel);
+        return;
+    }
+    int64_t k = 0;
+    for (; k + 4 <= kc; k += 4)
+        for (int h = 0; h < NR / 4; h++) {
+            const float *r = rows + (size_t)(4 * h) * ld + (size_t)k;
+            transpose4_store(vld1q_f32(r), vld1q_f32(r + ld), vld1q_f32(r + 2 * ld), vld1q_f32(r + 3 * ld),
+                             panel + k * NR + 4 * h, NR);
+        }
+    for (; k < kc; k++)
+        for (int j = 0; j < NR; j++) panel[k * NR + j] = rows[(size_t)j * ld + (size_t)k];
+}
+
+/* Rows written out per row (ROWS6), as in matmul_avx2.c. */
+#define ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
+INLINE void gemm_f32_tile(const int mr, int64_t kc, const float *x, size_t xs, const float *p, float *y, size_t ys,
+                          int accumulate) {
+    const float32x4_t z = vdupq_n_f32(0);
+    float32x4_t c00 = z, c01 = z, c02 = z, c03 = z, c10 = z, c11 = z, c12 = z, c13 = z;
+    float32x4_t c20 = z, c21 = z, c22 = z, c23 = z, c30 = z, c31 = z, c32 = z, c33 = z;
+    float32x4_t c40 = z, c41 = z, c42 = z, c43 = z, c50 = z, c51 = z, c52 = z, c53 = z;
+#define F32_LOAD(i)                                                             \
+    if (mr > i && accumulate) {                                                 \
+        const float *yi = y + (size_t)i * ys;                                   \
+        c##i##0 = vld1q_f32(yi); c##i##1 = vld1q_f32(yi + 4);                   \
+        c##i##2 = vld1q_f32(yi + 8); c##i##3 = vld1q_f32(yi + 12);              \
+    }
+    ROWS6(F32_LOAD)
+    const float *x0 = x, *x1 = x + xs, *x2 = x + 2 * xs, *x3 = x + 3 * xs, *x4 = x + 4 * xs, *x5 = x + 5 * xs;
+    for (int64_t k = 0; k < kc; k++) {
+        const float *pk = p + k * NR;
+        float32x4_t b0 = vld1q_f32(pk), b1 = vld1q_f32(pk + 4), b2 = vld1q_f32(pk + 8), b3 = vld1q_f32(pk + 12);
+#define F32_STEP(i)                                                             \
+        if (mr > i) {                                                           \
+            float32x4_t a = vld1q_dup_f32(x##i + k);                            \
+            c##i##0 = vfmaq_f32(c##i##0, a, b0); c##i##1 = vfmaq_f32(c##i##1, a, b1); \
+            c##i##2 = vfmaq_f32(c##i##2, a, b2); c##i##3 = vfmaq_f32(c##i##3, a, b3); \
+        }
+        ROWS6(F32_STEP)
+    }
+#define F32_STORE(i)                                                            \
+    if (mr > i) {                                                               \
+        float *yi = y + (size_t)i * ys;                                         \
+        vst1q_f32(yi, c##i##0); vst1q_f32(yi + 4, c##i##1);                     \
+        vst1q_f32(yi + 8, c##i##2); vst1q_f32(yi + 12, c##i##3);                \
+    }
+    ROWS6(F32_STORE)
+    (void)x0; (void)x1; (void)x2; (void)x3; (void)x4; (void)x5;
+}
+
+static void gemm_f32(int mr, int64_t kc, const float *x, size_t xs, const float *p, float *y, size_t ys, int acc) {
+    switch (mr) {
+    case 6: gemm_f32_tile(6, kc, x, xs, p, y, ys, acc); break;
+    case 5: gemm_f32_tile(5, kc, x, xs, p, y, ys, acc); break;
+    case 4: gemm_f32_tile(4, kc, x, xs, p, y, ys, acc); break;
+    case 3: gemm_f32_tile(3, kc, x, xs, p, y, ys, acc); break;
+    case 2: gemm_f32_tile(2, kc, x, xs, p, y, ys, acc); break;
+    default: gemm_f32_tile(1, kc, x, xs, p, y, ys, acc); break;
+    }
+}
+
+/* ---- int8 path --------------------------------------------------------------------------------- */
+
+/* 16 signed bytes of w times 16 of x, added pairwise into 4 int32 lanes */
+INLINE int32x4_t dot16(int32x4_t acc, int8x16_t w, int8x16_t x) {
+    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(w), vget_low_s8(x)));
+    return vpadalq_s16(acc, vmull_s8(vget_high_s8(w), vget_high_s8(x)));
+}
+
+INLINE float dot_q8x_row(const int i8_type, const void *w_row, const oc_q8x *x, int64_t n_blocks) {
+    float32x4_t a0 = vdupq_n_f32(0), a1 = a0;
+    for (int64_t i = 0; i < n_blocks; i++) {
+        int8x16_t w0, w1;
+        float dw;
+        if (i8_type == OC_MM_I8_Q8_0) {
+            const oc_block_q8_0 *b = (const oc_block_q8_0 *)w_row + i;
+            w0 = vld1q_s8(b->qs);
+            w1 = vld1q_s8(b->qs + 16);
+            dw = oc_f16_to_f32(b->d);
+        } else {
+            const oc_block_q4_0 *b = (const oc_block_q4_0 *)w_row + i;
+            q4_0_signed(b, &w0, &w1);
+            dw = oc_f16_to_f32(b->d);
+        }
+        int32x4_t s = dot16(dot16(vdupq_n_s32(0), w0, vld1q_s8(x[i].qs)), w1, vld1q_s8(x[i].qs + 16));
+        float32x4_t v = vmulq_n_f32(vcvtq_f32_s32(s), dw * x[i].d);
+        if (i & 1) a1 = vaddq_f32(a1, v);
+        else a0 = vaddq_f32(a0, v);
+    }
+    return hsum(vaddq_f32(a0, a1));
+}
+
+static float dot_q8_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) { return dot_q8x_row(OC_MM_I8_Q8_0, w_row, x, n_blocks); }
+static float dot_q4_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) { return dot_q8x_row(OC_MM_I8_Q4_0, w_row, x, n_blocks); }
+
+static void pack_q8_0(const void *w, size_t row_bytes, int n_rows, int64_t n_blocks, void *panel) {
+    oc_mm_pack_q8_generic(OC_MM_I8_Q8_0, Q8_GROUP, Q8_NR, 0, w, row_bytes, n_rows, n_blocks, panel);
+}
+static void pack_q4_0(const void *w, size_t row_bytes, int n_rows, int64_t n_blocks, void *panel) {
+    oc_mm_pack_q8_generic(OC_MM_I8_Q4_0, Q8_GROUP, Q8_NR, 0, w, row_bytes, n_rows, n_blocks, panel);
+}
+
+/* Two int32 vectors of (output, k pair) sums -> one vector of 4 output sums */
+INLINE int32x4_t fold_pairs(int32x4_t lo, int32x4_t hi) {
+    return vcombine_s32(vpadd_s32(vget_low_s32(lo), vget_high_s32(lo)), vpadd_s32(vget_low_s32(hi), vget_high_s32(hi)));
+}
+
+#define ROWS4(X) X(0) X(1) X(2) X(3)
+
+/* mr tokens x 8 outputs (2 groups of 4). A 4-k step multiplies 16 bytes of a group (4 outputs x 4 k)
+ * by x's 4 bytes repeated: vmull_s8 on each half gives outputs (0,1) and (2,3) as int16 products,
+ * vpadalq_s16 adds neighbours into (output, k pair) int32 lanes, fold_pairs finishes per block. */
+INLINE void gemm_q8_tile(const int i8_type, const int mr, int64_t n_blocks, const oc_q8x *x, size_t xs,
+                         const unsigned char *panel, float *y, size_t ys, int accumulate) {
+    const size_t rec_bytes = OC_MM_Q8_RECORD_BYTES(Q8_GROUP), group_stride = (size_t)n_blocks * rec_bytes;
+    const float32x4_t z = vdupq_n_f32(0);
+    float32x4_t f00 = z, f01 = z, f10 = z, f11 = z, f20 = z, f21 = z, f30 = z, f31 = z;
+    const oc_q8x *x0 = x, *x1 = x + xs, *x2 = x + 2 * xs, *x3 = x + 3 * xs;
+#define Q8_LOAD(i)                                                                              \
+    if (mr > i && accumulate) {                                                                 \
+        f##i##0 = vld1q_f32(y + (size_t)i * ys);                                                \
+        f##i##1 = vld1q_f32(y + (size_t)i * ys + 4);                                            \
+    }
+    ROWS4(Q8_LOAD)
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const unsigned char *r0 = panel + (size_t)b * rec_bytes, *r1 = r0 + group_stride;
+        const int8_t *q0 = (const int8_t *)(r0 + OC_MM_Q8_Q_OFFSET(Q8_GROUP)), *q1 = (const int8_t *)(r1 + OC_MM_Q8_Q_OFFSET(Q8_GROUP));
+        const int32x4_t zi = vdupq_n_s32(0);
+        int32x4_t l00 = zi, h00 = zi, l01 = zi, h01 = zi, l10 = zi, h10 = zi, l11 = zi, h11 = zi;
+        int32x4_t l20 = zi, h20 = zi, l21 = zi, h21 = zi, l30 = zi, h30 = zi, l31 = zi, h31 = zi;
+        for (int s = 0; s < OC_QK / 4; s++) {
+            int8x16_t w0 = vld1q_s8(q0 + 16 * s), w1 = vld1q_s8(q1 + 16 * s);
+#define Q8_STEP(i)                                                                              \
+            if (mr > i) {                                                                       \
+                int32_t x4;                                                                     \
+                memcpy(&x4, x##i[b].qs + 4 * s, 4);                                             \
+                int8x8_t xb = vreinterpret_s8_s32(vdup_n_s32(x4));                              \
+                l##i##0 = vpadalq_s16(l##i##0, vmull_s8(vget_low_s8(w0), xb));                  \
+                h##i##0 = vpadalq_s16(h##i##0, vmull_s8(vget_high_s8(w0), xb));                 \
+                l##i##1 = vpadalq_s16(l##i##1, vmull_s8(vget_low_s8(w1), xb));                  \
+                h##i##1 = vpadalq_s16(h##i##1, vmull_s8(vget_high_s8(w1), xb));                 \
+            }
+            ROWS4(Q8_STEP)
+        }
+        float32x4_t d0 = vld1q_f32((const float *)r0), d1 = vld1q_f32((const float *)r1);
+#define Q8_BLOCK_END(i)                                                                         \
+        if (mr > i) {                                                                           \
+            int32x4_t s0 = fold_pairs(l##i##0, h##i##0), s1 = fold_pairs(l##i##1, h##i##1);     \
+            if (i8_type == OC_MM_I8_Q4_0) { /* stored nibble = q + 8 */                         \
+                int32x4_t off = vdupq_n_s32(8 * x##i[b].sum);                                   \
+                s0 = vsubq_s32(s0, off);                                                        \
+                s1 = vsubq_s32(s1, off);                                                        \
+            }                                                                                   \
+            f##i##0 = vfmaq_f32(f##i##0, vcvtq_f32_s32(s0), vmulq_n_f32(d0, x##i[b].d));        \
+            f##i##1 = vfmaq_f32(f##i##1, vcvtq_f32_s32(s1), vmulq_n_f32(d1, x##i[b].d));        \
+        }
+        ROWS4(Q8_BLOCK_END)
+    }
+#define Q8_STORE(i)                                                                             \
+    if (mr > i) {                                                                               \
+        vst1q_f32(y + (size_t)i * ys, f##i##0);                                                 \
+        vst1q_f32(y + (size_t)i * ys + 4, f##i##1);                                             \
+    }
+    ROWS4(Q8_STORE)
+    (void)x0; (void)x1; (void)x2; (void)x3;
+}
+
+#define GEMM_Q8(NAME, TYPE)                                                                                   \
+    static void NAME(int mr, int64_t nb, const oc_q8x *x, size_t xs, const void *panel, float *y, size_t ys,   \
+                     int acc) {                                                                                \
+        switch (mr) {                                                                                          \
+        case 4: gemm_q8_tile(TYPE, 4, nb, x, xs, panel, y, ys, acc); break;                                    \
+        case 3: gemm_q8_tile(TYPE, 3, nb, x, xs, panel, y, ys, acc); break;                                    \
+        case 2: gemm_q8_tile(TYPE, 2, nb, x, xs, panel, y, ys, acc); break;                                    \
+        default: gemm_q8_tile(TYPE, 1, nb, x, xs, panel, y, ys, acc); break;                                   \
+        }                                                                                                      \
+    }
+GEMM_Q8(gemm_q8_0, OC_MM_I8_Q8_0)
+GEMM_Q8(gemm_q4_0, OC_MM_I8_Q4_0)
+
+/* Without SDOT the int8 GEMM issues 4 instructions per 16 multiply-adds, no better than 4-lane f32
+ * FMA after dequantization, so AUTO keeps GEMM on the float path; the GEMV dot is shorter than
+ * dequantize + FMA and takes the int8 path. Neither choice is measured on hardware yet. */
+static const oc_matmul_kernels table = {
+    .isa = OC_ISA_NEON,
+    .name = "neon",
+    .mr = MR,
+    .nr = NR,
+    .to_f32 = { oc_dequant_f32, to_f32_f16, to_f32_bf16, to_f32_q8_0, to_f32_q4_0, oc_dequant_q4_k, oc_dequant_q6_k },
+    .dot_f32 = { dot_f32, dot_f16, dot_bf16, NULL, NULL, NULL, NULL },
+    .pack_f32 = pack_f32,
+    .gemm_f32 = gemm_f32,
+    .q8_mr = Q8_MR,
+    .q8_nr = Q8_NR,
+    .q8_group = Q8_GROUP,
+    .quantize_q8x = oc_mm_quantize_q8x_scalar,
+    .dot_q8x = { dot_q8_0, dot_q4_0, NULL, NULL },
+    .pack_q8 = { pack_q8_0, pack_q4_0, NULL, NULL },
+    .gemm_q8 = { gemm_q8_0, gemm_q4_0, NULL, NULL },
+    .int8_gemm = { 0, 0, 0, 0 },
+    .int8_gemv = { 1, 1, 0, 0 },
+};
+
+const oc_matmul_kernels *oc_matmul_kernels_neon(const oc_cpu_features *cpu) {
+    (void)cpu;
+    return &table;
+}

@@ -1,0 +1,534 @@
+/* test_matmul.c: dequantizers, quantizers and matmul (every weight type x every ISA path this CPU
+ * runs x float / int8 path) against a naive double-precision oracle built on the scalar dequantizers
+ * (src/quant.c), plus thread-count determinism, strides, bias and argument errors. */
+#include "check.h"
+#include "dtype.h"
+#include "f16.h"
+#include "matmul_kern.h"
+#include "pool.h"
+#include "quant.h"
+
+#include <stdint.h>
+
+static const int32_t all_types[] = { OC_DTYPE_F32, OC_DTYPE_F16, OC_DTYPE_BF16, OC_DTYPE_Q8_0,
+                                     OC_DTYPE_Q4_0, OC_DTYPE_Q4_K, OC_DTYPE_Q6_K };
+
+/* ---- hand-checked blocks (layouts of shared notes formats.md §1) ------------------------------- */
+
+static void check_values(const char *what, const float *got, const int *idx, const float *want, int n) {
+    for (int i = 0; i < n; i++)
+        CHECKF(got[idx[i]] == want[i], "%s: x[%d] = %g, want %g", what, idx[i], (double)got[idx[i]], (double)want[i]);
+}
+
+static void test_dequant_by_hand(void) {
+    float out[256];
+    { /* f16: 1, -2, 1/3 rounded to half; bf16: 1, -3 */
+        uint16_t h[3] = { 0x3c00, 0xc000, 0x3555 }, b[2] = { 0x3f80, 0xc040 };
+        oc_dequant_f16(h, out, 3);
+        CHECK(out[0] == 1.0f && out[1] == -2.0f && out[2] == 0.333251953125f);
+        oc_dequant_bf16(b, out, 2);
+        CHECK(out[0] == 1.0f && out[1] == -3.0f);
+    }
+    { /* Q8_0: d = 0.5 */
+        oc_block_q8_0 blk = { 0x3800, { 0 } };
+        blk.qs[0] = -128; blk.qs[1] = 127; blk.qs[31] = -3;
+        oc_dequant_q8_0(&blk, out, 32);
+        int idx[] = { 0, 1, 2, 31 };
+        float want[] = { -64.0f, 63.5f, 0.0f, -1.5f };
+        check_values("q8_0", out, idx, want, 4);
+    }
+    { /* Q4_0: d = 2; qs[j] low nibble -> x[j], high nibble -> x[j+16]; value (nibble - 8) * d */
+        oc_block_q4_0 blk = { 0x4000, { 0 } };
+        memset(blk.qs, 0x88, sizeof blk.qs);
+        blk.qs[0] = 0x3A;    /* x[0] = (10-8)*2 = 4, x[16] = (3-8)*2 = -10 */
+        blk.qs[15] = 0xF0;   /* x[15] = (0-8)*2 = -16, x[31] = (15-8)*2 = 14 */
+        oc_dequant_q4_0(&blk, out, 32);
+        int idx[] = { 0, 16, 15, 31, 1, 17 };
+        float want[] = { 4.0f, -10.0f, -16.0f, 14.0f, 0.0f, 0.0f };
+        check_values("q4_0", out, idx, want, 6);
+    }
+    { /* Q4_K: d = 1, dmin = 0.5. Sub-block (scale, min): 0:(1,2) 1:(3,0) 4:(37,19) 7:(63,40), others 0.
+       * scales bytes: j<4 keep 6 bits in s[j] (scale) and s[j+4] (min); j>=4 keep the low 4 bits in
+       * s[j+4] (scale low nibble, min high nibble) and the high 2 bits in the top of s[j-4] / s[j]. */
+        oc_block_q4_k blk;
+        memset(&blk, 0, sizeof blk);
+        blk.d = 0x3c00;
+        blk.dmin = 0x3800;
+        const uint8_t s[12] = { 0x81, 0x03, 0x00, 0xC0, 0x42, 0x00, 0x00, 0x80, 0x35, 0x00, 0x00, 0x8F };
+        memcpy(blk.scales, s, 12);
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            oc_q4_k_scale_min(blk.scales, j, &sc, &m);
+            static const int want_sc[8] = { 1, 3, 0, 0, 37, 0, 0, 63 }, want_m[8] = { 2, 0, 0, 0, 19, 0, 0, 40 };
+            CHECKF(sc == want_sc[j] && m == want_m[j], "q4_k sub-block %d: (%d, %d)", j, sc, m);
+        }
+        blk.qs[0] = 0x7A;        /* group 0: x[0] = 1*1*10 - 0.5*2 = 9; x[32] = 1*3*7 - 0 = 21 */
+        blk.qs[64 + 5] = 0x0C;   /* group 2: x[133] = 37*12 - 0.5*19 = 434.5; x[165] (sub-block 5) = 0 */
+        blk.qs[127] = 0xF0;      /* group 3: x[223] (sub-block 6) = 0; x[255] = 63*15 - 0.5*40 = 925 */
+        oc_dequant_q4_k(&blk, out, 256);
+        int idx[] = { 0, 32, 133, 165, 223, 255, 1, 129, 254 };
+        float want[] = { 9.0f, 21.0f, 434.5f, 0.0f, 0.0f, 925.0f, -1.0f, -9.5f, -20.0f };
+        check_values("q4_k", out, idx, want, 9);
+    }
+    { /* Q6_K: d = 0.5 (last). y[l] uses ql[l] low | qh[l] bits 0-1, y[l+32] ql[l+32] low | bits 2-3,
+       * y[l+64] ql[l] high | bits 4-5, y[l+96] ql[l+32] high | bits 6-7; scale sc[l/16 + 0,2,4,6];
+       * the second 128 use ql+64, qh+32, sc+8. */
+        oc_block_q6_k blk;
+        memset(&blk, 0, sizeof blk);
+        blk.d = 0x3800;
+        blk.scales[0] = 2; blk.scales[1] = 1; blk.scales[2] = -3; blk.scales[4] = 5; blk.scales[6] = 7;
+        blk.scales[8] = -1; blk.scales[15] = 4;
+        blk.ql[0] = 0x21;
+        blk.qh[0] = 0xE4;        /* 11 10 01 00 */
+        blk.ql[127] = 0xF0;
+        blk.qh[63] = 0xC0;
+        oc_dequant_q6_k(&blk, out, 256);
+        /* y[0]: q=1 -> 0.5*2*(1-32) = -31; y[32]: q=16 -> 0.5*-3*(16-32) = 24; y[64]: q=2|32=34 -> 0.5*5*2 = 5;
+         * y[96]: q=48 -> 0.5*7*16 = 56; y[1]: 0.5*2*-32 = -32; y[16]: 0.5*1*-32 = -16;
+         * y[128]: 0.5*-1*-32 = 16; y[255]: q = 15|48 = 63 -> 0.5*sc[15]=4 *31 = 62; y[191]: sc[11]=0 -> 0 */
+        int idx[] = { 0, 32, 64, 96, 1, 16, 128, 255, 191 };
+        float want[] = { -31.0f, 24.0f, 5.0f, 56.0f, -32.0f, -16.0f, 16.0f, 62.0f, 0.0f };
+        check_values("q6_k", out, idx, want, 9);
+    }
+}
+
+/* ---- quantizers ------------------------------------------------------------------------------- */
+
+static void test_quantize_roundtrip(void) {
+    check_rng r = { 0x9e3779b97f4a7c15ULL };
+    enum { N = 32 * 64 };
+    static float x[N], back[N];
+    static oc_block_q8_0 q8[N / 32];
+    static oc_block_q4_0 q4[N / 32];
+    for (int i = 0; i < N; i++) x[i] = check_rng_uniform(&r, -1, 1) * (i % 96 < 32 ? 100.0f : 1.0f);
+    x[5] = 0;
+    for (int i = 32; i < 64; i++) x[i] = 0;   /* an all-zero block: d = 0, no division by zero */
+    oc_quantize_q8_0(x, q8, N);
+    oc_dequant_q8_0(q8, back, N);
+    for (int b = 0; b < N / 32; b++) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+        /* q = round(x/d) is within d/2 of x/d; storing d as f16 moves q*d by at most 127*d*2^-11 */
+        double bound = amax / 127.0 * (0.5 + 127.0 / 2048.0) + 1e-30;
+        for (int j = 0; j < 32; j++)
+            CHECKF(fabs((double)back[b * 32 + j] - x[b * 32 + j]) <= bound, "q8_0 block %d elem %d: %g -> %g", b, j,
+                   (double)x[b * 32 + j], (double)back[b * 32 + j]);
+    }
+    oc_quantize_q4_0(x, q4, N);
+    oc_dequant_q4_0(q4, back, N);
+    for (int b = 0; b < N / 32; b++) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+        /* |d| = amax/8. Values round to the nearest grid point (error <= |d|/2) except those at x/d in
+         * (7.5, 8], clamped to 7 (error <= |d|); f16 storage of d adds at most 8*|d|*2^-11. */
+        double d = amax / 8.0, bound = d * (1.0 + 8.0 / 2048.0) + 1e-30;
+        for (int j = 0; j < 32; j++)
+            CHECKF(fabs((double)back[b * 32 + j] - x[b * 32 + j]) <= bound, "q4_0 block %d elem %d: %g -> %g", b, j,
+                   (double)x[b * 32 + j], (double)back[b * 32 + j]);
+    }
+    /* llama.cpp's reference rounding on a hand-made block: x = j - 16, amax 16 at j = 0 (value -16).
+     * Q8_0: d = 16/127, q = round((j-16) * 127/16), e.g. j=1: round(-119.0625) = -119, j=31: 119.0625 -> 119.
+     * Q4_0: max = -16, d = 2, q = min(15, (int)((j-16)/2 + 8.5)): j=0 -> 0, j=1 -> 1 (0.5+... = 1.0),
+     *       j=17 -> (int)9.0 = 9, j=31 -> (int)16.0 = 16 -> 15. */
+    float h[32];
+    for (int j = 0; j < 32; j++) h[j] = (float)(j - 16);
+    oc_quantize_q8_0(h, q8, 32);
+    CHECK(q8[0].qs[0] == -127 && q8[0].qs[1] == -119 && q8[0].qs[16] == 0 && q8[0].qs[31] == 119);
+    CHECK(q8[0].d == oc_f32_to_f16(16.0f / 127.0f));
+    oc_quantize_q4_0(h, q4, 32);
+    CHECK(q4[0].d == oc_f32_to_f16(2.0f));
+    CHECK((q4[0].qs[0] & 0xF) == 0 && (q4[0].qs[1] & 0xF) == 1 && (q4[0].qs[1] >> 4) == 9 && (q4[0].qs[15] >> 4) == 15);
+}
+
+/* ---- random weights and the oracle ------------------------------------------------------------ */
+
+typedef struct test_w {
+    oc_weight w;
+    unsigned char *bytes;
+    size_t n_bytes;
+    double *deq;      /* n_out x n_in, from the scalar dequantizer */
+} test_w;
+
+static uint16_t small_f16(check_rng *r) {
+    float v = check_rng_uniform(r, 0.002f, 0.05f);
+    return oc_f32_to_f16(check_rng_u64(r) & 1 ? -v : v);
+}
+
+/* Random rows: float types uniform in [-1, 1]; quantized types random bytes for qs and scales, with
+ * small finite f16 d / dmin. row_pad extra bytes (a multiple of 4, keeping every type aligned)
+ * between rows test row_bytes > the packed size.
+ * The buffer is exactly n_out * row_bytes long, so ASan catches reads past the last row. */
+static int make_weight(test_w *t, int32_t dtype, int64_t n_in, int64_t n_out, size_t row_pad, check_rng *r) {
+    memset(t, 0, sizeof *t);
+    size_t rb = (size_t)oc_dtype_row_bytes(dtype, (uint64_t)n_in) + row_pad;
+    t->n_bytes = rb * (size_t)n_out;
+    t->bytes = malloc(t->n_bytes);
+    t->deq = malloc(sizeof(double) * (size_t)(n_in * n_out));
+    float *tmp = malloc(sizeof(float) * (size_t)n_in);
+    if (!t->bytes || !t->deq || !tmp) { free(tmp); return 0; }
+    for (size_t i = 0; i < t->n_bytes; i++) t->bytes[i] = (unsigned char)check_rng_u64(r);
+    for (int64_t o = 0; o < n_out; o++) {
+        unsigned char *row = t->bytes + (size_t)o * rb;
+        switch (dtype) {
+        case OC_DTYPE_F32:
+            for (int64_t i = 0; i < n_in; i++) { float v = check_rng_uniform(r, -1, 1); memcpy(row + 4 * i, &v, 4); }
+            break;
+        case OC_DTYPE_F16:
+            for (int64_t i = 0; i < n_in; i++) ((uint16_t *)row)[i] = oc_f32_to_f16(check_rng_uniform(r, -1, 1));
+            break;
+        case OC_DTYPE_BF16:
+            for (int64_t i = 0; i < n_in; i++) ((uint16_t *)row)[i] = oc_f32_to_bf16(check_rng_uniform(r, -1, 1));
+            break;
+        case OC_DTYPE_Q8_0:
+            for (int64_t b = 0; b < n_in / 32; b++) ((oc_block_q8_0 *)row)[b].d = small_f16(r);
+            break;
+        case OC_DTYPE_Q4_0:
+            for (int64_t b = 0; b < n_in / 32; b++) ((oc_block_q4_0 *)row)[b].d = small_f16(r);
+            break;
+        case OC_DTYPE_Q4_K:
+            for (int64_t b = 0; b < n_in / 256; b++) {
+                ((oc_block_q4_k *)row)[b].d = small_f16(r);
+                ((oc_block_q4_k *)row)[b].dmin = small_f16(r);
+            }
+            break;
+        case OC_DTYPE_Q6_K:
+            for (int64_t b = 0; b < n_in / 256; b++) ((oc_block_q6_k *)row)[b].d = small_f16(r);
+            break;
+        }
+        oc_dequant_ref(dtype)(row, tmp, n_in);
+        for (int64_t i = 0; i < n_in; i++) t->deq[o * n_in + i] = tmp[i];
+    }
+    free(tmp);
+    t->w = (oc_weight){ dtype, n_in, n_out, t->bytes, rb };
+    return 1;
+}
+
+static void free_weight(test_w *t) {
+    free(t->bytes);
+    free(t->deq);
+}
+
+static float *make_x(int64_t n_tok, int64_t n_in, size_t x_stride, check_rng *r) {
+    size_t n = n_tok ? (size_t)(n_tok - 1) * x_stride + (size_t)n_in : 1;   /* exact: ASan sees over-reads */
+    float *x = malloc(n * sizeof(float));
+    if (!x) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        /* a few large values make the int8 path's per-block scales differ */
+        x[i] = check_rng_uniform(r, -1, 1) * (check_rng_u64(r) % 23 == 0 ? 20.0f : 1.0f);
+    }
+    return x;
+}
+
+/* Checks y against the oracle with the per-element bound
+ *   |y - y_ref| <= 2 (n_in + 2) 2^-24 S  +  Q
+ * where S = sum_i |w_i| (|x_i| + e_i) + |bias|. Justification: every path forms the same products of
+ * f32 values (the SIMD dequantizers are bitwise equal to the scalar ones, checked below) and sums
+ * them in some order in f32 (with or without FMA); any order of n additions has error at most
+ * gamma_n sum |terms| with gamma_n = n u / (1 - n u), u = 2^-24, plus one rounding per product when
+ * not fused (+1) and the bias add (+1); the factor 2 covers 1/(1 - n u) and the int8 path's rounding
+ * of d_w * d_x. The int8 path replaces x_i by xq_i = d q_i with |x_i - xq_i| <= d/2 (d = block
+ * amax/127; 0.51 d leaves room for the f32 rounding of d and 127/amax), so there e_i = 0.51 d and
+ * Q = sum_i |w_i| 0.51 d; on the float path e_i = 0 and Q = 0. NaN or Inf never passes. */
+static int check_y(const char *what, const test_w *t, const float *x, size_t x_stride, const float *y,
+                   size_t y_stride, int64_t n_tok, const float *bias, int int8) {
+    int64_t n_in = t->w.n_in, n_out = t->w.n_out;
+    int bad = 0;
+    double worst = 0;
+    for (int64_t tt = 0; tt < n_tok; tt++) {
+        const float *xt = x + (size_t)tt * x_stride;
+        for (int64_t o = 0; o < n_out; o++) {
+            const double *wr = t->deq + o * n_in;
+            double ref = bias ? bias[o] : 0.0, s = bias ? fabs(bias[o]) : 0.0, q = 0;
+            for (int64_t b = 0; b < n_in; b += 32) {
+                int64_t e = OC_MIN(b + 32, n_in);
+                double amax = 0, wabs = 0;
+                for (int64_t i = b; i < e; i++) {
+                    ref += wr[i] * (double)xt[i];
+                    s += fabs(wr[i]) * fabs((double)xt[i]);
+                    amax = fmax(amax, fabs((double)xt[i]));
+                    wabs += fabs(wr[i]);
+                }
+                if (int8) { q += wabs * 0.51 * amax / 127.0; s += wabs * 0.51 * amax / 127.0; }
+            }
+            double bound = 2.0 * (double)(n_in + 2) * 0x1p-24 * s + q + 1e-30;
+            float got = y[(size_t)tt * y_stride + (size_t)o];
+            double err = fabs((double)got - ref);
+            if (!isfinite(got) || !(err <= bound)) {
+                if (bad++ < 3)
+                    check_fail_at(__FILE__, __LINE__, "%s: y[%lld][%lld] = %.9g, ref %.9g, err %.3g > bound %.3g", what,
+                                  (long long)tt, (long long)o, (double)got, ref, err, bound);
+            }
+            if (bound > 0) worst = fmax(worst, err / bound);
+        }
+    }
+    (void)worst;
+    return bad == 0;
+}
+
+/* ---- matmul against the oracle ------------------------------------------------------------------ */
+
+static const oc_matmul_kernels *tables[OC_ISA_COUNT];
+static int n_tables_run;
+
+static void load_tables(void) {
+    for (int i = 0; i < OC_ISA_COUNT; i++) tables[i] = oc_matmul_kernels_for((oc_isa)i);
+}
+
+static int64_t pick(check_rng *r, const int64_t *v, int n) { return v[check_rng_int(r, 0, n - 1)]; }
+
+static int64_t pick_n_in(check_rng *r, int32_t dtype) {
+    static const int64_t any[] = { 1, 3, 8, 17, 37, 64, 273, 600 };
+    static const int64_t b32[] = { 32, 96, 288, 544 };
+    static const int64_t b256[] = { 256, 512, 768 };
+    int be = oc_dtype_get(dtype)->block_elems;
+    if (be == 1) return pick(r, any, 8);
+    if (be == 32) return pick(r, b32, 4);
+    return pick(r, b256, 3);
+}
+
+/* Whether a forced path must use the int8 kernels: Q8_0 / Q4_0 always (every table has them), Q4_K /
+ * Q6_K for GEMV (n_tok < 4) where the table has their dot products. */
+static int expect_int8(const oc_matmul_kernels *k, oc_matmul_path path, int32_t dtype, int64_t n_tok) {
+    if (path != OC_MATMUL_INT8) return 0;
+    if (dtype == OC_DTYPE_Q8_0 || dtype == OC_DTYPE_Q4_0) return 1;
+    if (dtype == OC_DTYPE_Q4_K) return n_tok < 4 && k->dot_q8x[OC_MM_I8_Q4_K] != NULL;
+    if (dtype == OC_DTYPE_Q6_K) return n_tok < 4 && k->dot_q8x[OC_MM_I8_Q6_K] != NULL;
+    return 0;
+}
+
+/* One random case: returns 0 on failure (already reported). */
+static int run_case(const oc_matmul_kernels *k, oc_pool *pool, oc_matmul_path path, int32_t dtype, int64_t n_in,
+                    int64_t n_out, int64_t n_tok, int use_bias, size_t x_pad, size_t y_pad, size_t row_pad, check_rng *r) {
+    test_w t;
+    char what[160];
+    snprintf(what, sizeof what, "%s %s path %d n_in %lld n_out %lld n_tok %lld", oc_matmul_kernels_name(k),
+             oc_dtype_name(dtype), (int)path, (long long)n_in, (long long)n_out, (long long)n_tok);
+    if (!make_weight(&t, dtype, n_in, n_out, row_pad, r)) { check_fail_at(__FILE__, __LINE__, "out of memory"); return 0; }
+    size_t xs = (size_t)n_in + x_pad, ys = (size_t)n_out + y_pad;
+    float *x = make_x(n_tok, n_in, xs, r);
+    size_t ny = (size_t)n_tok * ys;
+    float *y = malloc(ny * sizeof(float)), *bias = malloc((size_t)n_out * sizeof(float));
+    oc_matmul_ctx *ctx = NULL;
+    oc_error err;
+    int ok = 0;
+    if (!x || !y || !bias) { check_fail_at(__FILE__, __LINE__, "out of memory"); goto done; }
+    for (int64_t o = 0; o < n_out; o++) bias[o] = check_rng_uniform(r, -2, 2);
+    check_poison_f32(y, ny);
+    if (oc_matmul_ctx_open(&ctx, k, pool, n_in, n_tok, NULL, &err) != OC_OK) {
+        check_fail_at(__FILE__, __LINE__, "%s: ctx_open: %s", what, err.message);
+        goto done;
+    }
+    oc_matmul_ctx_set_path(ctx, path);
+    if (oc_matmul(ctx, &t.w, x, xs, y, ys, n_tok, use_bias ? bias : NULL, &err) != OC_OK) {
+        check_fail_at(__FILE__, __LINE__, "%s: %s", what, err.message);
+        goto done;
+    }
+    int int8 = oc_matmul_uses_int8(ctx, &t.w, n_tok);
+    if (path != OC_MATMUL_AUTO) CHECKF(int8 == expect_int8(k, path, dtype, n_tok), "%s: int8 path %d", what, int8);
+    ok = check_y(what, &t, x, xs, y, ys, n_tok, use_bias ? bias : NULL, int8);
+    /* the padding between Y rows is not ours: it must still hold the poison */
+    for (int64_t tt = 0; tt < n_tok && ok; tt++)
+        for (size_t j = (size_t)n_out; j < ys; j++)
+            if (!isnan(y[(size_t)tt * ys + j])) { check_fail_at(__FILE__, __LINE__, "%s: wrote Y padding", what); ok = 0; break; }
+done:
+    oc_matmul_ctx_close(ctx);
+    free(x); free(y); free(bias);
+    free_weight(&t);
+    return ok;
+}
+
+static void test_matmul_random(void) {
+    check_rng r = { 12345 };
+    static const int64_t outs[] = { 1, 7, 8, 33, 64, 65, 130 };
+    static const int64_t toks[] = { 1, 2, 3, 5, 13, 70 };
+    n_tables_run = 0;
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+        const oc_matmul_kernels *k = tables[isa];
+        if (!k) continue;
+        n_tables_run++;
+        for (size_t ti = 0; ti < OC_ARRAY_LEN(all_types); ti++) {
+            int32_t dtype = all_types[ti];
+            int has_int8 = oc_dtype_get(dtype)->block_elems > 1;   /* every quantized type */
+            for (int p = 0; p < (has_int8 ? 2 : 1); p++) {
+                oc_matmul_path path = p ? OC_MATMUL_INT8 : OC_MATMUL_FLOAT;
+                int n_fail = 0;
+                for (int c = 0; c < 14 && n_fail == 0; c++) {
+                    int64_t n_in = pick_n_in(&r, dtype), n_out = pick(&r, outs, 7), n_tok = pick(&r, toks, 6);
+                    int pad = c % 3 == 2;
+                    if (!run_case(k, NULL, path, dtype, n_in, n_out, n_tok, c % 2, pad ? 5 : 0, pad ? 3 : 0, pad ? 4 : 0, &r))
+                        n_fail++;
+                }
+                /* more tokens than one GEMM task holds, more outputs than one task; and a GEMV */
+                if (!n_fail) run_case(k, NULL, path, dtype, pick_n_in(&r, dtype), 70, 300, 1, 0, 0, 0, &r);
+                if (!n_fail) run_case(k, NULL, path, dtype, pick_n_in(&r, dtype), 33, 1, 1, 0, 0, 0, &r);
+            }
+        }
+    }
+    CHECK(n_tables_run >= 1);
+}
+
+/* Every ISA's dequantizers equal the scalar reference bit for bit (the oracle and the tolerance above
+ * rely on it). */
+static void test_dequant_isa_bitwise(void) {
+    check_rng r = { 777 };
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+        const oc_matmul_kernels *k = tables[isa];
+        if (!k) continue;
+        for (size_t ti = 0; ti < OC_ARRAY_LEN(all_types); ti++) {
+            int32_t dtype = all_types[ti];
+            test_w t;
+            int64_t n_in = oc_dtype_get(dtype)->block_elems == 1 ? 1000 : 768;
+            REQUIRE(make_weight(&t, dtype, n_in, 1, 0, &r));
+            float *a = malloc(sizeof(float) * (size_t)n_in), *b = malloc(sizeof(float) * (size_t)n_in);
+            if (a && b) {
+                oc_dequant_ref(dtype)(t.bytes, a, n_in);
+                int idx = dtype == OC_DTYPE_F32 ? OC_MM_F32 : dtype == OC_DTYPE_F16 ? OC_MM_F16 : dtype == OC_DTYPE_BF16 ? OC_MM_BF16
+                        : dtype == OC_DTYPE_Q8_0 ? OC_MM_Q8_0 : dtype == OC_DTYPE_Q4_0 ? OC_MM_Q4_0 : dtype == OC_DTYPE_Q4_K ? OC_MM_Q4_K : OC_MM_Q6_K;
+                check_poison_f32(b, (size_t)n_in);
+                k->to_f32[idx](t.bytes, b, n_in);
+                CHECKF(memcmp(a, b, sizeof(float) * (size_t)n_in) == 0, "%s %s dequant differs from scalar", k->name, oc_dtype_name(dtype));
+            }
+            free(a); free(b);
+            free_weight(&t);
+        }
+    }
+}
+
+/* 1, 2 and 3 pool threads give bitwise identical Y, for GEMM and GEMV, on every path. */
+static void test_thread_determinism(void) {
+    check_rng r = { 4242 };
+    oc_pool *pools[3] = { NULL, NULL, NULL };
+    oc_error err;
+    for (int i = 0; i < 3; i++) REQUIRE(oc_pool_open(&pools[i], i + 1, NULL, &err) == OC_OK);
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+        const oc_matmul_kernels *k = tables[isa];
+        if (!k) continue;
+        for (size_t ti = 0; ti < OC_ARRAY_LEN(all_types); ti++) {
+            int32_t dtype = all_types[ti];
+            int has_int8 = oc_dtype_get(dtype)->block_elems > 1;   /* every quantized type */
+            for (int p = 0; p < (has_int8 ? 2 : 1); p++) {
+                static const int64_t toks[] = { 1, 3, 70, 300 };
+                for (int c = 0; c < 4; c++) {
+                    int64_t n_in = oc_dtype_get(dtype)->block_elems == 256 ? 512 : oc_dtype_get(dtype)->block_elems == 32 ? 544 : 600;
+                    int64_t n_out = 200, n_tok = toks[c];
+                    test_w t;
+                    REQUIRE(make_weight(&t, dtype, n_in, n_out, 0, &r));
+                    float *x = make_x(n_tok, n_in, (size_t)n_in, &r);
+                    float *y[3] = { NULL, NULL, NULL };
+                    size_t ny = (size_t)(n_tok * n_out);
+                    for (int i = 0; i < 3; i++) {
+                        y[i] = malloc(ny * sizeof(float));
+                        oc_matmul_ctx *ctx = NULL;
+                        if (!x || !y[i] || oc_matmul_ctx_open(&ctx, k, pools[i], n_in, n_tok, NULL, &err) != OC_OK) {
+                            check_fail_at(__FILE__, __LINE__, "setup failed");
+                            break;
+                        }
+                        oc_matmul_ctx_set_path(ctx, p ? OC_MATMUL_INT8 : OC_MATMUL_FLOAT);
+                        check_poison_f32(y[i], ny);
+                        CHECK(oc_matmul(ctx, &t.w, x, (size_t)n_in, y[i], (size_t)n_out, n_tok, NULL, &err) == OC_OK);
+                        oc_matmul_ctx_close(ctx);
+                        if (i > 0)
+                            CHECKF(memcmp(y[0], y[i], ny * sizeof(float)) == 0, "%s %s path %d n_tok %lld: %d threads differ from 1",
+                                   k->name, oc_dtype_name(dtype), p, (long long)n_tok, i + 1);
+                    }
+                    for (int i = 0; i < 3; i++) free(y[i]);
+                    free(x);
+                    free_weight(&t);
+                }
+            }
+        }
+    }
+    for (int i = 0; i < 3; i++) oc_pool_close(pools[i]);
+}
+
+/* A pool of threads gives correct results too (not only identical ones). */
+static void test_matmul_threaded(void) {
+    check_rng r = { 99 };
+    oc_pool *pool = NULL;
+    oc_error err;
+    REQUIRE(oc_pool_open(&pool, 2, NULL, &err) == OC_OK);
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+        if (!tables[isa]) continue;
+        run_case(tables[isa], pool, OC_MATMUL_AUTO, OC_DTYPE_Q8_0, 544, 130, 70, 1, 0, 0, 0, &r);
+        run_case(tables[isa], pool, OC_MATMUL_AUTO, OC_DTYPE_F16, 600, 130, 70, 1, 0, 0, 0, &r);
+        run_case(tables[isa], pool, OC_MATMUL_AUTO, OC_DTYPE_Q4_0, 288, 65, 1, 0, 0, 0, 0, &r);
+    }
+    oc_pool_close(pool);
+}
+
+static void test_matmul_errors(void) {
+    const oc_matmul_kernels *k = tables[OC_ISA_SCALAR];
+    REQUIRE(k);
+    oc_matmul_ctx *ctx = NULL;
+    oc_error err;
+    CHECK(oc_matmul_ctx_open(&ctx, NULL, NULL, 64, 4, NULL, &err) == OC_ERR_INVALID && ctx == NULL);
+    CHECK(oc_matmul_ctx_open(&ctx, k, NULL, 0, 4, NULL, &err) == OC_ERR_INVALID);
+    REQUIRE(oc_matmul_ctx_open(&ctx, k, NULL, 64, 4, NULL, &err) == OC_OK);
+    static uint16_t data[64 * 4];
+    float x[4 * 64] = { 0 }, y[4 * 4];
+    oc_weight w = { OC_DTYPE_F16, 64, 4, data, 128 };
+    CHECK(oc_matmul(ctx, &w, x, 64, y, 4, 4, NULL, &err) == OC_OK);
+    CHECK(oc_matmul(ctx, &w, x, 64, y, 4, 0, NULL, &err) == OC_OK);   /* no tokens: nothing to do */
+    oc_weight bad = w;
+    bad.dtype = 3;   /* Q4_1: known, not supported */
+    CHECK(oc_matmul(ctx, &bad, x, 64, y, 4, 4, NULL, &err) == OC_ERR_UNSUPPORTED && strstr(err.message, "q4_1"));
+    bad = w; bad.dtype = OC_DTYPE_Q8_0; bad.n_in = 48;
+    CHECK(oc_matmul(ctx, &bad, x, 64, y, 4, 4, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "multiple"));
+    bad = w; bad.n_in = 128; bad.row_bytes = 256;
+    CHECK(oc_matmul(ctx, &bad, x, 128, y, 4, 4, NULL, &err) == OC_ERR_RANGE);
+    CHECK(oc_matmul(ctx, &w, x, 64, y, 4, 5, NULL, &err) == OC_ERR_RANGE);
+    bad = w; bad.row_bytes = 100;
+    CHECK(oc_matmul(ctx, &bad, x, 64, y, 4, 4, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "row_bytes"));
+    bad = w; bad.data = (const unsigned char *)data + 1;
+    CHECK(oc_matmul(ctx, &bad, x, 64, y, 4, 4, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "aligned"));
+    CHECK(oc_matmul(ctx, &w, x, 63, y, 4, 4, NULL, &err) == OC_ERR_INVALID);
+    CHECK(oc_matmul(ctx, &w, NULL, 64, y, 4, 4, NULL, &err) == OC_ERR_INVALID);
+    bad = w; bad.n_out = 0;
+    CHECK(oc_matmul(ctx, &bad, x, 64, y, 4, 4, NULL, &err) == OC_ERR_INVALID);
+    oc_matmul_ctx_close(ctx);
+    oc_matmul_ctx_close(NULL);
+    CHECK(oc_matmul_scratch_bytes(k, 1, INT64_MAX / 2, INT64_MAX / 2) == 0);   /* overflow is refused */
+}
+
+/* NaN in X reaches Y on every path (the int8 quantizer must not turn it into a number). */
+static void test_nan_propagates(void) {
+    check_rng r = { 5 };
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+        const oc_matmul_kernels *k = tables[isa];
+        if (!k) continue;
+        for (int p = 0; p < 2; p++) {
+            for (int n_tok = 1; n_tok <= 8; n_tok += 7) {
+                test_w t;
+                REQUIRE(make_weight(&t, OC_DTYPE_Q8_0, 64, 9, 0, &r));
+                float *x = make_x(n_tok, 64, 64, &r), y[8 * 9];
+                oc_matmul_ctx *ctx = NULL;
+                oc_error err;
+                if (x && oc_matmul_ctx_open(&ctx, k, NULL, 64, n_tok, NULL, &err) == OC_OK) {
+                    oc_matmul_ctx_set_path(ctx, p ? OC_MATMUL_INT8 : OC_MATMUL_FLOAT);
+                    x[40] = NAN;   /* token 0, second block */
+                    CHECK(oc_matmul(ctx, &t.w, x, 64, y, 9, n_tok, NULL, &err) == OC_OK);
+                    for (int o = 0; o < 9; o++) CHECKF(isnan(y[o]), "%s path %d n_tok %d: y[0][%d] = %g", k->name, p, n_tok, o, (double)y[o]);
+                    if (n_tok > 1) CHECK(!isnan(y[9]));
+                }
+                oc_matmul_ctx_close(ctx);
+                free(x);
+                free_weight(&t);
+            }
+        }
+    }
+}
+
+int main(void) {
+    load_tables();
+    for (int i = 0; i < OC_ISA_COUNT; i++)
+        printf("# isa %s: %s\n", oc_isa_name((oc_isa)i), tables[i] ? oc_matmul_kernels_name(tables[i]) : "not run here");
+    CHECK_RUN(test_dequant_by_hand);
+    CHECK_RUN(test_quantize_roundtrip);
+    CHECK_RUN(test_dequant_isa_bitwise);
+    CHECK_RUN(test_matmul_random);
+    CHECK_RUN(test_thread_determinism);
+    CHECK_RUN(test_matmul_threaded);
+    CHECK_RUN(test_matmul_errors);
+    CHECK_RUN(test_nan_propagates);
+    return check_finish();
+}
