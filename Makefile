@@ -110,9 +110,15 @@ FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
 # The fuzzers compile the portable library sources themselves (no ISA kernels, no OpenCL).
 FUZZ_LIB_SRC := $(filter-out %_avx2.c %_avx512.c %_neon.c src/cl_%.c,$(wildcard src/*.c) $(wildcard port/*.c))
 
-$(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC) config.h
+FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(B)/fuzz/lib/%.o)
+
+$(B)/fuzz/lib/%.o: %.c config.h
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB_SRC) $(DEP_CFLAGS) $(DEP_LIBS) -lm
+	$(FUZZ_CC) $(subst fuzzer,fuzzer-no-link,$(FUZZ_FLAGS)) $(DEP_CFLAGS) -c $< -o $@
+
+$(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJ)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(DEP_CFLAGS) -o $@ $< $(FUZZ_LIB_OBJ) $(DEP_LIBS) -lm
 
 fuzz: $(FUZZ_BIN)
 

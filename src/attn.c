@@ -31,6 +31,7 @@
  * | tasks | entry point.
  */
 #include "attn.h"
+#include "isa_built.h"
 #include "attn_kernels.h"
 
 #include <math.h>
@@ -733,17 +734,17 @@ oc_status oc_attn_run(const oc_attn_args *a, oc_pool *pool, void *scratch, size_
     return OC_OK;
 }
 
-/* The ISA files that configure built (OC_HAVE_*_KERNELS) are the only ones referenced. */
+/* Only the ISA files this build links (isa_built.h) are referenced. */
 const oc_attn_kernels *oc_attn_kernels_for(oc_isa isa) {
     switch (isa) {
     case OC_ISA_SCALAR: return oc_attn_kernels_ref();
-#if OC_HAVE_AVX2_KERNELS
+#if OC_BUILT_AVX2
     case OC_ISA_AVX2: return oc_attn_kernels_avx2();
 #endif
-#if OC_HAVE_AVX512_KERNELS
+#if OC_BUILT_AVX512
     case OC_ISA_AVX512: return oc_attn_kernels_avx512();
 #endif
-#if OC_HAVE_NEON_KERNELS
+#if OC_BUILT_NEON
     case OC_ISA_NEON: return oc_attn_kernels_neon();
 #endif
     default: return NULL;

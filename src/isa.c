@@ -1,5 +1,6 @@
 /* isa.c: maps CPU features (port/cpu.c) and the kernels this build contains to an ISA choice. */
 #include "isa.h"
+#include "isa_built.h"
 
 const char *oc_isa_name(oc_isa isa) {
     switch (isa) {
@@ -15,11 +16,11 @@ const char *oc_isa_name(oc_isa isa) {
 int oc_isa_runs(oc_isa isa, const oc_cpu_features *cpu) {
     switch (isa) {
     case OC_ISA_SCALAR: return 1;
-    case OC_ISA_AVX2: return OC_HAVE_AVX2_KERNELS && cpu->avx2 && cpu->fma && cpu->f16c;
+    case OC_ISA_AVX2: return OC_BUILT_AVX2 && cpu->avx2 && cpu->fma && cpu->f16c;
     case OC_ISA_AVX512:
-        return OC_HAVE_AVX512_KERNELS && cpu->avx2 && cpu->fma && cpu->f16c && cpu->avx512f &&
+        return OC_BUILT_AVX512 && cpu->avx2 && cpu->fma && cpu->f16c && cpu->avx512f &&
                cpu->avx512bw && cpu->avx512vl && cpu->avx512dq;
-    case OC_ISA_NEON: return OC_HAVE_NEON_KERNELS && cpu->neon;
+    case OC_ISA_NEON: return OC_BUILT_NEON && cpu->neon;
     case OC_ISA_COUNT: break;
     }
     return 0;
