@@ -187,10 +187,11 @@ INLINE void transpose8(__m256 r[8]) {
 
 /* Query rows in groups of 8: each group fills 8 adjacent columns of one panel, so every
  * transposed register is one contiguous store. */
-static void pack_qt(float *dst, const float *const *rows, int32_t n_rows, int32_t n_cols, int32_t d, float scale) {
+void oc_attn_avx2_pack_qt(float *dst, const float *const *rows, int32_t n_rows, int32_t n_cols, int32_t d,
+                          float scale, int32_t panel, int32_t vec) {
     const __m256 sv = _mm256_set1_ps(scale);
     for (int32_t k0 = 0; k0 < n_cols; k0 += 8) {
-        int32_t p0 = k0 / PANEL * PANEL, w = n_cols - p0 >= PANEL ? PANEL : VEC;
+        int32_t p0 = k0 / panel * panel, w = n_cols - p0 >= panel ? panel : vec;
         float *base = dst + (int64_t)p0 * d + (k0 - p0);
         int32_t c = 0;
         if (k0 + 8 <= n_rows) {
@@ -204,6 +205,10 @@ static void pack_qt(float *dst, const float *const *rows, int32_t n_rows, int32_
         for (; c < d; c++)
             for (int32_t t = 0; t < 8; t++) base[(int64_t)c * w + t] = k0 + t < n_rows ? rows[k0 + t][c] * scale : 0.0f;
     }
+}
+
+static void pack_qt(float *dst, const float *const *rows, int32_t n_rows, int32_t n_cols, int32_t d, float scale) {
+    oc_attn_avx2_pack_qt(dst, rows, n_rows, n_cols, d, scale, PANEL, VEC);
 }
 
 static void scale(float *dst, const float *src, int32_t n, float a) {

@@ -160,44 +160,9 @@ static void softmax_cols(float *s, int64_t lds, int32_t n_keys, int32_t n_cols, 
     }
 }
 
-INLINE void transpose8(__m256 r[8]) {
-    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
-    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
-    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
-    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
-/* Query rows in groups of 8 (half a vector, ymm transposes as in attn_avx2.c): each group fills
- * 8 adjacent columns of one panel, so every transposed register is one contiguous store. */
+/* Packing Q^T uses 256-bit transposes on every x86 ISA: attn_avx2.c's, with this table's panel width. */
 static void pack_qt(float *dst, const float *const *rows, int32_t n_rows, int32_t n_cols, int32_t d, float scale) {
-    const __m256 sv = _mm256_set1_ps(scale);
-    for (int32_t k0 = 0; k0 < n_cols; k0 += 8) {
-        int32_t p0 = k0 / PANEL * PANEL, w = n_cols - p0 >= PANEL ? PANEL : VEC;
-        float *base = dst + (int64_t)p0 * d + (k0 - p0);
-        int32_t c = 0;
-        if (k0 + 8 <= n_rows) {
-            for (; c + 8 <= d; c += 8) {
-                __m256 r[8];
-                for (int32_t t = 0; t < 8; t++) r[t] = _mm256_mul_ps(_mm256_loadu_ps(rows[k0 + t] + c), sv);
-                transpose8(r);
-                for (int32_t cc = 0; cc < 8; cc++) _mm256_storeu_ps(base + (int64_t)(c + cc) * w, r[cc]);
-            }
-        }
-        for (; c < d; c++)
-            for (int32_t t = 0; t < 8; t++) base[(int64_t)c * w + t] = k0 + t < n_rows ? rows[k0 + t][c] * scale : 0.0f;
-    }
+    oc_attn_avx2_pack_qt(dst, rows, n_rows, n_cols, d, scale, PANEL, VEC);
 }
 
 static void scale(float *dst, const float *src, int32_t n, float a) {

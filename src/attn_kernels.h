@@ -56,4 +56,9 @@ const oc_attn_kernels *oc_attn_kernels_avx2(void);
 const oc_attn_kernels *oc_attn_kernels_avx512(void);
 const oc_attn_kernels *oc_attn_kernels_neon(void);
 
+/* Shared by the AVX2 and AVX-512 tables (defined in attn_avx2.c; an AVX-512 build always has AVX2):
+ * pack_qt for a table whose panels are `panel` columns wide and whose vectors hold `vec` floats. */
+void oc_attn_avx2_pack_qt(float *dst, const float *const *rows, int32_t n_rows, int32_t n_cols, int32_t d,
+                          float scale, int32_t panel, int32_t vec);
+
 #endif
