@@ -218,6 +218,108 @@ OC_API oc_status oc_gguf_writer_add_tensor_fn(oc_gguf_writer *w, const char *nam
  * fill function returned] */
 OC_API oc_status oc_gguf_writer_write(oc_gguf_writer *w, const char *path, oc_error *err);
 
+/* ---- models, contexts, asking ---------------------------------------------------------------- */
+/* A model is the text GGUF (arch "qwen2vl") plus, for images, its mmproj GGUF, as llama.cpp's
+ * converter or `ocellus convert` write them. It is read-only once open: any number of contexts,
+ * in any threads, may use one model at the same time. A context holds everything one
+ * conversation mutates (KV cache, activations, scratch); its memory is computed from its limits
+ * and allocated when it opens, and generating a token allocates nothing. */
+typedef struct oc_model oc_model;
+typedef struct oc_context oc_context;
+
+/* mmproj_path may be NULL (text only). Messages name the file and the problem.
+ * [errors: OC_ERR_IO, OC_ERR_FORMAT, OC_ERR_UNSUPPORTED, OC_ERR_TYPE, OC_ERR_NOMEM] */
+OC_API oc_status oc_model_open(oc_model **out, const char *text_path, const char *mmproj_path,
+                               const oc_allocator *alloc, oc_error *err);
+OC_API void oc_model_close(oc_model *model);
+
+typedef struct oc_model_info {
+    int32_t n_vocab, n_embd, n_layers, n_head, n_head_kv, head_dim, n_ff;
+    int has_vision;
+    const char *projector;            /* "qwen2vl_merger", "qwen2.5vl_merger" or "" */
+    int32_t vision_layers, vision_hidden, vision_heads;
+} oc_model_info;
+OC_API void oc_model_get_info(const oc_model *model, oc_model_info *out);
+
+typedef void (*oc_progress_fn)(void *user, const char *stage, int32_t done, int32_t total);
+
+typedef struct oc_context_params {
+    int32_t max_context_tokens;   /* KV cache length (default 4096) */
+    int32_t max_images;           /* images per question (default 8) */
+    int32_t max_image_tokens;     /* LLM tokens per image after the 2x2 merge (default 1280 =
+                                     HF's default max_pixels 1003520 / 28^2); larger images are
+                                     scaled down (smart_resize) */
+    int32_t min_image_tokens;     /* default 4 (HF min_pixels 3136 / 28^2) */
+    int32_t batch_tokens;         /* prefill chunk (default 256) */
+    int n_threads;                /* 0: every online CPU */
+    const char *plan_path;        /* attention plan file, or NULL: dense attention */
+    const oc_allocator *alloc;    /* NULL: malloc */
+    oc_progress_fn progress;      /* "vision" / "prefill" progress, may be NULL */
+    void *progress_user;
+} oc_context_params;
+OC_API void oc_context_params_default(oc_context_params *params);
+/* The bytes oc_context_open will allocate for these limits (KV cache, activations, scratch,
+ * image buffers), without allocating. [errors: OC_ERR_INVALID, OC_ERR_RANGE] */
+OC_API oc_status oc_context_memory_bytes(const oc_model *model, const oc_context_params *params,
+                                         size_t *bytes, oc_error *err);
+/* [errors: OC_ERR_INVALID, OC_ERR_RANGE, OC_ERR_NOMEM, plan file errors (OC_ERR_IO,
+ * OC_ERR_FORMAT, OC_ERR_UNSUPPORTED when it does not fit the model)] */
+OC_API oc_status oc_context_open(oc_context **out, const oc_model *model,
+                                 const oc_context_params *params, oc_error *err);
+OC_API void oc_context_close(oc_context *ctx);
+
+/* RGB8 pixels, rows stride_bytes apart (>= 3 * width_px); borrowed for the call. */
+typedef struct oc_image_rgb {
+    const uint8_t *rgb;
+    int32_t width_px, height_px;
+    size_t stride_bytes;
+} oc_image_rgb;
+
+/* temperature <= 0 (the default) or top_k == 1: greedy. Otherwise top-k (0: off), softmax with
+ * the temperature, top-p, then a draw from a generator seeded with seed. */
+typedef struct oc_sampling {
+    float temperature;            /* default 0 */
+    int32_t top_k;                /* default 40 */
+    float top_p;                  /* default 0.95 */
+    uint64_t seed;                /* default 0 */
+} oc_sampling;
+
+/* Called with each new piece of the answer (UTF-8, never a partial character). Return nonzero
+ * to stop generating. */
+typedef int (*oc_text_fn)(void *user, const char *text, size_t n_bytes);
+
+typedef struct oc_request {
+    const char *system;           /* NULL: "You are a helpful assistant." */
+    const char *question;         /* must not be empty */
+    const oc_image_rgb *images;   /* shown before the question, in order */
+    int32_t n_images;
+    int32_t max_new_tokens;       /* default 256 */
+    oc_sampling sampling;
+    oc_text_fn on_text;           /* may be NULL */
+    void *user;
+} oc_request;
+OC_API void oc_request_default(oc_request *req);
+
+/* One single-turn question (the context's previous conversation is dropped): encodes the
+ * images, builds the Qwen2-VL chat prompt, prefills, and generates until <|im_end|>,
+ * <|endoftext|>, max_new_tokens or on_text asks to stop.
+ * [errors: OC_ERR_INVALID (empty question, bad image), OC_ERR_RANGE (too many images, context
+ * full), OC_ERR_UNSUPPORTED (images without an mmproj), OC_ERR_NOMEM] */
+OC_API oc_status oc_ask(oc_context *ctx, const oc_request *req, oc_error *err);
+
+typedef struct oc_stats {
+    int32_t n_images, n_image_tokens, n_prompt_tokens, n_generated;
+    double vision_ms;             /* preprocessing + encoding of every image */
+    double prefill_ms;            /* prompt through the language model */
+    double ttft_ms;               /* request start to the first generated token */
+    double decode_ms;             /* the tokens after the first */
+    uint64_t attn_flops_kept, attn_flops_skipped;   /* attention FLOPs (vision + decoder) */
+    size_t context_bytes;         /* what the context allocated up front */
+} oc_stats;
+OC_API void oc_context_get_stats(const oc_context *ctx, oc_stats *out);
+/* The logits at the last prompt position of the latest oc_ask ([n_vocab] floats), or NULL. */
+OC_API const float *oc_context_prompt_logits(const oc_context *ctx, int32_t *n_vocab);
+
 #ifdef __cplusplus
 }
 #endif
