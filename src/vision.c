@@ -179,7 +179,7 @@ typedef struct row_job {
 
 static void row_one(const row_job *j, int64_t r) {
     size_t off = (size_t)r * (size_t)j->dim;
-    float *x = j->x + off;
+    float *x = j->x ? j->x + off : NULL;   /* ROW_ROTARY has no x */
     switch (j->op) {
     case ROW_NORM:
         if (j->src) oc_add(x, j->src + off, j->dim);
