@@ -7,6 +7,7 @@
  * beforehand). oc_ask then allocates only per image (the resized copy and pixel patches, in
  * proportion to the input image) and the prompt's token layout when a plan needs it; the decode
  * loop allocates nothing. */
+#include "image.h"
 #include "layout.h"
 #include "model.h"
 #include "plan.h"

@@ -5,6 +5,7 @@
 #include <string.h>
 
 static const cli_command commands[] = {
+    { "ask", "answer a question about images: ocellus ask -m M --mmproj V -i IMG PROMPT", cmd_ask },
     { "version", "print the version and this CPU's kernel paths", cmd_version },
     { "plan", "check an attention plan file and summarize it", cmd_plan },
     { "info", "print the keys and tensor table of a GGUF file", cmd_info },
