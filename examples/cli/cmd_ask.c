@@ -34,7 +34,7 @@ static void usage(FILE *f) {
             "  --dump-logits FILE   write the last prompt position's logits (raw little-endian f32)\n");
 }
 
-typedef struct progress_state { int tty; int shown; } progress_state;
+typedef struct progress_state { int tty; int shown; int printed; } progress_state;
 
 static void on_progress(void *user, const char *stage, int32_t done, int32_t total) {
     progress_state *ps = user;
@@ -51,6 +51,7 @@ static int on_text(void *user, const char *text, size_t n_bytes) {
     }
     fwrite(text, 1, n_bytes, stdout);
     fflush(stdout);
+    ps->printed = 1;
     return 0;
 }
 
@@ -117,7 +118,7 @@ int cmd_ask(int argc, char **argv) {
     if (n_images > 0 && !mmproj) return fail("images need the vision encoder: add --mmproj FILE");
     cp.max_images = n_images > 0 ? n_images : 1;
 
-    progress_state ps = { isatty(2), 0 };
+    progress_state ps = { isatty(2), 0, 0 };
     cp.progress = on_progress;
     cp.progress_user = &ps;
     oc_error err;
@@ -144,7 +145,7 @@ int cmd_ask(int argc, char **argv) {
     req.user = &ps;
     oc_status st = oc_ask(ctx, &req, &err);
     if (ps.shown) fprintf(stderr, "\r%30s\r", "");
-    fputc('\n', stdout);
+    if (ps.printed) fputc('\n', stdout);
     fflush(stdout);
     if (st) { fail(err.message); goto done; }
     if (dump) {
