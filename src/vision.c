@@ -83,9 +83,14 @@ size_t oc_vision_ctx_bytes(const oc_vision_model *m, int32_t max_patches, int n_
     if (!m || max_patches < 1 || n_threads < 1) return 0;
     layout L;
     if (!plan_layout(&m->hp, max_patches, n_threads, &L)) return 0;
-    const oc_matmul_kernels *k = oc_matmul_kernels_for(OC_ISA_SCALAR);
-    size_t mm = oc_matmul_scratch_bytes(k, n_threads, max_n_in(&m->hp), max_patches), t;
-    if (!mm || !oc_add_size(L.total, mm, &t) || !oc_add_size(t, sizeof(oc_vision_ctx), &t)) return 0;
+    size_t mm = 0, t;   /* the matmul scratch of the hungriest ISA table that runs here */
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+        const oc_matmul_kernels *k = oc_matmul_kernels_for((oc_isa)isa);
+        size_t b = k ? oc_matmul_scratch_bytes(k, n_threads, max_n_in(&m->hp), max_patches) : 0;
+        if (k && !b) return 0;
+        mm = OC_MAX(mm, b);
+    }
+    if (!oc_add_size(L.total, mm, &t) || !oc_add_size(t, sizeof(oc_vision_ctx), &t)) return 0;
     return t;
 }
 

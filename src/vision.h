@@ -42,7 +42,8 @@ int oc_vision_model_ffn_swapped(const oc_vision_model *m);
 
 typedef struct oc_vision_ctx oc_vision_ctx;       /* per-user scratch; all memory allocated here once */
 
-/* Bytes oc_vision_ctx_open allocates for images of up to max_patches patches (0 on overflow). */
+/* Bytes oc_vision_ctx_open allocates for images of up to max_patches patches with a pool of
+ * n_threads threads, for any ISA (within a few hundred bytes of bookkeeping; 0 on overflow). */
 size_t oc_vision_ctx_bytes(const oc_vision_model *m, int32_t max_patches, int n_threads);
 /* pool borrowed (may be NULL: serial); isa: oc_isa_best() or any that runs here.
  * [alloc: yes, once] [errors: OC_ERR_INVALID, OC_ERR_UNSUPPORTED (isa), OC_ERR_RANGE, OC_ERR_NOMEM] */
