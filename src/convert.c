@@ -1,17 +1,13 @@
 /* convert.c: the converter's driver: opens the checkpoint (config.json, tokenizer_config.json,
  * preprocessor_config.json, model.safetensors or model.safetensors.index.json), declares both GGUF
- * files (keys, then streamed tensors), checks that every checkpoint tensor found a place, writes.
- * Intended differences from llama.cpp's convert_hf_to_gguf.py (everything else is meant to match):
- *  - general.name is the directory's base name (llama.cpp's fallback); the README/model-id
- *    heuristics of gguf-py metadata.py (general.basename, size_label, finetune, license ...) are
- *    not reproduced.
- *  - tokenizer.ggml.pre is "qwen2" without llama.cpp's probe-tokenization hash, and
- *    tokenizer.ggml.add_bos_token = false is written when tokenizer_config.json does not say.
- *  - added tokens marked normalized=false are not re-normalized by an HF encode/decode round trip.
- *  - q4_0 is not a converter outtype in llama.cpp (llama-quantize makes Q4_0 files, with its own
- *    per-tensor mix); here every quantizable weight is Q4_0, with the converter's F16 fallback for
- *    rows that are not whole blocks. q8_0 follows the converter exactly.
- * Memory: the JSON documents, the vocabulary tables and one row chunk of the writer (formats.md §5). */
+ * files (keys, then streamed tensors), checks every checkpoint tensor found a place, writes them.
+ * Intended differences from llama.cpp's convert_hf_to_gguf.py (all else is meant to match):
+ * general.name is the directory's base name (gguf-py metadata.py's README/model-id heuristics:
+ * basename, size_label, license ... are not reproduced); tokenizer.ggml.pre is "qwen2" without the
+ * probe-tokenization hash; add_bos_token=false when tokenizer_config.json is silent; normalized=false
+ * added tokens are not re-normalized by an HF round trip; q4_0 (a llama-quantize type, not a
+ * converter outtype) quantizes every quantizable weight, with the converter's F16 fallback.
+ * Memory: JSON documents, vocabulary tables and one 4 MiB row chunk (formats.md §5). */
 #include "convert_internal.h"
 
 #include <stdio.h>

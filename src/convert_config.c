@@ -160,6 +160,8 @@ static oc_status read_text(oc_cv_model *m, oc_error *err) {
     if (!s) s = get_num(m, text_member(m, "rms_norm_eps"), "rms_norm_eps", 1e-5, &t->rms_eps, err);
     if (!s) s = read_rope(m, err);
     if (s) return s;
+    if (t->n_vocab > (1 << 24) || t->n_embd > (1 << 24) || t->n_ff > (1 << 24) || t->n_layer > 4096)
+        return oc_fail(err, OC_ERR_FORMAT, "%.300s: implausible text model sizes", m->config.path);
     if ((t->head_dim < 0 && t->n_embd % t->n_head != 0) || t->n_head % t->n_head_kv != 0)
         return oc_fail(err, OC_ERR_FORMAT, "%.300s: hidden_size %lld, %lld heads, %lld kv heads do not divide",
                        m->config.path, (long long)t->n_embd, (long long)t->n_head, (long long)t->n_head_kv);
@@ -217,6 +219,9 @@ static oc_status read_vision(oc_cv_model *m, oc_error *err) {
     } else {
         v->n_out = hidden;
     }
+    /* small bounds keep every product of these sizes far from overflow */
+    if (v->merge > 64 || v->patch_size > 1024 || v->in_channels > 64 || v->n_embd > (1 << 24))
+        return oc_fail(err, OC_ERR_FORMAT, "%.300s: implausible vision_config sizes", m->config.path);
     if (v->temporal != 2)
         return oc_fail(err, OC_ERR_UNSUPPORTED, "%.300s: temporal_patch_size %lld (only 2 is supported, as in llama.cpp)",
                        m->config.path, (long long)v->temporal);

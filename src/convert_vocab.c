@@ -1,16 +1,13 @@
-/* convert_vocab.c: the tokenizer keys of the text GGUF, as llama.cpp's converter writes them for a
- * byte-level BPE (TextModel._set_vocab_gpt2 / get_vocab_base and gguf-py vocab.py SpecialVocab;
- * shared notes formats.md §4):
- *  - tokenizer.ggml.model "gpt2", tokenizer.ggml.pre "qwen2" (llama.cpp identifies the
- *    pre-tokenizer by hashing a probe tokenization; every Qwen2-VL tokenizer gives "qwen2").
- *  - tokens: config vocab_size entries; ids no token has are "[PAD{i}]" of type UNUSED (5); added
- *    tokens are CONTROL (3) when "special" or when they look special (<|...|> etc.), else
- *    USER_DEFINED (4, with U+2581 turned into a space); the rest NORMAL (1). INT32 types.
- *  - merges: "a b" strings as stored, or ["a", "b"] pairs joined with a space after turning spaces
- *    inside a part into U+0120 (transformers >= 4.45 format).
- *  - special ids (u32) in SpecialVocab's order: tokenizer_config.json "<t>_token" looked up among
- *    tokenizer.json's added_tokens, then config.json "<t>_token_id"; add_<t>_token bools; then
- *    tokenizer.chat_template (tokenizer_config.json's, else chat_template.jinja, else .json). */
+/* convert_vocab.c: the tokenizer keys of the text GGUF as llama.cpp writes them for a byte-level
+ * BPE (convert_hf_to_gguf.py _set_vocab_gpt2 / get_vocab_base, gguf-py vocab.py SpecialVocab;
+ * shared notes formats.md §4), in that order: model "gpt2", pre "qwen2", tokens (config vocab_size
+ * entries, gaps "[PAD{i}]"), token_type (INT32), merges, special ids (u32), add_*_token (bool),
+ * tokenizer.chat_template. Token types: UNUSED for gaps, CONTROL for added tokens that are special
+ * or look special (<|...|>), USER_DEFINED for other added tokens, NORMAL for the rest.
+ * Merges: "a b" strings as stored; ["a", "b"] pairs (transformers >= 4.45) are joined with a space
+ * after turning spaces inside a part into U+0120. Special ids: tokenizer_config.json "<t>_token"
+ * looked up among tokenizer.json's added_tokens, then config.json "<t>_token_id". Chat template:
+ * tokenizer_config.json's, else chat_template.jinja, else chat_template.json's. */
 #include "convert_internal.h"
 
 #include "port.h"
