@@ -2,7 +2,8 @@
  *  1. A tiny Qwen2-VL checkpoint written here (F32 text weights, BF16 vision weights, an F16 patch
  *     kernel; a hand-made tokenizer): names, GGUF shapes, types, every key with its value type and
  *     value, and tensor values equal to the safetensors values (qkv split, Conv3d split), for
- *     --type f16; the type rules for f32, bf16, q8_0 (incl. the F16 fallback), q4_0.
+ *     --type f16; string merges and chat_template.jinja; the type rules for f32, bf16, q8_0 (incl.
+ *     the F16 fallback), q4_0.
  *  2. Bad input: missing files, unknown architecture, missing / mis-shaped / unexpected tensors,
  *     an unsupported dtype, a bad preprocessor config: one-line errors naming the file and the
  *     problem, and no output file.
@@ -132,6 +133,7 @@ typedef struct variant {
     const char *retype;         /* store this tensor as I32 */
     int extra;                  /* add an unknown tensor */
     int no_tokenizer, no_mean, no_config;
+    int alt_tokenizer;          /* "a b" string merges; template only in chat_template.jinja */
 } variant;
 
 static void build_model(src_model *sm, const variant *v) {
@@ -210,7 +212,12 @@ static int write_checkpoint(const char *dir, const variant *v, src_model *sm) {
     /* ids 0..5; 6 and 7 have no token: [PAD6], [PAD7]. <|im_end|> is not marked special but looks
      * special (CONTROL); the non-special <tool\u2581x> is USER_DEFINED with the U+2581 made a space. */
     snprintf(p, sizeof p, "%s/tokenizer.json", dir);
-    if (!v->no_tokenizer &&
+    if (v->alt_tokenizer) {
+        if (!write_text(p, "{\"added_tokens\": [{\"id\": 3, \"content\": \"<|endoftext|>\", \"special\": true}],"
+                           " \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2},"
+                           " \"merges\": [\"a b\", \"ab b\"]}}"))
+            return 0;
+    } else if (!v->no_tokenizer &&
         !write_text(p, "{\"version\": \"1.0\", \"added_tokens\": ["
                        "{\"id\": 3, \"content\": \"<|endoftext|>\", \"special\": true, \"normalized\": false},"
                        "{\"id\": 4, \"content\": \"<|im_end|>\", \"special\": false, \"normalized\": false},"
@@ -222,7 +229,11 @@ static int write_checkpoint(const char *dir, const variant *v, src_model *sm) {
     snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
     snprintf(cfg, sizeof cfg, "{\"bos_token\": null, \"eos_token\": \"<|im_end|>\", \"pad_token\": "
                               "{\"content\": \"<|endoftext|>\"}, \"unk_token\": null, \"chat_template\": \"%s\"}", CHAT);
-    if (!write_text(p, cfg)) return 0;
+    if (!write_text(p, v->alt_tokenizer ? "{\"eos_token\": {\"content\": \"<|endoftext|>\"}, \"add_eos_token\": true}" : cfg))
+        return 0;
+    snprintf(p, sizeof p, "%s/chat_template.jinja", dir);
+    remove(p);
+    if (v->alt_tokenizer && !write_text(p, "{{ jinja }}")) return 0;
     snprintf(p, sizeof p, "%s/chat_template.json", dir);   /* tokenizer_config.json's wins */
     if (!write_text(p, "{\"chat_template\": \"not this one\"}")) return 0;
     snprintf(p, sizeof p, "%s/preprocessor_config.json", dir);
@@ -388,7 +399,7 @@ static oc_gguf *open_out(const char *prefix, const char *suffix) {
     return g;
 }
 
-static const variant GOOD = { "Qwen2VLForConditionalGeneration", NULL, NULL, NULL, 0, 0, 0, 0 };
+static const variant GOOD = { "Qwen2VLForConditionalGeneration", NULL, NULL, NULL, 0, 0, 0, 0, 0 };
 
 static void test_tiny_f16(void) {
     src_model sm;
@@ -479,6 +490,44 @@ static void test_tiny_f16(void) {
     oc_gguf_close(tg);
     oc_gguf_close(vg);
     free_src(&sm);
+}
+
+/* String merges, the template from chat_template.jinja (before chat_template.json), add_eos_token. */
+static void test_tiny_alt_tokenizer(void) {
+    src_model sm;
+    variant v = GOOD;
+    v.alt_tokenizer = 1;
+    REQUIRE(write_checkpoint(TMP "/tiny-alt", &v, &sm));
+    free_src(&sm);
+    oc_error e;
+    REQUIREF(oc_convert_hf(TMP "/tiny-alt", TMP "/tiny-alt-out", OC_CONVERT_F16, NULL, NULL, &e) == OC_OK, "%s", e.message);
+    oc_gguf *g = open_out(TMP "/tiny-alt-out", ".gguf");
+    REQUIRE(g);
+    const expect_key k[] = {
+        { "tokenizer.ggml.eos_token_id", OC_GGUF_U32, 3, 0 }, { "tokenizer.ggml.bos_token_id", OC_GGUF_U32, 3, 0 },
+        { "tokenizer.ggml.add_bos_token", OC_GGUF_BOOL, 0, 0 }, { "tokenizer.ggml.add_eos_token", OC_GGUF_BOOL, 1, 0 },
+        { "tokenizer.chat_template", OC_GGUF_STRING, 0, "{{ jinja }}" },
+    };
+    for (size_t i = 0; i < OC_ARRAY_LEN(k); i++) {
+        int64_t ki = oc_gguf_find_key(g, k[i].key);
+        CHECKF(ki >= 0 && oc_gguf_key_type(g, ki) == k[i].type, "%s", k[i].key);
+        if (k[i].type == OC_GGUF_STRING) {
+            oc_str s = { 0, 0 };
+            oc_gguf_get_str(g, k[i].key, &s, NULL);
+            CHECK(s.len == strlen(k[i].str) && !memcmp(s.ptr, k[i].str, s.len));
+        } else {
+            int64_t x = -1;
+            oc_gguf_get_int(g, k[i].key, &x, NULL);
+            CHECKF(x == (int64_t)k[i].num, "%s = %lld", k[i].key, (long long)x);
+        }
+    }
+    CHECK(oc_gguf_find_key(g, "tokenizer.ggml.padding_token_id") < 0);
+    int64_t km = oc_gguf_find_key(g, "tokenizer.ggml.merges");
+    oc_str m1 = oc_gguf_arr_str(g, km, 1);
+    CHECK(m1.len == 4 && !memcmp(m1.ptr, "ab b", 4));
+    int64_t kt = oc_gguf_find_key(g, "tokenizer.ggml.token_type");
+    CHECK(oc_gguf_arr_int(g, kt, 3) == 3 && oc_gguf_arr_int(g, kt, 4) == 5);
+    oc_gguf_close(g);
 }
 
 /* Every output type: the per-tensor type rules and values. */
@@ -734,6 +783,7 @@ static void test_fixture_qwen25vl(void) { fixture_case("qwen25vl"); }
 
 int main(void) {
     CHECK_RUN(test_tiny_f16);
+    CHECK_RUN(test_tiny_alt_tokenizer);
     CHECK_RUN(test_tiny_types);
     CHECK_RUN(test_errors);
     CHECK_RUN(test_fixture_qwen2vl);
