@@ -10,6 +10,7 @@
  *   - errors a new user meets: wrong paths, a text GGUF as mmproj, images without mmproj, an
  *     empty question, a context overflow: each a status and a one-line message. */
 #include "check.h"
+#include "convert.h"
 #include "image.h"
 #include "model.h"
 #include "plan.h"
@@ -66,12 +67,20 @@ static char *meta_string(const oc_safetensors *st, const char *key) {
     return out;
 }
 
-/* Ask through the public API; returns the prompt logits (malloc'd copy) and the answer. */
+static float *ask_paths(const char *text, const char *vis, const char *plan_path, const char *question,
+                        answer *ans, int32_t *n_vocab);
+
 static float *ask(const char *name, const char *mmproj, const char *plan_path, const char *question,
                   answer *ans, int32_t *n_vocab) {
     char text[256], vis[256];
     snprintf(text, sizeof text, DIR "%s/text.gguf", name);
     snprintf(vis, sizeof vis, DIR "%s/%s", name, mmproj);
+    return ask_paths(text, vis, plan_path, question, ans, n_vocab);
+}
+
+/* Ask through the public API; returns the prompt logits (malloc'd copy) and the answer. */
+static float *ask_paths(const char *text, const char *vis, const char *plan_path, const char *question,
+                        answer *ans, int32_t *n_vocab) {
     oc_error e;
     oc_model *m;
     oc_context *c;
@@ -229,6 +238,29 @@ static void parity(const char *name) {
     REQUIRE(l3);
     CHECKF(memcmp(l1, l3, sizeof(float) * (size_t)V) != 0, "%s: an intra-image plan changed nothing", name);
     oc_plan_free(plan);
+    /* Files written by `ocellus convert` from the HF checkpoint: f16 gives the same bits as the
+     * formats.md-style files; q8_0 stays close and gives HF's next token. */
+    for (int q = 0; q < 2; q++) {
+        char hf[256], prefix[256], ct[300], cv[300];
+        snprintf(hf, sizeof hf, DIR "%s/hf", name);
+        snprintf(prefix, sizeof prefix, "build/tests/test_model_conv_%s_%s", name, q ? "q8_0" : "f16");
+        REQUIREF(oc_convert_hf(hf, prefix, q ? OC_CONVERT_Q8_0 : OC_CONVERT_F16, NULL, NULL, &e) == OC_OK,
+                 "%s", e.message);
+        snprintf(ct, sizeof ct, "%s.gguf", prefix);
+        snprintf(cv, sizeof cv, "%s-mmproj.gguf", prefix);
+        answer ac;
+        float *lc = ask_paths(ct, cv, NULL, question, &ac, &nv);
+        REQUIRE(lc);
+        if (!q) {
+            CHECKF(!memcmp(l1, lc, sizeof(float) * (size_t)V), "%s: converted f16 files give other logits", name);
+        } else {
+            double qerr = ref_rel_err(lc, hf_logits + (n_ids - 1) * V, (size_t)V);
+            printf("  %s converted to q8_0: last-position logits rel err %.2e\n", name, qerr);
+            CHECKF(qerr <= 5e-2, "%s q8_0: rel err %.3e", name, qerr);
+            CHECK(ref_argmax(lc, (size_t)V) == ref_argmax(hf_logits + (n_ids - 1) * V, (size_t)V));
+        }
+        free(lc);
+    }
     if (!strcmp(name, "qwen2vl")) {
         float *l4 = ask(name, "mmproj-legacy.gguf", NULL, question, &a4, &nv);
         REQUIRE(l4);

@@ -15,5 +15,6 @@ int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_ask(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 
 #endif

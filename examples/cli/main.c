@@ -10,6 +10,7 @@ static const cli_command commands[] = {
     { "plan", "check an attention plan file and summarize it", cmd_plan },
     { "info", "print the keys and tensor table of a GGUF file", cmd_info },
     { "tokenize", "tokenize a text with a model's vocabulary", cmd_tokenize },
+    { "convert", "Hugging Face Qwen2-VL checkpoint -> text + mmproj GGUF", cmd_convert },
     { "bench", "benchmarks: ocellus bench matmul|attention [-t N] ...", cmd_bench },
 };
 
