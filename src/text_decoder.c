@@ -243,6 +243,13 @@ oc_status oc_text_forward(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats 
                          ? b->plan->heads + (size_t)il * (size_t)b->plan->shape.n_heads : NULL;
         a.layout = b->layout;
         a.isa = c->isa;
+        if (b->layer_masks && b->layer_masks[il]) {
+            a.mask = OC_ATTN_EXPLICIT;
+            a.explicit_mask = b->layer_masks[il];
+            a.explicit_stride_q = a.n_kv;
+            a.explicit_stride_head = 0;
+            a.patterns = NULL;
+        }
         if ((st = oc_attn_run(&a, c->pool, c->attn_scratch, c->attn_scratch_bytes, stats, err))) return st;
         if ((st = oc_matmul(c->mm, &L->wo, c->att, d, c->xb, d, n, NULL, err))) return st;
         oc_add(c->x, c->xb, (int64_t)n * d);

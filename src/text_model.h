@@ -87,6 +87,10 @@ typedef struct oc_text_batch {
     const oc_token_layout *layout;
     float *logits;
     int all_logits;
+    /* tests only: layer_masks[L] != NULL replaces layer L's attention mask (causal base and plan
+     * patterns) by an explicit byte mask [n_tokens][n_past + n_tokens] shared by all heads, so a
+     * sparse plan can be compared with the dense engine under the same mask written out */
+    const uint8_t *const *layer_masks;
     /* optional: after layer L, called with the [n][n_embd] residual stream (parity tests) */
     void (*on_layer)(void *user, int32_t layer, const float *x, int32_t n_tokens, int32_t n_embd);
     void *user;
