@@ -28,11 +28,18 @@ static oc_status matrix(const oc_gguf *g, const char *source, const char *name, 
     if (t->ne[0] % tr->block_elems != 0)
         return oc_fail(err, OC_ERR_FORMAT, "%s: tensor '%s' rows of %lld elements are not whole %s blocks",
                        source, name, (long long)t->ne[0], oc_dtype_name(t->dtype));
+    /* Element loads (f32, f16 scales of the blocks) need natural alignment: a file with a small
+     * general.alignment can place tensors at odd offsets. */
+    size_t align = t->dtype == OC_DTYPE_F32 ? 4 : 2;
+    size_t row_bytes = (size_t)oc_dtype_row_bytes(t->dtype, (uint64_t)t->ne[0]);
+    if ((uintptr_t)t->data % align || row_bytes % align)
+        return oc_fail(err, OC_ERR_FORMAT, "%s: tensor '%s' (%s) is not %zu-byte aligned in the file",
+                       source, name, oc_dtype_name(t->dtype), align);
     out->dtype = t->dtype;
     out->n_in = t->ne[0];
     out->n_out = t->ne[1];
     out->data = t->data;
-    out->row_bytes = (size_t)oc_dtype_row_bytes(t->dtype, (uint64_t)t->ne[0]);
+    out->row_bytes = row_bytes;
     return OC_OK;
 }
 
@@ -58,6 +65,8 @@ oc_status oc_weights_vector_opt(const oc_gguf *g, const char *source, const char
     if (count != n || t->ne[0] != n)
         return oc_fail(err, OC_ERR_FORMAT, "%s: tensor '%s' has %lld elements in %u dims, expected a "
                        "vector of %lld", source, name, (long long)count, t->n_dims, (long long)n);
+    if ((uintptr_t)t->data % (t->dtype == OC_DTYPE_F32 ? 4u : 2u))
+        return oc_fail(err, OC_ERR_FORMAT, "%s: tensor '%s' is not aligned in the file", source, name);
     switch (t->dtype) {
     case OC_DTYPE_F32: oc_dequant_f32(t->data, dst, n); break;
     case OC_DTYPE_F16: oc_dequant_f16(t->data, dst, n); break;
