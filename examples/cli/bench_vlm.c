@@ -5,7 +5,8 @@
  *                                  (256 tokens each) and a text-only ~512-token prompt (prefill
  *                                  comparable to llama-bench pp512); greedy, 32 new tokens.
  * Per case: vision ms and GFLOP/s, prefill tok/s and GFLOP/s, TTFT, decode tok/s, the CPU share the
- * process got (below ~95% other processes took the cores), peak RSS; and the FP32 FMA peak
+ * process got in each phase (from the progress callback; below ~95% other processes took the
+ * cores), peak RSS (process, so far); and the FP32 FMA peak
  * (src/roofline.h) measured in the same run, before and after the cases. FLOPs are counted from the
  * shapes (2 per multiply-add; attention 4 d per query-key pair, halved when causal, as anchors.md). */
 #include "bench.h"
@@ -54,10 +55,28 @@ static uint8_t *make_image(int index) {
     return p;
 }
 
+/* Wall and process CPU time at the phase boundaries of one oc_ask: start, vision done, prefill
+ * done, end; the progress callback marks the middle two. */
+typedef struct phase_clock {
+    uint64_t ns[4];
+    clock_t cpu[4];
+} phase_clock;
+
+static void on_progress(void *user, const char *stage, int32_t done, int32_t total) {
+    phase_clock *pc = user;
+    if (done != total) return;
+    int i = !strcmp(stage, "vision") ? 1 : !strcmp(stage, "prefill") ? 2 : 0;
+    if (!i) return;
+    pc->ns[i] = oc_port_now_ns();
+    pc->cpu[i] = clock();
+    if (i == 1) { pc->ns[2] = pc->ns[1]; pc->cpu[2] = pc->cpu[1]; }
+}
+
 typedef struct vlm_case {
     char name[32];
     oc_stats st;
-    double wall_ms, cpu_pct, vision_gflop, prefill_gflop;
+    double wall_ms, vision_gflop, prefill_gflop;
+    double share[3];   /* CPU time / (wall x threads) of vision, prefill, decode: 1 = both cores all along */
     uint64_t peak_rss;
 } vlm_case;
 
@@ -78,17 +97,22 @@ static double prefill_gflop(const oc_model_info *mi, double n) {
     return (2 * n * params + mi->n_layers * 2.0 * n * n * d) / 1e9;
 }
 
-static int run_case(oc_context *ctx, const oc_request *req, const oc_model_info *mi, const char *name,
-                    int n_threads, vlm_case *out) {
+static int run_case(oc_context *ctx, phase_clock *pc, const oc_request *req, const oc_model_info *mi,
+                    const char *name, int n_threads, vlm_case *out) {
     oc_error err;
-    clock_t c0 = clock();
-    uint64_t t0 = oc_port_now_ns();
+    pc->cpu[0] = pc->cpu[1] = pc->cpu[2] = clock();
+    pc->ns[0] = pc->ns[1] = pc->ns[2] = oc_port_now_ns();
     if (oc_ask(ctx, req, &err) != OC_OK) {
         fprintf(stderr, "ocellus bench vlm: %s: %s\n", name, err.message);
         return 0;
     }
-    out->wall_ms = (double)(oc_port_now_ns() - t0) * 1e-6;
-    out->cpu_pct = 100.0 * (double)(clock() - c0) * 1000.0 / CLOCKS_PER_SEC / (out->wall_ms * n_threads);
+    pc->ns[3] = oc_port_now_ns();
+    pc->cpu[3] = clock();
+    out->wall_ms = (double)(pc->ns[3] - pc->ns[0]) * 1e-6;
+    for (int i = 0; i < 3; i++) {
+        double wall_s = (double)(pc->ns[i + 1] - pc->ns[i]) * 1e-9;
+        out->share[i] = wall_s > 0 ? (double)(pc->cpu[i + 1] - pc->cpu[i]) / CLOCKS_PER_SEC / (wall_s * n_threads) : 0;
+    }
     snprintf(out->name, sizeof out->name, "%s", name);
     oc_context_get_stats(ctx, &out->st);
     out->vision_gflop = out->st.n_images ? out->st.n_images * vision_gflop(mi, (double)out->st.n_image_tokens / out->st.n_images) : 0;
@@ -130,21 +154,39 @@ static char *long_question(oc_tokenizer *tok, int target) {
     return q;
 }
 
+/* "cpu v/p/d": the CPU share of vision, prefill and decode. On a shared machine a share below ~95%
+ * means other processes took the cores; the second table divides each phase's time by its share
+ * (an estimate of the run with both cores: exact only for compute-bound phases). */
 static void print_table(const vlm_case *c, int n, double peak) {
     printf("\n| case | images | prompt tok | vision ms | vision GFLOP/s | prefill ms | prefill tok/s | prefill GFLOP/s "
-           "| TTFT ms | decode tok/s | generated | cpu | peak RSS MiB |\n");
+           "| TTFT ms | decode tok/s | generated | cpu v/p/d | peak RSS MiB |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < n; i++) {
         const oc_stats *s = &c[i].st;
         double vg = s->vision_ms > 0 ? c[i].vision_gflop / (s->vision_ms * 1e-3) : 0;
         double pg = s->prefill_ms > 0 ? c[i].prefill_gflop / (s->prefill_ms * 1e-3) : 0;
-        char vis[48] = "-";
-        if (s->n_images) snprintf(vis, sizeof vis, "%.0f (%.0f%%)", vg, 100 * vg / peak);
-        printf("| %s | %d (%d tok) | %d | %.0f | %s | %.0f | %.1f | %.0f (%.0f%%) | %.0f | %.2f | %d | %.0f%% | %.0f |\n",
+        char vis[48] = "-", vshare[16] = "-";
+        if (s->n_images) {
+            snprintf(vis, sizeof vis, "%.0f (%.0f%%)", vg, 100 * vg / peak);
+            snprintf(vshare, sizeof vshare, "%.0f", 100 * c[i].share[0]);
+        }
+        printf("| %s | %d (%d tok) | %d | %.0f | %s | %.0f | %.1f | %.0f (%.0f%%) | %.0f | %.2f | %d | %s/%.0f/%.0f%% | %.0f |\n",
                c[i].name, s->n_images, s->n_image_tokens, s->n_prompt_tokens, s->vision_ms, vis, s->prefill_ms,
                s->prefill_ms > 0 ? 1000.0 * s->n_prompt_tokens / s->prefill_ms : 0.0, pg, 100 * pg / peak,
                s->ttft_ms, s->n_generated > 1 && s->decode_ms > 0 ? 1000.0 * (s->n_generated - 1) / s->decode_ms : 0.0,
-               s->n_generated, c[i].cpu_pct, (double)c[i].peak_rss / 1048576.0);
+               s->n_generated, vshare, 100 * c[i].share[1], 100 * c[i].share[2], (double)c[i].peak_rss / 1048576.0);
+    }
+    printf("\nDivided by the CPU share (estimate for both cores to ourselves):\n\n"
+           "| case | vision ms | vision GFLOP/s | prefill tok/s | prefill GFLOP/s | TTFT ms | decode tok/s |\n"
+           "|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < n; i++) {
+        const oc_stats *s = &c[i].st;
+        double v_ms = s->vision_ms * c[i].share[0], p_ms = s->prefill_ms * c[i].share[1];
+        double d_ms = s->decode_ms * c[i].share[2];
+        printf("| %s | %.0f | %.0f | %.1f | %.0f | %.0f | %.2f |\n", c[i].name, v_ms,
+               v_ms > 0 ? c[i].vision_gflop / (v_ms * 1e-3) : 0.0, p_ms > 0 ? 1000.0 * s->n_prompt_tokens / p_ms : 0.0,
+               p_ms > 0 ? c[i].prefill_gflop / (p_ms * 1e-3) : 0.0, v_ms + p_ms,
+               s->n_generated > 1 && d_ms > 0 ? 1000.0 * (s->n_generated - 1) / d_ms : 0.0);
     }
 }
 
@@ -208,6 +250,10 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, c
     cp.max_images = max_images;
     cp.max_image_tokens = (IMAGE_PX / 28) * (IMAGE_PX / 28);   /* 448x448 stays 448x448: 256 tokens */
     cp.max_context_tokens = 4096;                              /* as llama-mtmd-cli -c 4096 */
+    phase_clock pc;
+    memset(&pc, 0, sizeof pc);
+    cp.progress = on_progress;
+    cp.progress_user = &pc;
     t0 = oc_port_now_ns();
     if (oc_context_open(&ctx, model, &cp, &err)) goto fail;
     size_t ctx_bytes = 0;
@@ -224,7 +270,7 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, c
     oc_request_default(&req);
     req.question = "Hello.";
     req.max_new_tokens = 2;
-    if (!run_case(ctx, &req, &mi, "warm-up", n_threads, &cases[0])) goto done;
+    if (!run_case(ctx, &pc, &req, &mi, "warm-up", n_threads, &cases[0])) goto done;
     int overhead = cases[0].st.n_prompt_tokens - count_tokens(tok, req.question);
 
     req.max_new_tokens = n_new;
@@ -238,7 +284,7 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, c
         req.question = "Describe these images in detail.";
         req.images = views;
         req.n_images = counts[k];
-        if (!run_case(ctx, &req, &mi, name, n_threads, &cases[n_cases++])) goto done;
+        if (!run_case(ctx, &pc, &req, &mi, name, n_threads, &cases[n_cases++])) goto done;
     }
     if (pp_tokens > 0) {
         if (!(question = long_question(tok, pp_tokens - overhead))) goto done;
@@ -247,7 +293,7 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, c
         req.question = question;
         req.images = NULL;
         req.n_images = 0;
-        if (!run_case(ctx, &req, &mi, name, n_threads, &cases[n_cases++])) goto done;
+        if (!run_case(ctx, &pc, &req, &mi, name, n_threads, &cases[n_cases++])) goto done;
     }
     double peak1 = fma_peak(n_threads);
     printf("FP32 FMA peak after: %.1f GFLOP/s (%% of peak below: of the larger, %.1f)\n", peak1,
