@@ -1,0 +1,341 @@
+/* bench_vlm.c: `ocellus bench vlm`: the whole question -> answer path through the public API
+ * (oc_model_open, oc_context_open, oc_ask, oc_context_get_stats) on a Qwen2-VL-2B-shaped model:
+ *  --synth DIR [--type f16|q8_0]   writes such a model with random weights (synth_qwen2vl.c);
+ *  -m TEXT --mmproj VISION         asks a fixed question about 1 and 4 synthetic 448x448 images
+ *                                  (256 tokens each) and a text-only ~512-token prompt (prefill
+ *                                  comparable to llama-bench pp512); greedy, 32 new tokens.
+ * Per case: vision ms and GFLOP/s, prefill tok/s and GFLOP/s, TTFT, decode tok/s, the CPU share the
+ * process got in each phase (from the progress callback; below ~95% other processes took the
+ * cores), peak RSS (process, so far); and the FP32 FMA peak
+ * (src/roofline.h) measured in the same run, before and after the cases. FLOPs are counted from the
+ * shapes (2 per multiply-add; attention 4 d per query-key pair, halved when causal, as anchors.md). */
+#include "bench.h"
+#include "isa.h"
+#include "ocellus.h"
+#include "pool.h"
+#include "port.h"
+#include "roofline.h"
+#include "tokenizer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_CASES 16
+#define IMAGE_PX 448
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ocellus bench vlm --synth DIR [--type f16|q8_0] [--tokenizer GGUF] [--seed N]\n"
+            "       ocellus bench vlm -m TEXT.gguf --mmproj VISION.gguf [-t N] [--images 1,4] [-n N] [--pp N]\n"
+            "  --synth DIR      write DIR/qwen2vl-2b-TYPE.gguf and DIR/mmproj-qwen2vl-2b-TYPE.gguf: random\n"
+            "                   weights, Qwen2-VL-2B shapes (kept when present; ~4.5 GB f16, ~2.5 GB q8_0)\n"
+            "  --tokenizer GGUF copy its tokenizer.* keys (default tests/data/models/qwen2vl/text.gguf)\n"
+            "  -t N             threads (default 2)\n"
+            "  --images LIST    image counts, one case each (default 1,4); 0 or '' for none\n"
+            "  -n N             new tokens per case, greedy (default 32)\n"
+            "  --pp N           prompt tokens of the text-only case (default 512; 0 skips it)\n");
+}
+
+/* A deterministic 448x448 RGB test card: gradients, a checkerboard and noise, different per index. */
+static uint8_t *make_image(int index) {
+    uint8_t *p = malloc((size_t)IMAGE_PX * IMAGE_PX * 3);
+    if (!p) return NULL;
+    uint64_t s = 0x9e3779b97f4a7c15ULL * (uint64_t)(index + 1);
+    for (int y = 0; y < IMAGE_PX; y++)
+        for (int x = 0; x < IMAGE_PX; x++) {
+            s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+            uint8_t *px = p + ((size_t)y * IMAGE_PX + (size_t)x) * 3;
+            int check = ((x / (16 + 8 * index)) + (y / 24)) & 1;
+            px[0] = (uint8_t)((x * 255 / IMAGE_PX + 40 * index) & 255);
+            px[1] = (uint8_t)(y * 255 / IMAGE_PX);
+            px[2] = (uint8_t)((check ? 200 : 40) + (int)(s & 31));
+        }
+    return p;
+}
+
+/* Wall and process CPU time at the phase boundaries of one oc_ask: start, vision done, prefill
+ * done, end; the progress callback marks the middle two. */
+typedef struct phase_clock {
+    uint64_t ns[4];
+    clock_t cpu[4];
+} phase_clock;
+
+static void on_progress(void *user, const char *stage, int32_t done, int32_t total) {
+    phase_clock *pc = user;
+    if (done != total) return;
+    int i = !strcmp(stage, "vision") ? 1 : !strcmp(stage, "prefill") ? 2 : 0;
+    if (!i) return;
+    pc->ns[i] = oc_port_now_ns();
+    pc->cpu[i] = clock();
+    if (i == 1) { pc->ns[2] = pc->ns[1]; pc->cpu[2] = pc->cpu[1]; }
+}
+
+typedef struct vlm_case {
+    char name[32];
+    oc_stats st;
+    double wall_ms, vision_gflop, prefill_gflop;
+    double share[3];   /* CPU time / (wall x threads) of vision, prefill, decode: 1 = both cores all along */
+    uint64_t peak_rss;
+} vlm_case;
+
+/* Multiply-add FLOPs x2 of the vision encoder for one image of n_tok merged tokens (Qwen2-VL:
+ * fc1 is 4x hidden wide, 2x2 merge, 3x2x14x14 patches), attention counted as 4 d per pair. */
+static double vision_gflop(const oc_model_info *mi, double n_tok) {
+    double h = mi->vision_hidden, P = 4 * n_tok, L = mi->vision_layers, ff = 4 * h;
+    double per_layer = 2 * P * (4 * h * h + 2 * h * ff) + 4 * P * P * h;
+    double patch = 2 * P * (3 * 2 * 14 * 14) * h, merger = 2 * n_tok * (16 * h * h + 4 * h * mi->n_embd);
+    return (L * per_layer + patch + merger) / 1e9;
+}
+
+/* Prefill of n tokens starting at position 0: the layers' matrices (embedding lookup and the
+ * last position's lm head left out, as anchors.md counts) and causal attention. */
+static double prefill_gflop(const oc_model_info *mi, double n) {
+    double d = mi->n_embd, kv = (double)mi->n_head_kv * mi->head_dim, ff = mi->n_ff;
+    double params = mi->n_layers * (d * (2 * d + 2 * kv) + 3 * d * ff);
+    return (2 * n * params + mi->n_layers * 2.0 * n * n * d) / 1e9;
+}
+
+static int run_case(oc_context *ctx, phase_clock *pc, const oc_request *req, const oc_model_info *mi,
+                    const char *name, int n_threads, vlm_case *out) {
+    oc_error err;
+    pc->cpu[0] = pc->cpu[1] = pc->cpu[2] = clock();
+    pc->ns[0] = pc->ns[1] = pc->ns[2] = oc_port_now_ns();
+    if (oc_ask(ctx, req, &err) != OC_OK) {
+        fprintf(stderr, "ocellus bench vlm: %s: %s\n", name, err.message);
+        return 0;
+    }
+    pc->ns[3] = oc_port_now_ns();
+    pc->cpu[3] = clock();
+    out->wall_ms = (double)(pc->ns[3] - pc->ns[0]) * 1e-6;
+    for (int i = 0; i < 3; i++) {
+        double wall_s = (double)(pc->ns[i + 1] - pc->ns[i]) * 1e-9;
+        out->share[i] = wall_s > 0 ? (double)(pc->cpu[i + 1] - pc->cpu[i]) / CLOCKS_PER_SEC / (wall_s * n_threads) : 0;
+    }
+    snprintf(out->name, sizeof out->name, "%s", name);
+    oc_context_get_stats(ctx, &out->st);
+    out->vision_gflop = out->st.n_images ? out->st.n_images * vision_gflop(mi, (double)out->st.n_image_tokens / out->st.n_images) : 0;
+    out->prefill_gflop = prefill_gflop(mi, out->st.n_prompt_tokens);
+    out->peak_rss = oc_port_peak_rss_bytes();
+    fprintf(stderr, "  %s: %.1f s\n", name, out->wall_ms / 1000);
+    return 1;
+}
+
+static int count_tokens(oc_tokenizer *tok, const char *s) {
+    size_t n = 0;
+    oc_tokenizer_encode(tok, s, strlen(s), 0, NULL, 0, &n, NULL);
+    return (int)n;
+}
+
+/* A question of about target tokens: words from a fixed list, then single letters to get close. */
+static char *long_question(oc_tokenizer *tok, int target) {
+    static const char *words[] = { "Please", " describe", " the", " picture", " in", " great", " detail,", " with",
+                                   " every", " object", " and", " its", " colour,", " position", " or", " size." };
+    size_t cap = (size_t)target * 16 + 64, len = 0;
+    char *q = malloc(cap);
+    if (!q) return NULL;
+    q[0] = 0;
+    for (size_t i = 0; count_tokens(tok, q) < target && len + 32 < cap; i++) {
+        const char *w = words[i % (sizeof words / sizeof words[0])];
+        size_t keep = len;
+        memcpy(q + len, w, strlen(w) + 1);
+        len += strlen(w);
+        if (count_tokens(tok, q) > target) {   /* overshot: back off and pad with " a" */
+            len = keep;
+            q[len] = 0;
+            while (count_tokens(tok, q) < target && len + 3 < cap) {
+                memcpy(q + len, " a", 3);
+                len += 2;
+            }
+            break;
+        }
+    }
+    return q;
+}
+
+/* "cpu v/p/d": the CPU share of vision, prefill and decode. On a shared machine a share below ~95%
+ * means other processes took the cores; the second table divides each phase's time by its share
+ * (an estimate of the run with both cores: exact only for compute-bound phases). */
+static void print_table(const vlm_case *c, int n, double peak) {
+    printf("\n| case | images | prompt tok | vision ms | vision GFLOP/s | prefill ms | prefill tok/s | prefill GFLOP/s "
+           "| TTFT ms | decode tok/s | generated | cpu v/p/d | peak RSS MiB |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < n; i++) {
+        const oc_stats *s = &c[i].st;
+        double vg = s->vision_ms > 0 ? c[i].vision_gflop / (s->vision_ms * 1e-3) : 0;
+        double pg = s->prefill_ms > 0 ? c[i].prefill_gflop / (s->prefill_ms * 1e-3) : 0;
+        char vis[48] = "-", vshare[16] = "-";
+        if (s->n_images) {
+            snprintf(vis, sizeof vis, "%.0f (%.0f%%)", vg, 100 * vg / peak);
+            snprintf(vshare, sizeof vshare, "%.0f", 100 * c[i].share[0]);
+        }
+        printf("| %s | %d (%d tok) | %d | %.0f | %s | %.0f | %.1f | %.0f (%.0f%%) | %.0f | %.2f | %d | %s/%.0f/%.0f%% | %.0f |\n",
+               c[i].name, s->n_images, s->n_image_tokens, s->n_prompt_tokens, s->vision_ms, vis, s->prefill_ms,
+               s->prefill_ms > 0 ? 1000.0 * s->n_prompt_tokens / s->prefill_ms : 0.0, pg, 100 * pg / peak,
+               s->ttft_ms, s->n_generated > 1 && s->decode_ms > 0 ? 1000.0 * (s->n_generated - 1) / s->decode_ms : 0.0,
+               s->n_generated, vshare, 100 * c[i].share[1], 100 * c[i].share[2], (double)c[i].peak_rss / 1048576.0);
+    }
+    printf("\nDivided by the CPU share (estimate for both cores to ourselves):\n\n"
+           "| case | vision ms | vision GFLOP/s | prefill tok/s | prefill GFLOP/s | TTFT ms | decode tok/s |\n"
+           "|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < n; i++) {
+        const oc_stats *s = &c[i].st;
+        double v_ms = s->vision_ms * c[i].share[0], p_ms = s->prefill_ms * c[i].share[1];
+        double d_ms = s->decode_ms * c[i].share[2];
+        printf("| %s | %.0f | %.0f | %.1f | %.0f | %.0f | %.2f |\n", c[i].name, v_ms,
+               v_ms > 0 ? c[i].vision_gflop / (v_ms * 1e-3) : 0.0, p_ms > 0 ? 1000.0 * s->n_prompt_tokens / p_ms : 0.0,
+               p_ms > 0 ? c[i].prefill_gflop / (p_ms * 1e-3) : 0.0, v_ms + p_ms,
+               s->n_generated > 1 && d_ms > 0 ? 1000.0 * (s->n_generated - 1) / d_ms : 0.0);
+    }
+}
+
+static double fma_peak(int n_threads) {
+    oc_pool *pool = NULL;
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    if (oc_pool_open(&pool, n_threads, NULL, NULL) != OC_OK) return 0;
+    double g = oc_roofline_fma_gflops(pool, oc_isa_best(&cpu));
+    oc_pool_close(pool);
+    return g;
+}
+
+static int run_bench(const char *text_path, const char *mmproj, int n_threads, const char *images_list,
+                     int n_new, int pp_tokens) {
+    int counts[MAX_CASES], n_counts = 0, max_images = 0;
+    for (const char *p = images_list; *p && n_counts < MAX_CASES - 2;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v > 64) {
+            fprintf(stderr, "ocellus bench vlm: bad --images list '%s'\n", images_list);
+            return 2;
+        }
+        if (v > 0) counts[n_counts++] = (int)v;
+        if (v > max_images) max_images = (int)v;
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') {
+            fprintf(stderr, "ocellus bench vlm: bad --images list '%s'\n", images_list);
+            return 2;
+        }
+    }
+    if (max_images && !mmproj) {
+        fprintf(stderr, "ocellus bench vlm: image cases need --mmproj\n");
+        return 2;
+    }
+    char cpu_name[128];
+    bench_cpu_name(cpu_name, sizeof cpu_name);
+    printf("ocellus bench vlm: %s + %s, %d threads, CPU %s, %d logical CPUs\n", text_path, mmproj ? mmproj : "(no mmproj)",
+           n_threads, cpu_name, oc_port_n_cpus());
+    double peak0 = fma_peak(n_threads);
+    printf("FP32 FMA peak before: %.1f GFLOP/s\n", peak0);
+
+    oc_error err;
+    oc_model *model = NULL;
+    oc_context *ctx = NULL;
+    oc_gguf *g = NULL;
+    oc_tokenizer *tok = NULL;
+    uint8_t *pixels[64];
+    oc_image_rgb views[64];
+    vlm_case cases[MAX_CASES];
+    int n_cases = 0, rc = 1, n_pix = 0;
+    char *question = NULL;
+    uint64_t t0 = oc_port_now_ns();
+    if (oc_model_open(&model, text_path, max_images ? mmproj : NULL, NULL, &err)) goto fail;
+    double open_ms = (double)(oc_port_now_ns() - t0) * 1e-6;
+    oc_model_info mi;
+    oc_model_get_info(model, &mi);
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.n_threads = n_threads;
+    cp.max_images = max_images;
+    cp.max_image_tokens = (IMAGE_PX / 28) * (IMAGE_PX / 28);   /* 448x448 stays 448x448: 256 tokens */
+    cp.max_context_tokens = 4096;                              /* as llama-mtmd-cli -c 4096 */
+    phase_clock pc;
+    memset(&pc, 0, sizeof pc);
+    cp.progress = on_progress;
+    cp.progress_user = &pc;
+    t0 = oc_port_now_ns();
+    if (oc_context_open(&ctx, model, &cp, &err)) goto fail;
+    size_t ctx_bytes = 0;
+    oc_context_memory_bytes(model, &cp, &ctx_bytes, NULL);
+    printf("model: %d layers, hidden %d, vocab %d; vision %d blocks, hidden %d (%s); opened in %.0f ms, context "
+           "%.0f MiB in %.0f ms\n", mi.n_layers, mi.n_embd, mi.n_vocab, mi.vision_layers, mi.vision_hidden,
+           mi.has_vision ? mi.projector : "none", open_ms, (double)ctx_bytes / 1048576.0,
+           (double)(oc_port_now_ns() - t0) * 1e-6);
+    fflush(stdout);
+
+    /* Warm-up (text weights paged in) that also measures the chat template's tokens around a question. */
+    if (oc_gguf_open(&g, text_path, NULL, &err) || oc_tokenizer_open_gguf(&tok, g, NULL, &err)) goto fail;
+    oc_request req;
+    oc_request_default(&req);
+    req.question = "Hello.";
+    req.max_new_tokens = 2;
+    if (!run_case(ctx, &pc, &req, &mi, "warm-up", n_threads, &cases[0])) goto done;
+    int overhead = cases[0].st.n_prompt_tokens - count_tokens(tok, req.question);
+
+    req.max_new_tokens = n_new;
+    for (int i = 0; i < max_images; i++, n_pix++) {
+        if (!(pixels[i] = make_image(i))) { fprintf(stderr, "ocellus bench vlm: out of memory\n"); goto done; }
+        views[i] = (oc_image_rgb){ pixels[i], IMAGE_PX, IMAGE_PX, (size_t)IMAGE_PX * 3 };
+    }
+    for (int k = 0; k < n_counts; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "%d image%s %dx%d", counts[k], counts[k] > 1 ? "s" : "", IMAGE_PX, IMAGE_PX);
+        req.question = "Describe these images in detail.";
+        req.images = views;
+        req.n_images = counts[k];
+        if (!run_case(ctx, &pc, &req, &mi, name, n_threads, &cases[n_cases++])) goto done;
+    }
+    if (pp_tokens > 0) {
+        if (!(question = long_question(tok, pp_tokens - overhead))) goto done;
+        char name[32];
+        snprintf(name, sizeof name, "text pp%d", pp_tokens);
+        req.question = question;
+        req.images = NULL;
+        req.n_images = 0;
+        if (!run_case(ctx, &pc, &req, &mi, name, n_threads, &cases[n_cases++])) goto done;
+    }
+    double peak1 = fma_peak(n_threads);
+    printf("FP32 FMA peak after: %.1f GFLOP/s (%% of peak below: of the larger, %.1f)\n", peak1,
+           peak0 > peak1 ? peak0 : peak1);
+    print_table(cases, n_cases, peak0 > peak1 ? peak0 : peak1);
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "ocellus bench vlm: %s\n", err.message);
+done:
+    free(question);
+    for (int i = 0; i < n_pix; i++) free(pixels[i]);
+    oc_tokenizer_close(tok);
+    oc_gguf_close(g);
+    oc_context_close(ctx);
+    oc_model_close(model);
+    return rc;
+}
+
+int bench_vlm(int argc, char **argv) {
+    const char *synth = NULL, *type = "f16", *tok_path = "tests/data/models/qwen2vl/text.gguf";
+    const char *text = NULL, *mmproj = NULL, *images = "1,4";
+    int n_threads = 2, n_new = 32, pp = 512;
+    unsigned long long seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!v) { fprintf(stderr, "ocellus bench vlm: %s needs a value\n", a); usage(stderr); return 2; }
+        i++;
+        if (!strcmp(a, "--synth")) synth = v;
+        else if (!strcmp(a, "--type")) type = v;
+        else if (!strcmp(a, "--tokenizer")) tok_path = v;
+        else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "-m")) text = v;
+        else if (!strcmp(a, "--mmproj")) mmproj = v;
+        else if (!strcmp(a, "--images")) images = v;
+        else if (!strcmp(a, "-t")) n_threads = atoi(v);
+        else if (!strcmp(a, "-n")) n_new = atoi(v);
+        else if (!strcmp(a, "--pp")) pp = atoi(v);
+        else { fprintf(stderr, "ocellus bench vlm: unknown option %s\n", a); usage(stderr); return 2; }
+    }
+    if (synth) return synth_qwen2vl(synth, type, tok_path, seed);
+    if (!text || n_threads < 1 || n_new < 0 || pp < 0) { usage(stderr); return 2; }
+    return run_bench(text, mmproj, n_threads, images, n_new, pp);
+}
