@@ -200,9 +200,9 @@ GEMM_Q8(gemm_q4_0_vnni, gemm_q8_tile_vnni, OC_MM_I8_Q4_0, VNNI)
 
 #define COMMON_FIELDS                                                                                  \
     .isa = OC_ISA_AVX512, .mr = MR, .nr = NR,                                                          \
-    .to_f32 = OC_MM_AVX2_TO_F32, .dot_f32 = OC_MM_AVX2_DOT_F32, .dot_q8x = OC_MM_AVX2_DOT_Q8X,          \
+    .to_f32 = OC_MM_AVX2_TO_F32, .dot_f32 = OC_MM_AVX2_DOT_F32, .gemv_q8x = OC_MM_AVX2_GEMV_Q8X,          \
     .pack_f32 = pack_f32, .gemm_f32 = gemm_f32,                                                        \
-    .q8_mr = Q8_MR, .q8_nr = Q8_GROUP, .q8_group = Q8_GROUP,                                           \
+    .q8_mr = Q8_MR, .q8_nr = Q8_GROUP, .q8_group = Q8_GROUP, .q8_gemv_rows = OC_MM_AVX2_GEMV_ROWS,                                           \
     .quantize_q8x = oc_mm_avx2_quantize_q8x,                                                           \
     .int8_gemm = { 1, 1, 0, 0 }, .int8_gemv = { 1, 1, 1, 1 }
 

@@ -291,8 +291,8 @@ static int64_t pick_n_in(check_rng *r, int32_t dtype) {
 static int expect_int8(const oc_matmul_kernels *k, oc_matmul_path path, int32_t dtype, int64_t n_tok) {
     if (path != OC_MATMUL_INT8) return 0;
     if (dtype == OC_DTYPE_Q8_0 || dtype == OC_DTYPE_Q4_0) return 1;
-    if (dtype == OC_DTYPE_Q4_K) return n_tok < 4 && k->dot_q8x[OC_MM_I8_Q4_K] != NULL;
-    if (dtype == OC_DTYPE_Q6_K) return n_tok < 4 && k->dot_q8x[OC_MM_I8_Q6_K] != NULL;
+    if (dtype == OC_DTYPE_Q4_K) return n_tok < 4 && k->gemv_q8x[OC_MM_I8_Q4_K] != NULL;
+    if (dtype == OC_DTYPE_Q6_K) return n_tok < 4 && k->gemv_q8x[OC_MM_I8_Q6_K] != NULL;
     return 0;
 }
 
