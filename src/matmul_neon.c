@@ -203,31 +203,82 @@ INLINE int32x4_t dot16(int32x4_t acc, int8x16_t w, int8x16_t x) {
     return vpadalq_s16(acc, vmull_s8(vget_high_s8(w), vget_high_s8(x)));
 }
 
-INLINE float dot_q8x_row(const int i8_type, const void *w_row, const oc_q8x *x, int64_t n_blocks) {
-    float32x4_t a0 = vdupq_n_f32(0), a1 = a0;
-    for (int64_t i = 0; i < n_blocks; i++) {
-        int8x16_t w0, w1;
-        float dw;
-        if (i8_type == OC_MM_I8_Q8_0) {
-            const oc_block_q8_0 *b = (const oc_block_q8_0 *)w_row + i;
-            w0 = vld1q_s8(b->qs);
-            w1 = vld1q_s8(b->qs + 16);
-            dw = oc_f16_to_f32(b->d);
-        } else {
-            const oc_block_q4_0 *b = (const oc_block_q4_0 *)w_row + i;
-            q4_0_signed(b, &w0, &w1);
-            dw = oc_f16_to_f32(b->d);
-        }
-        int32x4_t s = dot16(dot16(vdupq_n_s32(0), w0, vld1q_s8(x[i].qs)), w1, vld1q_s8(x[i].qs + 16));
-        float32x4_t v = vmulq_n_f32(vcvtq_f32_s32(s), dw * x[i].d);
-        if (i & 1) a1 = vaddq_f32(a1, v);
-        else a0 = vaddq_f32(a0, v);
-    }
-    return hsum(vaddq_f32(a0, a1));
+/* ---- GEMV: GEMV_ROWS weight rows per call (the structure of matmul_avx2.c) ------------------------
+ * Up to 4 rows walk the blocks of x together: x's 32 bytes and its scale are loaded once per block
+ * for all rows, the 4 rows' f16 scales are converted with one vcvt_f32_f16 and multiplied by d_x
+ * once; per row and block: the weights (Q4_0: nibble - 8), the integer dot, a convert and one FMA
+ * into the row's accumulator, summed horizontally once per row. Software prefetch reads the next
+ * call's rows at the same offset (prefetches never fault; the address is formed as an integer). */
+#define GEMV_ROWS 4
+#define ROWS_GEMV(X) X(0) X(1) X(2) X(3)
+
+INLINE const unsigned char *gemv_row(const void *w, size_t row_bytes, int n_rows, int i) {
+    return (const unsigned char *)w + (size_t)(i < n_rows ? i : 0) * row_bytes;
 }
 
-static float dot_q8_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) { return dot_q8x_row(OC_MM_I8_Q8_0, w_row, x, n_blocks); }
-static float dot_q4_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) { return dot_q8x_row(OC_MM_I8_Q4_0, w_row, x, n_blocks); }
+INLINE uint16_t load_u16(const unsigned char *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return h;
+}
+
+/* The f16 values at p0..p3 (those of rows < nr) as 4 floats. */
+INLINE float32x4_t f16x4(const int nr, const unsigned char *p0, const unsigned char *p1, const unsigned char *p2,
+                         const unsigned char *p3) {
+    uint64_t bits = load_u16(p0);
+    if (nr > 1) bits |= (uint64_t)load_u16(p1) << 16;
+    if (nr > 2) bits |= (uint64_t)load_u16(p2) << 32;
+    if (nr > 3) bits |= (uint64_t)load_u16(p3) << 48;
+    return vcvt_f32_f16(vreinterpret_f16_u64(vcreate_u64(bits)));
+}
+
+INLINE void prefetch_ahead(const unsigned char *row, size_t ahead_bytes) {
+    __builtin_prefetch((const void *)((uintptr_t)row + ahead_bytes));
+}
+
+INLINE void gemv_q8_rows(const int i8_type, const int nr, const void *w, size_t row_bytes, const oc_q8x *x,
+                         int64_t n_blocks, float *y) {
+    const size_t block_bytes = i8_type == OC_MM_I8_Q8_0 ? sizeof(oc_block_q8_0) : sizeof(oc_block_q4_0);
+    const size_t ahead = (size_t)GEMV_ROWS * row_bytes;
+    const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
+    const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
+    float32x4_t acc0 = vdupq_n_f32(0), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const size_t off = (size_t)b * block_bytes;   /* d at off, the quants at off + 2 */
+        const int8x16_t x0 = vld1q_s8(x[b].qs), x1 = vld1q_s8(x[b].qs + 16);
+        const float32x4_t scale = vmulq_n_f32(f16x4(nr, r0 + off, r1 + off, r2 + off, r3 + off), x[b].d);
+#define GEMV_Q8_ROW(i)                                                                                    \
+        if (nr > i) {                                                                                     \
+            prefetch_ahead(r##i, ahead + off);                                                            \
+            int8x16_t w0, w1;                                                                             \
+            if (i8_type == OC_MM_I8_Q8_0) {                                                               \
+                w0 = vld1q_s8((const int8_t *)(r##i + off + 2));                                          \
+                w1 = vld1q_s8((const int8_t *)(r##i + off + 18));                                         \
+            } else {                                                                                      \
+                q4_0_signed((const oc_block_q4_0 *)(r##i + off), &w0, &w1);                               \
+            }                                                                                             \
+            int32x4_t s = dot16(dot16(vdupq_n_s32(0), w0, x0), w1, x1);                                   \
+            acc##i = vfmaq_f32(acc##i, vcvtq_f32_s32(s), vdupq_n_f32(vgetq_lane_f32(scale, i)));          \
+        }
+        ROWS_GEMV(GEMV_Q8_ROW)
+    }
+    y[0] = hsum(acc0);
+    if (nr > 1) y[1] = hsum(acc1);
+    if (nr > 2) y[2] = hsum(acc2);
+    if (nr > 3) y[3] = hsum(acc3);
+}
+
+#define GEMV_KERNEL(NAME, TYPE)                                                                            \
+    static void NAME(const void *w, size_t row_bytes, int n_rows, const oc_q8x *x, int64_t n_blocks, float *y) { \
+        switch (n_rows) {                                                                                  \
+        case 4: gemv_q8_rows(TYPE, 4, w, row_bytes, x, n_blocks, y); break;                                \
+        case 3: gemv_q8_rows(TYPE, 3, w, row_bytes, x, n_blocks, y); break;                                \
+        case 2: gemv_q8_rows(TYPE, 2, w, row_bytes, x, n_blocks, y); break;                                \
+        default: gemv_q8_rows(TYPE, 1, w, row_bytes, x, n_blocks, y); break;                               \
+        }                                                                                                  \
+    }
+GEMV_KERNEL(gemv_q8_0, OC_MM_I8_Q8_0)
+GEMV_KERNEL(gemv_q4_0, OC_MM_I8_Q4_0)
 
 static void pack_q8_0(const void *w, size_t row_bytes, int n_rows, int64_t n_blocks, void *panel) {
     oc_mm_pack_q8_generic(OC_MM_I8_Q8_0, Q8_GROUP, Q8_NR, 0, w, row_bytes, n_rows, n_blocks, panel);
@@ -329,8 +380,9 @@ static const oc_matmul_kernels table = {
     .q8_mr = Q8_MR,
     .q8_nr = Q8_NR,
     .q8_group = Q8_GROUP,
+    .q8_gemv_rows = GEMV_ROWS,
     .quantize_q8x = oc_mm_quantize_q8x_scalar,
-    .dot_q8x = { dot_q8_0, dot_q4_0, NULL, NULL },
+    .gemv_q8x = { gemv_q8_0, gemv_q4_0, NULL, NULL },
     .pack_q8 = { pack_q8_0, pack_q4_0, NULL, NULL },
     .gemm_q8 = { gemm_q8_0, gemm_q4_0, NULL, NULL },
     .int8_gemm = { 0, 0, 0, 0 },
