@@ -360,11 +360,12 @@ INLINE const unsigned char *gemv_row(const void *w, size_t row_bytes, int n_rows
     return (const unsigned char *)w + (size_t)(i < n_rows ? i : 0) * row_bytes;
 }
 
-/* Software prefetch of the weights GEMV_PREFETCH_ROWS rows ahead of row (the next kernel call's rows
- * at the same offset): with 4 rows read side by side the hardware prefetchers alone kept the
- * memory stream at ~60% of the single-row kernel's rate. The address may lie past the end of W:
- * prefetches never fault, and it is formed as an integer. */
-int oc_pf_rows = 4, oc_pf_hint = 0;
+/* Software prefetch of the weights GEMV_PREFETCH_ROWS rows ahead (the next kernel call's rows, at
+ * the offset being read), at most one per 64-byte line: with 4 rows read side by side the hardware
+ * prefetchers alone streamed W from DRAM at ~60% of the single-row kernel's rate; with it, the
+ * 4-row kernels stream faster than the single-row ones (BENCHMARKS.md "matmul"). The address may
+ * lie past the end of W: a prefetch never faults, and the address is formed as an integer. */
+#define GEMV_PREFETCH_ROWS GEMV_ROWS
 INLINE void prefetch_ahead(const unsigned char *row, size_t ahead_bytes) {
     _mm_prefetch((const char *)((uintptr_t)row + ahead_bytes), _MM_HINT_T0);
 }
@@ -406,15 +407,17 @@ INLINE void gemv_q8_rows(const int i8_type, const int nr, const void *w, size_t 
     const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     _Alignas(16) float scale[GEMV_ROWS];
-    const size_t ahead = (size_t)oc_pf_rows * row_bytes;
+    const size_t ahead = (size_t)GEMV_PREFETCH_ROWS * row_bytes;
+    const int64_t pf_every = 64 / (int64_t)block_bytes;   /* one prefetch per <= 64 bytes */
     for (int64_t b = 0; b < n_blocks; b++) {
         const size_t off = (size_t)b * block_bytes;   /* d at off, the quants at off + 2 */
+        const int pf = b % pf_every == 0;
         const __m256i xv = load_x32(x + b);
         const __m256i x8 = i8_type == OC_MM_I8_Q4_0 ? _mm256_maddubs_epi16(eight, xv) : _mm256_setzero_si256();
         _mm_store_ps(scale, _mm_mul_ps(f16x4(nr, r0 + off, r1 + off, r2 + off, r3 + off), _mm_set1_ps(x[b].d)));
 #define GEMV_Q8_ROW(i)                                                                                    \
         if (nr > i) {                                                                                     \
-            prefetch_ahead(r##i, ahead + off);                                                            \
+            if (pf) prefetch_ahead(r##i, ahead + off);                                                    \
             __m256i p;                                                                                    \
             if (i8_type == OC_MM_I8_Q8_0) {                                                               \
                 __m256i wv = _mm256_loadu_si256((const __m256i *)(r##i + off + 2));                       \
@@ -459,7 +462,7 @@ INLINE void gemv_q4_k_rows(const int nr, const void *w, size_t row_bytes, const 
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     _Alignas(32) int32_t sc[GEMV_ROWS][8];   /* sc_j in both int16 halves: the vpmaddwd operand */
     _Alignas(16) float d[GEMV_ROWS];
-    const size_t ahead = (size_t)oc_pf_rows * row_bytes;
+    const size_t ahead = (size_t)GEMV_PREFETCH_ROWS * row_bytes;
     for (int64_t i = 0; i < n_blocks / 8; i++) {
         const oc_q8x *xb = x + 8 * i;
         const size_t off = (size_t)i * sizeof(oc_block_q4_k);
@@ -485,7 +488,7 @@ INLINE void gemv_q4_k_rows(const int nr, const void *w, size_t row_bytes, const 
             const __m256i x0 = load_x32(&xb[2 * g]), x1 = load_x32(&xb[2 * g + 1]);
 #define GEMV_Q4_K_STEP(i)                                                                                 \
             if (nr > i) {                                                                                 \
-                prefetch_ahead(r##i, ahead + off + 48 * (size_t)g);                                       \
+                if (g < 3) prefetch_ahead(r##i, ahead + off + 64 * (size_t)g);   /* 144 bytes */          \
                 __m256i q = _mm256_loadu_si256((const __m256i *)(((const oc_block_q4_k *)(r##i + off))->qs + 32 * g)); \
                 __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), x0),         \
                                                _mm256_set1_epi32(sc[i][2 * g]));                          \
@@ -530,7 +533,7 @@ INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const 
     const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
     const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-    const size_t ahead = (size_t)oc_pf_rows * row_bytes;
+    const size_t ahead = (size_t)GEMV_PREFETCH_ROWS * row_bytes;
     for (int64_t i = 0; i < n_blocks / 8; i++) {
         const size_t off = (size_t)i * sizeof(oc_block_q6_k);
         __m256 sb0 = _mm256_setzero_ps(), sb1 = sb0, sb2 = sb0, sb3 = sb0;
@@ -541,7 +544,7 @@ INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const 
                 const __m128i shuf = _mm_loadu_si128((const __m128i *)q6_k_scale_shuffle[4 * h + p]);
 #define GEMV_Q6_K_STEP(i)                                                                                 \
                 if (nr > i) {                                                                             \
-                    prefetch_ahead(r##i, ahead + off + 28 * (size_t)(4 * h + p));                         \
+                    if (!(p & 1)) prefetch_ahead(r##i, ahead + off + 56 * (size_t)(2 * h + p / 2));   /* 210 bytes */ \
                     const oc_block_q6_k *blk = (const oc_block_q6_k *)(r##i + off);                       \
                     __m256i sv = _mm256_cvtepi8_epi16(                                                    \
                         _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)blk->scales), shuf));           \

@@ -243,13 +243,15 @@ INLINE void gemv_q8_rows(const int i8_type, const int nr, const void *w, size_t 
     const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
     const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
     float32x4_t acc0 = vdupq_n_f32(0), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    const int64_t pf_every = 64 / (int64_t)block_bytes;   /* one prefetch per <= 64 bytes */
     for (int64_t b = 0; b < n_blocks; b++) {
         const size_t off = (size_t)b * block_bytes;   /* d at off, the quants at off + 2 */
+        const int pf = b % pf_every == 0;
         const int8x16_t x0 = vld1q_s8(x[b].qs), x1 = vld1q_s8(x[b].qs + 16);
         const float32x4_t scale = vmulq_n_f32(f16x4(nr, r0 + off, r1 + off, r2 + off, r3 + off), x[b].d);
 #define GEMV_Q8_ROW(i)                                                                                    \
         if (nr > i) {                                                                                     \
-            prefetch_ahead(r##i, ahead + off);                                                            \
+            if (pf) prefetch_ahead(r##i, ahead + off);                                                    \
             int8x16_t w0, w1;                                                                             \
             if (i8_type == OC_MM_I8_Q8_0) {                                                               \
                 w0 = vld1q_s8((const int8_t *)(r##i + off + 2));                                          \
