@@ -505,13 +505,13 @@ INLINE void gemv_q4_k_rows(const int nr, const void *w, size_t row_bytes, const 
     store_hsums(nr, y, acc0, acc1, acc2, acc3);
 }
 
-/* vpshufb controls that spread the 16 scales of a Q6_K block for x block p of half h: bytes 0-7 take
- * scale 8h + 2p (elements 0-15 of the x block), bytes 8-15 scale 8h + 2p + 1 (elements 16-31). */
-static const uint8_t q6_k_scale_shuffle[8][16] = {
-    { 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1 },         { 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3 },
-    { 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5 },         { 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7 },
-    { 8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9 },         { 10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11 },
-    { 12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13 }, { 14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15 },
+/* vpshufb controls for x block p of a Q6_K half, applied to the half's 8 scales as int16 in both
+ * 128-bit lanes: lane 0 (elements 0-15 of the x block) takes scale 2p, lane 1 (16-31) scale 2p+1. */
+#define Q6_K_WORD(k) (uint8_t)(2 * (k)), (uint8_t)(2 * (k) + 1)
+#define Q6_K_WORD8(k) Q6_K_WORD(k), Q6_K_WORD(k), Q6_K_WORD(k), Q6_K_WORD(k), Q6_K_WORD(k), Q6_K_WORD(k), Q6_K_WORD(k), Q6_K_WORD(k)
+static const _Alignas(32) uint8_t q6_k_scale_shuffle[4][32] = {
+    { Q6_K_WORD8(0), Q6_K_WORD8(1) }, { Q6_K_WORD8(2), Q6_K_WORD8(3) },
+    { Q6_K_WORD8(4), Q6_K_WORD8(5) }, { Q6_K_WORD8(6), Q6_K_WORD8(7) },
 };
 
 /* The unsigned 6-bit values (0..63) of x block p of a Q6_K half (ql: its 64 low-bit bytes, qh: its 32
@@ -527,33 +527,46 @@ INLINE __m256i q6_k_part(const int p, const uint8_t *ql, const uint8_t *qh) {
 /* Q6_K: y = d sum sc_k (q - 32) x over 16-element groups k. The unsigned q go into vpmaddubsw and
  * 32 * (pair sums of x), shared by the rows, is subtracted in int16 (|q pair sums| <= 16002, the
  * offset <= 8128); vpmaddwd multiplies by the signed 8-bit scale of each half of the x block
- * (|lane| <= 6.2e6); the dx FMAs sum a super-block, scaled by d once. */
+ * (|lane| <= 6.2e6), spread from the half's scales (int16, set once per half and row) by one
+ * vpshufb; the dx FMAs sum a super-block, scaled by d once. */
 INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const oc_q8x *x, int64_t n_blocks, float *y) {
     const __m256i c32 = _mm256_set1_epi8(32);
     const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
     const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     const size_t ahead = (size_t)GEMV_PREFETCH_ROWS * row_bytes;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    _Alignas(32) int16_t sc[GEMV_ROWS][16];   /* the current half's 8 scales, in both lanes */
     for (int64_t i = 0; i < n_blocks / 8; i++) {
         const size_t off = (size_t)i * sizeof(oc_block_q6_k);
+        const oc_q8x *xb = x + 8 * i;
         __m256 sb0 = _mm256_setzero_ps(), sb1 = sb0, sb2 = sb0, sb3 = sb0;
-        for (int h = 0; h < 2; h++)
-            for (int p = 0; p < 4; p++) {
-                const oc_q8x *xb = x + 8 * i + 4 * h + p;
-                const __m256i xv = load_x32(xb), x32 = _mm256_maddubs_epi16(c32, xv);
-                const __m128i shuf = _mm_loadu_si128((const __m128i *)q6_k_scale_shuffle[4 * h + p]);
-#define GEMV_Q6_K_STEP(i)                                                                                 \
-                if (nr > i) {                                                                             \
-                    if (!(p & 1)) prefetch_ahead(r##i, ahead + off + 56 * (size_t)(2 * h + p / 2));   /* 210 bytes */ \
-                    const oc_block_q6_k *blk = (const oc_block_q6_k *)(r##i + off);                       \
-                    __m256i sv = _mm256_cvtepi8_epi16(                                                    \
-                        _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)blk->scales), shuf));           \
-                    __m256i q = q6_k_part(p, blk->ql + 64 * h, blk->qh + 32 * h);                          \
-                    __m256i s = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), x32), sv); \
-                    sb##i = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_broadcast_ss(&xb->d), sb##i);   \
-                }
-                ROWS_GEMV(GEMV_Q6_K_STEP)
-            }
+#define Q6_K_SCALES(i)                                                                                    \
+        if (nr > i) {                                                                                     \
+            const int8_t *s8 = ((const oc_block_q6_k *)(r##i + off))->scales + 8 * h_;                    \
+            _mm256_store_si256((__m256i *)sc[i],                                                          \
+                               _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)s8)))); \
+        }
+#define Q6_K_ROW(i)                                                                                       \
+        if (nr > i) {                                                                                     \
+            const oc_block_q6_k *blk = (const oc_block_q6_k *)(r##i + off);                               \
+            if (!(p_ & 1)) prefetch_ahead(r##i, ahead + off + 56 * (size_t)(2 * h_ + p_ / 2));   /* 210 bytes */ \
+            __m256i sv = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)sc[i]), shuf);            \
+            __m256i q = q6_k_part(p_, blk->ql + 64 * h_, blk->qh + 32 * h_);                              \
+            __m256i s = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), x32), sv);        \
+            sb##i = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dx, sb##i);                                    \
+        }
+/* x block p of half h (constants: the unpacking in q6_k_part folds) */
+#define Q6_K_STEP(h, p)                                                                                   \
+        {                                                                                                 \
+            const int h_ = (h), p_ = (p);                                                                 \
+            const __m256i xv = load_x32(xb + 4 * h_ + p_), x32 = _mm256_maddubs_epi16(c32, xv);           \
+            const __m256i shuf = _mm256_load_si256((const __m256i *)q6_k_scale_shuffle[p_]);              \
+            const __m256 dx = _mm256_broadcast_ss(&xb[4 * h_ + p_].d);                                    \
+            if (p_ == 0) { ROWS_GEMV(Q6_K_SCALES) }                                                       \
+            ROWS_GEMV(Q6_K_ROW)                                                                           \
+        }
+        Q6_K_STEP(0, 0) Q6_K_STEP(0, 1) Q6_K_STEP(0, 2) Q6_K_STEP(0, 3)
+        Q6_K_STEP(1, 0) Q6_K_STEP(1, 1) Q6_K_STEP(1, 2) Q6_K_STEP(1, 3)
 #define GEMV_Q6_K_TAIL(i)                                                                                 \
         if (nr > i) acc##i = _mm256_fmadd_ps(sb##i, _mm256_set1_ps(f16(((const oc_block_q6_k *)(r##i + off))->d)), acc##i);
         ROWS_GEMV(GEMV_Q6_K_TAIL)

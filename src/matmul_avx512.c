@@ -1,8 +1,8 @@
 /* matmul_avx512.c: the AVX-512 kernel table (F/BW/VL/DQ; VNNI chosen at run time; contract in
  * matmul_kern.h). Same structure as matmul_avx2.c with zmm registers: an 8 tokens x 32 outputs f32
- * tile (16 zmm accumulators) and int8 tiles of 8 tokens x 16 outputs. Dequantizers, GEMV dot
- * products (memory bound), the X quantizer and the packers are the AVX2 ones: every AVX-512 CPU
- * runs them, and 512-bit versions would change nothing measurable.
+ * tile (16 zmm accumulators) and int8 tiles of 8 tokens x 16 outputs. Dequantizers, the GEMV
+ * kernels (float dots and the 4-row int8 ones: memory bound), the X quantizer and the packers are
+ * the AVX2 ones: every AVX-512 CPU runs them, and 512-bit versions would change nothing measurable.
  * Int8 without VNNI: vpmaddubsw as on AVX2; AVX-512 has no vpsignb, so the sign of w is moved onto x
  * with a masked subtract. With VNNI, vpdpbusd (u8 x s8 -> i32, no int16 saturation) takes Q8_0
  * packed as w + 128 and Q4_0 as its nibble; both subtract offset * sum(x) per block. */
