@@ -118,7 +118,7 @@ oc_status oc_matmul_ctx_open(oc_matmul_ctx **out, const oc_matmul_kernels *k, oc
     if (max_n_in < 1 || max_n_tok < 1)
         return oc_fail(err, OC_ERR_INVALID, "matmul: max_n_in %lld and max_n_tok %lld must be >= 1",
                        (long long)max_n_in, (long long)max_n_tok);
-    if (TASK_OUT % k->nr || TASK_OUT % k->q8_nr || k->q8_nr % k->q8_group)
+    if (TASK_OUT % k->nr || TASK_OUT % k->q8_nr || k->q8_nr % k->q8_group || k->q8_gemv_rows < 1)
         return oc_fail(err, OC_ERR_INVALID, "matmul: table '%s' has tile widths incompatible with the driver", k->name);
     int n_threads = oc_pool_n_threads(pool);
     size_t total = oc_matmul_scratch_bytes(k, n_threads, max_n_in, max_n_tok);
@@ -200,14 +200,20 @@ static void gemv_task(void *arg, int64_t task, int thread) {
     const oc_matmul_kernels *k = c->k;
     int64_t o0 = task * c->gemv_rows, o1 = OC_MIN(o0 + c->gemv_rows, c->w->n_out), n_in = c->w->n_in;
     float *rowbuf = (float *)(thread_scratch(c, thread) + c->ctx->rowbuf_off);
+    if (c->i8_type >= 0) {   /* q8_gemv_rows rows per kernel call share the loads of X */
+        for (int64_t o = o0; o < o1; o += k->q8_gemv_rows) {
+            int n_rows = (int)OC_MIN((int64_t)k->q8_gemv_rows, o1 - o);
+            for (int64_t t = 0; t < c->n_tok; t++)
+                k->gemv_q8x[c->i8_type](w_row(c, o), c->w->row_bytes, n_rows, c->ctx->xq + (size_t)t * (size_t)c->n_blocks,
+                                        c->n_blocks, c->y + (size_t)t * c->y_stride + (size_t)o);
+        }
+        add_bias(c, 0, c->n_tok, o0, o1);
+        return;
+    }
     for (int64_t o = o0; o < o1; o++) {
         const unsigned char *row = w_row(c, o);
         float bias = c->bias ? c->bias[o] : 0.0f;
-        if (c->i8_type >= 0) {
-            for (int64_t t = 0; t < c->n_tok; t++)
-                c->y[(size_t)t * c->y_stride + (size_t)o] =
-                    k->dot_q8x[c->i8_type](row, c->ctx->xq + (size_t)t * (size_t)c->n_blocks, c->n_blocks) + bias;
-        } else if (k->dot_f32[c->type]) {
+        if (k->dot_f32[c->type]) {
             for (int64_t t = 0; t < c->n_tok; t++)
                 c->y[(size_t)t * c->y_stride + (size_t)o] = k->dot_f32[c->type](row, c->x + (size_t)t * c->x_stride, n_in) + bias;
         } else {
@@ -333,7 +339,7 @@ static int int8_type(const oc_matmul_ctx *ctx, int type, int64_t n_tok) {
     const oc_matmul_kernels *k = ctx->k;
     int i8 = type >= 0 ? i8_of[type] : -1, gemv = n_tok < GEMV_MAX_TOK;
     if (i8 < 0 || ctx->path == OC_MATMUL_FLOAT) return -1;
-    if (gemv ? !k->dot_q8x[i8] : !k->gemm_q8[i8]) return -1;
+    if (gemv ? !k->gemv_q8x[i8] : !k->gemm_q8[i8]) return -1;
     if (ctx->path == OC_MATMUL_INT8) return i8;
     return (gemv ? k->int8_gemv[i8] : k->int8_gemm[i8]) ? i8 : -1;
 }
@@ -378,7 +384,9 @@ oc_status oc_matmul(oc_matmul_ctx *ctx, const oc_weight *w, const float *x, size
     if (i8_type >= 0)
         oc_pool_run(ctx->pool, (n_tok + QUANT_TASK_TOK - 1) / QUANT_TASK_TOK, quantize_task, &c);
     if (gemv) {
+        int64_t unit = i8_type >= 0 ? k->q8_gemv_rows : 1;   /* whole kernel calls per task */
         c.gemv_rows = OC_MAX((int64_t)4, (int64_t)(GEMV_TASK_BYTES / w->row_bytes));
+        c.gemv_rows = OC_MAX(unit, c.gemv_rows / unit * unit);
         oc_pool_run(ctx->pool, (w->n_out + c.gemv_rows - 1) / c.gemv_rows, gemv_task, &c);
     } else {
         int mr = i8_type >= 0 ? k->q8_mr : k->mr;

@@ -343,56 +343,101 @@ void oc_mm_avx2_quantize_q8x(const float *x, int64_t n, oc_q8x *out) {
 
 INLINE __m256i load_x32(const oc_q8x *x) { return _mm256_loadu_si256((const __m256i *)x->qs); }
 
-/* Signed 32 weights of block i: Q8_0 as stored, Q4_0 as nibble - 8 (so no per-block offset term,
- * whose scalar running sum would be the loop's critical path). */
-INLINE __m256i w_signed(const int i8_type, const void *row, int64_t i, float *d) {
-    if (i8_type == OC_MM_I8_Q8_0) {
-        const oc_block_q8_0 *b = (const oc_block_q8_0 *)row + i;
-        *d = f16(b->d);
-        return _mm256_loadu_si256((const __m256i *)b->qs);
+/* ---- GEMV: GEMV_ROWS weight rows per call ---------------------------------------------------------
+ * Every kernel walks the blocks of x once for up to 4 rows (row i written out as in gemm_f32_tile):
+ * the x vector, its block scale and the offset terms of x are loaded or computed once per block and
+ * shared. Per row and block of 32 the work is: unpack the weights, one vpmaddubsw (unsigned weights
+ * x signed x where the format allows, so no sign trick), one vpmaddwd (which applies the 6/8-bit
+ * sub-block scale of the K formats for free), a convert and an FMA into the row's f32 accumulator,
+ * summed horizontally once per row at the end. The scale products d_w * d_x of Q8_0 / Q4_0 are
+ * formed for the 4 rows at once (their f16 d's gathered in a general register, one vcvtph2ps) and
+ * broadcast from memory. Each row's operations do not depend on n_rows. */
+#define GEMV_ROWS OC_MM_AVX2_GEMV_ROWS
+#define ROWS_GEMV(X) X(0) X(1) X(2) X(3)
+
+/* Row i of the call, or row 0 when i >= n_rows (never read then; keeps the pointer in bounds). */
+INLINE const unsigned char *gemv_row(const void *w, size_t row_bytes, int n_rows, int i) {
+    return (const unsigned char *)w + (size_t)(i < n_rows ? i : 0) * row_bytes;
+}
+
+/* Software prefetch of the weights GEMV_PREFETCH_ROWS rows ahead (the next kernel call's rows, at
+ * the offset being read), at most one per 64-byte line: with 4 rows read side by side the hardware
+ * prefetchers alone streamed W from DRAM at ~60% of the single-row kernel's rate; with it, the
+ * 4-row kernels stream faster than the single-row ones (BENCHMARKS.md "matmul"). The address may
+ * lie past the end of W: a prefetch never faults, and the address is formed as an integer. */
+#define GEMV_PREFETCH_ROWS GEMV_ROWS
+INLINE void prefetch_ahead(const unsigned char *row, size_t ahead_bytes) {
+    _mm_prefetch((const char *)((uintptr_t)row + ahead_bytes), _MM_HINT_T0);
+}
+
+INLINE uint16_t load_u16(const unsigned char *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return h;
+}
+
+/* The f16 values at p0..p3 (those of rows < nr) as 4 floats. */
+INLINE __m128 f16x4(const int nr, const unsigned char *p0, const unsigned char *p1, const unsigned char *p2,
+                    const unsigned char *p3) {
+    uint64_t bits = load_u16(p0);
+    if (nr > 1) bits |= (uint64_t)load_u16(p1) << 16;
+    if (nr > 2) bits |= (uint64_t)load_u16(p2) << 32;
+    if (nr > 3) bits |= (uint64_t)load_u16(p3) << 48;
+    return _mm_cvtph_ps(_mm_set_epi64x(0, (long long)bits));
+}
+
+INLINE void store_hsums(const int nr, float *y, __m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    y[0] = hsum(a0);
+    if (nr > 1) y[1] = hsum(a1);
+    if (nr > 2) y[2] = hsum(a2);
+    if (nr > 3) y[3] = hsum(a3);
+}
+
+/* Q8_0: signed weights, sign trick (|w| * sign(x, w) = w x; pair sums <= 2 * 128 * 127 fit int16).
+ * Q4_0: the unsigned nibbles times x, minus 8 * (pair sums of x) computed once per block for all
+ * rows (|nibble pair sums| <= 3810, the offset <= 2032: int16). The 16 packed bytes are loaded into
+ * both 128-bit lanes and the high lane shifted by 4, so lane 0 holds elements 0-15 and lane 1
+ * elements 16-31, the order of x. */
+INLINE void gemv_q8_rows(const int i8_type, const int nr, const void *w, size_t row_bytes, const oc_q8x *x,
+                         int64_t n_blocks, float *y) {
+    const size_t block_bytes = i8_type == OC_MM_I8_Q8_0 ? sizeof(oc_block_q8_0) : sizeof(oc_block_q4_0);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
+    const __m256i hi_shift = _mm256_setr_epi64x(0, 0, 4, 4);
+    const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
+    const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    _Alignas(16) float scale[GEMV_ROWS];
+    const size_t ahead = (size_t)GEMV_PREFETCH_ROWS * row_bytes;
+    const int64_t pf_every = 64 / (int64_t)block_bytes;   /* one prefetch per <= 64 bytes */
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const size_t off = (size_t)b * block_bytes;   /* d at off, the quants at off + 2 */
+        const int pf = b % pf_every == 0;
+        const __m256i xv = load_x32(x + b);
+        const __m256i x8 = i8_type == OC_MM_I8_Q4_0 ? _mm256_maddubs_epi16(eight, xv) : _mm256_setzero_si256();
+        _mm_store_ps(scale, _mm_mul_ps(f16x4(nr, r0 + off, r1 + off, r2 + off, r3 + off), _mm_set1_ps(x[b].d)));
+#define GEMV_Q8_ROW(i)                                                                                    \
+        if (nr > i) {                                                                                     \
+            if (pf) prefetch_ahead(r##i, ahead + off);                                                    \
+            __m256i p;                                                                                    \
+            if (i8_type == OC_MM_I8_Q8_0) {                                                               \
+                __m256i wv = _mm256_loadu_si256((const __m256i *)(r##i + off + 2));                       \
+                p = _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv));                  \
+            } else {                                                                                      \
+                __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(r##i + off + 2))); \
+                q = _mm256_and_si256(_mm256_srlv_epi64(q, hi_shift), m4);                                 \
+                p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), x8);                                    \
+            }                                                                                             \
+            acc##i = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), _mm256_broadcast_ss(&scale[i]), acc##i); \
+        }
+        ROWS_GEMV(GEMV_Q8_ROW)
     }
-    const oc_block_q4_0 *b = (const oc_block_q4_0 *)row + i;
-    *d = f16(b->d);
-    return _mm256_sub_epi8(unpack_nibbles(b->qs), _mm256_set1_epi8(8));
+    store_hsums(nr, y, acc0, acc1, acc2, acc3);
 }
 
-/* Block dot in int32 lanes: |w| * sign(x, w) = w * x (pair sums <= 2 * 128 * 127 fit int16). */
-INLINE __m256 block_dot(__m256i w, const oc_q8x *x, float dw) {
-    __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(load_x32(x), w));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1))), _mm256_set1_ps(dw * x->d));
-}
-
-/* Four blocks per iteration into four accumulators; the order depends only on n_blocks. */
-INLINE float dot_q8x_row(const int i8_type, const void *w_row, const oc_q8x *x, int64_t n_blocks) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    float d0, d1, d2, d3;
-    int64_t i = 0;
-    for (; i + 4 <= n_blocks; i += 4) {
-        __m256i w0 = w_signed(i8_type, w_row, i, &d0), w1 = w_signed(i8_type, w_row, i + 1, &d1);
-        __m256i w2 = w_signed(i8_type, w_row, i + 2, &d2), w3 = w_signed(i8_type, w_row, i + 3, &d3);
-        a0 = _mm256_add_ps(a0, block_dot(w0, x + i, d0));
-        a1 = _mm256_add_ps(a1, block_dot(w1, x + i + 1, d1));
-        a2 = _mm256_add_ps(a2, block_dot(w2, x + i + 2, d2));
-        a3 = _mm256_add_ps(a3, block_dot(w3, x + i + 3, d3));
-    }
-    for (; i < n_blocks; i++) {
-        __m256i w0 = w_signed(i8_type, w_row, i, &d0);
-        a0 = _mm256_add_ps(a0, block_dot(w0, x + i, d0));
-    }
-    return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-}
-
-float oc_mm_avx2_dot_q8_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
-    return dot_q8x_row(OC_MM_I8_Q8_0, w_row, x, n_blocks);
-}
-float oc_mm_avx2_dot_q4_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
-    return dot_q8x_row(OC_MM_I8_Q4_0, w_row, x, n_blocks);
-}
-
-/* The 8 (scale, min) pairs of a Q4_K block (packing in quant.h oc_q4_k_scale_min) as two vectors of
- * 8 floats, with 32-bit word operations: sub-blocks 0-3 keep 6 bits in bytes 0-3 / 4-7; 4-7 take the
- * low 4 bits from bytes 8-11 and the top 2 bits of bytes 0-3 / 4-7. */
-INLINE void q4_k_scales(const uint8_t *s, __m256 *sc, __m256 *mn) {
+/* The 8 (scale, min) pairs of a Q4_K block (packing in quant.h oc_q4_k_scale_min) as int32 lanes,
+ * with 32-bit word operations: sub-blocks 0-3 keep 6 bits in bytes 0-3 / 4-7; 4-7 take the low 4 bits
+ * from bytes 8-11 and the top 2 bits of bytes 0-3 / 4-7. */
+INLINE void q4_k_scales(const uint8_t *s, __m256i *sc, __m256i *mn) {
     uint32_t u0, u1, u2;
     memcpy(&u0, s, 4);
     memcpy(&u1, s + 4, 4);
@@ -401,70 +446,150 @@ INLINE void q4_k_scales(const uint8_t *s, __m256 *sc, __m256 *mn) {
     uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
     uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
     __m128i v = _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo);
-    *sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
-    *mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
+    *sc = _mm256_cvtepu8_epi32(v);
+    *mn = _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8));
 }
 
-/* Q4_K: per sub-block j (= x block j) d sc_j dx_j sum(q xq) - dmin m_j dx_j sum(xq); the nibbles are
- * unsigned, so vpmaddubsw takes them directly. The min terms of a super-block form one 8-lane FMA. */
-float oc_mm_avx2_dot_q4_k(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
-    const oc_block_q4_k *b = w_row;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, mins = acc0;
-    _Alignas(32) float dsc[8];
-    for (int64_t i = 0; i < n_blocks / 8; i++, b++, x += 8) {
-        __m256 sc, mn;
-        q4_k_scales(b->scales, &sc, &mn);
-        __m256 dx = _mm256_setr_ps(x[0].d, x[1].d, x[2].d, x[3].d, x[4].d, x[5].d, x[6].d, x[7].d);
-        __m256 sumx = _mm256_cvtepi32_ps(_mm256_setr_epi32(x[0].sum, x[1].sum, x[2].sum, x[3].sum, x[4].sum, x[5].sum,
-                                                           x[6].sum, x[7].sum));
-        _mm256_store_ps(dsc, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16(b->d)), sc), dx));
-        mins = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(f16(b->dmin)), mn), dx), sumx, mins);
+/* Q4_K: sum_j (d sc_j q - dmin m_j) x_j over sub-blocks j (= x blocks) is
+ *   d sum_j dx_j (sc_j sum(q xq)) - dmin sum_j m_j dx_j sum(xq):
+ * the nibbles go straight into vpmaddubsw, vpmaddwd multiplies by sc_j (<= 63: |lane| <= 480060),
+ * the dx_j FMAs sum a super-block in `sb`, scaled by d once; the min terms are one 8-lane product
+ * per super-block against dx_j sum_j, which is shared by the rows. */
+INLINE void gemv_q4_k_rows(const int nr, const void *w, size_t row_bytes, const oc_q8x *x, int64_t n_blocks, float *y) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
+    const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    _Alignas(32) int32_t sc[GEMV_ROWS][8];   /* sc_j in both int16 halves: the vpmaddwd operand */
+    _Alignas(16) float d[GEMV_ROWS];
+    const size_t ahead = (size_t)GEMV_PREFETCH_ROWS * row_bytes;
+    for (int64_t i = 0; i < n_blocks / 8; i++) {
+        const oc_q8x *xb = x + 8 * i;
+        const size_t off = (size_t)i * sizeof(oc_block_q4_k);
+        const __m256 dx = _mm256_setr_ps(xb[0].d, xb[1].d, xb[2].d, xb[3].d, xb[4].d, xb[5].d, xb[6].d, xb[7].d);
+        const __m256 dx_sum = _mm256_mul_ps(dx, _mm256_cvtepi32_ps(_mm256_setr_epi32(
+            xb[0].sum, xb[1].sum, xb[2].sum, xb[3].sum, xb[4].sum, xb[5].sum, xb[6].sum, xb[7].sum)));
+        __m256 sb0 = _mm256_setzero_ps(), sb1 = sb0, sb2 = sb0, sb3 = sb0;
+#define GEMV_Q4_K_HEAD(i)                                                                                 \
+        if (nr > i) {                                                                                     \
+            const oc_block_q4_k *blk = (const oc_block_q4_k *)(r##i + off);                               \
+            __m256i s, m;                                                                                 \
+            q4_k_scales(blk->scales, &s, &m);                                                             \
+            _mm256_store_si256((__m256i *)sc[i], _mm256_or_si256(s, _mm256_slli_epi32(s, 16)));          \
+            uint32_t dd;                                                                                  \
+            memcpy(&dd, &blk->d, 4);   /* d, dmin */                                                      \
+            __m128 dv = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dd));                                         \
+            d[i] = _mm_cvtss_f32(dv);                                                                     \
+            acc##i = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(m), dx_sum),                       \
+                                      _mm256_broadcastss_ps(_mm_movehdup_ps(dv)), acc##i);                \
+        }
+        ROWS_GEMV(GEMV_Q4_K_HEAD)
         for (int g = 0; g < 4; g++) {
-            __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * g));
-            __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), load_x32(&x[2 * g])), ones);
-            __m256i p1 = _mm256_madd_epi16(
-                _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), load_x32(&x[2 * g + 1])), ones);
-            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_broadcast_ss(&dsc[2 * g]), acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_broadcast_ss(&dsc[2 * g + 1]), acc1);
+            const __m256i x0 = load_x32(&xb[2 * g]), x1 = load_x32(&xb[2 * g + 1]);
+#define GEMV_Q4_K_STEP(i)                                                                                 \
+            if (nr > i) {                                                                                 \
+                if (g < 3) prefetch_ahead(r##i, ahead + off + 64 * (size_t)g);   /* 144 bytes */          \
+                __m256i q = _mm256_loadu_si256((const __m256i *)(((const oc_block_q4_k *)(r##i + off))->qs + 32 * g)); \
+                __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), x0),         \
+                                               _mm256_set1_epi32(sc[i][2 * g]));                          \
+                __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), x1), \
+                                               _mm256_set1_epi32(sc[i][2 * g + 1]));                      \
+                sb##i = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_broadcast_ss(&xb[2 * g].d), sb##i); \
+                sb##i = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_broadcast_ss(&xb[2 * g + 1].d), sb##i); \
+            }
+            ROWS_GEMV(GEMV_Q4_K_STEP)
         }
+#define GEMV_Q4_K_TAIL(i) if (nr > i) acc##i = _mm256_fmadd_ps(sb##i, _mm256_broadcast_ss(&d[i]), acc##i);
+        ROWS_GEMV(GEMV_Q4_K_TAIL)
     }
-    return hsum(_mm256_add_ps(acc0, acc1)) - hsum(mins);
+    store_hsums(nr, y, acc0, acc1, acc2, acc3);
 }
 
-/* Q6_K: the 6-bit values minus 32 (as in to_f32_q6_k) with the sign trick; after vpmaddwd, int32
- * lanes 0-3 hold elements 0-15 of the x block and lanes 4-7 elements 16-31, one scale each. */
-float oc_mm_avx2_dot_q6_k(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
-    const oc_block_q6_k *b = w_row;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), c32 = _mm256_set1_epi8(32);
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-    for (int64_t i = 0; i < n_blocks / 8; i++, b++) {
-        float d = f16(b->d);
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
-            const int8_t *sc = b->scales + 8 * h;
-            const oc_q8x *xb = x + 8 * i + 4 * h;
-            __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
-            __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)),
-                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30)),
-            };
-            for (int p = 0; p < 4; p++) {
-                __m256i w = _mm256_sub_epi8(q[p], c32);
-                __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(load_x32(&xb[p]), w)), ones);
-                float f = d * xb[p].d;
-                __m256 scale = _mm256_set_m128(_mm_set1_ps(f * (float)sc[2 * p + 1]), _mm_set1_ps(f * (float)sc[2 * p]));
-                if (p & 1) acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc1);
-                else acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc0);
-            }
-        }
-    }
-    return hsum(_mm256_add_ps(acc0, acc1));
+/* vpshufb controls for x block p of a Q6_K half, applied to the half's 8 scales as int16 in both
+ * 128-bit lanes: lane 0 (elements 0-15 of the x block) takes scale 2p, lane 1 (16-31) scale 2p+1. */
+#define Q6_K_WORD(k) (uint8_t)(2 * (k)), (uint8_t)(2 * (k) + 1)
+#define Q6_K_WORD8(k) Q6_K_WORD(k), Q6_K_WORD(k), Q6_K_WORD(k), Q6_K_WORD(k), Q6_K_WORD(k), Q6_K_WORD(k), Q6_K_WORD(k), Q6_K_WORD(k)
+static const _Alignas(32) uint8_t q6_k_scale_shuffle[4][32] = {
+    { Q6_K_WORD8(0), Q6_K_WORD8(1) }, { Q6_K_WORD8(2), Q6_K_WORD8(3) },
+    { Q6_K_WORD8(4), Q6_K_WORD8(5) }, { Q6_K_WORD8(6), Q6_K_WORD8(7) },
+};
+
+/* The unsigned 6-bit values (0..63) of x block p of a Q6_K half (ql: its 64 low-bit bytes, qh: its 32
+ * high-bit bytes): bits 0-1 of qh go to element l, 2-3 to l+32, 4-5 to l+64, 6-7 to l+96. */
+INLINE __m256i q6_k_part(const int p, const uint8_t *ql, const uint8_t *qh) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    __m256i l = _mm256_loadu_si256((const __m256i *)(ql + 32 * (p & 1))), h = _mm256_loadu_si256((const __m256i *)qh);
+    if (p >= 2) l = _mm256_srli_epi16(l, 4);
+    h = p == 0 ? _mm256_slli_epi16(h, 4) : p == 1 ? _mm256_slli_epi16(h, 2) : p == 2 ? h : _mm256_srli_epi16(h, 2);
+    return _mm256_or_si256(_mm256_and_si256(l, m4), _mm256_and_si256(h, m30));
 }
+
+/* Q6_K: y = d sum sc_k (q - 32) x over 16-element groups k. The unsigned q go into vpmaddubsw and
+ * 32 * (pair sums of x), shared by the rows, is subtracted in int16 (|q pair sums| <= 16002, the
+ * offset <= 8128); vpmaddwd multiplies by the signed 8-bit scale of each half of the x block
+ * (|lane| <= 6.2e6), spread from the half's scales (int16, set once per half and row) by one
+ * vpshufb; the dx FMAs sum a super-block, scaled by d once. */
+INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const oc_q8x *x, int64_t n_blocks, float *y) {
+    const __m256i c32 = _mm256_set1_epi8(32);
+    const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
+    const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
+    const size_t ahead = (size_t)GEMV_PREFETCH_ROWS * row_bytes;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    _Alignas(32) int16_t sc[GEMV_ROWS][16];   /* the current half's 8 scales, in both lanes */
+    for (int64_t i = 0; i < n_blocks / 8; i++) {
+        const size_t off = (size_t)i * sizeof(oc_block_q6_k);
+        const oc_q8x *xb = x + 8 * i;
+        __m256 sb0 = _mm256_setzero_ps(), sb1 = sb0, sb2 = sb0, sb3 = sb0;
+#define Q6_K_SCALES(i)                                                                                    \
+        if (nr > i) {                                                                                     \
+            const int8_t *s8 = ((const oc_block_q6_k *)(r##i + off))->scales + 8 * h_;                    \
+            _mm256_store_si256((__m256i *)sc[i],                                                          \
+                               _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)s8)))); \
+        }
+#define Q6_K_ROW(i)                                                                                       \
+        if (nr > i) {                                                                                     \
+            const oc_block_q6_k *blk = (const oc_block_q6_k *)(r##i + off);                               \
+            if (!(p_ & 1)) prefetch_ahead(r##i, ahead + off + 56 * (size_t)(2 * h_ + p_ / 2));   /* 210 bytes */ \
+            __m256i sv = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)sc[i]), shuf);            \
+            __m256i q = q6_k_part(p_, blk->ql + 64 * h_, blk->qh + 32 * h_);                              \
+            __m256i s = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), x32), sv);        \
+            sb##i = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dx, sb##i);                                    \
+        }
+/* x block p of half h (constants: the unpacking in q6_k_part folds) */
+#define Q6_K_STEP(h, p)                                                                                   \
+        {                                                                                                 \
+            const int h_ = (h), p_ = (p);                                                                 \
+            const __m256i xv = load_x32(xb + 4 * h_ + p_), x32 = _mm256_maddubs_epi16(c32, xv);           \
+            const __m256i shuf = _mm256_load_si256((const __m256i *)q6_k_scale_shuffle[p_]);              \
+            const __m256 dx = _mm256_broadcast_ss(&xb[4 * h_ + p_].d);                                    \
+            if (p_ == 0) { ROWS_GEMV(Q6_K_SCALES) }                                                       \
+            ROWS_GEMV(Q6_K_ROW)                                                                           \
+        }
+        Q6_K_STEP(0, 0) Q6_K_STEP(0, 1) Q6_K_STEP(0, 2) Q6_K_STEP(0, 3)
+        Q6_K_STEP(1, 0) Q6_K_STEP(1, 1) Q6_K_STEP(1, 2) Q6_K_STEP(1, 3)
+#define GEMV_Q6_K_TAIL(i)                                                                                 \
+        if (nr > i) acc##i = _mm256_fmadd_ps(sb##i, _mm256_set1_ps(f16(((const oc_block_q6_k *)(r##i + off))->d)), acc##i);
+        ROWS_GEMV(GEMV_Q6_K_TAIL)
+    }
+    store_hsums(nr, y, acc0, acc1, acc2, acc3);
+}
+
+/* One exported kernel per type: n_rows picks the instance with that many rows. */
+#define GEMV_KERNEL(NAME, CALL)                                                                            \
+    void NAME(const void *w, size_t row_bytes, int n_rows, const oc_q8x *x, int64_t n_blocks, float *y) { \
+        switch (n_rows) {                                                                                  \
+        case 4: CALL(4, w, row_bytes, x, n_blocks, y); break;                                              \
+        case 3: CALL(3, w, row_bytes, x, n_blocks, y); break;                                              \
+        case 2: CALL(2, w, row_bytes, x, n_blocks, y); break;                                              \
+        default: CALL(1, w, row_bytes, x, n_blocks, y); break;                                             \
+        }                                                                                                  \
+    }
+#define GEMV_Q8_0(nr, ...) gemv_q8_rows(OC_MM_I8_Q8_0, nr, __VA_ARGS__)
+#define GEMV_Q4_0(nr, ...) gemv_q8_rows(OC_MM_I8_Q4_0, nr, __VA_ARGS__)
+GEMV_KERNEL(oc_mm_avx2_gemv_q8_0, GEMV_Q8_0)
+GEMV_KERNEL(oc_mm_avx2_gemv_q4_0, GEMV_Q4_0)
+GEMV_KERNEL(oc_mm_avx2_gemv_q4_k, gemv_q4_k_rows)
+GEMV_KERNEL(oc_mm_avx2_gemv_q6_k, gemv_q6_k_rows)
 
 /* One micro-panel of `group` rows (a multiple of 8): per block and 8 rows, the rows' 32 stored bytes
  * are an 8x8 matrix of 4-byte units; its transpose is the record's q[s][j][u] layout (the float
@@ -575,8 +700,9 @@ static const oc_matmul_kernels table = {
     .q8_mr = Q8_MR,
     .q8_nr = Q8_GROUP,
     .q8_group = Q8_GROUP,
+    .q8_gemv_rows = GEMV_ROWS,
     .quantize_q8x = oc_mm_avx2_quantize_q8x,
-    .dot_q8x = OC_MM_AVX2_DOT_Q8X,
+    .gemv_q8x = OC_MM_AVX2_GEMV_Q8X,
     .pack_q8 = { pack_q8_0, pack_q4_0, NULL, NULL },
     .gemm_q8 = { gemm_q8_0, gemm_q4_0, NULL, NULL },
     .int8_gemm = { 1, 1, 0, 0 },

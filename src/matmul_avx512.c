@@ -1,8 +1,8 @@
 /* matmul_avx512.c: the AVX-512 kernel table (F/BW/VL/DQ; VNNI chosen at run time; contract in
  * matmul_kern.h). Same structure as matmul_avx2.c with zmm registers: an 8 tokens x 32 outputs f32
- * tile (16 zmm accumulators) and int8 tiles of 8 tokens x 16 outputs. Dequantizers, GEMV dot
- * products (memory bound), the X quantizer and the packers are the AVX2 ones: every AVX-512 CPU
- * runs them, and 512-bit versions would change nothing measurable.
+ * tile (16 zmm accumulators) and int8 tiles of 8 tokens x 16 outputs. Dequantizers, the GEMV
+ * kernels (float dots and the 4-row int8 ones: memory bound), the X quantizer and the packers are
+ * the AVX2 ones: every AVX-512 CPU runs them, and 512-bit versions would change nothing measurable.
  * Int8 without VNNI: vpmaddubsw as on AVX2; AVX-512 has no vpsignb, so the sign of w is moved onto x
  * with a masked subtract. With VNNI, vpdpbusd (u8 x s8 -> i32, no int16 saturation) takes Q8_0
  * packed as w + 128 and Q4_0 as its nibble; both subtract offset * sum(x) per block. */
@@ -200,9 +200,9 @@ GEMM_Q8(gemm_q4_0_vnni, gemm_q8_tile_vnni, OC_MM_I8_Q4_0, VNNI)
 
 #define COMMON_FIELDS                                                                                  \
     .isa = OC_ISA_AVX512, .mr = MR, .nr = NR,                                                          \
-    .to_f32 = OC_MM_AVX2_TO_F32, .dot_f32 = OC_MM_AVX2_DOT_F32, .dot_q8x = OC_MM_AVX2_DOT_Q8X,          \
+    .to_f32 = OC_MM_AVX2_TO_F32, .dot_f32 = OC_MM_AVX2_DOT_F32, .gemv_q8x = OC_MM_AVX2_GEMV_Q8X,          \
     .pack_f32 = pack_f32, .gemm_f32 = gemm_f32,                                                        \
-    .q8_mr = Q8_MR, .q8_nr = Q8_GROUP, .q8_group = Q8_GROUP,                                           \
+    .q8_mr = Q8_MR, .q8_nr = Q8_GROUP, .q8_group = Q8_GROUP, .q8_gemv_rows = OC_MM_AVX2_GEMV_ROWS,                                           \
     .quantize_q8x = oc_mm_avx2_quantize_q8x,                                                           \
     .int8_gemm = { 1, 1, 0, 0 }, .int8_gemv = { 1, 1, 1, 1 }
 

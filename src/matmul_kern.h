@@ -4,11 +4,11 @@
  * Float path: the driver dequantizes nr rows x kc columns of W to f32 (to_f32), packs them k-major
  * into a panel (pack_f32: panel[k][0..nr)) and runs gemm_f32, which broadcasts X[t][k] against the
  * panel's vector of nr outputs for mr tokens at a time.
- * Int8 path (Q8_0, Q4_0; for Q4_K / Q6_K only GEMV dot products): X is quantized once per call to
- * oc_q8x blocks; for the GEMM, W blocks are packed into
- * groups of `q8_group` outputs with 4 consecutive k per output side by side (the operand shape of
- * x86 vpmaddubsw/vpdpbusd and Arm sdot), and gemm_q8 accumulates integer dots per block of 32,
- * scaled by d_w * d_x in f32. */
+ * Int8 path (Q8_0, Q4_0; for Q4_K / Q6_K only the GEMV): X is quantized once per call to oc_q8x
+ * blocks; the GEMV kernel (gemv_q8x) dots q8_gemv_rows weight rows at once with them; for the GEMM,
+ * W blocks are packed into groups of `q8_group` outputs with 4 consecutive k per output side by
+ * side (the operand shape of x86 vpmaddubsw/vpdpbusd and Arm sdot), and gemm_q8 accumulates integer
+ * dots per block of 32, scaled by d_w * d_x in f32. */
 #ifndef OC_MATMUL_KERN_H
 #define OC_MATMUL_KERN_H
 
@@ -45,8 +45,12 @@ typedef void (*oc_pack_f32_fn)(const float *rows, size_t ld, int n_rows, int64_t
 typedef void (*oc_gemm_f32_fn)(int mr, int64_t kc, const float *x, size_t x_stride, const float *panel,
                                float *y, size_t y_stride, int accumulate);
 typedef void (*oc_quantize_q8x_fn)(const float *x, int64_t n, oc_q8x *out);
-/* One row against quantized x; n_blocks counts blocks of 32 (n_in / 32) for every type. */
-typedef float (*oc_dot_q8x_fn)(const void *w_row, const oc_q8x *x, int64_t n_blocks);
+/* GEMV against quantized x: y[r] = dot(W row r, x) for r < n_rows (1..q8_gemv_rows), rows row_bytes
+ * apart from w; n_blocks counts blocks of 32 (n_in / 32) for every type. The rows of one call share
+ * every load and conversion of x; each row's sum depends only on that row and x (not on n_rows or
+ * on which call it is in), so results do not depend on how the driver groups rows. */
+typedef void (*oc_gemv_q8x_fn)(const void *w, size_t row_bytes, int n_rows, const oc_q8x *x, int64_t n_blocks,
+                               float *y);
 /* n_rows (<= q8_nr) rows, n_blocks blocks each, rows row_bytes apart -> one micro-panel. */
 typedef void (*oc_pack_q8_fn)(const void *w, size_t row_bytes, int n_rows, int64_t n_blocks, void *panel);
 /* y[i][j] (= or +=) sum_b dot(x[i] block b, panel column j block b) for i < mr, j < q8_nr. */
@@ -63,9 +67,9 @@ struct oc_matmul_kernels {
     oc_pack_f32_fn pack_f32;
     oc_gemm_f32_fn gemm_f32;
     /* int8 path */
-    int q8_mr, q8_nr, q8_group;
+    int q8_mr, q8_nr, q8_group, q8_gemv_rows;
     oc_quantize_q8x_fn quantize_q8x;
-    oc_dot_q8x_fn dot_q8x[OC_MM_I8_N];
+    oc_gemv_q8x_fn gemv_q8x[OC_MM_I8_N];
     oc_pack_q8_fn pack_q8[OC_MM_I8_N];
     oc_gemm_q8_fn gemm_q8[OC_MM_I8_N];
     /* OC_MATMUL_AUTO takes the int8 path where these are 1 (measured, BENCHMARKS.md "matmul") */
@@ -96,16 +100,17 @@ float oc_mm_avx2_dot_f16(const void *w_row, const float *x, int64_t n);
 float oc_mm_avx2_dot_bf16(const void *w_row, const float *x, int64_t n);
 float oc_mm_avx2_dot_f32_q8_0(const void *w_row, const float *x, int64_t n);
 float oc_mm_avx2_dot_f32_q4_0(const void *w_row, const float *x, int64_t n);
-float oc_mm_avx2_dot_q8_0(const void *w_row, const oc_q8x *x, int64_t n_blocks);
-float oc_mm_avx2_dot_q4_0(const void *w_row, const oc_q8x *x, int64_t n_blocks);
-float oc_mm_avx2_dot_q4_k(const void *w_row, const oc_q8x *x, int64_t n_blocks);
-float oc_mm_avx2_dot_q6_k(const void *w_row, const oc_q8x *x, int64_t n_blocks);
+#define OC_MM_AVX2_GEMV_ROWS 4
+void oc_mm_avx2_gemv_q8_0(const void *w, size_t row_bytes, int n_rows, const oc_q8x *x, int64_t n_blocks, float *y);
+void oc_mm_avx2_gemv_q4_0(const void *w, size_t row_bytes, int n_rows, const oc_q8x *x, int64_t n_blocks, float *y);
+void oc_mm_avx2_gemv_q4_k(const void *w, size_t row_bytes, int n_rows, const oc_q8x *x, int64_t n_blocks, float *y);
+void oc_mm_avx2_gemv_q6_k(const void *w, size_t row_bytes, int n_rows, const oc_q8x *x, int64_t n_blocks, float *y);
 /* Table initializers for the fields both x86 tables share. */
 #define OC_MM_AVX2_TO_F32 { oc_dequant_f32, oc_mm_avx2_to_f32_f16, oc_mm_avx2_to_f32_bf16, oc_mm_avx2_to_f32_q8_0, \
                             oc_mm_avx2_to_f32_q4_0, oc_mm_avx2_to_f32_q4_k, oc_mm_avx2_to_f32_q6_k }
 #define OC_MM_AVX2_DOT_F32 { oc_mm_avx2_dot_f32, oc_mm_avx2_dot_f16, oc_mm_avx2_dot_bf16, oc_mm_avx2_dot_f32_q8_0, \
                              oc_mm_avx2_dot_f32_q4_0, NULL, NULL }
-#define OC_MM_AVX2_DOT_Q8X { oc_mm_avx2_dot_q8_0, oc_mm_avx2_dot_q4_0, oc_mm_avx2_dot_q4_k, oc_mm_avx2_dot_q6_k }
+#define OC_MM_AVX2_GEMV_Q8X { oc_mm_avx2_gemv_q8_0, oc_mm_avx2_gemv_q4_0, oc_mm_avx2_gemv_q4_k, oc_mm_avx2_gemv_q6_k }
 
 /* Per-ISA tables; NULL when the table needs CPU features this CPU lacks. */
 const oc_matmul_kernels *oc_matmul_kernels_scalar(void);

@@ -3,7 +3,8 @@
  * a 6 tokens x 16 outputs f32 tile (24 accumulators of the 32 AArch64 vector registers), panels
  * packed with 4x4 transposes, f16 through vcvt_f32_f16. Int8: groups of 4 outputs x 4 k per vector,
  * products with vmull_s8 and pairwise accumulation (vpadalq_s16) in int32; the SDOT (dotprod)
- * instruction is not used yet. Q4_K / Q6_K dequantize with the scalar code (quant.c). */
+ * instruction is not used yet. Q4_K / Q6_K dequantize with the scalar code (quant.c); their GEMV
+ * has int8 kernels like Q8_0 / Q4_0 (4 rows per call, as in matmul_avx2.c). */
 #include "matmul_kern.h"
 
 #include "f16.h"
@@ -203,31 +204,208 @@ INLINE int32x4_t dot16(int32x4_t acc, int8x16_t w, int8x16_t x) {
     return vpadalq_s16(acc, vmull_s8(vget_high_s8(w), vget_high_s8(x)));
 }
 
-INLINE float dot_q8x_row(const int i8_type, const void *w_row, const oc_q8x *x, int64_t n_blocks) {
-    float32x4_t a0 = vdupq_n_f32(0), a1 = a0;
-    for (int64_t i = 0; i < n_blocks; i++) {
-        int8x16_t w0, w1;
-        float dw;
-        if (i8_type == OC_MM_I8_Q8_0) {
-            const oc_block_q8_0 *b = (const oc_block_q8_0 *)w_row + i;
-            w0 = vld1q_s8(b->qs);
-            w1 = vld1q_s8(b->qs + 16);
-            dw = oc_f16_to_f32(b->d);
-        } else {
-            const oc_block_q4_0 *b = (const oc_block_q4_0 *)w_row + i;
-            q4_0_signed(b, &w0, &w1);
-            dw = oc_f16_to_f32(b->d);
-        }
-        int32x4_t s = dot16(dot16(vdupq_n_s32(0), w0, vld1q_s8(x[i].qs)), w1, vld1q_s8(x[i].qs + 16));
-        float32x4_t v = vmulq_n_f32(vcvtq_f32_s32(s), dw * x[i].d);
-        if (i & 1) a1 = vaddq_f32(a1, v);
-        else a0 = vaddq_f32(a0, v);
-    }
-    return hsum(vaddq_f32(a0, a1));
+/* ---- GEMV: GEMV_ROWS weight rows per call (the structure of matmul_avx2.c) ------------------------
+ * Up to 4 rows walk the blocks of x together: x's 32 bytes and its scale are loaded once per block
+ * for all rows, the 4 rows' f16 scales are converted with one vcvt_f32_f16 and multiplied by d_x
+ * once; per row and block: the weights (Q4_0: nibble - 8), the integer dot, a convert and one FMA
+ * into the row's accumulator, summed horizontally once per row. Software prefetch reads the next
+ * call's rows at the same offset (prefetches never fault; the address is formed as an integer). */
+#define GEMV_ROWS 4
+#define ROWS_GEMV(X) X(0) X(1) X(2) X(3)
+
+INLINE const unsigned char *gemv_row(const void *w, size_t row_bytes, int n_rows, int i) {
+    return (const unsigned char *)w + (size_t)(i < n_rows ? i : 0) * row_bytes;
 }
 
-static float dot_q8_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) { return dot_q8x_row(OC_MM_I8_Q8_0, w_row, x, n_blocks); }
-static float dot_q4_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) { return dot_q8x_row(OC_MM_I8_Q4_0, w_row, x, n_blocks); }
+INLINE uint16_t load_u16(const unsigned char *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return h;
+}
+
+/* The f16 values at p0..p3 (those of rows < nr) as 4 floats. */
+INLINE float32x4_t f16x4(const int nr, const unsigned char *p0, const unsigned char *p1, const unsigned char *p2,
+                         const unsigned char *p3) {
+    uint64_t bits = load_u16(p0);
+    if (nr > 1) bits |= (uint64_t)load_u16(p1) << 16;
+    if (nr > 2) bits |= (uint64_t)load_u16(p2) << 32;
+    if (nr > 3) bits |= (uint64_t)load_u16(p3) << 48;
+    return vcvt_f32_f16(vreinterpret_f16_u64(vcreate_u64(bits)));
+}
+
+INLINE void store_hsums(const int nr, float *y, float32x4_t a0, float32x4_t a1, float32x4_t a2, float32x4_t a3) {
+    y[0] = hsum(a0);
+    if (nr > 1) y[1] = hsum(a1);
+    if (nr > 2) y[2] = hsum(a2);
+    if (nr > 3) y[3] = hsum(a3);
+}
+
+INLINE void prefetch_ahead(const unsigned char *row, size_t ahead_bytes) {
+    __builtin_prefetch((const void *)((uintptr_t)row + ahead_bytes));
+}
+
+INLINE void gemv_q8_rows(const int i8_type, const int nr, const void *w, size_t row_bytes, const oc_q8x *x,
+                         int64_t n_blocks, float *y) {
+    const size_t block_bytes = i8_type == OC_MM_I8_Q8_0 ? sizeof(oc_block_q8_0) : sizeof(oc_block_q4_0);
+    const size_t ahead = (size_t)GEMV_ROWS * row_bytes;
+    const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
+    const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
+    float32x4_t acc0 = vdupq_n_f32(0), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    const int64_t pf_every = 64 / (int64_t)block_bytes;   /* one prefetch per <= 64 bytes */
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const size_t off = (size_t)b * block_bytes;   /* d at off, the quants at off + 2 */
+        const int pf = b % pf_every == 0;
+        const int8x16_t x0 = vld1q_s8(x[b].qs), x1 = vld1q_s8(x[b].qs + 16);
+        const float32x4_t scale = vmulq_n_f32(f16x4(nr, r0 + off, r1 + off, r2 + off, r3 + off), x[b].d);
+#define GEMV_Q8_ROW(i)                                                                                    \
+        if (nr > i) {                                                                                     \
+            if (pf) prefetch_ahead(r##i, ahead + off);                                                    \
+            int8x16_t w0, w1;                                                                             \
+            if (i8_type == OC_MM_I8_Q8_0) {                                                               \
+                w0 = vld1q_s8((const int8_t *)(r##i + off + 2));                                          \
+                w1 = vld1q_s8((const int8_t *)(r##i + off + 18));                                         \
+            } else {                                                                                      \
+                q4_0_signed((const oc_block_q4_0 *)(r##i + off), &w0, &w1);                               \
+            }                                                                                             \
+            int32x4_t s = dot16(dot16(vdupq_n_s32(0), w0, x0), w1, x1);                                   \
+            acc##i = vfmaq_f32(acc##i, vcvtq_f32_s32(s), vdupq_n_f32(vgetq_lane_f32(scale, i)));          \
+        }
+        ROWS_GEMV(GEMV_Q8_ROW)
+    }
+    store_hsums(nr, y, acc0, acc1, acc2, acc3);
+}
+
+/* Q4_K: d sum_j dx_j (sc_j sum(q xq)) - dmin sum_j m_j dx_j sum(xq) over sub-blocks j (= x blocks),
+ * as in matmul_avx2.c: the sub-block scale multiplies the integer dot, the dx_j FMAs sum a
+ * super-block that d scales once, and the min terms are two 4-lane products per super-block against
+ * dx_j sum_j (shared by the rows). Scales unpacked with 32-bit word operations (quant.h layout). */
+INLINE void q4_k_scales(const uint8_t *s, uint8x8_t *sc, uint8x8_t *mn) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s, 4);
+    memcpy(&u1, s + 4, 4);
+    memcpy(&u2, s + 8, 4);
+    uint32_t sc_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
+    uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
+    uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
+    *sc = vcreate_u8((uint64_t)sc_lo | (uint64_t)sc_hi << 32);
+    *mn = vcreate_u8((uint64_t)m_lo | (uint64_t)m_hi << 32);
+}
+
+INLINE void gemv_q4_k_rows(const int nr, const void *w, size_t row_bytes, const oc_q8x *x, int64_t n_blocks, float *y) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    const size_t ahead = (size_t)GEMV_ROWS * row_bytes;
+    const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
+    const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
+    float32x4_t acc0 = vdupq_n_f32(0), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    uint8_t sc[GEMV_ROWS][8];
+    float d[GEMV_ROWS];
+    for (int64_t i = 0; i < n_blocks / 8; i++) {
+        const oc_q8x *xb = x + 8 * i;
+        const size_t off = (size_t)i * sizeof(oc_block_q4_k);
+        float dxs[8];
+        for (int j = 0; j < 8; j++) dxs[j] = xb[j].d * (float)xb[j].sum;
+        const float32x4_t dx_sum0 = vld1q_f32(dxs), dx_sum1 = vld1q_f32(dxs + 4);
+        float32x4_t sb0 = vdupq_n_f32(0), sb1 = sb0, sb2 = sb0, sb3 = sb0;
+#define GEMV_Q4_K_HEAD(i)                                                                                 \
+        if (nr > i) {                                                                                     \
+            const oc_block_q4_k *blk = (const oc_block_q4_k *)(r##i + off);                               \
+            uint8x8_t s, m;                                                                               \
+            q4_k_scales(blk->scales, &s, &m);                                                             \
+            vst1_u8(sc[i], s);                                                                            \
+            d[i] = oc_f16_to_f32(blk->d);                                                                 \
+            uint16x8_t m16 = vmovl_u8(m);                                                                 \
+            float32x4_t mins = vmulq_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(m16))), dx_sum0);           \
+            mins = vfmaq_f32(mins, vcvtq_f32_u32(vmovl_u16(vget_high_u16(m16))), dx_sum1);                \
+            acc##i = vfmsq_f32(acc##i, mins, vdupq_n_f32(oc_f16_to_f32(blk->dmin)));                      \
+        }
+        ROWS_GEMV(GEMV_Q4_K_HEAD)
+        for (int g = 0; g < 4; g++) {
+            const int8x16_t xa0 = vld1q_s8(xb[2 * g].qs), xa1 = vld1q_s8(xb[2 * g].qs + 16);
+            const int8x16_t xc0 = vld1q_s8(xb[2 * g + 1].qs), xc1 = vld1q_s8(xb[2 * g + 1].qs + 16);
+            const float32x4_t dx0 = vdupq_n_f32(xb[2 * g].d), dx1 = vdupq_n_f32(xb[2 * g + 1].d);
+#define GEMV_Q4_K_STEP(i)                                                                                 \
+            if (nr > i) {                                                                                 \
+                const uint8_t *q = ((const oc_block_q4_k *)(r##i + off))->qs + 32 * g;                    \
+                if (g < 3) prefetch_ahead(r##i, ahead + off + 64 * (size_t)g);   /* 144 bytes */          \
+                uint8x16_t qa = vld1q_u8(q), qb = vld1q_u8(q + 16);                                       \
+                int32x4_t s0 = dot16(dot16(vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(qa, m4)), xa0),   \
+                                     vreinterpretq_s8_u8(vandq_u8(qb, m4)), xa1);                         \
+                int32x4_t s1 = dot16(dot16(vdupq_n_s32(0), vreinterpretq_s8_u8(vshrq_n_u8(qa, 4)), xc0),  \
+                                     vreinterpretq_s8_u8(vshrq_n_u8(qb, 4)), xc1);                        \
+                s0 = vmulq_n_s32(s0, sc[i][2 * g]);                                                       \
+                s1 = vmulq_n_s32(s1, sc[i][2 * g + 1]);                                                   \
+                sb##i = vfmaq_f32(sb##i, vcvtq_f32_s32(s0), dx0);                                         \
+                sb##i = vfmaq_f32(sb##i, vcvtq_f32_s32(s1), dx1);                                         \
+            }
+            ROWS_GEMV(GEMV_Q4_K_STEP)
+        }
+#define GEMV_Q4_K_TAIL(i) if (nr > i) acc##i = vfmaq_f32(acc##i, sb##i, vdupq_n_f32(d[i]));
+        ROWS_GEMV(GEMV_Q4_K_TAIL)
+    }
+    store_hsums(nr, y, acc0, acc1, acc2, acc3);
+}
+
+/* Q6_K: d sum_k sc_k sum((q - 32) x) over 16-element groups k, as in matmul_avx2.c: per x block the
+ * two groups' integer dots are scaled by their 8-bit scales in int32 (|lane| <= 2 * 128 * 16256),
+ * the dx FMAs sum a super-block, d scales it once. */
+INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const oc_q8x *x, int64_t n_blocks, float *y) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(3);
+    const int8x16_t c32 = vdupq_n_s8(32);
+    const size_t ahead = (size_t)GEMV_ROWS * row_bytes;
+    const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
+    const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
+    float32x4_t acc0 = vdupq_n_f32(0), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    for (int64_t i = 0; i < n_blocks / 8; i++) {
+        const size_t off = (size_t)i * sizeof(oc_block_q6_k);
+        float32x4_t sb0 = vdupq_n_f32(0), sb1 = sb0, sb2 = sb0, sb3 = sb0;
+        for (int h = 0; h < 2; h++)
+            for (int p = 0; p < 4; p++) {
+                const oc_q8x *xb = x + 8 * i + 4 * h + p;
+                const int8x16_t x0 = vld1q_s8(xb->qs), x1 = vld1q_s8(xb->qs + 16);
+                const float32x4_t dx = vdupq_n_f32(xb->d);
+                const int8x16_t shift = vdupq_n_s8((int8_t)(-2 * p));
+#define GEMV_Q6_K_STEP(i)                                                                                 \
+                if (nr > i) {                                                                             \
+                    const oc_block_q6_k *blk = (const oc_block_q6_k *)(r##i + off);                       \
+                    if (!(p & 1)) prefetch_ahead(r##i, ahead + off + 56 * (size_t)(2 * h + p / 2));       \
+                    const uint8_t *ql = blk->ql + 64 * h + 32 * (p & 1), *qh = blk->qh + 32 * h;          \
+                    uint8x16_t la = vld1q_u8(ql), lb = vld1q_u8(ql + 16);                                 \
+                    la = p < 2 ? vandq_u8(la, m4) : vshrq_n_u8(la, 4);                                    \
+                    lb = p < 2 ? vandq_u8(lb, m4) : vshrq_n_u8(lb, 4);                                    \
+                    /* bits 2p, 2p+1 of qh are bits 4-5 of q */                                           \
+                    uint8x16_t ha = vshlq_n_u8(vandq_u8(vshlq_u8(vld1q_u8(qh), shift), m3), 4);           \
+                    uint8x16_t hb = vshlq_n_u8(vandq_u8(vshlq_u8(vld1q_u8(qh + 16), shift), m3), 4);      \
+                    int8x16_t wa = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(la, ha)), c32);                  \
+                    int8x16_t wb = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lb, hb)), c32);                  \
+                    int32x4_t s = vmulq_n_s32(dot16(vdupq_n_s32(0), wa, x0), blk->scales[8 * h + 2 * p]);   \
+                    s = vmlaq_n_s32(s, dot16(vdupq_n_s32(0), wb, x1), blk->scales[8 * h + 2 * p + 1]);    \
+                    sb##i = vfmaq_f32(sb##i, vcvtq_f32_s32(s), dx);                                       \
+                }
+                ROWS_GEMV(GEMV_Q6_K_STEP)
+            }
+#define GEMV_Q6_K_TAIL(i)                                                                                 \
+        if (nr > i) acc##i = vfmaq_f32(acc##i, sb##i, vdupq_n_f32(oc_f16_to_f32(((const oc_block_q6_k *)(r##i + off))->d)));
+        ROWS_GEMV(GEMV_Q6_K_TAIL)
+    }
+    store_hsums(nr, y, acc0, acc1, acc2, acc3);
+}
+
+/* One kernel per type: n_rows picks the instance with that many rows. */
+#define GEMV_KERNEL(NAME, CALL)                                                                            \
+    static void NAME(const void *w, size_t row_bytes, int n_rows, const oc_q8x *x, int64_t n_blocks, float *y) { \
+        switch (n_rows) {                                                                                  \
+        case 4: CALL(4, w, row_bytes, x, n_blocks, y); break;                                              \
+        case 3: CALL(3, w, row_bytes, x, n_blocks, y); break;                                              \
+        case 2: CALL(2, w, row_bytes, x, n_blocks, y); break;                                              \
+        default: CALL(1, w, row_bytes, x, n_blocks, y); break;                                             \
+        }                                                                                                  \
+    }
+#define GEMV_Q8_0(nr, ...) gemv_q8_rows(OC_MM_I8_Q8_0, nr, __VA_ARGS__)
+#define GEMV_Q4_0(nr, ...) gemv_q8_rows(OC_MM_I8_Q4_0, nr, __VA_ARGS__)
+GEMV_KERNEL(gemv_q8_0, GEMV_Q8_0)
+GEMV_KERNEL(gemv_q4_0, GEMV_Q4_0)
+GEMV_KERNEL(gemv_q4_k, gemv_q4_k_rows)
+GEMV_KERNEL(gemv_q6_k, gemv_q6_k_rows)
 
 static void pack_q8_0(const void *w, size_t row_bytes, int n_rows, int64_t n_blocks, void *panel) {
     oc_mm_pack_q8_generic(OC_MM_I8_Q8_0, Q8_GROUP, Q8_NR, 0, w, row_bytes, n_rows, n_blocks, panel);
@@ -316,7 +494,8 @@ GEMM_Q8(gemm_q4_0, OC_MM_I8_Q4_0)
 
 /* Without SDOT the int8 GEMM issues 4 instructions per 16 multiply-adds, no better than 4-lane f32
  * FMA after dequantization, so AUTO keeps GEMM on the float path; the GEMV dot is shorter than
- * dequantize + FMA and takes the int8 path. Neither choice is measured on hardware yet. */
+ * dequantize + FMA (for Q4_K / Q6_K the scalar dequantizer) and takes the int8 path. Neither choice
+ * is measured on hardware yet. */
 static const oc_matmul_kernels table = {
     .isa = OC_ISA_NEON,
     .name = "neon",
@@ -329,12 +508,13 @@ static const oc_matmul_kernels table = {
     .q8_mr = Q8_MR,
     .q8_nr = Q8_NR,
     .q8_group = Q8_GROUP,
+    .q8_gemv_rows = GEMV_ROWS,
     .quantize_q8x = oc_mm_quantize_q8x_scalar,
-    .dot_q8x = { dot_q8_0, dot_q4_0, NULL, NULL },
+    .gemv_q8x = { gemv_q8_0, gemv_q4_0, gemv_q4_k, gemv_q6_k },
     .pack_q8 = { pack_q8_0, pack_q4_0, NULL, NULL },
     .gemm_q8 = { gemm_q8_0, gemm_q4_0, NULL, NULL },
     .int8_gemm = { 0, 0, 0, 0 },
-    .int8_gemv = { 1, 1, 0, 0 },
+    .int8_gemv = { 1, 1, 1, 1 },
 };
 
 const oc_matmul_kernels *oc_matmul_kernels_neon(const oc_cpu_features *cpu) {

@@ -122,8 +122,6 @@ static float dot_q8x(int i8_type, const void *w_row, const oc_q8x *x, int64_t n_
     }
     return acc;
 }
-static float dot_q8_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) { return dot_q8x(OC_MM_I8_Q8_0, w_row, x, n_blocks); }
-static float dot_q4_0(const void *w_row, const oc_q8x *x, int64_t n_blocks) { return dot_q8x(OC_MM_I8_Q4_0, w_row, x, n_blocks); }
 
 static float dot_q4_k(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
     const oc_block_q4_k *b = w_row;
@@ -169,6 +167,20 @@ static float dot_q6_k(const void *w_row, const oc_q8x *x, int64_t n_blocks) {
     return acc;
 }
 
+/* The scalar table's GEMV kernels take one row per call (q8_gemv_rows 1). */
+static void gemv_q8_0(const void *w, size_t row_bytes, int n_rows, const oc_q8x *x, int64_t n_blocks, float *y) {
+    for (int r = 0; r < n_rows; r++) y[r] = dot_q8x(OC_MM_I8_Q8_0, (const unsigned char *)w + (size_t)r * row_bytes, x, n_blocks);
+}
+static void gemv_q4_0(const void *w, size_t row_bytes, int n_rows, const oc_q8x *x, int64_t n_blocks, float *y) {
+    for (int r = 0; r < n_rows; r++) y[r] = dot_q8x(OC_MM_I8_Q4_0, (const unsigned char *)w + (size_t)r * row_bytes, x, n_blocks);
+}
+static void gemv_q4_k(const void *w, size_t row_bytes, int n_rows, const oc_q8x *x, int64_t n_blocks, float *y) {
+    for (int r = 0; r < n_rows; r++) y[r] = dot_q4_k((const unsigned char *)w + (size_t)r * row_bytes, x, n_blocks);
+}
+static void gemv_q6_k(const void *w, size_t row_bytes, int n_rows, const oc_q8x *x, int64_t n_blocks, float *y) {
+    for (int r = 0; r < n_rows; r++) y[r] = dot_q6_k((const unsigned char *)w + (size_t)r * row_bytes, x, n_blocks);
+}
+
 static void gemm_q8(int i8_type, int mr, int64_t n_blocks, const oc_q8x *x, size_t x_stride_blocks,
                     const void *panel, float *y, size_t y_stride, int accumulate) {
     const size_t rec_bytes = OC_MM_Q8_RECORD_BYTES(Q8_GROUP);
@@ -211,8 +223,9 @@ static const oc_matmul_kernels table = {
     .q8_mr = MR,
     .q8_nr = Q8_GROUP,
     .q8_group = Q8_GROUP,
+    .q8_gemv_rows = 1,
     .quantize_q8x = oc_mm_quantize_q8x_scalar,
-    .dot_q8x = { dot_q8_0, dot_q4_0, dot_q4_k, dot_q6_k },
+    .gemv_q8x = { gemv_q8_0, gemv_q4_0, gemv_q4_k, gemv_q6_k },
     .pack_q8 = { pack_q8_0, pack_q4_0, NULL, NULL },
     .gemm_q8 = { gemm_q8_0, gemm_q4_0, NULL, NULL },
     .int8_gemm = { 0, 0, 0, 0 },

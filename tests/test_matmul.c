@@ -291,8 +291,8 @@ static int64_t pick_n_in(check_rng *r, int32_t dtype) {
 static int expect_int8(const oc_matmul_kernels *k, oc_matmul_path path, int32_t dtype, int64_t n_tok) {
     if (path != OC_MATMUL_INT8) return 0;
     if (dtype == OC_DTYPE_Q8_0 || dtype == OC_DTYPE_Q4_0) return 1;
-    if (dtype == OC_DTYPE_Q4_K) return n_tok < 4 && k->dot_q8x[OC_MM_I8_Q4_K] != NULL;
-    if (dtype == OC_DTYPE_Q6_K) return n_tok < 4 && k->dot_q8x[OC_MM_I8_Q6_K] != NULL;
+    if (dtype == OC_DTYPE_Q4_K) return n_tok < 4 && k->gemv_q8x[OC_MM_I8_Q4_K] != NULL;
+    if (dtype == OC_DTYPE_Q6_K) return n_tok < 4 && k->gemv_q8x[OC_MM_I8_Q6_K] != NULL;
     return 0;
 }
 
@@ -390,6 +390,50 @@ static void test_dequant_isa_bitwise(void) {
             }
             free(a); free(b);
             free_weight(&t);
+        }
+    }
+}
+
+/* GEMV kernels take several rows per call; a row's result must not depend on which rows share its
+ * call (that is what makes Y independent of the task split): Y of W's rows s.. equals Y of all of W
+ * from row s on, bit for bit, for every shift s of the row grouping. */
+static void test_gemv_row_grouping(void) {
+    check_rng r = { 99 };
+    oc_error err;
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+        const oc_matmul_kernels *k = tables[isa];
+        if (!k) continue;
+        for (size_t ti = 0; ti < OC_ARRAY_LEN(all_types); ti++) {
+            int32_t dtype = all_types[ti];
+            int has_int8 = oc_dtype_get(dtype)->block_elems > 1;
+            for (int p = 0; p < (has_int8 ? 2 : 1); p++) {
+                int64_t n_in = oc_dtype_get(dtype)->block_elems == 256 ? 512 : 96, n_out = 11, n_tok = 2;
+                test_w t;
+                REQUIRE(make_weight(&t, dtype, n_in, n_out, 0, &r));
+                float *x = make_x(n_tok, n_in, (size_t)n_in, &r);
+                float *y = malloc(sizeof(float) * (size_t)(n_tok * n_out)), *ys = malloc(sizeof(float) * (size_t)(n_tok * n_out));
+                oc_matmul_ctx *ctx = NULL;
+                if (x && y && ys && oc_matmul_ctx_open(&ctx, k, NULL, n_in, n_tok, NULL, &err) == OC_OK) {
+                    oc_matmul_ctx_set_path(ctx, p ? OC_MATMUL_INT8 : OC_MATMUL_FLOAT);
+                    CHECK(oc_matmul(ctx, &t.w, x, (size_t)n_in, y, (size_t)n_out, n_tok, NULL, &err) == OC_OK);
+                    for (int64_t sh = 1; sh < 4; sh++) {
+                        oc_weight w = t.w;
+                        w.data = t.bytes + (size_t)sh * t.w.row_bytes;
+                        w.n_out = n_out - sh;
+                        check_poison_f32(ys, (size_t)(n_tok * n_out));
+                        CHECK(oc_matmul(ctx, &w, x, (size_t)n_in, ys, (size_t)n_out, n_tok, NULL, &err) == OC_OK);
+                        for (int64_t tt = 0; tt < n_tok; tt++)
+                            CHECKF(memcmp(y + tt * n_out + sh, ys + tt * n_out, sizeof(float) * (size_t)(n_out - sh)) == 0,
+                                   "%s %s path %d: GEMV rows shifted by %lld differ", k->name, oc_dtype_name(dtype), p,
+                                   (long long)sh);
+                    }
+                } else {
+                    CHECK(!"setup failed");
+                }
+                oc_matmul_ctx_close(ctx);
+                free(x); free(y); free(ys);
+                free_weight(&t);
+            }
         }
     }
 }
@@ -527,6 +571,7 @@ int main(void) {
     CHECK_RUN(test_dequant_isa_bitwise);
     CHECK_RUN(test_matmul_random);
     CHECK_RUN(test_thread_determinism);
+    CHECK_RUN(test_gemv_row_grouping);
     CHECK_RUN(test_matmul_threaded);
     CHECK_RUN(test_matmul_errors);
     CHECK_RUN(test_nan_propagates);
