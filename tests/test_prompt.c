@@ -2,6 +2,7 @@
  * Hugging Face fixture tests/data/prompt/two_images.txt (processor + get_rope_index, made by
  * tests/reference/make_prompt_fixtures.py). */
 #include "check.h"
+#include "json.h"
 #include "prompt.h"
 #include "support/tiny_vocab.h"
 
@@ -70,21 +71,20 @@ static void test_missing_chat_tokens(void) {
 
 /* ---- the Hugging Face fixture ------------------------------------------------------------------ */
 
-/* Reads a JSON string literal (the fixture's escapes are only \" \\ \n \uXXXX for ASCII). */
+/* The JSON string literal that fills the rest of a fixture line, decoded with our JSON parser. */
 static int read_json_string(const char *s, char *out, size_t cap) {
-    if (*s++ != '"') return 0;
-    size_t n = 0;
-    while (*s && *s != '"' && n + 1 < cap) {
-        char c = *s++;
-        if (c == '\\') {
-            c = *s++;
-            if (c == 'n') c = '\n';
-            else if (c == 'u') { c = (char)strtol((char[5]){ s[0], s[1], s[2], s[3], 0 }, NULL, 16); s += 4; }
-        }
-        out[n++] = c;
+    size_t n = strcspn(s, "\r\n");
+    oc_json *doc;
+    oc_str v;
+    int ok = 0;
+    if (oc_json_parse(&doc, s, n, NULL, NULL, NULL) != OC_OK) return 0;
+    if (oc_json_str(doc, oc_json_root(doc), &v, NULL) == OC_OK && v.len < cap) {
+        memcpy(out, v.ptr, v.len);
+        out[v.len] = '\0';
+        ok = 1;
     }
-    out[n] = 0;
-    return *s == '"';
+    oc_json_free(doc);
+    return ok;
 }
 
 static int32_t *read_row(const char *line, const char *name, int32_t *n_out) {
@@ -111,8 +111,8 @@ static void test_hf_fixture(void) {
     int32_t n_tmp;
     while (fgets(line, sizeof line, f)) {
         int gt, gh, gw;
-        if (!strncmp(line, "system ", 7)) read_json_string(line + 7, system, sizeof system);
-        else if (!strncmp(line, "question ", 9)) read_json_string(line + 9, question, sizeof question);
+        if (!strncmp(line, "system ", 7)) CHECK(read_json_string(line + 7, system, sizeof system));
+        else if (!strncmp(line, "question ", 9)) CHECK(read_json_string(line + 9, question, sizeof question));
         else if (sscanf(line, "image %d %d %d", &gt, &gh, &gw) == 3 && n_images < 4) {
             grids[2 * n_images] = gh / 2;     /* patch grid -> merged token grid */
             grids[2 * n_images + 1] = gw / 2;
