@@ -6,6 +6,7 @@
  * The two Conv2d patch kernels (temporal slices 0 and 1 of HF's Conv3d) are repacked into one
  * [hidden][C*T*p*p] matrix in pixel_values order, keeping the file's dtype (exact). */
 #include "vision_model.h"
+#include "weights.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -118,11 +119,6 @@ static oc_status read_hparams(loader *L, oc_vision_hparams *hp) {
 
 /* ---- tensors ------------------------------------------------------------------------------------ */
 
-static int weight_type_ok(int32_t t) {
-    return t == OC_DTYPE_F32 || t == OC_DTYPE_F16 || t == OC_DTYPE_BF16 || t == OC_DTYPE_Q8_0 ||
-           t == OC_DTYPE_Q4_0 || t == OC_DTYPE_Q4_K || t == OC_DTYPE_Q6_K;
-}
-
 static oc_status find(loader *L, const char *name, const oc_gguf_tensor **out) {
     *out = oc_gguf_find_tensor(L->g, name);
     if (!*out) return oc_fail(L->err, OC_ERR_NOT_FOUND, "%s: tensor '%s' is missing", L->src, name);
@@ -153,31 +149,15 @@ static oc_status vec(loader *L, const char *name, int64_t n, const float **out) 
     return OC_OK;
 }
 
-/* A 2-D weight GGUF ne [n_in, n_out]; n_in/n_out < 0 accept any size (read back from *w). */
+/* A 2-D weight GGUF ne [n_in, n_out]; n_in/n_out < 0 accept any size (read back from *w). Shape,
+ * type, block and alignment checks are weights.c's, shared with the text loader; the size cap on
+ * each axis is the encoder's own. */
 static oc_status mat(loader *L, const char *name, int64_t n_in, int64_t n_out, oc_weight *w) {
-    const oc_gguf_tensor *t;
-    oc_status s = find(L, name, &t);
+    oc_status s = oc_weights_matrix(L->g, L->src, name, n_in >= 0 ? n_in : 0, n_out >= 0 ? n_out : 0, w, L->err);
     if (s) return s;
-    if ((n_in >= 0 && t->ne[0] != n_in) || (n_out >= 0 && t->ne[1] != n_out) || t->ne[2] != 1 || t->ne[3] != 1 ||
-        t->ne[0] > MAX_DIM * 4 || t->ne[1] > MAX_DIM * 4) {
-        char e[64];
-        snprintf(e, sizeof e, "[%lld, %lld]", (long long)(n_in >= 0 ? n_in : t->ne[0]),
-                 (long long)(n_out >= 0 ? n_out : t->ne[1]));
-        return shape_error(L, name, t, e);
-    }
-    if (!weight_type_ok(t->dtype))
-        return oc_fail(L->err, OC_ERR_TYPE, "%s: tensor '%s' has type %s, expected f32, f16, bf16, q8_0, q4_0, q4_k or q6_k",
-                       L->src, name, oc_dtype_name(t->dtype));
-    uint64_t rb = oc_dtype_row_bytes(t->dtype, (uint64_t)t->ne[0]);
-    size_t align = t->dtype == OC_DTYPE_F32 ? 4 : 2;
-    if (!rb || (uintptr_t)t->data % align || rb % align)
-        return oc_fail(L->err, OC_ERR_FORMAT, "%s: tensor '%s' (%s) rows are not %zu-byte aligned", L->src, name,
-                       oc_dtype_name(t->dtype), align);
-    w->dtype = t->dtype;
-    w->n_in = t->ne[0];
-    w->n_out = t->ne[1];
-    w->data = t->data;
-    w->row_bytes = (size_t)rb;
+    if (w->n_in > MAX_DIM * 4 || w->n_out > MAX_DIM * 4)
+        return oc_fail(L->err, OC_ERR_FORMAT, "%s: tensor '%s' is [%lld, %lld], above the %d limit per axis", L->src,
+                       name, (long long)w->n_in, (long long)w->n_out, MAX_DIM * 4);
     return OC_OK;
 }
 

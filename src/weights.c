@@ -13,7 +13,7 @@ static oc_status matrix(const oc_gguf *g, const char *source, const char *name, 
     const oc_gguf_tensor *t = oc_gguf_find_tensor(g, name);
     if (!t) {
         if (!required) return OC_OK;
-        return oc_fail(err, OC_ERR_FORMAT, "%s: tensor '%s' is missing", source, name);
+        return oc_fail(err, OC_ERR_NOT_FOUND, "%s: tensor '%s' is missing", source, name);
     }
     if (t->n_dims != 2 || (n_in > 0 && t->ne[0] != n_in) || (n_out > 0 && t->ne[1] != n_out))
         return oc_fail(err, OC_ERR_FORMAT, "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld] (%u dims), "
@@ -21,7 +21,7 @@ static oc_status matrix(const oc_gguf *g, const char *source, const char *name, 
                        (long long)t->ne[2], (long long)t->ne[3], t->n_dims, (long long)n_in,
                        (long long)n_out);
     if (!oc_dtype_is_supported(t->dtype))
-        return oc_fail(err, OC_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which ocellus cannot "
+        return oc_fail(err, OC_ERR_TYPE, "%s: tensor '%s' has type %s, which ocellus cannot "
                        "multiply (supported: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)", source, name,
                        oc_dtype_name(t->dtype));
     const oc_dtype_traits *tr = oc_dtype_get(t->dtype);
@@ -59,7 +59,7 @@ oc_status oc_weights_vector_opt(const oc_gguf *g, const char *source, const char
     if (present) *present = t != NULL;
     if (!t) {
         if (present) return OC_OK;
-        return oc_fail(err, OC_ERR_FORMAT, "%s: tensor '%s' is missing", source, name);
+        return oc_fail(err, OC_ERR_NOT_FOUND, "%s: tensor '%s' is missing", source, name);
     }
     int64_t count = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
     if (count != n || t->ne[0] != n)
@@ -72,7 +72,7 @@ oc_status oc_weights_vector_opt(const oc_gguf *g, const char *source, const char
     case OC_DTYPE_F16: oc_dequant_f16(t->data, dst, n); break;
     case OC_DTYPE_BF16: oc_dequant_bf16(t->data, dst, n); break;
     default:
-        return oc_fail(err, OC_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s; vectors must be f32, "
+        return oc_fail(err, OC_ERR_TYPE, "%s: tensor '%s' has type %s; vectors must be f32, "
                        "f16 or bf16", source, name, oc_dtype_name(t->dtype));
     }
     return OC_OK;

@@ -9,14 +9,14 @@
 
 /* A 2-D matrix for oc_matmul: ne = [n_in, n_out] (pass <= 0 to accept any size on that axis),
  * a type the matmul kernels support, n_in a multiple of the type's block.
- * [errors: OC_ERR_FORMAT (missing, shape), OC_ERR_UNSUPPORTED (type)] */
+ * [errors: OC_ERR_NOT_FOUND (missing), OC_ERR_FORMAT (shape, alignment), OC_ERR_TYPE (type)] */
 oc_status oc_weights_matrix(const oc_gguf *g, const char *source, const char *name, int64_t n_in,
                             int64_t n_out, oc_weight *out, oc_error *err);
 /* Like oc_weights_matrix, but a missing tensor is not an error: out->data stays NULL. */
 oc_status oc_weights_matrix_opt(const oc_gguf *g, const char *source, const char *name,
                                 int64_t n_in, int64_t n_out, oc_weight *out, oc_error *err);
 /* A 1-D tensor of exactly n elements (F32, F16 or BF16), converted to f32 into dst.
- * [errors: OC_ERR_FORMAT (missing, shape), OC_ERR_UNSUPPORTED (type)] */
+ * [errors: OC_ERR_NOT_FOUND (missing), OC_ERR_FORMAT (shape), OC_ERR_TYPE (type)] */
 oc_status oc_weights_vector(const oc_gguf *g, const char *source, const char *name, int64_t n,
                             float *dst, oc_error *err);
 /* Like oc_weights_vector; a missing tensor sets *present = 0 and is not an error. */
