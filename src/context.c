@@ -36,6 +36,7 @@ struct oc_context {
     size_t buf_bytes;
     void *buf;
     int has_prompt_logits;
+    size_t context_bytes;        /* oc_context_memory_bytes at open */
     oc_stats stats;
 };
 
@@ -146,7 +147,7 @@ OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_c
     c->p = *p;
     c->p.alloc = NULL;
     c->p.plan_path = NULL;
-    c->stats.context_bytes = total_bytes;
+    c->context_bytes = c->stats.context_bytes = total_bytes;
     oc_cpu_features cpu;
     oc_port_cpu_features(&cpu);
     c->isa = oc_isa_best(&cpu);
@@ -361,7 +362,7 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     if (!c || !r) return oc_fail(err, OC_ERR_INVALID, "oc_ask: context or request is NULL");
     const oc_model *m = c->m;
     memset(&c->stats, 0, sizeof c->stats);
-    oc_context_memory_bytes(m, &c->p, &c->stats.context_bytes, NULL);
+    c->stats.context_bytes = c->context_bytes;
     c->has_prompt_logits = 0;
     if (!r->question || !r->question[strspn(r->question, " \t\r\n")])
         return oc_fail(err, OC_ERR_INVALID, "the prompt is empty: ask a question");
