@@ -294,6 +294,9 @@ typedef struct oc_request {
     const oc_image_rgb *images;   /* shown before the question, in order */
     int32_t n_images;
     int32_t max_new_tokens;       /* default 256 */
+    /* -1 (default): as the model's chat template does; 1: "Picture N: " before image N, as
+     * Qwen2-VL's template renders with add_vision_id; 0: no labels. */
+    int32_t image_labels;
     oc_sampling sampling;
     oc_text_fn on_text;           /* may be NULL */
     void *user;

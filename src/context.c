@@ -52,6 +52,7 @@ OC_API void oc_context_params_default(oc_context_params *p) {
 OC_API void oc_request_default(oc_request *r) {
     memset(r, 0, sizeof *r);
     r->max_new_tokens = 256;
+    r->image_labels = -1;
     r->sampling.temperature = 0.0f;
     r->sampling.top_k = 40;
     r->sampling.top_p = 0.95f;
@@ -395,7 +396,8 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     oc_prompt_reset(&c->prompt);
     oc_text_ctx_reset(c->text);
     oc_error e;
-    if ((st = oc_prompt_chat(&c->prompt, c->tok, &m->chat, r->system, grids, r->n_images, r->question, &e))) {
+    if ((st = oc_prompt_chat(&c->prompt, c->tok, &m->chat, r->system, grids, r->n_images,
+                               r->image_labels < 0 ? m->image_labels : r->image_labels != 0, r->question, &e))) {
         if (st == OC_ERR_RANGE)
             return oc_fail(err, st, "context overflow: the prompt does not fit in %d tokens (%s); raise the "
                            "context size or use fewer / smaller images", c->p.max_context_tokens, e.message);

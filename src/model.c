@@ -6,6 +6,24 @@
 #include <stdio.h>
 #include <string.h>
 
+static int span_has(oc_str s, const char *needle) {
+    size_t n = strlen(needle);
+    for (size_t i = 0; i + n <= s.len; i++)
+        if (memcmp(s.ptr + i, needle, n) == 0) return 1;
+    return 0;
+}
+
+/* Whether the file's chat template writes "Picture N: " before every image. Qwen2-VL's template
+ * does so only when the caller passes add_vision_id; a template that has the label but not that
+ * switch (the demo model's) always labels. Detecting a template by substrings is what llama.cpp's
+ * llm_chat_detect_template does too: we do not run Jinja. */
+static int template_labels_images(const oc_gguf *g) {
+    oc_str t;
+    oc_error e;
+    if (oc_gguf_get_str(g, "tokenizer.chat_template", &t, &e) != OC_OK) return 0;
+    return span_has(t, "Picture ") && !span_has(t, "add_vision_id");
+}
+
 OC_API oc_status oc_model_open(oc_model **out, const char *text_path, const char *mmproj_path,
                                const oc_allocator *alloc, oc_error *err) {
     if (!out) return oc_fail(err, OC_ERR_INVALID, "oc_model_open: out is NULL");
@@ -31,6 +49,7 @@ OC_API oc_status oc_model_open(oc_model **out, const char *text_path, const char
                      text_path, oc_tokenizer_n_vocab(m->tok), m->text->hp.n_vocab);
         goto fail;
     }
+    m->image_labels = template_labels_images(m->text_file);
     oc_tokenizer_special sp = oc_tokenizer_special_ids(m->tok);
     m->stop_ids[0] = m->chat.im_end;
     m->stop_ids[1] = m->chat.endoftext;

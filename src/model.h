@@ -17,6 +17,7 @@ struct oc_model {
     oc_vision_model *vision;     /* NULL: text only */
     oc_tokenizer *tok;
     oc_chat_tokens chat;
+    int image_labels;            /* the chat template labels images "Picture N: " unconditionally */
     int32_t stop_ids[3];         /* <|im_end|>, <|endoftext|>, the file's eos (may repeat) */
     char projector[32];
 };

@@ -2,6 +2,7 @@
  * Depends on the tokenizer only to turn text into ids; no model weights, no allocation after init. */
 #include "prompt.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define DEFAULT_SYSTEM "You are a helpful assistant."
@@ -133,7 +134,7 @@ static oc_status add_special_then_text(oc_prompt *p, oc_tokenizer *tok, int32_t 
 
 oc_status oc_prompt_chat(oc_prompt *p, oc_tokenizer *tok, const oc_chat_tokens *ct,
                          const char *system, const int32_t *grids, int32_t n_images,
-                         const char *question, oc_error *err) {
+                         int label_images, const char *question, oc_error *err) {
     if (!question || n_images < 0 || (n_images && !grids))
         return oc_fail(err, OC_ERR_INVALID, "prompt: missing question or image grids");
     if (!system) system = DEFAULT_SYSTEM;
@@ -143,8 +144,14 @@ oc_status oc_prompt_chat(oc_prompt *p, oc_tokenizer *tok, const oc_chat_tokens *
     if (st == OC_OK) st = oc_prompt_add_text(p, tok, system, strlen(system), 0, err);
     if (st == OC_OK) st = add_special_then_text(p, tok, ct->im_end, "\n", err);
     if (st == OC_OK) st = add_special_then_text(p, tok, ct->im_start, "user\n", err);
-    for (int32_t i = 0; st == OC_OK && i < n_images; i++)
-        st = oc_prompt_add_image(p, ct, grids[2 * i], grids[2 * i + 1], err);
+    for (int32_t i = 0; st == OC_OK && i < n_images; i++) {
+        if (label_images) {
+            char label[32];
+            int n = snprintf(label, sizeof label, "Picture %d: ", (int)i + 1);
+            st = oc_prompt_add_text(p, tok, label, (size_t)n, 0, err);
+        }
+        if (st == OC_OK) st = oc_prompt_add_image(p, ct, grids[2 * i], grids[2 * i + 1], err);
+    }
     if (st == OC_OK) st = oc_prompt_add_text(p, tok, question, strlen(question), 0, err);
     if (st == OC_OK) st = add_special_then_text(p, tok, ct->im_end, "\n", err);
     if (st == OC_OK) st = add_special_then_text(p, tok, ct->im_start, "assistant\n", err);

@@ -66,10 +66,11 @@ oc_status oc_prompt_add_image(oc_prompt *p, const oc_chat_tokens *ct, int32_t gr
  * The question and system texts are tokenized WITHOUT special-token parsing: a question that
  * contains "<|im_end|>" cannot end the turn (llama.cpp's mtmd-cli parses them; we choose safety
  * for input that may come from outside, e.g. a robot's operator console).
- * grids: n_images pairs (grid_h, grid_w) of merged tokens. Appends to p (normally empty).
+ * grids: n_images pairs (grid_h, grid_w) of merged tokens. label_images: "Picture N: " before
+ * image N (Qwen2-VL's template with add_vision_id). Appends to p (normally empty).
  * [alloc: no] [errors: OC_ERR_RANGE, OC_ERR_INVALID, tokenizer errors] */
 oc_status oc_prompt_chat(oc_prompt *p, oc_tokenizer *tok, const oc_chat_tokens *ct,
                          const char *system, const int32_t *grids, int32_t n_images,
-                         const char *question, oc_error *err);
+                         int label_images, const char *question, oc_error *err);
 
 #endif

@@ -119,6 +119,29 @@ static float *ask_paths(const char *text, const char *vis, const char *plan_path
     return out;
 }
 
+/* image_labels = 1 (Qwen2-VL's add_vision_id) puts the tokens of "Picture N: " right before image
+ * N's <|vision_start|> and nothing else changes. */
+static void check_image_labels(oc_model *m, const int32_t *grids, const char *question, const oc_prompt *plain) {
+    oc_error e;
+    oc_prompt lp;
+    REQUIRE(oc_prompt_init(&lp, 256, 2, NULL, &e) == OC_OK);
+    REQUIRE(oc_prompt_chat(&lp, m->tok, &m->chat, NULL, grids, 2, 1, question, &e) == OC_OK);
+    int32_t label[16], j = 0, ok = 1, n_images = 0;
+    size_t n_label;
+    for (int32_t i = 0; i < plain->n_tokens && ok; i++) {
+        if (plain->ids[i] == m->chat.vision_start) {
+            char text[32];
+            snprintf(text, sizeof text, "Picture %d: ", ++n_images);
+            REQUIRE(oc_tokenizer_encode(m->tok, text, strlen(text), 0, label, 16, &n_label, &e) == OC_OK);
+            for (size_t k = 0; k < n_label && ok; k++) ok = j < lp.n_tokens && lp.ids[j++] == label[k];
+        }
+        ok = ok && j < lp.n_tokens && lp.ids[j++] == plain->ids[i];
+    }
+    CHECKF(ok && j == lp.n_tokens && n_images == 2, "labelled prompt: %d tokens, expected the plain prompt's %d plus labels",
+           lp.n_tokens, plain->n_tokens);
+    oc_prompt_free(&lp);
+}
+
 static void parity(const char *name) {
     char path[256];
     oc_error e;
@@ -165,13 +188,14 @@ static void parity(const char *name) {
     }
     oc_prompt p;
     REQUIRE(oc_prompt_init(&p, 256, 2, NULL, &e) == OC_OK);
-    REQUIRE(oc_prompt_chat(&p, m->tok, &m->chat, NULL, grids, 2, question, &e) == OC_OK);
+    REQUIRE(oc_prompt_chat(&p, m->tok, &m->chat, NULL, grids, 2, 0, question, &e) == OC_OK);
     REQUIREF((size_t)p.n_tokens == n_ids, "%s: %d tokens, HF %zu", name, p.n_tokens, n_ids);
     int ids_ok = 1;
     for (size_t i = 0; i < n_ids; i++)
         ids_ok &= p.ids[i] == ids[i] && p.pos_t[i] == pos[i] && p.pos_h[i] == pos[n_ids + i] &&
                   p.pos_w[i] == pos[2 * n_ids + i];
     CHECKF(ids_ok, "%s: token ids or positions differ from HF's", name);
+    check_image_labels(m, grids, question, &p);
     /* place the image rows where the prompt has image pads, in order */
     float *rows = calloc((size_t)n_ids * (size_t)d, sizeof(float));
     int32_t *tok_ids = malloc(sizeof(int32_t) * n_ids), k = 0;
