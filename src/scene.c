@@ -320,17 +320,29 @@ int oc_scene_render(const oc_scene_desc *d, int32_t i, uint8_t *rgb) {
             sh->size_px < 1 || sh->x_px < 0 || sh->y_px < 0 || sh->size_px > side - sh->x_px || sh->size_px > side - sh->y_px)
             return -1;
     }
+    /* gradients run from bg_rgb[0] at the first row (column) to bg_rgb[1] at the last: one
+     * colour per row (column), computed once */
+    uint8_t line[OC_SCENE_MAX_SIDE_PX][3];
+    int gradient = im->background == 1 || im->background == 2;
+    for (int32_t t = 0; t < side; t++)
+        for (int c = 0; c < 3; c++) {
+            int32_t c0 = im->bg_rgb[0][c], c1 = im->bg_rgb[1][c];
+            line[t][c] = clamp_u8(gradient ? c0 + (c1 - c0) * t / (side - 1) : c0);
+        }
+    size_t row_bytes = (size_t)side * 3;
     for (int32_t y = 0; y < side; y++) {
-        for (int32_t x = 0; x < side; x++) {
-            uint8_t *p = rgb + ((size_t)y * (size_t)side + (size_t)x) * 3;
-            /* gradients run from bg_rgb[0] at the first row (column) to bg_rgb[1] at the last */
-            int32_t t = im->background == 1 ? y : im->background == 2 ? x : 0, noise = 0;
-            if (im->background == 3)
-                noise = (int32_t)(mix64(im->noise_seed ^ ((uint64_t)y * (uint64_t)side + (uint64_t)x)) % 25) - 12;
-            for (int c = 0; c < 3; c++) {
-                int32_t c0 = im->bg_rgb[0][c], c1 = im->bg_rgb[1][c];
-                p[c] = clamp_u8(c0 + (c1 - c0) * t / (side - 1) + noise);
+        uint8_t *row = rgb + (size_t)y * row_bytes;
+        if (im->background == 2) {
+            memcpy(row, line, row_bytes);
+        } else if (im->background == 3) {
+            for (int32_t x = 0; x < side; x++) {
+                uint64_t h = mix64(im->noise_seed ^ ((uint64_t)y * (uint64_t)side + (uint64_t)x));
+                int32_t noise = (int32_t)(((h >> 32) * 25) >> 32) - 12;   /* -12..12, no division */
+                for (int c = 0; c < 3; c++) row[3 * x + c] = clamp_u8(line[0][c] + noise);
             }
+        } else {
+            const uint8_t *color = line[im->background == 1 ? y : 0];
+            for (int32_t x = 0; x < side; x++) memcpy(row + 3 * x, color, 3);
         }
     }
     for (int32_t s = 0; s < im->n_shapes; s++) {
