@@ -6,6 +6,7 @@
 #include "ocellus.h"
 #include "scene_eval.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,15 @@ static int parse_int(const char *s, long long lo, long long hi, long long *out) 
     long long v = strtoll(s, &end, 10);
     if (*s == '\0' || *end != '\0' || v < lo || v > hi) return 0;
     *out = v;
+    return 1;
+}
+
+static int parse_u64(const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*s < '0' || *s > '9' || *end != '\0' || errno) return 0;
+    *out = (uint64_t)v;
     return 1;
 }
 
@@ -104,7 +114,7 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--mmproj")) { mmproj = v; i++; }
         else if (!strcmp(a, "--plan")) { plan = v; i++; }
         else if (!strcmp(a, "--items") && parse_int(v, 0, 1LL << 40, &n)) { ep.n_items = n; i++; }
-        else if (!strcmp(a, "--seed") && parse_int(v, 0, 0x7fffffffffffffffLL, &n)) { ep.seed = (uint64_t)n; i++; }
+        else if (!strcmp(a, "--seed") && parse_u64(v, &ep.seed)) i++;
         else if (!strcmp(a, "--side") && parse_int(v, 56, OC_SCENE_MAX_SIDE_PX, &n) && n % OC_SCENE_CELL_PX == 0) { ep.side_px = (int32_t)n; i++; }
         else if (!strcmp(a, "-t") && parse_int(v, 1, 1024, &n)) { n_threads = (int)n; i++; }
         else if (!strcmp(a, "--images-per-item") && parse_range(v, &ep.min_images, &ep.max_images)) i++;
@@ -144,9 +154,11 @@ int cmd_eval(int argc, char **argv) {
            (long long)res.n_items, (unsigned long long)ep.seed, (int)ep.min_images, (int)ep.max_images,
            (int)ep.side_px, (int)ep.side_px, plan ? "planned" : "dense");
     printf("%-12s %8s %6s %9s\n", "type", "correct", "total", "accuracy");
-    for (int t = 0; t < OC_SCENE_N_TYPES; t++)
-        printf("%-12s %8lld %6lld %8.1f%%\n", oc_scene_type_name(t), (long long)res.n_correct_of[t],
-               (long long)res.n_items_of[t], pct(res.n_correct_of[t], res.n_items_of[t]));
+    for (int t = 0; t < OC_SCENE_N_TYPES; t++) {
+        printf("%-12s %8lld %6lld ", oc_scene_type_name(t), (long long)res.n_correct_of[t], (long long)res.n_items_of[t]);
+        if (res.n_items_of[t]) printf("%8.1f%%\n", pct(res.n_correct_of[t], res.n_items_of[t]));
+        else printf("%9s\n", "-");
+    }
     printf("%-12s %8lld %6lld %8.1f%%\n", "overall", (long long)res.n_correct, (long long)res.n_items,
            pct(res.n_correct, res.n_items));
     uint64_t flops = res.attn_flops_kept + res.attn_flops_skipped;
