@@ -16,5 +16,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_ask(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
+int cmd_scene(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 #endif

@@ -12,6 +12,8 @@ static const cli_command commands[] = {
     { "tokenize", "tokenize a text with a model's vocabulary", cmd_tokenize },
     { "convert", "Hugging Face Qwen2-VL checkpoint -> text + mmproj GGUF", cmd_convert },
     { "bench", "benchmarks: ocellus bench matmul|attention [-t N] ...", cmd_bench },
+    { "scene", "write synthetic scene items (images + question/answer) to a directory", cmd_scene },
+    { "eval", "accuracy on fresh synthetic scenes: ocellus eval [-m M --mmproj V] [--items N]", cmd_eval },
 };
 
 static void usage(FILE *f) {

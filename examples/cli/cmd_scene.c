@@ -1,0 +1,140 @@
+/* cmd_scene.c: `ocellus scene`: writes synthetic scene items (src/scene.h) to a directory, for
+ * looking at them and for training data: DIR/items.jsonl, one JSON object per line
+ *   {"index":I,"images":["I_0.ppm",...],"question":"...","answer":"...","type":"count"}
+ * and the images as binary PPM (P6) files next to it. The same seed and index give the same
+ * item as `ocellus eval` and the ctypes interface of the training script. */
+#include "cli.h"
+#include "scene.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ocellus scene -o DIR [options]\n"
+            "  -o DIR                 output directory (created if missing)\n"
+            "  --items N              number of items (default 100)\n"
+            "  --seed S               item stream (default 0; `ocellus eval` uses 1000001)\n"
+            "  --start I              first item index (default 0)\n"
+            "  --images-per-item A-B  images per item, uniform in A..B within 1..8 (default 1-8)\n"
+            "  --side PX              image side, a multiple of 28 in 56..1792 (default 112)\n");
+}
+
+static int parse_u64(const char *s, unsigned long long hi, unsigned long long *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*s < '0' || *s > '9' || *end != '\0' || errno || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse_range(const char *s, int32_t *lo, int32_t *hi) {
+    char *end;
+    long a = strtol(s, &end, 10), b = a;
+    if (end == s) return 0;
+    if (*end == '-') {
+        const char *t = end + 1;
+        b = strtol(t, &end, 10);
+        if (end == t) return 0;
+    }
+    if (*end != '\0' || a < 1 || b < a || b > OC_SCENE_MAX_IMAGES) return 0;
+    *lo = (int32_t)a;
+    *hi = (int32_t)b;
+    return 1;
+}
+
+/* A JSON string; the generator writes printable ASCII, the escapes are for safety. */
+static void put_json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static int write_ppm(const char *path, const uint8_t *rgb, int32_t w, int32_t h) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    size_t n = (size_t)w * (size_t)h * 3;
+    int ok = fprintf(f, "P6\n%d %d\n255\n", (int)w, (int)h) > 0 && fwrite(rgb, 1, n, f) == n;
+    return fclose(f) == 0 && ok;
+}
+
+int cmd_scene(int argc, char **argv) {
+    const char *dir = NULL;
+    unsigned long long n_items = 100, seed = 0, start = 0, side = 112;
+    int32_t min_images = 1, max_images = OC_SCENE_MAX_IMAGES;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        else if (a[0] != '-') { fprintf(stderr, "ocellus scene: unexpected argument '%s'\n", a); return 2; }
+        else if (!v) { fprintf(stderr, "ocellus scene: option %s needs a value\n", a); return 2; }
+        else if (!strcmp(a, "-o")) { dir = v; i++; }
+        else if (!strcmp(a, "--items") && parse_u64(v, 1ULL << 40, &n_items)) i++;
+        else if (!strcmp(a, "--seed") && parse_u64(v, ~0ULL, &seed)) i++;
+        else if (!strcmp(a, "--start") && parse_u64(v, ~0ULL, &start)) i++;
+        else if (!strcmp(a, "--side") && parse_u64(v, OC_SCENE_MAX_SIDE_PX, &side) && side >= 56 && side % OC_SCENE_CELL_PX == 0) i++;
+        else if (!strcmp(a, "--images-per-item") && parse_range(v, &min_images, &max_images)) i++;
+        else { fprintf(stderr, "ocellus scene: bad option or value: %s %s\n", a, v); return 2; }
+    }
+    if (!dir) { usage(stderr); return 2; }
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "ocellus scene: cannot create directory %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    size_t image_bytes = (size_t)side * (size_t)side * 3;
+    uint8_t *rgb = malloc(image_bytes * OC_SCENE_MAX_IMAGES);
+    size_t path_bytes = strlen(dir) + 64;
+    char *path = malloc(path_bytes);
+    FILE *jsonl = NULL;
+    int rc = 1, tty = isatty(2);
+    if (!rgb || !path) { fprintf(stderr, "ocellus scene: out of memory\n"); goto done; }
+    snprintf(path, path_bytes, "%s/items.jsonl", dir);
+    if (!(jsonl = fopen(path, "w"))) {
+        fprintf(stderr, "ocellus scene: cannot write %s: %s\n", path, strerror(errno));
+        goto done;
+    }
+    for (unsigned long long i = 0; i < n_items; i++) {
+        unsigned long long index = start + i;
+        oc_scene_item item;
+        if (oc_scene_make(seed, index, min_images, max_images, (int32_t)side, &item, rgb)) {
+            fprintf(stderr, "ocellus scene: the generator refused item %llu\n", index);
+            goto done;
+        }
+        fprintf(jsonl, "{\"index\":%llu,\"images\":[", index);
+        for (int32_t k = 0; k < item.n_images; k++) {
+            snprintf(path, path_bytes, "%s/%llu_%d.ppm", dir, index, (int)k);
+            if (!write_ppm(path, rgb + (size_t)k * image_bytes, item.width_px, item.height_px)) {
+                fprintf(stderr, "ocellus scene: cannot write %s: %s\n", path, strerror(errno));
+                goto done;
+            }
+            fprintf(jsonl, "%s\"%llu_%d.ppm\"", k ? "," : "", index, (int)k);
+        }
+        fprintf(jsonl, "],\"question\":");
+        put_json_str(jsonl, item.question);
+        fprintf(jsonl, ",\"answer\":");
+        put_json_str(jsonl, item.answer);
+        fprintf(jsonl, ",\"type\":\"%s\"}\n", oc_scene_type_name(item.type));
+        if (tty && (i % 64 == 63 || i + 1 == n_items)) fprintf(stderr, "\rwriting items %llu/%llu", i + 1, n_items);
+    }
+    if (tty) fprintf(stderr, "\r%50s\r", "");
+    rc = 0;
+done:
+    if (jsonl && fclose(jsonl) != 0 && rc == 0) {
+        snprintf(path, path_bytes, "%s/items.jsonl", dir);
+        fprintf(stderr, "ocellus scene: cannot write %s: %s\n", path, strerror(errno));
+        rc = 1;
+    }
+    free(rgb);
+    free(path);
+    if (rc == 0) printf("wrote %llu items to %s/items.jsonl\n", n_items, dir);
+    return rc;
+}
