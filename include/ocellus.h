@@ -270,11 +270,13 @@ typedef struct oc_context_params {
 } oc_context_params;
 OC_API void oc_context_params_default(oc_context_params *params);
 /* The bytes oc_context_open will allocate for these limits (KV cache, activations, scratch,
- * image buffers), without allocating. [errors: OC_ERR_INVALID, OC_ERR_RANGE] */
+ * image buffers), without allocating. [errors: OC_ERR_INVALID, OC_ERR_RANGE, OC_ERR_UNSUPPORTED
+ * (backend not available)] */
 OC_API oc_status oc_context_memory_bytes(const oc_model *model, const oc_context_params *params,
                                          size_t *bytes, oc_error *err);
-/* [errors: OC_ERR_INVALID, OC_ERR_RANGE, OC_ERR_NOMEM, plan file errors (OC_ERR_IO,
- * OC_ERR_FORMAT, OC_ERR_UNSUPPORTED when it does not fit the model)] */
+/* [errors: OC_ERR_INVALID, OC_ERR_RANGE, OC_ERR_NOMEM, OC_ERR_UNSUPPORTED (backend not
+ * available), plan file errors (OC_ERR_IO, OC_ERR_FORMAT, OC_ERR_UNSUPPORTED when it does not
+ * fit the model)] */
 OC_API oc_status oc_context_open(oc_context **out, const oc_model *model,
                                  const oc_context_params *params, oc_error *err);
 OC_API void oc_context_close(oc_context *ctx);

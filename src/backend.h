@@ -186,7 +186,7 @@ oc_status oc_backend_open(oc_backend **out, const oc_backend_spec *spec, const o
                           const oc_allocator *alloc, oc_error *err);
 void oc_backend_close(oc_backend *be);   /* NULL is a no-op */
 
-/* An optional buffer: NULL when absent, so it can be passed as an op's optional operand. */
-static inline const oc_bt *oc_bt_opt(const oc_bt *t) { return t->n_bytes ? t : NULL; }
+/* An optional buffer: NULL when absent (or t is NULL), so it can be passed as an op's optional operand. */
+static inline const oc_bt *oc_bt_opt(const oc_bt *t) { return t && t->n_bytes ? t : NULL; }
 
 #endif
