@@ -243,6 +243,14 @@ OC_API void oc_model_get_info(const oc_model *model, oc_model_info *out);
 
 typedef void (*oc_progress_fn)(void *user, const char *stage, int32_t done, int32_t total);
 
+/* Where a context runs the model (oc_context_params.backend). */
+typedef enum oc_backend_choice {
+    OC_BACKEND_CPU = 0,           /* the thread pool (default) */
+    OC_BACKEND_OPENCL,            /* an OpenCL device (params.device); not wired yet: opening a
+                                     context returns OC_ERR_UNSUPPORTED */
+    OC_BACKEND_AUTO               /* OpenCL when available, else CPU (today: CPU) */
+} oc_backend_choice;
+
 typedef struct oc_context_params {
     int32_t max_context_tokens;   /* KV cache length (default 4096) */
     int32_t max_images;           /* images per question (default 8) */
@@ -256,14 +264,19 @@ typedef struct oc_context_params {
     const oc_allocator *alloc;    /* NULL: malloc */
     oc_progress_fn progress;      /* "vision" / "prefill" progress, may be NULL */
     void *progress_user;
+    oc_backend_choice backend;    /* default OC_BACKEND_CPU */
+    const char *device;           /* OpenCL device: index ("1") or name substring; NULL: the
+                                     first GPU. Ignored by the CPU backend. */
 } oc_context_params;
 OC_API void oc_context_params_default(oc_context_params *params);
 /* The bytes oc_context_open will allocate for these limits (KV cache, activations, scratch,
- * image buffers), without allocating. [errors: OC_ERR_INVALID, OC_ERR_RANGE] */
+ * image buffers), without allocating. [errors: OC_ERR_INVALID, OC_ERR_RANGE, OC_ERR_UNSUPPORTED
+ * (backend not available)] */
 OC_API oc_status oc_context_memory_bytes(const oc_model *model, const oc_context_params *params,
                                          size_t *bytes, oc_error *err);
-/* [errors: OC_ERR_INVALID, OC_ERR_RANGE, OC_ERR_NOMEM, plan file errors (OC_ERR_IO,
- * OC_ERR_FORMAT, OC_ERR_UNSUPPORTED when it does not fit the model)] */
+/* [errors: OC_ERR_INVALID, OC_ERR_RANGE, OC_ERR_NOMEM, OC_ERR_UNSUPPORTED (backend not
+ * available), plan file errors (OC_ERR_IO, OC_ERR_FORMAT, OC_ERR_UNSUPPORTED when it does not
+ * fit the model)] */
 OC_API oc_status oc_context_open(oc_context **out, const oc_model *model,
                                  const oc_context_params *params, oc_error *err);
 OC_API void oc_context_close(oc_context *ctx);

@@ -23,6 +23,7 @@ struct oc_context {
     oc_context_params p;
     oc_pool *pool;
     oc_isa isa;
+    oc_backend_kind backend;
     oc_plan *plan;
     oc_tokenizer *tok;           /* this context's own: encoding needs scratch memory */
     oc_text_ctx *text;
@@ -103,12 +104,14 @@ OC_API oc_status oc_context_memory_bytes(const oc_model *m, const oc_context_par
     oc_cpu_features cpu;
     oc_port_cpu_features(&cpu);
     oc_text_limits lim = text_limits(p);
+    oc_backend_spec spec = { OC_BACKEND_KIND_CPU, p->device, NULL, oc_isa_best(&cpu) };
+    if ((st = oc_backend_resolve((int)p->backend, p->device, &spec.kind, err))) return st;
     size_t total = 0, part;
     if (!own_bytes(m, p, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
-    part = oc_text_ctx_bytes(m->text, &lim, n_threads, oc_isa_best(&cpu));
+    part = oc_text_ctx_bytes(m->text, &lim, &spec, n_threads);
     if (!part || !oc_add_size(total, part, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
     if (m->vision && p->max_images > 0) {
-        part = oc_vision_ctx_bytes(m->vision, 4 * p->max_image_tokens, n_threads);
+        part = oc_vision_ctx_bytes_backend(m->vision, 4 * p->max_image_tokens, spec.kind, n_threads);
         if (!part || !oc_add_size(total, part, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
     }
     /* prompt arrays (ids + 3 position streams) and the sampler's arrays */
@@ -148,10 +151,12 @@ OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_c
     c->p = *p;
     c->p.alloc = NULL;
     c->p.plan_path = NULL;
+    c->p.device = NULL;           /* read at open only */
     c->context_bytes = c->stats.context_bytes = total_bytes;
     oc_cpu_features cpu;
     oc_port_cpu_features(&cpu);
     c->isa = oc_isa_best(&cpu);
+    if ((st = oc_backend_resolve((int)p->backend, p->device, &c->backend, err))) goto fail;
     if ((st = oc_pool_open(&c->pool, p->n_threads, &c->alloc, err))) goto fail;
     if (p->plan_path) {
         if ((st = oc_plan_load_file(&c->plan, p->plan_path, &c->alloc, err))) goto fail;
@@ -172,10 +177,10 @@ OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_c
     }
     if ((st = oc_tokenizer_open_gguf(&c->tok, m->text_file, &c->alloc, err))) goto fail;
     oc_text_limits lim = text_limits(p);
-    if ((st = oc_text_ctx_open(&c->text, m->text, &lim, c->pool, c->isa, &c->alloc, err))) goto fail;
+    oc_backend_spec spec = { c->backend, p->device, c->pool, c->isa };
+    if ((st = oc_text_ctx_open_backend(&c->text, m->text, &lim, &spec, &c->alloc, err))) goto fail;
     if (m->vision && p->max_images > 0 &&
-        (st = oc_vision_ctx_open(&c->vision, m->vision, 4 * p->max_image_tokens, c->pool, c->isa,
-                                 &c->alloc, err)))
+        (st = oc_vision_ctx_open_backend(&c->vision, m->vision, 4 * p->max_image_tokens, &spec, &c->alloc, err)))
         goto fail;
     if ((st = oc_prompt_init(&c->prompt, p->max_context_tokens, OC_MAX(1, max_images_of(m, p)), &c->alloc, err)))
         goto fail;

@@ -4,146 +4,15 @@
  * (causal, with the plan's per-head patterns) -> output projection -> residual -> RMSNorm ->
  * SwiGLU -> residual; then the final norm and the lm head.
  *
- * Every buffer is sized in oc_text_ctx_open for (max_ctx_tokens, max_batch_tokens) and allocated
- * there in one block; a forward call allocates nothing. Each linear layer is one oc_matmul over the
- * whole batch. Results do not depend on the thread count (matmul and attention guarantee it; the
- * per-row operations here are serial and fixed-order). */
-#include "text_model.h"
-
-#include "f16.h"
-#include "nn.h"
-#include "quant.h"
+ * Every step is one backend operation over the whole batch (backend.h) on buffers opened with the
+ * context (text_ctx.c), so the same graph runs on the CPU or a device and a call allocates nothing.
+ * The host does only what needs host values: checking the batch, the M-RoPE tables from the
+ * positions, and the transfers of ids, image embeddings and logits. Results do not depend on the
+ * thread count (every backend operation guarantees it). */
+#include "text_ctx.h"
 
 #include <math.h>
 #include <string.h>
-
-struct oc_text_ctx {
-    const oc_text_model *m;
-    oc_allocator alloc;
-    oc_pool *pool;
-    oc_isa isa;
-    oc_text_limits lim;
-    oc_matmul_ctx *mm;
-    int32_t n_past;
-    /* one block: */
-    void *block;
-    size_t block_bytes;
-    uint16_t *k_cache, *v_cache;   /* [n_layers][max_ctx][kv_dim] f16 */
-    float *x, *xb, *q, *k, *v, *att, *ff_g, *ff_u;
-    float *rope_cos, *rope_sin;    /* [batch][n_pairs] */
-    float *inv_freq;               /* [n_pairs] */
-    void *attn_scratch;
-    size_t attn_scratch_bytes;
-};
-
-typedef struct layout_plan {
-    size_t off[16];
-    size_t total;
-} layout_plan;
-
-/* Offsets of the block's parts (64-byte aligned each), in the order of the fields above. */
-static int plan_block(const oc_text_model *m, const oc_text_limits *lim, int n_threads, layout_plan *lp,
-                      size_t *attn_bytes) {
-    const oc_text_hparams *hp = &m->hp;
-    size_t B = (size_t)lim->max_batch_tokens, C = (size_t)lim->max_ctx_tokens;
-    size_t d = (size_t)hp->n_embd, kv = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
-    size_t ff = (size_t)hp->n_ff, pairs = (size_t)hp->head_dim / 2, L = (size_t)hp->n_layers;
-    oc_attn_dims dims = { lim->max_batch_tokens, lim->max_ctx_tokens, hp->n_head, hp->n_head_kv,
-                          hp->head_dim };
-    *attn_bytes = oc_attn_scratch_bytes(&dims, n_threads);
-    if (!*attn_bytes) return 0;
-    size_t cache_elems;
-    if (!oc_mul_size(L * kv, C, &cache_elems)) return 0;
-    size_t sizes[] = {
-        cache_elems * 2, cache_elems * 2,                      /* k, v caches */
-        B * d * 4, B * d * 4, B * d * 4, B * kv * 4, B * kv * 4, B * d * 4,   /* x xb q k v att */
-        B * ff * 4, B * ff * 4,                                /* ff_g ff_u */
-        B * pairs * 4, B * pairs * 4, pairs * 4,               /* rope tables, inv_freq */
-        *attn_bytes,
-    };
-    size_t total = 0;
-    for (size_t i = 0; i < OC_ARRAY_LEN(sizes); i++) {
-        lp->off[i] = total;
-        size_t padded = (sizes[i] + OC_MEM_ALIGN - 1) / OC_MEM_ALIGN * OC_MEM_ALIGN;
-        if (padded < sizes[i] || !oc_add_size(total, padded, &total)) return 0;
-    }
-    lp->total = total;
-    return 1;
-}
-
-static int64_t max_n_in(const oc_text_hparams *hp) {
-    return OC_MAX((int64_t)hp->n_embd, (int64_t)hp->n_ff);
-}
-
-size_t oc_text_ctx_bytes(const oc_text_model *m, const oc_text_limits *lim, int n_threads, oc_isa isa) {
-    layout_plan lp;
-    size_t attn;
-    if (!plan_block(m, lim, n_threads, &lp, &attn)) return 0;
-    const oc_matmul_kernels *k = oc_matmul_kernels_for(isa);
-    if (!k) return 0;
-    size_t mm = oc_matmul_scratch_bytes(k, n_threads, max_n_in(&m->hp), lim->max_batch_tokens);
-    size_t total;
-    if (!mm || !oc_add_size(lp.total, mm, &total)) return 0;
-    return total + sizeof(oc_text_ctx);
-}
-
-oc_status oc_text_ctx_open(oc_text_ctx **out, const oc_text_model *m, const oc_text_limits *lim,
-                           oc_pool *pool, oc_isa isa, const oc_allocator *alloc, oc_error *err) {
-    *out = NULL;
-    if (!m || !lim || lim->max_ctx_tokens < 1 || lim->max_batch_tokens < 1 ||
-        lim->max_batch_tokens > lim->max_ctx_tokens)
-        return oc_fail(err, OC_ERR_INVALID, "text context: need 1 <= max_batch_tokens <= max_ctx_tokens");
-    int n_threads = oc_pool_n_threads(pool);
-    layout_plan lp;
-    size_t attn_bytes;
-    if (!plan_block(m, lim, n_threads, &lp, &attn_bytes))
-        return oc_fail(err, OC_ERR_RANGE, "text context: %d tokens of context do not fit in memory "
-                       "arithmetic", lim->max_ctx_tokens);
-    const oc_matmul_kernels *kern = oc_matmul_kernels_for(isa);
-    if (!kern) return oc_fail(err, OC_ERR_UNSUPPORTED, "text context: ISA %d is not available", (int)isa);
-    oc_text_ctx *c = oc_mem_calloc(alloc, sizeof *c);
-    if (!c) return oc_fail(err, OC_ERR_NOMEM, "text context: out of memory");
-    c->alloc = alloc ? *alloc : *oc_default_allocator();
-    c->m = m;
-    c->pool = pool;
-    c->isa = isa;
-    c->lim = *lim;
-    c->block_bytes = lp.total;
-    c->block = oc_mem_alloc(&c->alloc, lp.total);
-    if (!c->block) {
-        oc_text_ctx_close(c);
-        return oc_fail(err, OC_ERR_NOMEM, "text context: out of memory for %zu bytes (KV cache of %d "
-                       "tokens and scratch)", lp.total, lim->max_ctx_tokens);
-    }
-    char *b = c->block;
-    c->k_cache = (uint16_t *)(b + lp.off[0]);
-    c->v_cache = (uint16_t *)(b + lp.off[1]);
-    float **f[] = { &c->x, &c->xb, &c->q, &c->k, &c->v, &c->att, &c->ff_g, &c->ff_u,
-                    &c->rope_cos, &c->rope_sin, &c->inv_freq };
-    for (size_t i = 0; i < OC_ARRAY_LEN(f); i++) *f[i] = (float *)(b + lp.off[2 + i]);
-    c->attn_scratch = b + lp.off[13];
-    c->attn_scratch_bytes = attn_bytes;
-    oc_rope_inv_freq(c->inv_freq, m->hp.head_dim, m->hp.rope_base);
-    oc_status st = oc_matmul_ctx_open(&c->mm, kern, pool, max_n_in(&m->hp), lim->max_batch_tokens,
-                                      &c->alloc, err);
-    if (st) {
-        oc_text_ctx_close(c);
-        return st;
-    }
-    *out = c;
-    return OC_OK;
-}
-
-void oc_text_ctx_close(oc_text_ctx *c) {
-    if (!c) return;
-    oc_allocator a = c->alloc;
-    oc_matmul_ctx_close(c->mm);
-    oc_mem_free(&a, c->block, c->block_bytes);
-    oc_mem_free(&a, c, sizeof *c);
-}
-
-void oc_text_ctx_reset(oc_text_ctx *c) { c->n_past = 0; }
-int32_t oc_text_ctx_n_past(const oc_text_ctx *c) { return c->n_past; }
 
 /* M-RoPE tables for the batch (formats.md §3, HF apply_multimodal_rotary_pos_emb): pair k takes
  * its position from the stream its section names (t, h, w, then e = 0), the sections repeating
@@ -154,7 +23,7 @@ static void mrope_tables(oc_text_ctx *c, const oc_text_batch *b) {
     const int32_t *s = hp->rope_sections;
     int32_t sect_total = s[0] + s[1] + s[2] + s[3];
     for (int32_t i = 0; i < b->n_tokens; i++) {
-        float *cs = c->rope_cos + (size_t)i * pairs, *sn = c->rope_sin + (size_t)i * pairs;
+        float *cs = c->cos_h + (size_t)i * pairs, *sn = c->sin_h + (size_t)i * pairs;
         for (int32_t k = 0; k < pairs; k++) {
             int32_t sec = k % sect_total;
             int32_t pos = sec < s[0] ? b->pos_t[i] : sec < s[0] + s[1] ? b->pos_h[i]
@@ -164,6 +33,115 @@ static void mrope_tables(oc_text_ctx *c, const oc_text_batch *b) {
             sn[k] = sinf(angle);
         }
     }
+}
+
+/* The batch's input rows into x: image embeddings (ids[i] < 0 or no ids) are written in runs of
+ * consecutive rows, then the backend looks up every text token's embedding row. */
+static oc_status inputs(oc_text_ctx *c, const oc_text_batch *b, oc_error *err) {
+    oc_backend *be = c->be;
+    int32_t n = b->n_tokens;
+    size_t row = (size_t)c->m->hp.n_embd * sizeof(float);
+    oc_status st;
+    for (int32_t i = 0; i < n;) {
+        if (b->ids && b->ids[i] >= 0) {
+            i++;
+            continue;
+        }
+        int32_t j = i;
+        while (j < n && !(b->ids && b->ids[j] >= 0)) j++;
+        if ((st = be->ops->write(be, &c->x, (size_t)i * row, (const char *)b->embd + (size_t)i * row,
+                                 (size_t)(j - i) * row, err)))
+            return st;
+        i = j;
+    }
+    if (!b->ids) return OC_OK;
+    size_t ids_bytes = sizeof(int32_t) * (size_t)n;
+    if ((st = be->ops->bind(be, &c->ids, b->ids, ids_bytes, err)) ||
+        (st = be->ops->write(be, &c->ids, 0, b->ids, ids_bytes, err)))
+        return st;
+    return be->ops->embed(be, &c->token_embd, &c->ids, n, &c->x, 0, err);
+}
+
+static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_attn_stats *stats,
+                           oc_error *err) {
+    const oc_text_hparams *hp = &c->m->hp;
+    int64_t d = hp->n_embd, hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd;
+    oc_battn a;
+    memset(&a, 0, sizeof a);
+    a.n_q = b->n_tokens;
+    a.n_kv = c->n_past + b->n_tokens;
+    a.n_head = hp->n_head;
+    a.n_head_kv = hp->n_head_kv;
+    a.head_dim = hp->head_dim;
+    a.q = &c->q;
+    a.q_stride_token = d;
+    a.q_stride_head = hd;
+    a.k = &c->k_cache;
+    a.v = &c->v_cache;
+    a.k_off = a.v_off = (int64_t)il * c->lim.max_ctx_tokens * kvd;
+    a.kv_dtype = OC_DTYPE_F16;
+    a.k_stride_token = a.v_stride_token = kvd;
+    a.k_stride_head = a.v_stride_head = hd;
+    a.out = &c->att;
+    a.out_stride_token = d;
+    a.out_stride_head = hd;
+    a.scale = 1.0f / sqrtf((float)hd);
+    a.mask = OC_ATTN_CAUSAL;
+    a.q_offset = c->n_past;
+    a.patterns = b->plan && b->plan->shape.n_layers > 0
+                     ? b->plan->heads + (size_t)il * (size_t)b->plan->shape.n_heads : NULL;
+    a.layout = b->layout;
+    if (b->layer_masks && b->layer_masks[il]) {
+        a.mask = OC_ATTN_EXPLICIT;
+        a.explicit_mask = b->layer_masks[il];
+        a.explicit_stride_q = a.n_kv;
+        a.explicit_stride_head = 0;
+        a.patterns = NULL;
+    }
+    return c->be->ops->attention(c->be, &a, stats, err);
+}
+
+/* One decoder layer over the batch: x += attn(norm(x)); x += mlp(norm(x)). */
+static oc_status layer(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_attn_stats *stats, oc_error *err) {
+    const oc_text_hparams *hp = &c->m->hp;
+    const oc_text_layer_bt *L = &c->layers[il];
+    oc_backend *be = c->be;
+    const oc_backend_ops *op = be->ops;
+    int64_t n = b->n_tokens, d = hp->n_embd, hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd, ff = hp->n_ff;
+    int32_t pairs = hp->head_dim / 2;
+    int64_t cache_at = ((int64_t)il * c->lim.max_ctx_tokens + c->n_past) * kvd;
+    oc_status st;
+    /* xb = norm(x); q [n][d], k, v [n][kvd] = xb W^T + b; rotate q, k; k, v -> cache as f16 */
+    if ((st = op->norm(be, OC_NORM_RMS, &c->x, 0, NULL, 0, &c->xb, 0, &L->attn_norm, NULL, n, d, hp->eps, err)) ||
+        (st = op->matmul(be, &L->wq, &c->xb, 0, d, &c->q, 0, d, n, oc_bt_opt(&L->bq), err)) ||
+        (st = op->matmul(be, &L->wk, &c->xb, 0, d, &c->k, 0, kvd, n, oc_bt_opt(&L->bk), err)) ||
+        (st = op->matmul(be, &L->wv, &c->xb, 0, d, &c->v, 0, kvd, n, oc_bt_opt(&L->bv), err)) ||
+        (st = op->rope(be, &c->q, 0, n, hp->n_head, hp->head_dim, pairs, &c->rope_cos, &c->rope_sin, err)) ||
+        (st = op->rope(be, &c->k, 0, n, hp->n_head_kv, hp->head_dim, pairs, &c->rope_cos, &c->rope_sin, err)) ||
+        (st = op->kv_store(be, &c->k, 0, &c->k_cache, cache_at, n * kvd, err)) ||
+        (st = op->kv_store(be, &c->v, 0, &c->v_cache, cache_at, n * kvd, err)))
+        return st;
+    /* att [n][d] over the cache; x += att Wo^T */
+    if ((st = attention(c, b, il, stats, err)) ||
+        (st = op->matmul(be, &L->wo, &c->att, 0, d, &c->xb, 0, d, n, NULL, err)) ||
+        (st = op->add(be, &c->x, 0, &c->xb, 0, n * d, err)))
+        return st;
+    /* x += down(silu(gate(norm(x))) * up(norm(x))) */
+    if ((st = op->norm(be, OC_NORM_RMS, &c->x, 0, NULL, 0, &c->xb, 0, &L->ffn_norm, NULL, n, d, hp->eps, err)) ||
+        (st = op->matmul(be, &L->gate, &c->xb, 0, d, &c->ff_g, 0, ff, n, NULL, err)) ||
+        (st = op->matmul(be, &L->up, &c->xb, 0, d, &c->ff_u, 0, ff, n, NULL, err)) ||
+        (st = op->glu(be, &c->ff_g, 0, &c->ff_u, 0, n * ff, OC_ACT_SILU, err)) ||
+        (st = op->matmul(be, &L->down, &c->ff_g, 0, ff, &c->xb, 0, d, n, NULL, err)) ||
+        (st = op->add(be, &c->x, 0, &c->xb, 0, n * d, err)))
+        return st;
+    if (b->on_layer) {   /* tests: the residual stream, through a host view */
+        size_t x_bytes = sizeof(float) * (size_t)(n * d);
+        const float *x = op->map_read(be, &c->x, 0, x_bytes, err);
+        if (!x) return err ? err->status : OC_ERR_DEVICE;
+        b->on_layer(b->user, il, x, (int32_t)n, (int32_t)d);
+        op->unmap(be, &c->x, x);
+    }
+    return OC_OK;
 }
 
 oc_status oc_text_forward(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats *stats, oc_error *err) {
@@ -178,94 +156,35 @@ oc_status oc_text_forward(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats 
     if (n > c->lim.max_ctx_tokens - c->n_past)
         return oc_fail(err, OC_ERR_RANGE, "context full: %d cached + %d new tokens exceed the context "
                        "of %d tokens", c->n_past, n, c->lim.max_ctx_tokens);
-    int64_t d = hp->n_embd, hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd, ff = hp->n_ff;
-    int32_t pairs = hp->head_dim / 2;
-    oc_to_f32_fn embd_row = oc_dequant_ref(m->token_embd.dtype);
     for (int32_t i = 0; i < n; i++) {
-        float *xi = c->x + (size_t)i * (size_t)d;
         int32_t id = b->ids ? b->ids[i] : -1;
-        if (id >= 0) {
-            if (id >= hp->n_vocab)
-                return oc_fail(err, OC_ERR_INVALID, "text forward: token id %d is outside the vocabulary "
-                               "of %d", id, hp->n_vocab);
-            embd_row((const char *)m->token_embd.data + (size_t)id * m->token_embd.row_bytes, xi, d);
-        } else {
-            if (!b->embd) return oc_fail(err, OC_ERR_INVALID, "text forward: token %d has no id and no embedding", i);
-            memcpy(xi, b->embd + (size_t)i * (size_t)d, sizeof(float) * (size_t)d);
-        }
+        if (id >= hp->n_vocab)
+            return oc_fail(err, OC_ERR_INVALID, "text forward: token id %d is outside the vocabulary "
+                           "of %d", id, hp->n_vocab);
+        if (id < 0 && !b->embd)
+            return oc_fail(err, OC_ERR_INVALID, "text forward: token %d has no id and no embedding", i);
     }
-    mrope_tables(c, b);
+    oc_backend *be = c->be;
+    const oc_backend_ops *op = be->ops;
+    int64_t d = hp->n_embd;
+    size_t table_bytes = sizeof(float) * (size_t)n * (size_t)(hp->head_dim / 2);
     oc_status st;
-    size_t C = (size_t)c->lim.max_ctx_tokens;
-    for (int32_t il = 0; il < hp->n_layers; il++) {
-        const oc_text_layer *L = &m->layers[il];
-        for (int32_t i = 0; i < n; i++)
-            oc_rms_norm(c->xb + (size_t)i * d, c->x + (size_t)i * d, L->attn_norm, d, hp->eps);
-        if ((st = oc_matmul(c->mm, &L->wq, c->xb, d, c->q, d, n, L->bq, err))) return st;
-        if ((st = oc_matmul(c->mm, &L->wk, c->xb, d, c->k, kvd, n, L->bk, err))) return st;
-        if ((st = oc_matmul(c->mm, &L->wv, c->xb, d, c->v, kvd, n, L->bv, err))) return st;
-        uint16_t *kc = c->k_cache + (size_t)il * C * (size_t)kvd;
-        uint16_t *vc = c->v_cache + (size_t)il * C * (size_t)kvd;
-        for (int32_t i = 0; i < n; i++) {
-            const float *cs = c->rope_cos + (size_t)i * pairs, *sn = c->rope_sin + (size_t)i * pairs;
-            for (int32_t h = 0; h < hp->n_head; h++) oc_rope_neox(c->q + (size_t)i * d + h * hd, pairs, cs, sn);
-            float *ki = c->k + (size_t)i * kvd, *vi = c->v + (size_t)i * kvd;
-            for (int32_t h = 0; h < hp->n_head_kv; h++) oc_rope_neox(ki + h * hd, pairs, cs, sn);
-            uint16_t *kdst = kc + (size_t)(c->n_past + i) * (size_t)kvd;
-            uint16_t *vdst = vc + (size_t)(c->n_past + i) * (size_t)kvd;
-            for (int64_t j = 0; j < kvd; j++) {
-                kdst[j] = oc_f32_to_f16(ki[j]);
-                vdst[j] = oc_f32_to_f16(vi[j]);
-            }
-        }
-        oc_attn_args a;
-        memset(&a, 0, sizeof a);
-        a.n_q = n;
-        a.n_kv = c->n_past + n;
-        a.n_head = hp->n_head;
-        a.n_head_kv = hp->n_head_kv;
-        a.head_dim = hp->head_dim;
-        a.q = c->q;
-        a.q_stride_token = d;
-        a.q_stride_head = hd;
-        a.k = kc;
-        a.v = vc;
-        a.kv_dtype = OC_DTYPE_F16;
-        a.k_stride_token = a.v_stride_token = kvd;
-        a.k_stride_head = a.v_stride_head = hd;
-        a.out = c->att;
-        a.out_stride_token = d;
-        a.out_stride_head = hd;
-        a.scale = 1.0f / sqrtf((float)hd);
-        a.mask = OC_ATTN_CAUSAL;
-        a.q_offset = c->n_past;
-        a.patterns = b->plan && b->plan->shape.n_layers > 0
-                         ? b->plan->heads + (size_t)il * (size_t)b->plan->shape.n_heads : NULL;
-        a.layout = b->layout;
-        a.isa = c->isa;
-        if (b->layer_masks && b->layer_masks[il]) {
-            a.mask = OC_ATTN_EXPLICIT;
-            a.explicit_mask = b->layer_masks[il];
-            a.explicit_stride_q = a.n_kv;
-            a.explicit_stride_head = 0;
-            a.patterns = NULL;
-        }
-        if ((st = oc_attn_run(&a, c->pool, c->attn_scratch, c->attn_scratch_bytes, stats, err))) return st;
-        if ((st = oc_matmul(c->mm, &L->wo, c->att, d, c->xb, d, n, NULL, err))) return st;
-        oc_add(c->x, c->xb, (int64_t)n * d);
-        for (int32_t i = 0; i < n; i++)
-            oc_rms_norm(c->xb + (size_t)i * d, c->x + (size_t)i * d, L->ffn_norm, d, hp->eps);
-        if ((st = oc_matmul(c->mm, &L->gate, c->xb, d, c->ff_g, ff, n, NULL, err))) return st;
-        if ((st = oc_matmul(c->mm, &L->up, c->xb, d, c->ff_u, ff, n, NULL, err))) return st;
-        oc_glu(c->ff_g, c->ff_g, c->ff_u, (int64_t)n * ff, OC_ACT_SILU);
-        if ((st = oc_matmul(c->mm, &L->down, c->ff_g, ff, c->xb, d, n, NULL, err))) return st;
-        oc_add(c->x, c->xb, (int64_t)n * d);
-        if (b->on_layer) b->on_layer(b->user, il, c->x, n, (int32_t)d);
-    }
+    mrope_tables(c, b);
+    if ((st = inputs(c, b, err)) || (st = op->write(be, &c->rope_cos, 0, c->cos_h, table_bytes, err)) ||
+        (st = op->write(be, &c->rope_sin, 0, c->sin_h, table_bytes, err)))
+        return st;
+    for (int32_t il = 0; il < hp->n_layers; il++)
+        if ((st = layer(c, b, il, stats, err))) return st;
     c->n_past += n;
     if (!b->logits) return OC_OK;
+    /* logits [n_out][n_vocab] = norm(x of the rows asked for) Wout^T (+ bias) */
     int32_t first = b->all_logits ? 0 : n - 1, n_out = n - first;
-    for (int32_t i = first; i < n; i++)
-        oc_rms_norm(c->xb + (size_t)(i - first) * d, c->x + (size_t)i * d, m->output_norm, d, hp->eps);
-    return oc_matmul(c->mm, &m->output, c->xb, d, b->logits, hp->n_vocab, n_out, m->output_bias, err);
+    size_t logits_bytes = sizeof(float) * (size_t)n_out * (size_t)hp->n_vocab;
+    if ((st = op->bind(be, &c->logits, b->logits, logits_bytes, err)) ||
+        (st = op->norm(be, OC_NORM_RMS, &c->x, first * d, NULL, 0, &c->xb, 0, &c->output_norm, NULL, n_out, d,
+                       hp->eps, err)) ||
+        (st = op->matmul(be, &c->output, &c->xb, 0, d, &c->logits, 0, hp->n_vocab, n_out, oc_bt_opt(&c->output_bias),
+                         err)))
+        return st;
+    return op->read(be, &c->logits, 0, b->logits, logits_bytes, err);
 }

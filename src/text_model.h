@@ -10,6 +10,7 @@
 #define OC_TEXT_MODEL_H
 
 #include "attn.h"
+#include "backend.h"
 #include "core.h"
 #include "matmul.h"
 #include "plan.h"
@@ -62,8 +63,16 @@ typedef struct oc_text_limits {
 
 typedef struct oc_text_ctx oc_text_ctx;
 
-/* Bytes oc_text_ctx_open allocates for these limits (KV cache + scratch); 0 on overflow. */
-size_t oc_text_ctx_bytes(const oc_text_model *m, const oc_text_limits *lim, int n_threads, oc_isa isa);
+/* Host bytes oc_text_ctx_open_backend allocates for these limits on that backend with n_threads
+ * pool threads (on CPU: KV cache, activations, scratch, handles); 0 on overflow. */
+size_t oc_text_ctx_bytes(const oc_text_model *m, const oc_text_limits *lim, const oc_backend_spec *spec,
+                         int n_threads);
+/* Opens a backend instance (backend.h) for the context, hands it every weight once and allocates
+ * every buffer. [alloc: yes, once] [errors: OC_ERR_INVALID, OC_ERR_RANGE, OC_ERR_UNSUPPORTED
+ * (backend, isa), OC_ERR_NOMEM, OC_ERR_DEVICE] */
+oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, const oc_text_limits *lim,
+                                   const oc_backend_spec *spec, const oc_allocator *alloc, oc_error *err);
+/* The CPU backend on pool (borrowed, may be NULL) with isa's kernels. */
 oc_status oc_text_ctx_open(oc_text_ctx **out, const oc_text_model *m, const oc_text_limits *lim,
                            oc_pool *pool, oc_isa isa, const oc_allocator *alloc, oc_error *err);
 void oc_text_ctx_close(oc_text_ctx *ctx);

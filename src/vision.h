@@ -7,6 +7,7 @@
 #define OC_VISION_H
 
 #include "attn.h"
+#include "backend.h"
 #include "core.h"
 #include "isa.h"
 #include "plan.h"
@@ -45,7 +46,16 @@ typedef struct oc_vision_ctx oc_vision_ctx;       /* per-user scratch; all memor
 /* Bytes oc_vision_ctx_open allocates for images of up to max_patches patches with a pool of
  * n_threads threads, for any ISA (within a few hundred bytes of bookkeeping; 0 on overflow). */
 size_t oc_vision_ctx_bytes(const oc_vision_model *m, int32_t max_patches, int n_threads);
-/* pool borrowed (may be NULL: serial); isa: oc_isa_best() or any that runs here.
+/* The same for a backend kind: host bytes only (device memory is not counted). */
+size_t oc_vision_ctx_bytes_backend(const oc_vision_model *m, int32_t max_patches, oc_backend_kind kind,
+                                   int n_threads);
+/* Opens a backend instance (backend.h) for the context, hands it every weight once and allocates
+ * every buffer. spec->pool (borrowed, may be NULL: serial) also runs the host's share of the work.
+ * [alloc: yes, once] [errors: OC_ERR_INVALID, OC_ERR_UNSUPPORTED (backend, isa), OC_ERR_RANGE,
+ * OC_ERR_NOMEM, OC_ERR_DEVICE] */
+oc_status oc_vision_ctx_open_backend(oc_vision_ctx **out, const oc_vision_model *m, int32_t max_patches,
+                                     const oc_backend_spec *spec, const oc_allocator *alloc, oc_error *err);
+/* The CPU backend: pool borrowed (may be NULL: serial); isa: oc_isa_best() or any that runs here.
  * [alloc: yes, once] [errors: OC_ERR_INVALID, OC_ERR_UNSUPPORTED (isa), OC_ERR_RANGE, OC_ERR_NOMEM] */
 oc_status oc_vision_ctx_open(oc_vision_ctx **out, const oc_vision_model *m, int32_t max_patches,
                              oc_pool *pool, oc_isa isa, const oc_allocator *alloc, oc_error *err);

@@ -1,0 +1,453 @@
+/* test_backend.c: the backend interface (src/backend.h) as a contract: every operation of the
+ * table against a naive double-precision reference, driven only through the table (alloc, write,
+ * op, read), so a device backend can be run through the same cases once it is wired. Outputs are
+ * poisoned with NaN first; strided outputs must leave the gaps untouched; operands outside their
+ * buffer must fail with OC_ERR_INVALID; results must be bitwise the same with 1 and 3 threads and
+ * the CPU backend is run with every ISA this machine has. Also: backend selection through
+ * oc_context_params (OpenCL refused with a clear message until it is wired). */
+#include "backend.h"
+#include "check.h"
+#include "f16.h"
+#include "model.h"
+#include "port.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct fx {
+    oc_backend *be;
+    const oc_backend_ops *op;
+    check_rng rng;
+    float *log;          /* every output of a run, for the thread comparison */
+    size_t n_log, cap_log;
+} fx;
+
+static void record(fx *f, const float *p, size_t n) {
+    for (size_t i = 0; i < n && f->n_log < f->cap_log; i++) f->log[f->n_log++] = p[i];
+}
+
+static void fill(fx *f, float *p, size_t n) {
+    for (size_t i = 0; i < n; i++) p[i] = check_rng_uniform(&f->rng, -1.0f, 1.0f);
+}
+
+/* A buffer holding n_bytes of host (alloc + write). */
+static oc_bt upload(fx *f, const void *host, size_t n_bytes) {
+    oc_bt t;
+    oc_error e;
+    memset(&t, 0, sizeof t);
+    CHECKF(f->op->alloc(f->be, &t, n_bytes, 0, &e) == OC_OK, "alloc: %s", e.message);
+    CHECKF(f->op->write(f->be, &t, 0, host, n_bytes, &e) == OC_OK, "write: %s", e.message);
+    return t;
+}
+
+static void download(fx *f, const oc_bt *t, void *host, size_t n_bytes) {
+    oc_error e;
+    CHECKF(f->op->read(f->be, t, 0, host, n_bytes, &e) == OC_OK, "read: %s", e.message);
+}
+
+/* y rows with gaps: out[off + t * stride + o]; the gaps must stay NaN. */
+static void case_matmul(fx *f, int64_t n_tok) {
+    enum { N_IN = 64, N_OUT = 24, XS = 70, XO = 3, YS = 30, YO = 2 };
+    float w[N_OUT * N_IN], bias[N_OUT], x[XO + 6 * XS], y[YO + 6 * YS];
+    fill(f, w, OC_ARRAY_LEN(w));
+    fill(f, bias, N_OUT);
+    fill(f, x, OC_ARRAY_LEN(x));
+    check_poison_f32(y, OC_ARRAY_LEN(y));
+    oc_weight src = { OC_DTYPE_F32, N_IN, N_OUT, w, N_IN * sizeof(float) };
+    oc_bw bw;
+    oc_error e;
+    REQUIREF(f->op->weight(f->be, &bw, &src, &e) == OC_OK, "%s", e.message);
+    oc_bt bx = upload(f, x, sizeof x), by = upload(f, y, sizeof y), bb;
+    REQUIREF(f->op->import(f->be, &bb, bias, sizeof bias, &e) == OC_OK, "%s", e.message);
+    REQUIREF(f->op->matmul(f->be, &bw, &bx, XO, XS, &by, YO, YS, n_tok, &bb, &e) == OC_OK, "%s", e.message);
+    download(f, &by, y, sizeof y);
+    double ref[6 * N_OUT];
+    float got[6 * N_OUT];
+    int gaps_nan = 1;
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int o = 0; o < YS; o++) {
+            float v = y[YO + t * YS + o];
+            if (o >= N_OUT) {
+                gaps_nan &= isnan(v);
+                continue;
+            }
+            double s = bias[o];
+            for (int i = 0; i < N_IN; i++) s += (double)w[o * N_IN + i] * x[XO + t * XS + i];
+            ref[t * N_OUT + o] = s;
+            got[t * N_OUT + o] = v;
+        }
+    double err = check_rel_err_f32(got, ref, (size_t)n_tok * N_OUT);
+    CHECKF(err <= 1e-5, "matmul n_tok %lld: rel err %.3e", (long long)n_tok, err);
+    CHECKF(gaps_nan, "matmul wrote between output rows");
+    record(f, got, (size_t)n_tok * N_OUT);
+    /* an output buffer one element short is refused */
+    oc_bt small;
+    REQUIRE(f->op->alloc(f->be, &small, (size_t)(YO + (n_tok - 1) * YS + N_OUT - 1) * sizeof(float), 0, &e) == OC_OK);
+    CHECK(f->op->matmul(f->be, &bw, &bx, XO, XS, &small, YO, YS, n_tok, &bb, &e) == OC_ERR_INVALID);
+    oc_bt *all[] = { &bw.t, &bx, &by, &bb, &small };
+    for (size_t i = 0; i < OC_ARRAY_LEN(all); i++) f->op->free(f->be, all[i]);
+}
+
+/* F16 table; rows with a negative id keep what they held. */
+static void case_embed(fx *f) {
+    enum { ROWS = 10, DIM = 16, N = 4 };
+    uint16_t table[ROWS * DIM];
+    for (int i = 0; i < ROWS * DIM; i++) table[i] = oc_f32_to_f16(check_rng_uniform(&f->rng, -2.0f, 2.0f));
+    int32_t ids[N] = { 3, -1, 9, 0 };
+    float dst[N * DIM];
+    for (int i = 0; i < N * DIM; i++) dst[i] = 7.0f;
+    oc_weight src = { OC_DTYPE_F16, DIM, ROWS, table, DIM * sizeof(uint16_t) };
+    oc_bw bw;
+    oc_error e;
+    REQUIRE(f->op->weight(f->be, &bw, &src, &e) == OC_OK);
+    oc_bt bi = upload(f, ids, sizeof ids), bd = upload(f, dst, sizeof dst);
+    REQUIREF(f->op->embed(f->be, &bw, &bi, N, &bd, 0, &e) == OC_OK, "%s", e.message);
+    download(f, &bd, dst, sizeof dst);
+    int ok = 1;
+    for (int r = 0; r < N; r++)
+        for (int i = 0; i < DIM; i++)
+            ok &= dst[r * DIM + i] == (ids[r] < 0 ? 7.0f : oc_f16_to_f32(table[ids[r] * DIM + i]));
+    CHECK(ok);
+    record(f, dst, OC_ARRAY_LEN(dst));
+    oc_bt *all[] = { &bw.t, &bi, &bd };
+    for (size_t i = 0; i < OC_ARRAY_LEN(all); i++) f->op->free(f->be, all[i]);
+}
+
+/* x += res; y = norm(x) * w (+ b), against the definitions in double. */
+static void case_norm(fx *f, oc_norm_kind kind, int with_y) {
+    enum { ROWS = 3, DIM = 40 };
+    float x[ROWS * DIM], r[ROWS * DIM], w[DIM], b[DIM], y[ROWS * DIM];
+    fill(f, x, OC_ARRAY_LEN(x));
+    fill(f, r, OC_ARRAY_LEN(r));
+    fill(f, w, DIM);
+    fill(f, b, DIM);
+    check_poison_f32(y, OC_ARRAY_LEN(y));
+    oc_bt bx = upload(f, x, sizeof x), br = upload(f, r, sizeof r), bw = upload(f, w, sizeof w),
+          bb = upload(f, b, sizeof b), by = upload(f, y, sizeof y);
+    oc_error e;
+    REQUIREF(f->op->norm(f->be, kind, &bx, 0, &br, 0, with_y ? &by : NULL, 0, &bw, kind == OC_NORM_LAYER ? &bb : NULL,
+                         ROWS, DIM, 1e-6f, &e) == OC_OK, "%s", e.message);
+    float gx[ROWS * DIM];
+    download(f, &bx, gx, sizeof gx);
+    download(f, &by, y, sizeof y);
+    int add_exact = 1;
+    double ref[ROWS * DIM];
+    for (int row = 0; row < ROWS; row++) {
+        float *xr = x + row * DIM;
+        for (int i = 0; i < DIM; i++) {
+            xr[i] += r[row * DIM + i];   /* one float add: correctly rounded either way */
+            add_exact &= gx[row * DIM + i] == xr[i];
+        }
+        double mean = 0, var = 0, ss = 0;
+        for (int i = 0; i < DIM; i++) mean += xr[i] / (double)DIM;
+        for (int i = 0; i < DIM; i++) {
+            var += (xr[i] - mean) * (xr[i] - mean) / DIM;
+            ss += (double)xr[i] * xr[i] / DIM;
+        }
+        for (int i = 0; i < DIM; i++)
+            ref[row * DIM + i] = kind == OC_NORM_LAYER ? (xr[i] - mean) / sqrt(var + 1e-6) * w[i] + b[i]
+                                                       : xr[i] / sqrt(ss + 1e-6) * w[i];
+    }
+    CHECK(add_exact);
+    if (with_y) {
+        double err = check_rel_err_f32(y, ref, OC_ARRAY_LEN(y));
+        CHECKF(err <= 1e-5, "norm kind %d: rel err %.3e", (int)kind, err);
+        record(f, y, OC_ARRAY_LEN(y));
+    } else {
+        int untouched = 1;
+        for (size_t i = 0; i < OC_ARRAY_LEN(y); i++) untouched &= isnan(y[i]);
+        CHECKF(untouched, "norm without y wrote y");
+    }
+    oc_bt *all[] = { &bx, &br, &bw, &bb, &by };
+    for (size_t i = 0; i < OC_ARRAY_LEN(all); i++) f->op->free(f->be, all[i]);
+}
+
+/* NEOX rotary with 4 of 5 pairs turned (dims 8, 9 of each head stay), then the f16 store. */
+static void case_rope_kv(fx *f) {
+    enum { TOK = 3, HEADS = 2, HD = 10, PAIRS = 4, N = TOK * HEADS * HD };
+    float x[N], c[TOK * PAIRS], s[TOK * PAIRS];
+    fill(f, x, N);
+    for (int i = 0; i < TOK * PAIRS; i++) {
+        double a = check_rng_uniform(&f->rng, -3.0f, 3.0f);
+        c[i] = (float)cos(a);
+        s[i] = (float)sin(a);
+    }
+    oc_bt bx = upload(f, x, sizeof x), bc = upload(f, c, sizeof c), bs = upload(f, s, sizeof s);
+    uint16_t h[N + 8];
+    for (int i = 0; i < N + 8; i++) h[i] = 0x7e00;   /* f16 NaN */
+    oc_bt bh = upload(f, h, sizeof h);
+    oc_error e;
+    REQUIREF(f->op->rope(f->be, &bx, 0, TOK, HEADS, HD, PAIRS, &bc, &bs, &e) == OC_OK, "%s", e.message);
+    REQUIREF(f->op->kv_store(f->be, &bx, 0, &bh, 4, N, &e) == OC_OK, "%s", e.message);
+    float got[N];
+    download(f, &bx, got, sizeof got);
+    download(f, &bh, h, sizeof h);
+    double ref[N];
+    for (int t = 0; t < TOK; t++)
+        for (int hh = 0; hh < HEADS; hh++) {
+            const float *v = x + (t * HEADS + hh) * HD;
+            double *o = ref + (t * HEADS + hh) * HD;
+            for (int k = 0; k < HD; k++) o[k] = v[k];
+            for (int k = 0; k < PAIRS; k++) {
+                o[k] = (double)v[k] * c[t * PAIRS + k] - (double)v[k + PAIRS] * s[t * PAIRS + k];
+                o[k + PAIRS] = (double)v[k + PAIRS] * c[t * PAIRS + k] + (double)v[k] * s[t * PAIRS + k];
+            }
+        }
+    double err = check_rel_err_f32(got, ref, N);
+    CHECKF(err <= 1e-6, "rope rel err %.3e", err);
+    int kv_ok = h[0] == 0x7e00 && h[3] == 0x7e00 && h[N + 4] == 0x7e00;
+    for (int i = 0; i < N; i++) kv_ok &= h[4 + i] == oc_f32_to_f16(got[i]);
+    CHECK(kv_ok);
+    record(f, got, N);
+    oc_bt *all[] = { &bx, &bc, &bs, &bh };
+    for (size_t i = 0; i < OC_ARRAY_LEN(all); i++) f->op->free(f->be, all[i]);
+}
+
+/* add, act (each kind), glu, gather_rows: elementwise against double definitions. */
+static void case_elementwise(fx *f) {
+    enum { N = 40000 };   /* several pool tasks */
+    float *a = malloc(N * sizeof(float)), *b = malloc(N * sizeof(float)), *g = malloc(N * sizeof(float));
+    double *ref = malloc(N * sizeof(double));
+    REQUIRE(a && b && g && ref);
+    fill(f, a, N);
+    fill(f, b, N);
+    oc_bt ba = upload(f, a, N * sizeof(float)), bb = upload(f, b, N * sizeof(float));
+    oc_error e;
+    REQUIRE(f->op->add(f->be, &ba, 5, &bb, 0, N - 5, &e) == OC_OK);
+    download(f, &ba, g, N * sizeof(float));
+    int ok = 1;
+    for (int i = 0; i < N; i++) ok &= g[i] == (i < 5 ? a[i] : a[i] + b[i - 5]);
+    CHECKF(ok, "add");
+    record(f, g, N);
+    for (int act = 0; act < 3; act++)
+        for (int glu = 0; glu < 2; glu++) {
+            REQUIRE(f->op->write(f->be, &ba, 0, a, N * sizeof(float), &e) == OC_OK);
+            if (glu) REQUIRE(f->op->glu(f->be, &ba, 0, &bb, 0, N, (oc_act)act, &e) == OC_OK);
+            else REQUIRE(f->op->act(f->be, &ba, 0, N, (oc_act)act, &e) == OC_OK);
+            download(f, &ba, g, N * sizeof(float));
+            for (int i = 0; i < N; i++) {
+                double x = a[i];
+                double v = act == OC_ACT_SILU ? x / (1 + exp(-x)) : act == OC_ACT_GELU_ERF ? 0.5 * x * (1 + erf(x / sqrt(2.0)))
+                                                                                     : x / (1 + exp(-1.702 * x));
+                ref[i] = glu ? v * b[i] : v;
+            }
+            double err = check_rel_err_f32(g, ref, N);
+            CHECKF(err <= 1e-6, "act %d glu %d: rel err %.3e", act, glu, err);
+            record(f, g, N);
+        }
+    /* gather: dst row r = src row idx[r / 2] * 2 + r % 2, rows of 3 */
+    int32_t idx[3] = { 2, 0, 1 };
+    oc_bt bi = upload(f, idx, sizeof idx);
+    REQUIRE(f->op->gather_rows(f->be, &bb, 0, &ba, 0, &bi, 6, 3, 2, &e) == OC_OK);
+    download(f, &ba, a, 18 * sizeof(float));
+    download(f, &bb, b, 18 * sizeof(float));
+    ok = 1;
+    for (int r = 0; r < 6; r++)
+        for (int k = 0; k < 3; k++) ok &= b[r * 3 + k] == a[(idx[r / 2] * 2 + r % 2) * 3 + k];
+    CHECKF(ok, "gather_rows");
+    int32_t bad[3] = { 2, 0, 1 << 20 };
+    REQUIRE(f->op->write(f->be, &bi, 0, bad, sizeof bad, &e) == OC_OK);
+    CHECK(f->op->gather_rows(f->be, &bb, 0, &ba, 0, &bi, 6, 3, 2, &e) == OC_ERR_INVALID);
+    f->op->free(f->be, &ba);
+    f->op->free(f->be, &bb);
+    f->op->free(f->be, &bi);
+    free(a);
+    free(b);
+    free(g);
+    free(ref);
+}
+
+/* Causal grouped-query attention with an offset, f32 and f16 keys and values. */
+static void case_attention(fx *f, int32_t kv_dtype) {
+    enum { NQ = 5, NKV = 9, H = 4, HKV = 2, D = 8, OFF = 4 };
+    float q[NQ * H * D], k[NKV * HKV * D], v[NKV * HKV * D], out[NQ * H * D];
+    fill(f, q, OC_ARRAY_LEN(q));
+    fill(f, k, OC_ARRAY_LEN(k));
+    fill(f, v, OC_ARRAY_LEN(v));
+    check_poison_f32(out, OC_ARRAY_LEN(out));
+    uint16_t kh[NKV * HKV * D], vh[NKV * HKV * D];
+    for (size_t i = 0; i < OC_ARRAY_LEN(k); i++) {
+        kh[i] = oc_f32_to_f16(k[i]);
+        vh[i] = oc_f32_to_f16(v[i]);
+        if (kv_dtype == OC_DTYPE_F16) {   /* the reference reads what the engine reads */
+            k[i] = oc_f16_to_f32(kh[i]);
+            v[i] = oc_f16_to_f32(vh[i]);
+        }
+    }
+    int f16 = kv_dtype == OC_DTYPE_F16;
+    oc_bt bq = upload(f, q, sizeof q), bo = upload(f, out, sizeof out);
+    oc_bt bk = f16 ? upload(f, kh, sizeof kh) : upload(f, k, sizeof k);
+    oc_bt bv = f16 ? upload(f, vh, sizeof vh) : upload(f, v, sizeof v);
+    oc_battn a;
+    memset(&a, 0, sizeof a);
+    a.n_q = NQ;
+    a.n_kv = NKV;
+    a.n_head = H;
+    a.n_head_kv = HKV;
+    a.head_dim = D;
+    a.q = &bq;
+    a.q_stride_token = H * D;
+    a.q_stride_head = D;
+    a.k = &bk;
+    a.v = &bv;
+    a.kv_dtype = kv_dtype;
+    a.k_stride_token = a.v_stride_token = HKV * D;
+    a.k_stride_head = a.v_stride_head = D;
+    a.out = &bo;
+    a.out_stride_token = H * D;
+    a.out_stride_head = D;
+    a.scale = 0.35f;
+    a.mask = OC_ATTN_CAUSAL;
+    a.q_offset = OFF;
+    oc_error e;
+    REQUIREF(f->op->attention(f->be, &a, NULL, &e) == OC_OK, "%s", e.message);
+    download(f, &bo, out, sizeof out);
+    double ref[NQ * H * D];
+    for (int i = 0; i < NQ; i++)
+        for (int h = 0; h < H; h++) {
+            int g = h / (H / HKV);
+            double s[NKV], mx = -1e300, sum = 0;
+            for (int j = 0; j <= OFF + i && j < NKV; j++) {
+                s[j] = 0;
+                for (int c = 0; c < D; c++) s[j] += (double)q[(i * H + h) * D + c] * k[(j * HKV + g) * D + c];
+                s[j] *= 0.35;
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            for (int c = 0; c < D; c++) ref[(i * H + h) * D + c] = 0;
+            for (int j = 0; j <= OFF + i && j < NKV; j++) {
+                double p = exp(s[j] - mx);
+                sum += p;
+                for (int c = 0; c < D; c++) ref[(i * H + h) * D + c] += p * v[(j * HKV + g) * D + c];
+            }
+            for (int c = 0; c < D; c++) ref[(i * H + h) * D + c] /= sum;
+        }
+    double err = check_rel_err_f32(out, ref, OC_ARRAY_LEN(out));
+    CHECKF(err <= 1e-4, "attention kv dtype %d: rel err %.3e", (int)kv_dtype, err);
+    record(f, out, OC_ARRAY_LEN(out));
+    a.n_kv = NKV + 1;   /* one key past the buffers */
+    CHECK(f->op->attention(f->be, &a, NULL, &e) == OC_ERR_INVALID);
+    oc_bt *all[] = { &bq, &bo, &bk, &bv };
+    for (size_t i = 0; i < OC_ARRAY_LEN(all); i++) f->op->free(f->be, all[i]);
+}
+
+/* Host buffers: bind + write, an op, read back into the bound memory; transfers out of range. */
+static void case_transfers(fx *f) {
+    float in[8], res[8], out[8];
+    fill(f, in, 8);
+    fill(f, res, 8);
+    check_poison_f32(out, 8);
+    oc_bt hi, ho, br = upload(f, res, sizeof res);
+    oc_error e;
+    REQUIRE(f->op->alloc(f->be, &hi, 16 * sizeof(float), OC_BT_HOST, &e) == OC_OK);
+    REQUIRE(f->op->alloc(f->be, &ho, 16 * sizeof(float), OC_BT_HOST, &e) == OC_OK);
+    REQUIRE(f->op->bind(f->be, &hi, in, sizeof in, &e) == OC_OK && f->op->write(f->be, &hi, 0, in, sizeof in, &e) == OC_OK);
+    REQUIRE(f->op->bind(f->be, &ho, out, sizeof out, &e) == OC_OK);
+    REQUIRE(f->op->norm(f->be, OC_NORM_RMS, &br, 0, &hi, 0, &ho, 0, NULL, NULL, 1, 8, 1e-6f, &e) == OC_OK);
+    REQUIRE(f->op->read(f->be, &ho, 0, out, sizeof out, &e) == OC_OK);
+    double ss = 0, ref[8];
+    for (int i = 0; i < 8; i++) {
+        res[i] += in[i];
+        ss += (double)res[i] * res[i] / 8;
+    }
+    for (int i = 0; i < 8; i++) ref[i] = res[i] / sqrt(ss + 1e-6);
+    CHECK(check_rel_err_f32(out, ref, 8) <= 1e-5);
+    const float *view = f->op->map_read(f->be, &br, 0, sizeof res, &e);
+    REQUIRE(view);
+    CHECK(memcmp(view, res, sizeof res) == 0);
+    f->op->unmap(f->be, &br, view);
+    CHECK(f->op->bind(f->be, &hi, in, 17 * sizeof(float), &e) == OC_ERR_INVALID);
+    CHECK(f->op->bind(f->be, &br, in, sizeof in, &e) == OC_ERR_INVALID);   /* not a host buffer */
+    CHECK(f->op->write(f->be, &br, 4, in, sizeof in, &e) == OC_ERR_INVALID);
+    CHECK(f->op->read(f->be, &br, 0, out, sizeof res + 1, &e) == OC_ERR_INVALID);
+    oc_bt *all[] = { &hi, &ho, &br };
+    for (size_t i = 0; i < OC_ARRAY_LEN(all); i++) f->op->free(f->be, all[i]);
+}
+
+static void run_cases(fx *f) {
+    case_matmul(f, 5);
+    case_matmul(f, 1);
+    case_embed(f);
+    case_norm(f, OC_NORM_RMS, 1);
+    case_norm(f, OC_NORM_LAYER, 1);
+    case_norm(f, OC_NORM_RMS, 0);
+    case_rope_kv(f);
+    case_elementwise(f);
+    case_attention(f, OC_DTYPE_F32);
+    case_attention(f, OC_DTYPE_F16);
+    case_transfers(f);
+}
+
+/* Every case on the CPU backend with each ISA, serial and with 3 threads: same bits. */
+static void test_cpu_ops(void) {
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    oc_pool *pool;
+    oc_error e;
+    REQUIRE(oc_pool_open(&pool, 3, NULL, &e) == OC_OK);
+    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 } };
+    size_t cap = 400000;
+    float *logs[2] = { malloc(cap * sizeof(float)), malloc(cap * sizeof(float)) };
+    REQUIRE(logs[0] && logs[1]);
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+        if (!oc_isa_runs((oc_isa)isa, &cpu)) continue;
+        size_t n_log[2];
+        for (int t = 0; t < 2; t++) {
+            oc_backend_spec spec = { OC_BACKEND_KIND_CPU, NULL, t ? pool : NULL, (oc_isa)isa };
+            fx f = { NULL, NULL, { 42 }, logs[t], 0, cap };
+            REQUIREF(oc_backend_open(&f.be, &spec, &lim, NULL, &e) == OC_OK, "%s", e.message);
+            CHECK(oc_backend_bytes(&spec, &lim, oc_pool_n_threads(spec.pool)) > 0);
+            f.op = f.be->ops;
+            CHECK(f.op->version == OC_BACKEND_OPS_VERSION && strcmp(f.op->name, "cpu") == 0);
+            run_cases(&f);
+            n_log[t] = f.n_log;
+            oc_backend_close(f.be);
+        }
+        CHECKF(n_log[0] == n_log[1] && memcmp(logs[0], logs[1], n_log[0] * sizeof(float)) == 0,
+               "%s: 1 and 3 threads differ", oc_isa_name((oc_isa)isa));
+        printf("  %s: every op matches its reference, %zu outputs equal with 1 and 3 threads\n",
+               oc_isa_name((oc_isa)isa), n_log[0]);
+    }
+    oc_backend_spec bad = { OC_BACKEND_KIND_OPENCL, NULL, NULL, OC_ISA_SCALAR };
+    oc_backend dummy, *be = &dummy;   /* must be overwritten with NULL */
+    CHECK(oc_backend_open(&be, &bad, &lim, NULL, &e) == OC_ERR_UNSUPPORTED && be == NULL);
+    free(logs[0]);
+    free(logs[1]);
+    oc_pool_close(pool);
+}
+
+/* oc_context_params.backend: CPU and AUTO open; OpenCL is refused with a message saying why. */
+static void test_context_selection(void) {
+    oc_backend_kind k;
+    oc_error e;
+    CHECK(oc_backend_resolve(OC_BACKEND_CPU, NULL, &k, &e) == OC_OK && k == OC_BACKEND_KIND_CPU);
+    CHECK(oc_backend_resolve(OC_BACKEND_AUTO, "0", &k, &e) == OC_OK && k == OC_BACKEND_KIND_CPU);
+    CHECK(oc_backend_resolve(7, NULL, &k, &e) == OC_ERR_INVALID);
+    oc_model *m;
+    REQUIREF(oc_model_open(&m, "tests/data/models/qwen2vl/text.gguf", NULL, NULL, &e) == OC_OK, "%s", e.message);
+    oc_context_params p;
+    oc_context_params_default(&p);
+    CHECK(p.backend == OC_BACKEND_CPU && p.device == NULL);
+    p.max_context_tokens = 64;
+    p.n_threads = 1;
+    p.backend = OC_BACKEND_OPENCL;
+    p.device = "0";
+    oc_context *c = (oc_context *)&p;
+    size_t bytes;
+    CHECK(oc_context_memory_bytes(m, &p, &bytes, &e) == OC_ERR_UNSUPPORTED);
+    CHECK(oc_context_open(&c, m, &p, &e) == OC_ERR_UNSUPPORTED && c == NULL);
+    CHECKF(strstr(e.message, "OpenCL"), "message: %s", e.message);
+    printf("  OpenCL requested: %s\n", e.message);
+    p.backend = OC_BACKEND_AUTO;
+    REQUIREF(oc_context_open(&c, m, &p, &e) == OC_OK, "%s", e.message);
+    oc_context_close(c);
+    p.backend = (oc_backend_choice)9;
+    CHECK(oc_context_open(&c, m, &p, &e) == OC_ERR_INVALID);
+    oc_model_close(m);
+}
+
+int main(void) {
+    CHECK_RUN(test_cpu_ops);
+    CHECK_RUN(test_context_selection);
+    return check_finish();
+}
