@@ -9,6 +9,12 @@ typedef struct cli_command {
     int (*run)(int argc, char **argv);   /* argv[0] is the command name */
 } cli_command;
 
+/* The demo model, relative to the source tree's root. cli_demo_model sets both paths and returns 1
+ * when both files are there, else returns 0. */
+#define OC_DEMO_TEXT "examples/demo/ocellus-demo.gguf"
+#define OC_DEMO_MMPROJ "examples/demo/ocellus-demo-mmproj.gguf"
+int cli_demo_model(const char **text_path, const char **mmproj_path);
+
 int cmd_version(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_info(int argc, char **argv);

@@ -16,8 +16,9 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: ocellus ask -m TEXT.gguf [--mmproj VISION.gguf] [-i IMAGE]... [-p] PROMPT [options]\n"
-            "  -m FILE              text model GGUF (arch qwen2vl)\n"
+            "usage: ocellus ask [-m TEXT.gguf --mmproj VISION.gguf] [-i IMAGE]... [-p] PROMPT [options]\n"
+            "  -m FILE              text model GGUF (arch qwen2vl); without -m and --mmproj: the demo\n"
+            "                       model in examples/demo/ (from the source tree's root)\n"
             "  --mmproj FILE        vision encoder GGUF (needed for images)\n"
             "  -i FILE              an image (PPM/PGM; JPEG and PNG when built with libjpeg/libpng);\n"
             "                       repeat for several images, shown in order before the question\n"
@@ -113,6 +114,9 @@ int cmd_ask(int argc, char **argv) {
         else if (!prompt) prompt = a;
         else { fprintf(stderr, "ocellus ask: unexpected argument '%s' (quote the question)\n", a); return 2; }
     }
+    if (!text_path && !mmproj && !cli_demo_model(&text_path, &mmproj))
+        return fail("no model: pass -m TEXT.gguf [--mmproj VISION.gguf] (the demo model " OC_DEMO_TEXT
+                    " is found only from the source tree's root)");
     if (!text_path) { usage(stderr); return 2; }
     if (!prompt) return fail("no question given (use -p TEXT or a last argument)");
     if (n_images > 0 && !mmproj) return fail("images need the vision encoder: add --mmproj FILE");

@@ -12,14 +12,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DEFAULT_TEXT "examples/demo/ocellus-demo.gguf"
-#define DEFAULT_MMPROJ "examples/demo/ocellus-demo-mmproj.gguf"
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ocellus eval [-m TEXT.gguf --mmproj VISION.gguf] [options]\n"
-            "  -m FILE                text model GGUF (default " DEFAULT_TEXT ")\n"
-            "  --mmproj FILE          vision encoder GGUF (default " DEFAULT_MMPROJ ")\n"
+            "  -m FILE                text model GGUF (default " OC_DEMO_TEXT ")\n"
+            "  --mmproj FILE          vision encoder GGUF (default " OC_DEMO_MMPROJ ")\n"
             "  --items N              number of items (default 500)\n"
             "  --seed S               item stream (default 1000001, not used to train the demo model)\n"
             "  --images-per-item A-B  images per item, uniform in A..B within 1..8 (default 1-8)\n"
@@ -120,15 +118,8 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--images-per-item") && parse_range(v, &ep.min_images, &ep.max_images)) i++;
         else { fprintf(stderr, "ocellus eval: bad option or value: %s %s\n", a, v); return 2; }
     }
-    if (!text_path && !mmproj) {
-        FILE *f = fopen(DEFAULT_TEXT, "rb"), *g = fopen(DEFAULT_MMPROJ, "rb");
-        if (f) fclose(f);
-        if (g) fclose(g);
-        if (!f || !g)
-            return fail("no demo model at " DEFAULT_TEXT " and " DEFAULT_MMPROJ ": pass -m TEXT.gguf --mmproj MMPROJ.gguf");
-        text_path = DEFAULT_TEXT;
-        mmproj = DEFAULT_MMPROJ;
-    }
+    if (!text_path && !mmproj && !cli_demo_model(&text_path, &mmproj))
+        return fail("no demo model at " OC_DEMO_TEXT " and " OC_DEMO_MMPROJ ": pass -m TEXT.gguf --mmproj MMPROJ.gguf");
     if (!text_path || !mmproj) return fail("give both -m TEXT.gguf and --mmproj MMPROJ.gguf (the items have images)");
 
     oc_context_params cp;

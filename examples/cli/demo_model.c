@@ -1,0 +1,19 @@
+/* demo_model.c: where the CLI finds the bundled demo model (examples/demo/, trained by
+ * examples/demo/train.py) when no -m is given, so `ocellus ask` and `ocellus eval` work from the
+ * source tree with no download. */
+#include "cli.h"
+
+#include <stdio.h>
+
+static int readable(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+int cli_demo_model(const char **text_path, const char **mmproj_path) {
+    if (!readable(OC_DEMO_TEXT) || !readable(OC_DEMO_MMPROJ)) return 0;
+    *text_path = OC_DEMO_TEXT;
+    *mmproj_path = OC_DEMO_MMPROJ;
+    return 1;
+}

@@ -1,0 +1,110 @@
+/* test_demo.c: the bundled demo model (examples/demo/, trained by examples/demo/train.py) answers
+ * three questions with known answers through the public API, on scenes of src/scene.c: a colour
+ * in one image, a position and a count in the second of two images. The items (stream 77, never
+ * used in training) were picked among ones the current model answers right with a first-token
+ * logit margin above 4 (the model is right on about 56% of fresh items: BENCHMARKS.md), so
+ * kernel rounding on any ISA cannot flip them; the margin is printed to show it. Also: the
+ * README's image (examples/demo/shapes.ppm) is item 9's image, byte for byte. */
+#include "check.h"
+#include "image.h"
+#include "ocellus.h"
+#include "scene.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TEXT "examples/demo/ocellus-demo.gguf"
+#define MMPROJ "examples/demo/ocellus-demo-mmproj.gguf"
+#define SIDE 112
+#define SEED 77
+
+typedef struct answer { char text[64]; size_t n; } answer;
+
+static int collect(void *user, const char *text, size_t n_bytes) {
+    answer *a = user;
+    if (a->n + n_bytes < sizeof a->text) {
+        memcpy(a->text + a->n, text, n_bytes);
+        a->n += n_bytes;
+        a->text[a->n] = '\0';
+    }
+    return 0;
+}
+
+static double top_margin(const float *logits, int32_t n) {
+    float best = -1e30f, second = -1e30f;
+    for (int32_t i = 0; i < n; i++) {
+        if (logits[i] > best) { second = best; best = logits[i]; }
+        else if (logits[i] > second) second = logits[i];
+    }
+    return (double)best - (double)second;
+}
+
+static void test_three_questions(void) {
+    static const struct { uint64_t index; const char *expected; } items[] = {
+        { 9, "green" },    /* What color is the circle in image 1? */
+        { 5, "right" },    /* Is the blue diamond in image 2 on the left or the right? */
+        { 28, "4" },       /* How many shapes are in image 2? */
+    };
+    oc_error e;
+    oc_model *m = NULL;
+    REQUIREF(oc_model_open(&m, TEXT, MMPROJ, NULL, &e) == OC_OK, "%s", e.message);
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.max_context_tokens = 512;
+    cp.max_images = 2;
+    cp.n_threads = 2;
+    oc_context *ctx = NULL;
+    REQUIREF(oc_context_open(&ctx, m, &cp, &e) == OC_OK, "%s", e.message);
+    uint8_t *rgb = malloc((size_t)OC_SCENE_MAX_IMAGES * SIDE * SIDE * 3);
+    REQUIRE(rgb);
+    for (size_t k = 0; k < sizeof items / sizeof items[0]; k++) {
+        oc_scene_item it;
+        REQUIRE(oc_scene_make(SEED, items[k].index, 1, 2, SIDE, &it, rgb) == 0);
+        CHECK(!strcmp(it.answer, items[k].expected));
+        oc_image_rgb images[2];
+        for (int32_t i = 0; i < it.n_images; i++)
+            images[i] = (oc_image_rgb){ rgb + (size_t)i * SIDE * SIDE * 3, SIDE, SIDE, SIDE * 3 };
+        answer a = { "", 0 };
+        oc_request r;
+        oc_request_default(&r);
+        r.question = it.question;
+        r.images = images;
+        r.n_images = it.n_images;
+        r.max_new_tokens = 8;
+        r.on_text = collect;
+        r.user = &a;
+        CHECKF(oc_ask(ctx, &r, &e) == OC_OK, "%s", e.message);
+        int32_t n_vocab = 0;
+        const float *logits = oc_context_prompt_logits(ctx, &n_vocab);
+        REQUIRE(logits && n_vocab > 1);
+        char got[64];
+        oc_scene_normalize(a.text, got, sizeof got);
+        CHECKF(!strcmp(got, items[k].expected), "%s -> '%s', expected '%s'", it.question, a.text,
+               items[k].expected);
+        printf("  %-60s -> %-6s (first-token logit margin %.2f)\n", it.question, got, top_margin(logits, n_vocab));
+    }
+    free(rgb);
+    oc_context_close(ctx);
+    oc_model_close(m);
+}
+
+static void test_readme_image_is_item_9(void) {
+    oc_image img;
+    oc_error e;
+    REQUIREF(oc_image_load(&img, "examples/demo/shapes.ppm", NULL, NULL, &e) == OC_OK, "%s", e.message);
+    uint8_t *rgb = malloc((size_t)OC_SCENE_MAX_IMAGES * SIDE * SIDE * 3);
+    REQUIRE(rgb);
+    oc_scene_item it;
+    REQUIRE(oc_scene_make(SEED, 9, 1, 2, SIDE, &it, rgb) == 0);
+    REQUIRE(img.width_px == SIDE && img.height_px == SIDE && img.stride_bytes == SIDE * 3 && it.n_images == 1);
+    CHECK(memcmp(img.rgb, rgb, (size_t)SIDE * SIDE * 3) == 0);
+    free(rgb);
+    oc_image_free(&img);
+}
+
+int main(void) {
+    CHECK_RUN(test_three_questions);
+    CHECK_RUN(test_readme_image_is_item_9);
+    return check_finish();
+}
