@@ -126,7 +126,7 @@ inline int oc_walk(const oc_keyset *ks, int *v, int *pos, int n) {
 /* Four elements of a K/V or Q row starting at element at; past n_left elements: 0. */
 inline float4 oc_load4(const __global uchar *base, int f16, size_t at, int n_left) {
     if (n_left >= 4)
-        return f16 ? vload_half4(0, (const __global half *)base + at) : vload4(0, (const __global float *)base + at);
+        return f16 ? vload_half4(0, (const __global half *)(base + 2 * at)) : vload4(0, (const __global float *)(base + 4 * at));
     float r[4];
     for (int e = 0; e < 4; e++)
         r[e] = e >= n_left ? 0.0f
@@ -269,12 +269,16 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
         barrier(CLK_LOCAL_MEM_FENCE);
         /* S = Q K^T for this item's RPT x KPT block */
         float s[RPT][KPT];
+        #pragma unroll
         for (int a = 0; a < RPT; a++)
             for (int b = 0; b < KPT; b++) s[a][b] = 0.0f;
         for (int c = 0; c < C4; c++) {
             float4 qv[RPT], kv[KPT];
+            #pragma unroll
             for (int a = 0; a < RPT; a++) qv[a] = qs4[(rg + 8 * a) * LS4 + c];
+            #pragma unroll
             for (int b = 0; b < KPT; b++) kv[b] = kvs4[(cg + 8 * b) * LS4 + c];
+            #pragma unroll
             for (int a = 0; a < RPT; a++)
                 for (int b = 0; b < KPT; b++)
                     s[a][b] = fma(qv[a].w, kv[b].w, fma(qv[a].z, kv[b].z, fma(qv[a].y, kv[b].y, fma(qv[a].x, kv[b].x, s[a][b]))));
@@ -331,10 +335,13 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
         /* O += P V */
         for (int t = 0; t < n_valid; t++) {
             float pa[RPT];
+            #pragma unroll
             for (int a = 0; a < RPT; a++) pa[a] = ps[(rg + 8 * a) * (BK + 1) + t];
+            #pragma unroll
             for (int c = 0; c < NC4; c++) {
                 if (4 * (cg + 8 * c) >= d) break;
                 float4 vv = kvs4[t * LS4 + cg + 8 * c];
+                #pragma unroll
                 for (int a = 0; a < RPT; a++) o[a][c] = fma((float4)(pa[a]), vv, o[a][c]);
             }
         }

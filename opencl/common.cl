@@ -9,7 +9,8 @@
 #define OC_DT_Q8_0 8
 
 /* Elements k0 .. k0+7 of a row of n_in elements (k0 a multiple of 8); elements past n_in are 0.
- * Quantized rows hold whole blocks, so only F32 and F16 rows can end inside the 8. */
+ * Quantized rows hold whole blocks, so only F32 and F16 rows can end inside the 8. Pointer
+ * arithmetic is done on bytes: some compilers refuse it on half pointers without cl_khr_fp16. */
 inline float8 oc_load8(int dtype, const __global uchar *row, int k0, int n_in) {
     if (dtype == OC_DT_Q8_0) {
         const __global uchar *blk = row + (size_t)(k0 >> 5) * 34;
@@ -25,7 +26,7 @@ inline float8 oc_load8(int dtype, const __global uchar *row, int k0, int n_in) {
         return (convert_float8(q) - 8.0f) * d;
     }
     if (k0 + 8 <= n_in) {
-        if (dtype == OC_DT_F16) return vload_half8(0, (const __global half *)row + k0);
+        if (dtype == OC_DT_F16) return vload_half8(0, (const __global half *)(row + 2 * (size_t)k0));
         return vload8(0, (const __global float *)row + k0);
     }
     float v[8];

@@ -125,7 +125,7 @@ static oc_status enumerate(found *list, int max, int *n, oc_error *err) {
     cl_int rc = clGetPlatformIDs(16, plats, &n_plat);
     *n = 0;
     if (rc == -1001 || (rc == CL_SUCCESS && n_plat == 0))
-        return oc_fail(err, OC_ERR_DEVICE, "opencl: no OpenCL platform found (clGetPlatformIDs: %d "
+        return oc_fail(err, OC_ERR_NOT_FOUND, "opencl: no OpenCL platform found (clGetPlatformIDs: %d "
                        "CL_PLATFORM_NOT_FOUND_KHR): install an OpenCL driver (ICD)", (int)rc);
     if (rc != CL_SUCCESS) return cl_fail(err, rc, "clGetPlatformIDs");
     for (cl_uint p = 0; p < n_plat && p < 16; p++) {
@@ -141,7 +141,7 @@ static oc_status enumerate(found *list, int max, int *n, oc_error *err) {
         }
     }
     if (*n == 0)
-        return oc_fail(err, OC_ERR_DEVICE, "opencl: %u OpenCL platform(s) but no device", (unsigned)n_plat);
+        return oc_fail(err, OC_ERR_NOT_FOUND, "opencl: %u OpenCL platform(s) but no device", (unsigned)n_plat);
     return OC_OK;
 }
 
@@ -207,6 +207,15 @@ static oc_status choose(const found *list, int n, const char *sel, int *pick, oc
     return oc_fail(err, OC_ERR_NOT_FOUND, "opencl: no device matches '%s' (devices: %s)", sel, names);
 }
 
+oc_status oc_cl_select(const char *selector, oc_cl_caps *out, oc_error *err) {
+    found list[MAX_LIST];
+    int n = 0, pick = 0;
+    oc_status st = enumerate(list, MAX_LIST, &n, err);
+    if (st == OC_OK) st = choose(list, n, selector, &pick, err);
+    if (st == OC_OK) describe(list[pick].platform, list[pick].device, pick, out);
+    return st;
+}
+
 /* ---- programs ------------------------------------------------------------------------------------------ */
 
 static const char *embedded(const char *name) {
@@ -238,9 +247,13 @@ static oc_status build_failed(oc_cl_device *dev, cl_program prog, const char *na
     return st;
 }
 
-static void build_options(const oc_cl_device *dev, char *opt, size_t n) {
-    snprintf(opt, n, "-cl-std=CL1.2 -DOC_ATT_RPT=%d -DOC_ATT_KPT=%d -DOC_HAVE_SUBGROUPS=%d",
-             dev->caps.attn_rows_per_item, dev->caps.attn_keys_per_item, dev->caps.has_subgroups);
+/* The attention tile shape goes to attn.cl only, so devices opened with another tile share the
+ * other programs' compiled form in the driver's cache. */
+static void build_options(const oc_cl_device *dev, const char *name, char *opt, size_t n) {
+    int k = snprintf(opt, n, "-cl-std=CL1.2 -DOC_HAVE_SUBGROUPS=%d", dev->caps.has_subgroups);
+    if (!strcmp(name, "attn.cl") && k > 0 && (size_t)k < n)
+        snprintf(opt + k, n - (size_t)k, " -DOC_ATT_RPT=%d -DOC_ATT_KPT=%d", dev->caps.attn_rows_per_item,
+                 dev->caps.attn_keys_per_item);
 }
 
 static oc_status build(oc_cl_device *dev, const char *name, const char *source, cl_program *out, oc_error *err) {
@@ -251,7 +264,7 @@ static oc_status build(oc_cl_device *dev, const char *name, const char *source, 
     cl_program prog = clCreateProgramWithSource(dev->context, 2, texts, NULL, &rc);
     if (rc != CL_SUCCESS) return cl_fail(err, rc, "clCreateProgramWithSource");
     char opt[160];
-    build_options(dev, opt, sizeof opt);
+    build_options(dev, name, opt, sizeof opt);
     rc = clBuildProgram(prog, 1, &dev->device, opt, NULL, NULL);
     if (rc != CL_SUCCESS) {
         oc_status st = build_failed(dev, prog, name, rc, err);
@@ -305,7 +318,8 @@ static int version_of(const char *v) {
     return (v[7] - '0') * 10 + (v[9] - '0');
 }
 
-oc_status oc_cl_open(oc_cl_device **out, const char *selector, const oc_allocator *alloc, oc_error *err) {
+oc_status oc_cl_open(oc_cl_device **out, const char *selector, const oc_cl_options *opt, const oc_allocator *alloc,
+                     oc_error *err) {
     *out = NULL;
     found list[MAX_LIST];
     int n = 0, pick = 0;
@@ -319,6 +333,9 @@ oc_status oc_cl_open(oc_cl_device **out, const char *selector, const oc_allocato
     dev->device = list[pick].device;
     dev->use_clblast = OC_HAVE_CLBLAST;
     describe(dev->platform, dev->device, pick, &dev->caps);
+    if (opt && (opt->attn_rows_per_item == 2 || opt->attn_rows_per_item == 4))
+        dev->caps.attn_rows_per_item = opt->attn_rows_per_item;
+    if (opt && opt->no_subgroups) dev->caps.has_subgroups = 0;
     char c_version[OC_CL_NAME_BYTES];
     info_str(dev->device, CL_DEVICE_OPENCL_C_VERSION, c_version, sizeof c_version);
     if (version_of(dev->caps.version) < 12 || strncmp(c_version, "OpenCL C ", 9) || c_version[9] < '1' ||

@@ -63,19 +63,30 @@ typedef struct oc_cl_caps {
 typedef struct oc_cl_device oc_cl_device;
 typedef struct oc_cl_buf oc_cl_buf;
 
+/* Choices made at open; zero-initialised (or a NULL pointer) means automatic. */
+typedef struct oc_cl_options {
+    int attn_rows_per_item;   /* 0: from the local memory size; 2 or 4 forces a tile of 16 or 32 rows */
+    int no_subgroups;         /* 1: local-memory reductions even where the device has subgroups */
+} oc_cl_options;
+
 /* Describe up to max_devices devices of every platform into out (may be NULL with max 0);
- * *n_found gets the total. [alloc: no] [errors: OC_ERR_DEVICE when there is no platform (-1001)
- * or no device] */
+ * *n_found gets the total. [alloc: no] [errors: OC_ERR_NOT_FOUND when there is no platform
+ * (-1001) or no device, OC_ERR_DEVICE when an OpenCL query fails] */
 oc_status oc_cl_list_devices(oc_cl_caps *out, int max_devices, int *n_found, oc_error *err);
+
+/* The device oc_cl_open would pick for selector (below), described, without opening it.
+ * [alloc: no] [errors: as oc_cl_list_devices, OC_ERR_NOT_FOUND when nothing matches] */
+oc_status oc_cl_select(const char *selector, oc_cl_caps *out, oc_error *err);
 
 /* Open a device and build every program for it. selector: NULL or "" picks the first GPU (else
  * the first device); all decimal digits picks that index of oc_cl_list_devices; anything else is
  * a case-insensitive substring of the device name, then of the platform name.
- * [alloc: yes] [errors: OC_ERR_DEVICE (no platform, no device, an OpenCL call failed, a program did
- * not build: the message names the program and starts its build log), OC_ERR_NOT_FOUND (selector
- * matches no device; the message lists them), OC_ERR_UNSUPPORTED (device below OpenCL 1.2),
- * OC_ERR_NOMEM] */
-oc_status oc_cl_open(oc_cl_device **out, const char *selector, const oc_allocator *alloc, oc_error *err);
+ * [alloc: yes] [errors: OC_ERR_NOT_FOUND (no platform, no device, or the selector matches none:
+ * the message lists them), OC_ERR_DEVICE (an OpenCL call failed, or a program did not build: the
+ * message names the program and starts its build log), OC_ERR_UNSUPPORTED (device below OpenCL
+ * 1.2), OC_ERR_NOMEM] */
+oc_status oc_cl_open(oc_cl_device **out, const char *selector, const oc_cl_options *opt, const oc_allocator *alloc,
+                     oc_error *err);
 void oc_cl_close(oc_cl_device *dev);   /* NULL is a no-op; free the device's buffers first */
 const oc_cl_caps *oc_cl_device_caps(const oc_cl_device *dev);
 

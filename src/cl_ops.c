@@ -210,7 +210,7 @@ oc_status oc_cl_fma_peak(oc_cl_device *dev, double *gflops, oc_error *err) {
         st = oc_cl_launch(dev, OC_CLK_FMA_PEAK, 1, &items, &wg, (int)OC_ARRAY_LEN(a), a, err);
         if (st == OC_OK) st = oc_cl_finish(dev, err);
         double s = (double)(oc_port_now_ns() - t0) * 1e-9;
-        double flops = 2.0 * 16 * 4 * (double)n_iter * (double)items;
+        double flops = 2.0 * 32 * 4 * (double)n_iter * (double)items;
         if (s > 0 && flops / s / 1e9 > best) best = flops / s / 1e9;
         /* grow the run until one takes ~50 ms, so launch overhead does not count */
         if (s < 0.05 && n_iter < (1 << 24)) n_iter *= s < 0.005 ? 8 : 2;

@@ -6,7 +6,9 @@
  * pair counts must match exactly), matmul for F32 / F16 / Q8_0 / Q4_0 x one / few / many tokens,
  * and the error paths (bad device name, program build failure, views outside buffers).
  * Device outputs are poisoned with NaN before every run. Without an OpenCL platform or device
- * (e.g. OCL_ICD_VENDORS=/nonexistent), or in builds without OpenCL, every case skips, saying why.
+ * (e.g. OCL_ICD_VENDORS=/nonexistent), or in builds without OpenCL, every case skips, saying why;
+ * a device that is there but does not open (a program fails to build) fails every case.
+ * OC_TEST_OPENCL_DEVICE=N|NAME picks the device (default: the first GPU, else the first device).
  * Under AddressSanitizer the leaks inside PoCL / LLVM are suppressed (toolchain notes §1). */
 #include "check.h"
 #include "core.h"
@@ -37,8 +39,11 @@ const char *__lsan_default_suppressions(void) {
 static oc_cl_device *g_dev;
 static char g_why[OC_ERROR_MESSAGE_BYTES + 32];
 
+static int g_open_failed;   /* a device exists but did not open: every case fails */
+
 static oc_cl_device *need_dev(void) {
-    if (!g_dev) check_skip("%s", g_why);
+    if (!g_dev && g_open_failed) check_fail_at(__FILE__, __LINE__, "%s", g_why);
+    else if (!g_dev) check_skip("%s", g_why);
     return g_dev;
 }
 
@@ -79,6 +84,15 @@ static float *rand_f32(check_rng *r, size_t n, float lo, float hi) {
 
 /* ---- device, errors --------------------------------------------------------------------------------- */
 
+static int contains_nocase_ascii(const char *hay, const char *needle) {
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (needle[i] && hay[i] && (hay[i] | 32) == (needle[i] | 32)) i++;
+        if (!needle[i]) return 1;
+    }
+    return 0;
+}
+
 static void test_devices(void) {
     if (!need_dev()) return;
     oc_cl_caps list[8];
@@ -99,16 +113,18 @@ static void test_devices(void) {
     for (char *p = name; *p; p++) *p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
     const char *sels[2] = { sel, name };
     for (int i = 0; i < 2; i++) {
-        oc_cl_device *d2 = NULL;
-        CHECKF(oc_cl_open(&d2, sels[i], NULL, &err) == OC_OK, "open '%s': %s", sels[i], err.message);
-        if (d2) CHECKF(!strcmp(oc_cl_device_caps(d2)->device, c->device) || i == 1, "'%s' opened another device", sels[i]);
-        oc_cl_close(d2);
+        oc_cl_caps got;
+        CHECKF(oc_cl_select(sels[i], &got, &err) == OC_OK, "select '%s': %s", sels[i], err.message);
+        CHECKF(got.index == c->index || (i == 1 && contains_nocase_ascii(got.device, name)), "'%s' picked device %d '%s'",
+               sels[i], got.index, got.device);
     }
-    /* a name that matches nothing, an index past the list */
+    /* a name that matches nothing, an index past the list: the same message from open */
     oc_cl_device *bad = NULL;
-    CHECK(oc_cl_open(&bad, "no-such-gpu-xyz", NULL, &err) == OC_ERR_NOT_FOUND && !bad);
+    oc_cl_caps none;
+    CHECK(oc_cl_select("no-such-gpu-xyz", &none, &err) == OC_ERR_NOT_FOUND);
+    CHECK(oc_cl_open(&bad, "no-such-gpu-xyz", NULL, NULL, &err) == OC_ERR_NOT_FOUND && !bad);
     CHECKF(strstr(err.message, "no device matches 'no-such-gpu-xyz'") && strstr(err.message, c->device), "%s", err.message);
-    CHECK(oc_cl_open(&bad, "99", NULL, &err) == OC_ERR_NOT_FOUND && !bad);
+    CHECK(oc_cl_select("99", &none, &err) == OC_ERR_NOT_FOUND);
 }
 
 static void test_build_failure(void) {
@@ -629,6 +645,30 @@ static void test_attn_patterns(void) {
     run_cases(cases, (int)OC_ARRAY_LEN(cases), 3, 0);
 }
 
+/* The 16-row tile that devices with 32 KiB of local memory get, forced on this device. */
+static void test_attn_small_tile(void) {
+    if (!need_dev()) return;
+    static const oc_token_span img[3] = { { 5, 45 }, { 47, 102 }, { 130, 167 } };
+    static const oc_head_pattern pat6[6] = {
+        { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_SINK, 0, 0 }, { OC_PATTERN_INTRA_IMAGE, 0, 0 },
+        { OC_PATTERN_INTRA_IMAGE_SINK, 0, 0 }, { OC_PATTERN_A_SHAPE, 4, 16 }, { OC_PATTERN_A_SHAPE, 0, 40 },
+    };
+    const attn_case cases[] = {
+        { "16-row tile: causal prefix, d128", 40, 90, 4, 2, 128, 50, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "16-row tile: patterns", 200, 200, 6, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 180, OC_DTYPE_F16, 0 },
+        { "16-row tile: decode split", 2, 300, 6, 3, 80, 298, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 170, OC_DTYPE_F32, 2 },
+    };
+    oc_cl_options opt = { 2, 1 };
+    oc_cl_device *small = NULL, *keep = g_dev;
+    oc_error err;
+    REQUIREF(oc_cl_open(&small, oc_cl_device_caps(keep)->device, &opt, NULL, &err) == OC_OK, "%s", err.message);
+    CHECK(oc_cl_device_caps(small)->attn_rows_per_item == 2 && !oc_cl_device_caps(small)->has_subgroups);
+    g_dev = small;   /* the helpers allocate on g_dev */
+    run_cases(cases, (int)OC_ARRAY_LEN(cases), 3, 0);
+    g_dev = keep;
+    oc_cl_close(small);
+}
+
 static void test_attn_errors(void) {
     if (!need_dev()) return;
     oc_cl_attn *at = NULL;
@@ -676,9 +716,13 @@ static void test_fma_peak(void) {
 int main(void) {
     oc_error err;
     uint64_t t0 = oc_port_now_ns();
-    if (oc_cl_open(&g_dev, getenv("OC_TEST_OPENCL_DEVICE"), NULL, &err) != OC_OK) {
-        snprintf(g_why, sizeof g_why, "no usable OpenCL device: %s", err.message);
-        g_dev = NULL;
+    const char *want = getenv("OC_TEST_OPENCL_DEVICE");   /* pick a device; then it must open */
+    oc_status st = oc_cl_open(&g_dev, want, NULL, NULL, &err);
+    if (st != OC_OK) {
+        /* no platform or no device: skip; anything else (a program that does not build) fails */
+        g_open_failed = st != OC_ERR_NOT_FOUND || (want && *want);
+        snprintf(g_why, sizeof g_why, "%s: %s", g_open_failed ? "the OpenCL device did not open" : "no OpenCL device",
+                 err.message);
     } else {
         printf("# opened in %.2f s\n", (double)(oc_port_now_ns() - t0) * 1e-9);
     }
@@ -694,6 +738,7 @@ int main(void) {
     CHECK_RUN(test_argmax);
     CHECK_RUN(test_attn_dense);
     CHECK_RUN(test_attn_patterns);
+    CHECK_RUN(test_attn_small_tile);
     CHECK_RUN(test_attn_errors);
     CHECK_RUN(test_fma_peak);
     oc_cl_close(g_dev);
