@@ -34,3 +34,15 @@ __kernel void oc_add_bias(__global float *y, int y_off, int y_stride, const __gl
     int c = get_global_id(0), r = get_global_id(1);
     if (c < n && r < n_rows) y[y_off + (size_t)r * y_stride + c] += b[c];
 }
+
+/* dst row r = src row idx[r / unit] * unit + r % unit, rows of dim floats (Qwen2.5-VL's window
+ * order and its inverse, as a gather). Item (c, r). A source row outside [0, n_src_rows) leaves
+ * the destination row as it was. */
+__kernel void oc_gather_rows(__global float *dst, int dst_off, const __global float *src, int src_off, int n_src_rows,
+                             const __global int *idx, int idx_off, int n_rows, int dim, int unit) {
+    int c = get_global_id(0), r = get_global_id(1);
+    if (c >= dim || r >= n_rows) return;
+    int sr = idx[idx_off + r / unit] * unit + r % unit;
+    if (sr < 0 || sr >= n_src_rows) return;
+    dst[dst_off + (size_t)r * dim + c] = src[src_off + (size_t)sr * dim + c];
+}

@@ -6,7 +6,7 @@
  * rows (stacked mode), so every work-group sees rows of one class. A run is RUN_INTS ints:
  * i0, len, c0, c1 (the base mask's key range of the class: the segment, or [0, n_kv)), image (the
  * rows' image or -1). The cuts do not depend on the head patterns, so one prepare serves every
- * layer of a forward pass.
+ * layer of a forward pass; a prepare that repeats the last geometry uploads nothing.
  * Stacked mode (n_q x heads per kv head <= BQ, i.e. decode): one work-group per (run, kv head)
  * takes every query head of the group, so each K/V tile is read once for the group.
  * Split (flash-decoding, at most SPLIT_MAX_Q rows): when the work-groups would not fill the
@@ -29,18 +29,21 @@ struct oc_cl_attn {
     int32_t bq, bk;                  /* rows per work-group, keys per tile */
     int32_t runs_cap, items_cap;
     int32_t *runs, *img;             /* host copies: [runs_cap][RUN_INTS], [max(1, images)][IMG_INTS] */
+    oc_token_span *segs;             /* [max(1, max_segments)]: the prepared call's segments */
     oc_cl_buf *runs_buf, *img_buf, *partials_buf, *counts_buf;
     uint32_t *counts;                /* [items_cap][2] host copy for stats */
-    int32_t force_chunks;
+    int32_t force_chunks, forced_for;
     /* the prepared call */
     int prepared, causal, stacked;
-    int32_t n_q, n_kv, q_offset, n_runs, n_images, n_chunks, chunk_keys;
+    oc_attn_mask_kind mask;
+    int32_t n_q, n_kv, q_offset, n_segments, n_runs, n_images, n_chunks, chunk_keys;
     uint64_t base_pairs;             /* pairs the base mask keeps, per head */
 };
 
 static size_t runs_bytes(const oc_cl_attn *at) { return (size_t)at->runs_cap * RUN_INTS * sizeof(int32_t); }
 static size_t img_bytes(const oc_cl_attn *at) { return (size_t)OC_MAX(1, at->lim.max_images) * IMG_INTS * sizeof(int32_t); }
 static size_t counts_bytes(const oc_cl_attn *at) { return (size_t)at->items_cap * 2 * sizeof(uint32_t); }
+static size_t segs_bytes(const oc_cl_attn *at) { return (size_t)OC_MAX(1, at->lim.max_segments) * sizeof(oc_token_span); }
 
 /* floats of one local row: head_dim rounded to 32, plus 4 so rows start on other banks */
 static size_t local_row_floats(int32_t head_dim) { return (size_t)((head_dim + 31) / 32 * 32 + 4); }
@@ -55,6 +58,7 @@ void oc_cl_attn_close(oc_cl_attn *at) {
     oc_mem_free(alloc, at->runs, runs_bytes(at));
     oc_mem_free(alloc, at->img, img_bytes(at));
     oc_mem_free(alloc, at->counts, counts_bytes(at));
+    oc_mem_free(alloc, at->segs, segs_bytes(at));
     oc_mem_free(alloc, at, sizeof *at);
 }
 
@@ -90,8 +94,9 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
     at->runs = oc_mem_alloc(dev->alloc, runs_bytes(at));
     at->img = oc_mem_calloc(dev->alloc, img_bytes(at));
     at->counts = oc_mem_alloc(dev->alloc, counts_bytes(at));
+    at->segs = oc_mem_alloc(dev->alloc, segs_bytes(at));
     oc_status st = OC_OK;
-    if (!at->runs || !at->img || !at->counts) st = oc_fail(err, OC_ERR_NOMEM, "opencl attn: out of memory");
+    if (!at->runs || !at->img || !at->counts || !at->segs) st = oc_fail(err, OC_ERR_NOMEM, "opencl attn: out of memory");
     size_t partials = (size_t)SPLIT_MAX_CHUNKS * lim->n_head * OC_MIN(lim->max_n_q, SPLIT_MAX_Q) * (lim->head_dim + 2) * 4;
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, runs_bytes(at), &at->runs_buf, err);
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, img_bytes(at), &at->img_buf, err);
@@ -202,10 +207,32 @@ static void build_runs(oc_cl_attn *at, const oc_cl_attn_shape *s, int32_t max_le
     at->n_runs = n;
 }
 
+/* 1 when s is the geometry prepared last (every layer of a forward pass asks for the same one). */
+static int same_geometry(const oc_cl_attn *at, const oc_cl_attn_shape *s) {
+    if (!at->prepared || s->n_q != at->n_q || s->n_kv != at->n_kv || s->q_offset != at->q_offset ||
+        s->mask != at->mask || (s->layout ? oc_layout_n_images(s->layout) : 0) != at->n_images)
+        return 0;
+    if (s->mask == OC_ATTN_SEGMENTS &&
+        (s->n_segments != at->n_segments ||
+         (s->n_segments && memcmp(s->segments, at->segs, (size_t)s->n_segments * sizeof *s->segments))))
+        return 0;
+    for (int32_t g = 0; g < at->n_images; g++) {
+        oc_token_span sp = oc_layout_image_span(s->layout, g);
+        if (at->img[g * IMG_INTS] != sp.start || at->img[g * IMG_INTS + 1] != sp.end ||
+            at->img[g * IMG_INTS + 2] != oc_layout_image_n_sink(s->layout, g))
+            return 0;
+    }
+    return at->force_chunks == at->forced_for;
+}
+
 oc_status oc_cl_attn_prepare(oc_cl_attn *at, const oc_cl_attn_shape *s, oc_error *err) {
-    at->prepared = 0;
     oc_status st = check_shape(at, s, err);
-    if (st != OC_OK) return st;
+    if (st != OC_OK) {
+        at->prepared = 0;
+        return st;
+    }
+    if (same_geometry(at, s)) return OC_OK;   /* runs and image table are on the device already */
+    at->prepared = 0;
     int32_t n_rep = at->lim.n_head / at->lim.n_head_kv;
     at->stacked = n_rep > 1 && s->n_q >= 1 && s->n_q <= at->bq / n_rep;
     build_runs(at, s, at->stacked ? at->bq / n_rep : at->bq);
@@ -238,6 +265,10 @@ oc_status oc_cl_attn_prepare(oc_cl_attn *at, const oc_cl_attn_shape *s, oc_error
     at->n_q = s->n_q;
     at->n_kv = s->n_kv;
     at->q_offset = s->q_offset;
+    at->mask = s->mask;
+    at->n_segments = s->mask == OC_ATTN_SEGMENTS ? s->n_segments : 0;
+    if (at->n_segments) memcpy(at->segs, s->segments, (size_t)at->n_segments * sizeof *s->segments);
+    at->forced_for = at->force_chunks;
     at->causal = s->mask == OC_ATTN_CAUSAL;
     at->base_pairs = base_pairs(s);
     if (at->n_runs > 0) st = oc_cl_upload(at->dev, at->runs_buf, 0, at->runs, (size_t)at->n_runs * RUN_INTS * sizeof(int32_t), err);

@@ -7,7 +7,9 @@
  * Use: open one context per model with its limits; per forward pass, oc_cl_attn_prepare once
  * with the call geometry (positions, mask, layout: the same for every layer), then
  * oc_cl_attn_run per layer with that layer's buffers and head patterns. prepare uploads a few
- * hundred bytes (the query runs and the image table) and waits for that copy; run only enqueues.
+ * hundred bytes (the query runs and the image table) and waits for that copy, unless the geometry
+ * is the one prepared last (then it does nothing, so calling it before every run is cheap); run
+ * only enqueues.
  * Results depend only on the shapes and the device (the key split of long decode calls follows
  * its compute-unit count), never on timing. */
 #ifndef OC_CL_ATTN_H

@@ -414,11 +414,20 @@ static oc_status check_range(const oc_cl_buf *b, size_t off, size_t n, const cha
     return OC_OK;
 }
 
-oc_status oc_cl_upload(oc_cl_device *dev, oc_cl_buf *dst, size_t off, const void *src, size_t n, oc_error *err) {
+static oc_status upload(oc_cl_device *dev, oc_cl_buf *dst, size_t off, const void *src, size_t n, cl_bool wait,
+                        oc_error *err) {
     oc_status st = check_range(dst, off, n, "upload", err);
     if (st != OC_OK || n == 0) return st;
-    cl_int rc = clEnqueueWriteBuffer(dev->queue, dst->mem, CL_TRUE, off, n, src, 0, NULL, NULL);
+    cl_int rc = clEnqueueWriteBuffer(dev->queue, dst->mem, wait, off, n, src, 0, NULL, NULL);
     return rc == CL_SUCCESS ? OC_OK : cl_fail(err, rc, "clEnqueueWriteBuffer");
+}
+
+oc_status oc_cl_upload(oc_cl_device *dev, oc_cl_buf *dst, size_t off, const void *src, size_t n, oc_error *err) {
+    return upload(dev, dst, off, src, n, CL_TRUE, err);
+}
+
+oc_status oc_cl_upload_nowait(oc_cl_device *dev, oc_cl_buf *dst, size_t off, const void *src, size_t n, oc_error *err) {
+    return upload(dev, dst, off, src, n, CL_FALSE, err);
 }
 
 oc_status oc_cl_download(oc_cl_device *dev, const oc_cl_buf *src, size_t off, void *dst, size_t n, oc_error *err) {

@@ -16,13 +16,13 @@
 
 /* Every kernel the library launches: id, program (opencl/FILE), function name. */
 #define OC_CL_KERNEL_LIST(X)                          \
-    X(RMS_NORM, "norm.cl", "oc_rms_norm")             \
-    X(LAYER_NORM, "norm.cl", "oc_layer_norm")         \
+    X(NORM, "norm.cl", "oc_norm")                     \
     X(ROPE_NEOX, "rope.cl", "oc_rope_neox")           \
     X(ACT, "elementwise.cl", "oc_act")                \
     X(GLU, "elementwise.cl", "oc_glu")                \
     X(ADD, "elementwise.cl", "oc_add")                \
     X(ADD_BIAS, "elementwise.cl", "oc_add_bias")      \
+    X(GATHER_ROWS, "elementwise.cl", "oc_gather_rows") \
     X(EMBED, "embed.cl", "oc_embed")                  \
     X(KV_STORE, "kv.cl", "oc_kv_store")               \
     X(ARGMAX, "argmax.cl", "oc_argmax")               \
@@ -113,6 +113,10 @@ oc_status oc_cl_upload(oc_cl_device *dev, oc_cl_buf *dst, size_t dst_offset_byte
                        size_t n_bytes, oc_error *err);
 oc_status oc_cl_download(oc_cl_device *dev, const oc_cl_buf *src, size_t src_offset_bytes, void *dst,
                          size_t n_bytes, oc_error *err);
+/* Queue a host -> device copy and return at once: src must stay unchanged until the next
+ * download or oc_cl_finish (data that lives as long as the model: plan patterns, tables). */
+oc_status oc_cl_upload_nowait(oc_cl_device *dev, oc_cl_buf *dst, size_t dst_offset_bytes, const void *src,
+                              size_t n_bytes, oc_error *err);
 /* Fill n_bytes at offset with a repeated 4-byte pattern (offset and n_bytes multiples of 4). */
 oc_status oc_cl_fill32(oc_cl_device *dev, oc_cl_buf *dst, size_t offset_bytes, uint32_t pattern,
                        size_t n_bytes, oc_error *err);

@@ -45,34 +45,23 @@ static oc_status row_count_check(int64_t n_rows, int64_t n, const char *op, oc_e
 
 /* ---- norms --------------------------------------------------------------------------------------------- */
 
-static oc_status norm(oc_cl_device *dev, oc_cl_kernel_id id, const char *op, oc_cl_mat y, oc_cl_mat x,
-                      const oc_cl_buf *w, const oc_cl_buf *b, int64_t n_rows, int64_t n, float eps, oc_error *err) {
+oc_status oc_cl_norm(oc_cl_device *dev, oc_cl_norm_kind kind, oc_cl_mat y, oc_cl_mat x, oc_cl_mat res,
+                     const oc_cl_buf *w, const oc_cl_buf *b, int64_t n_rows, int64_t n, float eps, oc_error *err) {
     oc_status st;
-    if ((st = row_count_check(n_rows, n, op, err)) || (st = mat_check(x, n_rows, n, op, "x", err)) ||
-        (st = mat_check(y, n_rows, n, op, "y", err)) || (w && (st = vec_check(w, 0, n, op, "weight", err))) ||
-        (b && (st = vec_check(b, 0, n, op, "bias", err))))
+    if (kind != OC_CL_NORM_RMS && kind != OC_CL_NORM_LAYER)
+        return oc_fail(err, OC_ERR_INVALID, "opencl norm: unknown kind %d", (int)kind);
+    if ((st = row_count_check(n_rows, n, "norm", err)) || (st = mat_check(x, n_rows, n, "norm", "x", err)) ||
+        (y.buf && (st = mat_check(y, n_rows, n, "norm", "y", err))) ||
+        (res.buf && (st = mat_check(res, n_rows, n, "norm", "residual", err))) ||
+        (w && (st = vec_check(w, 0, n, "norm", "weight", err))) || (b && (st = vec_check(b, 0, n, "norm", "bias", err))))
         return st;
-    size_t wg = oc_cl_pow2_wg(dev, id, ROW_WG), global = wg * (size_t)n_rows;
-    if (id == OC_CLK_RMS_NORM) {
-        oc_cl_arg a[] = { OC_CL_BUF(y.buf), OC_CL_I32(y.off), OC_CL_I32(y.stride), OC_CL_BUF(x.buf), OC_CL_I32(x.off),
-                          OC_CL_I32(x.stride), OC_CL_BUF(w), OC_CL_I32(w != NULL), OC_CL_I32(n), OC_CL_F32(eps),
-                          OC_CL_LOCAL(wg * sizeof(float)) };
-        return oc_cl_launch(dev, id, 1, &global, &wg, (int)OC_ARRAY_LEN(a), a, err);
-    }
-    oc_cl_arg a[] = { OC_CL_BUF(y.buf), OC_CL_I32(y.off), OC_CL_I32(y.stride), OC_CL_BUF(x.buf), OC_CL_I32(x.off),
-                      OC_CL_I32(x.stride), OC_CL_BUF(w), OC_CL_I32(w != NULL), OC_CL_BUF(b), OC_CL_I32(b != NULL),
-                      OC_CL_I32(n), OC_CL_F32(eps), OC_CL_LOCAL(wg * sizeof(float)) };
-    return oc_cl_launch(dev, id, 1, &global, &wg, (int)OC_ARRAY_LEN(a), a, err);
-}
-
-oc_status oc_cl_rms_norm(oc_cl_device *dev, oc_cl_mat y, oc_cl_mat x, const oc_cl_buf *w, int64_t n_rows,
-                         int64_t n, float eps, oc_error *err) {
-    return norm(dev, OC_CLK_RMS_NORM, "rms_norm", y, x, w, NULL, n_rows, n, eps, err);
-}
-
-oc_status oc_cl_layer_norm(oc_cl_device *dev, oc_cl_mat y, oc_cl_mat x, const oc_cl_buf *w, const oc_cl_buf *b,
-                           int64_t n_rows, int64_t n, float eps, oc_error *err) {
-    return norm(dev, OC_CLK_LAYER_NORM, "layer_norm", y, x, w, b, n_rows, n, eps, err);
+    size_t wg = oc_cl_pow2_wg(dev, OC_CLK_NORM, ROW_WG), global = wg * (size_t)n_rows;
+    oc_cl_arg a[] = { OC_CL_I32(kind == OC_CL_NORM_LAYER), OC_CL_BUF(y.buf), OC_CL_I32(y.off), OC_CL_I32(y.stride),
+                      OC_CL_I32(y.buf != NULL), OC_CL_BUF(x.buf), OC_CL_I32(x.off), OC_CL_I32(x.stride),
+                      OC_CL_BUF(res.buf), OC_CL_I32(res.off), OC_CL_I32(res.stride), OC_CL_I32(res.buf != NULL),
+                      OC_CL_BUF(w), OC_CL_I32(w != NULL), OC_CL_BUF(b), OC_CL_I32(b != NULL), OC_CL_I32(n),
+                      OC_CL_F32(eps), OC_CL_LOCAL(wg * sizeof(float)) };
+    return oc_cl_launch(dev, OC_CLK_NORM, 1, &global, &wg, (int)OC_ARRAY_LEN(a), a, err);
 }
 
 /* ---- element-wise ------------------------------------------------------------------------------------------ */
@@ -133,6 +122,26 @@ oc_status oc_cl_rope_neox(oc_cl_device *dev, oc_cl_buf *x, int64_t off, int64_t 
                       OC_CL_I32(n_pairs), OC_CL_I32(n_tokens), OC_CL_BUF(cos_t.buf), OC_CL_I32(cos_t.off),
                       OC_CL_BUF(sin_t.buf), OC_CL_I32(sin_t.off), OC_CL_I32(cos_t.stride) };
     return oc_cl_launch(dev, OC_CLK_ROPE_NEOX, 3, global, NULL, (int)OC_ARRAY_LEN(a), a, err);
+}
+
+oc_status oc_cl_gather_rows(oc_cl_device *dev, oc_cl_buf *dst, int64_t dst_off, const oc_cl_buf *src, int64_t src_off,
+                            int64_t n_src_rows, const oc_cl_buf *idx, int64_t idx_off, int64_t n_rows, int64_t dim,
+                            int32_t unit, oc_error *err) {
+    oc_status st;
+    if (unit < 1 || n_rows % unit || n_src_rows < 1 || n_src_rows > INT32_MAX ||
+        (st = row_count_check(n_rows, dim, "gather_rows", err)) != OC_OK)
+        return oc_fail(err, OC_ERR_INVALID, "opencl gather_rows: %lld rows of %lld in units of %d from %lld rows",
+                       (long long)n_rows, (long long)dim, (int)unit, (long long)n_src_rows);
+    if ((st = mat_check(oc_cl_mat_of(dst, dst_off, dim), n_rows, dim, "gather_rows", "dst", err)) ||
+        (st = mat_check(oc_cl_mat_of((oc_cl_buf *)src, src_off, dim), n_src_rows, dim, "gather_rows", "src", err)))
+        return st;
+    if (!span_ok(idx, idx_off, n_rows / unit, sizeof(int32_t)))
+        return oc_fail(err, OC_ERR_RANGE, "opencl gather_rows: %lld indices from %lld do not fit their buffer",
+                       (long long)(n_rows / unit), (long long)idx_off);
+    size_t global[2] = { (size_t)dim, (size_t)n_rows };
+    oc_cl_arg a[] = { OC_CL_BUF(dst), OC_CL_I32(dst_off), OC_CL_BUF(src), OC_CL_I32(src_off), OC_CL_I32(n_src_rows),
+                      OC_CL_BUF(idx), OC_CL_I32(idx_off), OC_CL_I32(n_rows), OC_CL_I32(dim), OC_CL_I32(unit) };
+    return oc_cl_launch(dev, OC_CLK_GATHER_ROWS, 2, global, NULL, (int)OC_ARRAY_LEN(a), a, err);
 }
 
 /* ---- embedding, KV cache, argmax ------------------------------------------------------------------------------ */

@@ -25,12 +25,13 @@ static inline oc_cl_mat oc_cl_mat_of(oc_cl_buf *buf, int64_t off, int64_t stride
 
 /* ---- norms, activations, rotary, residuals (src/nn.h) --------------------------------------------- */
 
-/* y[r] = rms_norm(x[r]) * w for r < n_rows, rows of n; w: n floats or NULL. y may equal x. */
-oc_status oc_cl_rms_norm(oc_cl_device *dev, oc_cl_mat y, oc_cl_mat x, const oc_cl_buf *w, int64_t n_rows,
-                         int64_t n, float eps, oc_error *err);
-/* y[r] = layer_norm(x[r]) * w + b; w, b: n floats or NULL. */
-oc_status oc_cl_layer_norm(oc_cl_device *dev, oc_cl_mat y, oc_cl_mat x, const oc_cl_buf *w, const oc_cl_buf *b,
-                           int64_t n_rows, int64_t n, float eps, oc_error *err);
+typedef enum oc_cl_norm_kind { OC_CL_NORM_RMS = 0, OC_CL_NORM_LAYER } oc_cl_norm_kind;
+
+/* For rows r < n_rows of n floats: x[r] += res[r] when res.buf != NULL (the residual add, fused);
+ * then, when y.buf != NULL, y[r] = norm(x[r]) * w (+ b for LAYER), with RMS = oc_rms_norm and
+ * LAYER = oc_layer_norm of src/nn.h. w, b: n floats or NULL. y may be x or res. */
+oc_status oc_cl_norm(oc_cl_device *dev, oc_cl_norm_kind kind, oc_cl_mat y, oc_cl_mat x, oc_cl_mat res,
+                     const oc_cl_buf *w, const oc_cl_buf *b, int64_t n_rows, int64_t n, float eps, oc_error *err);
 /* x[i] = act(x[i]) for i < n, from float off. */
 oc_status oc_cl_act(oc_cl_device *dev, oc_cl_buf *x, int64_t off, int64_t n, oc_act act, oc_error *err);
 /* out[i] = act(gate[i]) * up[i] (SwiGLU with OC_ACT_SILU); out may alias gate or up. */
@@ -45,6 +46,13 @@ oc_status oc_cl_add(oc_cl_device *dev, oc_cl_buf *y, int64_t y_off, const oc_cl_
 oc_status oc_cl_rope_neox(oc_cl_device *dev, oc_cl_buf *x, int64_t off, int64_t stride_token, int64_t stride_head,
                           int32_t n_tokens, int32_t n_heads, int32_t n_pairs, oc_cl_mat cos_t, oc_cl_mat sin_t,
                           oc_error *err);
+
+/* dst row r = src row idx[idx_off + r / unit] * unit + r % unit for r < n_rows, rows of dim floats
+ * packed from dst_off / src_off (Qwen2.5-VL's window order and its inverse); idx: int32 on the
+ * device. A source row outside [0, n_src_rows) leaves its destination row as it was. */
+oc_status oc_cl_gather_rows(oc_cl_device *dev, oc_cl_buf *dst, int64_t dst_off, const oc_cl_buf *src, int64_t src_off,
+                            int64_t n_src_rows, const oc_cl_buf *idx, int64_t idx_off, int64_t n_rows, int64_t dim,
+                            int32_t unit, oc_error *err);
 
 /* ---- weights and matrix products (src/matmul.h) ----------------------------------------------------- */
 

@@ -142,7 +142,8 @@ static void test_range_errors(void) {
     oc_cl_buf *b = dbuf(400);   /* 100 floats */
     if (!b) return;
     oc_error err;
-    CHECK(oc_cl_rms_norm(g_dev, oc_cl_mat_of(b, 0, 50), oc_cl_mat_of(b, 0, 50), NULL, 3, 50, 1e-6f, &err) == OC_ERR_RANGE);
+    CHECK(oc_cl_norm(g_dev, OC_CL_NORM_RMS, oc_cl_mat_of(b, 0, 50), oc_cl_mat_of(b, 0, 50), oc_cl_mat_of(NULL, 0, 0), NULL,
+                     NULL, 3, 50, 1e-6f, &err) == OC_ERR_RANGE);
     CHECK(oc_cl_add(g_dev, b, 90, b, 0, 11, &err) == OC_ERR_RANGE);
     CHECK(oc_cl_act(g_dev, b, -1, 4, OC_ACT_SILU, &err) == OC_ERR_RANGE);
     float h[4];
@@ -161,6 +162,21 @@ static void test_range_errors(void) {
 
 /* ---- norms, activations, rotary ------------------------------------------------------------------------ */
 
+/* norm(x + res) rows in double: the residual add in f32 first, as the kernel (and nn.c's callers) do. */
+static void norm_ref(double *ref, float *xsum, const float *x, const float *res, int rows, int n, int stride, int layer,
+                     const float *w, const float *b) {
+    for (int i = 0; i < rows; i++) {
+        float *xr = xsum + (size_t)i * n;
+        for (int k = 0; k < n; k++) xr[k] = x[(size_t)i * stride + k] + (res ? res[(size_t)i * n + k] : 0.0f);
+        double mean = 0, ss = 0;
+        for (int k = 0; k < n; k++) mean += xr[k];
+        mean = layer ? mean / n : 0;
+        for (int k = 0; k < n; k++) ss += (xr[k] - mean) * (xr[k] - mean);
+        double inv = 1.0 / sqrt(ss / n + 1e-6);
+        for (int k = 0; k < n; k++) ref[(size_t)i * n + k] = (xr[k] - mean) * inv * (w ? w[k] : 1.0) + (b ? b[k] : 0.0);
+    }
+}
+
 static void test_norms(void) {
     if (!need_dev()) return;
     check_rng r = { 11 };
@@ -169,54 +185,96 @@ static void test_norms(void) {
     for (int ni = 0; ni < 2; ni++) {
         int n = ns[ni], stride = n + 3;
         float *x = rand_f32(&r, (size_t)rows * stride, -3.0f, 3.0f), *w = rand_f32(&r, (size_t)n, 0.5f, 1.5f),
-              *bb = rand_f32(&r, (size_t)n, -1.0f, 1.0f);
-        oc_cl_buf *dx = dup_host(x, sizeof(float) * rows * stride), *dw = dup_host(w, sizeof(float) * n),
-                  *db = dup_host(bb, sizeof(float) * n), *dy = dbuf(sizeof(float) * rows * n);
+              *bb = rand_f32(&r, (size_t)n, -1.0f, 1.0f), *res = rand_f32(&r, (size_t)rows * n, -1.0f, 1.0f);
+        float *xsum = malloc(sizeof(float) * rows * n);
         double *ref = malloc(sizeof(double) * rows * n);
-        for (int kind = 0; kind < 4 && dx && dy; kind++) {   /* rms, rms without w, layer, layer without w/b */
-            int layer = kind >= 2, with_w = kind % 2 == 0;
-            for (int i = 0; i < rows; i++) {
-                const float *xr = x + (size_t)i * stride;
-                double mean = 0, ss = 0;
-                for (int k = 0; k < n; k++) mean += xr[k];
-                mean = layer ? mean / n : 0;
-                for (int k = 0; k < n; k++) ss += (xr[k] - mean) * (xr[k] - mean);
-                double inv = 1.0 / sqrt(ss / n + 1e-6);
-                for (int k = 0; k < n; k++)
-                    ref[(size_t)i * n + k] = (xr[k] - mean) * inv * (with_w ? w[k] : 1.0) + (layer && with_w ? bb[k] : 0.0);
-            }
+        oc_cl_buf *dw = dup_host(w, sizeof(float) * n), *db = dup_host(bb, sizeof(float) * n), *dy = dbuf(sizeof(float) * rows * n);
+        /* kinds: rms, rms without w, layer, layer without w and b; each with and without a residual */
+        for (int kind = 0; kind < 8 && dy; kind++) {
+            int layer = (kind & 3) >= 2, with_w = kind % 2 == 0, with_res = kind >= 4;
+            norm_ref(ref, xsum, x, with_res ? res : NULL, rows, n, stride, layer, with_w ? w : NULL,
+                     layer && with_w ? bb : NULL);
+            oc_cl_buf *dx = dup_host(x, sizeof(float) * rows * stride), *dr = dup_host(res, sizeof(float) * rows * n);
             poison(dy);
             oc_error err;
-            oc_status st = layer ? oc_cl_layer_norm(g_dev, oc_cl_mat_of(dy, 0, n), oc_cl_mat_of(dx, 0, stride),
-                                                    with_w ? dw : NULL, with_w ? db : NULL, rows, n, 1e-6f, &err)
-                                 : oc_cl_rms_norm(g_dev, oc_cl_mat_of(dy, 0, n), oc_cl_mat_of(dx, 0, stride),
-                                                  with_w ? dw : NULL, rows, n, 1e-6f, &err);
+            oc_status st = oc_cl_norm(g_dev, layer ? OC_CL_NORM_LAYER : OC_CL_NORM_RMS, oc_cl_mat_of(dy, 0, n),
+                                      oc_cl_mat_of(dx, 0, stride), oc_cl_mat_of(with_res ? dr : NULL, 0, n),
+                                      with_w ? dw : NULL, layer && with_w ? db : NULL, rows, n, 1e-6f, &err);
             CHECKF(st == OC_OK, "%s", err.message);
-            float *y = fetch(dy);
+            float *y = fetch(dy), *xs = fetch(dx);
             double e = check_rel_err_f32(y, ref, (size_t)rows * n);
             CHECKF(e < 1e-5, "norm kind %d n %d: rel err %.3g", kind, n, e);
-            free(y);
+            int bad = 0;   /* x holds x + res afterwards (exactly: one f32 add) */
+            for (int i = 0; i < rows; i++)
+                for (int k = 0; k < n; k++) bad += xs[(size_t)i * stride + k] != xsum[(size_t)i * n + k];
+            CHECKF(!bad, "norm kind %d: %d elements of x + res differ", kind, bad);
+            free(y); free(xs);
+            oc_cl_buf_free(dx); oc_cl_buf_free(dr);
         }
-        /* in place: y == x */
+        /* in place (y == x) and into the residual (y == res); and the residual add alone (no y) */
+        oc_cl_buf *dx = dup_host(x, sizeof(float) * rows * stride), *dr = dup_host(res, sizeof(float) * rows * n);
         oc_error err;
-        CHECKF(oc_cl_rms_norm(g_dev, oc_cl_mat_of(dx, 0, stride), oc_cl_mat_of(dx, 0, stride), dw, rows, n, 1e-6f, &err) == OC_OK,
-               "%s", err.message);
+        CHECKF(oc_cl_norm(g_dev, OC_CL_NORM_RMS, oc_cl_mat_of(dx, 0, stride), oc_cl_mat_of(dx, 0, stride),
+                          oc_cl_mat_of(NULL, 0, 0), dw, NULL, rows, n, 1e-6f, &err) == OC_OK, "%s", err.message);
+        norm_ref(ref, xsum, x, NULL, rows, n, stride, 0, w, NULL);
         float *y = fetch(dx);
-        for (int i = 0; i < rows; i++) {
-            double ss = 0;
-            for (int k = 0; k < n; k++) ss += (double)x[(size_t)i * stride + k] * x[(size_t)i * stride + k];
-            double inv = 1.0 / sqrt(ss / n + 1e-6), num = 0, den = 0;
+        double num = 0, den = 0;
+        for (int i = 0; i < rows; i++)
             for (int k = 0; k < n; k++) {
-                double want = x[(size_t)i * stride + k] * inv * w[k], got = y[(size_t)i * stride + k];
-                num += (got - want) * (got - want);
-                den += want * want;
+                double d = y[(size_t)i * stride + k] - ref[(size_t)i * n + k];
+                num += d * d;
+                den += ref[(size_t)i * n + k] * ref[(size_t)i * n + k];
             }
-            CHECKF(sqrt(num / den) < 1e-5, "in-place rms row %d", i);
-        }
+        CHECKF(sqrt(num / den) < 1e-5, "in-place rms: rel err %.3g", sqrt(num / den));
         free(y);
-        free(x); free(w); free(bb); free(ref);
-        oc_cl_buf_free(dx); oc_cl_buf_free(dw); oc_cl_buf_free(db); oc_cl_buf_free(dy);
+        oc_cl_buf_free(dx);
+        dx = dup_host(x, sizeof(float) * rows * stride);
+        CHECKF(oc_cl_norm(g_dev, OC_CL_NORM_LAYER, oc_cl_mat_of(dr, 0, n), oc_cl_mat_of(dx, 0, stride),
+                          oc_cl_mat_of(dr, 0, n), dw, db, rows, n, 1e-6f, &err) == OC_OK, "%s", err.message);
+        norm_ref(ref, xsum, x, res, rows, n, stride, 1, w, bb);
+        y = fetch(dr);
+        CHECKF(check_rel_err_f32(y, ref, (size_t)rows * n) < 1e-5, "layer norm into the residual");
+        free(y);
+        oc_cl_buf_free(dx);
+        dx = dup_host(x, sizeof(float) * rows * stride);
+        oc_cl_buf_free(dr);
+        dr = dup_host(res, sizeof(float) * rows * n);
+        CHECKF(oc_cl_norm(g_dev, OC_CL_NORM_RMS, oc_cl_mat_of(NULL, 0, 0), oc_cl_mat_of(dx, 0, stride),
+                          oc_cl_mat_of(dr, 0, n), NULL, NULL, rows, n, 1e-6f, &err) == OC_OK, "%s", err.message);
+        y = fetch(dx);
+        int bad = 0;
+        for (int i = 0; i < rows; i++)
+            for (int k = 0; k < n; k++) bad += y[(size_t)i * stride + k] != x[(size_t)i * stride + k] + res[(size_t)i * n + k];
+        CHECKF(!bad, "residual add alone: %d differ", bad);
+        free(y);
+        free(x); free(w); free(bb); free(res); free(xsum); free(ref);
+        oc_cl_buf_free(dx); oc_cl_buf_free(dr); oc_cl_buf_free(dw); oc_cl_buf_free(db); oc_cl_buf_free(dy);
     }
+}
+
+static void test_gather_rows(void) {
+    if (!need_dev()) return;
+    check_rng r = { 19 };
+    const int n_src = 24, dim = 33, unit = 4;
+    int32_t idx[7] = { 5, 0, 3, 2, 4, 1, 99 };   /* 99: outside the source, its rows stay */
+    float *src = rand_f32(&r, (size_t)n_src * dim + 2, -1.0f, 1.0f);
+    oc_cl_buf *ds = dup_host(src, sizeof(float) * (n_src * dim + 2)), *di = dup_host(idx, sizeof idx),
+              *dd = dbuf(sizeof(float) * (7 * unit * dim + 1));
+    poison(dd);
+    oc_error err;
+    CHECKF(oc_cl_gather_rows(g_dev, dd, 1, ds, 2, n_src, di, 0, 7 * unit, dim, unit, &err) == OC_OK, "%s", err.message);
+    float *y = fetch(dd);
+    int bad = !isnan(y[0]);
+    for (int row = 0; row < 7 * unit; row++)
+        for (int c = 0; c < dim; c++) {
+            float got = y[1 + row * dim + c];
+            if (idx[row / unit] == 99) { bad += !isnan(got); continue; }
+            bad += got != src[2 + (idx[row / unit] * unit + row % unit) * dim + c];
+        }
+    CHECKF(!bad, "gather_rows: %d elements differ", bad);
+    CHECK(oc_cl_gather_rows(g_dev, dd, 0, ds, 0, n_src, di, 0, 7 * unit + 1, dim, unit, &err) == OC_ERR_INVALID);
+    free(src); free(y);
+    oc_cl_buf_free(ds); oc_cl_buf_free(di); oc_cl_buf_free(dd);
 }
 
 static void test_elementwise(void) {
@@ -669,6 +727,25 @@ static void test_attn_small_tile(void) {
     oc_cl_close(small);
 }
 
+/* One context through changing geometries: A, A again (prepare reuses the uploaded runs), B, A. */
+static void test_attn_reuse(void) {
+    if (!need_dev()) return;
+    static const oc_token_span img[2] = { { 10, 60 }, { 70, 100 } };
+    static const oc_head_pattern pat4[4] = {
+        { OC_PATTERN_SINK, 0, 0 }, { OC_PATTERN_A_SHAPE, 2, 20 }, { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_INTRA_IMAGE_SINK, 0, 0 },
+    };
+    const attn_case a = { "reuse A: prefill", 120, 120, 4, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 2, 110, OC_DTYPE_F16, 0 };
+    const attn_case b = { "reuse B: decode", 1, 121, 4, 2, 64, 120, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 2, 110, OC_DTYPE_F16, 0 };
+    oc_cl_attn_limits lim = { 120, 4, 2, 64, 2, 0 };
+    oc_cl_attn *at = NULL;
+    oc_error err;
+    REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s", err.message);
+    check_rng r = { 20 };
+    const attn_case *seq[4] = { &a, &a, &b, &a };
+    for (int i = 0; i < 4; i++) check_attn(seq[i], at, &r);
+    oc_cl_attn_close(at);
+}
+
 static void test_attn_errors(void) {
     if (!need_dev()) return;
     oc_cl_attn *at = NULL;
@@ -730,6 +807,7 @@ int main(void) {
     CHECK_RUN(test_build_failure);
     CHECK_RUN(test_range_errors);
     CHECK_RUN(test_norms);
+    CHECK_RUN(test_gather_rows);
     CHECK_RUN(test_elementwise);
     CHECK_RUN(test_rope);
     CHECK_RUN(test_embed);
@@ -739,6 +817,7 @@ int main(void) {
     CHECK_RUN(test_attn_dense);
     CHECK_RUN(test_attn_patterns);
     CHECK_RUN(test_attn_small_tile);
+    CHECK_RUN(test_attn_reuse);
     CHECK_RUN(test_attn_errors);
     CHECK_RUN(test_fma_peak);
     oc_cl_close(g_dev);
