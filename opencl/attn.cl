@@ -22,7 +22,8 @@
  *
  * Layout of the 64 items: rg = lid / 8 owns rows rg + 8a (a < RPT), cg = lid % 8 owns keys
  * cg + 8b (b < KPT) of a tile and the output columns 4 (cg + 8c) .. +3 (c < DMAX / 32):
- * interleaved, so the float4 reads of local memory hit distinct banks. */
+ * interleaved, so the float4 reads of local memory hit distinct banks. Q and the K/V tile are
+ * float4 arguments so every implementation aligns them for float4 access. */
 #define RPT OC_ATT_RPT
 #define KPT OC_ATT_KPT
 #define BQ (8 * RPT)
@@ -155,7 +156,7 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
              const __global int *pat_buf, int pat_off, int has_pats, __global uint *counts, int want_counts,
              int n_head, int n_rep, int d, int n_q, int n_kv, int q_offset, int causal, int stacked,
              int chunk_keys, float qscale,
-             __local float *qs, __local float *kvs, __local float *ps, __local float *red, __local int *kloc) {
+             __local float4 *qs4, __local float4 *kvs4, __local float *ps, __local float *red, __local int *kloc) {
     const int lid = get_local_id(0), rg = lid >> 3, cg = lid & 7;
     const __global int *pats = pat_buf + pat_off;   /* per head: kind, n_sink, n_local */
     const int run = n_runs - 1 - (int)get_group_id(0);   /* largest causal runs first */
@@ -165,7 +166,6 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
     const int h0 = stacked ? unit * n_rep : unit, nh = stacked ? n_rep : 1, g = stacked ? unit : unit / n_rep;
     const int rows = nh * len;
     const int d4 = (d + 3) & ~3, C4 = d4 >> 2, LS4 = ((d + 31) & ~31) / 4 + 1;   /* local row: float4s */
-    __local float4 *qs4 = (__local float4 *)qs, *kvs4 = (__local float4 *)kvs;
     __local int *kidx = kloc, *kimg = kloc + BK, *ksink = kloc + 2 * BK, *cnt = kloc + 3 * BK;
 
     /* this item's rows: head, query index, window, BlindSight flags */

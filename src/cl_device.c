@@ -374,7 +374,7 @@ void oc_cl_close(oc_cl_device *dev) {
 
 const oc_cl_caps *oc_cl_device_caps(const oc_cl_device *dev) { return &dev->caps; }
 
-int oc_cl_has_clblast(const oc_cl_device *dev) { return dev->use_clblast; }
+int oc_cl_has_clblast(const oc_cl_device *dev) { return OC_HAVE_CLBLAST && dev != NULL; }
 void oc_cl_use_clblast(oc_cl_device *dev, int on) { dev->use_clblast = on && OC_HAVE_CLBLAST; }
 
 /* ---- buffers ------------------------------------------------------------------------------------------------ */

@@ -94,7 +94,8 @@ const oc_cl_caps *oc_cl_device_caps(const oc_cl_device *dev);
  * embedded program takes, exposed so tests can check the failure message. name appears in it. */
 oc_status oc_cl_try_build(oc_cl_device *dev, const char *name, const char *source, oc_error *err);
 
-/* CLBlast matrix products (F32 weights) when the build has CLBlast; on by default. */
+/* CLBlast matrix products for F32 weights: has = the build has CLBlast; use = take it (on by
+ * default when built; off: opencl/matmul.cl for every type). */
 int oc_cl_has_clblast(const oc_cl_device *dev);
 void oc_cl_use_clblast(oc_cl_device *dev, int on);
 

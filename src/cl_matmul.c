@@ -1,6 +1,7 @@
 /* cl_matmul.c: weights on the device and y = x W^T (cl_ops.h). Which path a product takes:
- *  - F32 weights, CLBlast in the build and enabled on the device: CLBlastSgemm (row-major x,
- *    W transposed), then the bias through opencl/elementwise.cl;
+ *  - F32 weights, more than GEMV_MAX_TOK tokens, CLBlast in the build and enabled on the device:
+ *    CLBlastSgemm (row-major x, W transposed), then the bias through opencl/elementwise.cl (for
+ *    one token CLBlast's padded GEMM was 7x slower than oc_gemv on PoCL);
  *  - otherwise opencl/matmul.cl: oc_gemv for up to GEMV_MAX_TOK tokens, oc_gemm (64 x 64 tiles)
  *    above, both decoding F32 / F16 / Q8_0 / Q4_0 rows with the same loader.
  * Weights keep their GGUF row layout on the device (rows padded to 4 bytes when needed). */
@@ -125,7 +126,8 @@ oc_status oc_cl_matmul(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc
     if (x.buf == y.buf && x.off < y.off + n_tok * OC_MAX(y.stride, w->n_out) && y.off < x.off + n_tok * OC_MAX(x.stride, w->n_in))
         return oc_fail(err, OC_ERR_INVALID, "opencl matmul: y overlaps x");
 #if OC_HAVE_CLBLAST
-    if (dev->use_clblast && w->dtype == OC_DTYPE_F32) return clblast_sgemm(dev, w, x, y, n_tok, bias, err);
+    if (dev->use_clblast && w->dtype == OC_DTYPE_F32 && n_tok > GEMV_MAX_TOK)
+        return clblast_sgemm(dev, w, x, y, n_tok, bias, err);
 #endif
     oc_cl_arg a[] = { OC_CL_BUF(y.buf), OC_CL_I32(y.off), OC_CL_I32(y.stride), OC_CL_BUF(x.buf), OC_CL_I32(x.off),
                       OC_CL_I32(x.stride), OC_CL_BUF(w->buf), OC_CL_I32(w->dtype), OC_CL_I32(w->row_bytes),

@@ -73,8 +73,9 @@ oc_status oc_cl_weight_upload(oc_cl_device *dev, const oc_weight *w, int to_f32,
 void oc_cl_weight_free(oc_cl_weight *w);   /* frees the buffer, zeroes *w; NULL is a no-op */
 
 /* y[t] = x[t] W^T (+ bias) for t < n_tok: rows of n_in floats in, n_out floats out; bias: n_out
- * floats or NULL. GEMV kernel for n_tok <= 4, tiled GEMM above; F32 weights through CLBlast SGEMM
- * when the build has it and the device uses it (oc_cl_use_clblast). y must not overlap x. */
+ * floats or NULL. GEMV kernel for n_tok <= 4, tiled GEMM above, where F32 weights go through
+ * CLBlast SGEMM when the build has it and the device uses it (oc_cl_use_clblast). y must not
+ * overlap x. */
 oc_status oc_cl_matmul(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc_cl_mat y, int64_t n_tok,
                        const oc_cl_buf *bias, oc_error *err);
 

@@ -486,7 +486,7 @@ static void test_matmul(void) {
     /* CLBlast takes F32 (also dequantized at upload) when the build has it */
     if (oc_cl_has_clblast(g_dev)) {
         check_matmul(&r, OC_DTYPE_F32, 0, 96, 67, 70, 1, 1);
-        check_matmul(&r, OC_DTYPE_Q4_0, 1, 96, 67, 1, 0, 1);
+        check_matmul(&r, OC_DTYPE_Q4_0, 1, 96, 67, 9, 0, 1);
     }
 }
 
