@@ -25,10 +25,9 @@
 #include "port.h"
 #include "quant.h"
 
-/* ASan / LSan read these at start-up when the program is sanitized; harmless otherwise. */
-const char *__asan_default_options(void);
+/* LeakSanitizer reads this at start-up when the program is sanitized (harmless otherwise): the
+ * OpenCL driver stack keeps allocations until exit (PoCL, LLVM, the ICD loader, CLBlast). */
 const char *__lsan_default_suppressions(void);
-const char *__asan_default_options(void) { return "fast_unwind_on_malloc=0"; }
 const char *__lsan_default_suppressions(void) {
     return "leak:libpocl.so\nleak:libLLVM-15.so\nleak:libclang-cpp.so\nleak:libpocl-devices-pthread.so\n"
            "leak:libOpenCL.so\nleak:libclblast.so\n";
