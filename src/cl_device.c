@@ -224,27 +224,30 @@ static const char *embedded(const char *name) {
     return NULL;
 }
 
-/* The build log's first lines, flattened to one line, into the error message. */
+/* The build log's first lines, flattened to one line (newlines become " | ", runs of blanks one
+ * space), into the error message. */
 static oc_status build_failed(oc_cl_device *dev, cl_program prog, const char *name, cl_int rc, oc_error *err) {
     size_t n = 0;
-    char *log = NULL;
+    char *log = NULL, flat[OC_ERROR_MESSAGE_BYTES] = "(no build log)";
     if (clGetProgramBuildInfo(prog, dev->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) == CL_SUCCESS && n > 1)
         log = oc_mem_alloc(dev->alloc, n + 1);
     if (log && clGetProgramBuildInfo(prog, dev->device, CL_PROGRAM_BUILD_LOG, n, log, NULL) == CL_SUCCESS) {
         log[n] = 0;
-        char *w = log;
-        for (char *r = log; *r; r++) {   /* newlines become " | ", runs of blanks one space */
-            char ch = *r == '\n' || *r == '\r' || *r == '\t' ? ' ' : *r;
-            if (ch == ' ' && w > log && w[-1] == ' ') continue;
-            if (*r == '\n' && w > log) { *w++ = '|'; *w++ = ' '; continue; }
-            *w++ = ch;
+        size_t w = 0;
+        for (const char *r = log; *r && w + 4 < sizeof flat; r++) {
+            int blank = *r == ' ' || *r == '\t' || *r == '\r';
+            if (*r == '\n') {
+                while (w > 0 && flat[w - 1] == ' ') w--;
+                if (w > 0 && r[1]) { flat[w++] = ' '; flat[w++] = '|'; flat[w++] = ' '; }
+            } else if (!blank || (w > 0 && flat[w - 1] != ' ')) {
+                flat[w++] = blank ? ' ' : *r;
+            }
         }
-        *w = 0;
+        flat[w] = 0;
     }
-    oc_status st = oc_fail(err, OC_ERR_DEVICE, "opencl: program %s failed to build on %s (%s): %s", name,
-                           dev->caps.device, oc_cl_err_name(rc), log && *log ? log : "(no build log)");
     if (log) oc_mem_free(dev->alloc, log, n + 1);
-    return st;
+    return oc_fail(err, OC_ERR_DEVICE, "opencl: program %s failed to build on %s (%s): %s", name, dev->caps.device,
+                   oc_cl_err_name(rc), flat);
 }
 
 /* The attention tile shape goes to attn.cl only, so devices opened with another tile share the
@@ -259,9 +262,12 @@ static void build_options(const oc_cl_device *dev, const char *name, char *opt, 
 static oc_status build(oc_cl_device *dev, const char *name, const char *source, cl_program *out, oc_error *err) {
     const char *common = embedded(COMMON_SOURCE);
     if (!common) return oc_fail(err, OC_ERR_DEVICE, "opencl: the build embedded no %s", COMMON_SOURCE);
-    const char *texts[2] = { common, source };
+    /* #line: compiler messages name the file and its own line numbers */
+    char line[OC_CL_NAME_BYTES + 16];
+    snprintf(line, sizeof line, "\n#line 1 \"%.*s\"\n", OC_CL_NAME_BYTES, name);
+    const char *texts[4] = { "#line 1 \"" COMMON_SOURCE "\"\n", common, line, source };
     cl_int rc;
-    cl_program prog = clCreateProgramWithSource(dev->context, 2, texts, NULL, &rc);
+    cl_program prog = clCreateProgramWithSource(dev->context, 4, texts, NULL, &rc);
     if (rc != CL_SUCCESS) return cl_fail(err, rc, "clCreateProgramWithSource");
     char opt[160];
     build_options(dev, name, opt, sizeof opt);
