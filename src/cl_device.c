@@ -300,6 +300,12 @@ static oc_status build_all(oc_cl_device *dev, oc_error *err) {
             const char *src = embedded(file);
             if (!src) return oc_fail(err, OC_ERR_DEVICE, "opencl: program %s is not embedded in this build", file);
             oc_status st = build(dev, file, src, &dev->programs[p], err);
+            if (st != OC_OK && dev->caps.has_subgroups) {
+                /* Some compilers list cl_khr_subgroups but declare its built-ins only for OpenCL
+                 * C 2.0: fall back to the local-memory reductions rather than fail. */
+                dev->caps.has_subgroups = 0;
+                st = build(dev, file, src, &dev->programs[p], err);
+            }
             if (st != OC_OK) return st;
             names[p] = file;
             dev->n_programs++;
@@ -341,7 +347,7 @@ oc_status oc_cl_open(oc_cl_device **out, const char *selector, const oc_cl_optio
     describe(dev->platform, dev->device, pick, &dev->caps);
     if (opt && (opt->attn_rows_per_item == 2 || opt->attn_rows_per_item == 4))
         dev->caps.attn_rows_per_item = opt->attn_rows_per_item;
-    if (opt && opt->no_subgroups) dev->caps.has_subgroups = 0;
+    if (opt && opt->subgroups) dev->caps.has_subgroups = opt->subgroups > 0;
     char c_version[OC_CL_NAME_BYTES];
     info_str(dev->device, CL_DEVICE_OPENCL_C_VERSION, c_version, sizeof c_version);
     if (version_of(dev->caps.version) < 12 || strncmp(c_version, "OpenCL C ", 9) || c_version[9] < '1' ||

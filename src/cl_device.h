@@ -66,7 +66,9 @@ typedef struct oc_cl_buf oc_cl_buf;
 /* Choices made at open; zero-initialised (or a NULL pointer) means automatic. */
 typedef struct oc_cl_options {
     int attn_rows_per_item;   /* 0: from the local memory size; 2 or 4 forces a tile of 16 or 32 rows */
-    int no_subgroups;         /* 1: local-memory reductions even where the device has subgroups */
+    int subgroups;            /* 0: sub-group reductions when the device lists them; -1: never;
+                                 1: try them anyway (tests: a device whose compiler refuses them
+                                 falls back to local memory, which is what open does then) */
 } oc_cl_options;
 
 /* Describe up to max_devices devices of every platform into out (may be NULL with max 0);
