@@ -1,9 +1,9 @@
 /* attn.cl: tiled flash attention with the CPU engine's semantics (src/attn.h: base mask causal,
  * bidirectional or segments, AND the head's pattern: dense, the BlindSight categories, A-shape;
  * grouped-query heads; f16 or f32 K/V with strides). Online softmax in base 2 (scale * log2 e is
- * folded into Q once), f32 throughout, never an n_q x n_kv buffer.
- *
- * Work items (src/cl_attn.c builds them): the host cuts the query rows into runs of one class
+ * folded into Q once), f32 throughout, never an n_q x n_kv buffer. How it works: below. */
+
+/* Work items (src/cl_attn.c builds them): the host cuts the query rows into runs of one class
  * (segment, image or text: all rows of a run keep keys from the same set C) and at most BQ rows.
  * A work-group of 64 items takes (run, unit, chunk):
  *  - plain mode: unit = one query head; rows = the run's queries of that head;

@@ -1,7 +1,7 @@
 /* cl_attn.c: the host side of OpenCL attention (cl_attn.h): the query runs, the image table, the
- * stacked / split decisions, argument checks and the launches of opencl/attn.cl.
- *
- * Query runs (prepare): rows are cut wherever the class of a row changes (a segment or image
+ * stacked / split decisions, argument checks and the launches of opencl/attn.cl. */
+
+/* Query runs (prepare): rows are cut wherever the class of a row changes (a segment or image
  * edge, as src/attn.c classify does), and after BQ rows (plain mode) or BQ / heads-per-kv-head
  * rows (stacked mode), so every work-group sees rows of one class. A run is RUN_INTS ints:
  * i0, len, c0, c1 (the base mask's key range of the class: the segment, or [0, n_kv)), image (the
@@ -32,6 +32,9 @@ struct oc_cl_attn {
     oc_token_span *segs;             /* [max(1, max_segments)]: the prepared call's segments */
     oc_cl_buf *runs_buf, *img_buf, *partials_buf, *counts_buf;
     uint32_t *counts;                /* [items_cap][2] host copy for stats */
+    int32_t pat_cap, pat_used, pat_next;   /* host pattern sets: slots, slots filled, next to reuse */
+    int32_t *pat_host;               /* [pat_cap][n_head][OC_CL_PATTERN_INTS], mirrored in pat_buf */
+    oc_cl_buf *pat_buf;
     int32_t force_chunks, forced_for;
     /* the prepared call */
     int prepared, causal, stacked;
@@ -43,6 +46,7 @@ struct oc_cl_attn {
 static size_t runs_bytes(const oc_cl_attn *at) { return (size_t)at->runs_cap * RUN_INTS * sizeof(int32_t); }
 static size_t img_bytes(const oc_cl_attn *at) { return (size_t)OC_MAX(1, at->lim.max_images) * IMG_INTS * sizeof(int32_t); }
 static size_t counts_bytes(const oc_cl_attn *at) { return (size_t)at->items_cap * 2 * sizeof(uint32_t); }
+static size_t pat_bytes(const oc_cl_attn *at) { return (size_t)at->pat_cap * at->lim.n_head * OC_CL_PATTERN_INTS * 4; }
 static size_t segs_bytes(const oc_cl_attn *at) { return (size_t)OC_MAX(1, at->lim.max_segments) * sizeof(oc_token_span); }
 
 /* floats of one local row: head_dim rounded to 32, plus 4 so rows start on other banks */
@@ -55,6 +59,8 @@ void oc_cl_attn_close(oc_cl_attn *at) {
     oc_cl_buf_free(at->img_buf);
     oc_cl_buf_free(at->partials_buf);
     oc_cl_buf_free(at->counts_buf);
+    oc_cl_buf_free(at->pat_buf);
+    oc_mem_free(alloc, at->pat_host, pat_bytes(at));
     oc_mem_free(alloc, at->runs, runs_bytes(at));
     oc_mem_free(alloc, at->img, img_bytes(at));
     oc_mem_free(alloc, at->counts, counts_bytes(at));
@@ -95,13 +101,17 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
     at->img = oc_mem_calloc(dev->alloc, img_bytes(at));
     at->counts = oc_mem_alloc(dev->alloc, counts_bytes(at));
     at->segs = oc_mem_alloc(dev->alloc, segs_bytes(at));
+    at->pat_cap = OC_MAX(1, OC_MIN(OC_CL_ATTN_PATTERN_SETS, 65536 / lim->n_head));
+    at->pat_host = oc_mem_alloc(dev->alloc, pat_bytes(at));
     oc_status st = OC_OK;
-    if (!at->runs || !at->img || !at->counts || !at->segs) st = oc_fail(err, OC_ERR_NOMEM, "opencl attn: out of memory");
+    if (!at->runs || !at->img || !at->counts || !at->segs || !at->pat_host)
+        st = oc_fail(err, OC_ERR_NOMEM, "opencl attn: out of memory");
     size_t partials = (size_t)SPLIT_MAX_CHUNKS * lim->n_head * OC_MIN(lim->max_n_q, SPLIT_MAX_Q) * (lim->head_dim + 2) * 4;
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, runs_bytes(at), &at->runs_buf, err);
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, img_bytes(at), &at->img_buf, err);
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, partials, &at->partials_buf, err);
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, counts_bytes(at), &at->counts_buf, err);
+    if (st == OC_OK) st = oc_cl_buf_alloc(dev, pat_bytes(at), &at->pat_buf, err);
     if (st != OC_OK) {
         oc_cl_attn_close(at);
         return st;
@@ -278,6 +288,13 @@ oc_status oc_cl_attn_prepare(oc_cl_attn *at, const oc_cl_attn_shape *s, oc_error
     return st;
 }
 
+/* The ints the kernel reads for one head's pattern (a-shape sizes only for a-shape heads). */
+static void pattern_ints(const oc_head_pattern *q, int32_t *out) {
+    out[0] = (int32_t)q->kind;
+    out[1] = q->kind == OC_PATTERN_A_SHAPE ? q->n_sink : 0;
+    out[2] = q->kind == OC_PATTERN_A_SHAPE ? q->n_local : 1;
+}
+
 oc_status oc_cl_patterns_write(oc_cl_device *dev, oc_cl_buf *buf, int64_t first_head, const oc_head_pattern *p,
                                int32_t n, oc_error *err) {
     int32_t ints[OC_CL_PATTERN_INTS * 64];
@@ -289,9 +306,7 @@ oc_status oc_cl_patterns_write(oc_cl_device *dev, oc_cl_buf *buf, int64_t first_
                 (q->kind == OC_PATTERN_A_SHAPE && (q->n_sink < 0 || q->n_local < 1)))
                 return oc_fail(err, OC_ERR_INVALID, "opencl attn: head %d has a bad pattern (kind %d, n_sink %d, n_local %d)",
                                (int)(h0 + k), (int)q->kind, (int)q->n_sink, (int)q->n_local);
-            ints[k * OC_CL_PATTERN_INTS] = (int32_t)q->kind;
-            ints[k * OC_CL_PATTERN_INTS + 1] = q->kind == OC_PATTERN_A_SHAPE ? q->n_sink : 0;
-            ints[k * OC_CL_PATTERN_INTS + 2] = q->kind == OC_PATTERN_A_SHAPE ? q->n_local : 1;
+            pattern_ints(q, ints + k * OC_CL_PATTERN_INTS);
         }
         if (first_head < 0 || first_head > INT32_MAX)
             return oc_fail(err, OC_ERR_RANGE, "opencl attn: pattern head index %lld", (long long)first_head);
@@ -299,6 +314,35 @@ oc_status oc_cl_patterns_write(oc_cl_device *dev, oc_cl_buf *buf, int64_t first_
                                     (size_t)m * OC_CL_PATTERN_INTS * sizeof(int32_t), err);
         if (st != OC_OK) return st;
     }
+    return OC_OK;
+}
+
+/* The slot of pattern set p on the device, uploading it (and waiting for that copy) when no slot
+ * holds it; -1 when every head is dense. */
+static oc_status pattern_slot(oc_cl_attn *at, const oc_head_pattern *p, int32_t *slot, oc_error *err) {
+    int32_t nh = at->lim.n_head, ints[OC_CL_PATTERN_INTS];
+    *slot = -1;
+    int dense = 1;
+    for (int32_t h = 0; h < nh && dense; h++) dense = p[h].kind == OC_PATTERN_DENSE;
+    if (dense) return OC_OK;
+    for (int32_t s = 0; s < at->pat_used; s++) {
+        const int32_t *have = at->pat_host + (size_t)s * nh * OC_CL_PATTERN_INTS;
+        int32_t h = 0;
+        for (; h < nh; h++) {
+            pattern_ints(&p[h], ints);
+            if (memcmp(ints, have + h * OC_CL_PATTERN_INTS, sizeof ints)) break;
+        }
+        if (h == nh) {
+            *slot = s;
+            return OC_OK;
+        }
+    }
+    int32_t s = at->pat_used < at->pat_cap ? at->pat_used : at->pat_next++ % at->pat_cap;
+    oc_status st = oc_cl_patterns_write(at->dev, at->pat_buf, (int64_t)s * nh, p, nh, err);
+    if (st != OC_OK) return st;
+    for (int32_t h = 0; h < nh; h++) pattern_ints(&p[h], at->pat_host + ((size_t)s * nh + h) * OC_CL_PATTERN_INTS);
+    if (at->pat_used < at->pat_cap) at->pat_used++;
+    *slot = s;
     return OC_OK;
 }
 
@@ -332,6 +376,17 @@ oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_cl_attn_io *io, oc_attn_stats 
         return oc_fail(err, OC_ERR_RANGE, "opencl attn: patterns of heads %lld.. do not fit their buffer",
                        (long long)io->patterns_head);
     if (at->n_q == 0) return OC_OK;
+    const oc_cl_buf *pats = io->patterns;
+    int64_t pat_head = io->patterns_head;
+    if (!pats && io->host_patterns) {
+        int32_t slot;
+        oc_status ps = pattern_slot(at, io->host_patterns, &slot, err);
+        if (ps != OC_OK) return ps;
+        if (slot >= 0) {
+            pats = at->pat_buf;
+            pat_head = (int64_t)slot * L->n_head;
+        }
+    }
     int32_t n_units = at->stacked ? L->n_head_kv : L->n_head;
     size_t n_items = (size_t)at->n_runs * (size_t)n_units * (size_t)at->n_chunks;
     int want_counts = stats != NULL && n_items <= (size_t)at->items_cap;
@@ -343,8 +398,8 @@ oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_cl_attn_io *io, oc_attn_stats 
         OC_CL_I32(io->kv_dtype == OC_DTYPE_F16),
         OC_CL_BUF(io->out), OC_CL_I32(io->out_off), OC_CL_I32(io->out_stride_token), OC_CL_I32(io->out_stride_head),
         OC_CL_BUF(at->partials_buf), OC_CL_BUF(at->runs_buf), OC_CL_I32(at->n_runs), OC_CL_BUF(at->img_buf),
-        OC_CL_I32(at->n_images), OC_CL_BUF(io->patterns), OC_CL_I32(io->patterns ? io->patterns_head * OC_CL_PATTERN_INTS : 0),
-        OC_CL_I32(io->patterns != NULL), OC_CL_BUF(at->counts_buf), OC_CL_I32(want_counts),
+        OC_CL_I32(at->n_images), OC_CL_BUF(pats), OC_CL_I32(pats ? pat_head * OC_CL_PATTERN_INTS : 0),
+        OC_CL_I32(pats != NULL), OC_CL_BUF(at->counts_buf), OC_CL_I32(want_counts),
         OC_CL_I32(L->n_head), OC_CL_I32(L->n_head / L->n_head_kv), OC_CL_I32(d), OC_CL_I32(at->n_q), OC_CL_I32(at->n_kv),
         OC_CL_I32(at->q_offset), OC_CL_I32(at->causal), OC_CL_I32(at->stacked), OC_CL_I32(at->chunk_keys),
         OC_CL_F32(io->scale * 1.44269504088896340736f),

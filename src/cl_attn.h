@@ -1,17 +1,16 @@
 /* cl_attn.h: attention on an OpenCL device with the CPU engine's semantics (src/attn.h): base
  * mask causal / bidirectional / segments AND each head's pattern (dense, the BlindSight
  * categories from the token layout, A-shape), grouped-query heads, f16 or f32 K/V with strides,
- * tiles a pattern drops never loaded (opencl/attn.cl explains the tiling).
- * The explicit debug mask (OC_ATTN_EXPLICIT) is CPU-only.
- *
- * Use: open one context per model with its limits; per forward pass, oc_cl_attn_prepare once
+ * tiles a pattern drops never loaded (opencl/attn.cl explains the tiling). The explicit debug
+ * mask (OC_ATTN_EXPLICIT) is CPU-only. Results depend only on the shapes and the device (the key
+ * split of long decode calls follows its compute-unit count), never on timing. */
+
+/* Use: open one context per model with its limits; per forward pass, oc_cl_attn_prepare once
  * with the call geometry (positions, mask, layout: the same for every layer), then
  * oc_cl_attn_run per layer with that layer's buffers and head patterns. prepare uploads a few
  * hundred bytes (the query runs and the image table) and waits for that copy, unless the geometry
  * is the one prepared last (then it does nothing, so calling it before every run is cheap); run
- * only enqueues.
- * Results depend only on the shapes and the device (the key split of long decode calls follows
- * its compute-unit count), never on timing. */
+ * only enqueues. */
 #ifndef OC_CL_ATTN_H
 #define OC_CL_ATTN_H
 
@@ -68,14 +67,20 @@ typedef struct oc_cl_attn_io {
     oc_cl_buf *out;
     int64_t out_off, out_stride_token, out_stride_head;
     float scale;                  /* usually 1 / sqrt(head_dim) */
-    const oc_cl_buf *patterns;    /* NULL: every head dense; else heads at patterns_head.. */
-    int64_t patterns_head;        /* index of this call's head 0 in patterns */
+    const oc_cl_buf *patterns;    /* per-head patterns on the device (heads at patterns_head..), or */
+    int64_t patterns_head;        /* NULL and then: */
+    const oc_head_pattern *host_patterns;   /* [n_head] on the host, or NULL: every head dense. The
+                                   context keeps the last OC_CL_ATTN_PATTERN_SETS distinct sets on
+                                   the device: a model's layers upload theirs once (waiting for
+                                   that copy), later calls find them. */
 } oc_cl_attn_io;
+
+#define OC_CL_ATTN_PATTERN_SETS 64
 
 /* Enqueue the call prepared last. stats (may be NULL) gets the kept / skipped / executed FLOPs as
  * oc_attn_run counts them (4 * head_dim per pair); asking for them waits for the device.
- * [alloc: no] [errors: OC_ERR_INVALID (not prepared, bad strides or types), OC_ERR_RANGE (a
- * tensor outside its buffer), OC_ERR_DEVICE] */
+ * [alloc: no] [errors: OC_ERR_INVALID (not prepared, bad strides or types, a bad host pattern),
+ * OC_ERR_RANGE (a tensor outside its buffer), OC_ERR_DEVICE] */
 oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_cl_attn_io *io, oc_attn_stats *stats, oc_error *err);
 
 /* Tests and benchmarks: force the key split of the next prepares into n_chunks chunks (0: the

@@ -2,7 +2,6 @@
  * embedded program built once, kernels cached by id), device buffers, and ONE launch helper that
  * sets a kernel's arguments from a tagged list and enqueues it. The per-op functions on device
  * buffers (cl_ops.h, cl_attn.h) are built on this; no file outside src/cl_*.c needs CL/cl.h.
- *
  * Works on any OpenCL 1.2 device: kernels compute in f32 and touch f16 only through
  * vload_half/vstore_half (core 1.2; PoCL and NVIDIA list no cl_khr_fp16); subgroup reductions are
  * compiled in only when the device lists cl_khr_subgroups or cl_intel_subgroups.

@@ -566,7 +566,7 @@ typedef struct attn_case {
 /* Run one case on the CPU engine (scalar kernels) and on the device with the same buffers and
  * strides; outputs within 1e-4 relative (the CPU engine's own tolerance against double), kept and
  * skipped pair counts equal. */
-static void check_attn(const attn_case *c, oc_cl_attn *at, check_rng *r) {
+static void check_attn(const attn_case *c, oc_cl_attn *at, check_rng *r, int host_patterns) {
     int d = c->d;
     int64_t qst = (int64_t)c->n_head * d + 3, ost = (int64_t)c->n_head * d + 1;
     int64_t kst = d + 5, ksh = (int64_t)(c->n_kv > 0 ? c->n_kv : 1) * kst;   /* head-major cache, padded rows */
@@ -606,7 +606,7 @@ static void check_attn(const attn_case *c, oc_cl_attn *at, check_rng *r) {
 
     oc_cl_buf *dq = dup_host(q, sizeof(float) * nq * (size_t)qst), *dk = dup_host(k, es * kv_elems),
               *dv = dup_host(v, es * kv_elems), *dout = dbuf(sizeof(float) * nq * (size_t)ost), *dp = NULL;
-    if (c->pat) {
+    if (c->pat && !host_patterns) {
         dp = dbuf(sizeof(int32_t) * OC_CL_PATTERN_INTS * (size_t)(c->n_head + 2));
         CHECKF(dp && oc_cl_patterns_write(g_dev, dp, 2, c->pat, c->n_head, &err) == OC_OK, "%s", err.message);
     }
@@ -615,7 +615,8 @@ static void check_attn(const attn_case *c, oc_cl_attn *at, check_rng *r) {
     oc_cl_attn_force_split(at, c->force_split);
     oc_status st = oc_cl_attn_prepare(at, &s, &err);
     CHECKF(st == OC_OK, "%s: prepare: %s", c->name, err.message);
-    oc_cl_attn_io io = { dq, 0, qst, d, dk, dv, c->kv_dtype, 0, kst, ksh, 0, kst, ksh, dout, 0, ost, d, a.scale, dp, 2 };
+    oc_cl_attn_io io = { dq, 0, qst, d, dk, dv, c->kv_dtype, 0, kst, ksh, 0, kst, ksh, dout, 0, ost, d, a.scale, dp, 2,
+                         host_patterns ? c->pat : NULL };
     if (st == OC_OK) {
         st = oc_cl_attn_run(at, &io, &gpu_st, &err);
         CHECKF(st == OC_OK, "%s: run: %s", c->name, err.message);
@@ -658,7 +659,7 @@ static void run_cases(const attn_case *cases, int n, int max_images, int max_seg
         oc_cl_attn *at = NULL;
         oc_error err;
         CHECKF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s: %s", c->name, err.message);
-        if (at) check_attn(c, at, &r);
+        if (at) check_attn(c, at, &r, 0);
         oc_cl_attn_close(at);
     }
 }
@@ -730,7 +731,9 @@ static void test_attn_small_tile(void) {
     oc_cl_close(small);
 }
 
-/* One context through changing geometries: A, A again (prepare reuses the uploaded runs), B, A. */
+/* One context through changing geometries: A, A again (prepare reuses the uploaded runs), B, A;
+ * patterns given on the host (the context keeps them on the device); then more pattern sets than
+ * the context keeps, and the first one again after it was pushed out. */
 static void test_attn_reuse(void) {
     if (!need_dev()) return;
     static const oc_token_span img[2] = { { 10, 60 }, { 70, 100 } };
@@ -745,7 +748,18 @@ static void test_attn_reuse(void) {
     REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s", err.message);
     check_rng r = { 20 };
     const attn_case *seq[4] = { &a, &a, &b, &a };
-    for (int i = 0; i < 4; i++) check_attn(seq[i], at, &r);
+    for (int i = 0; i < 4; i++) check_attn(seq[i], at, &r, 1);
+    oc_head_pattern many[4];
+    attn_case m = { "pattern set", 24, 24, 4, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, many, NULL, 0, 0, OC_DTYPE_F32, 0 };
+    for (int s = 0; s <= OC_CL_ATTN_PATTERN_SETS + 1; s++) {
+        int k = s == OC_CL_ATTN_PATTERN_SETS + 1 ? 0 : s;
+        for (int h = 0; h < 4; h++) {
+            many[h].kind = h == 0 ? OC_PATTERN_DENSE : OC_PATTERN_A_SHAPE;
+            many[h].n_sink = k % 5;
+            many[h].n_local = 1 + (k + h) % 23;
+        }
+        check_attn(&m, at, &r, 1);
+    }
     oc_cl_attn_close(at);
 }
 
