@@ -4,7 +4,7 @@
  * buffers (cl_ops.h, cl_attn.h) are built on this; no file outside src/cl_*.c needs CL/cl.h.
  * Works on any OpenCL 1.2 device: kernels compute in f32 and touch f16 only through
  * vload_half/vstore_half (core 1.2; PoCL and NVIDIA list no cl_khr_fp16); subgroup reductions are
- * compiled in only when the device lists cl_khr_subgroups or cl_intel_subgroups.
+ * used only when the device lists cl_khr_subgroups or cl_intel_subgroups and its compiler takes them.
  * A device object is used by one thread at a time; commands run in order on its one queue, and
  * only downloads (and oc_cl_finish) wait for them. Nothing here is global: two devices, or the
  * same device opened twice, are independent. */
