@@ -6,9 +6,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "layout.h"
+#include "pattern.h"
+
 int bench_matmul(int argc, char **argv);   /* argv[0] is "matmul" */
 int bench_attention(int argc, char **argv);   /* argv[0] is "attention" */
 int bench_vlm(int argc, char **argv);   /* argv[0] is "vlm" */
+int bench_attention_cl(int argc, char **argv);   /* the same with --backend opencl */
+int bench_matmul_cl(int argc, char **argv);      /* bench matmul --backend opencl */
+
+/* The attention benches' decoder prompt (bench_attention.c): 20 text tokens, n_images images of
+ * image_tokens each between <vision_start>/<vision_end>, text up to 100; and the 12-head sparse
+ * plan (7 heads sparse, every category). */
+int bench_decoder_layout(int n_images, int image_tokens, oc_token_layout **out, int *n_tokens);
+extern const oc_head_pattern bench_sparse_plan[12];
 
 /* Writes DIR/qwen2vl-2b-TYPE.gguf and DIR/mmproj-qwen2vl-2b-TYPE.gguf (TYPE f16 or q8_0): random
  * weights with Qwen2-VL-2B shapes, tokenizer keys copied from tok_path (synth_qwen2vl.c). */

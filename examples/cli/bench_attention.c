@@ -111,8 +111,16 @@ static void print_row(const char *name, const char *shape, const bench_result *r
            (double)r->st.flops_kept / 1e9, gflops, 100.0 * gflops / peak, 100.0 * r->cpu_ms / (r->ms * n_threads));
 }
 
+/* 7 of 12 heads sparse, every category, both kv groups mixed */
+const oc_head_pattern bench_sparse_plan[12] = {
+    { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_SINK, 0, 0 },
+    { OC_PATTERN_INTRA_IMAGE, 0, 0 }, { OC_PATTERN_INTRA_IMAGE_SINK, 0, 0 }, { OC_PATTERN_A_SHAPE, 128, 1024 },
+    { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_DENSE, 0, 0 },
+    { OC_PATTERN_SINK, 0, 0 }, { OC_PATTERN_INTRA_IMAGE_SINK, 0, 0 }, { OC_PATTERN_INTRA_IMAGE, 0, 0 },
+};
+
 /* 20 text tokens, then per image: <vision_start>, the image, <vision_end>; then text to 100. */
-static int decoder_layout(int n_images, int image_tokens, oc_token_layout **out, int *n_tokens) {
+int bench_decoder_layout(int n_images, int image_tokens, oc_token_layout **out, int *n_tokens) {
     oc_token_span spans[64];
     int pos = 20;
     for (int g = 0; g < n_images; g++) {
@@ -135,7 +143,7 @@ static int bench_decoder(oc_pool *pool, int n_threads, oc_isa isa, int n_images,
     const int H = 12, Hkv = 2, d = 128;
     oc_token_layout *layout = NULL;
     int n;
-    if (!decoder_layout(n_images, image_tokens, &layout, &n)) return 0;
+    if (!bench_decoder_layout(n_images, image_tokens, &layout, &n)) return 0;
     bench_bufs b;
     if (!bufs_alloc(&b, n, n, H, Hkv, d, n_threads)) {
         fprintf(stderr, "bench attention: out of memory\n");
@@ -144,13 +152,7 @@ static int bench_decoder(oc_pool *pool, int n_threads, oc_isa isa, int n_images,
         return 0;
     }
     oc_attn_args a = args_for(&b, n, n, H, Hkv, d, isa);
-    /* 7 of 12 heads sparse, every category, both kv groups mixed */
-    static const oc_head_pattern plan[12] = {
-        { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_SINK, 0, 0 },
-        { OC_PATTERN_INTRA_IMAGE, 0, 0 }, { OC_PATTERN_INTRA_IMAGE_SINK, 0, 0 }, { OC_PATTERN_A_SHAPE, 128, 1024 },
-        { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_DENSE, 0, 0 },
-        { OC_PATTERN_SINK, 0, 0 }, { OC_PATTERN_INTRA_IMAGE_SINK, 0, 0 }, { OC_PATTERN_INTRA_IMAGE, 0, 0 },
-    };
+    const oc_head_pattern *plan = bench_sparse_plan;
     double budget = n > 20000 ? 0 : 2000;
     bench_result dense_best = { 1e300, 0, { 0, 0, 0 } }, sparse_best = { 1e300, 0, { 0, 0, 0 } };
     bench_result dense, sparse;
@@ -233,6 +235,8 @@ static int bench_decode(oc_pool *pool, int n_threads, oc_isa isa, double peak) {
 }
 
 int bench_attention(int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--backend") && strcmp(argv[i + 1], "cpu")) return bench_attention_cl(argc, argv);
     int n_threads = 0, quick = 0;
     const char *isa_name = NULL, *only = "abc";
     int n_images = 8, image_tokens = 1024, reps = 5;
@@ -244,8 +248,10 @@ int bench_attention(int argc, char **argv) {
         else if (!strcmp(argv[i], "--images") && i + 1 < argc) n_images = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--image-tokens") && i + 1 < argc) image_tokens = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--backend") && i + 1 < argc) i++;   /* cpu */
         else {
             fprintf(stderr, "usage: ocellus bench attention [-t N] [--quick] [--isa scalar|avx2|avx512|neon]\n"
+                            "       ocellus bench attention --backend opencl [--device N|NAME] [--quick] ...\n"
                             "  -t N     threads (default: all CPUs)\n"
                             "  --quick  skip the 16 x 2048 image prompt (33K tokens)\n"
                             "  --only LETTERS  run only some of the cases a, b, c (e.g. --only b)\n"

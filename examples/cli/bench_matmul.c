@@ -180,6 +180,8 @@ static void usage(FILE *f) {
 }
 
 int bench_matmul(int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--backend") && strcmp(argv[i + 1], "cpu")) return bench_matmul_cl(argc, argv);
     int n_threads = 0, reps = 5, gemv_reps = 51, cpu_time = 0;
     const char *isa_name = NULL, *types = "f16,q8_0,q4_0,f32,bf16,q4_k,q6_k";
     for (int i = 1; i < argc; i += 2) {   /* every option but the flags takes one value */
@@ -192,6 +194,7 @@ int bench_matmul(int argc, char **argv) {
         else if (!strcmp(a, "--reps")) reps = atoi(v);
         else if (!strcmp(a, "--gemv-reps")) gemv_reps = atoi(v);
         else if (!strcmp(a, "--types")) types = v;
+        else if (!strcmp(a, "--backend")) continue;   /* cpu */
         else { usage(stderr); return 2; }
     }
     if (reps < 1 || reps > 200 || gemv_reps < 1 || gemv_reps > 200) { fprintf(stderr, "bench matmul: reps must be 1..200\n"); return 2; }

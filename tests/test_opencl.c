@@ -1,0 +1,853 @@
+/* test_opencl.c: the OpenCL backend (src/cl_*.c and the opencl kernels) against the CPU references on random
+ * inputs: every kernel against a double-precision loop over the CPU definitions (src/nn.c,
+ * src/quant.c, src/sample.c), attention against the CPU engine (src/attn.c run with the same
+ * arguments: dense, every pattern, segments, GQA, f16 and f32 caches, head dims 64 / 80 / 128,
+ * sizes that are no multiple of a tile, decode with and without the key split; kept and skipped
+ * pair counts must match exactly), matmul for F32 / F16 / Q8_0 / Q4_0 x one / few / many tokens,
+ * and the error paths (bad device name, program build failure, views outside buffers).
+ * Device outputs are poisoned with NaN before every run. Without an OpenCL platform or device
+ * (e.g. OCL_ICD_VENDORS=/nonexistent), or in builds without OpenCL, every case skips, saying why;
+ * a device that is there but does not open (a program fails to build) fails every case.
+ * OC_TEST_OPENCL_DEVICE=N|NAME picks the device (default: the first GPU, else the first device).
+ * Under AddressSanitizer the leaks inside PoCL / LLVM are suppressed (toolchain notes §1). */
+#include "check.h"
+#include "core.h"
+
+#if OC_HAVE_OPENCL
+
+#include "attn.h"
+#include "cl_attn.h"
+#include "cl_ops.h"
+#include "dtype.h"
+#include "f16.h"
+#include "layout.h"
+#include "nn.h"
+#include "port.h"
+#include "quant.h"
+
+/* LeakSanitizer reads this at start-up when the program is sanitized (harmless otherwise): the
+ * OpenCL driver stack keeps allocations until exit (PoCL, LLVM, the ICD loader, CLBlast). */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) {
+    return "leak:libpocl.so\nleak:libLLVM-15.so\nleak:libclang-cpp.so\nleak:libpocl-devices-pthread.so\n"
+           "leak:libOpenCL.so\nleak:libclblast.so\n";
+}
+
+#define NAN_BITS 0x7fc00000u
+
+static oc_cl_device *g_dev;
+static char g_why[OC_ERROR_MESSAGE_BYTES + 32];
+
+static int g_open_failed;   /* a device exists but did not open: every case fails */
+
+static oc_cl_device *need_dev(void) {
+    if (!g_dev && g_open_failed) check_fail_at(__FILE__, __LINE__, "%s", g_why);
+    else if (!g_dev) check_skip("%s", g_why);
+    return g_dev;
+}
+
+/* ---- buffer helpers -------------------------------------------------------------------------------- */
+
+static oc_cl_buf *dbuf(size_t n_bytes) {
+    oc_cl_buf *b = NULL;
+    oc_error err;
+    if (oc_cl_buf_alloc(g_dev, n_bytes, &b, &err) != OC_OK) check_fail_at(__FILE__, __LINE__, "%s", err.message);
+    return b;
+}
+
+static oc_cl_buf *dup_host(const void *p, size_t n_bytes) {
+    oc_cl_buf *b = dbuf(n_bytes);
+    oc_error err;
+    if (b && oc_cl_upload(g_dev, b, 0, p, n_bytes, &err) != OC_OK) check_fail_at(__FILE__, __LINE__, "%s", err.message);
+    return b;
+}
+
+static void poison(oc_cl_buf *b) {
+    oc_error err;
+    if (oc_cl_fill32(g_dev, b, 0, NAN_BITS, oc_cl_buf_bytes(b) / 4 * 4, &err) != OC_OK)
+        check_fail_at(__FILE__, __LINE__, "%s", err.message);
+}
+
+static float *fetch(const oc_cl_buf *b) {
+    float *h = malloc(oc_cl_buf_bytes(b));
+    oc_error err;
+    if (oc_cl_download(g_dev, b, 0, h, oc_cl_buf_bytes(b), &err) != OC_OK) check_fail_at(__FILE__, __LINE__, "%s", err.message);
+    return h;
+}
+
+static float *rand_f32(check_rng *r, size_t n, float lo, float hi) {
+    float *x = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) x[i] = check_rng_uniform(r, lo, hi);
+    return x;
+}
+
+/* ---- device, errors --------------------------------------------------------------------------------- */
+
+static int contains_nocase_ascii(const char *hay, const char *needle) {
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (needle[i] && hay[i] && (hay[i] | 32) == (needle[i] | 32)) i++;
+        if (!needle[i]) return 1;
+    }
+    return 0;
+}
+
+static void test_devices(void) {
+    if (!need_dev()) return;
+    oc_cl_caps list[8];
+    int n = 0;
+    oc_error err;
+    REQUIREF(oc_cl_list_devices(list, 8, &n, &err) == OC_OK, "%s", err.message);
+    CHECK(n >= 1);
+    const oc_cl_caps *c = oc_cl_device_caps(g_dev);
+    printf("# device %d: '%s' on '%s' (%s), %u CUs, local %llu bytes, max work-group %zu, subgroups %d, fp16 %d, "
+           "attention tile %d x %d, CLBlast %d\n", c->index, c->device, c->platform, c->version, c->compute_units,
+           (unsigned long long)c->local_mem_bytes, c->max_work_group_size, c->has_subgroups, c->has_fp16,
+           8 * c->attn_rows_per_item, 8 * c->attn_keys_per_item, oc_cl_has_clblast(g_dev));
+    CHECK(c->local_mem_bytes >= 16384 && c->max_work_group_size >= 64 && c->compute_units >= 1);
+    /* the same device by index and by a case-changed piece of its name */
+    char sel[16], name[16];
+    snprintf(sel, sizeof sel, "%d", c->index);
+    snprintf(name, sizeof name, "%.6s", c->device);
+    for (char *p = name; *p; p++) *p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
+    const char *sels[2] = { sel, name };
+    for (int i = 0; i < 2; i++) {
+        oc_cl_caps got;
+        CHECKF(oc_cl_select(sels[i], &got, &err) == OC_OK, "select '%s': %s", sels[i], err.message);
+        CHECKF(got.index == c->index || (i == 1 && contains_nocase_ascii(got.device, name)), "'%s' picked device %d '%s'",
+               sels[i], got.index, got.device);
+    }
+    /* a name that matches nothing, an index past the list: the same message from open */
+    oc_cl_device *bad = NULL;
+    oc_cl_caps none;
+    CHECK(oc_cl_select("no-such-gpu-xyz", &none, &err) == OC_ERR_NOT_FOUND);
+    CHECK(oc_cl_open(&bad, "no-such-gpu-xyz", NULL, NULL, &err) == OC_ERR_NOT_FOUND && !bad);
+    CHECKF(strstr(err.message, "no device matches 'no-such-gpu-xyz'") && strstr(err.message, c->device), "%s", err.message);
+    CHECK(oc_cl_select("99", &none, &err) == OC_ERR_NOT_FOUND);
+}
+
+static void test_build_failure(void) {
+    if (!need_dev()) return;
+    oc_error err;
+    oc_status st = oc_cl_try_build(g_dev, "broken.cl", "__kernel void f(__global float *x) { x[0] = no_such_name; }", &err);
+    CHECK(st == OC_ERR_DEVICE);
+    CHECKF(strstr(err.message, "program broken.cl failed to build") && strstr(err.message, "no_such_name"), "%s", err.message);
+    CHECK(!strchr(err.message, '\n'));
+    CHECK(oc_cl_try_build(g_dev, "fine.cl", "__kernel void f(__global float *x) { x[0] = 1.0f; }", &err) == OC_OK);
+}
+
+static void test_range_errors(void) {
+    if (!need_dev()) return;
+    oc_cl_buf *b = dbuf(400);   /* 100 floats */
+    if (!b) return;
+    oc_error err;
+    CHECK(oc_cl_norm(g_dev, OC_CL_NORM_RMS, oc_cl_mat_of(b, 0, 50), oc_cl_mat_of(b, 0, 50), oc_cl_mat_of(NULL, 0, 0), NULL,
+                     NULL, 3, 50, 1e-6f, &err) == OC_ERR_RANGE);
+    CHECK(oc_cl_add(g_dev, b, 90, b, 0, 11, &err) == OC_ERR_RANGE);
+    CHECK(oc_cl_act(g_dev, b, -1, 4, OC_ACT_SILU, &err) == OC_ERR_RANGE);
+    float h[4];
+    CHECK(oc_cl_download(g_dev, b, 398, h, 4, &err) == OC_ERR_RANGE);
+    oc_cl_buf *big = NULL;
+    CHECK(oc_cl_buf_alloc(g_dev, (size_t)oc_cl_device_caps(g_dev)->max_alloc_bytes + 1, &big, &err) == OC_ERR_RANGE && !big);
+    /* weight types the kernels do not take, unless dequantized at upload */
+    unsigned char q4k[144] = { 0 };
+    oc_weight w = { OC_DTYPE_Q4_K, 256, 1, q4k, 144 };
+    oc_cl_weight cw;
+    CHECK(oc_cl_weight_upload(g_dev, &w, 0, &cw, &err) == OC_ERR_UNSUPPORTED && !cw.buf);
+    CHECKF(oc_cl_weight_upload(g_dev, &w, 1, &cw, &err) == OC_OK && cw.dtype == OC_DTYPE_F32, "%s", err.message);
+    oc_cl_weight_free(&cw);
+    oc_cl_buf_free(b);
+}
+
+/* ---- norms, activations, rotary ------------------------------------------------------------------------ */
+
+/* norm(x + res) rows in double: the residual add in f32 first, as the kernel (and nn.c's callers) do. */
+static void norm_ref(double *ref, float *xsum, const float *x, const float *res, int rows, int n, int stride, int layer,
+                     const float *w, const float *b) {
+    for (int i = 0; i < rows; i++) {
+        float *xr = xsum + (size_t)i * n;
+        for (int k = 0; k < n; k++) xr[k] = x[(size_t)i * stride + k] + (res ? res[(size_t)i * n + k] : 0.0f);
+        double mean = 0, ss = 0;
+        for (int k = 0; k < n; k++) mean += xr[k];
+        mean = layer ? mean / n : 0;
+        for (int k = 0; k < n; k++) ss += (xr[k] - mean) * (xr[k] - mean);
+        double inv = 1.0 / sqrt(ss / n + 1e-6);
+        for (int k = 0; k < n; k++) ref[(size_t)i * n + k] = (xr[k] - mean) * inv * (w ? w[k] : 1.0) + (b ? b[k] : 0.0);
+    }
+}
+
+static void test_norms(void) {
+    if (!need_dev()) return;
+    check_rng r = { 11 };
+    const int rows = 5;
+    const int ns[2] = { 1536, 77 };
+    for (int ni = 0; ni < 2; ni++) {
+        int n = ns[ni], stride = n + 3;
+        float *x = rand_f32(&r, (size_t)rows * stride, -3.0f, 3.0f), *w = rand_f32(&r, (size_t)n, 0.5f, 1.5f),
+              *bb = rand_f32(&r, (size_t)n, -1.0f, 1.0f), *res = rand_f32(&r, (size_t)rows * n, -1.0f, 1.0f);
+        float *xsum = malloc(sizeof(float) * rows * n);
+        double *ref = malloc(sizeof(double) * rows * n);
+        oc_cl_buf *dw = dup_host(w, sizeof(float) * n), *db = dup_host(bb, sizeof(float) * n), *dy = dbuf(sizeof(float) * rows * n);
+        /* kinds: rms, rms without w, layer, layer without w and b; each with and without a residual */
+        for (int kind = 0; kind < 8 && dy; kind++) {
+            int layer = (kind & 3) >= 2, with_w = kind % 2 == 0, with_res = kind >= 4;
+            norm_ref(ref, xsum, x, with_res ? res : NULL, rows, n, stride, layer, with_w ? w : NULL,
+                     layer && with_w ? bb : NULL);
+            oc_cl_buf *dx = dup_host(x, sizeof(float) * rows * stride), *dr = dup_host(res, sizeof(float) * rows * n);
+            poison(dy);
+            oc_error err;
+            oc_status st = oc_cl_norm(g_dev, layer ? OC_CL_NORM_LAYER : OC_CL_NORM_RMS, oc_cl_mat_of(dy, 0, n),
+                                      oc_cl_mat_of(dx, 0, stride), oc_cl_mat_of(with_res ? dr : NULL, 0, n),
+                                      with_w ? dw : NULL, layer && with_w ? db : NULL, rows, n, 1e-6f, &err);
+            CHECKF(st == OC_OK, "%s", err.message);
+            float *y = fetch(dy), *xs = fetch(dx);
+            double e = check_rel_err_f32(y, ref, (size_t)rows * n);
+            CHECKF(e < 1e-5, "norm kind %d n %d: rel err %.3g", kind, n, e);
+            int bad = 0;   /* x holds x + res afterwards (exactly: one f32 add) */
+            for (int i = 0; i < rows; i++)
+                for (int k = 0; k < n; k++) bad += xs[(size_t)i * stride + k] != xsum[(size_t)i * n + k];
+            CHECKF(!bad, "norm kind %d: %d elements of x + res differ", kind, bad);
+            free(y); free(xs);
+            oc_cl_buf_free(dx); oc_cl_buf_free(dr);
+        }
+        /* in place (y == x) and into the residual (y == res); and the residual add alone (no y) */
+        oc_cl_buf *dx = dup_host(x, sizeof(float) * rows * stride), *dr = dup_host(res, sizeof(float) * rows * n);
+        oc_error err;
+        CHECKF(oc_cl_norm(g_dev, OC_CL_NORM_RMS, oc_cl_mat_of(dx, 0, stride), oc_cl_mat_of(dx, 0, stride),
+                          oc_cl_mat_of(NULL, 0, 0), dw, NULL, rows, n, 1e-6f, &err) == OC_OK, "%s", err.message);
+        norm_ref(ref, xsum, x, NULL, rows, n, stride, 0, w, NULL);
+        float *y = fetch(dx);
+        double num = 0, den = 0;
+        for (int i = 0; i < rows; i++)
+            for (int k = 0; k < n; k++) {
+                double d = y[(size_t)i * stride + k] - ref[(size_t)i * n + k];
+                num += d * d;
+                den += ref[(size_t)i * n + k] * ref[(size_t)i * n + k];
+            }
+        CHECKF(sqrt(num / den) < 1e-5, "in-place rms: rel err %.3g", sqrt(num / den));
+        free(y);
+        oc_cl_buf_free(dx);
+        dx = dup_host(x, sizeof(float) * rows * stride);
+        CHECKF(oc_cl_norm(g_dev, OC_CL_NORM_LAYER, oc_cl_mat_of(dr, 0, n), oc_cl_mat_of(dx, 0, stride),
+                          oc_cl_mat_of(dr, 0, n), dw, db, rows, n, 1e-6f, &err) == OC_OK, "%s", err.message);
+        norm_ref(ref, xsum, x, res, rows, n, stride, 1, w, bb);
+        y = fetch(dr);
+        CHECKF(check_rel_err_f32(y, ref, (size_t)rows * n) < 1e-5, "layer norm into the residual");
+        free(y);
+        oc_cl_buf_free(dx);
+        dx = dup_host(x, sizeof(float) * rows * stride);
+        oc_cl_buf_free(dr);
+        dr = dup_host(res, sizeof(float) * rows * n);
+        CHECKF(oc_cl_norm(g_dev, OC_CL_NORM_RMS, oc_cl_mat_of(NULL, 0, 0), oc_cl_mat_of(dx, 0, stride),
+                          oc_cl_mat_of(dr, 0, n), NULL, NULL, rows, n, 1e-6f, &err) == OC_OK, "%s", err.message);
+        y = fetch(dx);
+        int bad = 0;
+        for (int i = 0; i < rows; i++)
+            for (int k = 0; k < n; k++) bad += y[(size_t)i * stride + k] != x[(size_t)i * stride + k] + res[(size_t)i * n + k];
+        CHECKF(!bad, "residual add alone: %d differ", bad);
+        free(y);
+        free(x); free(w); free(bb); free(res); free(xsum); free(ref);
+        oc_cl_buf_free(dx); oc_cl_buf_free(dr); oc_cl_buf_free(dw); oc_cl_buf_free(db); oc_cl_buf_free(dy);
+    }
+}
+
+static void test_gather_rows(void) {
+    if (!need_dev()) return;
+    check_rng r = { 19 };
+    const int n_src = 24, dim = 33, unit = 4;
+    int32_t idx[7] = { 5, 0, 3, 2, 4, 1, 99 };   /* 99: outside the source, its rows stay */
+    float *src = rand_f32(&r, (size_t)n_src * dim + 2, -1.0f, 1.0f);
+    oc_cl_buf *ds = dup_host(src, sizeof(float) * (n_src * dim + 2)), *di = dup_host(idx, sizeof idx),
+              *dd = dbuf(sizeof(float) * (7 * unit * dim + 1));
+    poison(dd);
+    oc_error err;
+    CHECKF(oc_cl_gather_rows(g_dev, dd, 1, ds, 2, n_src, di, 0, 7 * unit, dim, unit, &err) == OC_OK, "%s", err.message);
+    float *y = fetch(dd);
+    int bad = !isnan(y[0]);
+    for (int row = 0; row < 7 * unit; row++)
+        for (int c = 0; c < dim; c++) {
+            float got = y[1 + row * dim + c];
+            if (idx[row / unit] == 99) { bad += !isnan(got); continue; }
+            bad += got != src[2 + (idx[row / unit] * unit + row % unit) * dim + c];
+        }
+    CHECKF(!bad, "gather_rows: %d elements differ", bad);
+    CHECK(oc_cl_gather_rows(g_dev, dd, 0, ds, 0, n_src, di, 0, 7 * unit + 1, dim, unit, &err) == OC_ERR_INVALID);
+    free(src); free(y);
+    oc_cl_buf_free(ds); oc_cl_buf_free(di); oc_cl_buf_free(dd);
+}
+
+static void test_elementwise(void) {
+    if (!need_dev()) return;
+    check_rng r = { 12 };
+    const int n = 1000, off = 7;
+    float *g = rand_f32(&r, n + off, -6.0f, 6.0f), *u = rand_f32(&r, n + off, -2.0f, 2.0f);
+    oc_cl_buf *dg = dup_host(g, sizeof(float) * (n + off)), *du = dup_host(u, sizeof(float) * (n + off)),
+              *dout = dbuf(sizeof(float) * n);
+    double *ref = malloc(sizeof(double) * n);
+    oc_error err;
+    for (int act = 0; act < 3 && dg && du && dout; act++) {
+        for (int glu = 0; glu < 2; glu++) {
+            for (int i = 0; i < n; i++) {
+                double x = g[off + i];
+                double a = act == OC_ACT_SILU ? x / (1 + exp(-x))
+                         : act == OC_ACT_GELU_ERF ? 0.5 * x * (1 + erf(x / sqrt(2.0))) : x / (1 + exp(-1.702 * x));
+                ref[i] = glu ? a * u[off + i] : a;
+            }
+            poison(dout);
+            oc_status st;
+            if (glu) {
+                st = oc_cl_glu(g_dev, dout, 0, dg, off, du, off, n, (oc_act)act, &err);
+            } else {
+                oc_cl_buf *tmp = dup_host(g + off, sizeof(float) * n);
+                st = oc_cl_act(g_dev, tmp, 0, n, (oc_act)act, &err);
+                CHECKF(st == OC_OK, "%s", err.message);
+                float *y = fetch(tmp);
+                double e = check_rel_err_f32(y, ref, (size_t)n);
+                CHECKF(e < 2e-6, "act %d: rel err %.3g", act, e);
+                free(y);
+                oc_cl_buf_free(tmp);
+                continue;
+            }
+            CHECKF(st == OC_OK, "%s", err.message);
+            float *y = fetch(dout);
+            double e = check_rel_err_f32(y, ref, (size_t)n);
+            CHECKF(e < 2e-6, "glu %d: rel err %.3g", act, e);
+            free(y);
+        }
+    }
+    /* residual add */
+    poison(dout);
+    CHECK(oc_cl_fill32(g_dev, dout, 0, 0, sizeof(float) * n, &err) == OC_OK);
+    CHECK(oc_cl_add(g_dev, dout, 0, dg, off, n, &err) == OC_OK && oc_cl_add(g_dev, dout, 0, du, off, n, &err) == OC_OK);
+    float *y = fetch(dout);
+    for (int i = 0; i < n; i++) ref[i] = (double)(g[off + i] + u[off + i]);
+    CHECK(check_rel_err_f32(y, ref, (size_t)n) == 0.0);
+    free(y); free(g); free(u); free(ref);
+    oc_cl_buf_free(dg); oc_cl_buf_free(du); oc_cl_buf_free(dout);
+}
+
+static void test_rope(void) {
+    if (!need_dev()) return;
+    check_rng r = { 13 };
+    const int n_tok = 9, n_heads = 3, hd = 80, pairs = 40, st_tok = n_heads * hd + 5, extra = 6;   /* 6 dims left alone */
+    float *x = rand_f32(&r, (size_t)n_tok * st_tok, -2.0f, 2.0f);
+    float *cs = malloc(sizeof(float) * n_tok * (pairs + 2)), *sn = malloc(sizeof(float) * n_tok * (pairs + 2));
+    for (int t = 0; t < n_tok; t++)
+        for (int k = 0; k < pairs + 2; k++) {
+            float ang = (float)(t * 3 + 1) * powf(10000.0f, -(float)k / pairs);
+            cs[t * (pairs + 2) + k] = cosf(ang);
+            sn[t * (pairs + 2) + k] = sinf(ang);
+        }
+    oc_cl_buf *dx = dup_host(x, sizeof(float) * n_tok * st_tok), *dc = dup_host(cs, sizeof(float) * n_tok * (pairs + 2)),
+              *ds = dup_host(sn, sizeof(float) * n_tok * (pairs + 2));
+    oc_error err;
+    int use_pairs = pairs - extra / 2;
+    CHECKF(oc_cl_rope_neox(g_dev, dx, 0, st_tok, hd, n_tok, n_heads, use_pairs, oc_cl_mat_of(dc, 0, pairs + 2),
+                           oc_cl_mat_of(ds, 0, pairs + 2), &err) == OC_OK, "%s", err.message);
+    float *y = fetch(dx);
+    double *ref = malloc(sizeof(double) * n_tok * st_tok);
+    for (int i = 0; i < n_tok * st_tok; i++) ref[i] = x[i];
+    for (int t = 0; t < n_tok; t++)
+        for (int h = 0; h < n_heads; h++) {
+            double *p = ref + (size_t)t * st_tok + h * hd;
+            for (int k = 0; k < use_pairs; k++) {
+                double a = p[k], b = p[k + use_pairs], c = cs[t * (pairs + 2) + k], s = sn[t * (pairs + 2) + k];
+                p[k] = a * c - b * s;
+                p[k + use_pairs] = b * c + a * s;
+            }
+        }
+    double e = check_rel_err_f32(y, ref, (size_t)n_tok * st_tok);
+    CHECKF(e < 1e-6, "rope: rel err %.3g", e);
+    free(x); free(cs); free(sn); free(y); free(ref);
+    oc_cl_buf_free(dx); oc_cl_buf_free(dc); oc_cl_buf_free(ds);
+}
+
+/* ---- weights: embedding and matmul -------------------------------------------------------------------------- */
+
+static const int32_t dev_types[4] = { OC_DTYPE_F32, OC_DTYPE_F16, OC_DTYPE_Q8_0, OC_DTYPE_Q4_0 };
+
+/* A random weight of n_out x n_in in dtype (host bytes in *data) and its f32 values. */
+static float *make_weight(check_rng *r, int32_t dtype, int64_t n_in, int64_t n_out, oc_weight *w, void **data) {
+    float *f = rand_f32(r, (size_t)(n_in * n_out), -1.0f, 1.0f);
+    size_t row = (size_t)oc_dtype_row_bytes(dtype, (uint64_t)n_in);
+    unsigned char *b = malloc(row * (size_t)n_out);
+    for (int64_t o = 0; o < n_out; o++) {
+        float *src = f + o * n_in;
+        unsigned char *dst = b + (size_t)o * row;
+        if (dtype == OC_DTYPE_F32) memcpy(dst, src, row);
+        else if (dtype == OC_DTYPE_F16) for (int64_t k = 0; k < n_in; k++) ((uint16_t *)dst)[k] = oc_f32_to_f16(src[k]);
+        else if (dtype == OC_DTYPE_Q8_0) oc_quantize_q8_0(src, dst, n_in);
+        else oc_quantize_q4_0(src, dst, n_in);
+        oc_dequant_ref(dtype)(dst, src, n_in);   /* the values the kernels see */
+    }
+    w->dtype = dtype;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->data = b;
+    w->row_bytes = row;
+    *data = b;
+    return f;
+}
+
+static void test_embed(void) {
+    if (!need_dev()) return;
+    check_rng r = { 14 };
+    const int n_vocab = 50, n_in = 96, n_tok = 6;
+    int32_t ids[6] = { 3, 49, -1, 0, 3, 17 };
+    for (int ti = 0; ti < 4; ti++) {
+        oc_weight w;
+        void *data;
+        float *f = make_weight(&r, dev_types[ti], n_in, n_vocab, &w, &data);
+        oc_cl_weight cw;
+        oc_error err;
+        REQUIREF(oc_cl_weight_upload(g_dev, &w, 0, &cw, &err) == OC_OK, "%s", err.message);
+        oc_cl_buf *did = dup_host(ids, sizeof ids), *dout = dbuf(sizeof(float) * n_tok * (n_in + 1));
+        poison(dout);
+        CHECKF(oc_cl_embed(g_dev, &cw, did, 0, n_tok, oc_cl_mat_of(dout, 0, n_in + 1), &err) == OC_OK, "%s", err.message);
+        float *y = fetch(dout);
+        for (int t = 0; t < n_tok; t++) {
+            const float *row = y + (size_t)t * (n_in + 1);
+            if (ids[t] < 0) {   /* left as it was */
+                for (int k = 0; k < n_in; k++) CHECKF(isnan(row[k]), "%s: row %d overwritten", oc_dtype_name(dev_types[ti]), t);
+                continue;
+            }
+            for (int k = 0; k < n_in; k++)
+                CHECKF(row[k] == f[(size_t)ids[t] * n_in + k], "%s: token %d element %d: %g vs %g",
+                       oc_dtype_name(dev_types[ti]), t, k, (double)row[k], (double)f[(size_t)ids[t] * n_in + k]);
+        }
+        free(y); free(f); free(data);
+        oc_cl_buf_free(did); oc_cl_buf_free(dout); oc_cl_weight_free(&cw);
+    }
+}
+
+/* y = x W^T + bias on the device against a double loop, for one weight type and shape. */
+static void check_matmul(check_rng *r, int32_t dtype, int to_f32, int64_t n_in, int64_t n_out, int64_t n_tok, int bias,
+                         int clblast) {
+    oc_weight w;
+    void *data;
+    float *f = make_weight(r, dtype, n_in, n_out, &w, &data);
+    int64_t xs = n_in + 5, ys = n_out + 2;
+    float *x = rand_f32(r, (size_t)(n_tok * xs), -1.0f, 1.0f), *bv = rand_f32(r, (size_t)n_out, -1.0f, 1.0f);
+    double *ref = malloc(sizeof(double) * (size_t)(n_tok * ys));
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t o = 0; o < ys; o++) {
+            double s = NAN;   /* the gaps between rows stay poisoned */
+            if (o < n_out) {
+                s = bias ? bv[o] : 0.0;
+                for (int64_t k = 0; k < n_in; k++) s += (double)x[t * xs + k] * f[o * n_in + k];
+            }
+            ref[t * ys + o] = s;
+        }
+    oc_cl_weight cw;
+    oc_error err;
+    oc_cl_use_clblast(g_dev, clblast);
+    if (oc_cl_weight_upload(g_dev, &w, to_f32, &cw, &err) == OC_OK) {
+        oc_cl_buf *dx = dup_host(x, sizeof(float) * (size_t)(n_tok * xs)), *db = dup_host(bv, sizeof(float) * (size_t)n_out),
+                  *dy = dbuf(sizeof(float) * (size_t)(n_tok * ys));
+        poison(dy);
+        oc_status st = oc_cl_matmul(g_dev, &cw, oc_cl_mat_of(dx, 0, xs), oc_cl_mat_of(dy, 0, ys), n_tok, bias ? db : NULL, &err);
+        CHECKF(st == OC_OK, "%s", err.message);
+        float *y = fetch(dy);
+        double num = 0, den = 0;
+        int bad = 0;
+        for (int64_t i = 0; i < n_tok * ys; i++) {
+            if (isnan(ref[i])) { bad += !isnan(y[i]); continue; }
+            if (!isfinite(y[i])) { bad++; continue; }
+            num += (y[i] - ref[i]) * (y[i] - ref[i]);
+            den += ref[i] * ref[i];
+        }
+        double e = bad ? INFINITY : sqrt(num / den);
+        CHECKF(e < 1e-5, "matmul %s%s %lld x %lld, %lld tokens, bias %d, clblast %d: rel err %.3g (%d bad)",
+               oc_dtype_name(dtype), to_f32 ? " as f32" : "", (long long)n_out, (long long)n_in, (long long)n_tok, bias,
+               clblast, e, bad);
+        free(y);
+        oc_cl_buf_free(dx); oc_cl_buf_free(db); oc_cl_buf_free(dy);
+        oc_cl_weight_free(&cw);
+    } else {
+        check_fail_at(__FILE__, __LINE__, "%s", err.message);
+    }
+    oc_cl_use_clblast(g_dev, 1);
+    free(f); free(data); free(x); free(bv); free(ref);
+}
+
+static void test_matmul(void) {
+    if (!need_dev()) return;
+    check_rng r = { 15 };
+    const int64_t toks[3] = { 1, 3, 70 };
+    for (int ti = 0; ti < 4; ti++)
+        for (int k = 0; k < 3; k++) {
+            int32_t t = dev_types[ti];
+            int64_t n_in = t == OC_DTYPE_F32 || t == OC_DTYPE_F16 ? 100 : 160;   /* f32/f16: rows end inside a chunk */
+            check_matmul(&r, t, 0, n_in, 67, toks[k], k != 1, 0);
+        }
+    /* a larger one through the tiled kernel: two k steps of 32 blocks, partial tiles both ways */
+    check_matmul(&r, OC_DTYPE_Q8_0, 0, 512, 130, 77, 1, 0);
+    /* CLBlast takes F32 (also dequantized at upload) when the build has it */
+    if (oc_cl_has_clblast(g_dev)) {
+        check_matmul(&r, OC_DTYPE_F32, 0, 96, 67, 70, 1, 1);
+        check_matmul(&r, OC_DTYPE_Q4_0, 1, 96, 67, 9, 0, 1);
+    }
+}
+
+/* ---- KV cache, argmax ----------------------------------------------------------------------------------------- */
+
+static void test_kv_store(void) {
+    if (!need_dev()) return;
+    check_rng r = { 16 };
+    const int n_rows = 4, n_cols = 40, src_stride = 45, dst_stride = 48, at_row = 3;
+    float *src = rand_f32(&r, (size_t)n_rows * src_stride, -70000.0f, 70000.0f);
+    src[0] = 1.0f + 1.0f / 2048.0f;   /* a tie: rounds to even (1.0) */
+    src[1] = 1e-6f;                   /* subnormal in f16 */
+    src[2] = -0.0f;
+    for (int f16 = 1; f16 >= 0; f16--) {
+        size_t es = f16 ? 2 : 4, n = (size_t)(at_row + n_rows + 1) * dst_stride;
+        oc_cl_buf *ds = dup_host(src, sizeof(float) * n_rows * src_stride), *dd = dbuf(es * n);
+        poison(dd);
+        oc_error err;
+        CHECKF(oc_cl_kv_store(g_dev, oc_cl_mat_of(ds, 0, src_stride), n_rows, n_cols, dd,
+                              f16 ? OC_DTYPE_F16 : OC_DTYPE_F32, (int64_t)at_row * dst_stride, dst_stride, &err) == OC_OK,
+               "%s", err.message);
+        unsigned char *got = malloc(es * n);
+        CHECK(oc_cl_download(g_dev, dd, 0, got, es * n, &err) == OC_OK);
+        int bad = 0;
+        for (int i = 0; i < n_rows; i++)
+            for (int c = 0; c < n_cols; c++) {
+                size_t at = (size_t)(at_row + i) * dst_stride + c;
+                float v = src[i * src_stride + c];
+                if (f16) bad += ((uint16_t *)got)[at] != oc_f32_to_f16(v);
+                else bad += memcmp((float *)got + at, &v, 4) != 0;
+            }
+        /* rows before the offset untouched */
+        if (f16) bad += ((uint16_t *)got)[0] != (uint16_t)(NAN_BITS >> 16) && ((uint16_t *)got)[0] != (uint16_t)NAN_BITS;
+        else bad += !isnan(((float *)got)[0]);
+        CHECKF(!bad, "kv_store f16=%d: %d elements differ", f16, bad);
+        free(got);
+        oc_cl_buf_free(ds); oc_cl_buf_free(dd);
+    }
+    free(src);
+}
+
+static void test_argmax(void) {
+    if (!need_dev()) return;
+    check_rng r = { 17 };
+    const int rows = 4, n = 3001;
+    float *x = rand_f32(&r, (size_t)rows * n, -5.0f, 5.0f);
+    x[17] = 9.0f; x[2500] = 9.0f;          /* row 0: a tie, the lower index wins */
+    x[n + 5] = NAN; x[n + 6] = 100.0f;     /* row 1: NaN ignored */
+    for (int i = 0; i < n; i++) x[2 * n + i] = NAN;   /* row 2: all NaN -> 0 */
+    x[3 * n + n - 1] = 50.0f;              /* row 3: the last element */
+    oc_cl_buf *dx = dup_host(x, sizeof(float) * rows * n), *di = dbuf(sizeof(int32_t) * (rows + 1));
+    poison(di);
+    oc_error err;
+    CHECKF(oc_cl_argmax(g_dev, oc_cl_mat_of(dx, 0, n), rows, n, di, 1, &err) == OC_OK, "%s", err.message);
+    int32_t got[5];
+    CHECK(oc_cl_download(g_dev, di, 0, got, sizeof got, &err) == OC_OK);
+    CHECKF(got[1] == 17 && got[2] == 6 && got[3] == 0 && got[4] == n - 1, "argmax %d %d %d %d", got[1], got[2], got[3],
+           got[4]);
+    free(x);
+    oc_cl_buf_free(dx); oc_cl_buf_free(di);
+}
+
+/* ---- attention ---------------------------------------------------------------------------------------------- */
+
+typedef struct attn_case {
+    const char *name;
+    int n_q, n_kv, n_head, n_head_kv, d, q_offset;
+    oc_attn_mask_kind mask;
+    const oc_token_span *seg;
+    int n_seg;
+    const oc_head_pattern *pat;
+    const oc_token_span *images;   /* layout spans */
+    int n_images, n_tokens;        /* layout size */
+    int32_t kv_dtype;
+    int force_split;
+} attn_case;
+
+/* Run one case on the CPU engine (scalar kernels) and on the device with the same buffers and
+ * strides; outputs within 1e-4 relative (the CPU engine's own tolerance against double), kept and
+ * skipped pair counts equal. */
+static void check_attn(const attn_case *c, oc_cl_attn *at, check_rng *r, int host_patterns) {
+    int d = c->d;
+    int64_t qst = (int64_t)c->n_head * d + 3, ost = (int64_t)c->n_head * d + 1;
+    int64_t kst = d + 5, ksh = (int64_t)(c->n_kv > 0 ? c->n_kv : 1) * kst;   /* head-major cache, padded rows */
+    size_t es = c->kv_dtype == OC_DTYPE_F16 ? 2 : 4, nq = (size_t)(c->n_q > 0 ? c->n_q : 1);
+    size_t kv_elems = (size_t)c->n_head_kv * (size_t)ksh;
+    float *q = rand_f32(r, nq * (size_t)qst, -2.0f, 2.0f);
+    unsigned char *k = malloc(es * kv_elems), *v = malloc(es * kv_elems);
+    for (size_t i = 0; i < kv_elems; i++) {
+        float a = check_rng_uniform(r, -1.0f, 1.0f), b = check_rng_uniform(r, -1.0f, 1.0f);
+        if (es == 2) { ((uint16_t *)k)[i] = oc_f32_to_f16(a); ((uint16_t *)v)[i] = oc_f32_to_f16(b); }
+        else { ((float *)k)[i] = a; ((float *)v)[i] = b; }
+    }
+    float *out_cpu = malloc(sizeof(float) * nq * (size_t)ost);
+    check_poison_f32(out_cpu, nq * (size_t)ost);
+    oc_token_layout *layout = NULL;
+    oc_error err;
+    if (c->n_images && oc_layout_build(&layout, c->n_tokens, c->images, c->n_images, OC_LAYOUT_DEFAULT_SINK_FRACTION, NULL,
+                                       &err) != OC_OK) {
+        check_fail_at(__FILE__, __LINE__, "%s", err.message);
+        return;
+    }
+    oc_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.n_q = c->n_q; a.n_kv = c->n_kv; a.n_head = c->n_head; a.n_head_kv = c->n_head_kv; a.head_dim = d;
+    a.q = q; a.q_stride_token = qst; a.q_stride_head = d;
+    a.k = k; a.v = v; a.kv_dtype = c->kv_dtype;
+    a.k_stride_token = a.v_stride_token = kst; a.k_stride_head = a.v_stride_head = ksh;
+    a.out = out_cpu; a.out_stride_token = ost; a.out_stride_head = d;
+    a.scale = 1.0f / sqrtf((float)d);
+    a.mask = c->mask; a.q_offset = c->q_offset; a.segments = c->seg; a.n_segments = c->n_seg;
+    a.patterns = c->pat; a.layout = layout; a.isa = OC_ISA_SCALAR;
+    oc_attn_dims dims = { c->n_q, c->n_kv, c->n_head, c->n_head_kv, d };
+    size_t sb = oc_attn_scratch_bytes(&dims, 1);
+    void *scratch = oc_port_aligned_alloc(OC_MEM_ALIGN, sb);
+    oc_attn_stats cpu_st = { 0, 0, 0 }, gpu_st = { 0, 0, 0 };
+    CHECKF(oc_attn_run(&a, NULL, scratch, sb, &cpu_st, &err) == OC_OK, "%s: cpu: %s", c->name, err.message);
+
+    oc_cl_buf *dq = dup_host(q, sizeof(float) * nq * (size_t)qst), *dk = dup_host(k, es * kv_elems),
+              *dv = dup_host(v, es * kv_elems), *dout = dbuf(sizeof(float) * nq * (size_t)ost), *dp = NULL;
+    if (c->pat && !host_patterns) {
+        dp = dbuf(sizeof(int32_t) * OC_CL_PATTERN_INTS * (size_t)(c->n_head + 2));
+        CHECKF(dp && oc_cl_patterns_write(g_dev, dp, 2, c->pat, c->n_head, &err) == OC_OK, "%s", err.message);
+    }
+    poison(dout);
+    oc_cl_attn_shape s = { c->n_q, c->n_kv, c->q_offset, c->mask, c->seg, c->n_seg, layout };
+    oc_cl_attn_force_split(at, c->force_split);
+    oc_status st = oc_cl_attn_prepare(at, &s, &err);
+    CHECKF(st == OC_OK, "%s: prepare: %s", c->name, err.message);
+    oc_cl_attn_io io = { dq, 0, qst, d, dk, dv, c->kv_dtype, 0, kst, ksh, 0, kst, ksh, dout, 0, ost, d, a.scale, dp, 2,
+                         host_patterns ? c->pat : NULL };
+    if (st == OC_OK) {
+        st = oc_cl_attn_run(at, &io, &gpu_st, &err);
+        CHECKF(st == OC_OK, "%s: run: %s", c->name, err.message);
+    }
+    float *out_gpu = fetch(dout);
+    /* every output row (token, head): relative error against the CPU engine's row */
+    double worst = 0;
+    int bad_gap = 0;
+    double *row_ref = malloc(sizeof(double) * (size_t)d);
+    for (int i = 0; i < c->n_q; i++) {
+        for (int h = 0; h < c->n_head; h++) {
+            const float *cr = out_cpu + (size_t)i * ost + (size_t)h * d, *gr = out_gpu + (size_t)i * ost + (size_t)h * d;
+            double n2 = 0;
+            for (int e = 0; e < d; e++) { row_ref[e] = cr[e]; n2 += (double)cr[e] * cr[e]; }
+            double e = n2 > 0 ? check_rel_err_f32(gr, row_ref, (size_t)d) : 0;
+            if (n2 == 0)   /* a row with every key masked is 0 */
+                for (int x = 0; x < d; x++) if (gr[x] != 0.0f) e = INFINITY;
+            if (e > worst) worst = e;
+        }
+        bad_gap += !isnan(out_gpu[(size_t)i * ost + (size_t)c->n_head * d]);   /* the padding stays poisoned */
+    }
+    CHECKF(worst < 1e-4, "%s: worst row rel err %.3g vs the CPU engine", c->name, worst);
+    CHECKF(!bad_gap, "%s: %d writes past the heads", c->name, bad_gap);
+    CHECKF(gpu_st.flops_kept == cpu_st.flops_kept && gpu_st.flops_skipped == cpu_st.flops_skipped,
+           "%s: kept %llu / skipped %llu FLOPs, the CPU engine %llu / %llu", c->name,
+           (unsigned long long)gpu_st.flops_kept, (unsigned long long)gpu_st.flops_skipped,
+           (unsigned long long)cpu_st.flops_kept, (unsigned long long)cpu_st.flops_skipped);
+    CHECK(gpu_st.flops_executed >= gpu_st.flops_kept);
+    free(row_ref); free(out_gpu); free(q); free(k); free(v); free(out_cpu);
+    oc_port_aligned_free(scratch);
+    oc_layout_free(layout);
+    oc_cl_buf_free(dq); oc_cl_buf_free(dk); oc_cl_buf_free(dv); oc_cl_buf_free(dout); oc_cl_buf_free(dp);
+}
+
+static void run_cases(const attn_case *cases, int n, int max_images, int max_seg) {
+    check_rng r = { 18 };
+    for (int i = 0; i < n; i++) {
+        const attn_case *c = &cases[i];
+        oc_cl_attn_limits lim = { OC_MAX(c->n_q, 1), c->n_head, c->n_head_kv, c->d, max_images, max_seg };
+        oc_cl_attn *at = NULL;
+        oc_error err;
+        CHECKF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s: %s", c->name, err.message);
+        if (at) check_attn(c, at, &r, 0);
+        oc_cl_attn_close(at);
+    }
+}
+
+static void test_attn_dense(void) {
+    if (!need_dev()) return;
+    static const oc_token_span seg[3] = { { 0, 30 }, { 30, 64 }, { 70, 100 } };
+    const attn_case cases[] = {
+        { "causal 100, d64, GQA 4/2, f16", 100, 100, 4, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "causal 100, d64, f32", 100, 100, 2, 1, 64, 0, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F32, 0 },
+        { "vision bidirectional 77, d80", 77, 77, 3, 3, 80, 0, OC_ATTN_BIDIRECTIONAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F32, 0 },
+        { "causal prefix 40 of 90, d128", 40, 90, 4, 2, 128, 50, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "segments with a gap, d80", 100, 100, 2, 2, 80, 0, OC_ATTN_SEGMENTS, seg, 3, NULL, NULL, 0, 0, OC_DTYPE_F32, 0 },
+        { "odd head dim 37", 45, 45, 2, 1, 37, 0, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "no keys", 3, 0, 2, 1, 64, 0, OC_ATTN_BIDIRECTIONAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+    };
+    run_cases(cases, (int)OC_ARRAY_LEN(cases), 0, 3);
+}
+
+static void test_attn_patterns(void) {
+    if (!need_dev()) return;
+    /* 3 images: 40 + 55 + 37 tokens, sinks 4, 6, 4 */
+    static const oc_token_span img[3] = { { 5, 45 }, { 47, 102 }, { 130, 167 } };
+    static const oc_head_pattern pat6[6] = {
+        { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_SINK, 0, 0 }, { OC_PATTERN_INTRA_IMAGE, 0, 0 },
+        { OC_PATTERN_INTRA_IMAGE_SINK, 0, 0 }, { OC_PATTERN_A_SHAPE, 4, 16 }, { OC_PATTERN_A_SHAPE, 0, 40 },
+    };
+    static const oc_head_pattern pat4[4] = {
+        { OC_PATTERN_A_SHAPE, 8, 24 }, { OC_PATTERN_SINK, 0, 0 }, { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_INTRA_IMAGE, 0, 0 },
+    };
+    const attn_case cases[] = {
+        { "patterns prefill 200, GQA 6/2, f16", 200, 200, 6, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 180, OC_DTYPE_F16, 0 },
+        { "patterns prefill d128 f32", 170, 170, 6, 3, 128, 0, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 170, OC_DTYPE_F32, 0 },
+        { "patterns chunk after a cache", 60, 200, 6, 2, 64, 140, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 200, OC_DTYPE_F16, 0 },
+        { "a-shape bidirectional", 90, 90, 4, 1, 80, 0, OC_ATTN_BIDIRECTIONAL, NULL, 0, pat4, NULL, 0, 0, OC_DTYPE_F32, 0 },
+        { "decode, stacked", 1, 300, 6, 2, 64, 299, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 170, OC_DTYPE_F16, 0 },
+        { "decode, image query, split 3", 1, 300, 6, 2, 64, 60, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 300, OC_DTYPE_F16, 3 },
+        { "3 queries, stacked, split 2", 3, 140, 4, 1, 128, 95, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 3, 170, OC_DTYPE_F32, 2 },
+        { "decode 1100 keys, auto split", 1, 1100, 4, 1, 64, 1099, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 3, 170, OC_DTYPE_F16, 0 },
+    };
+    run_cases(cases, (int)OC_ARRAY_LEN(cases), 3, 0);
+}
+
+/* The 16-row tile that devices with 32 KiB of local memory get, forced on this device. */
+static void test_attn_small_tile(void) {
+    if (!need_dev()) return;
+    static const oc_token_span img[3] = { { 5, 45 }, { 47, 102 }, { 130, 167 } };
+    static const oc_head_pattern pat6[6] = {
+        { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_SINK, 0, 0 }, { OC_PATTERN_INTRA_IMAGE, 0, 0 },
+        { OC_PATTERN_INTRA_IMAGE_SINK, 0, 0 }, { OC_PATTERN_A_SHAPE, 4, 16 }, { OC_PATTERN_A_SHAPE, 0, 40 },
+    };
+    const attn_case cases[] = {
+        { "16-row tile: causal prefix, d128", 40, 90, 4, 2, 128, 50, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "16-row tile: patterns", 200, 200, 6, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 180, OC_DTYPE_F16, 0 },
+        { "16-row tile: decode split", 2, 300, 6, 3, 80, 298, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 170, OC_DTYPE_F32, 2 },
+    };
+    /* also asks for sub-group reductions: where the compiler has none (PoCL) open falls back */
+    oc_cl_options opt = { 2, 1 };
+    oc_cl_device *small = NULL, *keep = g_dev;
+    oc_error err;
+    REQUIREF(oc_cl_open(&small, oc_cl_device_caps(keep)->device, &opt, NULL, &err) == OC_OK, "%s", err.message);
+    CHECK(oc_cl_device_caps(small)->attn_rows_per_item == 2);
+    printf("# second device: 16-row attention tile, sub-group reductions %s\n",
+           oc_cl_device_caps(small)->has_subgroups ? "built" : "refused by the compiler: local memory");
+    g_dev = small;   /* the helpers allocate on g_dev */
+    test_norms();    /* through whichever reduction it got */
+    run_cases(cases, (int)OC_ARRAY_LEN(cases), 3, 0);
+    g_dev = keep;
+    oc_cl_close(small);
+}
+
+/* One context through changing geometries: A, A again (prepare reuses the uploaded runs), B, A;
+ * patterns given on the host (the context keeps them on the device); then more pattern sets than
+ * the context keeps, and the first one again after it was pushed out. */
+static void test_attn_reuse(void) {
+    if (!need_dev()) return;
+    static const oc_token_span img[2] = { { 10, 60 }, { 70, 100 } };
+    static const oc_head_pattern pat4[4] = {
+        { OC_PATTERN_SINK, 0, 0 }, { OC_PATTERN_A_SHAPE, 2, 20 }, { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_INTRA_IMAGE_SINK, 0, 0 },
+    };
+    const attn_case a = { "reuse A: prefill", 120, 120, 4, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 2, 110, OC_DTYPE_F16, 0 };
+    const attn_case b = { "reuse B: decode", 1, 121, 4, 2, 64, 120, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 2, 110, OC_DTYPE_F16, 0 };
+    oc_cl_attn_limits lim = { 120, 4, 2, 64, 2, 0 };
+    oc_cl_attn *at = NULL;
+    oc_error err;
+    REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s", err.message);
+    check_rng r = { 20 };
+    const attn_case *seq[4] = { &a, &a, &b, &a };
+    for (int i = 0; i < 4; i++) check_attn(seq[i], at, &r, 1);
+    oc_head_pattern many[4];
+    attn_case m = { "pattern set", 24, 24, 4, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, many, NULL, 0, 0, OC_DTYPE_F32, 0 };
+    for (int s = 0; s <= OC_CL_ATTN_PATTERN_SETS + 1; s++) {
+        int k = s == OC_CL_ATTN_PATTERN_SETS + 1 ? 0 : s;
+        for (int h = 0; h < 4; h++) {
+            many[h].kind = h == 0 ? OC_PATTERN_DENSE : OC_PATTERN_A_SHAPE;
+            many[h].n_sink = k % 5;
+            many[h].n_local = 1 + (k + h) % 23;
+        }
+        check_attn(&m, at, &r, 1);
+    }
+    oc_cl_attn_close(at);
+}
+
+static void test_attn_errors(void) {
+    if (!need_dev()) return;
+    oc_cl_attn *at = NULL;
+    oc_error err;
+    oc_cl_attn_limits lim = { 16, 4, 2, 200, 0, 0 };
+    CHECK(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_ERR_UNSUPPORTED && !at);
+    lim.head_dim = 64;
+    lim.n_head_kv = 3;
+    CHECK(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_ERR_INVALID && !at);
+    lim.n_head_kv = 2;
+    REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s", err.message);
+    oc_cl_attn_io io;
+    memset(&io, 0, sizeof io);
+    io.kv_dtype = OC_DTYPE_F16;
+    CHECK(oc_cl_attn_run(at, &io, NULL, &err) == OC_ERR_INVALID);   /* not prepared */
+    oc_cl_attn_shape s = { 17, 17, 0, OC_ATTN_CAUSAL, NULL, 0, NULL };
+    CHECK(oc_cl_attn_prepare(at, &s, &err) == OC_ERR_RANGE);        /* above max_n_q */
+    s.n_q = 4;
+    s.mask = OC_ATTN_EXPLICIT;
+    CHECK(oc_cl_attn_prepare(at, &s, &err) == OC_ERR_UNSUPPORTED);
+    s.mask = OC_ATTN_CAUSAL;
+    REQUIRE(oc_cl_attn_prepare(at, &s, &err) == OC_OK);
+    oc_cl_buf *small = dbuf(256);
+    io.q = io.k = io.v = io.out = small;
+    io.q_stride_token = io.out_stride_token = 4 * 64;
+    io.q_stride_head = io.out_stride_head = 64;
+    io.k_stride_token = io.v_stride_token = 128;
+    io.k_stride_head = io.v_stride_head = 64;
+    CHECK(oc_cl_attn_run(at, &io, NULL, &err) == OC_ERR_RANGE);
+    oc_head_pattern badp = { OC_PATTERN_A_SHAPE, 4, 0 };
+    CHECK(oc_cl_patterns_write(g_dev, small, 0, &badp, 1, &err) == OC_ERR_INVALID);
+    oc_cl_buf_free(small);
+    oc_cl_attn_close(at);
+}
+
+static void test_fma_peak(void) {
+    if (!need_dev()) return;
+    double g = 0;
+    oc_error err;
+    CHECKF(oc_cl_fma_peak(g_dev, &g, &err) == OC_OK, "%s", err.message);
+    CHECKF(g > 0.1 && isfinite(g), "FMA peak %g GFLOP/s", g);
+    printf("# FMA peak %.1f GFLOP/s\n", g);
+}
+
+int main(void) {
+    oc_error err;
+    uint64_t t0 = oc_port_now_ns();
+    const char *want = getenv("OC_TEST_OPENCL_DEVICE");   /* pick a device; then it must open */
+    oc_status st = oc_cl_open(&g_dev, want, NULL, NULL, &err);
+    if (st != OC_OK) {
+        /* no platform or no device: skip; anything else (a program that does not build) fails */
+        g_open_failed = st != OC_ERR_NOT_FOUND || (want && *want);
+        snprintf(g_why, sizeof g_why, "%s: %s", g_open_failed ? "the OpenCL device did not open" : "no OpenCL device",
+                 err.message);
+    } else {
+        printf("# opened in %.2f s\n", (double)(oc_port_now_ns() - t0) * 1e-9);
+    }
+    CHECK_RUN(test_devices);
+    CHECK_RUN(test_build_failure);
+    CHECK_RUN(test_range_errors);
+    CHECK_RUN(test_norms);
+    CHECK_RUN(test_gather_rows);
+    CHECK_RUN(test_elementwise);
+    CHECK_RUN(test_rope);
+    CHECK_RUN(test_embed);
+    CHECK_RUN(test_matmul);
+    CHECK_RUN(test_kv_store);
+    CHECK_RUN(test_argmax);
+    CHECK_RUN(test_attn_dense);
+    CHECK_RUN(test_attn_patterns);
+    CHECK_RUN(test_attn_small_tile);
+    CHECK_RUN(test_attn_reuse);
+    CHECK_RUN(test_attn_errors);
+    CHECK_RUN(test_fma_peak);
+    oc_cl_close(g_dev);
+    return check_finish();
+}
+
+#else /* no OpenCL in this build */
+
+static void test_opencl(void) { check_skip("built without OpenCL (./configure found no CL/cl.h and -lOpenCL)"); }
+
+int main(void) {
+    CHECK_RUN(test_opencl);
+    return check_finish();
+}
+
+#endif
