@@ -9,6 +9,7 @@
 int bench_matmul(int argc, char **argv);   /* argv[0] is "matmul" */
 int bench_attention(int argc, char **argv);   /* argv[0] is "attention" */
 int bench_vlm(int argc, char **argv);   /* argv[0] is "vlm" */
+int bench_kernels(int argc, char **argv);   /* argv[0] is "kernels" */
 
 /* Writes DIR/qwen2vl-2b-TYPE.gguf and DIR/mmproj-qwen2vl-2b-TYPE.gguf (TYPE f16 or q8_0): random
  * weights with Qwen2-VL-2B shapes, tokenizer keys copied from tok_path (synth_qwen2vl.c). */
