@@ -10,9 +10,9 @@ trap 'rm -f "$out"' EXIT INT TERM
 for t in "$@"; do
   name=$(basename "$t")
   start=$(date +%s)
+  # shellcheck disable=SC2086
   case $t in
     *.sh) sh "$t" >"$out" 2>&1 ;;
-    # shellcheck disable=SC2086
     *) $exec_prefix "$t" >"$out" 2>&1 ;;
   esac
   rc=$?

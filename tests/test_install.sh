@@ -51,12 +51,12 @@ build_and_run() {
   fi
 }
 
-# shellcheck disable=SC2046
+# shellcheck disable=SC2046,SC2086
 build_and_run embed_shared $cc $san examples/embed/embed.c -o "$tmp_dir/embed_shared" $(pc --cflags --libs ocellus)
 if [ -n "$(cfg DEP_LIBS)" ] || [ -n "$san" ]; then
   skip embed_static "a fully static link needs static archives of $(cfg DEP_LIBS)${san:+ and the sanitizer runtimes} (the minimal configuration runs this)"
 else
-  # shellcheck disable=SC2046
+  # shellcheck disable=SC2046,SC2086
   build_and_run embed_static $cc -static examples/embed/embed.c -o "$tmp_dir/embed_static" $(pc --cflags --libs --static ocellus)
 fi
 exit $failed

@@ -36,13 +36,14 @@ check_needed() {
     done
     [ $ok = 1 ] || bad="$bad $n"
   done
+  # shellcheck disable=SC2086
   echo "# $2 NEEDED:" $needed
   if [ -z "$bad" ]; then pass "$1"; else fail "$1" "$2 needs libraries the configuration did not ask for:$bad"; fi
 }
 
 check_needed so_needed libocellus.so
 
-# shellcheck disable=SC2086
+# shellcheck disable=SC2046,SC2086
 if $(cfg CC) -shared -o "$tmp_dir/whole.so" -Wl,--whole-archive libocellus.a -Wl,--no-whole-archive \
      -Wl,-z,defs $(cfg USER_LDFLAGS) $dep_libs -lm -pthread >"$tmp_dir/link.log" 2>&1; then
   pass archive_undefined_resolved
@@ -53,7 +54,9 @@ fi
 # The list, for the record: undefined in some member and defined in none.
 ext=$($nm libocellus.a 2>/dev/null | awk '$1 == "U" { u[$2] = 1 } NF == 3 && $2 != "U" { d[$3] = 1 }
       END { for (s in u) if (!(s in d)) print s }' | sort | tr '\n' ' ')
-echo "# symbols libocellus.a takes from the system ($(echo $ext | wc -w)): $ext"
+# shellcheck disable=SC2086
+set -- $ext
+echo "# symbols libocellus.a takes from the system ($#): $ext"
 
 check_needed cli_needed ocellus
 exit $failed

@@ -43,6 +43,7 @@ else
   echo "|---|---|---:|---:|---:|"
 fi
 for c in "gemm_f16 auto" "gemm_q8_0 float" "gemm_q8_0 int8" "gemv_f16 auto" "gemv_q8_0 float" "gemv_q8_0 int8" "attn auto"; do
+  # shellcheck disable=SC2086
   set -- $c
   s=$(work "$neon_cpu" --isa scalar --path "$2" "$1")
   n=$(work "$neon_cpu" --isa neon --path "$2" "$1")

@@ -5,8 +5,10 @@
 # cfg VAR: the value configure wrote into config.mk
 cfg() { sed -n "s/^$1 = //p" config.mk; }
 
+# shellcheck disable=SC2034  # failed is read by the sourcing script
 failed=0
 pass() { echo "PASS $1"; }
+# shellcheck disable=SC2034
 fail() { n=$1; shift; echo "FAIL $n: $*"; failed=1; }
 skip() { n=$1; shift; echo "SKIP $n: $*"; }
 
