@@ -1,6 +1,7 @@
 # ocellus build. Run ./configure first; it writes config.mk (read here) and config.h.
 #   make            libocellus.a, libocellus.so and the ocellus CLI
-#   make check      builds and runs every test; ends with one line "N passed, N failed[, N skipped]"
+#   make check      builds and runs every test (tests/test_*.c programs, tests/test_*.sh scripts) and
+#                   the embedding example; ends with one line "N passed, N failed[, N skipped]"
 #   make fuzz       builds the libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=60 runs them
 #   make install    PREFIX=... DESTDIR=...
 # Sources are found by wildcard: a new src/*.c or tests/test_*.c needs no Makefile edit.
@@ -95,10 +96,21 @@ $(B)/tests/%.o: tests/%.c config.h config.mk
 $(B)/tests/test_%: $(B)/tests/test_%.o $(SUPPORT_OBJ) libocellus.a
 	$(CC) -o $@ $< $(SUPPORT_OBJ) libocellus.a $(LINK_FLAGS) $(LIBS)
 
+TEST_SH      := $(sort $(wildcard tests/test_*.sh))
+
 tests: $(TEST_BIN)
 
-check: all $(TEST_BIN)
-	@sh tests/run.sh "$(TARGET_EXEC)" $(TEST_BIN)
+# The embedding example sees only the public header and the static library. EMBED_MODEL: the
+# model make check runs it with (text GGUF, then mmproj GGUF).
+EMBED_MODEL = tests/data/models/qwen2vl/text.gguf tests/data/models/qwen2vl/mmproj.gguf
+EMBED_BIN   = $(B)/examples/embed/embed
+$(EMBED_BIN): examples/embed/embed.c include/ocellus.h libocellus.a
+	@mkdir -p $(@D)
+	$(CC) -std=c11 $(OPT_CFLAGS) $(WARN_CFLAGS) $(SAN_FLAGS) $(USER_CFLAGS) -Iinclude -o $@ $< libocellus.a $(LINK_FLAGS) $(LIBS)
+
+check: all $(TEST_BIN) $(EMBED_BIN)
+	@OC_EMBED_BIN="$(EMBED_BIN)" OC_EMBED_MODEL="$(EMBED_MODEL)" MAKE="$(MAKE)" \
+	  sh tests/run.sh "$(TARGET_EXEC)" $(TEST_BIN) $(TEST_SH)
 
 # ---- fuzzing (clang + libFuzzer, ASan + UBSan) ----------------------------------------------------
 FUZZ_CC      ?= clang

@@ -1,6 +1,6 @@
 /* cpu.c: which SIMD extensions this CPU and OS support, for run-time kernel dispatch.
  * x86-64: cpuid leaves 1 and 7 plus xgetbv (the OS must save YMM/ZMM state).
- * aarch64 Linux: getauxval(AT_HWCAP). armv7 Linux: AT_HWCAP NEON bit. Elsewhere: nothing. */
+ * aarch64 Linux: getauxval(AT_HWCAP). armv7 Linux: AT_HWCAP NEON + VFPv4 bits. Elsewhere: nothing. */
 #define _GNU_SOURCE
 #include "port.h"
 
@@ -73,7 +73,10 @@ void oc_port_cpu_features(oc_cpu_features *f) {
 
 void oc_port_cpu_features(oc_cpu_features *f) {
     memset(f, 0, sizeof *f);
-    f->neon = (getauxval(AT_HWCAP) >> 12) & 1;   /* HWCAP_NEON */
+    /* The NEON kernels use fused multiply-add (vfma) and f16 conversions: Advanced SIMDv2, which
+     * comes with VFPv4. Cortex-A8/A9 have NEON without it and run the scalar kernels. */
+    unsigned long hw = getauxval(AT_HWCAP);
+    f->neon = ((hw >> 12) & 1) && ((hw >> 16) & 1) && ((hw >> 1) & 1);  /* NEON, VFPv4, HALF */
     strcpy(f->vendor, "arm");
 }
 

@@ -2,9 +2,10 @@
  * ARMv7 NEON-VFPv4; contract in matmul_kern.h). Same structure as matmul_avx2.c on 128-bit vectors:
  * a 6 tokens x 16 outputs f32 tile (24 accumulators of the 32 AArch64 vector registers), panels
  * packed with 4x4 transposes, f16 through vcvt_f32_f16. Int8: groups of 4 outputs x 4 k per vector,
- * products with vmull_s8 and pairwise accumulation (vpadalq_s16) in int32; the SDOT (dotprod)
- * instruction is not used yet. Q4_K / Q6_K dequantize with the scalar code (quant.c); their GEMV
- * has int8 kernels like Q8_0 / Q4_0 (4 rows per call, as in matmul_avx2.c). */
+ * products with vmull_s8 and pairwise accumulation (vpadalq_s16) in int32, or, on CPUs with the
+ * ARMv8.2 dotprod extension (chosen at run time, table "neon+dotprod"), one SDOT per 16 products.
+ * Q4_K / Q6_K dequantize with the scalar code (quant.c); their GEMV has int8 kernels like Q8_0 /
+ * Q4_0 (4 rows per call, as in matmul_avx2.c). */
 #include "matmul_kern.h"
 
 #include "f16.h"
@@ -197,9 +198,33 @@ static void gemm_f32(int mr, int64_t kc, const float *x, size_t xs, const float 
 }
 
 /* ---- int8 path --------------------------------------------------------------------------------- */
+/* Every int8 kernel takes a constant dp: 0 for any NEON CPU, 1 for the instances that use SDOT,
+ * which carry the DOTPROD target attribute and are only called when HWCAP_ASIMDDP is set. */
 
-/* 16 signed bytes of w times 16 of x, added pairwise into 4 int32 lanes */
-INLINE int32x4_t dot16(int32x4_t acc, int8x16_t w, int8x16_t x) {
+/* Two int32 vectors of (output, k pair) sums -> one vector of 4 output sums */
+INLINE int32x4_t fold_pairs(int32x4_t lo, int32x4_t hi) {
+    return vcombine_s32(vpadd_s32(vget_low_s32(lo), vget_high_s32(lo)), vpadd_s32(vget_low_s32(hi), vget_high_s32(hi)));
+}
+
+#if OC_HAVE_NEON_DOTPROD
+#define DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+/* acc[j] += sum_u w[4j + u] * x[4j + u]. Not always_inline: the dp = 0 instances hold this call in
+ * a branch they never take, and forcing it inline into code without the extension is an error. */
+static inline DOTPROD int32x4_t sdot(int32x4_t acc, int8x16_t w, int8x16_t x) { return vdotq_s32(acc, w, x); }
+#else
+#define DOTPROD
+/* The same sums without the extension (ARMv7, older compilers); only dp = 0 instances exist here. */
+INLINE int32x4_t sdot(int32x4_t acc, int8x16_t w, int8x16_t x) {
+    int32x4_t lo = vpaddlq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(x)));
+    int32x4_t hi = vpaddlq_s16(vmull_s8(vget_high_s8(w), vget_high_s8(x)));
+    return vaddq_s32(acc, fold_pairs(lo, hi));
+}
+#endif
+
+/* 16 signed bytes of w times 16 of x, summed into 4 int32 lanes (which lanes depends on dp; the
+ * callers only use the lanes' total or scale all lanes alike) */
+INLINE int32x4_t dot16(const int dp, int32x4_t acc, int8x16_t w, int8x16_t x) {
+    if (dp) return sdot(acc, w, x);
     acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(w), vget_low_s8(x)));
     return vpadalq_s16(acc, vmull_s8(vget_high_s8(w), vget_high_s8(x)));
 }
@@ -244,7 +269,7 @@ INLINE void prefetch_ahead(const unsigned char *row, size_t ahead_bytes) {
     __builtin_prefetch((const void *)((uintptr_t)row + ahead_bytes));
 }
 
-INLINE void gemv_q8_rows(const int i8_type, const int nr, const void *w, size_t row_bytes, const oc_q8x *x,
+INLINE void gemv_q8_rows(const int dp, const int i8_type, const int nr, const void *w, size_t row_bytes, const oc_q8x *x,
                          int64_t n_blocks, float *y) {
     const size_t block_bytes = i8_type == OC_MM_I8_Q8_0 ? sizeof(oc_block_q8_0) : sizeof(oc_block_q4_0);
     const size_t ahead = (size_t)GEMV_ROWS * row_bytes;
@@ -267,7 +292,7 @@ INLINE void gemv_q8_rows(const int i8_type, const int nr, const void *w, size_t 
             } else {                                                                                      \
                 q4_0_signed((const oc_block_q4_0 *)(r##i + off), &w0, &w1);                               \
             }                                                                                             \
-            int32x4_t s = dot16(dot16(vdupq_n_s32(0), w0, x0), w1, x1);                                   \
+            int32x4_t s = dot16(dp, dot16(dp, vdupq_n_s32(0), w0, x0), w1, x1);                           \
             acc##i = vfmaq_f32(acc##i, vcvtq_f32_s32(s), vdupq_n_f32(vgetq_lane_f32(scale, i)));          \
         }
         ROWS_GEMV(GEMV_Q8_ROW)
@@ -291,7 +316,7 @@ INLINE void q4_k_scales(const uint8_t *s, uint8x8_t *sc, uint8x8_t *mn) {
     *mn = vcreate_u8((uint64_t)m_lo | (uint64_t)m_hi << 32);
 }
 
-INLINE void gemv_q4_k_rows(const int nr, const void *w, size_t row_bytes, const oc_q8x *x, int64_t n_blocks, float *y) {
+INLINE void gemv_q4_k_rows(const int dp, const int nr, const void *w, size_t row_bytes, const oc_q8x *x, int64_t n_blocks, float *y) {
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
     const size_t ahead = (size_t)GEMV_ROWS * row_bytes;
     const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
@@ -328,9 +353,9 @@ INLINE void gemv_q4_k_rows(const int nr, const void *w, size_t row_bytes, const 
                 const uint8_t *q = ((const oc_block_q4_k *)(r##i + off))->qs + 32 * g;                    \
                 if (g < 3) prefetch_ahead(r##i, ahead + off + 64 * (size_t)g);   /* 144 bytes */          \
                 uint8x16_t qa = vld1q_u8(q), qb = vld1q_u8(q + 16);                                       \
-                int32x4_t s0 = dot16(dot16(vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(qa, m4)), xa0),   \
+                int32x4_t s0 = dot16(dp, dot16(dp, vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(qa, m4)), xa0), \
                                      vreinterpretq_s8_u8(vandq_u8(qb, m4)), xa1);                         \
-                int32x4_t s1 = dot16(dot16(vdupq_n_s32(0), vreinterpretq_s8_u8(vshrq_n_u8(qa, 4)), xc0),  \
+                int32x4_t s1 = dot16(dp, dot16(dp, vdupq_n_s32(0), vreinterpretq_s8_u8(vshrq_n_u8(qa, 4)), xc0), \
                                      vreinterpretq_s8_u8(vshrq_n_u8(qb, 4)), xc1);                        \
                 s0 = vmulq_n_s32(s0, sc[i][2 * g]);                                                       \
                 s1 = vmulq_n_s32(s1, sc[i][2 * g + 1]);                                                   \
@@ -348,7 +373,7 @@ INLINE void gemv_q4_k_rows(const int nr, const void *w, size_t row_bytes, const 
 /* Q6_K: d sum_k sc_k sum((q - 32) x) over 16-element groups k, as in matmul_avx2.c: per x block the
  * two groups' integer dots are scaled by their 8-bit scales in int32 (|lane| <= 2 * 128 * 16256),
  * the dx FMAs sum a super-block, d scales it once. */
-INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const oc_q8x *x, int64_t n_blocks, float *y) {
+INLINE void gemv_q6_k_rows(const int dp, const int nr, const void *w, size_t row_bytes, const oc_q8x *x, int64_t n_blocks, float *y) {
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(3);
     const int8x16_t c32 = vdupq_n_s8(32);
     const size_t ahead = (size_t)GEMV_ROWS * row_bytes;
@@ -377,8 +402,8 @@ INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const 
                     uint8x16_t hb = vshlq_n_u8(vandq_u8(vshlq_u8(vld1q_u8(qh + 16), shift), m3), 4);      \
                     int8x16_t wa = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(la, ha)), c32);                  \
                     int8x16_t wb = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lb, hb)), c32);                  \
-                    int32x4_t s = vmulq_n_s32(dot16(vdupq_n_s32(0), wa, x0), blk->scales[8 * h + 2 * p]);   \
-                    s = vmlaq_n_s32(s, dot16(vdupq_n_s32(0), wb, x1), blk->scales[8 * h + 2 * p + 1]);    \
+                    int32x4_t s = vmulq_n_s32(dot16(dp, vdupq_n_s32(0), wa, x0), blk->scales[8 * h + 2 * p]); \
+                    s = vmlaq_n_s32(s, dot16(dp, vdupq_n_s32(0), wb, x1), blk->scales[8 * h + 2 * p + 1]); \
                     sb##i = vfmaq_f32(sb##i, vcvtq_f32_s32(s), dx);                                       \
                 }
                 ROWS_GEMV(GEMV_Q6_K_STEP)
@@ -390,22 +415,26 @@ INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const 
     store_hsums(nr, y, acc0, acc1, acc2, acc3);
 }
 
-/* One kernel per type: n_rows picks the instance with that many rows. */
-#define GEMV_KERNEL(NAME, CALL)                                                                            \
-    static void NAME(const void *w, size_t row_bytes, int n_rows, const oc_q8x *x, int64_t n_blocks, float *y) { \
+/* One kernel per type and dp: n_rows picks the instance with that many rows. */
+#define GEMV_KERNEL(NAME, ATTR, CALL, ...)                                                                 \
+    static ATTR void NAME(const void *w, size_t row_bytes, int n_rows, const oc_q8x *x, int64_t n_blocks, float *y) { \
         switch (n_rows) {                                                                                  \
-        case 4: CALL(4, w, row_bytes, x, n_blocks, y); break;                                              \
-        case 3: CALL(3, w, row_bytes, x, n_blocks, y); break;                                              \
-        case 2: CALL(2, w, row_bytes, x, n_blocks, y); break;                                              \
-        default: CALL(1, w, row_bytes, x, n_blocks, y); break;                                             \
+        case 4: CALL(__VA_ARGS__, 4, w, row_bytes, x, n_blocks, y); break;                                 \
+        case 3: CALL(__VA_ARGS__, 3, w, row_bytes, x, n_blocks, y); break;                                 \
+        case 2: CALL(__VA_ARGS__, 2, w, row_bytes, x, n_blocks, y); break;                                 \
+        default: CALL(__VA_ARGS__, 1, w, row_bytes, x, n_blocks, y); break;                                \
         }                                                                                                  \
     }
-#define GEMV_Q8_0(nr, ...) gemv_q8_rows(OC_MM_I8_Q8_0, nr, __VA_ARGS__)
-#define GEMV_Q4_0(nr, ...) gemv_q8_rows(OC_MM_I8_Q4_0, nr, __VA_ARGS__)
-GEMV_KERNEL(gemv_q8_0, GEMV_Q8_0)
-GEMV_KERNEL(gemv_q4_0, GEMV_Q4_0)
-GEMV_KERNEL(gemv_q4_k, gemv_q4_k_rows)
-GEMV_KERNEL(gemv_q6_k, gemv_q6_k_rows)
+#define GEMV_KERNELS(SUFFIX, ATTR, DP)                                                                     \
+    GEMV_KERNEL(gemv_q8_0##SUFFIX, ATTR, gemv_q8_rows, DP, OC_MM_I8_Q8_0)                                  \
+    GEMV_KERNEL(gemv_q4_0##SUFFIX, ATTR, gemv_q8_rows, DP, OC_MM_I8_Q4_0)                                  \
+    GEMV_KERNEL(gemv_q4_k##SUFFIX, ATTR, gemv_q4_k_rows, DP)                                               \
+    GEMV_KERNEL(gemv_q6_k##SUFFIX, ATTR, gemv_q6_k_rows, DP)
+#define NO_ATTR
+GEMV_KERNELS(, NO_ATTR, 0)
+#if OC_HAVE_NEON_DOTPROD
+GEMV_KERNELS(_dp, DOTPROD, 1)
+#endif
 
 static void pack_q8_0(const void *w, size_t row_bytes, int n_rows, int64_t n_blocks, void *panel) {
     oc_mm_pack_q8_generic(OC_MM_I8_Q8_0, Q8_GROUP, Q8_NR, 0, w, row_bytes, n_rows, n_blocks, panel);
@@ -414,17 +443,13 @@ static void pack_q4_0(const void *w, size_t row_bytes, int n_rows, int64_t n_blo
     oc_mm_pack_q8_generic(OC_MM_I8_Q4_0, Q8_GROUP, Q8_NR, 0, w, row_bytes, n_rows, n_blocks, panel);
 }
 
-/* Two int32 vectors of (output, k pair) sums -> one vector of 4 output sums */
-INLINE int32x4_t fold_pairs(int32x4_t lo, int32x4_t hi) {
-    return vcombine_s32(vpadd_s32(vget_low_s32(lo), vget_high_s32(lo)), vpadd_s32(vget_low_s32(hi), vget_high_s32(hi)));
-}
-
 #define ROWS4(X) X(0) X(1) X(2) X(3)
 
 /* mr tokens x 8 outputs (2 groups of 4). A 4-k step multiplies 16 bytes of a group (4 outputs x 4 k)
- * by x's 4 bytes repeated: vmull_s8 on each half gives outputs (0,1) and (2,3) as int16 products,
- * vpadalq_s16 adds neighbours into (output, k pair) int32 lanes, fold_pairs finishes per block. */
-INLINE void gemm_q8_tile(const int i8_type, const int mr, int64_t n_blocks, const oc_q8x *x, size_t xs,
+ * by x's 4 bytes repeated. dp = 0: vmull_s8 on each half gives outputs (0,1) and (2,3) as int16
+ * products, vpadalq_s16 adds neighbours into (output, k pair) int32 lanes (l: outputs 0-1, h: 2-3),
+ * fold_pairs finishes per block. dp = 1: one SDOT sums each output's 4 products into its lane of l. */
+INLINE void gemm_q8_tile(const int dp, const int i8_type, const int mr, int64_t n_blocks, const oc_q8x *x, size_t xs,
                          const unsigned char *panel, float *y, size_t ys, int accumulate) {
     const size_t rec_bytes = OC_MM_Q8_RECORD_BYTES(Q8_GROUP), group_stride = (size_t)n_blocks * rec_bytes;
     const float32x4_t z = vdupq_n_f32(0);
@@ -448,18 +473,25 @@ INLINE void gemm_q8_tile(const int i8_type, const int mr, int64_t n_blocks, cons
             if (mr > i) {                                                                       \
                 int32_t x4;                                                                     \
                 memcpy(&x4, x##i[b].qs + 4 * s, 4);                                             \
-                int8x8_t xb = vreinterpret_s8_s32(vdup_n_s32(x4));                              \
-                l##i##0 = vpadalq_s16(l##i##0, vmull_s8(vget_low_s8(w0), xb));                  \
-                h##i##0 = vpadalq_s16(h##i##0, vmull_s8(vget_high_s8(w0), xb));                 \
-                l##i##1 = vpadalq_s16(l##i##1, vmull_s8(vget_low_s8(w1), xb));                  \
-                h##i##1 = vpadalq_s16(h##i##1, vmull_s8(vget_high_s8(w1), xb));                 \
+                if (dp) {                                                                       \
+                    int8x16_t xq = vreinterpretq_s8_s32(vdupq_n_s32(x4));                       \
+                    l##i##0 = sdot(l##i##0, w0, xq);                                            \
+                    l##i##1 = sdot(l##i##1, w1, xq);                                            \
+                } else {                                                                        \
+                    int8x8_t xb = vreinterpret_s8_s32(vdup_n_s32(x4));                          \
+                    l##i##0 = vpadalq_s16(l##i##0, vmull_s8(vget_low_s8(w0), xb));              \
+                    h##i##0 = vpadalq_s16(h##i##0, vmull_s8(vget_high_s8(w0), xb));             \
+                    l##i##1 = vpadalq_s16(l##i##1, vmull_s8(vget_low_s8(w1), xb));              \
+                    h##i##1 = vpadalq_s16(h##i##1, vmull_s8(vget_high_s8(w1), xb));             \
+                }                                                                               \
             }
             ROWS4(Q8_STEP)
         }
         float32x4_t d0 = vld1q_f32((const float *)r0), d1 = vld1q_f32((const float *)r1);
 #define Q8_BLOCK_END(i)                                                                         \
         if (mr > i) {                                                                           \
-            int32x4_t s0 = fold_pairs(l##i##0, h##i##0), s1 = fold_pairs(l##i##1, h##i##1);     \
+            int32x4_t s0 = dp ? l##i##0 : fold_pairs(l##i##0, h##i##0);                         \
+            int32x4_t s1 = dp ? l##i##1 : fold_pairs(l##i##1, h##i##1);                         \
             if (i8_type == OC_MM_I8_Q4_0) { /* stored nibble = q + 8 */                         \
                 int32x4_t off = vdupq_n_s32(8 * x##i[b].sum);                                   \
                 s0 = vsubq_s32(s0, off);                                                        \
@@ -479,45 +511,63 @@ INLINE void gemm_q8_tile(const int i8_type, const int mr, int64_t n_blocks, cons
     (void)x0; (void)x1; (void)x2; (void)x3;
 }
 
-#define GEMM_Q8(NAME, TYPE)                                                                                   \
-    static void NAME(int mr, int64_t nb, const oc_q8x *x, size_t xs, const void *panel, float *y, size_t ys,   \
-                     int acc) {                                                                                \
+#define GEMM_Q8(NAME, ATTR, DP, TYPE)                                                                         \
+    static ATTR void NAME(int mr, int64_t nb, const oc_q8x *x, size_t xs, const void *panel, float *y,         \
+                          size_t ys, int acc) {                                                                \
         switch (mr) {                                                                                          \
-        case 4: gemm_q8_tile(TYPE, 4, nb, x, xs, panel, y, ys, acc); break;                                    \
-        case 3: gemm_q8_tile(TYPE, 3, nb, x, xs, panel, y, ys, acc); break;                                    \
-        case 2: gemm_q8_tile(TYPE, 2, nb, x, xs, panel, y, ys, acc); break;                                    \
-        default: gemm_q8_tile(TYPE, 1, nb, x, xs, panel, y, ys, acc); break;                                   \
+        case 4: gemm_q8_tile(DP, TYPE, 4, nb, x, xs, panel, y, ys, acc); break;                                \
+        case 3: gemm_q8_tile(DP, TYPE, 3, nb, x, xs, panel, y, ys, acc); break;                                \
+        case 2: gemm_q8_tile(DP, TYPE, 2, nb, x, xs, panel, y, ys, acc); break;                                \
+        default: gemm_q8_tile(DP, TYPE, 1, nb, x, xs, panel, y, ys, acc); break;                               \
         }                                                                                                      \
     }
-GEMM_Q8(gemm_q8_0, OC_MM_I8_Q8_0)
-GEMM_Q8(gemm_q4_0, OC_MM_I8_Q4_0)
+GEMM_Q8(gemm_q8_0, NO_ATTR, 0, OC_MM_I8_Q8_0)
+GEMM_Q8(gemm_q4_0, NO_ATTR, 0, OC_MM_I8_Q4_0)
+#if OC_HAVE_NEON_DOTPROD
+GEMM_Q8(gemm_q8_0_dp, DOTPROD, 1, OC_MM_I8_Q8_0)
+GEMM_Q8(gemm_q4_0_dp, DOTPROD, 1, OC_MM_I8_Q4_0)
+#endif
+
+/* ---- tables ------------------------------------------------------------------------------------- */
+
+#define COMMON_FIELDS                                                                                          \
+    .isa = OC_ISA_NEON, .mr = MR, .nr = NR,                                                                    \
+    .to_f32 = { oc_dequant_f32, to_f32_f16, to_f32_bf16, to_f32_q8_0, to_f32_q4_0, oc_dequant_q4_k,            \
+                oc_dequant_q6_k },                                                                             \
+    .dot_f32 = { dot_f32, dot_f16, dot_bf16, NULL, NULL, NULL, NULL },                                         \
+    .pack_f32 = pack_f32, .gemm_f32 = gemm_f32,                                                                \
+    .q8_mr = Q8_MR, .q8_nr = Q8_NR, .q8_group = Q8_GROUP, .q8_gemv_rows = GEMV_ROWS,                           \
+    .quantize_q8x = oc_mm_quantize_q8x_scalar,                                                                 \
+    .pack_q8 = { pack_q8_0, pack_q4_0, NULL, NULL },                                                           \
+    .int8_gemv = { 1, 1, 1, 1 }
 
 /* Without SDOT the int8 GEMM issues 4 instructions per 16 multiply-adds, no better than 4-lane f32
  * FMA after dequantization, so AUTO keeps GEMM on the float path; the GEMV dot is shorter than
- * dequantize + FMA (for Q4_K / Q6_K the scalar dequantizer) and takes the int8 path. Neither choice
- * is measured on hardware yet. */
+ * dequantize + FMA (for Q4_K / Q6_K the scalar dequantizer) and takes the int8 path. With SDOT the
+ * int8 GEMM needs a quarter of the f32 path's multiply instructions (BENCHMARKS.md "NEON under
+ * qemu" counts both), so AUTO takes it. None of these choices is timed on hardware yet. */
 static const oc_matmul_kernels table = {
-    .isa = OC_ISA_NEON,
+    COMMON_FIELDS,
     .name = "neon",
-    .mr = MR,
-    .nr = NR,
-    .to_f32 = { oc_dequant_f32, to_f32_f16, to_f32_bf16, to_f32_q8_0, to_f32_q4_0, oc_dequant_q4_k, oc_dequant_q6_k },
-    .dot_f32 = { dot_f32, dot_f16, dot_bf16, NULL, NULL, NULL, NULL },
-    .pack_f32 = pack_f32,
-    .gemm_f32 = gemm_f32,
-    .q8_mr = Q8_MR,
-    .q8_nr = Q8_NR,
-    .q8_group = Q8_GROUP,
-    .q8_gemv_rows = GEMV_ROWS,
-    .quantize_q8x = oc_mm_quantize_q8x_scalar,
     .gemv_q8x = { gemv_q8_0, gemv_q4_0, gemv_q4_k, gemv_q6_k },
-    .pack_q8 = { pack_q8_0, pack_q4_0, NULL, NULL },
     .gemm_q8 = { gemm_q8_0, gemm_q4_0, NULL, NULL },
     .int8_gemm = { 0, 0, 0, 0 },
-    .int8_gemv = { 1, 1, 1, 1 },
 };
 
+#if OC_HAVE_NEON_DOTPROD
+static const oc_matmul_kernels table_dp = {
+    COMMON_FIELDS,
+    .name = "neon+dotprod",
+    .gemv_q8x = { gemv_q8_0_dp, gemv_q4_0_dp, gemv_q4_k_dp, gemv_q6_k_dp },
+    .gemm_q8 = { gemm_q8_0_dp, gemm_q4_0_dp, NULL, NULL },
+    .int8_gemm = { 1, 1, 0, 0 },
+};
+#endif
+
 const oc_matmul_kernels *oc_matmul_kernels_neon(const oc_cpu_features *cpu) {
+#if OC_HAVE_NEON_DOTPROD
+    if (cpu->dotprod) return &table_dp;
+#endif
     (void)cpu;
     return &table;
 }

@@ -1,6 +1,7 @@
 #!/bin/sh
-# run.sh TARGET_EXEC TEST_PROGRAM...: runs every test program (under TARGET_EXEC when cross
-# compiling), prints failures and skips with their reasons, and ends with exactly one line
+# run.sh TARGET_EXEC TEST...: runs every test program (under TARGET_EXEC when cross compiling) and
+# every test script (*.sh, with sh; they read config.mk themselves), prints failures and skips with
+# their reasons, and ends with exactly one line
 #   N passed, N failed[, N skipped]
 exec_prefix=$1; shift
 pass=0; fail=0; skip=0
@@ -10,7 +11,10 @@ for t in "$@"; do
   name=$(basename "$t")
   start=$(date +%s)
   # shellcheck disable=SC2086
-  $exec_prefix "$t" >"$out" 2>&1
+  case $t in
+    *.sh) sh "$t" >"$out" 2>&1 ;;
+    *) $exec_prefix "$t" >"$out" 2>&1 ;;
+  esac
   rc=$?
   p=$(grep -c '^PASS ' "$out"); f=$(grep -c '^FAIL ' "$out"); s=$(grep -c '^SKIP ' "$out")
   f_cases=$(grep '^FAIL ' "$out" | sed 's/:.*//' | sort -u | wc -l)

@@ -20,6 +20,7 @@ int bench_matmul_cl(int argc, char **argv);      /* bench matmul --backend openc
  * plan (7 heads sparse, every category). */
 int bench_decoder_layout(int n_images, int image_tokens, oc_token_layout **out, int *n_tokens);
 extern const oc_head_pattern bench_sparse_plan[12];
+int bench_kernels(int argc, char **argv);   /* argv[0] is "kernels" */
 
 /* Writes DIR/qwen2vl-2b-TYPE.gguf and DIR/mmproj-qwen2vl-2b-TYPE.gguf (TYPE f16 or q8_0): random
  * weights with Qwen2-VL-2B shapes, tokenizer keys copied from tok_path (synth_qwen2vl.c). */

@@ -11,6 +11,7 @@ static const cli_command benches[] = {
     { "matmul", "FP32 FMA peak, copy bandwidth, GEMM/GEMV per weight type", bench_matmul },
     { "attention", "attention engine: dense and sparse prefill, vision, decode vs FMA peak", bench_attention },
     { "vlm", "end to end on Qwen2-VL-2B shapes: images, prefill, decode (--synth writes the model)", bench_vlm },
+    { "kernels", "one untimed run of a kernel case, for instruction counts under emulation", bench_kernels },
 };
 
 void bench_cpu_name(char *buf, size_t n_bytes) {

@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "config.h"
 #include "isa.h"
+#include "matmul.h"
 #include "ocellus.h"
 #include "port.h"
 
@@ -15,6 +16,9 @@ int cmd_version(int argc, char **argv) {
     printf("build: avx2=%d avx512=%d neon=%d opencl=%d clblast=%d sleef=%d libjpeg=%d libpng=%d\n",
            OC_HAVE_AVX2_KERNELS, OC_HAVE_AVX512_KERNELS, OC_HAVE_NEON_KERNELS, OC_HAVE_OPENCL,
            OC_HAVE_CLBLAST, OC_HAVE_SLEEF, OC_HAVE_LIBJPEG, OC_HAVE_LIBPNG);
-    printf("cpu: %s, %d threads, kernels: %s\n", f.vendor, oc_port_n_cpus(), oc_isa_name(oc_isa_best(&f)));
+    oc_isa isa = oc_isa_best(&f);
+    const oc_matmul_kernels *mm = oc_matmul_kernels_for(isa);
+    printf("cpu: %s, %d threads, kernels: %s (matmul: %s)\n", f.vendor, oc_port_n_cpus(), oc_isa_name(isa),
+           mm ? oc_matmul_kernels_name(mm) : "none");
     return 0;
 }

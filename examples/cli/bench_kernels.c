@@ -1,0 +1,149 @@
+/* bench_kernels.c: `ocellus bench kernels [--isa NAME] [--path auto|float|int8] [--setup-only] CASE`:
+ * one fixed piece of kernel work, run once on one thread with no timing loop, for counting
+ * instructions under emulation (tests/qemu/icount.sh; BENCHMARKS.md "NEON under qemu"): the
+ * count of a run minus that of the same command with --setup-only is the kernel's alone.
+ * Cases: gemm_f16, gemm_q8_0 (256 x 512 x 512, n_tok x n_in x n_out: one prefill chunk);
+ * gemv_f16, gemv_q8_0 (1 x 2048 x 2048); attn (causal prefill, 128 tokens, 12 q / 2 kv heads,
+ * head_dim 64, f16 K/V). Prints the kernels, the path and a checksum of the output. */
+#include "attn.h"
+#include "bench.h"
+#include "dtype.h"
+#include "f16.h"
+#include "isa.h"
+#include "matmul.h"
+#include "port.h"
+#include "quant.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static float rng_value(uint64_t *s) {   /* deterministic, in [-1, 1) */
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((*s >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+static double checksum(const float *y, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)y[i] * (double)((i % 7) + 1);
+    return s;
+}
+
+/* Y = X W^T with W of dtype (quantized from random values), n_tok x n_in x n_out */
+static int run_matmul(oc_isa isa, oc_matmul_path path, int setup_only, int32_t dtype, int n_tok, int n_in, int n_out) {
+    const oc_matmul_kernels *k = oc_matmul_kernels_for(isa);
+    if (!k) { fprintf(stderr, "bench kernels: isa %s is not built or does not run here\n", oc_isa_name(isa)); return 1; }
+    size_t row_bytes = (size_t)oc_dtype_row_bytes(dtype, (uint64_t)n_in);
+    float *x = malloc(sizeof(float) * (size_t)n_tok * n_in), *y = malloc(sizeof(float) * (size_t)n_tok * n_out);
+    float *row = malloc(sizeof(float) * (size_t)n_in);
+    unsigned char *w = malloc(row_bytes * (size_t)n_out);
+    oc_matmul_ctx *ctx = NULL;
+    oc_error err;
+    int rc = 1;
+    if (!x || !y || !row || !w || oc_matmul_ctx_open(&ctx, k, NULL, n_in, n_tok, NULL, &err) != OC_OK) goto done;
+    uint64_t s = 42;
+    for (size_t i = 0; i < (size_t)n_tok * n_in; i++) x[i] = rng_value(&s);
+    for (int o = 0; o < n_out; o++) {
+        unsigned char *dst = w + (size_t)o * row_bytes;
+        for (int i = 0; i < n_in; i++) row[i] = rng_value(&s);
+        if (dtype == OC_DTYPE_Q8_0) oc_quantize_q8_0(row, dst, n_in);
+        else for (int i = 0; i < n_in; i++) ((uint16_t *)dst)[i] = oc_f32_to_f16(row[i]);
+    }
+    oc_matmul_ctx_set_path(ctx, path);
+    oc_weight wt = { dtype, n_in, n_out, w, row_bytes };
+    printf("matmul %s %dx%dx%d: kernels %s, path %s", oc_dtype_name(dtype), n_tok, n_in, n_out, oc_matmul_kernels_name(k),
+           oc_matmul_uses_int8(ctx, &wt, n_tok) ? "int8" : "float");
+    if (!setup_only && oc_matmul(ctx, &wt, x, (size_t)n_in, y, (size_t)n_out, n_tok, NULL, &err) != OC_OK) goto done;
+    printf(setup_only ? ", setup only\n" : ", checksum %.6e\n", setup_only ? 0.0 : checksum(y, (size_t)n_tok * n_out));
+    rc = 0;
+done:
+    if (rc) fprintf(stderr, "bench kernels: matmul failed\n");
+    oc_matmul_ctx_close(ctx);
+    free(x); free(y); free(row); free(w);
+    return rc;
+}
+
+static int run_attn(oc_isa isa, int setup_only) {
+    enum { N = 128, H = 12, HKV = 2, D = 64 };
+    oc_attn_dims dims = { N, N, H, HKV, D };
+    size_t scratch_bytes = oc_attn_scratch_bytes(&dims, 1);
+    float *q = malloc(sizeof(float) * N * H * D), *out = malloc(sizeof(float) * N * H * D);
+    uint16_t *kv = malloc(sizeof(uint16_t) * 2 * N * HKV * D);
+    void *scratch = oc_port_aligned_alloc(OC_MEM_ALIGN, scratch_bytes);
+    int rc = 1;
+    if (q && out && kv && scratch) {
+        uint64_t s = 7;
+        for (size_t i = 0; i < (size_t)N * H * D; i++) q[i] = 2.0f * rng_value(&s);
+        for (size_t i = 0; i < (size_t)2 * N * HKV * D; i++) kv[i] = oc_f32_to_f16(rng_value(&s));
+        oc_attn_args a;
+        memset(&a, 0, sizeof a);
+        a.n_q = a.n_kv = N; a.n_head = H; a.n_head_kv = HKV; a.head_dim = D;
+        a.q = q; a.q_stride_token = H * D; a.q_stride_head = D;
+        a.k = kv; a.v = kv + N * HKV * D; a.kv_dtype = OC_DTYPE_F16;
+        a.k_stride_token = a.v_stride_token = HKV * D; a.k_stride_head = a.v_stride_head = D;
+        a.out = out; a.out_stride_token = H * D; a.out_stride_head = D;
+        a.scale = 1.0f / sqrtf((float)D);
+        a.mask = OC_ATTN_CAUSAL;
+        a.isa = isa;
+        oc_error err;
+        printf("attention causal %d tokens, %d/%d heads, d %d: kernels %s", N, H, HKV, D, oc_attn_kernels_name(isa));
+        if (setup_only) { printf(", setup only\n"); rc = 0; }
+        else if (oc_attn_run(&a, NULL, scratch, scratch_bytes, NULL, &err) == OC_OK) {
+            printf(", checksum %.6e\n", checksum(out, (size_t)N * H * D));
+            rc = 0;
+        } else fprintf(stderr, "\nbench kernels: %s\n", err.message);
+    }
+    free(q); free(out); free(kv);
+    oc_port_aligned_free(scratch);
+    return rc;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: ocellus bench kernels [--isa scalar|avx2|avx512|neon] [--path auto|float|int8] [--setup-only] CASE\n"
+               "One fixed run of CASE on one thread, untimed (for instruction counts under emulation):\n"
+               "  gemm_f16, gemm_q8_0 (256x512x512), gemv_f16, gemv_q8_0 (1x2048x2048), attn (causal, 128 tokens)\n");
+}
+
+int bench_kernels(int argc, char **argv) {
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    oc_isa isa = oc_isa_best(&cpu);
+    oc_matmul_path path = OC_MATMUL_AUTO;
+    int setup_only = 0;
+    const char *name = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--setup-only")) {
+            setup_only = 1;
+        } else if (!strcmp(a, "--isa")) {
+            int found = 0;
+            for (int j = 0; j < OC_ISA_COUNT; j++)
+                if (!strcmp(v, oc_isa_name((oc_isa)j))) { isa = (oc_isa)j; found = 1; }
+            if (!found) { fprintf(stderr, "bench kernels: unknown isa '%s'\n", v); return 2; }
+            i++;
+        } else if (!strcmp(a, "--path")) {
+            if (!strcmp(v, "auto")) path = OC_MATMUL_AUTO;
+            else if (!strcmp(v, "float")) path = OC_MATMUL_FLOAT;
+            else if (!strcmp(v, "int8")) path = OC_MATMUL_INT8;
+            else { usage(stderr); return 2; }
+            i++;
+        } else if (a[0] != '-' && !name) {
+            name = a;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!name) { usage(stderr); return 2; }
+    if (!oc_isa_runs(isa, &cpu)) { fprintf(stderr, "bench kernels: isa %s does not run here\n", oc_isa_name(isa)); return 1; }
+    if (!strcmp(name, "gemm_f16")) return run_matmul(isa, path, setup_only, OC_DTYPE_F16, 256, 512, 512);
+    if (!strcmp(name, "gemm_q8_0")) return run_matmul(isa, path, setup_only, OC_DTYPE_Q8_0, 256, 512, 512);
+    if (!strcmp(name, "gemv_f16")) return run_matmul(isa, path, setup_only, OC_DTYPE_F16, 1, 2048, 2048);
+    if (!strcmp(name, "gemv_q8_0")) return run_matmul(isa, path, setup_only, OC_DTYPE_Q8_0, 1, 2048, 2048);
+    if (!strcmp(name, "attn")) return run_attn(isa, setup_only);
+    fprintf(stderr, "bench kernels: unknown case '%s'\n", name);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,71 @@
+/* embed.c: ocellus inside someone else's program, in full: the host's own allocator and thread
+ * count, one model, one question about an RGB frame built in memory, the answer printed as it is
+ * generated, everything closed, and proof that every byte came back. Uses only <ocellus.h>.
+ *   cc embed.c $(pkg-config --cflags --libs ocellus) -o embed && ./embed TEXT.gguf MMPROJ.gguf */
+#include <ocellus.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* oc_alloc_fn: new_bytes 0 frees, anything else (re)allocates. Firmware would carve a static
+ * arena here; this one counts, so the program can show that nothing leaked. */
+typedef struct { size_t live_bytes, peak_bytes; } counter;
+
+static void *counting_alloc(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
+    counter *c = user;
+    if (new_bytes == 0) { free(ptr); c->live_bytes -= old_bytes; return NULL; }
+    void *p = realloc(ptr, new_bytes);
+    if (!p) return NULL;
+    c->live_bytes = c->live_bytes - old_bytes + new_bytes;
+    if (c->live_bytes > c->peak_bytes) c->peak_bytes = c->live_bytes;
+    return p;
+}
+
+static int print_piece(void *user, const char *text, size_t n_bytes) {
+    (void)user;
+    fwrite(text, 1, n_bytes, stdout);
+    return 0;   /* nonzero would end the answer here */
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) { fprintf(stderr, "usage: %s TEXT.gguf MMPROJ.gguf\n", argv[0]); return 2; }
+    static uint8_t rgb[48][64][3];   /* a 64 x 48 frame: dark blue, a red square in the middle */
+    for (int y = 0; y < 48; y++)
+        for (int x = 0; x < 64; x++) {
+            int red = x >= 24 && x < 40 && y >= 16 && y < 32;
+            rgb[y][x][0] = red ? 220 : 10; rgb[y][x][1] = 20; rgb[y][x][2] = red ? 30 : 90;
+        }
+    counter c = { 0, 0 };
+    oc_allocator alloc = { counting_alloc, &c };
+    oc_error err = { OC_OK, "" };
+    oc_model *model = NULL;
+    oc_context *ctx = NULL;
+    oc_status st = oc_model_open(&model, argv[1], argv[2], &alloc, &err);
+    if (st == OC_OK) {
+        oc_context_params params;
+        oc_context_params_default(&params);
+        params.alloc = &alloc;
+        params.n_threads = 2;              /* the cores this program lends to ocellus */
+        params.max_context_tokens = 512;   /* the limits fix the memory, all allocated here */
+        params.max_image_tokens = 64;
+        st = oc_context_open(&ctx, model, &params, &err);
+    }
+    if (st == OC_OK) {
+        oc_image_rgb image = { &rgb[0][0][0], 64, 48, sizeof rgb[0] };
+        oc_request req;
+        oc_request_default(&req);
+        req.question = "What is in the middle of the picture?";
+        req.images = &image;
+        req.n_images = 1;
+        req.max_new_tokens = 24;
+        req.on_text = print_piece;
+        printf("answer: ");
+        st = oc_ask(ctx, &req, &err);
+        printf("\n");
+    }
+    oc_context_close(ctx);   /* both accept NULL */
+    oc_model_close(model);
+    if (st != OC_OK) printf("error: %s: %s\n", oc_status_str(st), err.message);
+    printf("memory: peak %zu bytes, %zu bytes not freed\n", c.peak_bytes, c.live_bytes);
+    return st == OC_OK && c.live_bytes == 0 ? 0 : 1;
+}

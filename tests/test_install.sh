@@ -1,0 +1,62 @@
+#!/bin/sh
+# test_install.sh: `make install PREFIX=DIR` puts the header, both libraries, ocellus.pc and the CLI
+# under DIR, and examples/embed/embed.c builds against that tree through pkg-config alone, as the
+# README's "Embedding ocellus" shows: linked to libocellus.so, and fully static (-static, in the
+# configurations whose optional libraries all have static archives: the minimal one). Both run.
+# Cross builds use the host pkg-config with PKG_CONFIG_LIBDIR pointing only at DIR.
+. tests/support/testlib.sh
+prefix=$tmp_dir/prefix
+model=${OC_EMBED_MODEL:-tests/data/models/qwen2vl/text.gguf tests/data/models/qwen2vl/mmproj.gguf}
+cc=$(cfg CC)
+san=$(cfg SAN_FLAGS)
+
+# MAKEFLAGS would hand the jobserver of the make running this test to a make it cannot reach.
+if ! env -u MAKEFLAGS -u MFLAGS "${MAKE:-make}" -s install PREFIX="$prefix" >"$tmp_dir/install.log" 2>&1; then
+  sed 's/^/# /' "$tmp_dir/install.log" | tail -20
+  fail make_install "make install PREFIX=$prefix failed"
+  exit $failed
+fi
+missing=
+for f in include/ocellus.h lib/libocellus.a lib/libocellus.so lib/pkgconfig/ocellus.pc bin/ocellus; do
+  [ -f "$prefix/$f" ] || missing="$missing $f"
+done
+if [ -z "$missing" ]; then pass make_install; else fail make_install "not installed:$missing"; fi
+
+pkg_config=${PKG_CONFIG:-pkg-config}
+if ! command -v "$pkg_config" >/dev/null 2>&1; then
+  skip embed_via_pkg_config "no pkg-config on this machine"
+  exit $failed
+fi
+if [ -n "$target_exec" ]; then
+  pc() { PKG_CONFIG_LIBDIR=$prefix/lib/pkgconfig "$pkg_config" "$@"; }
+else
+  pc() { PKG_CONFIG_PATH=$prefix/lib/pkgconfig "$pkg_config" "$@"; }
+fi
+
+# build_and_run NAME [CC FLAGS...]: compiles examples/embed/embed.c into $tmp_dir/NAME, runs it
+build_and_run() {
+  name=$1; shift
+  if ! "$@" >"$tmp_dir/$name.log" 2>&1; then
+    sed 's/^/# /' "$tmp_dir/$name.log" | tail -20
+    fail "$name" "build failed: $*"
+    return
+  fi
+  # shellcheck disable=SC2086
+  out=$(LD_LIBRARY_PATH=$prefix/lib run_target "$tmp_dir/$name" $model 2>&1); rc=$?
+  printf '%s\n' "$out" | sed 's/^/# /'
+  if [ "$rc" -eq 0 ] && printf '%s\n' "$out" | grep -q ', 0 bytes not freed$'; then
+    pass "$name"
+  else
+    fail "$name" "built with: $*; exit status $rc"
+  fi
+}
+
+# shellcheck disable=SC2046,SC2086
+build_and_run embed_shared $cc $san examples/embed/embed.c -o "$tmp_dir/embed_shared" $(pc --cflags --libs ocellus)
+if [ -n "$(cfg DEP_LIBS)" ] || [ -n "$san" ]; then
+  skip embed_static "a fully static link needs static archives of $(cfg DEP_LIBS)${san:+ and the sanitizer runtimes} (the minimal configuration runs this)"
+else
+  # shellcheck disable=SC2046,SC2086
+  build_and_run embed_static $cc -static examples/embed/embed.c -o "$tmp_dir/embed_static" $(pc --cflags --libs --static ocellus)
+fi
+exit $failed

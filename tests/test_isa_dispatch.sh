@@ -1,0 +1,54 @@
+#!/bin/sh
+# test_isa_dispatch.sh: the kernels follow the CPU's features, checked on emulated CPUs (qemu-user
+# cross builds). `ocellus version` names the chosen kernels; test_matmul then runs on the CPU
+# without the optional extensions, so the baseline path is exercised and checked against the
+# oracle there (the normal run of test_matmul, on qemu's default CPU "max", covers the other).
+#   aarch64: max has dotprod: matmul "neon+dotprod"; cortex-a53 (ARMv8.0): "neon".
+#   armv7:   cortex-a15 (NEON + VFPv4): "neon"; cortex-a9 (NEON, VFPv3, no FMA): scalar.
+. tests/support/testlib.sh
+
+case $target_exec in
+  qemu-aarch64*) arch=aarch64 ;;
+  qemu-arm*) arch=arm ;;
+  *) skip isa_dispatch "needs a build run under qemu-aarch64 or qemu-arm (./configure --target-exec=...): the CPU model is chosen with qemu's -cpu"
+     exit 0 ;;
+esac
+
+# expect_kernels CPU EXPECTED: the "kernels: ..." part of `ocellus version` on that CPU
+expect_kernels() {
+  got=$(run_target -cpu "$1" ./ocellus version 2>&1 | sed -n 's/^cpu: .*kernels: //p')
+  echo "# -cpu $1: kernels: $got"
+  if [ "$got" = "$2" ]; then pass "kernels_$1"; else fail "kernels_$1" "chose '$got', expected '$2'"; fi
+}
+
+# matmul_on CPU NEON_TABLE: test_matmul passes on that CPU, where the NEON table is NEON_TABLE
+matmul_on() {
+  out=$(run_target -cpu "$1" build/tests/test_matmul 2>&1); rc=$?
+  printf '%s\n' "$out" | grep -E '^(# isa|FAIL|# [0-9]+ passed)' | sed 's/^# //; s/^/# /'
+  if [ "$rc" -ne 0 ] || printf '%s\n' "$out" | grep -q '^FAIL'; then
+    fail "test_matmul_$1" "test_matmul failed on -cpu $1 (exit status $rc)"
+  elif ! printf '%s\n' "$out" | grep -qx "# isa neon: $2"; then
+    fail "test_matmul_$1" "expected '# isa neon: $2' on -cpu $1"
+  else
+    pass "test_matmul_$1"
+  fi
+}
+
+if [ "$(cfg HAVE_NEON)" != 1 ]; then
+  base="scalar (matmul: scalar)"; full=$base
+elif [ "$(cfg HAVE_NEON_DOTPROD)" = 1 ]; then
+  base="neon (matmul: neon)"; full="neon (matmul: neon+dotprod)"
+else
+  base="neon (matmul: neon)"; full=$base
+fi
+
+if [ "$arch" = aarch64 ]; then
+  expect_kernels max "$full"
+  expect_kernels cortex-a53 "$base"
+  if [ "$(cfg HAVE_NEON)" = 1 ]; then matmul_on cortex-a53 neon; fi
+else
+  expect_kernels cortex-a15 "$base"
+  expect_kernels cortex-a9 "scalar (matmul: scalar)"
+  matmul_on cortex-a9 "not run here"
+fi
+exit $failed
