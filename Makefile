@@ -102,7 +102,7 @@ tests: $(TEST_BIN)
 
 # The embedding example sees only the public header and the static library. EMBED_MODEL: the
 # model make check runs it with (text GGUF, then mmproj GGUF).
-EMBED_MODEL = tests/data/models/qwen2vl/text.gguf tests/data/models/qwen2vl/mmproj.gguf
+EMBED_MODEL = examples/demo/ocellus-demo.gguf examples/demo/ocellus-demo-mmproj.gguf
 EMBED_BIN   = $(B)/examples/embed/embed
 $(EMBED_BIN): examples/embed/embed.c include/ocellus.h libocellus.a
 	@mkdir -p $(@D)

@@ -6,7 +6,7 @@
 # Cross builds use the host pkg-config with PKG_CONFIG_LIBDIR pointing only at DIR.
 . tests/support/testlib.sh
 prefix=$tmp_dir/prefix
-model=${OC_EMBED_MODEL:-tests/data/models/qwen2vl/text.gguf tests/data/models/qwen2vl/mmproj.gguf}
+model=${OC_EMBED_MODEL:-examples/demo/ocellus-demo.gguf examples/demo/ocellus-demo-mmproj.gguf}
 cc=$(cfg CC)
 san=$(cfg SAN_FLAGS)
 

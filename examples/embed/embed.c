@@ -1,7 +1,8 @@
 /* embed.c: ocellus inside someone else's program, in full: the host's own allocator and thread
  * count, one model, one question about an RGB frame built in memory, the answer printed as it is
  * generated, everything closed, and proof that every byte came back. Uses only <ocellus.h>.
- *   cc embed.c $(pkg-config --cflags --libs ocellus) -o embed && ./embed TEXT.gguf MMPROJ.gguf */
+ *   cc embed.c $(pkg-config --cflags --libs ocellus) -o embed && ./embed TEXT.gguf MMPROJ.gguf
+ * With the demo model (examples/demo/ocellus-demo.gguf, -mmproj.gguf) the answer is "red". */
 #include <ocellus.h>
 
 #include <stdio.h>
@@ -29,11 +30,11 @@ static int print_piece(void *user, const char *text, size_t n_bytes) {
 
 int main(int argc, char **argv) {
     if (argc != 3) { fprintf(stderr, "usage: %s TEXT.gguf MMPROJ.gguf\n", argv[0]); return 2; }
-    static uint8_t rgb[48][64][3];   /* a 64 x 48 frame: dark blue, a red square in the middle */
-    for (int y = 0; y < 48; y++)
-        for (int x = 0; x < 64; x++) {
-            int red = x >= 24 && x < 40 && y >= 16 && y < 32;
-            rgb[y][x][0] = red ? 220 : 10; rgb[y][x][1] = 20; rgb[y][x][2] = red ? 30 : 90;
+    static uint8_t rgb[112][112][3];   /* a 112 x 112 frame: dark gray, a red square on the left */
+    for (int y = 0; y < 112; y++)
+        for (int x = 0; x < 112; x++) {
+            int red = x >= 34 && x < 54 && y >= 62 && y < 82;
+            rgb[y][x][0] = red ? 230 : 50; rgb[y][x][1] = red ? 25 : 50; rgb[y][x][2] = red ? 25 : 50;
         }
     counter c = { 0, 0 };
     oc_allocator alloc = { counting_alloc, &c };
@@ -51,13 +52,13 @@ int main(int argc, char **argv) {
         st = oc_context_open(&ctx, model, &params, &err);
     }
     if (st == OC_OK) {
-        oc_image_rgb image = { &rgb[0][0][0], 64, 48, sizeof rgb[0] };
+        oc_image_rgb image = { &rgb[0][0][0], 112, 112, sizeof rgb[0] };
         oc_request req;
         oc_request_default(&req);
-        req.question = "What is in the middle of the picture?";
+        req.question = "What color is the square in image 1?";   /* the demo model: "red" */
         req.images = &image;
         req.n_images = 1;
-        req.max_new_tokens = 24;
+        req.max_new_tokens = 8;
         req.on_text = print_piece;
         printf("answer: ");
         st = oc_ask(ctx, &req, &err);
