@@ -32,6 +32,8 @@ typedef struct oc_cl_attn_limits {
  * memory), OC_ERR_DEVICE, OC_ERR_NOMEM] */
 oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_limits *lim, oc_error *err);
 void oc_cl_attn_close(oc_cl_attn *at);   /* NULL is a no-op */
+/* Host bytes oc_cl_attn_open allocates for lim at most (on any device). [alloc: no] */
+size_t oc_cl_attn_host_bytes(const oc_cl_attn_limits *lim);
 
 typedef struct oc_cl_attn_shape {
     int32_t n_q, n_kv;            /* n_q <= max_n_q */
