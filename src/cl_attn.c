@@ -134,6 +134,8 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
 
 void oc_cl_attn_force_split(oc_cl_attn *at, int32_t n_chunks) { at->force_chunks = OC_MAX(0, n_chunks); }
 
+uint64_t oc_cl_attn_base_pairs(const oc_cl_attn *at) { return at->prepared ? at->base_pairs : 0; }
+
 /* ---- prepare ---------------------------------------------------------------------------------------------- */
 
 /* Pairs the base mask keeps for one head (src/attn.c base_pairs). */

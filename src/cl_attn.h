@@ -85,6 +85,10 @@ typedef struct oc_cl_attn_io {
  * OC_ERR_RANGE (a tensor outside its buffer), OC_ERR_DEVICE] */
 oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_cl_attn_io *io, oc_attn_stats *stats, oc_error *err);
 
+/* Pairs the base mask of the call prepared last keeps for one head, as src/attn.c counts them (a
+ * call whose heads are all dense keeps exactly these: its stats need no wait for the device). */
+uint64_t oc_cl_attn_base_pairs(const oc_cl_attn *at);
+
 /* Tests and benchmarks: force the key split of the next prepares into n_chunks chunks (0: the
  * automatic choice). Only calls of at most 4 query rows split. */
 void oc_cl_attn_force_split(oc_cl_attn *at, int32_t n_chunks);

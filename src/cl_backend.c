@@ -9,7 +9,10 @@
  * Differences from the CPU backend: embed() leaves rows whose id is past the table alone (the
  * caller checks ids, backend.h); gather_rows() downloads its indices to check them (a wait, at
  * most twice per image); attention takes the head counts it was opened for, and refuses the
- * explicit debug mask (OC_ERR_UNSUPPORTED); asking attention for stats waits for the device. */
+ * explicit debug mask (OC_ERR_UNSUPPORTED); its stats come from the host when every head is dense
+ * (kept = the base mask's pairs, skipped 0, and executed is counted as kept: the device is not
+ * asked, so a forward pass does not wait per layer) and from the device's counters otherwise
+ * (exact, a wait per call). */
 #include "cl_backend.h"
 
 #include "cl_attn.h"
@@ -313,7 +316,13 @@ static oc_status cl_attention(oc_backend *be, const oc_battn *a, oc_attn_stats *
     io.out_stride_head = a->out_stride_head;
     io.scale = a->scale;
     io.host_patterns = a->patterns;
-    return oc_cl_attn_run(b->attn, &io, stats, err);
+    int dense = 1;
+    for (int32_t h = 0; a->patterns && h < a->n_head; h++) dense &= a->patterns[h].kind == OC_PATTERN_DENSE;
+    if ((st = oc_cl_attn_run(b->attn, &io, dense ? NULL : stats, err)) || !stats || !dense) return st;
+    uint64_t kept = oc_cl_attn_base_pairs(b->attn) * (uint64_t)a->n_head * 4 * (uint64_t)a->head_dim;
+    stats->flops_kept += kept;
+    stats->flops_executed += kept;
+    return OC_OK;
 }
 
 static oc_status cl_add(oc_backend *be, oc_bt *y, int64_t y_off, const oc_bt *x, int64_t x_off, int64_t n,

@@ -304,8 +304,37 @@ static void case_attention(fx *f, int32_t kv_dtype) {
     a.mask = OC_ATTN_CAUSAL;
     a.q_offset = OFF;
     oc_error e;
-    REQUIREF(f->op->attention(f->be, &a, NULL, &e) == OC_OK, "%s", e.message);
+    oc_attn_stats st = { 0, 0, 0 };
+    REQUIREF(f->op->attention(f->be, &a, &st, &e) == OC_OK, "%s", e.message);
     download(f, &bo, out, sizeof out);
+    uint64_t pairs = 0;   /* causal with the offset: query i sees keys 0 .. OFF + i */
+    for (int i = 0; i < NQ; i++) pairs += (uint64_t)OC_MIN(OFF + i + 1, (int)NKV);
+    CHECKF(st.flops_kept == pairs * H * 4 * D && st.flops_skipped == 0 && st.flops_executed >= st.flops_kept,
+           "attention stats: kept %llu, skipped %llu, executed %llu; expected %llu kept", (unsigned long long)st.flops_kept,
+           (unsigned long long)st.flops_skipped, (unsigned long long)st.flops_executed,
+           (unsigned long long)(pairs * H * 4 * D));
+    /* a sparse pattern: A-shape (1 sink, window 2) on head 1 keeps fewer pairs, the others the same */
+    oc_head_pattern pat[H];
+    memset(pat, 0, sizeof pat);
+    pat[1] = (oc_head_pattern){ OC_PATTERN_A_SHAPE, 1, 2 };
+    a.patterns = pat;
+    oc_attn_stats sp = { 0, 0, 0 };
+    float sparse_out[NQ * H * D];
+    REQUIREF(f->op->attention(f->be, &a, &sp, &e) == OC_OK, "%s", e.message);
+    download(f, &bo, sparse_out, sizeof sparse_out);
+    uint64_t a_pairs = 0;   /* key j < 1 or p - 2 < j <= p, p = OFF + i */
+    for (int i = 0; i < NQ; i++)
+        for (int j = 0; j <= OFF + i && j < NKV; j++) a_pairs += j < 1 || j > OFF + i - 2;
+    CHECKF(sp.flops_kept == (pairs * (H - 1) + a_pairs) * 4 * D && sp.flops_skipped == (pairs - a_pairs) * 4 * D,
+           "sparse attention stats: kept %llu, skipped %llu", (unsigned long long)sp.flops_kept,
+           (unsigned long long)sp.flops_skipped);
+    int others_same = 1;
+    for (int i = 0; i < NQ; i++)
+        for (int h = 0; h < H; h++)
+            for (int c = 0; c < D && h != 1; c++) others_same &= sparse_out[(i * H + h) * D + c] == out[(i * H + h) * D + c];
+    CHECKF(others_same, "a pattern on head 1 changed the other heads");
+    record(f, sparse_out, OC_ARRAY_LEN(sparse_out));
+    a.patterns = NULL;
     double ref[NQ * H * D];
     for (int i = 0; i < NQ; i++)
         for (int h = 0; h < H; h++) {
