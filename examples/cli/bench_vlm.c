@@ -38,7 +38,7 @@ static void usage(FILE *f) {
             "  --images LIST    image counts, one case each (default 1,4); 0 or '' for none\n"
             "  -n N             new tokens per case, greedy (default 32)\n"
             "  --pp N           prompt tokens of the text-only case (default 512; 0 skips it)\n"
-            CLI_BACKEND_HELP);
+            CLI_BACKEND_HELP("      "));
 }
 
 /* A deterministic 448x448 RGB test card: gradients, a checkerboard and noise, different per index. */
@@ -160,7 +160,7 @@ static char *long_question(oc_tokenizer *tok, int target) {
 /* "cpu v/p/d": the CPU share of vision, prefill and decode. On a shared machine a share below ~95%
  * means other processes took the cores; the second table divides each phase's time by its share
  * (an estimate of the run with both cores: exact only for compute-bound phases). */
-static void print_table(const vlm_case *c, int n, double peak) {
+static void print_table(const vlm_case *c, int n, double peak, int on_device) {
     printf("\n| case | images | prompt tok | vision ms | vision GFLOP/s | prefill ms | prefill tok/s | prefill GFLOP/s "
            "| TTFT ms | decode tok/s | generated | cpu v/p/d | peak RSS MiB |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -179,6 +179,7 @@ static void print_table(const vlm_case *c, int n, double peak) {
                s->ttft_ms, s->n_generated > 1 && s->decode_ms > 0 ? 1000.0 * (s->n_generated - 1) / s->decode_ms : 0.0,
                s->n_generated, vshare, 100 * c[i].share[1], 100 * c[i].share[2], (double)c[i].peak_rss / 1048576.0);
     }
+    if (on_device) return;   /* the host's CPU share says nothing about a device's time */
     printf("\nDivided by the CPU share (estimate for both cores to ourselves):\n\n"
            "| case | vision ms | vision GFLOP/s | prefill tok/s | prefill GFLOP/s | TTFT ms | decode tok/s |\n"
            "|---|---|---|---|---|---|---|\n");
@@ -321,7 +322,7 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
     double peak1 = fma_peak(n_threads, peak_dev);
     printf("FP32 FMA peak after: %.1f GFLOP/s (%% of peak below: of the larger, %.1f)\n", peak1,
            peak0 > peak1 ? peak0 : peak1);
-    print_table(cases, n_cases, peak0 > peak1 ? peak0 : peak1);
+    print_table(cases, n_cases, peak0 > peak1 ? peak0 : peak1, peak_dev != NULL);
     rc = 0;
     goto done;
 fail:

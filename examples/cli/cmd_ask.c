@@ -31,7 +31,7 @@ static void usage(FILE *f) {
             "  -t N                 threads (default: all CPUs)\n"
             "  -c N                 context size in tokens (default 4096)\n"
             "  --max-image-tokens N tokens per image at most (default 1280); larger images are scaled down\n"
-            CLI_BACKEND_HELP
+            CLI_BACKEND_HELP("          ")
             "  --stats              print timings and memory to stderr at the end\n"
             "  --dump-logits FILE   write the last prompt position's logits (raw little-endian f32)\n");
 }

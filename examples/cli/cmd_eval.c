@@ -24,7 +24,7 @@ static void usage(FILE *f) {
             "  --side PX              image side, a multiple of 28 in 56..1792 (default 112)\n"
             "  --plan FILE            attention plan (default: dense attention)\n"
             "  -t N                   threads (default: all CPUs)\n"
-            CLI_BACKEND_HELP
+            CLI_BACKEND_HELP("            ")
             "  --verbose              print each item's question, expected and generated answer\n");
 }
 
