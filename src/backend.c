@@ -5,8 +5,13 @@
 #include "backend.h"
 #include "backend_cpu.h"
 
-#if OC_HAVE_OPENCL
+/* Whether src/cl_*.c are linked: the fuzz targets (Makefile FUZZ_LIB_SRC, -DOC_FUZZING) compile
+ * the portable sources only, whatever config.h says (as isa_built.h does for the ISA kernels). */
+#if OC_HAVE_OPENCL && !defined(OC_FUZZING)
+#define OC_BUILT_OPENCL 1
 #include "cl_backend.h"
+#else
+#define OC_BUILT_OPENCL 0
 #endif
 
 static oc_status not_built(oc_error *err) {
@@ -21,10 +26,10 @@ oc_status oc_backend_resolve(int choice, const char *device, oc_backend_kind *ou
         *out = OC_BACKEND_KIND_CPU;
         return OC_OK;
     case OC_BACKEND_AUTO:
-        *out = OC_HAVE_OPENCL ? OC_BACKEND_KIND_OPENCL : OC_BACKEND_KIND_CPU;
+        *out = OC_BUILT_OPENCL ? OC_BACKEND_KIND_OPENCL : OC_BACKEND_KIND_CPU;
         return OC_OK;
     case OC_BACKEND_OPENCL:
-        if (!OC_HAVE_OPENCL) return not_built(err);
+        if (!OC_BUILT_OPENCL) return not_built(err);
         *out = OC_BACKEND_KIND_OPENCL;
         return OC_OK;
     default:
@@ -36,7 +41,7 @@ oc_status oc_backend_device_open(oc_backend_device **out, oc_backend_kind kind, 
                                  const oc_allocator *alloc, oc_error *err) {
     *out = NULL;
     if (kind == OC_BACKEND_KIND_CPU) return OC_OK;
-#if OC_HAVE_OPENCL
+#if OC_BUILT_OPENCL
     if (kind == OC_BACKEND_KIND_OPENCL) return oc_cl_backend_device_open(out, selector, alloc, err);
 #else
     (void)selector;
@@ -47,7 +52,7 @@ oc_status oc_backend_device_open(oc_backend_device **out, oc_backend_kind kind, 
 }
 
 void oc_backend_device_close(oc_backend_device *dev) {
-#if OC_HAVE_OPENCL
+#if OC_BUILT_OPENCL
     oc_cl_backend_device_close(dev);
 #else
     (void)dev;   /* never opened without OpenCL */
@@ -55,7 +60,7 @@ void oc_backend_device_close(oc_backend_device *dev) {
 }
 
 const char *oc_backend_device_name(const oc_backend_device *dev) {
-#if OC_HAVE_OPENCL
+#if OC_BUILT_OPENCL
     if (dev) return oc_cl_backend_device_name(dev);
 #endif
     (void)dev;
@@ -63,7 +68,7 @@ const char *oc_backend_device_name(const oc_backend_device *dev) {
 }
 
 size_t oc_backend_device_bytes(const oc_backend_device *dev) {
-#if OC_HAVE_OPENCL
+#if OC_BUILT_OPENCL
     if (dev) return oc_cl_backend_device_bytes(dev);
 #endif
     (void)dev;
@@ -72,7 +77,7 @@ size_t oc_backend_device_bytes(const oc_backend_device *dev) {
 
 size_t oc_backend_bytes(const oc_backend_spec *spec, const oc_backend_limits *lim, int n_threads) {
     if (spec->kind == OC_BACKEND_KIND_CPU) return oc_backend_cpu_bytes(lim, n_threads, spec->isa);
-#if OC_HAVE_OPENCL
+#if OC_BUILT_OPENCL
     if (spec->kind == OC_BACKEND_KIND_OPENCL) return oc_cl_backend_bytes(lim);
 #endif
     return 0;
@@ -88,7 +93,7 @@ oc_status oc_backend_open(oc_backend **out, const oc_backend_spec *spec, const o
                           const oc_allocator *alloc, oc_error *err) {
     *out = NULL;
     if (spec->kind == OC_BACKEND_KIND_CPU) return oc_backend_cpu_open(out, spec, lim, alloc, err);
-#if OC_HAVE_OPENCL
+#if OC_BUILT_OPENCL
     if (spec->kind == OC_BACKEND_KIND_OPENCL) return oc_cl_backend_open(out, spec, lim, alloc, err);
 #endif
     return oc_fail(err, OC_ERR_UNSUPPORTED, "backend: kind %d is not available in this build", (int)spec->kind);
