@@ -1,18 +1,12 @@
-/* cl_backend.c: the OpenCL backend (backend.h) over the device layer (cl_device.h, cl_ops.h,
- * cl_attn.h). Buffers are device buffers (an oc_bt's impl is its oc_cl_buf); OC_BT_HOST buffers get
- * device storage too, write() uploads and read() downloads, bind() only checks; weights and 1-D
- * tensors are uploaded once, weights in their own type when the kernels take it (F32, F16, Q8_0,
- * Q4_0) and dequantized to F32 otherwise (BF16, Q4_K, Q6_K: exact, 2-4x the memory). Operations
- * are enqueued and only transfers to the host wait, so a forward pass keeps its activations on
- * the device and returns only what the graph reads (logits, image embeddings).
- * Every operand is checked to lie inside its buffer first (OC_ERR_INVALID, as the CPU backend).
- * Differences from the CPU backend: embed() leaves rows whose id is past the table alone (the
- * caller checks ids, backend.h); gather_rows() downloads its indices to check them (a wait, at
- * most twice per image); attention takes the head counts it was opened for, and refuses the
- * explicit debug mask (OC_ERR_UNSUPPORTED); its stats come from the host when every head is dense
- * (kept = the base mask's pairs, skipped 0, and executed is counted as kept: the device is not
- * asked, so a forward pass does not wait per layer) and from the device's counters otherwise
- * (exact, a wait per call). */
+/* cl_backend.c: the OpenCL backend (backend.h) over cl_device.h, cl_ops.h and cl_attn.h. Buffers
+ * are device buffers (impl: the oc_cl_buf); OC_BT_HOST ones get device storage too (write uploads,
+ * read downloads, bind only checks). Weights and vectors are uploaded once, weights in their own
+ * type when the kernels take it (F32, F16, Q8_0, Q4_0), else dequantized to F32 (exact). Operations
+ * are only enqueued: a forward pass waits for nothing but what the graph reads back (logits, image
+ * embeddings). Operands outside their buffer are OC_ERR_INVALID, as on the CPU. Differences from
+ * the CPU backend are noted at the op: embed, gather_rows, attention (head counts fixed at open,
+ * no explicit mask, stats). */
+
 #include "cl_backend.h"
 
 #include "cl_attn.h"
@@ -215,6 +209,7 @@ static oc_status cl_matmul(oc_backend *be, const oc_bw *w, const oc_bt *x, int64
                         oc_cl_mat_of(buf_of(y), y_off, y_stride), n_tok, buf_of(bias), err);
 }
 
+/* Rows whose id is past the table are left alone (the caller checks ids, backend.h). */
 static oc_status cl_embed(oc_backend *be, const oc_bw *table, const oc_bt *ids, int64_t n, oc_bt *dst,
                           int64_t dst_off, oc_error *err) {
     oc_status st;
@@ -273,6 +268,10 @@ static oc_status cl_kv_store(oc_backend *be, const oc_bt *src, int64_t src_off, 
                           dst_off, n, err);
 }
 
+/* The head counts and head_dim are the ones the instance was opened for; the explicit debug mask
+ * is the CPU's alone. Stats come from the host when every head is dense (kept = the base mask's
+ * pairs, skipped 0, executed counted as kept), so a forward pass does not wait per layer; else
+ * from the device's counters (exact, a wait per call). */
 static oc_status cl_attention(oc_backend *be, const oc_battn *a, oc_attn_stats *stats, oc_error *err) {
     cl_backend *b = clb(be);
     size_t kv_bytes = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
