@@ -6,7 +6,6 @@
  * embeddings). Operands outside their buffer are OC_ERR_INVALID, as on the CPU. Differences from
  * the CPU backend are noted at the op: embed, gather_rows, attention (head counts fixed at open,
  * no explicit mask, stats). */
-
 #include "cl_backend.h"
 
 #include "cl_attn.h"
