@@ -244,12 +244,17 @@ OC_API void oc_model_get_info(const oc_model *model, oc_model_info *out);
 
 typedef void (*oc_progress_fn)(void *user, const char *stage, int32_t done, int32_t total);
 
-/* Where a context runs the model (oc_context_params.backend). */
+/* Where a context runs the model (oc_context_params.backend). On OpenCL the whole forward pass
+ * (vision encoder and language model) runs on the device: weights are uploaded once when the
+ * context opens, activations and the KV cache stay there, and only the logits come back. */
 typedef enum oc_backend_choice {
     OC_BACKEND_CPU = 0,           /* the thread pool (default) */
-    OC_BACKEND_OPENCL,            /* an OpenCL device (params.device); not wired yet: opening a
-                                     context returns OC_ERR_UNSUPPORTED */
-    OC_BACKEND_AUTO               /* OpenCL when available, else CPU (today: CPU) */
+    OC_BACKEND_OPENCL,            /* an OpenCL device (params.device); opening the context fails
+                                     when there is none or it cannot run the model (the message
+                                     says which: no platform / device, a program that did not
+                                     build, an unsupported head size) */
+    OC_BACKEND_AUTO               /* OpenCL when that opens, else the CPU (oc_context_backend_name
+                                     says which ran and why) */
 } oc_backend_choice;
 
 typedef struct oc_context_params {
@@ -270,17 +275,25 @@ typedef struct oc_context_params {
                                      first GPU. Ignored by the CPU backend. */
 } oc_context_params;
 OC_API void oc_context_params_default(oc_context_params *params);
-/* The bytes oc_context_open will allocate for these limits (KV cache, activations, scratch,
- * image buffers), without allocating. [errors: OC_ERR_INVALID, OC_ERR_RANGE, OC_ERR_UNSUPPORTED
- * (backend not available)] */
+/* The host bytes oc_context_open will allocate for these limits (KV cache, activations, scratch,
+ * image buffers), without allocating. On OpenCL the KV cache, activations and weights live in
+ * device memory (oc_stats.device_bytes) and this counts the host side only (not the driver's own
+ * memory); for OC_BACKEND_AUTO it is the CPU figure, the larger one.
+ * [errors: OC_ERR_INVALID, OC_ERR_RANGE, OC_ERR_UNSUPPORTED (backend not available)] */
 OC_API oc_status oc_context_memory_bytes(const oc_model *model, const oc_context_params *params,
                                          size_t *bytes, oc_error *err);
 /* [errors: OC_ERR_INVALID, OC_ERR_RANGE, OC_ERR_NOMEM, OC_ERR_UNSUPPORTED (backend not
  * available), plan file errors (OC_ERR_IO, OC_ERR_FORMAT, OC_ERR_UNSUPPORTED when it does not
- * fit the model)] */
+ * fit the model); OpenCL: OC_ERR_NOT_FOUND (no platform or device, or none matches
+ * params.device: the message lists them), OC_ERR_DEVICE (a program did not build, a device call
+ * failed: the message names it)] */
 OC_API oc_status oc_context_open(oc_context **out, const oc_model *model,
                                  const oc_context_params *params, oc_error *err);
 OC_API void oc_context_close(oc_context *ctx);
+/* Where ctx runs, for logs: "CPU (avx2, 4 threads)", "OpenCL, <device> (<platform>)", or with
+ * OC_BACKEND_AUTO after a fallback "CPU (avx2, 4 threads); OpenCL not used: <why>". Borrowed:
+ * valid until ctx is closed. */
+OC_API const char *oc_context_backend_name(const oc_context *ctx);
 
 /* RGB8 pixels, rows stride_bytes apart (>= 3 * width_px); borrowed for the call. */
 typedef struct oc_image_rgb {
@@ -331,7 +344,9 @@ typedef struct oc_stats {
     double ttft_ms;               /* request start to the first generated token */
     double decode_ms;             /* the tokens after the first */
     uint64_t attn_flops_kept, attn_flops_skipped;   /* attention FLOPs (vision + decoder) */
-    size_t context_bytes;         /* what the context allocated up front */
+    size_t context_bytes;         /* what the context allocated up front (host) */
+    size_t device_bytes;          /* OpenCL: device memory its weights, KV cache and activations
+                                     hold; 0 on the CPU */
 } oc_stats;
 OC_API void oc_context_get_stats(const oc_context *ctx, oc_stats *out);
 /* The logits at the last prompt position of the latest oc_ask ([n_vocab] floats), or NULL. */

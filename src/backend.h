@@ -6,9 +6,11 @@
  * map_read), which on the CPU backend cost nothing when the memory is already the host's.
  *
  * Implementations: backend_cpu.c (the thread pool over matmul.c, nn.c and attn.c, the same
- * arithmetic in the same order as the graphs had before this interface). OpenCL: not wired yet.
- * Each graph context (oc_text_ctx, oc_vision_ctx) opens its own backend instance sized for its
- * limits; both are opened, with every buffer, when an oc_context opens. */
+ * arithmetic in the same order as the graphs had before this interface) and cl_backend.c (an
+ * OpenCL device through src/cl_*.c; built only with OpenCL). Each graph context (oc_text_ctx,
+ * oc_vision_ctx) opens its own backend instance sized for its limits; both are opened, with every
+ * buffer, when an oc_context opens, and on OpenCL both run on one oc_backend_device the context
+ * opened (one device context, its programs built once). */
 #ifndef OC_BACKEND_H
 #define OC_BACKEND_H
 
@@ -76,9 +78,29 @@ typedef struct oc_battn {
 
 /* The largest calls an instance must serve; its scratch is sized from these at open. */
 typedef struct oc_backend_limits {
-    int64_t max_n_in, max_n_tok;         /* matmul: inputs per row, rows per call */
-    oc_attn_dims attn;                   /* attention */
+    int64_t max_n_in, max_n_tok;         /* matmul: inputs per row, rows per call (also the most
+                                            rows of a gather_rows call) */
+    oc_attn_dims attn;                   /* attention (OpenCL: every call has these head counts
+                                            and head_dim; n_head 0: the instance runs none) */
+    int32_t max_images, max_segments;    /* attention: image spans of a layout, segments of an
+                                            OC_ATTN_SEGMENTS call (OpenCL sizes its tables by them) */
 } oc_backend_limits;
+
+/* A compute device opened once and shared by several instances (an oc_context's text and vision
+ * graphs): OpenCL's device context, queue and built programs. Opening one for OC_BACKEND_KIND_CPU
+ * gives NULL (nothing to share). Used by one thread at a time, like its instances.
+ * [alloc: yes] [errors: OC_ERR_NOT_FOUND (no platform / device, or none matches the selector: the
+ * message lists them), OC_ERR_DEVICE (a program did not build: the message names it), OC_ERR_NOMEM,
+ * OC_ERR_UNSUPPORTED (OpenCL not built in)] */
+typedef struct oc_backend_device oc_backend_device;
+oc_status oc_backend_device_open(oc_backend_device **out, oc_backend_kind kind, const char *selector,
+                                 const oc_allocator *alloc, oc_error *err);
+void oc_backend_device_close(oc_backend_device *dev);   /* NULL is a no-op; close its instances first */
+/* "OpenCL, <device> (<platform>)"; "CPU" for NULL. */
+const char *oc_backend_device_name(const oc_backend_device *dev);
+/* Device memory the instances on dev hold now (weights, buffers, KV cache; not the driver's own
+ * or the attention tables'), in bytes; 0 for NULL. */
+size_t oc_backend_device_bytes(const oc_backend_device *dev);
 
 /* Which backend and where. */
 typedef struct oc_backend_spec {
@@ -86,6 +108,8 @@ typedef struct oc_backend_spec {
     const char *device;                  /* OpenCL: device index or name substring; NULL: default */
     oc_pool *pool;                       /* CPU: borrowed, may be NULL (serial) */
     oc_isa isa;                          /* CPU: kernels to use */
+    oc_backend_device *dev;              /* OpenCL: the device to run on (borrowed, outlives the
+                                            instance); NULL: the instance opens `device` alone */
 } oc_backend_spec;
 
 typedef struct oc_backend oc_backend;
@@ -120,7 +144,8 @@ typedef struct oc_backend_ops {
     /* t at off_bytes -> host; returns when done. Copies nothing when dst is already that memory. */
     oc_status (*read)(oc_backend *be, const oc_bt *t, size_t off_bytes, void *dst, size_t n_bytes,
                       oc_error *err);
-    /* A host view of n_bytes of t for reading (debug hooks), valid until unmap; NULL on failure. */
+    /* A host view of n_bytes of t for reading (debug hooks), valid until unmap; NULL on failure.
+     * A device copies into host memory it allocates here (one view at a time) and frees at unmap. */
     const void *(*map_read)(oc_backend *be, const oc_bt *t, size_t off_bytes, size_t n_bytes,
                             oc_error *err);
     void (*unmap)(oc_backend *be, const oc_bt *t, const void *p);
@@ -170,12 +195,13 @@ struct oc_backend {
     const oc_backend_ops *ops;
 };
 
-/* The kind a public oc_backend_choice (ocellus.h) selects in this build.
- * [errors: OC_ERR_INVALID (unknown value), OC_ERR_UNSUPPORTED (OpenCL not built in / not wired)] */
+/* The kind a public oc_backend_choice (ocellus.h) selects in this build: OC_BACKEND_AUTO gives
+ * OpenCL when it is built in (the caller falls back to the CPU when the device does not open).
+ * [errors: OC_ERR_INVALID (unknown value), OC_ERR_UNSUPPORTED (OpenCL not built in)] */
 oc_status oc_backend_resolve(int choice, const char *device, oc_backend_kind *out, oc_error *err);
 
 /* Host bytes an instance allocates for itself (scratch; not the buffers), with n_threads pool
- * threads; 0 on overflow. [alloc: no] */
+ * threads; 0 on overflow. OpenCL: its tables and bookkeeping (not the driver's memory). [alloc: no] */
 size_t oc_backend_bytes(const oc_backend_spec *spec, const oc_backend_limits *lim, int n_threads);
 /* Host bytes a buffer of n_bytes with flags costs on kind: its size rounded up to OC_MEM_ALIGN
  * on CPU, 0 for OC_BT_HOST there (bound to caller memory) and for device memory. */

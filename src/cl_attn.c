@@ -49,6 +49,22 @@ static size_t counts_bytes(const oc_cl_attn *at) { return (size_t)at->items_cap 
 static size_t pat_bytes(const oc_cl_attn *at) { return (size_t)at->pat_cap * at->lim.n_head * OC_CL_PATTERN_INTS * 4; }
 static size_t segs_bytes(const oc_cl_attn *at) { return (size_t)OC_MAX(1, at->lim.max_segments) * sizeof(oc_token_span); }
 
+/* The table sizes for limits lim and bq query rows per work-group. */
+static void size_tables(oc_cl_attn *at, const oc_cl_attn_limits *lim, int32_t bq) {
+    at->lim = *lim;
+    /* every run ends at a multiple of bq rows or at one of <= 2 edges per image and segment */
+    at->runs_cap = lim->max_n_q / bq + 2 * (lim->max_images + lim->max_segments) + 2;
+    at->items_cap = OC_MAX(at->runs_cap, SPLIT_MAX_Q * SPLIT_MAX_CHUNKS) * lim->n_head;
+    at->pat_cap = OC_MAX(1, OC_MIN(OC_CL_ATTN_PATTERN_SETS, 65536 / OC_MAX(1, lim->n_head)));
+}
+
+size_t oc_cl_attn_host_bytes(const oc_cl_attn_limits *lim) {
+    oc_cl_attn at;
+    memset(&at, 0, sizeof at);
+    size_tables(&at, lim, 16);   /* the smallest tile: the most runs */
+    return sizeof at + runs_bytes(&at) + img_bytes(&at) + counts_bytes(&at) + pat_bytes(&at) + segs_bytes(&at);
+}
+
 /* floats of one local row: head_dim rounded to 32, plus 4 so rows start on other banks */
 static size_t local_row_floats(int32_t head_dim) { return (size_t)((head_dim + 31) / 32 * 32 + 4); }
 
@@ -91,17 +107,13 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
     oc_cl_attn *at = oc_mem_calloc(dev->alloc, sizeof *at);
     if (!at) return oc_fail(err, OC_ERR_NOMEM, "opencl attn: out of memory");
     at->dev = dev;
-    at->lim = *lim;
     at->bq = bq;
     at->bk = bk;
-    /* every run ends at a multiple of bq rows or at one of <= 2 edges per image and segment */
-    at->runs_cap = lim->max_n_q / bq + 2 * (lim->max_images + lim->max_segments) + 2;
-    at->items_cap = OC_MAX(at->runs_cap, SPLIT_MAX_Q * SPLIT_MAX_CHUNKS) * lim->n_head;
+    size_tables(at, lim, bq);
     at->runs = oc_mem_alloc(dev->alloc, runs_bytes(at));
     at->img = oc_mem_calloc(dev->alloc, img_bytes(at));
     at->counts = oc_mem_alloc(dev->alloc, counts_bytes(at));
     at->segs = oc_mem_alloc(dev->alloc, segs_bytes(at));
-    at->pat_cap = OC_MAX(1, OC_MIN(OC_CL_ATTN_PATTERN_SETS, 65536 / lim->n_head));
     at->pat_host = oc_mem_alloc(dev->alloc, pat_bytes(at));
     oc_status st = OC_OK;
     if (!at->runs || !at->img || !at->counts || !at->segs || !at->pat_host)
@@ -121,6 +133,8 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
 }
 
 void oc_cl_attn_force_split(oc_cl_attn *at, int32_t n_chunks) { at->force_chunks = OC_MAX(0, n_chunks); }
+
+uint64_t oc_cl_attn_base_pairs(const oc_cl_attn *at) { return at->prepared ? at->base_pairs : 0; }
 
 /* ---- prepare ---------------------------------------------------------------------------------------------- */
 

@@ -32,6 +32,8 @@ typedef struct oc_cl_attn_limits {
  * memory), OC_ERR_DEVICE, OC_ERR_NOMEM] */
 oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_limits *lim, oc_error *err);
 void oc_cl_attn_close(oc_cl_attn *at);   /* NULL is a no-op */
+/* Host bytes oc_cl_attn_open allocates for lim at most (on any device). [alloc: no] */
+size_t oc_cl_attn_host_bytes(const oc_cl_attn_limits *lim);
 
 typedef struct oc_cl_attn_shape {
     int32_t n_q, n_kv;            /* n_q <= max_n_q */
@@ -82,6 +84,10 @@ typedef struct oc_cl_attn_io {
  * [alloc: no] [errors: OC_ERR_INVALID (not prepared, bad strides or types, a bad host pattern),
  * OC_ERR_RANGE (a tensor outside its buffer), OC_ERR_DEVICE] */
 oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_cl_attn_io *io, oc_attn_stats *stats, oc_error *err);
+
+/* Pairs the base mask of the call prepared last keeps for one head, as src/attn.c counts them (a
+ * call whose heads are all dense keeps exactly these: its stats need no wait for the device). */
+uint64_t oc_cl_attn_base_pairs(const oc_cl_attn *at);
 
 /* Tests and benchmarks: force the key split of the next prepares into n_chunks chunks (0: the
  * automatic choice). Only calls of at most 4 query rows split. */

@@ -1,8 +1,11 @@
 /* cl_device.c: OpenCL device discovery and choice, the per-device context (programs built once
  * from the sources opencl/embed.c embedded at build time, kernels cached by id), buffers and the
  * one launch helper (declarations and rules: cl_device.h).
- * opencl/common.cl is not a program of its own: it is prepended to every other one (the shared
- * block decoders), as a second source string of the same clCreateProgramWithSource call. */
+ * Two programs: attn.cl alone (its tile shape comes as build options, so devices opened with
+ * another tile share the other program's compiled form in the driver's cache) and every other
+ * file in one program, because each program costs a driver cache lookup at every open (40-90 ms
+ * on PoCL). opencl/common.cl (the shared block decoders) is the first source string of both;
+ * every file's text follows a #line naming it, so build logs point into the right file. */
 #include "cl_internal.h"
 
 #include <stdio.h>
@@ -13,7 +16,9 @@ typedef struct { const char *name; const char *source; } oc_cl_embedded;
 extern const oc_cl_embedded oc_cl_sources[];
 
 #define COMMON_SOURCE "common.cl"
+#define TILED_SOURCE "attn.cl"   /* the program that takes the attention tile options */
 #define MAX_LIST 64
+#define MAX_FILES 16             /* source files of one program */
 
 static const struct { const char *file, *function; } kernel_table[OC_CLK_COUNT] = {
 #define OC_CL_KERNEL_ROW(id, file, fn) { file, fn },
@@ -250,27 +255,33 @@ static oc_status build_failed(oc_cl_device *dev, cl_program prog, const char *na
                    oc_cl_err_name(rc), flat);
 }
 
-/* The attention tile shape goes to attn.cl only, so devices opened with another tile share the
- * other programs' compiled form in the driver's cache. */
-static void build_options(const oc_cl_device *dev, const char *name, char *opt, size_t n) {
+/* The attention tile shape goes to the attn.cl program only. */
+static void build_options(const oc_cl_device *dev, int tiled, char *opt, size_t n) {
     int k = snprintf(opt, n, "-cl-std=CL1.2 -DOC_HAVE_SUBGROUPS=%d", dev->caps.has_subgroups);
-    if (!strcmp(name, "attn.cl") && k > 0 && (size_t)k < n)
+    if (tiled && k > 0 && (size_t)k < n)
         snprintf(opt + k, n - (size_t)k, " -DOC_ATT_RPT=%d -DOC_ATT_KPT=%d", dev->caps.attn_rows_per_item,
                  dev->caps.attn_keys_per_item);
 }
 
-static oc_status build(oc_cl_device *dev, const char *name, const char *source, cl_program *out, oc_error *err) {
+/* One program from common.cl and n_files sources; name (for messages) lists the files. */
+static oc_status build(oc_cl_device *dev, const char *name, int n_files, const char *const *files,
+                       const char *const *sources, int tiled, cl_program *out, oc_error *err) {
     const char *common = embedded(COMMON_SOURCE);
     if (!common) return oc_fail(err, OC_ERR_DEVICE, "opencl: the build embedded no %s", COMMON_SOURCE);
+    if (n_files < 1 || n_files > MAX_FILES) return oc_fail(err, OC_ERR_DEVICE, "opencl: %d files in one program", n_files);
     /* #line: compiler messages name the file and its own line numbers */
-    char line[OC_CL_NAME_BYTES + 16];
-    snprintf(line, sizeof line, "\n#line 1 \"%.*s\"\n", OC_CL_NAME_BYTES, name);
-    const char *texts[4] = { "#line 1 \"" COMMON_SOURCE "\"\n", common, line, source };
+    char lines[MAX_FILES][OC_CL_NAME_BYTES + 16];
+    const char *texts[2 + 2 * MAX_FILES] = { "#line 1 \"" COMMON_SOURCE "\"\n", common };
+    for (int i = 0; i < n_files; i++) {
+        snprintf(lines[i], sizeof lines[i], "\n#line 1 \"%.*s\"\n", OC_CL_NAME_BYTES, files[i]);
+        texts[2 + 2 * i] = lines[i];
+        texts[3 + 2 * i] = sources[i];
+    }
     cl_int rc;
-    cl_program prog = clCreateProgramWithSource(dev->context, 4, texts, NULL, &rc);
+    cl_program prog = clCreateProgramWithSource(dev->context, (cl_uint)(2 + 2 * n_files), texts, NULL, &rc);
     if (rc != CL_SUCCESS) return cl_fail(err, rc, "clCreateProgramWithSource");
     char opt[160];
-    build_options(dev, name, opt, sizeof opt);
+    build_options(dev, tiled, opt, sizeof opt);
     rc = clBuildProgram(prog, 1, &dev->device, opt, NULL, NULL);
     if (rc != CL_SUCCESS) {
         oc_status st = build_failed(dev, prog, name, rc, err);
@@ -283,33 +294,51 @@ static oc_status build(oc_cl_device *dev, const char *name, const char *source, 
 
 oc_status oc_cl_try_build(oc_cl_device *dev, const char *name, const char *source, oc_error *err) {
     cl_program prog;
-    oc_status st = build(dev, name, source, &prog, err);
+    oc_status st = build(dev, name, 1, &name, &source, 0, &prog, err);
     if (st == OC_OK) clReleaseProgram(prog);
     return st;
 }
 
-/* Build every program (each file named in the kernel table, once) and create every kernel. */
-static oc_status build_all(oc_cl_device *dev, oc_error *err) {
-    const char *names[OC_CL_MAX_PROGRAMS];
+/* The program (0: the shared one, 1: the tiled one) that holds file. */
+static int program_of(const char *file) { return strcmp(file, TILED_SOURCE) == 0; }
+
+/* Build program p from the kernel table's files that belong to it, each once. */
+static oc_status build_program(oc_cl_device *dev, int p, oc_error *err) {
+    const char *files[MAX_FILES], *sources[MAX_FILES];
+    char name[OC_CL_NAME_BYTES] = "";
+    int n = 0;
     for (int k = 0; k < OC_CLK_COUNT; k++) {
         const char *file = kernel_table[k].file;
-        int p = 0;
-        while (p < dev->n_programs && strcmp(names[p], file)) p++;
-        if (p == dev->n_programs) {
-            if (p == OC_CL_MAX_PROGRAMS) return oc_fail(err, OC_ERR_DEVICE, "opencl: too many programs");
-            const char *src = embedded(file);
-            if (!src) return oc_fail(err, OC_ERR_DEVICE, "opencl: program %s is not embedded in this build", file);
-            oc_status st = build(dev, file, src, &dev->programs[p], err);
-            if (st != OC_OK && dev->caps.has_subgroups) {
-                /* Some compilers list cl_khr_subgroups but declare its built-ins only for OpenCL
-                 * C 2.0: fall back to the local-memory reductions rather than fail. */
-                dev->caps.has_subgroups = 0;
-                st = build(dev, file, src, &dev->programs[p], err);
-            }
-            if (st != OC_OK) return st;
-            names[p] = file;
-            dev->n_programs++;
-        }
+        int seen = 0;
+        for (int i = 0; i < n; i++) seen |= !strcmp(files[i], file);
+        if (seen || program_of(file) != p) continue;
+        if (n == MAX_FILES) return oc_fail(err, OC_ERR_DEVICE, "opencl: too many files in one program");
+        if (!(sources[n] = embedded(file)))
+            return oc_fail(err, OC_ERR_DEVICE, "opencl: program %s is not embedded in this build", file);
+        size_t used = strlen(name);
+        snprintf(name + used, sizeof name - used, "%s%s", n ? "+" : "", file);
+        files[n++] = file;
+    }
+    oc_status st = build(dev, name, n, files, sources, p, &dev->programs[p], err);
+    if (st != OC_OK && dev->caps.has_subgroups) {
+        /* Some compilers list cl_khr_subgroups but declare its built-ins only for OpenCL C 2.0:
+         * fall back to the local-memory reductions rather than fail. */
+        dev->caps.has_subgroups = 0;
+        st = build(dev, name, n, files, sources, p, &dev->programs[p], err);
+    }
+    return st;
+}
+
+/* Build both programs and create every kernel. */
+static oc_status build_all(oc_cl_device *dev, oc_error *err) {
+    for (int p = 0; p < 2; p++) {
+        oc_status st = build_program(dev, p, err);
+        if (st != OC_OK) return st;
+        dev->n_programs++;
+    }
+    for (int k = 0; k < OC_CLK_COUNT; k++) {
+        const char *file = kernel_table[k].file;
+        int p = program_of(file);
         cl_int rc;
         dev->kernels[k] = clCreateKernel(dev->programs[p], kernel_table[k].function, &rc);
         if (rc != CL_SUCCESS)

@@ -8,7 +8,7 @@
 
 #include "cl_device.h"
 
-#define OC_CL_MAX_PROGRAMS 16
+#define OC_CL_MAX_PROGRAMS 2   /* cl_device.c: the attention program and the rest */
 
 struct oc_cl_device {
     const oc_allocator *alloc;

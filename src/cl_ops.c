@@ -128,16 +128,17 @@ oc_status oc_cl_gather_rows(oc_cl_device *dev, oc_cl_buf *dst, int64_t dst_off, 
                             int64_t n_src_rows, const oc_cl_buf *idx, int64_t idx_off, int64_t n_rows, int64_t dim,
                             int32_t unit, oc_error *err) {
     oc_status st;
-    if (unit < 1 || n_rows % unit || n_src_rows < 1 || n_src_rows > INT32_MAX ||
+    if (unit < 1 || n_src_rows < 1 || n_src_rows > INT32_MAX ||
         (st = row_count_check(n_rows, dim, "gather_rows", err)) != OC_OK)
         return oc_fail(err, OC_ERR_INVALID, "opencl gather_rows: %lld rows of %lld in units of %d from %lld rows",
                        (long long)n_rows, (long long)dim, (int)unit, (long long)n_src_rows);
     if ((st = mat_check(oc_cl_mat_of(dst, dst_off, dim), n_rows, dim, "gather_rows", "dst", err)) ||
         (st = mat_check(oc_cl_mat_of((oc_cl_buf *)src, src_off, dim), n_src_rows, dim, "gather_rows", "src", err)))
         return st;
-    if (!span_ok(idx, idx_off, n_rows / unit, sizeof(int32_t)))
+    int64_t n_idx = (n_rows + unit - 1) / unit;   /* a last unit may be partial */
+    if (!span_ok(idx, idx_off, n_idx, sizeof(int32_t)))
         return oc_fail(err, OC_ERR_RANGE, "opencl gather_rows: %lld indices from %lld do not fit their buffer",
-                       (long long)(n_rows / unit), (long long)idx_off);
+                       (long long)n_idx, (long long)idx_off);
     size_t global[2] = { (size_t)dim, (size_t)n_rows };
     oc_cl_arg a[] = { OC_CL_BUF(dst), OC_CL_I32(dst_off), OC_CL_BUF(src), OC_CL_I32(src_off), OC_CL_I32(n_src_rows),
                       OC_CL_BUF(idx), OC_CL_I32(idx_off), OC_CL_I32(n_rows), OC_CL_I32(dim), OC_CL_I32(unit) };

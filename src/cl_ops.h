@@ -49,7 +49,8 @@ oc_status oc_cl_rope_neox(oc_cl_device *dev, oc_cl_buf *x, int64_t off, int64_t 
 
 /* dst row r = src row idx[idx_off + r / unit] * unit + r % unit for r < n_rows, rows of dim floats
  * packed from dst_off / src_off (Qwen2.5-VL's window order and its inverse); idx: int32 on the
- * device. A source row outside [0, n_src_rows) leaves its destination row as it was. */
+ * device, ceil(n_rows / unit) of them (the last unit may be partial). A source row outside
+ * [0, n_src_rows) leaves its destination row as it was. */
 oc_status oc_cl_gather_rows(oc_cl_device *dev, oc_cl_buf *dst, int64_t dst_off, const oc_cl_buf *src, int64_t src_off,
                             int64_t n_src_rows, const oc_cl_buf *idx, int64_t idx_off, int64_t n_rows, int64_t dim,
                             int32_t unit, oc_error *err);

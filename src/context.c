@@ -6,7 +6,10 @@
  * embedding store and the prompt for the stated limits (oc_context_memory_bytes says how much
  * beforehand). oc_ask then allocates only per image (the resized copy and pixel patches, in
  * proportion to the input image) and the prompt's token layout when a plan needs it; the decode
- * loop allocates nothing. */
+ * loop allocates nothing.
+ * Backend: the text and vision graphs run on one backend; on OpenCL both instances share the one
+ * device this context opens. OC_BACKEND_AUTO tries OpenCL and, when anything of it fails to open
+ * (no device, a program that does not build, a model it cannot run), opens the CPU instead. */
 #include "image.h"
 #include "layout.h"
 #include "model.h"
@@ -15,6 +18,7 @@
 #include "sample.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 struct oc_context {
@@ -24,6 +28,8 @@ struct oc_context {
     oc_pool *pool;
     oc_isa isa;
     oc_backend_kind backend;
+    oc_backend_device *dev;      /* OpenCL: the device both graphs run on; NULL on the CPU */
+    char backend_name[OC_ERROR_MESSAGE_BYTES + 64];
     oc_plan *plan;
     oc_tokenizer *tok;           /* this context's own: encoding needs scratch memory */
     oc_text_ctx *text;
@@ -96,16 +102,14 @@ static oc_text_limits text_limits(const oc_context_params *p) {
     return lim;
 }
 
-OC_API oc_status oc_context_memory_bytes(const oc_model *m, const oc_context_params *p, size_t *bytes,
-                                         oc_error *err) {
-    oc_status st = check_params(m, p, err);
-    if (st) return st;
+/* oc_context_memory_bytes on backend kind. */
+static oc_status memory_bytes(const oc_model *m, const oc_context_params *p, oc_backend_kind kind, size_t *bytes,
+                              oc_error *err) {
     int n_threads = p->n_threads > 0 ? p->n_threads : oc_port_n_cpus();
     oc_cpu_features cpu;
     oc_port_cpu_features(&cpu);
     oc_text_limits lim = text_limits(p);
-    oc_backend_spec spec = { OC_BACKEND_KIND_CPU, p->device, NULL, oc_isa_best(&cpu) };
-    if ((st = oc_backend_resolve((int)p->backend, p->device, &spec.kind, err))) return st;
+    oc_backend_spec spec = { kind, p->device, NULL, oc_isa_best(&cpu), NULL };
     size_t total = 0, part;
     if (!own_bytes(m, p, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
     part = oc_text_ctx_bytes(m->text, &lim, &spec, n_threads);
@@ -119,6 +123,14 @@ OC_API oc_status oc_context_memory_bytes(const oc_model *m, const oc_context_par
     if (!oc_add_size(total, part, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
     *bytes = total;
     return OC_OK;
+}
+
+OC_API oc_status oc_context_memory_bytes(const oc_model *m, const oc_context_params *p, size_t *bytes,
+                                         oc_error *err) {
+    oc_status st = check_params(m, p, err);
+    oc_backend_kind kind = OC_BACKEND_KIND_CPU;
+    if (st || (st = oc_backend_resolve((int)p->backend, p->device, &kind, err))) return st;
+    return memory_bytes(m, p, p->backend == OC_BACKEND_AUTO ? OC_BACKEND_KIND_CPU : kind, bytes, err);
 }
 
 /* Plan features this runtime does not apply yet are refused rather than silently ignored. */
@@ -136,14 +148,48 @@ static oc_status check_plan_features(const oc_plan *plan, const char *path, oc_e
     return OC_OK;
 }
 
+static void close_engines(oc_context *c) {
+    oc_vision_ctx_close(c->vision);
+    oc_text_ctx_close(c->text);
+    oc_backend_device_close(c->dev);
+    c->vision = NULL;
+    c->text = NULL;
+    c->dev = NULL;
+}
+
+/* The text and vision graphs on backend kind (OpenCL: on one device opened here). */
+static oc_status open_engines(oc_context *c, oc_backend_kind kind, const char *device, oc_error *err) {
+    const oc_model *m = c->m;
+    oc_text_limits lim = text_limits(&c->p);
+    oc_status st = oc_backend_device_open(&c->dev, kind, device, &c->alloc, err);
+    oc_backend_spec spec = { kind, device, c->pool, c->isa, c->dev };
+    if (!st) st = oc_text_ctx_open_backend(&c->text, m->text, &lim, &spec, &c->alloc, err);
+    if (!st && m->vision && c->p.max_images > 0)
+        st = oc_vision_ctx_open_backend(&c->vision, m->vision, 4 * c->p.max_image_tokens, &spec, &c->alloc, err);
+    if (st) {
+        close_engines(c);
+        return st;
+    }
+    c->backend = kind;
+    if (kind == OC_BACKEND_KIND_CPU)
+        snprintf(c->backend_name, sizeof c->backend_name, "CPU (%s, %d thread%s)", oc_isa_name(c->isa),
+                 oc_pool_n_threads(c->pool), oc_pool_n_threads(c->pool) == 1 ? "" : "s");
+    else
+        snprintf(c->backend_name, sizeof c->backend_name, "%s", oc_backend_device_name(c->dev));
+    return OC_OK;
+}
+
 OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_context_params *p,
                                  oc_error *err) {
     if (!out) return oc_fail(err, OC_ERR_INVALID, "oc_context_open: out is NULL");
     *out = NULL;
     oc_status st = check_params(m, p, err);
     if (st) return st;
-    size_t total_bytes;
-    if ((st = oc_context_memory_bytes(m, p, &total_bytes, err))) return st;
+    oc_backend_kind kind;
+    size_t total_bytes;   /* limits too large for memory arithmetic fail here, before anything opens */
+    if ((st = oc_backend_resolve((int)p->backend, p->device, &kind, err)) ||
+        (st = memory_bytes(m, p, kind, &total_bytes, err)))
+        return st;
     oc_context *c = oc_mem_calloc(p->alloc, sizeof *c);
     if (!c) return oc_fail(err, OC_ERR_NOMEM, "context: out of memory");
     c->alloc = p->alloc ? *p->alloc : *oc_default_allocator();
@@ -152,11 +198,9 @@ OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_c
     c->p.alloc = NULL;
     c->p.plan_path = NULL;
     c->p.device = NULL;           /* read at open only */
-    c->context_bytes = c->stats.context_bytes = total_bytes;
     oc_cpu_features cpu;
     oc_port_cpu_features(&cpu);
     c->isa = oc_isa_best(&cpu);
-    if ((st = oc_backend_resolve((int)p->backend, p->device, &c->backend, err))) goto fail;
     if ((st = oc_pool_open(&c->pool, p->n_threads, &c->alloc, err))) goto fail;
     if (p->plan_path) {
         if ((st = oc_plan_load_file(&c->plan, p->plan_path, &c->alloc, err))) goto fail;
@@ -176,12 +220,19 @@ OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_c
         if ((st = check_plan_features(c->plan, p->plan_path, err))) goto fail;
     }
     if ((st = oc_tokenizer_open_gguf(&c->tok, m->text_file, &c->alloc, err))) goto fail;
-    oc_text_limits lim = text_limits(p);
-    oc_backend_spec spec = { c->backend, p->device, c->pool, c->isa };
-    if ((st = oc_text_ctx_open_backend(&c->text, m->text, &lim, &spec, &c->alloc, err))) goto fail;
-    if (m->vision && p->max_images > 0 &&
-        (st = oc_vision_ctx_open_backend(&c->vision, m->vision, 4 * p->max_image_tokens, &spec, &c->alloc, err)))
-        goto fail;
+    st = open_engines(c, kind, p->device, err);
+    if (st && p->backend == OC_BACKEND_AUTO && kind != OC_BACKEND_KIND_CPU) {
+        char why[OC_ERROR_MESSAGE_BYTES];
+        snprintf(why, sizeof why, "%s", err ? err->message : "it did not open");
+        if (!(st = open_engines(c, OC_BACKEND_KIND_CPU, NULL, err))) {
+            size_t n = strlen(c->backend_name);
+            snprintf(c->backend_name + n, sizeof c->backend_name - n, "; OpenCL not used: %s", why);
+        }
+    }
+    if (st) goto fail;
+    if ((st = memory_bytes(m, p, c->backend, &c->context_bytes, err))) goto fail;
+    c->stats.context_bytes = c->context_bytes;
+    c->stats.device_bytes = oc_backend_device_bytes(c->dev);
     if ((st = oc_prompt_init(&c->prompt, p->max_context_tokens, OC_MAX(1, max_images_of(m, p)), &c->alloc, err)))
         goto fail;
     oc_sampling greedy = { 0.0f, 40, 0.95f, 0 };
@@ -212,8 +263,7 @@ OC_API void oc_context_close(oc_context *c) {
     oc_mem_free(&a, c->buf, c->buf_bytes);
     oc_sampler_free(&c->sampler);
     oc_prompt_free(&c->prompt);
-    oc_vision_ctx_close(c->vision);
-    oc_text_ctx_close(c->text);
+    close_engines(c);
     oc_tokenizer_close(c->tok);
     oc_plan_free(c->plan);
     oc_pool_close(c->pool);
@@ -221,6 +271,8 @@ OC_API void oc_context_close(oc_context *c) {
 }
 
 OC_API void oc_context_get_stats(const oc_context *c, oc_stats *out) { *out = c->stats; }
+
+OC_API const char *oc_context_backend_name(const oc_context *c) { return c->backend_name; }
 
 OC_API const float *oc_context_prompt_logits(const oc_context *c, int32_t *n_vocab) {
     if (n_vocab) *n_vocab = c->m->text->hp.n_vocab;
@@ -369,6 +421,7 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     const oc_model *m = c->m;
     memset(&c->stats, 0, sizeof c->stats);
     c->stats.context_bytes = c->context_bytes;
+    c->stats.device_bytes = oc_backend_device_bytes(c->dev);
     c->has_prompt_logits = 0;
     if (!r->question || !r->question[strspn(r->question, " \t\r\n")])
         return oc_fail(err, OC_ERR_INVALID, "the prompt is empty: ask a question");

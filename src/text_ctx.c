@@ -41,8 +41,11 @@ static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, sizes *
 
 static oc_backend_limits backend_limits(const oc_text_model *m, const oc_text_limits *lim) {
     const oc_text_hparams *hp = &m->hp;
+    /* a layout's image spans are disjoint and non-empty inside the context, and an oc_context
+     * allows at most 1024 images */
     oc_backend_limits bl = { OC_MAX((int64_t)hp->n_embd, (int64_t)hp->n_ff), lim->max_batch_tokens,
-                             { lim->max_batch_tokens, lim->max_ctx_tokens, hp->n_head, hp->n_head_kv, hp->head_dim } };
+                             { lim->max_batch_tokens, lim->max_ctx_tokens, hp->n_head, hp->n_head_kv, hp->head_dim },
+                             OC_MIN(lim->max_ctx_tokens, 1024), 0 };
     return bl;
 }
 
@@ -148,7 +151,7 @@ fail:
 
 oc_status oc_text_ctx_open(oc_text_ctx **out, const oc_text_model *m, const oc_text_limits *lim,
                            oc_pool *pool, oc_isa isa, const oc_allocator *alloc, oc_error *err) {
-    oc_backend_spec spec = { OC_BACKEND_KIND_CPU, NULL, pool, isa };
+    oc_backend_spec spec = { OC_BACKEND_KIND_CPU, NULL, pool, isa, NULL };
     return oc_text_ctx_open_backend(out, m, lim, &spec, alloc, err);
 }
 

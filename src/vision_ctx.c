@@ -56,8 +56,10 @@ static int64_t max_n_in(const oc_vision_hparams *hp) {
 }
 
 static oc_backend_limits backend_limits(const oc_vision_hparams *hp, int32_t max_patches) {
+    /* windows (Qwen2.5-VL) hold whole merged tokens: at most one per merged token */
+    int32_t max_windows = max_patches / (hp->merge_size * hp->merge_size) + 1;
     oc_backend_limits bl = { max_n_in(hp), max_patches,
-                             { max_patches, max_patches, hp->n_heads, hp->n_heads, hp->head_dim } };
+                             { max_patches, max_patches, hp->n_heads, hp->n_heads, hp->head_dim }, 0, max_windows };
     return bl;
 }
 
@@ -69,7 +71,7 @@ size_t oc_vision_ctx_bytes_backend(const oc_vision_model *m, int32_t max_patches
     oc_backend_limits bl = backend_limits(&m->hp, max_patches);
     size_t be = 0, t = sizeof(oc_vision_ctx) + s.host;
     for (int isa = 0; isa < OC_ISA_COUNT; isa++) {   /* the hungriest ISA table that runs here */
-        oc_backend_spec spec = { kind, NULL, NULL, (oc_isa)isa };
+        oc_backend_spec spec = { kind, NULL, NULL, (oc_isa)isa, NULL };
         if (kind == OC_BACKEND_KIND_CPU && !oc_matmul_kernels_for((oc_isa)isa)) continue;
         size_t b = oc_backend_bytes(&spec, &bl, n_threads);
         if (kind == OC_BACKEND_KIND_CPU && !b) return 0;
@@ -191,7 +193,7 @@ fail:
 
 oc_status oc_vision_ctx_open(oc_vision_ctx **out, const oc_vision_model *m, int32_t max_patches, oc_pool *pool,
                              oc_isa isa, const oc_allocator *alloc, oc_error *err) {
-    oc_backend_spec spec = { OC_BACKEND_KIND_CPU, NULL, pool, isa };
+    oc_backend_spec spec = { OC_BACKEND_KIND_CPU, NULL, pool, isa, NULL };
     return oc_vision_ctx_open_backend(out, m, max_patches, &spec, alloc, err);
 }
 

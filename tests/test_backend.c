@@ -3,13 +3,16 @@
  * op, read), so a device backend can be run through the same cases once it is wired. Outputs are
  * poisoned with NaN first; strided outputs must leave the gaps untouched; operands outside their
  * buffer must fail with OC_ERR_INVALID; results must be bitwise the same with 1 and 3 threads and
- * the CPU backend is run with every ISA this machine has. Also: backend selection through
- * oc_context_params (OpenCL refused with a clear message until it is wired). */
+ * the CPU backend is run with every ISA this machine has. The OpenCL backend runs the same cases
+ * (skipped, saying why, without a device). Also: backend selection through oc_context_params
+ * (OpenCL on a device that is not there fails naming the devices; auto then runs on the CPU and
+ * says why; run make check with OCL_ICD_VENDORS=/nonexistent for the no-platform path). */
 #include "backend.h"
 #include "check.h"
 #include "f16.h"
 #include "model.h"
 #include "port.h"
+#include "support/opencl.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -301,8 +304,37 @@ static void case_attention(fx *f, int32_t kv_dtype) {
     a.mask = OC_ATTN_CAUSAL;
     a.q_offset = OFF;
     oc_error e;
-    REQUIREF(f->op->attention(f->be, &a, NULL, &e) == OC_OK, "%s", e.message);
+    oc_attn_stats st = { 0, 0, 0 };
+    REQUIREF(f->op->attention(f->be, &a, &st, &e) == OC_OK, "%s", e.message);
     download(f, &bo, out, sizeof out);
+    uint64_t pairs = 0;   /* causal with the offset: query i sees keys 0 .. OFF + i */
+    for (int i = 0; i < NQ; i++) pairs += (uint64_t)OC_MIN(OFF + i + 1, (int)NKV);
+    CHECKF(st.flops_kept == pairs * H * 4 * D && st.flops_skipped == 0 && st.flops_executed >= st.flops_kept,
+           "attention stats: kept %llu, skipped %llu, executed %llu; expected %llu kept", (unsigned long long)st.flops_kept,
+           (unsigned long long)st.flops_skipped, (unsigned long long)st.flops_executed,
+           (unsigned long long)(pairs * H * 4 * D));
+    /* a sparse pattern: A-shape (1 sink, window 2) on head 1 keeps fewer pairs, the others the same */
+    oc_head_pattern pat[H];
+    memset(pat, 0, sizeof pat);
+    pat[1] = (oc_head_pattern){ OC_PATTERN_A_SHAPE, 1, 2 };
+    a.patterns = pat;
+    oc_attn_stats sp = { 0, 0, 0 };
+    float sparse_out[NQ * H * D];
+    REQUIREF(f->op->attention(f->be, &a, &sp, &e) == OC_OK, "%s", e.message);
+    download(f, &bo, sparse_out, sizeof sparse_out);
+    uint64_t a_pairs = 0;   /* key j < 1 or p - 2 < j <= p, p = OFF + i */
+    for (int i = 0; i < NQ; i++)
+        for (int j = 0; j <= OFF + i && j < NKV; j++) a_pairs += j < 1 || j > OFF + i - 2;
+    CHECKF(sp.flops_kept == (pairs * (H - 1) + a_pairs) * 4 * D && sp.flops_skipped == (pairs - a_pairs) * 4 * D,
+           "sparse attention stats: kept %llu, skipped %llu", (unsigned long long)sp.flops_kept,
+           (unsigned long long)sp.flops_skipped);
+    int others_same = 1;
+    for (int i = 0; i < NQ; i++)
+        for (int h = 0; h < H; h++)
+            for (int c = 0; c < D && h != 1; c++) others_same &= sparse_out[(i * H + h) * D + c] == out[(i * H + h) * D + c];
+    CHECKF(others_same, "a pattern on head 1 changed the other heads");
+    record(f, sparse_out, OC_ARRAY_LEN(sparse_out));
+    a.patterns = NULL;
     double ref[NQ * H * D];
     for (int i = 0; i < NQ; i++)
         for (int h = 0; h < H; h++) {
@@ -385,7 +417,7 @@ static void test_cpu_ops(void) {
     oc_pool *pool;
     oc_error e;
     REQUIRE(oc_pool_open(&pool, 3, NULL, &e) == OC_OK);
-    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 } };
+    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 }, 0, 0 };
     size_t cap = 400000;
     float *logs[2] = { malloc(cap * sizeof(float)), malloc(cap * sizeof(float)) };
     REQUIRE(logs[0] && logs[1]);
@@ -393,7 +425,7 @@ static void test_cpu_ops(void) {
         if (!oc_isa_runs((oc_isa)isa, &cpu)) continue;
         size_t n_log[2];
         for (int t = 0; t < 2; t++) {
-            oc_backend_spec spec = { OC_BACKEND_KIND_CPU, NULL, t ? pool : NULL, (oc_isa)isa };
+            oc_backend_spec spec = { OC_BACKEND_KIND_CPU, NULL, t ? pool : NULL, (oc_isa)isa, NULL };
             fx f = { NULL, NULL, { 42 }, logs[t], 0, cap };
             REQUIREF(oc_backend_open(&f.be, &spec, &lim, NULL, &e) == OC_OK, "%s", e.message);
             CHECK(oc_backend_bytes(&spec, &lim, oc_pool_n_threads(spec.pool)) > 0);
@@ -408,7 +440,7 @@ static void test_cpu_ops(void) {
         printf("  %s: every op matches its reference, %zu outputs equal with 1 and 3 threads\n",
                oc_isa_name((oc_isa)isa), n_log[0]);
     }
-    oc_backend_spec bad = { OC_BACKEND_KIND_OPENCL, NULL, NULL, OC_ISA_SCALAR };
+    oc_backend_spec bad = { (oc_backend_kind)7, NULL, NULL, OC_ISA_SCALAR, NULL };
     oc_backend dummy, *be = &dummy;   /* must be overwritten with NULL */
     CHECK(oc_backend_open(&be, &bad, &lim, NULL, &e) == OC_ERR_UNSUPPORTED && be == NULL);
     free(logs[0]);
@@ -416,12 +448,61 @@ static void test_cpu_ops(void) {
     oc_pool_close(pool);
 }
 
-/* oc_context_params.backend: CPU and AUTO open; OpenCL is refused with a message saying why. */
+/* Every case on the OpenCL backend (on its own device, as a graph context opened alone does). */
+static void test_opencl_ops(void) {
+    const char *why = check_opencl_missing();
+    if (why) {
+        check_skip("%s", why);
+        return;
+    }
+    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 }, 0, 0 };
+    oc_backend_spec spec = { OC_BACKEND_KIND_OPENCL, check_opencl_device(), NULL, OC_ISA_SCALAR, NULL };
+    fx f = { NULL, NULL, { 42 }, NULL, 0, 0 };
+    oc_error e;
+    REQUIREF(oc_backend_open(&f.be, &spec, &lim, NULL, &e) == OC_OK, "%s", e.message);
+    CHECK(oc_backend_bytes(&spec, &lim, 1) > 0);
+    f.op = f.be->ops;
+    CHECK(f.op->version == OC_BACKEND_OPS_VERSION && strcmp(f.op->name, "opencl") == 0);
+    run_cases(&f);
+    /* the explicit debug mask is the CPU's alone; a call with other head counts than the limits */
+    float q[8 * 4 * 8];
+    oc_bt bq = upload(&f, q, sizeof q);
+    uint8_t mask[8 * 8];
+    oc_battn a;
+    memset(&a, 0, sizeof a);
+    a.n_q = a.n_kv = 8;
+    a.n_head = 4;
+    a.n_head_kv = 2;
+    a.head_dim = 8;
+    a.q = a.k = a.v = &bq;
+    a.out = &bq;
+    a.kv_dtype = OC_DTYPE_F32;
+    a.q_stride_token = a.out_stride_token = 32;
+    a.k_stride_token = a.v_stride_token = 16;
+    a.q_stride_head = a.k_stride_head = a.v_stride_head = a.out_stride_head = 8;
+    a.mask = OC_ATTN_EXPLICIT;
+    a.explicit_mask = mask;
+    a.explicit_stride_q = 8;
+    CHECK(f.op->attention(f.be, &a, NULL, &e) == OC_ERR_UNSUPPORTED);
+    CHECKF(strstr(e.message, "explicit"), "%s", e.message);
+    a.mask = OC_ATTN_CAUSAL;
+    a.n_head_kv = 4;
+    a.k_stride_token = a.v_stride_token = 32;
+    CHECK(f.op->attention(f.be, &a, NULL, &e) == OC_ERR_INVALID);
+    f.op->free(f.be, &bq);
+    oc_backend_close(f.be);
+    printf("  opencl: every op matches its reference\n");
+}
+
+/* oc_context_params.backend: CPU opens; OpenCL on a device that is not there fails naming it (or
+ * saying there is no platform), and AUTO then opens the CPU, saying why; OpenCL opens when a
+ * device is there and says which. */
 static void test_context_selection(void) {
     oc_backend_kind k;
     oc_error e;
     CHECK(oc_backend_resolve(OC_BACKEND_CPU, NULL, &k, &e) == OC_OK && k == OC_BACKEND_KIND_CPU);
-    CHECK(oc_backend_resolve(OC_BACKEND_AUTO, "0", &k, &e) == OC_OK && k == OC_BACKEND_KIND_CPU);
+    CHECK(oc_backend_resolve(OC_BACKEND_AUTO, "0", &k, &e) == OC_OK &&
+          k == (OC_HAVE_OPENCL ? OC_BACKEND_KIND_OPENCL : OC_BACKEND_KIND_CPU));
     CHECK(oc_backend_resolve(7, NULL, &k, &e) == OC_ERR_INVALID);
     oc_model *m;
     REQUIREF(oc_model_open(&m, "tests/data/models/qwen2vl/text.gguf", NULL, NULL, &e) == OC_OK, "%s", e.message);
@@ -430,17 +511,51 @@ static void test_context_selection(void) {
     CHECK(p.backend == OC_BACKEND_CPU && p.device == NULL);
     p.max_context_tokens = 64;
     p.n_threads = 1;
+    oc_context *c;
+    REQUIREF(oc_context_open(&c, m, &p, &e) == OC_OK, "%s", e.message);
+    CHECKF(!strncmp(oc_context_backend_name(c), "CPU (", 5), "%s", oc_context_backend_name(c));
+    size_t cpu_bytes = 0, bytes = 0;
+    CHECK(oc_context_memory_bytes(m, &p, &cpu_bytes, &e) == OC_OK && cpu_bytes > 0);
+    oc_context_close(c);
+
     p.backend = OC_BACKEND_OPENCL;
-    p.device = "0";
-    oc_context *c = (oc_context *)&p;
-    size_t bytes;
-    CHECK(oc_context_memory_bytes(m, &p, &bytes, &e) == OC_ERR_UNSUPPORTED);
-    CHECK(oc_context_open(&c, m, &p, &e) == OC_ERR_UNSUPPORTED && c == NULL);
-    CHECKF(strstr(e.message, "OpenCL"), "message: %s", e.message);
-    printf("  OpenCL requested: %s\n", e.message);
+    p.device = "no-such-device-xyz";
+    c = (oc_context *)&p;   /* must be overwritten with NULL */
+    oc_status st = oc_context_open(&c, m, &p, &e);
+    CHECK(st != OC_OK && c == NULL);
+    if (!OC_HAVE_OPENCL) {
+        CHECK(st == OC_ERR_UNSUPPORTED && oc_context_memory_bytes(m, &p, &bytes, &e) == OC_ERR_UNSUPPORTED);
+        CHECKF(strstr(e.message, "OpenCL"), "message: %s", e.message);
+    } else {
+        CHECKF(st == OC_ERR_NOT_FOUND && (strstr(e.message, "no-such-device-xyz") || strstr(e.message, "no OpenCL platform")),
+               "status %d: %s", (int)st, e.message);
+    }
+    printf("  OpenCL on a device that is not there: %s\n", e.message);
     p.backend = OC_BACKEND_AUTO;
     REQUIREF(oc_context_open(&c, m, &p, &e) == OC_OK, "%s", e.message);
+    const char *name = oc_context_backend_name(c);
+    CHECKF(!strncmp(name, "CPU (", 5) && (!OC_HAVE_OPENCL || strstr(name, "OpenCL not used: ")), "%s", name);
+    CHECK(oc_context_memory_bytes(m, &p, &bytes, &e) == OC_OK && bytes == cpu_bytes);   /* auto: the CPU figure */
+    printf("  auto: %s\n", name);
     oc_context_close(c);
+
+    const char *why = check_opencl_missing();
+    if (!why) {
+        p.backend = OC_BACKEND_OPENCL;
+        p.device = check_opencl_device();
+        REQUIREF(oc_context_open(&c, m, &p, &e) == OC_OK, "%s", e.message);
+        name = oc_context_backend_name(c);
+        oc_stats s;
+        oc_context_get_stats(c, &s);
+        CHECKF(!strncmp(name, "OpenCL, ", 8) && s.device_bytes > 0, "%s, %zu device bytes", name, s.device_bytes);
+        /* the KV cache and activations live on the device: the host figure shrinks */
+        CHECK(oc_context_memory_bytes(m, &p, &bytes, &e) == OC_OK && bytes < cpu_bytes && s.context_bytes == bytes);
+        printf("  opencl: %s, %zu bytes on the device, %zu on the host (CPU: %zu)\n", name, s.device_bytes, bytes,
+               cpu_bytes);
+        oc_context_close(c);
+    } else {
+        printf("  (%s)\n", why);
+    }
     p.backend = (oc_backend_choice)9;
     CHECK(oc_context_open(&c, m, &p, &e) == OC_ERR_INVALID);
     oc_model_close(m);
@@ -448,6 +563,7 @@ static void test_context_selection(void) {
 
 int main(void) {
     CHECK_RUN(test_cpu_ops);
+    CHECK_RUN(test_opencl_ops);
     CHECK_RUN(test_context_selection);
     return check_finish();
 }

@@ -3,12 +3,14 @@
  * in one image, a position and a count in the second of two images. The items (stream 77, never
  * used in training) were picked among ones the current model answers right with a first-token
  * logit margin above 4 (the model is right on about 56% of fresh items: BENCHMARKS.md), so
- * kernel rounding on any ISA cannot flip them; the margin is printed to show it. Also: the
+ * kernel rounding on any ISA cannot flip them; the margin is printed to show it. The questions
+ * are asked again on the OpenCL backend (skipped, saying why, without a device). Also: the
  * README's image (examples/demo/shapes.ppm) is item 9's image, byte for byte. */
 #include "check.h"
 #include "image.h"
 #include "ocellus.h"
 #include "scene.h"
+#include "support/opencl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +42,12 @@ static double top_margin(const float *logits, int32_t n) {
     return (double)best - (double)second;
 }
 
-static void test_three_questions(void) {
+static void three_questions(oc_backend_choice backend) {
+    const char *why = backend == OC_BACKEND_OPENCL ? check_opencl_missing() : NULL;
+    if (why) {
+        check_skip("%s", why);
+        return;
+    }
     static const struct { uint64_t index; const char *expected; } items[] = {
         { 9, "green" },    /* What color is the circle in image 1? */
         { 5, "right" },    /* Is the blue diamond in image 2 on the left or the right? */
@@ -54,6 +61,8 @@ static void test_three_questions(void) {
     cp.max_context_tokens = 512;
     cp.max_images = 2;
     cp.n_threads = 2;
+    cp.backend = backend;
+    cp.device = check_opencl_device();
     oc_context *ctx = NULL;
     REQUIREF(oc_context_open(&ctx, m, &cp, &e) == OC_OK, "%s", e.message);
     uint8_t *rgb = malloc((size_t)OC_SCENE_MAX_IMAGES * SIDE * SIDE * 3);
@@ -82,12 +91,16 @@ static void test_three_questions(void) {
         oc_scene_normalize(a.text, got, sizeof got);
         CHECKF(!strcmp(got, items[k].expected), "%s -> '%s', expected '%s'", it.question, a.text,
                items[k].expected);
-        printf("  %-60s -> %-6s (first-token logit margin %.2f)\n", it.question, got, top_margin(logits, n_vocab));
+        printf("  %-60s -> %-6s (first-token logit margin %.2f, %s)\n", it.question, got, top_margin(logits, n_vocab),
+               backend == OC_BACKEND_OPENCL ? "OpenCL" : "CPU");
     }
     free(rgb);
     oc_context_close(ctx);
     oc_model_close(m);
 }
+
+static void test_three_questions(void) { three_questions(OC_BACKEND_CPU); }
+static void test_three_questions_opencl(void) { three_questions(OC_BACKEND_OPENCL); }
 
 static void test_readme_image_is_item_9(void) {
     oc_image img;
@@ -105,6 +118,7 @@ static void test_readme_image_is_item_9(void) {
 
 int main(void) {
     CHECK_RUN(test_three_questions);
+    CHECK_RUN(test_three_questions_opencl);
     CHECK_RUN(test_readme_image_is_item_9);
     return check_finish();
 }

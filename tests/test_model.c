@@ -8,7 +8,10 @@
  *     position embedding) gives bitwise the same logits; a plan with every head dense gives
  *     bitwise the same logits as no plan, a sparse plan changes them;
  *   - errors a new user meets: wrong paths, a text GGUF as mmproj, images without mmproj, an
- *     empty question, a context overflow: each a status and a one-line message. */
+ *     empty question, a context overflow: each a status and a one-line message.
+ * The parity checks (HF logits at every position, the answer, dense and sparse plans) and the
+ * no-allocation check run again on the OpenCL backend, with the same tolerances (skipped, saying
+ * why, without a device; support/opencl.h); the converter and legacy-file checks run on the CPU. */
 #include "check.h"
 #include "convert.h"
 #include "image.h"
@@ -17,6 +20,7 @@
 #include "pool.h"
 #include "port.h"
 #include "prompt.h"
+#include "support/opencl.h"
 #include "support/ref.h"
 #include "tokenizer.h"
 
@@ -67,20 +71,20 @@ static char *meta_string(const oc_safetensors *st, const char *key) {
     return out;
 }
 
-static float *ask_paths(const char *text, const char *vis, const char *plan_path, const char *question,
-                        answer *ans, int32_t *n_vocab);
+static float *ask_paths(const char *text, const char *vis, const char *plan_path, oc_backend_choice backend,
+                        const char *question, answer *ans, int32_t *n_vocab);
 
-static float *ask(const char *name, const char *mmproj, const char *plan_path, const char *question,
-                  answer *ans, int32_t *n_vocab) {
+static float *ask(const char *name, const char *mmproj, const char *plan_path, oc_backend_choice backend,
+                  const char *question, answer *ans, int32_t *n_vocab) {
     char text[256], vis[256];
     snprintf(text, sizeof text, DIR "%s/text.gguf", name);
     snprintf(vis, sizeof vis, DIR "%s/%s", name, mmproj);
-    return ask_paths(text, vis, plan_path, question, ans, n_vocab);
+    return ask_paths(text, vis, plan_path, backend, question, ans, n_vocab);
 }
 
 /* Ask through the public API; returns the prompt logits (malloc'd copy) and the answer. */
-static float *ask_paths(const char *text, const char *vis, const char *plan_path, const char *question,
-                        answer *ans, int32_t *n_vocab) {
+static float *ask_paths(const char *text, const char *vis, const char *plan_path, oc_backend_choice backend,
+                        const char *question, answer *ans, int32_t *n_vocab) {
     oc_error e;
     oc_model *m;
     oc_context *c;
@@ -93,6 +97,8 @@ static float *ask_paths(const char *text, const char *vis, const char *plan_path
     cp.max_images = 2;
     cp.n_threads = 2;
     cp.plan_path = plan_path;
+    cp.backend = backend;
+    cp.device = check_opencl_device();
     if (oc_context_open(&c, m, &cp, &e)) { check_fail_at(__FILE__, __LINE__, "%s", e.message); oc_model_close(m); return NULL; }
     oc_request r;
     oc_request_default(&r);
@@ -142,7 +148,15 @@ static void check_image_labels(oc_model *m, const int32_t *grids, const char *qu
     oc_prompt_free(&lp);
 }
 
-static void parity(const char *name) {
+/* Skips the case when backend is OpenCL and there is no device; 1 when it may run. */
+static int backend_here(oc_backend_choice backend) {
+    const char *why = backend == OC_BACKEND_OPENCL ? check_opencl_missing() : NULL;
+    if (why) check_skip("%s", why);
+    return why == NULL;
+}
+
+static void parity(const char *name, oc_backend_choice backend) {
+    if (!backend_here(backend)) return;
     char path[256];
     oc_error e;
     snprintf(path, sizeof path, DIR "%s/reference.safetensors", name);
@@ -166,8 +180,14 @@ static void parity(const char *name) {
     const oc_vision_hparams *vh = oc_vision_model_hparams(m->vision);
     int32_t d = m->text->hp.n_embd, V = m->text->hp.n_vocab;
     REQUIRE((size_t)V * n_ids == n_logits);
+    /* the pipeline's two graphs on one device, as an oc_context runs them */
+    oc_backend_kind kind = backend == OC_BACKEND_OPENCL ? OC_BACKEND_KIND_OPENCL : OC_BACKEND_KIND_CPU;
+    oc_backend_device *dev = NULL;
+    REQUIREF(oc_backend_device_open(&dev, kind, check_opencl_device(), NULL, &e) == OC_OK, "%s", e.message);
+    oc_backend_spec spec = { kind, NULL, NULL, OC_ISA_SCALAR, dev };
+    const char *where = kind == OC_BACKEND_KIND_CPU ? "scalar kernels" : oc_backend_device_name(dev);
     oc_vision_ctx *vc;
-    REQUIRE(oc_vision_ctx_open(&vc, m->vision, 1024, NULL, OC_ISA_SCALAR, NULL, &e) == OC_OK);
+    REQUIREF(oc_vision_ctx_open_backend(&vc, m->vision, 1024, &spec, NULL, &e) == OC_OK, "%s", e.message);
     images im;
     REQUIRE(load_images(&im));
     float *embd = calloc((size_t)n_ids * (size_t)d, sizeof(float));
@@ -206,7 +226,7 @@ static void parity(const char *name) {
     CHECK(k == row);
     oc_text_limits lim = { 256, 128 };
     oc_text_ctx *tc;
-    REQUIRE(oc_text_ctx_open(&tc, m->text, &lim, NULL, OC_ISA_SCALAR, NULL, &e) == OC_OK);
+    REQUIREF(oc_text_ctx_open_backend(&tc, m->text, &lim, &spec, NULL, &e) == OC_OK, "%s", e.message);
     float *logits = malloc(sizeof(float) * n_logits);
     check_poison_f32(logits, n_logits);
     oc_text_batch b;
@@ -227,15 +247,15 @@ static void parity(const char *name) {
         if (err > worst) worst = err;
         bad_top1 += ref_argmax(logits + i * V, (size_t)V) != ref_argmax(hf_logits + i * V, (size_t)V);
     }
-    printf("  %s end to end (scalar kernels): logits worst rel err %.2e over %zu positions, %d top-1 "
-           "mismatches\n", name, worst, n_ids, bad_top1);
+    printf("  %s end to end (%s): logits worst rel err %.2e over %zu positions, %d top-1 "
+           "mismatches\n", name, where, worst, n_ids, bad_top1);
     CHECKF(worst <= 1e-3, "%s: logits rel err %.3e", name, worst);
     CHECKF(bad_top1 == 0, "%s: %d positions with another top-1 token", name, bad_top1);
 
     /* ---- the public API ---- */
     answer a1, a2, a3, a4;
     int32_t nv;
-    float *l1 = ask(name, "mmproj.gguf", NULL, question, &a1, &nv);
+    float *l1 = ask(name, "mmproj.gguf", NULL, backend, question, &a1, &nv);
     REQUIRE(l1);
     char want[4096];
     size_t n_want;
@@ -244,27 +264,33 @@ static void parity(const char *name) {
     CHECKF(a1.n == n_want && !memcmp(a1.text, want, n_want), "%s: answer '%s', HF '%s'", name, a1.text, want);
     double lerr = ref_rel_err(l1, hf_logits + (n_ids - 1) * V, (size_t)V);
     CHECKF(lerr <= 1e-3, "%s: oc_ask prompt logits rel err %.3e", name, lerr);
-    printf("  %s oc_ask: answer matches HF's 8 greedy tokens; last-position logits rel err %.2e\n", name, lerr);
+    printf("  %s oc_ask (%s): answer matches HF's 8 greedy tokens; last-position logits rel err %.2e\n", name,
+           backend == OC_BACKEND_OPENCL ? "OpenCL" : "CPU", lerr);
     /* dense plan == no plan, bitwise; a sparse plan changes something */
     oc_plan_shape dec = { m->text->hp.n_layers, m->text->hp.n_head, m->text->hp.n_head_kv, m->text->hp.head_dim };
     oc_plan *plan;
     REQUIRE(oc_plan_create(&plan, &dec, NULL, NULL, &e) == OC_OK);
     char plan_path[64];
-    snprintf(plan_path, sizeof plan_path, "build/tests/test_model_%s_dense.plan", name);
+    snprintf(plan_path, sizeof plan_path, "build/tests/test_model_%s_%d_dense.plan", name, (int)backend);
     REQUIRE(oc_plan_write_file(plan, plan_path, &e) == OC_OK);
-    float *l2 = ask(name, "mmproj.gguf", plan_path, question, &a2, &nv);
+    float *l2 = ask(name, "mmproj.gguf", plan_path, backend, question, &a2, &nv);
     REQUIRE(l2);
     CHECKF(!memcmp(l1, l2, sizeof(float) * (size_t)V), "%s: dense plan changed the logits", name);
-    for (int32_t h = 0; h < dec.n_heads; h++) oc_plan_head(plan, OC_PLAN_DECODER, 1, h)->kind = OC_PATTERN_INTRA_IMAGE;
-    snprintf(plan_path, sizeof plan_path, "build/tests/test_model_%s_sparse.plan", name);
+    /* layer 0: the fixtures have 2 layers, and a pattern in the last one cannot reach the last
+     * position's logits (its query is text) other than through rounding */
+    for (int32_t h = 0; h < dec.n_heads; h++) oc_plan_head(plan, OC_PLAN_DECODER, 0, h)->kind = OC_PATTERN_INTRA_IMAGE;
+    snprintf(plan_path, sizeof plan_path, "build/tests/test_model_%s_%d_sparse.plan", name, (int)backend);
     REQUIRE(oc_plan_write_file(plan, plan_path, &e) == OC_OK);
-    float *l3 = ask(name, "mmproj.gguf", plan_path, question, &a3, &nv);
+    float *l3 = ask(name, "mmproj.gguf", plan_path, backend, question, &a3, &nv);
     REQUIRE(l3);
-    CHECKF(memcmp(l1, l3, sizeof(float) * (size_t)V) != 0, "%s: an intra-image plan changed nothing", name);
+    double serr = ref_rel_err(l3, l1, (size_t)V);
+    CHECKF(serr > 1e-5, "%s: an intra-image plan changed the logits by only %.2e", name, serr);
+    printf("  %s intra-image plan in layer 0: logits move by %.2e\n", name, serr);
     oc_plan_free(plan);
     /* Files written by `ocellus convert` from the HF checkpoint: f16 gives the same bits as the
-     * formats.md-style files; q8_0 stays close and gives HF's next token. */
-    for (int q = 0; q < 2; q++) {
+     * formats.md-style files; q8_0 stays close and gives HF's next token. (CPU only: they check the
+     * converter.) */
+    for (int q = 0; q < 2 && backend == OC_BACKEND_CPU; q++) {
         char hf[256], prefix[256], ct[300], cv[300];
         snprintf(hf, sizeof hf, DIR "%s/hf", name);
         snprintf(prefix, sizeof prefix, "build/tests/test_model_conv_%s_%s", name, q ? "q8_0" : "f16");
@@ -273,7 +299,7 @@ static void parity(const char *name) {
         snprintf(ct, sizeof ct, "%s.gguf", prefix);
         snprintf(cv, sizeof cv, "%s-mmproj.gguf", prefix);
         answer ac;
-        float *lc = ask_paths(ct, cv, NULL, question, &ac, &nv);
+        float *lc = ask_paths(ct, cv, NULL, backend, question, &ac, &nv);
         REQUIRE(lc);
         if (!q) {
             CHECKF(!memcmp(l1, lc, sizeof(float) * (size_t)V), "%s: converted f16 files give other logits", name);
@@ -285,8 +311,8 @@ static void parity(const char *name) {
         }
         free(lc);
     }
-    if (!strcmp(name, "qwen2vl")) {
-        float *l4 = ask(name, "mmproj-legacy.gguf", NULL, question, &a4, &nv);
+    if (!strcmp(name, "qwen2vl") && backend == OC_BACKEND_CPU) {
+        float *l4 = ask(name, "mmproj-legacy.gguf", NULL, backend, question, &a4, &nv);
         REQUIRE(l4);
         CHECKF(!memcmp(l1, l4, sizeof(float) * (size_t)V), "legacy mmproj gives other logits");
         free(l4);
@@ -296,6 +322,7 @@ static void parity(const char *name) {
     free(l3);
     oc_text_ctx_close(tc);
     oc_vision_ctx_close(vc);
+    oc_backend_device_close(dev);
     oc_prompt_free(&p);
     free(logits);
     free(tok_ids);
@@ -311,8 +338,10 @@ static void parity(const char *name) {
     oc_safetensors_close(ref);
 }
 
-static void test_qwen2vl(void) { parity("qwen2vl"); }
-static void test_qwen25vl(void) { parity("qwen25vl"); }
+static void test_qwen2vl(void) { parity("qwen2vl", OC_BACKEND_CPU); }
+static void test_qwen25vl(void) { parity("qwen25vl", OC_BACKEND_CPU); }
+static void test_qwen2vl_opencl(void) { parity("qwen2vl", OC_BACKEND_OPENCL); }
+static void test_qwen25vl_opencl(void) { parity("qwen25vl", OC_BACKEND_OPENCL); }
 
 static void test_user_errors(void) {
     oc_error e;
@@ -376,7 +405,8 @@ static void *count_fn(void *user, void *ptr, size_t old_bytes, size_t new_bytes)
 
 /* Everything is allocated when the context opens: a text question (no plan) allocates nothing
  * at all, however many tokens it generates; with images, only the per-image preprocessing does. */
-static void test_no_allocation_while_answering(void) {
+static void no_allocation_while_answering(oc_backend_choice backend) {
+    if (!backend_here(backend)) return;
     counting cnt = { 0 };
     oc_allocator a = { count_fn, &cnt };
     oc_error e;
@@ -388,6 +418,8 @@ static void test_no_allocation_while_answering(void) {
     cp.max_images = 2;
     cp.n_threads = 2;
     cp.alloc = &a;
+    cp.backend = backend;
+    cp.device = check_opencl_device();
     oc_context *c;
     REQUIRE(oc_context_open(&c, m, &cp, &e) == OC_OK);
     size_t before = cnt.n_calls;
@@ -411,10 +443,16 @@ static void test_no_allocation_while_answering(void) {
     oc_model_close(m);
 }
 
+static void test_no_allocation_while_answering(void) { no_allocation_while_answering(OC_BACKEND_CPU); }
+static void test_no_allocation_while_answering_opencl(void) { no_allocation_while_answering(OC_BACKEND_OPENCL); }
+
 int main(void) {
     CHECK_RUN(test_qwen2vl);
     CHECK_RUN(test_qwen25vl);
+    CHECK_RUN(test_qwen2vl_opencl);
+    CHECK_RUN(test_qwen25vl_opencl);
     CHECK_RUN(test_user_errors);
     CHECK_RUN(test_no_allocation_while_answering);
+    CHECK_RUN(test_no_allocation_while_answering_opencl);
     return check_finish();
 }

@@ -5,7 +5,9 @@
  * a mask "same 4x4 window of merged tokens" there, so the encoder's token permutation, window
  * spans and un-permutation are checked against an order-free definition. Also: legacy files,
  * quantized weights, A-shape plans, bad files and arguments, thread-count determinism, and (when
- * tests/data/models exists) parity with transformers' outputs. */
+ * tests/data/models exists) parity with transformers' outputs. The forward cases and the
+ * transformers parity run again on the OpenCL backend, with the same tolerances (skipped, saying
+ * why, without a device). */
 #include "check.h"
 #include "dtype.h"
 #include "f16.h"
@@ -13,6 +15,7 @@
 #include "port.h"
 #include "quant.h"
 #include "safetensors.h"
+#include "support/opencl.h"
 #include "vision.h"
 
 #define TOL 1e-4
@@ -350,6 +353,27 @@ static oc_isa best_isa(void) {
     return oc_isa_best(&cpu);
 }
 
+/* Where an encode runs: engine < OC_ISA_COUNT is the CPU with that ISA, OC_ISA_COUNT is OpenCL.
+ * g_opencl: the cases run on OpenCL alone (test_opencl_forward), else on every ISA that runs. */
+#define ENGINE_OPENCL OC_ISA_COUNT
+static int g_opencl;
+static oc_backend_device *g_dev;   /* the one OpenCL device of test_opencl_forward */
+
+static int engine_runs(int engine) {
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    return g_opencl ? engine == ENGINE_OPENCL : engine < OC_ISA_COUNT && oc_isa_runs((oc_isa)engine, &cpu);
+}
+
+static const char *engine_name(int engine) { return engine == ENGINE_OPENCL ? "opencl" : oc_isa_name((oc_isa)engine); }
+
+static oc_backend_spec engine_spec(int engine, oc_pool *pool) {
+    oc_backend_spec bs = { engine == ENGINE_OPENCL ? OC_BACKEND_KIND_OPENCL : OC_BACKEND_KIND_CPU, check_opencl_device(),
+                           pool, engine == ENGINE_OPENCL ? OC_ISA_SCALAR : (oc_isa)engine,
+                           engine == ENGINE_OPENCL ? g_dev : NULL };
+    return bs;
+}
+
 typedef struct embed_capture {
     float *x;   /* [n][d] after the patch embedding */
     int got;
@@ -365,12 +389,13 @@ static void capture_embed(void *user, int32_t layer, const float *x, int32_t n_t
 
 /* Encode with a pool of n_threads threads into out (poisoned first). */
 static oc_status encode(const oc_vision_model *m, const float *pix, int gh, int gw, const oc_stack_plan *plan, int n_threads,
-                        oc_isa isa, float *out, embed_capture *cap, oc_error *e) {
+                        int engine, float *out, embed_capture *cap, oc_error *e) {
     oc_pool *pool = NULL;
     oc_vision_ctx *ctx = NULL;
     const oc_vision_hparams *hp = oc_vision_model_hparams(m);
     oc_status s = oc_pool_open(&pool, n_threads, NULL, e);
-    if (!s) s = oc_vision_ctx_open(&ctx, m, gh * gw, pool, isa, NULL, e);
+    oc_backend_spec bs = engine_spec(engine, pool);
+    if (!s) s = oc_vision_ctx_open_backend(&ctx, m, gh * gw, &bs, NULL, e);
     if (!s) {
         if (cap) oc_vision_ctx_set_debug(ctx, capture_embed, cap);
         check_poison_f32(out, (size_t)(gh * gw / 4) * (size_t)hp->proj_dim);
@@ -381,8 +406,8 @@ static oc_status encode(const oc_vision_model *m, const float *pix, int gh, int 
     return s;
 }
 
-/* Build, write, load, encode with 1 and 3 threads on every ISA that runs; compare with the
- * reference. Returns the worst relative error. */
+/* Build, write, load, encode with 1 and 3 threads on every ISA that runs (or on OpenCL); compare
+ * with the reference. Returns the worst relative error. */
 static double run_forward_case(const spec *sp, int gh, int gw, const oc_head_pattern *pat, double tol, const char *what) {
     tmodel tm;
     build_model(&tm, sp, 1000u + (unsigned)gh * 31u + (unsigned)gw);
@@ -408,24 +433,22 @@ static double run_forward_case(const spec *sp, int gh, int gw, const oc_head_pat
     }
     float *out1 = malloc((size_t)no * sizeof(float)), *out3 = malloc((size_t)no * sizeof(float));
     float *emb = malloc((size_t)n * sp->hidden * sizeof(float));
-    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
-        oc_cpu_features cpu;
-        oc_port_cpu_features(&cpu);
-        if (!oc_isa_runs((oc_isa)isa, &cpu)) continue;
+    for (int eng = 0; eng <= ENGINE_OPENCL; eng++) {
+        if (!engine_runs(eng)) continue;
         embed_capture cap = { emb, 0 };
-        oc_status s1 = encode(L.m, pix, gh, gw, pat ? &plan : NULL, 1, (oc_isa)isa, out1, &cap, &e);
-        CHECKF(s1 == OC_OK, "%s %s: %s", what, oc_isa_name((oc_isa)isa), e.message);
-        oc_status s3 = encode(L.m, pix, gh, gw, pat ? &plan : NULL, 3, (oc_isa)isa, out3, NULL, &e);
-        CHECKF(s3 == OC_OK, "%s %s: %s", what, oc_isa_name((oc_isa)isa), e.message);
+        oc_status s1 = encode(L.m, pix, gh, gw, pat ? &plan : NULL, 1, eng, out1, &cap, &e);
+        CHECKF(s1 == OC_OK, "%s %s: %s", what, engine_name(eng), e.message);
+        oc_status s3 = encode(L.m, pix, gh, gw, pat ? &plan : NULL, 3, eng, out3, NULL, &e);
+        CHECKF(s3 == OC_OK, "%s %s: %s", what, engine_name(eng), e.message);
         if (s1 || s3) continue;
         double rel = check_rel_err_f32(out1, ref, (size_t)no);
-        CHECKF(rel <= tol, "%s %s: rel err %.3g > %.3g", what, oc_isa_name((oc_isa)isa), rel, tol);
+        CHECKF(rel <= tol, "%s %s: rel err %.3g > %.3g", what, engine_name(eng), rel, tol);
         CHECKF(memcmp(out1, out3, (size_t)no * sizeof(float)) == 0, "%s %s: 1 and 3 threads differ", what,
-               oc_isa_name((oc_isa)isa));
+               engine_name(eng));
         if (sp->kind == OC_VISION_QWEN2VL) {   /* grid order: the embedding can be compared directly */
             CHECK(cap.got);
             double re = check_rel_err_f32(emb, ref_embed, (size_t)n * sp->hidden);
-            CHECKF(re <= tol, "%s %s: patch embedding rel err %.3g", what, oc_isa_name((oc_isa)isa), re);
+            CHECKF(re <= tol, "%s %s: patch embedding rel err %.3g", what, engine_name(eng), re);
         }
         if (rel > worst) worst = rel;
     }
@@ -700,7 +723,10 @@ static void parity_one(const char *dir, const char *file) {
         oc_pool *pool = NULL;
         oc_vision_ctx *ctx = NULL;
         block_capture cap = { st, oc_vision_model_hparams(m), (int32_t)gw, 0.0, 0 };
-        if (oc_pool_open(&pool, 2, NULL, &e) || oc_vision_ctx_open(&ctx, m, (int32_t)n, pool, best_isa(), NULL, &e)) {
+        oc_backend_spec bs = engine_spec(g_opencl ? ENGINE_OPENCL : (int)best_isa(), NULL);
+        oc_status so = oc_pool_open(&pool, 2, NULL, &e);
+        bs.pool = pool;
+        if (so || oc_vision_ctx_open_backend(&ctx, m, (int32_t)n, &bs, NULL, &e)) {
             check_fail_at(__FILE__, __LINE__, "%s", e.message);
         } else {
             if (img == 0) oc_vision_ctx_set_debug(ctx, capture_blocks, &cap);
@@ -708,8 +734,8 @@ static void parity_one(const char *dir, const char *file) {
             oc_status s = oc_vision_encode(ctx, pix, (int32_t)gh, (int32_t)gw, NULL, out, NULL, &e);
             CHECKF(s == OC_OK, "%s: %s", dir, e.message);
             double rel = check_rel_err_f32(out, ref, (size_t)ie->n_elements);
-            printf("  parity %s/%s image %d (%lldx%lld patches): rel err %.3g", dir, file, img, (long long)gh,
-                   (long long)gw, rel);
+            printf("  parity %s/%s image %d (%lldx%lld patches, %s): rel err %.3g", dir, file, img, (long long)gh,
+                   (long long)gw, g_opencl ? "opencl" : oc_isa_name(best_isa()), rel);
             if (img == 0) printf(", worst of embedding + blocks %.3g over %d captures", cap.worst, cap.n_checked);
             printf("\n");
             CHECKF(rel <= 1e-3, "%s/%s image %d: rel err %.3g > 1e-3", dir, file, img, rel);
@@ -733,6 +759,28 @@ static void test_parity_hf(void) {
     parity_one("qwen25vl", "mmproj.gguf");
 }
 
+/* The forward cases and the transformers parity again, on OpenCL. */
+static void test_opencl_forward(void) {
+    const char *why = check_opencl_missing();
+    if (why) {
+        check_skip("%s", why);
+        return;
+    }
+    oc_error e;
+    REQUIREF(oc_backend_device_open(&g_dev, OC_BACKEND_KIND_OPENCL, check_opencl_device(), NULL, &e) == OC_OK, "%s",
+             e.message);
+    g_opencl = 1;
+    test_qwen2vl_forward();
+    test_qwen25vl_forward();
+    test_legacy_file();
+    test_quantized_weights();
+    test_plan_a_shape();
+    test_parity_hf();
+    g_opencl = 0;
+    oc_backend_device_close(g_dev);
+    g_dev = NULL;
+}
+
 int main(void) {
     CHECK_RUN(test_window_order);
     CHECK_RUN(test_qwen2vl_forward);
@@ -743,5 +791,6 @@ int main(void) {
     CHECK_RUN(test_bad_files);
     CHECK_RUN(test_bad_arguments);
     CHECK_RUN(test_parity_hf);
+    CHECK_RUN(test_opencl_forward);
     return check_finish();
 }

@@ -7,9 +7,11 @@
  * Per case: vision ms and GFLOP/s, prefill tok/s and GFLOP/s, TTFT, decode tok/s, the CPU share the
  * process got in each phase (from the progress callback; below ~95% other processes took the
  * cores), peak RSS (process, so far); and the FP32 FMA peak
- * (src/roofline.h) measured in the same run, before and after the cases. FLOPs are counted from the
+ * (src/roofline.h; on OpenCL the device's, opencl/peak.cl) measured in the same run, before and
+ * after the cases. --backend / --device choose where the model runs (cli.h). FLOPs are counted from the
  * shapes (2 per multiply-add; attention 4 d per query-key pair, halved when causal, as anchors.md). */
 #include "bench.h"
+#include "cli.h"
 #include "isa.h"
 #include "ocellus.h"
 #include "pool.h"
@@ -35,7 +37,8 @@ static void usage(FILE *f) {
             "  -t N             threads (default 2)\n"
             "  --images LIST    image counts, one case each (default 1,4); 0 or '' for none\n"
             "  -n N             new tokens per case, greedy (default 32)\n"
-            "  --pp N           prompt tokens of the text-only case (default 512; 0 skips it)\n");
+            "  --pp N           prompt tokens of the text-only case (default 512; 0 skips it)\n"
+            CLI_BACKEND_HELP("      "));
 }
 
 /* A deterministic 448x448 RGB test card: gradients, a checkerboard and noise, different per index. */
@@ -157,7 +160,7 @@ static char *long_question(oc_tokenizer *tok, int target) {
 /* "cpu v/p/d": the CPU share of vision, prefill and decode. On a shared machine a share below ~95%
  * means other processes took the cores; the second table divides each phase's time by its share
  * (an estimate of the run with both cores: exact only for compute-bound phases). */
-static void print_table(const vlm_case *c, int n, double peak) {
+static void print_table(const vlm_case *c, int n, double peak, int on_device) {
     printf("\n| case | images | prompt tok | vision ms | vision GFLOP/s | prefill ms | prefill tok/s | prefill GFLOP/s "
            "| TTFT ms | decode tok/s | generated | cpu v/p/d | peak RSS MiB |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -176,6 +179,7 @@ static void print_table(const vlm_case *c, int n, double peak) {
                s->ttft_ms, s->n_generated > 1 && s->decode_ms > 0 ? 1000.0 * (s->n_generated - 1) / s->decode_ms : 0.0,
                s->n_generated, vshare, 100 * c[i].share[1], 100 * c[i].share[2], (double)c[i].peak_rss / 1048576.0);
     }
+    if (on_device) return;   /* the host's CPU share says nothing about a device's time */
     printf("\nDivided by the CPU share (estimate for both cores to ourselves):\n\n"
            "| case | vision ms | vision GFLOP/s | prefill tok/s | prefill GFLOP/s | TTFT ms | decode tok/s |\n"
            "|---|---|---|---|---|---|---|\n");
@@ -190,7 +194,21 @@ static void print_table(const vlm_case *c, int n, double peak) {
     }
 }
 
-static double fma_peak(int n_threads) {
+#if OC_HAVE_OPENCL
+#include "cl_ops.h"
+#endif
+
+/* The FP32 FMA peak of the device the context runs on (device NULL: the CPU with n_threads). */
+static double fma_peak(int n_threads, const char *device) {
+#if OC_HAVE_OPENCL
+    if (device) {
+        oc_cl_device *dev = NULL;
+        double g = 0;
+        if (oc_cl_open(&dev, device, NULL, NULL, NULL) == OC_OK) oc_cl_fma_peak(dev, &g, NULL);
+        oc_cl_close(dev);
+        return g;
+    }
+#endif
     oc_pool *pool = NULL;
     oc_cpu_features cpu;
     oc_port_cpu_features(&cpu);
@@ -200,7 +218,8 @@ static double fma_peak(int n_threads) {
     return g;
 }
 
-static int run_bench(const char *text_path, const char *mmproj, int n_threads, const char *images_list,
+static int run_bench(const char *text_path, const char *mmproj, int n_threads, oc_backend_choice backend,
+                     const char *device, const char *images_list,
                      int n_new, int pp_tokens) {
     int counts[MAX_CASES], n_counts = 0, max_images = 0;
     for (const char *p = images_list; *p && n_counts < MAX_CASES - 2;) {
@@ -226,8 +245,6 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, c
     bench_cpu_name(cpu_name, sizeof cpu_name);
     printf("ocellus bench vlm: %s + %s, %d threads, CPU %s, %d logical CPUs\n", text_path, mmproj ? mmproj : "(no mmproj)",
            n_threads, cpu_name, oc_port_n_cpus());
-    double peak0 = fma_peak(n_threads);
-    printf("FP32 FMA peak before: %.1f GFLOP/s\n", peak0);
 
     oc_error err;
     oc_model *model = NULL;
@@ -250,6 +267,8 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, c
     cp.max_images = max_images;
     cp.max_image_tokens = (IMAGE_PX / 28) * (IMAGE_PX / 28);   /* 448x448 stays 448x448: 256 tokens */
     cp.max_context_tokens = 4096;                              /* as llama-mtmd-cli -c 4096 */
+    cp.backend = backend;
+    cp.device = device;
     phase_clock pc;
     memset(&pc, 0, sizeof pc);
     cp.progress = on_progress;
@@ -262,6 +281,11 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, c
            "%.0f MiB in %.0f ms\n", mi.n_layers, mi.n_embd, mi.n_vocab, mi.vision_layers, mi.vision_hidden,
            mi.has_vision ? mi.projector : "none", open_ms, (double)ctx_bytes / 1048576.0,
            (double)(oc_port_now_ns() - t0) * 1e-6);
+    const char *where = oc_context_backend_name(ctx);
+    const char *peak_dev = !strncmp(where, "OpenCL", 6) ? (device ? device : "") : NULL;
+    double peak0 = fma_peak(n_threads, peak_dev);
+    printf("backend: %s\nFP32 FMA peak before: %.1f GFLOP/s%s\n", where, peak0,
+           peak_dev ? " (the device's; the cpu share columns are the host's)" : "");
     fflush(stdout);
 
     /* Warm-up (text weights paged in) that also measures the chat template's tokens around a question. */
@@ -295,10 +319,10 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, c
         req.n_images = 0;
         if (!run_case(ctx, &pc, &req, &mi, name, n_threads, &cases[n_cases++])) goto done;
     }
-    double peak1 = fma_peak(n_threads);
+    double peak1 = fma_peak(n_threads, peak_dev);
     printf("FP32 FMA peak after: %.1f GFLOP/s (%% of peak below: of the larger, %.1f)\n", peak1,
            peak0 > peak1 ? peak0 : peak1);
-    print_table(cases, n_cases, peak0 > peak1 ? peak0 : peak1);
+    print_table(cases, n_cases, peak0 > peak1 ? peak0 : peak1, peak_dev != NULL);
     rc = 0;
     goto done;
 fail:
@@ -318,6 +342,8 @@ int bench_vlm(int argc, char **argv) {
     const char *text = NULL, *mmproj = NULL, *images = "1,4";
     int n_threads = 2, n_new = 32, pp = 512;
     unsigned long long seed = 1;
+    const char *device = NULL;
+    oc_backend_choice backend = OC_BACKEND_CPU;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
@@ -333,9 +359,11 @@ int bench_vlm(int argc, char **argv) {
         else if (!strcmp(a, "-t")) n_threads = atoi(v);
         else if (!strcmp(a, "-n")) n_new = atoi(v);
         else if (!strcmp(a, "--pp")) pp = atoi(v);
+        else if (!strcmp(a, "--device")) device = v;
+        else if (!strcmp(a, "--backend") && cli_parse_backend(v, &backend)) continue;
         else { fprintf(stderr, "ocellus bench vlm: unknown option %s\n", a); usage(stderr); return 2; }
     }
     if (synth) return synth_qwen2vl(synth, type, tok_path, seed);
     if (!text || n_threads < 1 || n_new < 0 || pp < 0) { usage(stderr); return 2; }
-    return run_bench(text, mmproj, n_threads, images, n_new, pp);
+    return run_bench(text, mmproj, n_threads, backend, device, images, n_new, pp);
 }

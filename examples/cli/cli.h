@@ -15,6 +15,16 @@ typedef struct cli_command {
 #define OC_DEMO_MMPROJ "examples/demo/ocellus-demo-mmproj.gguf"
 int cli_demo_model(const char **text_path, const char **mmproj_path);
 
+/* --backend NAME (cpu, opencl, auto) into *out; 0 for another name (cli_backend.c). */
+#include "ocellus.h"
+int cli_parse_backend(const char *name, oc_backend_choice *out);
+/* Their --help lines; pad: the spaces that bring a 13-column option name to the command's column. */
+#define CLI_BACKEND_HELP(pad)                                                                         \
+    "  --backend B" pad "where the model runs: cpu (default), opencl (fails without a usable\n"     \
+    "             " pad "device), auto (OpenCL when it opens, else the CPU)\n"                      \
+    "  --device D " pad "OpenCL device: index (clinfo -l) or a piece of its name; default:\n"       \
+    "             " pad "the first GPU, else the first device\n"
+
 int cmd_version(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_info(int argc, char **argv);

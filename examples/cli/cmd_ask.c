@@ -31,6 +31,7 @@ static void usage(FILE *f) {
             "  -t N                 threads (default: all CPUs)\n"
             "  -c N                 context size in tokens (default 4096)\n"
             "  --max-image-tokens N tokens per image at most (default 1280); larger images are scaled down\n"
+            CLI_BACKEND_HELP("          ")
             "  --stats              print timings and memory to stderr at the end\n"
             "  --dump-logits FILE   write the last prompt position's logits (raw little-endian f32)\n");
 }
@@ -98,6 +99,8 @@ int cmd_ask(int argc, char **argv) {
         else if (!strcmp(a, "--system")) { system = v; i++; }
         else if (!strcmp(a, "--plan")) { cp.plan_path = v; i++; }
         else if (!strcmp(a, "--dump-logits")) { dump = v; i++; }
+        else if (!strcmp(a, "--backend") && cli_parse_backend(v, &cp.backend)) i++;
+        else if (!strcmp(a, "--device")) { cp.device = v; i++; }
         else if (!strcmp(a, "-i")) {
             if (n_images == MAX_IMAGES) { fprintf(stderr, "ocellus ask: at most %d images\n", MAX_IMAGES); return 2; }
             images[n_images++] = v;
@@ -141,6 +144,7 @@ int cmd_ask(int argc, char **argv) {
     }
     if (oc_model_open(&model, text_path, mmproj, NULL, &err)) { fail(err.message); goto done; }
     if (oc_context_open(&ctx, model, &cp, &err)) { fail(err.message); goto done; }
+    fprintf(stderr, "backend: %s\n", oc_context_backend_name(ctx));
     req.system = system;
     req.question = prompt;
     req.images = views;
@@ -173,11 +177,12 @@ int cmd_ask(int argc, char **argv) {
                 "images %d (%d tokens), prompt %d tokens, generated %d\n"
                 "vision %.1f ms, prefill %.1f ms (%.1f tok/s), TTFT %.1f ms, decode %.1f tok/s\n"
                 "attention FLOPs skipped by the plan: %.1f%%\n"
-                "memory: context %.1f MiB allocated up front, peak RSS %.1f MiB\n",
+                "memory: context %.1f MiB allocated up front, device %.1f MiB, peak RSS %.1f MiB\n",
                 s.n_images, s.n_image_tokens, s.n_prompt_tokens, s.n_generated, s.vision_ms, s.prefill_ms,
                 s.prefill_ms > 0 ? 1000.0 * s.n_prompt_tokens / s.prefill_ms : 0.0, s.ttft_ms,
                 s.n_generated > 1 && s.decode_ms > 0 ? 1000.0 * (s.n_generated - 1) / s.decode_ms : 0.0,
-                skipped, (double)s.context_bytes / 1048576.0, (double)oc_port_peak_rss_bytes() / 1048576.0);
+                skipped, (double)s.context_bytes / 1048576.0, (double)s.device_bytes / 1048576.0,
+                (double)oc_port_peak_rss_bytes() / 1048576.0);
     }
     rc = 0;
 done:

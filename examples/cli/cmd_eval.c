@@ -24,6 +24,7 @@ static void usage(FILE *f) {
             "  --side PX              image side, a multiple of 28 in 56..1792 (default 112)\n"
             "  --plan FILE            attention plan (default: dense attention)\n"
             "  -t N                   threads (default: all CPUs)\n"
+            CLI_BACKEND_HELP("            ")
             "  --verbose              print each item's question, expected and generated answer\n");
 }
 
@@ -97,8 +98,9 @@ static int fail(const char *msg) {
 }
 
 int cmd_eval(int argc, char **argv) {
-    const char *text_path = NULL, *mmproj = NULL, *plan = NULL;
+    const char *text_path = NULL, *mmproj = NULL, *plan = NULL, *device = NULL;
     int verbose = 0, n_threads = 0;
+    oc_backend_choice backend = OC_BACKEND_CPU;
     oc_scene_eval_params ep;
     oc_scene_eval_params_default(&ep);
     for (int i = 1; i < argc; i++) {
@@ -111,6 +113,8 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "-m")) { text_path = v; i++; }
         else if (!strcmp(a, "--mmproj")) { mmproj = v; i++; }
         else if (!strcmp(a, "--plan")) { plan = v; i++; }
+        else if (!strcmp(a, "--backend") && cli_parse_backend(v, &backend)) i++;
+        else if (!strcmp(a, "--device")) { device = v; i++; }
         else if (!strcmp(a, "--items") && parse_int(v, 0, 1LL << 40, &n)) { ep.n_items = n; i++; }
         else if (!strcmp(a, "--seed") && parse_u64(v, &ep.seed)) i++;
         else if (!strcmp(a, "--side") && parse_int(v, 56, OC_SCENE_MAX_SIDE_PX, &n) && n % OC_SCENE_CELL_PX == 0) { ep.side_px = (int32_t)n; i++; }
@@ -127,6 +131,8 @@ int cmd_eval(int argc, char **argv) {
     oc_scene_eval_context_params(&cp, ep.max_images, ep.side_px);
     cp.n_threads = n_threads;
     cp.plan_path = plan;
+    cp.backend = backend;
+    cp.device = device;
     eval_ui ui = { isatty(2), verbose, ep.n_items, 0 };
     ep.on_item = on_item;
     ep.user = &ui;
@@ -137,6 +143,7 @@ int cmd_eval(int argc, char **argv) {
     int rc = 1;
     if (oc_model_open(&model, text_path, mmproj, NULL, &err)) { fail(err.message); goto done; }
     if (oc_context_open(&ctx, model, &cp, &err)) { fail(err.message); goto done; }
+    fprintf(stderr, "backend: %s\n", oc_context_backend_name(ctx));
     oc_status st = oc_scene_eval(ctx, &ep, &res, &err);
     if (ui.tty) fprintf(stderr, "\r%70s\r", "");
     if (st) { fail(err.message); goto done; }
