@@ -102,6 +102,48 @@ static void three_questions(oc_backend_choice backend) {
 static void test_three_questions(void) { three_questions(OC_BACKEND_CPU); }
 static void test_three_questions_opencl(void) { three_questions(OC_BACKEND_OPENCL); }
 
+/* The demo model's hand-written BlindSight plan (examples/plans/demo-blindsight.plan) fits the
+ * model, skips attention work, and leaves the two-image position answer as it was. */
+static void test_demo_plan(void) {
+    oc_error e;
+    oc_model *m = NULL;
+    REQUIREF(oc_model_open(&m, TEXT, MMPROJ, NULL, &e) == OC_OK, "%s", e.message);
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.max_context_tokens = 512;
+    cp.max_images = 2;
+    cp.n_threads = 2;
+    cp.plan_path = "examples/plans/demo-blindsight.plan";
+    oc_context *ctx = NULL;
+    REQUIREF(oc_context_open(&ctx, m, &cp, &e) == OC_OK, "%s", e.message);
+    uint8_t *rgb = malloc((size_t)OC_SCENE_MAX_IMAGES * SIDE * SIDE * 3);
+    REQUIRE(rgb);
+    oc_scene_item it;
+    REQUIRE(oc_scene_make(SEED, 5, 1, 2, SIDE, &it, rgb) == 0);
+    oc_image_rgb images[2];
+    for (int32_t i = 0; i < it.n_images; i++)
+        images[i] = (oc_image_rgb){ rgb + (size_t)i * SIDE * SIDE * 3, SIDE, SIDE, SIDE * 3 };
+    answer a = { "", 0 };
+    oc_request r;
+    oc_request_default(&r);
+    r.question = it.question;
+    r.images = images;
+    r.n_images = it.n_images;
+    r.max_new_tokens = 8;
+    r.on_text = collect;
+    r.user = &a;
+    CHECKF(oc_ask(ctx, &r, &e) == OC_OK, "%s", e.message);
+    oc_stats st;
+    oc_context_get_stats(ctx, &st);
+    char got[64];
+    oc_scene_normalize(a.text, got, sizeof got);
+    CHECKF(!strcmp(got, "right"), "with the plan: '%s'", a.text);
+    CHECKF(st.attn_flops_skipped > 0, "the plan skipped nothing");
+    free(rgb);
+    oc_context_close(ctx);
+    oc_model_close(m);
+}
+
 static void test_readme_image_is_item_9(void) {
     oc_image img;
     oc_error e;
@@ -119,6 +161,7 @@ static void test_readme_image_is_item_9(void) {
 int main(void) {
     CHECK_RUN(test_three_questions);
     CHECK_RUN(test_three_questions_opencl);
+    CHECK_RUN(test_demo_plan);
     CHECK_RUN(test_readme_image_is_item_9);
     return check_finish();
 }
