@@ -364,9 +364,10 @@ INLINE const unsigned char *gemv_row(const void *w, size_t row_bytes, int n_rows
  * ahead: one contiguous range, as rows are row_bytes apart), walked linearly over the call's steps,
  * one prefetch per 64-byte line: with 4 rows read side by side the hardware prefetchers alone
  * streamed W from DRAM at ~60% of the single-row kernel's rate. Prefetching each row at the offset
- * being read (4 strided streams) left Q4_0 / Q4_K / Q6_K at 1.4-1.8x the bandwidth floor even with
- * the arithmetic removed; one linear stream brought that to ~1.0x (BENCHMARKS.md "matmul"). The
- * addresses may lie past the end of W: a prefetch never faults, and they are formed as integers. */
+ * being read (4 strided streams) kept the Q4_0 kernel at ~1.5x the bandwidth floor even with its
+ * arithmetic removed; one linear stream brought that to ~1.0-1.2x, and the full Q4_0 / Q4_K / Q6_K
+ * kernels ran 15-25% faster (BENCHMARKS.md "matmul"). The addresses may lie past the end of W: a
+ * prefetch never faults, and they are formed as integers. */
 #define GEMV_PREFETCH_ROWS GEMV_ROWS
 typedef struct gemv_pf { uintptr_t next, upto; size_t step; } gemv_pf;
 
