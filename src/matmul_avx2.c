@@ -547,7 +547,7 @@ INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const 
     const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     _Alignas(32) int16_t sc[GEMV_ROWS][16];   /* the current half's 8 scales, in both lanes */
-    gemv_pf pfl = gemv_pf_init(r0, row_bytes, n_blocks);
+    gemv_pf pfl = gemv_pf_init(r0, row_bytes, n_blocks / 2);
     for (int64_t i = 0; i < n_blocks / 8; i++) {
         const size_t off = (size_t)i * sizeof(oc_block_q6_k);
         const oc_q8x *xb = x + 8 * i;
@@ -570,7 +570,7 @@ INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const 
 #define Q6_K_STEP(h, p)                                                                                   \
         {                                                                                                 \
             const int h_ = (h), p_ = (p);                                                                 \
-            gemv_pf_step(&pfl);                                                                           \
+            if (!(p_ & 1)) gemv_pf_step(&pfl);                                                            \
             const __m256i xv = load_x32(xb + 4 * h_ + p_), x32 = _mm256_maddubs_epi16(c32, xv);           \
             const __m256i shuf = _mm256_load_si256((const __m256i *)q6_k_scale_shuffle[p_]);              \
             const __m256 dx = _mm256_broadcast_ss(&xb[4 * h_ + p_].d);                                    \
