@@ -360,14 +360,28 @@ INLINE const unsigned char *gemv_row(const void *w, size_t row_bytes, int n_rows
     return (const unsigned char *)w + (size_t)(i < n_rows ? i : 0) * row_bytes;
 }
 
-/* Software prefetch of the weights GEMV_PREFETCH_ROWS rows ahead (the next kernel call's rows, at
- * the offset being read), at most one per 64-byte line: with 4 rows read side by side the hardware
- * prefetchers alone streamed W from DRAM at ~60% of the single-row kernel's rate; with it, the
- * 4-row kernels stream faster than the single-row ones (BENCHMARKS.md "matmul"). The address may
- * lie past the end of W: a prefetch never faults, and the address is formed as an integer. */
+/* Software prefetch of the next kernel call's weights (the GEMV_ROWS rows GEMV_PREFETCH_ROWS rows
+ * ahead: one contiguous range, as rows are row_bytes apart), walked linearly over the call's steps,
+ * one prefetch per 64-byte line: with 4 rows read side by side the hardware prefetchers alone
+ * streamed W from DRAM at ~60% of the single-row kernel's rate. Prefetching each row at the offset
+ * being read (4 strided streams) kept the Q4_0 kernel at ~1.5x the bandwidth floor even with its
+ * arithmetic removed; one linear stream brought that to ~1.0-1.2x, and the full Q4_0 / Q4_K / Q6_K
+ * kernels ran 15-25% faster (BENCHMARKS.md "matmul"). The addresses may lie past the end of W: a
+ * prefetch never faults, and they are formed as integers. */
 #define GEMV_PREFETCH_ROWS GEMV_ROWS
-INLINE void prefetch_ahead(const unsigned char *row, size_t ahead_bytes) {
-    _mm_prefetch((const char *)((uintptr_t)row + ahead_bytes), _MM_HINT_T0);
+typedef struct gemv_pf { uintptr_t next, upto; size_t step; } gemv_pf;
+
+/* Spreads the range over n_steps calls of gemv_pf_step. */
+INLINE gemv_pf gemv_pf_init(const unsigned char *r0, size_t row_bytes, int64_t n_steps) {
+    gemv_pf p;
+    p.next = p.upto = (uintptr_t)r0 + (size_t)GEMV_PREFETCH_ROWS * row_bytes;
+    p.step = ((size_t)GEMV_ROWS * row_bytes + (size_t)n_steps - 1) / (size_t)n_steps;
+    return p;
+}
+
+INLINE void gemv_pf_step(gemv_pf *p) {
+    p->upto += p->step;
+    for (; p->next < p->upto; p->next += 64) _mm_prefetch((const char *)p->next, _MM_HINT_T0);
 }
 
 INLINE uint16_t load_u16(const unsigned char *p) {
@@ -407,17 +421,15 @@ INLINE void gemv_q8_rows(const int i8_type, const int nr, const void *w, size_t 
     const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     _Alignas(16) float scale[GEMV_ROWS];
-    const size_t ahead = (size_t)GEMV_PREFETCH_ROWS * row_bytes;
-    const int64_t pf_every = 64 / (int64_t)block_bytes;   /* one prefetch per <= 64 bytes */
+    gemv_pf pfl = gemv_pf_init(r0, row_bytes, n_blocks);
     for (int64_t b = 0; b < n_blocks; b++) {
+        gemv_pf_step(&pfl);
         const size_t off = (size_t)b * block_bytes;   /* d at off, the quants at off + 2 */
-        const int pf = b % pf_every == 0;
         const __m256i xv = load_x32(x + b);
         const __m256i x8 = i8_type == OC_MM_I8_Q4_0 ? _mm256_maddubs_epi16(eight, xv) : _mm256_setzero_si256();
         _mm_store_ps(scale, _mm_mul_ps(f16x4(nr, r0 + off, r1 + off, r2 + off, r3 + off), _mm_set1_ps(x[b].d)));
 #define GEMV_Q8_ROW(i)                                                                                    \
         if (nr > i) {                                                                                     \
-            if (pf) prefetch_ahead(r##i, ahead + off);                                                    \
             __m256i p;                                                                                    \
             if (i8_type == OC_MM_I8_Q8_0) {                                                               \
                 __m256i wv = _mm256_loadu_si256((const __m256i *)(r##i + off + 2));                       \
@@ -462,7 +474,7 @@ INLINE void gemv_q4_k_rows(const int nr, const void *w, size_t row_bytes, const 
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     _Alignas(32) int32_t sc[GEMV_ROWS][8];   /* sc_j in both int16 halves: the vpmaddwd operand */
     _Alignas(16) float d[GEMV_ROWS];
-    const size_t ahead = (size_t)GEMV_PREFETCH_ROWS * row_bytes;
+    gemv_pf pfl = gemv_pf_init(r0, row_bytes, n_blocks / 2);
     for (int64_t i = 0; i < n_blocks / 8; i++) {
         const oc_q8x *xb = x + 8 * i;
         const size_t off = (size_t)i * sizeof(oc_block_q4_k);
@@ -486,9 +498,9 @@ INLINE void gemv_q4_k_rows(const int nr, const void *w, size_t row_bytes, const 
         ROWS_GEMV(GEMV_Q4_K_HEAD)
         for (int g = 0; g < 4; g++) {
             const __m256i x0 = load_x32(&xb[2 * g]), x1 = load_x32(&xb[2 * g + 1]);
+            gemv_pf_step(&pfl);
 #define GEMV_Q4_K_STEP(i)                                                                                 \
             if (nr > i) {                                                                                 \
-                if (g < 3) prefetch_ahead(r##i, ahead + off + 64 * (size_t)g);   /* 144 bytes */          \
                 __m256i q = _mm256_loadu_si256((const __m256i *)(((const oc_block_q4_k *)(r##i + off))->qs + 32 * g)); \
                 __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, m4), x0),         \
                                                _mm256_set1_epi32(sc[i][2 * g]));                          \
@@ -533,9 +545,9 @@ INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const 
     const __m256i c32 = _mm256_set1_epi8(32);
     const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
     const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
-    const size_t ahead = (size_t)GEMV_PREFETCH_ROWS * row_bytes;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     _Alignas(32) int16_t sc[GEMV_ROWS][16];   /* the current half's 8 scales, in both lanes */
+    gemv_pf pfl = gemv_pf_init(r0, row_bytes, n_blocks / 2);
     for (int64_t i = 0; i < n_blocks / 8; i++) {
         const size_t off = (size_t)i * sizeof(oc_block_q6_k);
         const oc_q8x *xb = x + 8 * i;
@@ -549,7 +561,6 @@ INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const 
 #define Q6_K_ROW(i)                                                                                       \
         if (nr > i) {                                                                                     \
             const oc_block_q6_k *blk = (const oc_block_q6_k *)(r##i + off);                               \
-            if (!(p_ & 1)) prefetch_ahead(r##i, ahead + off + 56 * (size_t)(2 * h_ + p_ / 2));   /* 210 bytes */ \
             __m256i sv = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)sc[i]), shuf);            \
             __m256i q = q6_k_part(p_, blk->ql + 64 * h_, blk->qh + 32 * h_);                              \
             __m256i s = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), x32), sv);        \
@@ -559,6 +570,7 @@ INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const 
 #define Q6_K_STEP(h, p)                                                                                   \
         {                                                                                                 \
             const int h_ = (h), p_ = (p);                                                                 \
+            if (!(p_ & 1)) gemv_pf_step(&pfl);                                                            \
             const __m256i xv = load_x32(xb + 4 * h_ + p_), x32 = _mm256_maddubs_epi16(c32, xv);           \
             const __m256i shuf = _mm256_load_si256((const __m256i *)q6_k_scale_shuffle[p_]);              \
             const __m256 dx = _mm256_broadcast_ss(&xb[4 * h_ + p_].d);                                    \
