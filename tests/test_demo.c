@@ -42,6 +42,42 @@ static double top_margin(const float *logits, int32_t n) {
     return (double)best - (double)second;
 }
 
+/* Opens the demo model and a context for items of up to two images (plan_path may be NULL). */
+static void open_demo(oc_model **m, oc_context **ctx, oc_backend_choice backend, const char *plan_path) {
+    oc_error e;
+    REQUIREF(oc_model_open(m, TEXT, MMPROJ, NULL, &e) == OC_OK, "%s", e.message);
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.max_context_tokens = 512;
+    cp.max_images = 2;
+    cp.n_threads = 2;
+    cp.backend = backend;
+    cp.device = check_opencl_device();
+    cp.plan_path = plan_path;
+    REQUIREF(oc_context_open(ctx, *m, &cp, &e) == OC_OK, "%s", e.message);
+}
+
+/* Asks item `index` of stream SEED (greedy, 8 tokens at most); the normalized answer goes to got,
+ * the item to *it. rgb: room for OC_SCENE_MAX_IMAGES images. */
+static void ask_item(oc_context *ctx, uint64_t index, uint8_t *rgb, oc_scene_item *it, char *got, size_t got_bytes) {
+    oc_error e;
+    REQUIRE(oc_scene_make(SEED, index, 1, 2, SIDE, it, rgb) == 0);
+    oc_image_rgb images[2];
+    for (int32_t i = 0; i < it->n_images; i++)
+        images[i] = (oc_image_rgb){ rgb + (size_t)i * SIDE * SIDE * 3, SIDE, SIDE, SIDE * 3 };
+    answer a = { "", 0 };
+    oc_request r;
+    oc_request_default(&r);
+    r.question = it->question;
+    r.images = images;
+    r.n_images = it->n_images;
+    r.max_new_tokens = 8;
+    r.on_text = collect;
+    r.user = &a;
+    CHECKF(oc_ask(ctx, &r, &e) == OC_OK, "%s", e.message);
+    oc_scene_normalize(a.text, got, got_bytes);
+}
+
 static void three_questions(oc_backend_choice backend) {
     const char *why = backend == OC_BACKEND_OPENCL ? check_opencl_missing() : NULL;
     if (why) {
@@ -53,43 +89,20 @@ static void three_questions(oc_backend_choice backend) {
         { 5, "right" },    /* Is the blue diamond in image 2 on the left or the right? */
         { 28, "4" },       /* How many shapes are in image 2? */
     };
-    oc_error e;
     oc_model *m = NULL;
-    REQUIREF(oc_model_open(&m, TEXT, MMPROJ, NULL, &e) == OC_OK, "%s", e.message);
-    oc_context_params cp;
-    oc_context_params_default(&cp);
-    cp.max_context_tokens = 512;
-    cp.max_images = 2;
-    cp.n_threads = 2;
-    cp.backend = backend;
-    cp.device = check_opencl_device();
     oc_context *ctx = NULL;
-    REQUIREF(oc_context_open(&ctx, m, &cp, &e) == OC_OK, "%s", e.message);
+    open_demo(&m, &ctx, backend, NULL);
     uint8_t *rgb = malloc((size_t)OC_SCENE_MAX_IMAGES * SIDE * SIDE * 3);
     REQUIRE(rgb);
     for (size_t k = 0; k < sizeof items / sizeof items[0]; k++) {
         oc_scene_item it;
-        REQUIRE(oc_scene_make(SEED, items[k].index, 1, 2, SIDE, &it, rgb) == 0);
+        char got[64];
+        ask_item(ctx, items[k].index, rgb, &it, got, sizeof got);
         CHECK(!strcmp(it.answer, items[k].expected));
-        oc_image_rgb images[2];
-        for (int32_t i = 0; i < it.n_images; i++)
-            images[i] = (oc_image_rgb){ rgb + (size_t)i * SIDE * SIDE * 3, SIDE, SIDE, SIDE * 3 };
-        answer a = { "", 0 };
-        oc_request r;
-        oc_request_default(&r);
-        r.question = it.question;
-        r.images = images;
-        r.n_images = it.n_images;
-        r.max_new_tokens = 8;
-        r.on_text = collect;
-        r.user = &a;
-        CHECKF(oc_ask(ctx, &r, &e) == OC_OK, "%s", e.message);
         int32_t n_vocab = 0;
         const float *logits = oc_context_prompt_logits(ctx, &n_vocab);
         REQUIRE(logits && n_vocab > 1);
-        char got[64];
-        oc_scene_normalize(a.text, got, sizeof got);
-        CHECKF(!strcmp(got, items[k].expected), "%s -> '%s', expected '%s'", it.question, a.text,
+        CHECKF(!strcmp(got, items[k].expected), "%s -> '%s', expected '%s'", it.question, got,
                items[k].expected);
         printf("  %-60s -> %-6s (first-token logit margin %.2f, %s)\n", it.question, got, top_margin(logits, n_vocab),
                backend == OC_BACKEND_OPENCL ? "OpenCL" : "CPU");
@@ -105,39 +118,17 @@ static void test_three_questions_opencl(void) { three_questions(OC_BACKEND_OPENC
 /* The demo model's hand-written BlindSight plan (examples/plans/demo-blindsight.plan) fits the
  * model, skips attention work, and leaves the two-image position answer as it was. */
 static void test_demo_plan(void) {
-    oc_error e;
     oc_model *m = NULL;
-    REQUIREF(oc_model_open(&m, TEXT, MMPROJ, NULL, &e) == OC_OK, "%s", e.message);
-    oc_context_params cp;
-    oc_context_params_default(&cp);
-    cp.max_context_tokens = 512;
-    cp.max_images = 2;
-    cp.n_threads = 2;
-    cp.plan_path = "examples/plans/demo-blindsight.plan";
     oc_context *ctx = NULL;
-    REQUIREF(oc_context_open(&ctx, m, &cp, &e) == OC_OK, "%s", e.message);
+    open_demo(&m, &ctx, OC_BACKEND_CPU, "examples/plans/demo-blindsight.plan");
     uint8_t *rgb = malloc((size_t)OC_SCENE_MAX_IMAGES * SIDE * SIDE * 3);
     REQUIRE(rgb);
     oc_scene_item it;
-    REQUIRE(oc_scene_make(SEED, 5, 1, 2, SIDE, &it, rgb) == 0);
-    oc_image_rgb images[2];
-    for (int32_t i = 0; i < it.n_images; i++)
-        images[i] = (oc_image_rgb){ rgb + (size_t)i * SIDE * SIDE * 3, SIDE, SIDE, SIDE * 3 };
-    answer a = { "", 0 };
-    oc_request r;
-    oc_request_default(&r);
-    r.question = it.question;
-    r.images = images;
-    r.n_images = it.n_images;
-    r.max_new_tokens = 8;
-    r.on_text = collect;
-    r.user = &a;
-    CHECKF(oc_ask(ctx, &r, &e) == OC_OK, "%s", e.message);
+    char got[64];
+    ask_item(ctx, 5, rgb, &it, got, sizeof got);
     oc_stats st;
     oc_context_get_stats(ctx, &st);
-    char got[64];
-    oc_scene_normalize(a.text, got, sizeof got);
-    CHECKF(!strcmp(got, "right"), "with the plan: '%s'", a.text);
+    CHECKF(!strcmp(got, "right"), "with the plan: '%s'", got);
     CHECKF(st.attn_flops_skipped > 0, "the plan skipped nothing");
     free(rgb);
     oc_context_close(ctx);
