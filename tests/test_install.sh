@@ -41,8 +41,10 @@ build_and_run() {
     fail "$name" "build failed: $*"
     return
   fi
+  # the installed library first; keep the caller's path too (optional libraries such as CLBlast
+  # may live outside the loader's default directories)
   # shellcheck disable=SC2086
-  out=$(LD_LIBRARY_PATH=$prefix/lib run_target "$tmp_dir/$name" $model 2>&1); rc=$?
+  out=$(LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} run_target "$tmp_dir/$name" $model 2>&1); rc=$?
   printf '%s\n' "$out" | sed 's/^/# /'
   if [ "$rc" -eq 0 ] && printf '%s\n' "$out" | grep -q ', 0 bytes not freed$'; then
     pass "$name"
