@@ -722,7 +722,7 @@ static void test_attn_small_tile(void) {
         { "16-row tile: decode split", 2, 300, 6, 3, 80, 298, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 170, OC_DTYPE_F32, 2 },
     };
     /* also asks for sub-group reductions: where the compiler has none (PoCL) open falls back */
-    oc_cl_options opt = { 2, 1 };
+    oc_cl_options opt = { 2, 1, 0, 0, 0 };
     oc_cl_device *small = NULL, *keep = g_dev;
     oc_error err;
     REQUIREF(oc_cl_open(&small, oc_cl_device_caps(keep)->device, &opt, NULL, &err) == OC_OK, "%s", err.message);
