@@ -3,8 +3,7 @@
  * src/quant.c, src/sample.c), attention against the CPU engine (src/attn.c run with the same
  * arguments: dense, every pattern, segments, GQA, f16 and f32 caches, head dims 64 / 80 / 128,
  * sizes that are no multiple of a tile, decode with and without the key split, every tile shape
- * the kernel offers; kept and skipped
- * pair counts must match exactly), matmul for F32 / F16 / Q8_0 / Q4_0 x one / few / many tokens,
+ * the kernel offers; kept and skipped pair counts must match exactly), matmul for F32 / F16 / Q8_0 / Q4_0 x one / few / many tokens,
  * and the error paths (bad device name, program build failure, views outside buffers).
  * Device outputs are poisoned with NaN before every run. Without an OpenCL platform or device
  * (e.g. OCL_ICD_VENDORS=/nonexistent), or in builds without OpenCL, every case skips, saying why;
