@@ -162,19 +162,35 @@ inline int oc_image_of(const __global int *img, int n_img, int j) {
     return lo < n_img && img[3 * lo] <= j ? lo : -1;
 }
 
-/* Tile load: rows t of BK (key indices kidx[t], -1: zeros) x C4 float4s of src into dst; the
- * (row, column) of element e = lid + WG n are stepped, not divided, from the item's first one. */
+/* Tile load: rows t of BK (key indices kidx[t], -1: zeros) x C4 float4s of src into dst. In
+ * batches of LB elements per item, each in two phases, loads into registers, then stores: an
+ * item has LB loads in flight at once instead of one global latency per element (a loop whose
+ * count depends on d waits for each load before the next), and LB bounds the registers (4 LB).
+ * Element e = lid + WG n; its (row, column) is stepped, not divided, from the item's first. */
+#define NLD ((BK * (DMAX / 4) + WG - 1) / WG)
+#define LB (NLD < 8 ? NLD : 8)
 inline void oc_load_tile(__local float4 *dst, const __local int *kidx, const __global uchar *src, int f16, int off,
                          int st, int col0, int d, int C4, int LS4, int lid) {
-    int t = lid / C4, c = lid - t * C4;
     const int dt = WG / C4, dc = WG - dt * C4;
-    while (t < BK) {
-        int j = kidx[t];
-        dst[t * LS4 + c] = j < 0 ? (float4)(0.0f)
-            : oc_load4(src, f16, (size_t)off + (size_t)j * st + (size_t)col0 + 4 * c, d - 4 * c);
-        t += dt;
-        c += dc;
-        if (c >= C4) { c -= C4; t++; }
+    int t = lid / C4, c = lid - t * C4;
+    for (int n0 = 0; n0 < NLD && t < BK; n0 += LB) {
+        float4 val[LB];
+        int tb = t, cb = c;
+        #pragma unroll
+        for (int n = 0; n < LB; n++) {
+            int j = t < BK ? kidx[t] : -1;
+            val[n] = j < 0 ? (float4)(0.0f) : oc_load4(src, f16, (size_t)off + (size_t)j * st + (size_t)col0 + 4 * c, d - 4 * c);
+            t += dt;
+            c += dc;
+            if (c >= C4) { c -= C4; t++; }
+        }
+        #pragma unroll
+        for (int n = 0; n < LB; n++) {
+            if (tb < BK) dst[tb * LS4 + cb] = val[n];
+            tb += dt;
+            cb += dc;
+            if (cb >= C4) { cb -= C4; tb++; }
+        }
     }
 }
 

@@ -360,7 +360,7 @@ int bench_attention_cl(int argc, char **argv) {
     if (B.dev && oc_cl_fma_peak(B.dev, &again, &err) == OC_OK)
         printf("\nFMA peak measured again after the cases: %.1f GFLOP/s (fractions above use %.1f)\n", again, B.peak);
     oc_cl_close(B.dev);
-    return ok ? 0 : 1;
+    return ok && B.peak > 0 ? 0 : 1;   /* no tile opened: failure */
 }
 
 #else
