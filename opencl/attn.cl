@@ -5,12 +5,16 @@
 
 /* Work items (src/cl_attn.c builds them): the host cuts the query rows into runs of one class
  * (segment, image or text: all rows of a run keep keys from the same set C) and at most BQ rows.
- * A work-group of 64 items takes (run, unit, chunk):
+ * A work-group of WG = RG x CG items takes (run, unit, chunk):
  *  - plain mode: unit = one query head; rows = the run's queries of that head;
  *  - stacked mode (decode: n_q * heads-per-kv-head <= BQ): unit = one kv head; rows = every
  *    query head of its group x the run's queries, so one K/V tile serves the whole group;
  *  - chunk: a slice of the keys when the host splits long caches over work-groups
  *    (flash-decoding); oc_attn_merge then combines the partial (max, sum, output) in chunk order.
+ * Dimension 0 of the launch is (run, unit) with the unit fastest and the runs longest first, so
+ * the devices that hand out work-groups in index order start the longest (run, head) pairs of
+ * every head first: a head-major order left the last heads' longest runs for the end (the
+ * sparse plan's short heads made that tail worse: time/FLOP 1.42 at 8 x 1024 on an H100).
  * Tile classification, as in src/attn.c: the keys the rows can keep are C AND the union of their
  * windows (causal bound, A-shape sinks and local window: both grow with the position, so the
  * first and last rows bound them). C is a short list of intervals (for an image row of a
@@ -20,16 +24,27 @@
  * needs no mask; only the others evaluate the mask per element. In stacked mode the rows may
  * have different patterns: C is the run's base range and every element is masked exactly.
  *
- * Layout of the 64 items: rg = lid / 8 owns rows rg + 8a (a < RPT), cg = lid % 8 owns keys
- * cg + 8b (b < KPT) of a tile and the output columns 4 (cg + 8c) .. +3 (c < DMAX / 32):
- * interleaved, so the float4 reads of local memory hit distinct banks. Q and the K/V tile are
- * float4 arguments so every implementation aligns them for float4 access. */
+ * Tile shape (build options, src/cl_device.c): RG x CG items; item (rg, cg) = (lid / CG,
+ * lid % CG) owns rows rg + RG a (a < RPT) and keys cg + CG b (b < KPT) of a tile, and the output
+ * columns 4 (cg + CG c) .. +3 (c < DMAX / (4 CG)): interleaved, so the float4 reads of local
+ * memory hit distinct banks (local rows are an odd number of float4s apart). BQ = RG RPT query
+ * rows, BK = CG KPT keys per tile. Per tile and item: S = Q K^T costs RPT + KPT float4 reads of
+ * local memory per 4 RPT KPT FMAs; O += P V reads P as float4s over 4 keys, so RPT + 4 NC4
+ * float4 reads per 16 RPT NC4 FMAs. Local memory (bytes, row = 16 (C4 | 1)): (BQ + BK) row for
+ * Q and the K/V tile (K and V take turns), BQ (BK + 4) 4 for P, BQ CG 4 for the row maxima,
+ * (3 BK + WG) 4 for the key list: 40 KB at 32 x 32 and d 128, so 5 work-groups fit an SM's
+ * 228 KB on NVIDIA; a 64-row tile fits only up to d ~ 96 (48 KB per work-group). Q and the K/V
+ * tile are float4 arguments so every implementation aligns them for float4 access. */
 #define RPT OC_ATT_RPT
 #define KPT OC_ATT_KPT
-#define BQ (8 * RPT)
-#define BK (8 * KPT)
+#define RG OC_ATT_RG
+#define CG OC_ATT_CG
+#define WG (RG * CG)
+#define BQ (RG * RPT)
+#define BK (CG * KPT)
+#define PS (BK + 4)   /* floats of a P row: float4-aligned, rows 4 banks apart */
 #define DMAX 128
-#define NC4 (DMAX / 32)
+#define NC4 (DMAX / (4 * CG))
 #define BIG 0x3fffffff
 #define P_SINK 1
 #define P_INTRA 2
@@ -147,7 +162,39 @@ inline int oc_image_of(const __global int *img, int n_img, int j) {
     return lo < n_img && img[3 * lo] <= j ? lo : -1;
 }
 
-__kernel __attribute__((reqd_work_group_size(64, 1, 1)))
+/* Tile load: rows t of BK (key indices kidx[t], -1: zeros) x C4 float4s of src into dst. In
+ * batches of LB elements per item, each in two phases, loads into registers, then stores: an
+ * item has LB loads in flight at once instead of one global latency per element (a loop whose
+ * count depends on d waits for each load before the next), and LB bounds the registers (4 LB).
+ * Element e = lid + WG n; its (row, column) is stepped, not divided, from the item's first. */
+#define NLD ((BK * (DMAX / 4) + WG - 1) / WG)
+#define LB (NLD < 8 ? NLD : 8)
+inline void oc_load_tile(__local float4 *dst, const __local int *kidx, const __global uchar *src, int f16, int off,
+                         int st, int col0, int d, int C4, int LS4, int lid) {
+    const int dt = WG / C4, dc = WG - dt * C4;
+    int t = lid / C4, c = lid - t * C4;
+    for (int n0 = 0; n0 < NLD && t < BK; n0 += LB) {
+        float4 val[LB];
+        int tb = t, cb = c;
+        #pragma unroll
+        for (int n = 0; n < LB; n++) {
+            int j = t < BK ? kidx[t] : -1;
+            val[n] = j < 0 ? (float4)(0.0f) : oc_load4(src, f16, (size_t)off + (size_t)j * st + (size_t)col0 + 4 * c, d - 4 * c);
+            t += dt;
+            c += dc;
+            if (c >= C4) { c -= C4; t++; }
+        }
+        #pragma unroll
+        for (int n = 0; n < LB; n++) {
+            if (tb < BK) dst[tb * LS4 + cb] = val[n];
+            tb += dt;
+            cb += dc;
+            if (cb >= C4) { cb -= C4; tb++; }
+        }
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
              const __global uchar *k, int k_off, int k_st, int k_sh,
              const __global uchar *v, int v_off, int v_st, int v_sh, int kv_f16,
@@ -156,23 +203,25 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
              const __global int *pat_buf, int pat_off, int has_pats, __global uint *counts, int want_counts,
              int n_head, int n_rep, int d, int n_q, int n_kv, int q_offset, int causal, int stacked,
              int chunk_keys, float qscale,
-             __local float4 *qs4, __local float4 *kvs4, __local float *ps, __local float *red, __local int *kloc) {
-    const int lid = get_local_id(0), rg = lid >> 3, cg = lid & 7;
+             __local float4 *qs4, __local float4 *kvs4, __local float4 *ps4, __local float *red, __local int *kloc) {
+    const int lid = get_local_id(0), rg = lid / CG, cg = lid - rg * CG;
     const __global int *pats = pat_buf + pat_off;   /* per head: kind, n_sink, n_local */
-    const int run = n_runs - 1 - (int)get_group_id(0);   /* largest causal runs first */
-    const int unit = get_group_id(1), chunk = get_group_id(2);
+    const int n_units = stacked ? n_head / n_rep : n_head, gid = get_group_id(0);
+    const int run = n_runs - 1 - gid / n_units;   /* largest causal runs first, every unit of a run together */
+    const int unit = gid - (n_runs - 1 - run) * n_units, chunk = get_group_id(2);
     const __global int *R = runs + RUN_INTS * run;
     const int i0 = R[0], len = R[1], image = R[4];
     const int h0 = stacked ? unit * n_rep : unit, nh = stacked ? n_rep : 1, g = stacked ? unit : unit / n_rep;
     const int rows = nh * len;
-    const int d4 = (d + 3) & ~3, C4 = d4 >> 2, LS4 = ((d + 31) & ~31) / 4 + 1;   /* local row: float4s */
+    const int C4 = (d + 3) >> 2, LS4 = C4 | 1;   /* local row: float4s, odd so rows start on other banks */
     __local int *kidx = kloc, *kimg = kloc + BK, *ksink = kloc + 2 * BK, *cnt = kloc + 3 * BK;
+    __local float *ps = (__local float *)ps4;
 
     /* this item's rows: head, query index, window, BlindSight flags */
     int r_ok[RPT], r_h[RPT], r_i[RPT], r_bs[RPT], r_sinks[RPT], r_intra[RPT];
     oc_win r_w[RPT];
     for (int a = 0; a < RPT; a++) {
-        int r = rg + 8 * a;
+        int r = rg + RG * a;
         r_ok[a] = r < rows;
         r_h[a] = h0 + (r_ok[a] ? r / len : 0);
         r_i[a] = i0 + (r_ok[a] ? r % len : 0);
@@ -220,7 +269,7 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
     }
 
     /* Q, scaled, into local memory; rows past the run and columns past d are 0 */
-    for (int e = lid; e < BQ * C4; e += 64) {
+    for (int e = lid; e < BQ * C4; e += WG) {
         int r = e / C4, c = (e - r * C4) * 4;
         float4 val = (float4)(0.0f);
         if (r < rows) {
@@ -242,14 +291,14 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
     int next = oc_walk(&ks, &cv, &cpos, 0);
     while (next >= 0) {
         barrier(CLK_LOCAL_MEM_FENCE);   /* the previous tile is done with kvs, ps and kidx */
-        if (lid < BK) {
+        for (int t = lid; t < BK; t += WG) {
             int cv2 = cv, cp2 = cpos;
-            int j = oc_walk(&ks, &cv2, &cp2, lid);
-            kidx[lid] = j;
+            int j = oc_walk(&ks, &cv2, &cp2, t);
+            kidx[t] = j;
             if (stacked) {
                 int gi = j >= 0 ? oc_image_of(img, n_img, j) : -1;
-                kimg[lid] = gi;
-                ksink[lid] = gi >= 0 && j < img[3 * gi] + img[3 * gi + 2];
+                kimg[t] = gi;
+                ksink[t] = gi >= 0 && j < img[3 * gi] + img[3 * gi + 2];
             }
         }
         next = oc_walk(&ks, &cv, &cpos, BK);
@@ -260,12 +309,7 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
         int full = !stacked && all.n > 0 &&
                    ((kidx[0] >= all.lo0 && kidx[n_valid - 1] < all.hi0) ||
                     (all.n == 2 && kidx[0] >= all.lo1 && kidx[n_valid - 1] < all.hi1));
-        /* K tile */
-        for (int e = lid; e < BK * C4; e += 64) {
-            int t = e / C4, c = (e - t * C4) * 4, j = kidx[t];
-            kvs4[t * LS4 + (c >> 2)] = j < 0 ? (float4)(0.0f)
-                : oc_load4(k, kv_f16, (size_t)k_off + (size_t)j * k_st + (size_t)g * k_sh + c, d - c);
-        }
+        oc_load_tile(kvs4, kidx, k, kv_f16, k_off, k_st, g * k_sh, d, C4, LS4, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
         /* S = Q K^T for this item's RPT x KPT block */
         float s[RPT][KPT];
@@ -275,9 +319,9 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
         for (int c = 0; c < C4; c++) {
             float4 qv[RPT], kv[KPT];
             #pragma unroll
-            for (int a = 0; a < RPT; a++) qv[a] = qs4[(rg + 8 * a) * LS4 + c];
+            for (int a = 0; a < RPT; a++) qv[a] = qs4[(rg + RG * a) * LS4 + c];
             #pragma unroll
-            for (int b = 0; b < KPT; b++) kv[b] = kvs4[(cg + 8 * b) * LS4 + c];
+            for (int b = 0; b < KPT; b++) kv[b] = kvs4[(cg + CG * b) * LS4 + c];
             #pragma unroll
             for (int a = 0; a < RPT; a++)
                 for (int b = 0; b < KPT; b++)
@@ -286,9 +330,9 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
         /* mask, row maxima */
         int kj[KPT], ki[KPT], kk[KPT];
         for (int b = 0; b < KPT; b++) {
-            kj[b] = kidx[cg + 8 * b];
-            ki[b] = stacked ? kimg[cg + 8 * b] : -1;
-            kk[b] = stacked ? ksink[cg + 8 * b] : 0;
+            kj[b] = kidx[cg + CG * b];
+            ki[b] = stacked ? kimg[cg + CG * b] : -1;
+            kk[b] = stacked ? ksink[cg + CG * b] : 0;
         }
         for (int a = 0; a < RPT; a++) {
             float mx = -INFINITY;
@@ -303,27 +347,23 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
                 if (!keep) s[a][b] = -INFINITY;
                 mx = fmax(mx, s[a][b]);
             }
-            red[(rg + 8 * a) * 8 + cg] = mx;
+            red[(rg + RG * a) * CG + cg] = mx;
         }
         if (lid == 0) executed += (uint)rows * (uint)n_valid;
         barrier(CLK_LOCAL_MEM_FENCE);   /* S is done with kvs; the maxima are in red */
         /* V tile into the same local memory */
-        for (int e = lid; e < BK * C4; e += 64) {
-            int t = e / C4, c = (e - t * C4) * 4, j = kidx[t];
-            kvs4[t * LS4 + (c >> 2)] = j < 0 ? (float4)(0.0f)
-                : oc_load4(v, kv_f16, (size_t)v_off + (size_t)j * v_st + (size_t)g * v_sh + c, d - c);
-        }
+        oc_load_tile(kvs4, kidx, v, kv_f16, v_off, v_st, g * v_sh, d, C4, LS4, lid);
         /* online softmax: new maxima, P into local memory, rescale the running sums */
         for (int a = 0; a < RPT; a++) {
-            int r = rg + 8 * a;
-            float mt = red[r * 8];
-            for (int c = 1; c < 8; c++) mt = fmax(mt, red[r * 8 + c]);
+            int r = rg + RG * a;
+            float mt = red[r * CG];
+            for (int c = 1; c < CG; c++) mt = fmax(mt, red[r * CG + c]);
             float mn = fmax(m[a], mt);
             float alpha = mn == -INFINITY ? 1.0f : exp2(m[a] - mn);
             float sum = 0.0f;
             for (int b = 0; b < KPT; b++) {
                 float p = s[a][b] == -INFINITY ? 0.0f : exp2(s[a][b] - mn);
-                ps[r * (BK + 1) + cg + 8 * b] = p;
+                ps[r * PS + cg + CG * b] = p;
                 sum += p;
             }
             l[a] = l[a] * alpha + sum;
@@ -332,31 +372,34 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
                 for (int c = 0; c < NC4; c++) o[a][c] *= alpha;
         }
         barrier(CLK_LOCAL_MEM_FENCE);   /* P and V are in place */
-        /* O += P V */
-        for (int t = 0; t < n_valid; t++) {
-            float pa[RPT];
+        /* O += P V, 4 keys at a time (P and V of the keys past n_valid are 0) */
+        for (int t = 0; t < n_valid; t += 4) {
+            float4 pa[RPT];
             #pragma unroll
-            for (int a = 0; a < RPT; a++) pa[a] = ps[(rg + 8 * a) * (BK + 1) + t];
+            for (int a = 0; a < RPT; a++) pa[a] = ps4[((rg + RG * a) * PS + t) >> 2];
             #pragma unroll
             for (int c = 0; c < NC4; c++) {
-                if (4 * (cg + 8 * c) >= d) break;
-                float4 vv = kvs4[t * LS4 + cg + 8 * c];
+                if (4 * (cg + CG * c) >= d) break;
+                const __local float4 *vc = kvs4 + t * LS4 + cg + CG * c;
+                float4 v0 = vc[0], v1 = vc[LS4], v2 = vc[2 * LS4], v3 = vc[3 * LS4];
                 #pragma unroll
-                for (int a = 0; a < RPT; a++) o[a][c] = fma((float4)(pa[a]), vv, o[a][c]);
+                for (int a = 0; a < RPT; a++)
+                    o[a][c] = fma((float4)(pa[a].w), v3, fma((float4)(pa[a].z), v2,
+                              fma((float4)(pa[a].y), v1, fma((float4)(pa[a].x), v0, o[a][c]))));
             }
         }
     }
 
-    /* l is split over the 8 items of a row: sum it in a fixed order */
+    /* l is split over the CG items of a row: sum it in a fixed order */
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int a = 0; a < RPT; a++) red[(rg + 8 * a) * 8 + cg] = l[a];
+    for (int a = 0; a < RPT; a++) red[(rg + RG * a) * CG + cg] = l[a];
     if (want_counts) cnt[lid] = (int)kept;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int a = 0; a < RPT; a++) {
         if (!r_ok[a]) continue;
-        int r = rg + 8 * a;
+        int r = rg + RG * a;
         float lt = 0.0f;
-        for (int c = 0; c < 8; c++) lt += red[r * 8 + c];
+        for (int c = 0; c < CG; c++) lt += red[r * CG + c];
         if (chunk_keys < n_kv) {   /* split: this chunk's (max, sum, unnormalised output) */
             __global float *slot = partials + (((size_t)chunk * n_head + r_h[a]) * n_q + r_i[a]) * (size_t)(d + 2);
             if (cg == 0) {
@@ -365,7 +408,7 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
             }
             for (int c = 0; c < NC4; c++)
                 for (int e = 0; e < 4; e++) {
-                    int col = 4 * (cg + 8 * c) + e;
+                    int col = 4 * (cg + CG * c) + e;
                     if (col < d) slot[2 + col] = oc_comp(o[a][c], e);
                 }
         } else {
@@ -373,15 +416,15 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
             float inv = lt > 0.0f ? 1.0f / lt : 0.0f;   /* every key masked: output 0 */
             for (int c = 0; c < NC4; c++)
                 for (int e = 0; e < 4; e++) {
-                    int col = 4 * (cg + 8 * c) + e;
+                    int col = 4 * (cg + CG * c) + e;
                     if (col < d) dst[col] = oc_comp(o[a][c], e) * inv;
                 }
         }
     }
     if (want_counts && lid == 0) {
         uint sum = 0;
-        for (int i = 0; i < 64; i++) sum += (uint)cnt[i];
-        size_t item = ((size_t)chunk * get_num_groups(1) + unit) * n_runs + run;
+        for (int i = 0; i < WG; i++) sum += (uint)cnt[i];
+        size_t item = ((size_t)chunk * n_units + unit) * n_runs + run;
         counts[2 * item] = sum;
         counts[2 * item + 1] = executed;
     }

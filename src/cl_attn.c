@@ -10,7 +10,11 @@
  * Stacked mode (n_q x heads per kv head <= BQ, i.e. decode): one work-group per (run, kv head)
  * takes every query head of the group, so each K/V tile is read once for the group.
  * Split (flash-decoding, at most SPLIT_MAX_Q rows): when the work-groups would not fill the
- * device, the keys are cut into chunks of whole tiles and oc_attn_merge combines them. */
+ * device, the keys are cut into chunks of whole tiles and oc_attn_merge combines them.
+ * Launch: dimension 0 is (run, unit) with the unit fastest and the longest runs first (a model of
+ * the H100's in-order hand-out of 660 work-group slots put the old head-major order's tail at a
+ * time/FLOP ratio of 1.32 for the 8 x 1024 sparse plan, 1.18 at 16 x 2048 as measured; this
+ * order ~1.0); dimension 2 is the key chunk. The tile shape is the device's (cl_device.h). */
 #include "cl_attn.h"
 #include "cl_internal.h"
 
@@ -26,7 +30,7 @@
 struct oc_cl_attn {
     oc_cl_device *dev;
     oc_cl_attn_limits lim;
-    int32_t bq, bk;                  /* rows per work-group, keys per tile */
+    int32_t bq, bk, wg, cg;          /* rows per work-group, keys per tile, items, key groups */
     int32_t runs_cap, items_cap;
     int32_t *runs, *img;             /* host copies: [runs_cap][RUN_INTS], [max(1, images)][IMG_INTS] */
     oc_token_span *segs;             /* [max(1, max_segments)]: the prepared call's segments */
@@ -65,8 +69,8 @@ size_t oc_cl_attn_host_bytes(const oc_cl_attn_limits *lim) {
     return sizeof at + runs_bytes(&at) + img_bytes(&at) + counts_bytes(&at) + pat_bytes(&at) + segs_bytes(&at);
 }
 
-/* floats of one local row: head_dim rounded to 32, plus 4 so rows start on other banks */
-static size_t local_row_floats(int32_t head_dim) { return (size_t)((head_dim + 31) / 32 * 32 + 4); }
+/* floats of one local row of Q or K/V: an odd number of float4s, so rows start on other banks */
+static size_t local_row_floats(int32_t head_dim) { return (size_t)(((head_dim + 3) / 4) | 1) * 4; }
 
 void oc_cl_attn_close(oc_cl_attn *at) {
     if (!at) return;
@@ -95,20 +99,23 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
         return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl attn: head_dim %d above the kernel's %d", (int)lim->head_dim,
                        OC_CL_ATTN_MAX_HEAD_DIM);
     const oc_cl_caps *c = oc_cl_device_caps(dev);
-    int32_t bq = 8 * c->attn_rows_per_item, bk = 8 * c->attn_keys_per_item;
-    size_t row = local_row_floats(lim->head_dim) * sizeof(float);
-    size_t local = (size_t)(bq + bk) * row + (size_t)bq * (bk + 1) * 4 + (size_t)bq * 8 * 4 + (3 * (size_t)bk + 64) * 4;
+    int32_t bq = c->attn_row_groups * c->attn_rows_per_item, bk = c->attn_key_groups * c->attn_keys_per_item;
+    int32_t wg = c->attn_row_groups * c->attn_key_groups;
+    size_t local = oc_cl_attn_local_bytes(c, lim->head_dim);
     if (local > c->local_mem_bytes)
-        return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl attn: head_dim %d needs %zu bytes of local memory; %s has %llu",
-                       (int)lim->head_dim, local, c->device, (unsigned long long)c->local_mem_bytes);
-    if (oc_cl_kernel_wg_size(dev, OC_CLK_ATTN) < OC_CL_ATTN_WG)
+        return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl attn: head_dim %d needs %zu bytes of local memory (tile %d x %d); "
+                       "%s has %llu", (int)lim->head_dim, local, (int)bq, (int)bk, c->device,
+                       (unsigned long long)c->local_mem_bytes);
+    if (oc_cl_kernel_wg_size(dev, OC_CLK_ATTN) < (size_t)wg)
         return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl attn: %s runs the attention kernel with at most %zu items "
-                       "per work-group; it needs %d", c->device, oc_cl_kernel_wg_size(dev, OC_CLK_ATTN), OC_CL_ATTN_WG);
+                       "per work-group; it needs %d", c->device, oc_cl_kernel_wg_size(dev, OC_CLK_ATTN), (int)wg);
     oc_cl_attn *at = oc_mem_calloc(dev->alloc, sizeof *at);
     if (!at) return oc_fail(err, OC_ERR_NOMEM, "opencl attn: out of memory");
     at->dev = dev;
     at->bq = bq;
     at->bk = bk;
+    at->wg = wg;
+    at->cg = c->attn_key_groups;
     size_tables(at, lim, bq);
     at->runs = oc_mem_alloc(dev->alloc, runs_bytes(at));
     at->img = oc_mem_calloc(dev->alloc, img_bytes(at));
@@ -418,11 +425,13 @@ oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_cl_attn_io *io, oc_attn_stats 
         OC_CL_I32(at->q_offset), OC_CL_I32(at->causal), OC_CL_I32(at->stacked), OC_CL_I32(at->chunk_keys),
         OC_CL_F32(io->scale * 1.44269504088896340736f),
         OC_CL_LOCAL((size_t)at->bq * row), OC_CL_LOCAL((size_t)at->bk * row),
-        OC_CL_LOCAL((size_t)at->bq * (size_t)(at->bk + 1) * 4), OC_CL_LOCAL((size_t)at->bq * 8 * 4),
-        OC_CL_LOCAL((3 * (size_t)at->bk + 64) * 4),
+        OC_CL_LOCAL((size_t)at->bq * (size_t)(at->bk + 4) * 4),
+        OC_CL_LOCAL((size_t)at->bq * (size_t)at->cg * 4),
+        OC_CL_LOCAL((3 * (size_t)at->bk + (size_t)at->wg) * 4),
     };
-    size_t local[3] = { OC_CL_ATTN_WG, 1, 1 };
-    size_t global[3] = { (size_t)at->n_runs * OC_CL_ATTN_WG, (size_t)n_units, (size_t)at->n_chunks };
+    /* dimension 0: (run, unit), units fastest, so every head's longest runs start first */
+    size_t local[3] = { (size_t)at->wg, 1, 1 };
+    size_t global[3] = { (size_t)at->n_runs * (size_t)n_units * (size_t)at->wg, 1, (size_t)at->n_chunks };
     oc_status st = oc_cl_launch(at->dev, OC_CLK_ATTN, 3, global, local, (int)OC_ARRAY_LEN(a), a, err);
     if (st == OC_OK && at->n_chunks > 1) {
         size_t mg[2] = { (size_t)d, (size_t)L->n_head * (size_t)at->n_q };

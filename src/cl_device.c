@@ -75,14 +75,32 @@ static int has_extension(const char *list, const char *ext) {
     return 0;
 }
 
-/* Attention tile shape for a device: 32 query rows x 32 keys when its local memory holds them at
- * the largest head dim (NVIDIA and most GPUs: 48 KiB), else 16 rows (the 32 KiB OpenCL minimum). */
+size_t oc_cl_attn_local_bytes(const oc_cl_caps *c, int32_t head_dim) {
+    size_t rg = (size_t)c->attn_row_groups, cg = (size_t)c->attn_key_groups;
+    size_t bq = rg * (size_t)c->attn_rows_per_item, bk = cg * (size_t)c->attn_keys_per_item;
+    size_t row = (size_t)(((head_dim + 3) / 4) | 1) * 16;   /* an odd number of float4s */
+    return (bq + bk) * row + bq * (bk + 4) * 4 + bq * cg * 4 + (3 * bk + rg * cg) * 4;
+}
+
+/* Attention tile shape for a device: 32 query rows x 32 keys on 8 x 8 items when its local
+ * memory holds them at the largest head dim (NVIDIA and most GPUs: 48 KiB), else 16 rows (the
+ * 32 KiB OpenCL minimum). */
 static void choose_attn_tiles(oc_cl_caps *c) {
     c->attn_keys_per_item = 4;
     c->attn_rows_per_item = 4;
-    size_t row = (size_t)(OC_CL_ATTN_MAX_HEAD_DIM + 4) * 4;
-    size_t need = (32 + 32) * row + 32 * 33 * 4 + 32 * 8 * 4 + 32 * 3 * 4 + OC_CL_ATTN_WG * 8;
-    if (c->local_mem_bytes < need) c->attn_rows_per_item = 2;
+    c->attn_row_groups = c->attn_key_groups = 8;
+    if (c->local_mem_bytes < oc_cl_attn_local_bytes(c, OC_CL_ATTN_MAX_HEAD_DIM)) c->attn_rows_per_item = 2;
+}
+
+/* Apply the tile opt forces; 0 when the result is no tile the kernel takes. */
+static int force_attn_tiles(oc_cl_caps *c, const oc_cl_options *opt) {
+    if (opt->attn_rows_per_item) c->attn_rows_per_item = opt->attn_rows_per_item;
+    if (opt->attn_keys_per_item) c->attn_keys_per_item = opt->attn_keys_per_item;
+    if (opt->attn_row_groups) c->attn_row_groups = opt->attn_row_groups;
+    if (opt->attn_key_groups) c->attn_key_groups = opt->attn_key_groups;
+    int rpt = c->attn_rows_per_item, kpt = c->attn_keys_per_item, rg = c->attn_row_groups, cg = c->attn_key_groups;
+    return rpt >= 1 && rpt <= 8 && kpt >= 1 && kpt <= 8 && (cg == 4 || cg == 8 || cg == 16) && rg >= 1 && rg <= 64 &&
+           rg * cg >= 32 && rg * cg <= 256 && (size_t)(rg * cg) <= c->max_work_group_size && rg * rpt >= 16;
 }
 
 static void describe(cl_platform_id p, cl_device_id d, int index, oc_cl_caps *c) {
@@ -259,8 +277,9 @@ static oc_status build_failed(oc_cl_device *dev, cl_program prog, const char *na
 static void build_options(const oc_cl_device *dev, int tiled, char *opt, size_t n) {
     int k = snprintf(opt, n, "-cl-std=CL1.2 -DOC_HAVE_SUBGROUPS=%d", dev->caps.has_subgroups);
     if (tiled && k > 0 && (size_t)k < n)
-        snprintf(opt + k, n - (size_t)k, " -DOC_ATT_RPT=%d -DOC_ATT_KPT=%d", dev->caps.attn_rows_per_item,
-                 dev->caps.attn_keys_per_item);
+        snprintf(opt + k, n - (size_t)k, " -DOC_ATT_RPT=%d -DOC_ATT_KPT=%d -DOC_ATT_RG=%d -DOC_ATT_CG=%d",
+                 dev->caps.attn_rows_per_item, dev->caps.attn_keys_per_item, dev->caps.attn_row_groups,
+                 dev->caps.attn_key_groups);
 }
 
 /* One program from common.cl and n_files sources; name (for messages) lists the files. */
@@ -374,8 +393,15 @@ oc_status oc_cl_open(oc_cl_device **out, const char *selector, const oc_cl_optio
     dev->device = list[pick].device;
     dev->use_clblast = OC_HAVE_CLBLAST;
     describe(dev->platform, dev->device, pick, &dev->caps);
-    if (opt && (opt->attn_rows_per_item == 2 || opt->attn_rows_per_item == 4))
-        dev->caps.attn_rows_per_item = opt->attn_rows_per_item;
+    if (opt && !force_attn_tiles(&dev->caps, opt)) {
+        const oc_cl_caps *c = &dev->caps;
+        st = oc_fail(err, OC_ERR_INVALID, "opencl: attention tile %d x %d per item on %d x %d items is not one the kernel "
+                     "takes (1..8 x 1..8 on R x 4|8|16 items, 32..%zu of them, >= 16 rows)", c->attn_rows_per_item,
+                     c->attn_keys_per_item, c->attn_row_groups, c->attn_key_groups,
+                     OC_MIN(c->max_work_group_size, (size_t)256));
+        oc_cl_close(dev);
+        return st;
+    }
     if (opt && opt->subgroups) dev->caps.has_subgroups = opt->subgroups > 0;
     char c_version[OC_CL_NAME_BYTES];
     info_str(dev->device, CL_DEVICE_OPENCL_C_VERSION, c_version, sizeof c_version);

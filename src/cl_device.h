@@ -38,9 +38,9 @@ typedef enum oc_cl_kernel_id {
     OC_CLK_COUNT
 } oc_cl_kernel_id;
 
-/* Attention tiles (opencl/attn.cl): 64 work-items, 8 x 8; query rows per work-group
- * 8 * rows_per_item, keys per tile 8 * keys_per_item; chosen per device from its local memory. */
-#define OC_CL_ATTN_WG 64
+/* Attention tiles (opencl/attn.cl): row_groups x key_groups work-items (8 x 8 = 64 by default);
+ * query rows per work-group row_groups * rows_per_item, keys per tile key_groups * keys_per_item;
+ * chosen per device from its local memory, or forced by oc_cl_options. */
 #define OC_CL_ATTN_MAX_HEAD_DIM 128
 
 #define OC_CL_NAME_BYTES 128
@@ -56,7 +56,8 @@ typedef struct oc_cl_caps {
     uint32_t compute_units;
     size_t max_work_group_size;
     uint64_t local_mem_bytes, global_mem_bytes, max_alloc_bytes;
-    int attn_rows_per_item, attn_keys_per_item;   /* the attention tile shape built for it */
+    int attn_rows_per_item, attn_keys_per_item;   /* the attention tile shape built for it ... */
+    int attn_row_groups, attn_key_groups;         /* ... on a grid of this many work-items */
 } oc_cl_caps;
 
 typedef struct oc_cl_device oc_cl_device;
@@ -64,11 +65,18 @@ typedef struct oc_cl_buf oc_cl_buf;
 
 /* Choices made at open; zero-initialised (or a NULL pointer) means automatic. */
 typedef struct oc_cl_options {
-    int attn_rows_per_item;   /* 0: from the local memory size; 2 or 4 forces a tile of 16 or 32 rows */
+    int attn_rows_per_item;   /* 0: from the local memory size; 1..8 forces that many rows per item */
     int subgroups;            /* 0: sub-group reductions when the device lists them; -1: never;
                                  1: try them anyway (tests: a device whose compiler refuses them
                                  falls back to local memory, which is what open does then) */
+    /* the rest of the attention tile (0: the default, 4 keys per item on 8 x 8 items); open fails
+       with OC_ERR_INVALID unless keys 1..8, key groups 4, 8 or 16, 32..256 items (at most the
+       device's work-group limit) and >= 16 rows per work-group */
+    int attn_keys_per_item, attn_row_groups, attn_key_groups;
 } oc_cl_options;
+
+/* Local memory bytes the attention kernel of caps c's tile needs at head_dim (opencl/attn.cl). */
+size_t oc_cl_attn_local_bytes(const oc_cl_caps *c, int32_t head_dim);
 
 /* Describe up to max_devices devices of every platform into out (may be NULL with max 0);
  * *n_found gets the total. [alloc: no] [errors: OC_ERR_NOT_FOUND when there is no platform

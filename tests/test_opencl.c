@@ -2,8 +2,8 @@
  * inputs: every kernel against a double-precision loop over the CPU definitions (src/nn.c,
  * src/quant.c, src/sample.c), attention against the CPU engine (src/attn.c run with the same
  * arguments: dense, every pattern, segments, GQA, f16 and f32 caches, head dims 64 / 80 / 128,
- * sizes that are no multiple of a tile, decode with and without the key split; kept and skipped
- * pair counts must match exactly), matmul for F32 / F16 / Q8_0 / Q4_0 x one / few / many tokens,
+ * sizes that are no multiple of a tile, decode with and without the key split, every tile shape
+ * the kernel offers; kept and skipped pair counts must match exactly), matmul for F32 / F16 / Q8_0 / Q4_0 x one / few / many tokens,
  * and the error paths (bad device name, program build failure, views outside buffers).
  * Device outputs are poisoned with NaN before every run. Without an OpenCL platform or device
  * (e.g. OCL_ICD_VENDORS=/nonexistent), or in builds without OpenCL, every case skips, saying why;
@@ -708,8 +708,11 @@ static void test_attn_patterns(void) {
     run_cases(cases, (int)OC_ARRAY_LEN(cases), 3, 0);
 }
 
-/* The 16-row tile that devices with 32 KiB of local memory get, forced on this device. */
-static void test_attn_small_tile(void) {
+/* Every tile shape the kernel offers (ocellus bench attention --tiles compares them), each on a
+ * second device forced to it: the 16-row tile of 32 KiB devices first (it also asks for sub-group
+ * reductions: where the compiler has none, PoCL, open falls back), then the larger ones. A tile
+ * whose local memory exceeds the device's at a head dim must fail to open with UNSUPPORTED. */
+static void test_attn_tiles(void) {
     if (!need_dev()) return;
     static const oc_token_span img[3] = { { 5, 45 }, { 47, 102 }, { 130, 167 } };
     static const oc_head_pattern pat6[6] = {
@@ -717,23 +720,56 @@ static void test_attn_small_tile(void) {
         { OC_PATTERN_INTRA_IMAGE_SINK, 0, 0 }, { OC_PATTERN_A_SHAPE, 4, 16 }, { OC_PATTERN_A_SHAPE, 0, 40 },
     };
     const attn_case cases[] = {
-        { "16-row tile: causal prefix, d128", 40, 90, 4, 2, 128, 50, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
-        { "16-row tile: patterns", 200, 200, 6, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 180, OC_DTYPE_F16, 0 },
-        { "16-row tile: decode split", 2, 300, 6, 3, 80, 298, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 170, OC_DTYPE_F32, 2 },
+        { "causal prefix, d128", 40, 90, 4, 2, 128, 50, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "patterns", 200, 200, 6, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 180, OC_DTYPE_F16, 0 },
+        { "decode split, d80", 2, 300, 6, 3, 80, 298, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 170, OC_DTYPE_F32, 2 },
+        { "bidirectional, d37", 70, 70, 2, 2, 37, 0, OC_ATTN_BIDIRECTIONAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F32, 0 },
     };
-    /* also asks for sub-group reductions: where the compiler has none (PoCL) open falls back */
-    oc_cl_options opt = { 2, 1 };
-    oc_cl_device *small = NULL, *keep = g_dev;
-    oc_error err;
-    REQUIREF(oc_cl_open(&small, oc_cl_device_caps(keep)->device, &opt, NULL, &err) == OC_OK, "%s", err.message);
-    CHECK(oc_cl_device_caps(small)->attn_rows_per_item == 2);
-    printf("# second device: 16-row attention tile, sub-group reductions %s\n",
-           oc_cl_device_caps(small)->has_subgroups ? "built" : "refused by the compiler: local memory");
-    g_dev = small;   /* the helpers allocate on g_dev */
-    test_norms();    /* through whichever reduction it got */
-    run_cases(cases, (int)OC_ARRAY_LEN(cases), 3, 0);
-    g_dev = keep;
-    oc_cl_close(small);
+    /* rows per item, sub-groups, keys per item, row groups, key groups (oc_cl_options order):
+     * 2x4 (16 x 32), 2x4@16x8, 4x2@8x16, 6x2 (48 x 16), 4x2, 8x4 (64 x 32), 4x4@16x8, 4x8 (32 x 64) */
+    static const oc_cl_options tiles[] = {
+        { 2, 1, 4, 8, 8 }, { 2, 0, 4, 16, 8 }, { 4, 0, 2, 8, 16 }, { 6, 0, 2, 8, 8 }, { 4, 0, 2, 8, 8 },
+        { 8, 0, 4, 8, 8 }, { 4, 0, 4, 16, 8 }, { 4, 0, 8, 8, 8 },
+    };
+    oc_cl_device *keep = g_dev;
+    check_rng r = { 19 };
+    for (size_t t = 0; t < OC_ARRAY_LEN(tiles); t++) {
+        oc_cl_device *dev = NULL;
+        oc_error err;
+        REQUIREF(oc_cl_open(&dev, oc_cl_device_caps(keep)->device, &tiles[t], NULL, &err) == OC_OK, "tile %zu: %s", t,
+                 err.message);
+        const oc_cl_caps *c = oc_cl_device_caps(dev);
+        CHECK(c->attn_rows_per_item == tiles[t].attn_rows_per_item && c->attn_row_groups == tiles[t].attn_row_groups);
+        if (t == 0) {
+            printf("# 16-row attention tile, sub-group reductions %s\n",
+                   c->has_subgroups ? "built" : "refused by the compiler: local memory");
+            g_dev = dev;   /* the helpers allocate on g_dev */
+            test_norms();  /* through whichever reduction it got */
+        }
+        g_dev = dev;
+        for (size_t i = 0; i < OC_ARRAY_LEN(cases); i++) {
+            const attn_case *a = &cases[i];
+            oc_cl_attn_limits lim = { a->n_q, a->n_head, a->n_head_kv, a->d, 3, 0 };
+            oc_cl_attn *at = NULL;
+            int fits = oc_cl_attn_local_bytes(c, a->d) <= c->local_mem_bytes;
+            oc_status st = oc_cl_attn_open(&at, dev, &lim, &err);
+            CHECKF(fits ? st == OC_OK : st == OC_ERR_UNSUPPORTED, "tile %d x %d on %d x %d, %s: %s", c->attn_rows_per_item,
+                   c->attn_keys_per_item, c->attn_row_groups, c->attn_key_groups, a->name, st ? err.message : "opened");
+            if (at) check_attn(a, at, &r, 0);
+            oc_cl_attn_close(at);
+        }
+        g_dev = keep;
+        oc_cl_close(dev);
+    }
+    /* tiles the kernel does not take */
+    static const oc_cl_options bad[] = { { 9, 0, 0, 0, 0 }, { 0, 0, 0, 0, 6 }, { 1, 0, 0, 0, 0 }, { 0, 0, 0, 64, 8 } };
+    for (size_t t = 0; t < OC_ARRAY_LEN(bad); t++) {
+        oc_cl_device *dev = NULL;
+        oc_error err;
+        CHECKF(oc_cl_open(&dev, oc_cl_device_caps(keep)->device, &bad[t], NULL, &err) == OC_ERR_INVALID && !dev,
+               "bad tile %zu opened", t);
+        CHECKF(strstr(err.message, "attention tile"), "%s", err.message);
+    }
 }
 
 /* One context through changing geometries: A, A again (prepare reuses the uploaded runs), B, A;
@@ -838,7 +874,7 @@ int main(void) {
     CHECK_RUN(test_argmax);
     CHECK_RUN(test_attn_dense);
     CHECK_RUN(test_attn_patterns);
-    CHECK_RUN(test_attn_small_tile);
+    CHECK_RUN(test_attn_tiles);
     CHECK_RUN(test_attn_reuse);
     CHECK_RUN(test_attn_errors);
     CHECK_RUN(test_fma_peak);
