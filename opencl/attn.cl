@@ -32,9 +32,10 @@
  * local memory per 4 RPT KPT FMAs; O += P V reads P as float4s over 4 keys, so RPT + 4 NC4
  * float4 reads per 16 RPT NC4 FMAs. Local memory (bytes, row = 16 (C4 | 1)): (BQ + BK) row for
  * Q and the K/V tile (K and V take turns), BQ (BK + 4) 4 for P, BQ CG 4 for the row maxima,
- * (3 BK + WG) 4 for the key list: 40 KB at 32 x 32 and d 128, so 5 work-groups fit an SM's
- * 228 KB on NVIDIA; a 64-row tile fits only up to d ~ 96 (48 KB per work-group). Q and the K/V
- * tile are float4 arguments so every implementation aligns them for float4 access. */
+ * (3 BK + WG) 4 for the key list: 40 KB at d 128 for 48 x 16 (the GPU default, src/cl_device.c)
+ * or 32 x 32, so 5 work-groups fit an SM's 228 KB on NVIDIA; a 64-row tile fits only up to
+ * d ~ 96 (48 KB per work-group). Q and the K/V tile are float4 arguments so every
+ * implementation aligns them for float4 access. */
 #define RPT OC_ATT_RPT
 #define KPT OC_ATT_KPT
 #define RG OC_ATT_RG

@@ -82,14 +82,20 @@ size_t oc_cl_attn_local_bytes(const oc_cl_caps *c, int32_t head_dim) {
     return (bq + bk) * row + bq * (bk + 4) * 4 + bq * cg * 4 + (3 * bk + rg * cg) * 4;
 }
 
-/* Attention tile shape for a device: 32 query rows x 32 keys on 8 x 8 items when its local
- * memory holds them at the largest head dim (NVIDIA and most GPUs: 48 KiB), else 16 rows (the
- * 32 KiB OpenCL minimum). */
+/* Attention tile shape for a device: 48 query rows x 16 keys on 16 x 8 items (3 rows x 2 keys per
+ * item). The fastest of 23 shapes swept with `ocellus bench attention --tiles` on an NVIDIA H100
+ * (BENCHMARKS.md, "OpenCL on an NVIDIA H100"): 28-29% of FP32 peak on the dense decoder cases,
+ * against 21-23% for the 32 x 32 tile it replaces; many items with few registers each keep more
+ * warps in flight than fewer, larger items. Devices with fewer than 128 items per work-group get
+ * the same tile on 8 x 8 items (6 rows each); local memory too small at the largest head dim
+ * (under 40 KB: the OpenCL minimum is 32 KiB) halves the rows to 32. */
 static void choose_attn_tiles(oc_cl_caps *c) {
-    c->attn_keys_per_item = 4;
-    c->attn_rows_per_item = 4;
-    c->attn_row_groups = c->attn_key_groups = 8;
-    if (c->local_mem_bytes < oc_cl_attn_local_bytes(c, OC_CL_ATTN_MAX_HEAD_DIM)) c->attn_rows_per_item = 2;
+    c->attn_keys_per_item = 2;
+    c->attn_key_groups = 8;
+    c->attn_row_groups = c->max_work_group_size >= 128 ? 16 : 8;
+    c->attn_rows_per_item = 48 / c->attn_row_groups;
+    if (c->local_mem_bytes < oc_cl_attn_local_bytes(c, OC_CL_ATTN_MAX_HEAD_DIM))
+        c->attn_rows_per_item = 32 / c->attn_row_groups;
 }
 
 /* Apply the tile opt forces; 0 when the result is no tile the kernel takes. */

@@ -65,11 +65,11 @@ typedef struct oc_cl_buf oc_cl_buf;
 
 /* Choices made at open; zero-initialised (or a NULL pointer) means automatic. */
 typedef struct oc_cl_options {
-    int attn_rows_per_item;   /* 0: from the local memory size; 1..8 forces that many rows per item */
+    int attn_rows_per_item;   /* 0: the device's default (src/cl_device.c); 1..8 forces that many rows per item */
     int subgroups;            /* 0: sub-group reductions when the device lists them; -1: never;
                                  1: try them anyway (tests: a device whose compiler refuses them
                                  falls back to local memory, which is what open does then) */
-    /* the rest of the attention tile (0: the default, 4 keys per item on 8 x 8 items); open fails
+    /* the rest of the attention tile (0: the device's default, 2 keys per item on 16 x 8 items); open fails
        with OC_ERR_INVALID unless keys 1..8, key groups 4, 8 or 16, 32..256 items (at most the
        device's work-group limit) and >= 16 rows per work-group */
     int attn_keys_per_item, attn_row_groups, attn_key_groups;

@@ -95,7 +95,7 @@ static void test_devices(void) {
     printf("# device %d: '%s' on '%s' (%s), %u CUs, local %llu bytes, max work-group %zu, subgroups %d, fp16 %d, "
            "attention tile %d x %d, CLBlast %d\n", c->index, c->device, c->platform, c->version, c->compute_units,
            (unsigned long long)c->local_mem_bytes, c->max_work_group_size, c->has_subgroups, c->has_fp16,
-           8 * c->attn_rows_per_item, 8 * c->attn_keys_per_item, oc_cl_has_clblast(g_dev));
+           c->attn_row_groups * c->attn_rows_per_item, c->attn_key_groups * c->attn_keys_per_item, oc_cl_has_clblast(g_dev));
     CHECK(c->local_mem_bytes >= 16384 && c->max_work_group_size >= 64 && c->compute_units >= 1);
     /* the same device by index and by a case-changed piece of its name */
     char sel[16], name[16];
@@ -762,7 +762,7 @@ static void test_attn_tiles(void) {
         oc_cl_close(dev);
     }
     /* tiles the kernel does not take */
-    static const oc_cl_options bad[] = { { 9, 0, 0, 0, 0 }, { 0, 0, 0, 0, 6 }, { 1, 0, 0, 0, 0 }, { 0, 0, 0, 64, 8 } };
+    static const oc_cl_options bad[] = { { 9, 0, 0, 0, 0 }, { 0, 0, 0, 0, 6 }, { 1, 0, 0, 8, 0 }, { 0, 0, 0, 64, 8 } };
     for (size_t t = 0; t < OC_ARRAY_LEN(bad); t++) {
         oc_cl_device *dev = NULL;
         oc_error err;
