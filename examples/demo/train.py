@@ -2,8 +2,10 @@
 """train.py: trains ocellus' demo model, a tiny Qwen2-VL, on the synthetic scenes of src/scene.c.
 
 Run from the repository root on a machine with torch + transformers + tokenizers + safetensors and a
-GPU (the project's GPU machine: about 10 minutes on one H100), after `./configure && make ocellus`:
-    python3 examples/demo/train.py --out /tmp/demo [--steps N] [--seed S]
+GPU (the project's GPU machine: 14.4 minutes on one H200, the shipped model), after
+`./configure && make ocellus`:
+    python3 examples/demo/train.py --out /tmp/demo
+(the defaults are the shipped model's recipe; --steps N, --seed S, --minutes M change it)
 It writes /tmp/demo/hf (a Hugging Face checkpoint: config, safetensors, tokenizer, chat template) and
 /tmp/demo/train-log.json (seed, data, step count, losses, held-out accuracy). Then
     ./ocellus convert /tmp/demo/hf -o examples/demo/ocellus-demo --type f16
@@ -23,6 +25,10 @@ What is trained, and why so:
   own text (questions, answers, the template), so the vocabulary stays a few hundred tokens.
 - Model: Hugging Face's Qwen2VLForConditionalGeneration with a small config (below); the f16 GGUF
   pair stays under the 16 MB the repository allows.
+- Training-only aids, dropped when saving (examples/demo/TRAINING.md says what each one did):
+  captions ("Describe image k."), a language-model loss on the question's tokens, a probe that
+  makes every image token name its cell's kind, colour, row, column and answer words (CellProbe),
+  and one that makes it name its image (IndexProbe); a first phase of 1-image colour questions.
 - Pixels: the scenes are 112x112, a multiple of 28, so Qwen2-VL's processor does not resize; the
   patches are cut here on the GPU in the processor's exact order (checked against
   Qwen2VLImageProcessor at start-up).
@@ -279,23 +285,31 @@ def prompt_ids_positions(tok, question, n_images, image_token_id, cache=None):
 
 
 def make_batch(scenes, tok, seed, first, n_items, pad_id, im_end_id, image_token_id, max_images=MAX_IMAGES,
-               caption_share=0.0, cache=None):
-    """Items [first, first + n_items) of stream seed: ids, labels (answer + <|im_end|> only),
+               caption_share=0.0, cache=None, types_wanted=None):
+    """Items [first, first + n_items) of stream seed (with types_wanted: the first n_items of those
+    types from item first on): ids, labels (answer + <|im_end|> only),
     attention mask, M-RoPE positions, images, question types (-1 for a caption item), cell labels
     ([2, n_images_in_batch, 16]: kind + 1, colour + 1; Scenes.cells)."""
     import numpy as np
-    seqs, labels, poss, images, types, cells = [], [], [], [], [], []
+    seqs, labels, qlabels, poss, images, types, cells = [], [], [], [], [], [], []
+    vision_end_id = image_token_id - 2   # <|vision_end|>: SPECIAL order puts it two before <|image_pad|>
+    index = first - 1
     for i in range(n_items):
-        imgs, q, a, ty = scenes.item(seed, first + i, 1, max_images)
-        cells.append(scenes.cells(seed, first + i, 1, max_images))
-        if caption_share > 0 and ((first + i) * 2654435761 % 1000) < caption_share * 1000:
-            k = (first + i) % len(imgs)
-            q, a = "Describe image %d." % (k + 1), scenes.caption(seed, first + i, 1, max_images, k)
+        index += 1
+        imgs, q, a, ty = scenes.item(seed, index, 1, max_images)
+        while types_wanted is not None and ty not in types_wanted:   # a curriculum of chosen types
+            index += 1
+            imgs, q, a, ty = scenes.item(seed, index, 1, max_images)
+        cells.append(scenes.cells(seed, index, 1, max_images))
+        if caption_share > 0 and (index * 2654435761 % 1000) < caption_share * 1000:
+            k = index % len(imgs)
+            q, a = "Describe image %d." % (k + 1), scenes.caption(seed, index, 1, max_images, k)
             ty = -1
         p, ppos, st = prompt_ids_positions(tok, q, len(imgs), image_token_id, cache)
         ans = tok.encode(a, add_special_tokens=False).ids + [im_end_id]
         seqs.append(p + ans)
         labels.append([-100] * len(p) + ans)
+        qlabels.append(question_labels(p, vision_end_id, im_end_id) + [-100] * len(ans))
         apos = np.broadcast_to(st + np.arange(len(ans), dtype=np.int64), (3, len(ans)))
         poss.append(np.concatenate([ppos, apos], axis=1))
         images.append(imgs)
@@ -303,21 +317,38 @@ def make_batch(scenes, tok, seed, first, n_items, pad_id, im_end_id, image_token
     L = max(len(s) for s in seqs)
     ids = np.full((n_items, L), pad_id, dtype=np.int64)
     lab = np.full((n_items, L), -100, dtype=np.int64)
+    qlab = np.full((n_items, L), -100, dtype=np.int64)
     mask = np.zeros((n_items, L), dtype=np.int64)
     pos = np.ones((3, n_items, L), dtype=np.int64)   # padding: 1, as get_rope_index writes
-    for i, (s, l, ps) in enumerate(zip(seqs, labels, poss)):
+    for i, (s, l, ql, ps) in enumerate(zip(seqs, labels, qlabels, poss)):
         ids[i, :len(s)] = s
         lab[i, :len(l)] = l
+        qlab[i, :len(ql)] = ql
         mask[i, :len(s)] = 1
         pos[:, i, :len(s)] = ps
-    return ids, lab, mask, pos, np.concatenate(images, axis=0), np.array(types), np.concatenate(cells, axis=1)
+    return (ids, lab, mask, pos, np.concatenate(images, axis=0), np.array(types), np.concatenate(cells, axis=1),
+            qlab)
+
+
+def question_labels(ids, vision_end_id, im_end_id):
+    """Labels for the question's own tokens (between the last <|vision_end|> and the <|im_end|>
+    closing the user turn), -100 elsewhere: a training-only language-model loss on the question.
+    Its informative tokens are lookups the answers need too: after "What color is the circle in
+    image", the index is the image that holds a circle; after "Which image has a red", the kind is
+    one of the red shapes present. Dense supervision of retrieval at no extra forward cost."""
+    lab = [-100] * len(ids)
+    last = max(i for i, t in enumerate(ids) if t == vision_end_id)
+    end = ids.index(im_end_id, last)
+    for i in range(last + 1, end):
+        lab[i] = ids[i]
+    return lab
 
 
 class BatchStream:
     """Batches made by worker processes (the generator and the tokenizer run on the CPU)."""
 
     def __init__(self, so_path, tok_json, seed, batch, pad_id, im_end_id, image_token_id, first_batch=0,
-                 easy_batches=0, caption_share=0.0):
+                 easy_batches=0, caption_share=0.0, easy_images=3, easy_types=None):
         import torch
         self.torch = torch
         outer = self
@@ -332,9 +363,14 @@ class BatchStream:
                 cache = {}
                 b = first_batch + wid
                 while True:
-                    hi = 3 if b < easy_batches else MAX_IMAGES
-                    yield make_batch(scenes, tok, seed, b * batch, batch, pad_id, im_end_id, image_token_id, hi,
-                                     caption_share, cache)
+                    if b < easy_batches and easy_types is not None:
+                        # the chosen types only: stream seed + 500, 8 items per wanted item
+                        yield make_batch(scenes, tok, seed + 500, b * batch * 8, batch, pad_id, im_end_id,
+                                         image_token_id, easy_images, caption_share, cache, easy_types)
+                    else:
+                        hi = easy_images if b < easy_batches else MAX_IMAGES
+                        yield make_batch(scenes, tok, seed, b * batch, batch, pad_id, im_end_id, image_token_id, hi,
+                                         caption_share, cache)
                     b += nw
         self.loader = torch.utils.data.DataLoader(DS(), batch_size=None, num_workers=14, prefetch_factor=4,
                                                   persistent_workers=True)
@@ -344,11 +380,11 @@ class BatchStream:
 
 
 def to_device(torch, batch, dev, mean, std):
-    ids, lab, mask, pos, imgs, types, cells = batch
+    ids, lab, mask, pos, imgs, types, cells, qlab = batch
     t = lambda a: torch.as_tensor(a).to(dev, non_blocking=True)
     pv = patchify(torch, t(imgs), mean, std)
-    return (dict(ids=t(ids), mask=t(mask), pos=t(pos), pv=pv, n_images=imgs.shape[0], cells=t(cells)), t(lab),
-            torch.as_tensor(types))
+    return (dict(ids=t(ids), mask=t(mask), pos=t(pos), pv=pv, n_images=imgs.shape[0], cells=t(cells),
+                 qlab=t(qlab)), t(lab), torch.as_tensor(types))
 
 
 def rotate_half(torch, x):
@@ -368,6 +404,8 @@ class Forward:
         self.torch, self.model, self.image_token_id = torch, model, image_token_id
         self.fast = False
         self.last_feats = None   # the merged image tokens of the last fast forward (the cell loss reads them)
+        self.want_hidden = False  # keep the decoder's hidden states (the image-index probe reads them)
+        self.last_hidden = None
         vc = model.config.vision_config
         self.n_heads = vc.num_heads
         head_dim = vc.embed_dim // vc.num_heads
@@ -411,7 +449,10 @@ class Forward:
         feats = feats.to(emb.dtype)
         sel = (inp["ids"] == self.image_token_id).unsqueeze(-1)
         emb = emb.masked_scatter(sel, feats)
-        return self.model(inputs_embeds=emb, attention_mask=inp["mask"], position_ids=inp["pos"]).logits
+        out = self.model(inputs_embeds=emb, attention_mask=inp["mask"], position_ids=inp["pos"],
+                         output_hidden_states=self.want_hidden)
+        self.last_hidden = out.hidden_states if self.want_hidden else None
+        return out.logits
 
     def hf_logits(self, inp):
         torch = self.torch
@@ -440,6 +481,117 @@ class Forward:
         return self.fast_logits(inp) if self.fast else self.hf_logits(inp)
 
 
+class CellProbe:
+    """Training-only probe of the merged image tokens (one per 28-px cell), dropped when saving:
+    each token must say its cell's shape kind (or empty), colour (or empty), row and column.
+    With tie: the kind and colour logits are the token's dot products with the decoder's own word
+    embeddings of " circle", " red", ... (tied with its output layer), so an image token of a red
+    circle points where the question's words "red" and "circle" point, and the decoder can find it
+    by matching; runs 3-4 had an untied probe: every token encoded its kind and colour linearly
+    (probe loss ~0), yet the decoder never learnt to select shapes by kind (TRAINING.md). Row and
+    column: text positions advance M-RoPE's t, but an image's tokens share t and differ only in h
+    and w, which get its lowest frequencies (theta 1e6: under 0.03 rad per cell), so where a cell
+    lies must be in the token itself."""
+
+    def __init__(self, torch, model, tok, tie):
+        self.torch, self.model, self.tie = torch, model, tie
+        width = model.config.vision_config.hidden_size
+        word = lambda w: tok.encode(" " + w, add_special_tokens=False).ids
+        answer = lambda w: tok.encode(w, add_special_tokens=False).ids
+        self.kind_ids = [word(k) for k in KIND_NAMES]
+        self.color_ids = [word(c) for c in COLOR_NAMES]
+        # the answers' own tokens (no leading space: an answer starts the assistant's turn)
+        self.color_answer_ids = [answer(c) for c in COLOR_NAMES]
+        self.side_ids = [answer(w) for w in ("left", "right", "top", "bottom")]
+        if tie and any(len(i) != 1 for i in self.kind_ids + self.color_ids + self.color_answer_ids + self.side_ids):
+            print("note: a kind, colour or side word is not one token; the cell probe is not tied")
+            self.tie = False
+        one = lambda ids: torch.tensor([i[0] for i in ids])
+        self.kind_ids, self.color_ids = one(self.kind_ids), one(self.color_ids)
+        self.color_answer_ids, self.side_ids = one(self.color_answer_ids), one(self.side_ids)
+        # untied: 5 + 8 classes; tied: an "empty" logit for each, and a learnt scale
+        self.head = torch.nn.Linear(width, 2 if self.tie else 5 + 8)
+        self.pos = torch.nn.Linear(width, 4 + 4)
+        self.scale = 6.0
+
+    def to(self, dev):
+        self.head, self.pos = self.head.to(dev), self.pos.to(dev)
+        self.kind_ids, self.color_ids = self.kind_ids.to(dev), self.color_ids.to(dev)
+        self.color_answer_ids, self.side_ids = self.color_answer_ids.to(dev), self.side_ids.to(dev)
+        return self
+
+    def own_parameters(self):
+        return list(self.head.parameters()) + list(self.pos.parameters())
+
+    def loss(self, feats, cells):
+        torch = self.torch
+        F = torch.nn.functional
+        cl = cells.reshape(2, -1)
+        n = feats.shape[0]
+        if self.tie:
+            # cosines at a fixed scale: a learnt scale let the probe read a kind direction that was
+            # a small part of the token (diagnostic runs: 1-image colour questions stayed at chance
+            # among the image's shapes, 0.59, for 600 steps while captions named the kinds right);
+            # a fixed scale makes the kind as salient in the token as its colour
+            f = torch.nn.functional.normalize(feats, dim=-1)
+            E = torch.nn.functional.normalize(self.model.get_input_embeddings().weight.float(), dim=-1)
+            e = self.head(feats * torch.rsqrt(feats.pow(2).mean(-1, keepdim=True) + 1e-6))
+            zk = torch.cat([e[:, :1], self.scale * f @ E[self.kind_ids].t()], dim=1)
+            zc = torch.cat([e[:, 1:], self.scale * f @ E[self.color_ids].t()], dim=1)
+        else:
+            z = self.head(feats)
+            zk, zc = z[:, :5], z[:, 5:]
+        cell = torch.arange(n, device=feats.device) % 16
+        row, col = cell // 4, cell % 4
+        zp = self.pos(feats)
+        loss = (F.cross_entropy(zk, cl[0]) + F.cross_entropy(zc, cl[1]) +
+                0.5 * (F.cross_entropy(zp[:, :4], row) + F.cross_entropy(zp[:, 4:], col)))
+        if self.tie:
+            # the tokens that answer "What color ...?" and "Is the ... on the left or the right?" /
+            # "at the top or the bottom?": a shape's token points at its own answers, as the image
+            # index does for "Which image ...?" (IndexProbe)
+            shape = cl[1] > 0
+            za = self.scale * f[shape] @ E[self.color_answer_ids].t()
+            zs = self.scale * f @ E[self.side_ids].t()
+            loss = loss + F.cross_entropy(za, cl[1][shape] - 1) + 0.5 * (
+                F.cross_entropy(zs[:, :2], (col >= 2).long()) + F.cross_entropy(zs[:, 2:], (row >= 2).long()))
+        return loss
+
+
+class IndexProbe:
+    """Training-only probe of the decoder's hidden state at every image token after layer
+    `layer`: which image (1-8) the token belongs to, scored against the decoder's own word
+    embeddings of the digits "1".."8" (the tokens that answer "Which image ...?"). The vision
+    tower sees each image alone, so an image token can learn its index only inside the decoder,
+    from the "Picture N: " label before it; a token that knows it makes "in image 2" a match on
+    content, and "Which image has a red circle?" a copy of the matching token's index."""
+
+    def __init__(self, torch, model, tok, layer, image_token_id):
+        self.torch, self.model, self.layer = torch, model, layer
+        self.image_token_id, self.vision_start_id = image_token_id, image_token_id - 3
+        ids = [tok.encode(str(k), add_special_tokens=False).ids for k in range(1, MAX_IMAGES + 1)]
+        if any(len(i) != 1 for i in ids):
+            raise SystemExit("a digit is not one token")
+        self.digit_ids = torch.tensor([i[0] for i in ids])
+        self.scale = torch.nn.Parameter(torch.tensor(5.0))
+
+    def to(self, dev):
+        self.digit_ids = self.digit_ids.to(dev)
+        self.scale = self.torch.nn.Parameter(self.scale.detach().to(dev))
+        return self
+
+    def loss(self, hidden, ids):
+        torch = self.torch
+        h = hidden[self.layer].float()
+        index = torch.cumsum((ids == self.vision_start_id).long(), dim=1) - 1
+        sel = ids == self.image_token_id
+        f = h[sel]
+        f = f * torch.rsqrt(f.pow(2).mean(-1, keepdim=True) + 1e-6)
+        E = self.model.get_input_embeddings().weight.float()
+        z = self.scale * f @ E[self.digit_ids].t()
+        return torch.nn.functional.cross_entropy(z, index[sel])
+
+
 def answer_loss(torch, logits, lab, per_item):
     """Cross-entropy of the answer tokens. per_item: each item's mean over its own answer tokens,
     then the mean over items. Per token (the plain mean over every answer token of the batch), a
@@ -466,17 +618,17 @@ def answer_correct(torch, logits, lab):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--steps", type=int, default=6000, help="cosine schedule length (upper bound with --minutes)")
+    ap.add_argument("--steps", type=int, default=10000, help="cosine schedule length (upper bound with --minutes)")
     ap.add_argument("--minutes", type=float, default=0, help="if > 0: fit the step count to this much "
                     "training time, measured over steps 10-30 (the count used is logged)")
-    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--first-batch", type=int, default=0, help="first batch of the stream (to resume)")
     ap.add_argument("--resume", help="a hf directory written by an earlier run: continue from its weights "
                     "and tokenizer")
     ap.add_argument("--eval-items", type=int, default=2048)
-    ap.add_argument("--caption-share", type=float, default=0.4, help="share of training items whose "
+    ap.add_argument("--caption-share", type=float, default=0.3, help="share of training items whose "
                     "question is replaced by 'Describe image k.' with the image's shapes as the answer: dense "
                     "supervision that teaches the vision tower to see before the questions need it")
     ap.add_argument("--loss", choices=["item", "token"], default="item", help="average the answer loss per "
@@ -484,7 +636,18 @@ def main():
     ap.add_argument("--cell-loss", type=float, default=1.0, help="weight of a training-only loss on the "
                     "merged image tokens: a linear probe (dropped when saving) must read each 28-px cell's shape "
                     "kind and colour from its token; without it the vision tower of runs 1-3 confused the kinds")
-    ap.add_argument("--easy-batches", type=int, default=1500, help="a curriculum: the first batches "
+    ap.add_argument("--question-loss", type=float, default=0.3, help="weight of a training-only language-model "
+                    "loss on the question's own tokens (question_labels)")
+    ap.add_argument("--tie-probe", type=int, default=1, help="1: the cell probe's kind and colour logits use the "
+                    "decoder's word embeddings (CellProbe)")
+    ap.add_argument("--index-loss", type=float, default=1.0, help="weight of a training-only probe: each image "
+                    "token's decoder state after --index-layer must name its image (IndexProbe)")
+    ap.add_argument("--index-layer", type=int, default=2)
+    ap.add_argument("--easy-types", default="color", help="comma-separated question types of the easy batches "
+                    "(e.g. color: a shape selected by its kind alone, which the mixed curriculum never taught); "
+                    "empty: all")
+    ap.add_argument("--easy-images", type=int, default=1, help="most images per item in the easy batches")
+    ap.add_argument("--easy-batches", type=int, default=800, help="a curriculum: the first batches "
                     "have 1-3 images, so shapes and colours are learnt before long multi-image items")
     args = ap.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -524,8 +687,11 @@ def main():
     print("parameters: %d (%.1f MB in f16)" % (n_params, n_params * 2 / 1e6))
     pad_id, im_end_id = tok.token_to_id("<|endoftext|>"), tok.token_to_id("<|im_end|>")
     image_token_id = tok.token_to_id("<|image_pad|>")
+    if tok.token_to_id("<|vision_end|>") != image_token_id - 2:
+        raise SystemExit("make_batch expects <|vision_end|> two ids before <|image_pad|>")
     stream = BatchStream(so, tok.to_str(), args.seed, args.batch, pad_id, im_end_id, image_token_id,
-                         args.first_batch, args.easy_batches, args.caption_share)
+                         args.first_batch, args.easy_batches, args.caption_share, args.easy_images,
+                         [TYPE_NAMES.index(t) for t in args.easy_types.split(",")] if args.easy_types else None)
     fwd = Forward(torch, model, image_token_id)
     model.eval()
     fwd.check(to_device(torch, make_batch(scenes, tok, 999, 0, 8, pad_id, im_end_id, image_token_id),
@@ -533,10 +699,11 @@ def main():
     print("forward path:", "batched vision (fast)" if fwd.fast else "transformers'")
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    # the cell probe: one token (a 28-px cell) -> empty or one of 4 kinds, and empty or one of 7 colours
-    cell_head = torch.nn.Linear(model.config.vision_config.hidden_size, 5 + 8).to(dev)
+    cell_probe = CellProbe(torch, model, tok, args.tie_probe).to(dev)
+    index_probe = IndexProbe(torch, model, tok, args.index_layer, image_token_id).to(dev)
+    fwd.want_hidden = args.index_loss > 0
     groups = [{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0},
-              {"params": list(cell_head.parameters()), "weight_decay": 0.0}]
+              {"params": list(cell_probe.own_parameters()) + [index_probe.scale], "weight_decay": 0.0}]
     try:   # one fused kernel for the update where this torch has it
         opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.98), eps=1e-8, fused=True)
     except (TypeError, RuntimeError):
@@ -554,12 +721,14 @@ def main():
     log = {"seed": args.seed, "batch": args.batch, "lr": args.lr, "resume": args.resume,
            "easy_batches": args.easy_batches, "caption_share": args.caption_share,
            "first_batch": args.first_batch, "loss": args.loss, "cell_loss": args.cell_loss,
+           "question_loss": args.question_loss, "tie_probe": args.tie_probe, "index_loss": args.index_loss,
+           "index_layer": args.index_layer, "easy_types": args.easy_types, "easy_images": args.easy_images,
            "versions": "torch %s transformers %s" % (torch.__version__, transformers.__version__),
            "n_params": n_params, "vocab_size": vocab_size, "losses": []}
     model.train()
     torch.backends.cuda.matmul.allow_tf32 = True
     t0 = time.time()
-    run_loss, run_cell, run_steps = 0.0, 0.0, 0
+    run_loss, run_cell, run_index, run_steps = 0.0, 0.0, 0.0, 0
     run_ok, run_n = np.zeros(2), np.zeros(2)   # [questions, captions]
     step = 0
     for batch in stream:
@@ -586,13 +755,16 @@ def main():
             logits = fwd(inputs).float()
         loss = answer_loss(torch, logits, lab, args.loss == "item")
         total = loss
+        if args.question_loss > 0:
+            total = total + args.question_loss * answer_loss(torch, logits, inputs["qlab"], True)
         if args.cell_loss > 0 and fwd.fast:
-            z = cell_head(fwd.last_feats.float())
-            cl = inputs["cells"].reshape(2, -1)
-            cell = (torch.nn.functional.cross_entropy(z[:, :5], cl[0]) +
-                    torch.nn.functional.cross_entropy(z[:, 5:], cl[1]))
-            total = loss + args.cell_loss * cell
+            cell = cell_probe.loss(fwd.last_feats.float(), inputs["cells"])
+            total = total + args.cell_loss * cell
             run_cell += float(cell.detach())
+        if args.index_loss > 0 and fwd.fast:
+            index = index_probe.loss(fwd.last_hidden, inputs["ids"])
+            total = total + args.index_loss * index
+            run_index += float(index.detach())
         opt.zero_grad(set_to_none=True)
         total.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -607,16 +779,20 @@ def main():
         if step % 100 == 0 or step == 1:
             el = time.time() - t0
             acc = run_ok / np.maximum(run_n, 1)
-            print("step %5d  loss %.4f  cell loss %.4f  question acc %.3f  caption acc %.3f  lr %.2e  %.0f s" %
-                  (step, run_loss / run_steps, run_cell / run_steps, acc[0], acc[1], lr_at(step - 1), el),
-                  flush=True)
-            log["losses"].append([step, run_loss / run_steps, float(acc[0]), float(acc[1]), run_cell / run_steps])
-            run_loss, run_cell, run_steps = 0.0, 0.0, 0
+            print("step %5d  loss %.4f  cell loss %.4f  index loss %.4f  question acc %.3f  caption acc %.3f  "
+                  "lr %.2e  %.0f s" % (step, run_loss / run_steps, run_cell / run_steps, run_index / run_steps,
+                                       acc[0], acc[1], lr_at(step - 1), el), flush=True)
+            log["losses"].append([step, run_loss / run_steps, float(acc[0]), float(acc[1]), run_cell / run_steps,
+                                  run_index / run_steps])
+            run_loss, run_cell, run_index, run_steps = 0.0, 0.0, 0.0, 0
             run_ok[:], run_n[:] = 0, 0
     log["steps"] = step
-    log["data"] = ("src/scene.c stream seed %d, batches [%d, %d) of %d items, 1-3 images in batches below %d, "
-                   "then 1-8, of %dx%d" % (args.seed, args.first_batch, args.first_batch + step, args.batch,
-                                           args.easy_batches, SIDE_PX, SIDE_PX))
+    easy = ("%s questions of 1-%d images from stream seed %d (items 8 b batch on)" %
+            (args.easy_types, args.easy_images, args.seed + 500) if args.easy_types else
+            "1-%d images" % args.easy_images)
+    log["data"] = ("src/scene.c stream seed %d, batches [%d, %d) of %d items; batches b below %d: %s; then 1-8 "
+                   "images, of %dx%d" % (args.seed, args.first_batch, args.first_batch + step, args.batch,
+                                         args.easy_batches, easy, SIDE_PX, SIDE_PX))
     log["train_seconds"] = time.time() - t0
     # Held-out check in transformers itself (stream seed 1000001, as `ocellus eval` defaults to).
     model.eval()
