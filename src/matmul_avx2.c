@@ -306,38 +306,43 @@ static void gemm_f32(int mr, int64_t kc, const float *x, size_t xs, const float 
 
 /* ---- int8 path ----------------------------------------------------------------------------------- */
 
-void oc_mm_avx2_quantize_q8x(const float *x, int64_t n, oc_q8x *out) {
+void oc_mm_avx2_quantize_q8x(const float *x, int64_t n, int group, oc_q8x *out) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
-    for (int64_t b = 0; b < n / OC_QK; b++, x += OC_QK, out++) {
-        __m256 v[4], amax = _mm256_setzero_ps(), unord = _mm256_setzero_ps();
-        for (int j = 0; j < 4; j++) {
-            v[j] = _mm256_loadu_ps(x + 8 * j);
-            amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[j]));
-            unord = _mm256_or_ps(unord, _mm256_cmp_ps(v[j], v[j], _CMP_UNORD_Q));
+    const int64_t run = (int64_t)group * OC_QK;
+    for (int64_t g = 0; g < n / run; g++, x += run) {
+        __m256 amax = _mm256_setzero_ps(), unord = _mm256_setzero_ps();
+        for (int64_t j = 0; j < run; j += 8) {
+            __m256 v = _mm256_loadu_ps(x + j);
+            amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v));
+            unord = _mm256_or_ps(unord, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
         }
         __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
         m = _mm_max_ps(m, _mm_movehl_ps(m, m));
         m = _mm_max_ss(m, _mm_movehdup_ps(m));
         float a = _mm_cvtss_f32(m);
-        out->sum = 0;
-        if (_mm256_movemask_ps(unord) || a == INFINITY) {   /* NaN / Inf: make Y NaN */
-            out->d = NAN;
-            memset(out->qs, 0, sizeof out->qs);
-            continue;
-        }
+        int bad = _mm256_movemask_ps(unord) || a == INFINITY;   /* NaN / Inf: make Y NaN */
         __m256 id = _mm256_set1_ps(a > 0 ? 127.0f / a : 0.0f);
-        out->d = a / 127.0f;
-        __m256i q[4];
-        for (int j = 0; j < 4; j++) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], id));   /* nearest-even */
-        __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
-        out->sum = _mm_cvtsi128_si32(s4);
-        /* packs interleave 128-bit lanes: fix the order with one cross-lane permute */
-        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-        _mm256_storeu_si256((__m256i *)out->qs, p);
+        for (int b = 0; b < group; b++, out++) {
+            out->sum = 0;
+            if (bad) {
+                out->d = NAN;
+                memset(out->qs, 0, sizeof out->qs);
+                continue;
+            }
+            out->d = a / 127.0f;
+            __m256i q[4];
+            for (int j = 0; j < 4; j++)   /* nearest-even */
+                q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + (size_t)b * OC_QK + 8 * j), id));
+            __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+            out->sum = _mm_cvtsi128_si32(s4);
+            /* packs interleave 128-bit lanes: fix the order with one cross-lane permute */
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)out->qs, p);
+        }
     }
 }
 
@@ -463,10 +468,13 @@ INLINE void q4_k_scales(const uint8_t *s, __m256i *sc, __m256i *mn) {
 }
 
 /* Q4_K: sum_j (d sc_j q - dmin m_j) x_j over sub-blocks j (= x blocks) is
- *   d sum_j dx_j (sc_j sum(q xq)) - dmin sum_j m_j dx_j sum(xq):
- * the nibbles go straight into vpmaddubsw, vpmaddwd multiplies by sc_j (<= 63: |lane| <= 480060),
- * the dx_j FMAs sum a super-block in `sb`, scaled by d once; the min terms are one 8-lane product
- * per super-block against dx_j sum_j, which is shared by the rows. */
+ *   d dx sum_j sc_j sum(q xq) - dmin dx sum_j m_j sum(xq),
+ * as the driver quantizes X for Q4_K with one dx per super-block (group 8, matmul_kern.h): the
+ * nibbles go straight into vpmaddubsw, vpmaddwd multiplies by sc_j (<= 63: |lane| <= 480060 per
+ * sub-block, <= 3.9e6 for 8), the 8 sub-blocks sum in int32 and one conversion and FMA per
+ * super-block scale by d dx (per sub-block dx, the conversion and FMA were 4 of each sub-block's 8
+ * vector operations); the min terms are one 8-lane product per super-block against dx sum_j,
+ * which is shared by the rows. */
 INLINE void gemv_q4_k_rows(const int nr, const void *w, size_t row_bytes, const oc_q8x *x, int64_t n_blocks, float *y) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
@@ -478,10 +486,9 @@ INLINE void gemv_q4_k_rows(const int nr, const void *w, size_t row_bytes, const 
     for (int64_t i = 0; i < n_blocks / 8; i++) {
         const oc_q8x *xb = x + 8 * i;
         const size_t off = (size_t)i * sizeof(oc_block_q4_k);
-        const __m256 dx = _mm256_setr_ps(xb[0].d, xb[1].d, xb[2].d, xb[3].d, xb[4].d, xb[5].d, xb[6].d, xb[7].d);
-        const __m256 dx_sum = _mm256_mul_ps(dx, _mm256_cvtepi32_ps(_mm256_setr_epi32(
+        const __m256 dx_sum = _mm256_mul_ps(_mm256_set1_ps(xb[0].d), _mm256_cvtepi32_ps(_mm256_setr_epi32(
             xb[0].sum, xb[1].sum, xb[2].sum, xb[3].sum, xb[4].sum, xb[5].sum, xb[6].sum, xb[7].sum)));
-        __m256 sb0 = _mm256_setzero_ps(), sb1 = sb0, sb2 = sb0, sb3 = sb0;
+        __m256i sb0 = _mm256_setzero_si256(), sb1 = sb0, sb2 = sb0, sb3 = sb0;
 #define GEMV_Q4_K_HEAD(i)                                                                                 \
         if (nr > i) {                                                                                     \
             const oc_block_q4_k *blk = (const oc_block_q4_k *)(r##i + off);                               \
@@ -491,7 +498,7 @@ INLINE void gemv_q4_k_rows(const int nr, const void *w, size_t row_bytes, const 
             uint32_t dd;                                                                                  \
             memcpy(&dd, &blk->d, 4);   /* d, dmin */                                                      \
             __m128 dv = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dd));                                         \
-            d[i] = _mm_cvtss_f32(dv);                                                                     \
+            d[i] = _mm_cvtss_f32(dv) * xb[0].d;                                                           \
             acc##i = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(m), dx_sum),                       \
                                       _mm256_broadcastss_ps(_mm_movehdup_ps(dv)), acc##i);                \
         }
@@ -506,12 +513,11 @@ INLINE void gemv_q4_k_rows(const int nr, const void *w, size_t row_bytes, const 
                                                _mm256_set1_epi32(sc[i][2 * g]));                          \
                 __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), x1), \
                                                _mm256_set1_epi32(sc[i][2 * g + 1]));                      \
-                sb##i = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_broadcast_ss(&xb[2 * g].d), sb##i); \
-                sb##i = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_broadcast_ss(&xb[2 * g + 1].d), sb##i); \
+                sb##i = _mm256_add_epi32(sb##i, _mm256_add_epi32(p0, p1));                                \
             }
             ROWS_GEMV(GEMV_Q4_K_STEP)
         }
-#define GEMV_Q4_K_TAIL(i) if (nr > i) acc##i = _mm256_fmadd_ps(sb##i, _mm256_broadcast_ss(&d[i]), acc##i);
+#define GEMV_Q4_K_TAIL(i) if (nr > i) acc##i = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sb##i), _mm256_broadcast_ss(&d[i]), acc##i);
         ROWS_GEMV(GEMV_Q4_K_TAIL)
     }
     store_hsums(nr, y, acc0, acc1, acc2, acc3);

@@ -44,7 +44,10 @@ typedef void (*oc_pack_f32_fn)(const float *rows, size_t ld, int n_rows, int64_t
 /* y[i][j] (= or +=) sum_k x[i][k] * panel[k][j] for i < mr (1..k->mr), j < nr. */
 typedef void (*oc_gemm_f32_fn)(int mr, int64_t kc, const float *x, size_t x_stride, const float *panel,
                                float *y, size_t y_stride, int accumulate);
-typedef void (*oc_quantize_q8x_fn)(const float *x, int64_t n, oc_q8x *out);
+/* x[0..n) -> n / 32 blocks; each run of `group` consecutive blocks (1, or 8 for Q4_K: a super-block of
+ * 256) shares one d = amax(run) / 127, so a Q4_K GEMV can sum a super-block's 8 integer dots before
+ * one conversion to f32 (llama.cpp's Q8_K does the same). n is a multiple of 32 * group. */
+typedef void (*oc_quantize_q8x_fn)(const float *x, int64_t n, int group, oc_q8x *out);
 /* GEMV against quantized x: y[r] = dot(W row r, x) for r < n_rows (1..q8_gemv_rows), rows row_bytes
  * apart from w; n_blocks counts blocks of 32 (n_in / 32) for every type. The rows of one call share
  * every load and conversion of x; each row's sum depends only on that row and x (not on n_rows or
@@ -81,14 +84,14 @@ struct oc_matmul_kernels {
 void oc_mm_pack_f32_generic(int nr, const float *rows, size_t ld, int n_rows, int64_t kc, float *panel);
 void oc_mm_pack_q8_generic(int i8_type, int group, int nr, unsigned xor_q, const void *w, size_t row_bytes,
                            int n_rows, int64_t n_blocks, void *panel);
-void oc_mm_quantize_q8x_scalar(const float *x, int64_t n, oc_q8x *out);
+void oc_mm_quantize_q8x_scalar(const float *x, int64_t n, int group, oc_q8x *out);
 
 /* AVX2 pieces the AVX-512 table reuses where 512-bit vectors gain nothing (matmul_avx2.c; every
  * AVX-512 CPU has AVX2). pack_f32: nr a multiple of 8; pack_q8: group a multiple of 8, nr = group. */
 void oc_mm_avx2_pack_f32(int nr, const float *rows, size_t ld, int n_rows, int64_t kc, float *panel);
 void oc_mm_avx2_pack_q8(int i8_type, int group, unsigned xor_q, const void *w, size_t row_bytes, int n_rows,
                         int64_t n_blocks, void *panel);
-void oc_mm_avx2_quantize_q8x(const float *x, int64_t n, oc_q8x *out);
+void oc_mm_avx2_quantize_q8x(const float *x, int64_t n, int group, oc_q8x *out);
 void oc_mm_avx2_to_f32_f16(const void *src, float *dst, int64_t n);
 void oc_mm_avx2_to_f32_bf16(const void *src, float *dst, int64_t n);
 void oc_mm_avx2_to_f32_q8_0(const void *src, float *dst, int64_t n);

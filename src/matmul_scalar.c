@@ -46,26 +46,30 @@ static void gemm_f32(int mr, int64_t kc, const float *x, size_t x_stride, const 
 
 /* ---- int8 path ---------------------------------------------------------------------------------- */
 
-void oc_mm_quantize_q8x_scalar(const float *x, int64_t n, oc_q8x *out) {
-    for (int64_t b = 0; b < n / OC_QK; b++, x += OC_QK, out++) {
+void oc_mm_quantize_q8x_scalar(const float *x, int64_t n, int group, oc_q8x *out) {
+    const int64_t run = (int64_t)group * OC_QK;
+    for (int64_t g = 0; g < n / run; g++, x += run) {
         float amax = 0;
-        for (int j = 0; j < OC_QK; j++) {
+        for (int64_t j = 0; j < run; j++) {
             float a = fabsf(x[j]);
             if (!(a <= amax) && !isnan(amax)) amax = a;   /* the first NaN sticks: it reaches d, then Y */
         }
-        out->sum = 0;
-        if (!isfinite(amax)) {            /* Y becomes NaN (d * 0) instead of garbage integers */
-            out->d = amax - amax;
-            memset(out->qs, 0, sizeof out->qs);
-            continue;
-        }
         float id = amax > 0 ? 127.0f / amax : 0.0f;
-        out->d = amax / 127.0f;
-        for (int j = 0; j < OC_QK; j++) {
-            int q = (int)roundf(x[j] * id);
-            q = q > 127 ? 127 : q < -127 ? -127 : q;
-            out->qs[j] = (int8_t)q;
-            out->sum += q;
+        for (int b = 0; b < group; b++, out++) {
+            const float *xb = x + (size_t)b * OC_QK;
+            out->sum = 0;
+            if (!isfinite(amax)) {            /* Y becomes NaN (d * 0) instead of garbage integers */
+                out->d = amax - amax;
+                memset(out->qs, 0, sizeof out->qs);
+                continue;
+            }
+            out->d = amax / 127.0f;
+            for (int j = 0; j < OC_QK; j++) {
+                int q = (int)roundf(xb[j] * id);
+                q = q > 127 ? 127 : q < -127 ? -127 : q;
+                out->qs[j] = (int8_t)q;
+                out->sum += q;
+            }
         }
     }
 }

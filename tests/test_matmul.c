@@ -226,11 +226,12 @@ static float *make_x(int64_t n_tok, int64_t n_in, size_t x_stride, check_rng *r)
  * them in some order in f32 (with or without FMA); any order of n additions has error at most
  * gamma_n sum |terms| with gamma_n = n u / (1 - n u), u = 2^-24, plus one rounding per product when
  * not fused (+1) and the bias add (+1); the factor 2 covers 1/(1 - n u) and the int8 path's rounding
- * of d_w * d_x. The int8 path replaces x_i by xq_i = d q_i with |x_i - xq_i| <= d/2 (d = block
- * amax/127; 0.51 d leaves room for the f32 rounding of d and 127/amax), so there e_i = 0.51 d and
- * Q = sum_i |w_i| 0.51 d; on the float path e_i = 0 and Q = 0. NaN or Inf never passes. */
+ * of d_w * d_x. The int8 path replaces x_i by xq_i = d q_i with |x_i - xq_i| <= d/2 (d = amax/127
+ * over the xgroup elements that share d: 32, or a Q4_K super-block of 256; 0.51 d leaves room for
+ * the f32 rounding of d and 127/amax), so there e_i = 0.51 d and Q = sum_i |w_i| 0.51 d; on the
+ * float path (xgroup 0) e_i = 0 and Q = 0. NaN or Inf never passes. */
 static int check_y(const char *what, const test_w *t, const float *x, size_t x_stride, const float *y,
-                   size_t y_stride, int64_t n_tok, const float *bias, int int8) {
+                   size_t y_stride, int64_t n_tok, const float *bias, int64_t xgroup) {
     int64_t n_in = t->w.n_in, n_out = t->w.n_out;
     int bad = 0;
     double worst = 0;
@@ -239,8 +240,9 @@ static int check_y(const char *what, const test_w *t, const float *x, size_t x_s
         for (int64_t o = 0; o < n_out; o++) {
             const double *wr = t->deq + o * n_in;
             double ref = bias ? bias[o] : 0.0, s = bias ? fabs(bias[o]) : 0.0, q = 0;
-            for (int64_t b = 0; b < n_in; b += 32) {
-                int64_t e = OC_MIN(b + 32, n_in);
+            const int64_t step = xgroup ? xgroup : 32;
+            for (int64_t b = 0; b < n_in; b += step) {
+                int64_t e = OC_MIN(b + step, n_in);
                 double amax = 0, wabs = 0;
                 for (int64_t i = b; i < e; i++) {
                     ref += wr[i] * (double)xt[i];
@@ -248,7 +250,7 @@ static int check_y(const char *what, const test_w *t, const float *x, size_t x_s
                     amax = fmax(amax, fabs((double)xt[i]));
                     wabs += fabs(wr[i]);
                 }
-                if (int8) { q += wabs * 0.51 * amax / 127.0; s += wabs * 0.51 * amax / 127.0; }
+                if (xgroup) { q += wabs * 0.51 * amax / 127.0; s += wabs * 0.51 * amax / 127.0; }
             }
             double bound = 2.0 * (double)(n_in + 2) * 0x1p-24 * s + q + 1e-30;
             float got = y[(size_t)tt * y_stride + (size_t)o];
@@ -325,7 +327,7 @@ static int run_case(const oc_matmul_kernels *k, oc_pool *pool, oc_matmul_path pa
     }
     int int8 = oc_matmul_uses_int8(ctx, &t.w, n_tok);
     if (path != OC_MATMUL_AUTO) CHECKF(int8 == expect_int8(k, path, dtype, n_tok), "%s: int8 path %d", what, int8);
-    ok = check_y(what, &t, x, xs, y, ys, n_tok, use_bias ? bias : NULL, int8);
+    ok = check_y(what, &t, x, xs, y, ys, n_tok, use_bias ? bias : NULL, int8 ? (dtype == OC_DTYPE_Q4_K ? 256 : 32) : 0);
     /* the padding between Y rows is not ours: it must still hold the poison */
     for (int64_t tt = 0; tt < n_tok && ok; tt++)
         for (size_t j = (size_t)n_out; j < ys; j++)
