@@ -300,10 +300,11 @@ INLINE void gemv_q8_rows(const int dp, const int i8_type, const int nr, const vo
     store_hsums(nr, y, acc0, acc1, acc2, acc3);
 }
 
-/* Q4_K: d sum_j dx_j (sc_j sum(q xq)) - dmin sum_j m_j dx_j sum(xq) over sub-blocks j (= x blocks),
- * as in matmul_avx2.c: the sub-block scale multiplies the integer dot, the dx_j FMAs sum a
- * super-block that d scales once, and the min terms are two 4-lane products per super-block against
- * dx_j sum_j (shared by the rows). Scales unpacked with 32-bit word operations (quant.h layout). */
+/* Q4_K: d dx sum_j sc_j sum(q xq) - dmin dx sum_j m_j sum(xq) over sub-blocks j (= x blocks), as in
+ * matmul_avx2.c: X has one dx per super-block (matmul_kern.h), so the sub-block scale multiplies
+ * the integer dot and the 8 sub-blocks sum in int32 (|lane| <= 8 * 63 * 8 * 15 * 127), converted
+ * and scaled by d dx once; the min terms are two 4-lane products per super-block against
+ * dx sum_j (shared by the rows). Scales unpacked with 32-bit word operations (quant.h layout). */
 INLINE void q4_k_scales(const uint8_t *s, uint8x8_t *sc, uint8x8_t *mn) {
     uint32_t u0, u1, u2;
     memcpy(&u0, s, 4);
@@ -328,16 +329,16 @@ INLINE void gemv_q4_k_rows(const int dp, const int nr, const void *w, size_t row
         const oc_q8x *xb = x + 8 * i;
         const size_t off = (size_t)i * sizeof(oc_block_q4_k);
         float dxs[8];
-        for (int j = 0; j < 8; j++) dxs[j] = xb[j].d * (float)xb[j].sum;
+        for (int j = 0; j < 8; j++) dxs[j] = xb[0].d * (float)xb[j].sum;
         const float32x4_t dx_sum0 = vld1q_f32(dxs), dx_sum1 = vld1q_f32(dxs + 4);
-        float32x4_t sb0 = vdupq_n_f32(0), sb1 = sb0, sb2 = sb0, sb3 = sb0;
+        int32x4_t sb0 = vdupq_n_s32(0), sb1 = sb0, sb2 = sb0, sb3 = sb0;
 #define GEMV_Q4_K_HEAD(i)                                                                                 \
         if (nr > i) {                                                                                     \
             const oc_block_q4_k *blk = (const oc_block_q4_k *)(r##i + off);                               \
             uint8x8_t s, m;                                                                               \
             q4_k_scales(blk->scales, &s, &m);                                                             \
             vst1_u8(sc[i], s);                                                                            \
-            d[i] = oc_f16_to_f32(blk->d);                                                                 \
+            d[i] = oc_f16_to_f32(blk->d) * xb[0].d;                                                       \
             uint16x8_t m16 = vmovl_u8(m);                                                                 \
             float32x4_t mins = vmulq_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(m16))), dx_sum0);           \
             mins = vfmaq_f32(mins, vcvtq_f32_u32(vmovl_u16(vget_high_u16(m16))), dx_sum1);                \
@@ -347,7 +348,6 @@ INLINE void gemv_q4_k_rows(const int dp, const int nr, const void *w, size_t row
         for (int g = 0; g < 4; g++) {
             const int8x16_t xa0 = vld1q_s8(xb[2 * g].qs), xa1 = vld1q_s8(xb[2 * g].qs + 16);
             const int8x16_t xc0 = vld1q_s8(xb[2 * g + 1].qs), xc1 = vld1q_s8(xb[2 * g + 1].qs + 16);
-            const float32x4_t dx0 = vdupq_n_f32(xb[2 * g].d), dx1 = vdupq_n_f32(xb[2 * g + 1].d);
 #define GEMV_Q4_K_STEP(i)                                                                                 \
             if (nr > i) {                                                                                 \
                 const uint8_t *q = ((const oc_block_q4_k *)(r##i + off))->qs + 32 * g;                    \
@@ -357,14 +357,11 @@ INLINE void gemv_q4_k_rows(const int dp, const int nr, const void *w, size_t row
                                      vreinterpretq_s8_u8(vandq_u8(qb, m4)), xa1);                         \
                 int32x4_t s1 = dot16(dp, dot16(dp, vdupq_n_s32(0), vreinterpretq_s8_u8(vshrq_n_u8(qa, 4)), xc0), \
                                      vreinterpretq_s8_u8(vshrq_n_u8(qb, 4)), xc1);                        \
-                s0 = vmulq_n_s32(s0, sc[i][2 * g]);                                                       \
-                s1 = vmulq_n_s32(s1, sc[i][2 * g + 1]);                                                   \
-                sb##i = vfmaq_f32(sb##i, vcvtq_f32_s32(s0), dx0);                                         \
-                sb##i = vfmaq_f32(sb##i, vcvtq_f32_s32(s1), dx1);                                         \
+                sb##i = vmlaq_n_s32(vmlaq_n_s32(sb##i, s0, sc[i][2 * g]), s1, sc[i][2 * g + 1]);          \
             }
             ROWS_GEMV(GEMV_Q4_K_STEP)
         }
-#define GEMV_Q4_K_TAIL(i) if (nr > i) acc##i = vfmaq_f32(acc##i, sb##i, vdupq_n_f32(d[i]));
+#define GEMV_Q4_K_TAIL(i) if (nr > i) acc##i = vfmaq_f32(acc##i, vcvtq_f32_s32(sb##i), vdupq_n_f32(d[i]));
         ROWS_GEMV(GEMV_Q4_K_TAIL)
     }
     store_hsums(nr, y, acc0, acc1, acc2, acc3);
