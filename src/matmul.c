@@ -192,7 +192,7 @@ static void quantize_task(void *arg, int64_t task, int thread) {
     const call *c = arg;
     int64_t t1 = OC_MIN((task + 1) * QUANT_TASK_TOK, c->n_tok);
     for (int64_t t = task * QUANT_TASK_TOK; t < t1; t++)
-        c->k->quantize_q8x(c->x + (size_t)t * c->x_stride, c->w->n_in, c->i8_type == OC_MM_I8_Q4_K ? 8 : 1,
+        c->k->quantize_q8x(c->x + (size_t)t * c->x_stride, c->w->n_in, oc_mm_i8_x_group(c->i8_type),
                            c->ctx->xq + (size_t)t * (size_t)c->n_blocks);
 }
 
