@@ -353,10 +353,11 @@ INLINE __m256i load_x32(const oc_q8x *x) { return _mm256_loadu_si256((const __m2
  * the x vector, its block scale and the offset terms of x are loaded or computed once per block and
  * shared. Per row and block of 32 the work is: unpack the weights, one vpmaddubsw (unsigned weights
  * x signed x where the format allows, so no sign trick), one vpmaddwd (which applies the 6/8-bit
- * sub-block scale of the K formats for free), a convert and an FMA into the row's f32 accumulator,
- * summed horizontally once per row at the end. The scale products d_w * d_x of Q8_0 / Q4_0 are
- * formed for the 4 rows at once (their f16 d's gathered in a general register, one vcvtph2ps) and
- * broadcast from memory. Each row's operations do not depend on n_rows. */
+ * sub-block scale of the K formats for free); then a convert and an FMA into an f32 accumulator per
+ * block (Q8_0; Q4_0 for the 4 rows at once) or per super-block (Q4_K, Q6_K: the int32 sums of its 8
+ * blocks), summed horizontally at the end. The scale products d_w * d_x of Q8_0 / Q4_0 are formed
+ * for the 4 rows at once (their f16 d's gathered in a general register, one vcvtph2ps). Each row's
+ * operations do not depend on n_rows. */
 #define GEMV_ROWS OC_MM_AVX2_GEMV_ROWS
 #define ROWS_GEMV(X) X(0) X(1) X(2) X(3)
 
@@ -412,16 +413,17 @@ INLINE void store_hsums(const int nr, float *y, __m256 a0, __m256 a1, __m256 a2,
     if (nr > 3) y[3] = hsum(a3);
 }
 
-/* Q8_0: signed weights, sign trick (|w| * sign(x, w) = w x; pair sums <= 2 * 128 * 127 fit int16).
- * Q4_0: the unsigned nibbles times x, minus 8 * (pair sums of x) computed once per block for all
- * rows (|nibble pair sums| <= 3810, the offset <= 2032: int16). The 16 packed bytes are loaded into
- * both 128-bit lanes and the high lane shifted by 4, so lane 0 holds elements 0-15 and lane 1
- * elements 16-31, the order of x. */
-INLINE void gemv_q8_rows(const int i8_type, const int nr, const void *w, size_t row_bytes, const oc_q8x *x,
-                         int64_t n_blocks, float *y) {
-    const size_t block_bytes = i8_type == OC_MM_I8_Q8_0 ? sizeof(oc_block_q8_0) : sizeof(oc_block_q4_0);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
-    const __m256i hi_shift = _mm256_setr_epi64x(0, 0, 4, 4);
+/* The 4 rows' block scales d_w times dx: f16 d's at p0..p3 (those of rows < nr) gathered in a general
+ * register, one vcvtph2ps. */
+INLINE __m128 block_scales(const int nr, const unsigned char *p0, const unsigned char *p1, const unsigned char *p2,
+                           const unsigned char *p3, float dx) {
+    return _mm_mul_ps(f16x4(nr, p0, p1, p2, p3), _mm_set1_ps(dx));
+}
+
+/* Q8_0: signed weights, sign trick (|w| * sign(x, w) = w x; pair sums <= 2 * 128 * 127 fit int16),
+ * per row one vpmaddwd, conversion and FMA per block. */
+INLINE void gemv_q8_0_rows(const int nr, const void *w, size_t row_bytes, const oc_q8x *x, int64_t n_blocks, float *y) {
+    const __m256i ones = _mm256_set1_epi16(1);
     const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
     const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
@@ -429,26 +431,54 @@ INLINE void gemv_q8_rows(const int i8_type, const int nr, const void *w, size_t 
     gemv_pf pfl = gemv_pf_init(r0, row_bytes, n_blocks);
     for (int64_t b = 0; b < n_blocks; b++) {
         gemv_pf_step(&pfl);
-        const size_t off = (size_t)b * block_bytes;   /* d at off, the quants at off + 2 */
+        const size_t off = (size_t)b * sizeof(oc_block_q8_0);   /* d at off, the quants at off + 2 */
         const __m256i xv = load_x32(x + b);
-        const __m256i x8 = i8_type == OC_MM_I8_Q4_0 ? _mm256_maddubs_epi16(eight, xv) : _mm256_setzero_si256();
-        _mm_store_ps(scale, _mm_mul_ps(f16x4(nr, r0 + off, r1 + off, r2 + off, r3 + off), _mm_set1_ps(x[b].d)));
-#define GEMV_Q8_ROW(i)                                                                                    \
+        _mm_store_ps(scale, block_scales(nr, r0 + off, r1 + off, r2 + off, r3 + off, x[b].d));
+#define GEMV_Q8_0_ROW(i)                                                                                  \
         if (nr > i) {                                                                                     \
-            __m256i p;                                                                                    \
-            if (i8_type == OC_MM_I8_Q8_0) {                                                               \
-                __m256i wv = _mm256_loadu_si256((const __m256i *)(r##i + off + 2));                       \
-                p = _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv));                  \
-            } else {                                                                                      \
-                __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(r##i + off + 2))); \
-                q = _mm256_and_si256(_mm256_srlv_epi64(q, hi_shift), m4);                                 \
-                p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), x8);                                    \
-            }                                                                                             \
+            __m256i wv = _mm256_loadu_si256((const __m256i *)(r##i + off + 2));                           \
+            __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv));              \
             acc##i = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), _mm256_broadcast_ss(&scale[i]), acc##i); \
         }
-        ROWS_GEMV(GEMV_Q8_ROW)
+        ROWS_GEMV(GEMV_Q8_0_ROW)
     }
     store_hsums(nr, y, acc0, acc1, acc2, acc3);
+}
+
+/* Q4_0: the unsigned nibbles times x (|pair sums| <= 3810), per row and block one vpmaddubsw; the 16
+ * packed bytes are loaded into both 128-bit lanes and the high lane shifted by 4, so lane 0 holds
+ * elements 0-15 and lane 1 elements 16-31, the order of x. Three vphaddw fold the 4 rows' products
+ * into one vector (lane j of each half = row j, |sums| <= 4 * 3810 fits int16), so the block needs one
+ * vpmaddwd, conversion and FMA against the 4 scales instead of one per row (measured 8% faster on
+ * Zen 3; a tree over 8 rows was slower). The -8 offset, d_w dx (-8 sum x), is one FMA per block for
+ * the 4 rows. A row past nr multiplies zeros, so each row's sum does not depend on nr. */
+INLINE void gemv_q4_0_rows(const int nr, const void *w, size_t row_bytes, const oc_q8x *x, int64_t n_blocks, float *y) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i hi_shift = _mm256_setr_epi64x(0, 0, 4, 4);
+    const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
+    const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
+    __m256 acc = _mm256_setzero_ps();     /* lanes j and 4 + j: row j, elements 0-15 and 16-31 */
+    __m128 offset = _mm_setzero_ps();     /* lane j: row j */
+    gemv_pf pfl = gemv_pf_init(r0, row_bytes, n_blocks);
+    for (int64_t b = 0; b < n_blocks; b++) {
+        gemv_pf_step(&pfl);
+        const size_t off = (size_t)b * sizeof(oc_block_q4_0);   /* d at off, the quants at off + 2 */
+        const __m256i xv = load_x32(x + b);
+        const __m128 s4 = block_scales(nr, r0 + off, r1 + off, r2 + off, r3 + off, x[b].d);
+        offset = _mm_fmadd_ps(s4, _mm_set1_ps((float)(-8 * x[b].sum)), offset);
+        __m256i p0 = _mm256_setzero_si256(), p1 = p0, p2 = p0, p3 = p0;
+#define GEMV_Q4_0_ROW(i)                                                                                  \
+        if (nr > i) {                                                                                     \
+            __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(r##i + off + 2)));  \
+            p##i = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srlv_epi64(q, hi_shift), m4), xv);        \
+        }
+        ROWS_GEMV(GEMV_Q4_0_ROW)
+        const __m256i h = _mm256_hadd_epi16(_mm256_hadd_epi16(p0, p1), _mm256_hadd_epi16(p2, p3));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(h, ones)), _mm256_set_m128(s4, s4), acc);
+    }
+    _Alignas(16) float sum[GEMV_ROWS];
+    _mm_store_ps(sum, _mm_add_ps(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)), offset));
+    for (int i = 0; i < nr; i++) y[i] = sum[i];
 }
 
 /* The 8 (scale, min) pairs of a Q4_K block (packing in quant.h oc_q4_k_scale_min) as int32 lanes,
@@ -542,11 +572,13 @@ INLINE __m256i q6_k_part(const int p, const uint8_t *ql, const uint8_t *qh) {
     return _mm256_or_si256(_mm256_and_si256(l, m4), _mm256_and_si256(h, m30));
 }
 
-/* Q6_K: y = d sum sc_k (q - 32) x over 16-element groups k. The unsigned q go into vpmaddubsw and
- * 32 * (pair sums of x), shared by the rows, is subtracted in int16 (|q pair sums| <= 16002, the
- * offset <= 8128); vpmaddwd multiplies by the signed 8-bit scale of each half of the x block
- * (|lane| <= 6.2e6), spread from the half's scales (int16, set once per half and row) by one
- * vpshufb; the dx FMAs sum a super-block, scaled by d once. */
+/* Q6_K: y = d dx sum sc_k (q - 32) xq over 16-element groups k, as the driver quantizes X for Q6_K
+ * with one dx per super-block (group 8, matmul_kern.h). The unsigned q go into vpmaddubsw and
+ * 32 * (pair sums of x), shared by the rows, is subtracted in int16 (|(q - 32) pair sums| <= 8128);
+ * vpmaddwd multiplies by the signed 8-bit scale of each half of the x block (|lane| <= 2.1e6),
+ * spread from the half's scales (int16, set once per half and row) by one vpshufb; the 8 x blocks
+ * sum in int32 (<= 1.7e7) and one conversion and FMA per super-block scale by d dx (per x block,
+ * those were 2 of each row's 10 vector operations). */
 INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const oc_q8x *x, int64_t n_blocks, float *y) {
     const __m256i c32 = _mm256_set1_epi8(32);
     const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
@@ -557,7 +589,7 @@ INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const 
     for (int64_t i = 0; i < n_blocks / 8; i++) {
         const size_t off = (size_t)i * sizeof(oc_block_q6_k);
         const oc_q8x *xb = x + 8 * i;
-        __m256 sb0 = _mm256_setzero_ps(), sb1 = sb0, sb2 = sb0, sb3 = sb0;
+        __m256i sb0 = _mm256_setzero_si256(), sb1 = sb0, sb2 = sb0, sb3 = sb0;
 #define Q6_K_SCALES(i)                                                                                    \
         if (nr > i) {                                                                                     \
             const int8_t *s8 = ((const oc_block_q6_k *)(r##i + off))->scales + 8 * h_;                    \
@@ -570,7 +602,7 @@ INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const 
             __m256i sv = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)sc[i]), shuf);            \
             __m256i q = q6_k_part(p_, blk->ql + 64 * h_, blk->qh + 32 * h_);                              \
             __m256i s = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), x32), sv);        \
-            sb##i = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dx, sb##i);                                    \
+            sb##i = _mm256_add_epi32(sb##i, s);                                                           \
         }
 /* x block p of half h (constants: the unpacking in q6_k_part folds) */
 #define Q6_K_STEP(h, p)                                                                                   \
@@ -579,14 +611,14 @@ INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const 
             if (!(p_ & 1)) gemv_pf_step(&pfl);                                                            \
             const __m256i xv = load_x32(xb + 4 * h_ + p_), x32 = _mm256_maddubs_epi16(c32, xv);           \
             const __m256i shuf = _mm256_load_si256((const __m256i *)q6_k_scale_shuffle[p_]);              \
-            const __m256 dx = _mm256_broadcast_ss(&xb[4 * h_ + p_].d);                                    \
             if (p_ == 0) { ROWS_GEMV(Q6_K_SCALES) }                                                       \
             ROWS_GEMV(Q6_K_ROW)                                                                           \
         }
         Q6_K_STEP(0, 0) Q6_K_STEP(0, 1) Q6_K_STEP(0, 2) Q6_K_STEP(0, 3)
         Q6_K_STEP(1, 0) Q6_K_STEP(1, 1) Q6_K_STEP(1, 2) Q6_K_STEP(1, 3)
 #define GEMV_Q6_K_TAIL(i)                                                                                 \
-        if (nr > i) acc##i = _mm256_fmadd_ps(sb##i, _mm256_set1_ps(f16(((const oc_block_q6_k *)(r##i + off))->d)), acc##i);
+        if (nr > i) acc##i = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sb##i),                                   \
+                                             _mm256_set1_ps(f16(((const oc_block_q6_k *)(r##i + off))->d) * xb[0].d), acc##i);
         ROWS_GEMV(GEMV_Q6_K_TAIL)
     }
     store_hsums(nr, y, acc0, acc1, acc2, acc3);
@@ -602,10 +634,8 @@ INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const 
         default: CALL(1, w, row_bytes, x, n_blocks, y); break;                                             \
         }                                                                                                  \
     }
-#define GEMV_Q8_0(nr, ...) gemv_q8_rows(OC_MM_I8_Q8_0, nr, __VA_ARGS__)
-#define GEMV_Q4_0(nr, ...) gemv_q8_rows(OC_MM_I8_Q4_0, nr, __VA_ARGS__)
-GEMV_KERNEL(oc_mm_avx2_gemv_q8_0, GEMV_Q8_0)
-GEMV_KERNEL(oc_mm_avx2_gemv_q4_0, GEMV_Q4_0)
+GEMV_KERNEL(oc_mm_avx2_gemv_q8_0, gemv_q8_0_rows)
+GEMV_KERNEL(oc_mm_avx2_gemv_q4_0, gemv_q4_0_rows)
 GEMV_KERNEL(oc_mm_avx2_gemv_q4_k, gemv_q4_k_rows)
 GEMV_KERNEL(oc_mm_avx2_gemv_q6_k, gemv_q6_k_rows)
 

@@ -44,13 +44,14 @@ typedef void (*oc_pack_f32_fn)(const float *rows, size_t ld, int n_rows, int64_t
 /* y[i][j] (= or +=) sum_k x[i][k] * panel[k][j] for i < mr (1..k->mr), j < nr. */
 typedef void (*oc_gemm_f32_fn)(int mr, int64_t kc, const float *x, size_t x_stride, const float *panel,
                                float *y, size_t y_stride, int accumulate);
-/* x[0..n) -> n / 32 blocks; each run of `group` consecutive blocks (1, or 8 for Q4_K: a super-block of
- * 256) shares one d = amax(run) / 127, so a Q4_K GEMV can sum a super-block's 8 integer dots before
- * one conversion to f32 (llama.cpp's Q8_K does the same). n is a multiple of 32 * group. */
+/* x[0..n) -> n / 32 blocks; each run of `group` consecutive blocks (1, or 8 for Q4_K and Q6_K: a
+ * super-block of 256) shares one d = amax(run) / 127, so a K-quant GEMV can sum a super-block's 8
+ * integer dots before one conversion to f32 (llama.cpp's Q8_K does the same). n is a multiple of
+ * 32 * group. */
 typedef void (*oc_quantize_q8x_fn)(const float *x, int64_t n, int group, oc_q8x *out);
 /* The group the driver quantizes X with for an int8 type: the Q4_K GEMV kernels of avx2 and neon
- * rely on it (one dx per super-block); the others take any group. */
-static inline int oc_mm_i8_x_group(int i8_type) { return i8_type == OC_MM_I8_Q4_K ? 8 : 1; }
+ * and the Q6_K GEMV of avx2 rely on it (one dx per super-block); the others take any group. */
+static inline int oc_mm_i8_x_group(int i8_type) { return i8_type == OC_MM_I8_Q4_K || i8_type == OC_MM_I8_Q6_K ? 8 : 1; }
 /* GEMV against quantized x: y[r] = dot(W row r, x) for r < n_rows (1..q8_gemv_rows), rows row_bytes
  * apart from w; n_blocks counts blocks of 32 (n_in / 32) for every type. The rows of one call share
  * every load and conversion of x; each row's sum depends only on that row and x (not on n_rows or

@@ -18,6 +18,11 @@ double oc_roofline_fma_gflops(oc_pool *pool, oc_isa isa);
  * allocated. */
 double oc_roofline_copy_gbps(oc_pool *pool, const oc_allocator *alloc);
 
+/* Seconds one parallel memcpy of `bytes` from src to dst takes on the pool (NULL: the calling thread),
+ * in pieces as above: for a benchmark that pairs a kernel's time with a copy of the same traffic,
+ * measured the moment before or after, on a machine whose bandwidth moves. */
+double oc_roofline_copy_seconds(oc_pool *pool, void *dst, const void *src, size_t bytes);
+
 /* Runs isa's FMA loop on the calling thread (for callers that time it with their own clock): returns
  * the flops done, 0 when isa does not run here. */
 double oc_roofline_fma_run(oc_isa isa, int64_t n_iter);

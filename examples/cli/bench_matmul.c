@@ -2,7 +2,10 @@
  * weight type the prefill GEMM (Qwen2-VL-2B ffn_up shape: 512 tokens x 1536 -> 8960) in GFLOP/s and
  * fraction of the peak, and the decode GEMV (1 token) against the bandwidth floor
  * (W bytes / copy bandwidth). Medians of repeated runs; GEMV weights rotate over >= 256 MiB of
- * copies so every call streams W from DRAM, as decode does with a whole model.
+ * copies so every call streams W from DRAM, as decode does with a whole model. Next to every GEMV
+ * call the benchmark also times a copy that moves as many bytes (W bytes / 2 read + as many written,
+ * from the copies of W not in use): the "paired" ratio is the median of the per-call ratios, which
+ * holds when other work on the machine moves the bandwidth between the start and the end of a run.
  * --cpu-time (one thread) times everything by the thread's CPU time instead of the wall clock: on a
  * shared machine it leaves out the time the thread waited for a core. */
 #define _POSIX_C_SOURCE 200809L   /* clock_gettime */
@@ -67,7 +70,9 @@ static double median(double *v, int n, double *best) {
 
 typedef struct bench {
     oc_matmul_ctx *ctx;
+    oc_pool *pool;
     float *x, *y;
+    unsigned char *copy_dst;   /* GEMV_ROTATE_BYTES / 2: where the paired copies write */
     int reps, gemv_reps, cpu_time;
     double peak_gflops, copy_gbps;
 } bench;
@@ -114,7 +119,7 @@ static int run_type(bench *b, int32_t dtype) {
     size_t row_bytes = (size_t)oc_dtype_row_bytes(dtype, N_IN), w_bytes = row_bytes * N_OUT;
     size_t n_copies = (GEMV_ROTATE_BYTES + w_bytes - 1) / w_bytes;
     unsigned char *w = malloc(w_bytes * n_copies);
-    double t[256];
+    double t[256], ratio[256];
     oc_error err;
     if (!w) { fprintf(stderr, "bench matmul: out of memory\n"); return 1; }
     uint64_t seed = 0x1234567ULL + (uint64_t)dtype;
@@ -140,14 +145,29 @@ static int run_type(bench *b, int32_t dtype) {
             if (r > 0) t[r - 1] = (double)(now_ns(b) - t0) * 1e-9;
         }
         if (run_gemm) gemm_s = median(t, b->reps, &gemm_best);
-        /* GEMV: every call on the next copy of W */
+        /* GEMV: every call on the next copy of W; paired with a copy of W bytes / 2 from the copy of W
+         * half the rotation away (cold too) to the next slice of copy_dst, in alternating order */
+        size_t copy_bytes = w_bytes / 2, n_dst = GEMV_ROTATE_BYTES / 2 / copy_bytes;
         for (int r = 0; run_gemv && r < b->gemv_reps + (int)n_copies; r++) {
             wt.data = w + (size_t)r % n_copies * w_bytes;
-            uint64_t t0 = now_ns(b);
+            const unsigned char *copy_src = w + ((size_t)r + n_copies / 2) % n_copies * w_bytes;
+            unsigned char *copy_dst = b->copy_dst + (size_t)r % n_dst * copy_bytes;
+            uint64_t c0 = 0, c1 = 0, t0, t1;
+            if (r % 2) { c0 = now_ns(b); oc_roofline_copy_seconds(b->pool, copy_dst, copy_src, copy_bytes); c1 = now_ns(b); }
+            t0 = now_ns(b);
             oc_matmul(b->ctx, &wt, b->x, N_IN, b->y, N_OUT, 1, NULL, &err);
-            if (r >= (int)n_copies) t[r - (int)n_copies] = (double)(now_ns(b) - t0) * 1e-9;
+            t1 = now_ns(b);
+            if (!(r % 2)) { c0 = now_ns(b); oc_roofline_copy_seconds(b->pool, copy_dst, copy_src, copy_bytes); c1 = now_ns(b); }
+            if (r >= (int)n_copies) {
+                t[r - (int)n_copies] = (double)(t1 - t0) * 1e-9;
+                ratio[r - (int)n_copies] = (double)(t1 - t0) / (double)(c1 > c0 ? c1 - c0 : 1);
+            }
         }
-        if (run_gemv) gemv_s = median(t, b->gemv_reps, &gemv_best);
+        double paired = 0, paired_best = 0;
+        if (run_gemv) {
+            gemv_s = median(t, b->gemv_reps, &gemv_best);
+            paired = median(ratio, b->gemv_reps, &paired_best);
+        }
         double floor_s = (double)w_bytes / (b->copy_gbps * 1e9), gflops = 2.0 * N_TOK * N_IN * N_OUT / gemm_s * 1e-9;
         oc_matmul_ctx_set_path(b->ctx, OC_MATMUL_AUTO);
         wt.data = w;
@@ -160,8 +180,8 @@ static int run_type(bench *b, int32_t dtype) {
         else
             printf("%7s %7s %6s %6s %4s | ", "-", "-", "-", "-", "");
         if (run_gemv)
-            printf("%7.0f %6.2f %7.0f %5.2f %5.2f %s\n", gemv_s * 1e6, (double)w_bytes / 1e6, floor_s * 1e6,
-                   gemv_s / floor_s, gemv_best / floor_s, strcmp(auto_gemv, path_name) ? "" : "auto");
+            printf("%7.0f %6.2f %7.0f %5.2f %5.2f %6.2f %s\n", gemv_s * 1e6, (double)w_bytes / 1e6, floor_s * 1e6,
+                   gemv_s / floor_s, gemv_best / floor_s, paired, strcmp(auto_gemv, path_name) ? "" : "auto");
         else
             printf("%7s\n", "-");
         fflush(stdout);
@@ -214,7 +234,7 @@ int bench_matmul(int argc, char **argv) {
     if (oc_pool_open(&pool, n_threads, NULL, &err) != OC_OK) { fprintf(stderr, "bench matmul: %s\n", err.message); return 1; }
     char cpu_name[256];
     bench_cpu_name(cpu_name, sizeof cpu_name);
-    bench b = { NULL, NULL, NULL, reps, gemv_reps, cpu_time, 0, 0 };
+    bench b = { NULL, pool, NULL, NULL, NULL, reps, gemv_reps, cpu_time, 0, 0 };
     int rc = 1;
     printf("cpu: %s; kernels %s; %d threads; timed by %s\n", cpu_name, oc_matmul_kernels_name(k), oc_pool_n_threads(pool),
            cpu_time ? "thread CPU time" : "wall clock");
@@ -225,7 +245,9 @@ int bench_matmul(int argc, char **argv) {
     printf("copy bandwidth (memcpy of 256 MiB, read + write bytes): %.1f GB/s\n", b.copy_gbps);
     b.x = malloc(sizeof(float) * N_TOK * N_IN);
     b.y = malloc(sizeof(float) * N_TOK * N_OUT);
-    if (!b.x || !b.y || b.peak_gflops <= 0 || b.copy_gbps <= 0 ||
+    b.copy_dst = malloc(GEMV_ROTATE_BYTES / 2);
+    if (b.copy_dst) memset(b.copy_dst, 0, GEMV_ROTATE_BYTES / 2);   /* fault the pages in */
+    if (!b.x || !b.y || !b.copy_dst || b.peak_gflops <= 0 || b.copy_gbps <= 0 ||
         oc_matmul_ctx_open(&b.ctx, k, pool, N_IN, N_TOK, NULL, &err) != OC_OK) {
         fprintf(stderr, "bench matmul: setup failed\n");
         goto done;
@@ -234,10 +256,10 @@ int bench_matmul(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)N_TOK * N_IN; i++) b.x[i] = rng_unit(&seed);
     printf("\nGEMM %dx%dx%d (n_tok x n_in x n_out), median of %d | GEMV 1x%dx%d, median of %d, W from DRAM\n",
            N_TOK, N_IN, N_OUT, reps, N_IN, N_OUT, gemv_reps);
-    printf("%-5s %-5s | %7s %7s %6s %6s %4s | %7s %6s %7s %5s %5s\n", "", "", "median", "median", "of", "best", "",
-           "median", "", "floor", "ratio", "ratio");
-    printf("%-5s %-5s | %7s %7s %6s %6s %4s | %7s %6s %7s %5s %5s\n", "type", "path", "ms", "GFLOP/s", "peak", "of pk",
-           "", "us", "W MB", "us", "med", "best");
+    printf("%-5s %-5s | %7s %7s %6s %6s %4s | %7s %6s %7s %5s %5s %6s\n", "", "", "median", "median", "of", "best", "",
+           "median", "", "floor", "ratio", "ratio", "ratio");
+    printf("%-5s %-5s | %7s %7s %6s %6s %4s | %7s %6s %7s %5s %5s %6s\n", "type", "path", "ms", "GFLOP/s", "peak", "of pk",
+           "", "us", "W MB", "us", "med", "best", "paired");
     rc = 0;
     char list[256];
     snprintf(list, sizeof list, "%s", types);
@@ -252,11 +274,13 @@ int bench_matmul(int argc, char **argv) {
     }
     if (rc == 0)
         printf("('auto': the path OC_MATMUL_AUTO takes for that shape; 'best of pk': the fastest repetition; ratio: time /\n"
-               " floor, floor = W bytes / copy bandwidth)\n");
+               " floor, floor = W bytes / copy bandwidth; paired: median over calls of GEMV time / time of a copy moving\n"
+               " as many bytes, taken next to it)\n");
 done:
     oc_matmul_ctx_close(b.ctx);
     oc_pool_close(pool);
     free(b.x);
     free(b.y);
+    free(b.copy_dst);
     return rc;
 }
