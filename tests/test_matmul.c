@@ -564,6 +564,71 @@ static void test_nan_propagates(void) {
     }
 }
 
+/* Weights whose every value is exactly zero, stored at the type's zero point with nonzero scales
+ * (Q8_0 q = 0; Q4_0 nibble 8; Q4_K q = 0 with all mins 0; Q6_K q = 32), give exactly 0 on every
+ * path: the offsets of the unsigned encodings must cancel in integers, never as two rounded floats
+ * (the oracle bound is 0 here). */
+static void test_zero_weights_exact(void) {
+    enum { N_IN = 512, N_OUT = 9, N_TOK_MAX = 5 };
+    static const int32_t types[] = { OC_DTYPE_Q8_0, OC_DTYPE_Q4_0, OC_DTYPE_Q4_K, OC_DTYPE_Q6_K };
+    check_rng r = { 11 };
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        int32_t dtype = types[ti];
+        size_t row_bytes = (size_t)oc_dtype_row_bytes(dtype, N_IN);
+        unsigned char *w = malloc(row_bytes * N_OUT);
+        float *x = make_x(N_TOK_MAX, N_IN, N_IN, &r), y[N_TOK_MAX * N_OUT];
+        REQUIRE(w && x);
+        for (int o = 0; o < N_OUT; o++) {
+            unsigned char *row = w + (size_t)o * row_bytes;
+            uint16_t d = small_f16(&r);   /* random scales: products that round differently per block */
+            for (int b = 0; b < N_IN / 32 && dtype == OC_DTYPE_Q8_0; b++, d = small_f16(&r)) {
+                oc_block_q8_0 *blk = (oc_block_q8_0 *)row + b;
+                blk->d = d;
+                memset(blk->qs, 0, sizeof blk->qs);
+            }
+            for (int b = 0; b < N_IN / 32 && dtype == OC_DTYPE_Q4_0; b++, d = small_f16(&r)) {
+                oc_block_q4_0 *blk = (oc_block_q4_0 *)row + b;
+                blk->d = d;
+                memset(blk->qs, 0x88, sizeof blk->qs);
+            }
+            for (int b = 0; b < N_IN / 256 && dtype == OC_DTYPE_Q4_K; b++, d = small_f16(&r)) {
+                oc_block_q4_k *blk = (oc_block_q4_k *)row + b;
+                static const uint8_t sc[12] = { 0x3f, 0x21, 0x05, 0x3f, 0, 0, 0, 0, 0x0f, 0x07, 0x0f, 0x01 };   /* mins 0 */
+                blk->d = blk->dmin = d;
+                memcpy(blk->scales, sc, sizeof sc);
+                memset(blk->qs, 0, sizeof blk->qs);
+            }
+            for (int b = 0; b < N_IN / 256 && dtype == OC_DTYPE_Q6_K; b++, d = small_f16(&r)) {
+                oc_block_q6_k *blk = (oc_block_q6_k *)row + b;
+                memset(blk->ql, 0, sizeof blk->ql);
+                memset(blk->qh, 0xaa, sizeof blk->qh);   /* high bits 2: q = 32 */
+                for (int k = 0; k < 16; k++) blk->scales[k] = (int8_t)(k % 2 ? -128 + 9 * k : 127 - 5 * k);
+                blk->d = d;
+            }
+        }
+        oc_weight wt = { dtype, N_IN, N_OUT, w, row_bytes };
+        for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+            const oc_matmul_kernels *k = tables[isa];
+            for (int p = 0; k && p < 2; p++) {
+                for (int n_tok = 1; n_tok <= N_TOK_MAX; n_tok += N_TOK_MAX - 1) {
+                    oc_matmul_ctx *ctx = NULL;
+                    oc_error err;
+                    REQUIRE(oc_matmul_ctx_open(&ctx, k, NULL, N_IN, n_tok, NULL, &err) == OC_OK);
+                    oc_matmul_ctx_set_path(ctx, p ? OC_MATMUL_INT8 : OC_MATMUL_FLOAT);
+                    for (int i = 0; i < n_tok * N_OUT; i++) y[i] = NAN;   /* poisoned */
+                    CHECK(oc_matmul(ctx, &wt, x, N_IN, y, N_OUT, n_tok, NULL, &err) == OC_OK);
+                    for (int i = 0; i < n_tok * N_OUT; i++)
+                        CHECKF(y[i] == 0.0f, "%s %s path %d n_tok %d: y[%d] = %g, want exactly 0", k->name,
+                               oc_dtype_name(dtype), p, n_tok, i, (double)y[i]);
+                    oc_matmul_ctx_close(ctx);
+                }
+            }
+        }
+        free(w);
+        free(x);
+    }
+}
+
 int main(void) {
     load_tables();
     for (int i = 0; i < OC_ISA_COUNT; i++)
@@ -577,5 +642,6 @@ int main(void) {
     CHECK_RUN(test_matmul_threaded);
     CHECK_RUN(test_matmul_errors);
     CHECK_RUN(test_nan_propagates);
+    CHECK_RUN(test_zero_weights_exact);
     return check_finish();
 }
