@@ -445,17 +445,18 @@ INLINE void gemv_q8_0_rows(const int nr, const void *w, size_t row_bytes, const 
     store_hsums(nr, y, acc0, acc1, acc2, acc3);
 }
 
-/* Q4_0: the unsigned nibbles times x, minus 8 * (pair sums of x) computed once per block for the 4
- * rows, so each int16 lane is an exact (q - 8) x pair sum, |.| <= 2 * 8 * 127 = 2032 (taking the
- * offset out later in f32 was as fast but rounds two large terms that can cancel). The 16 packed
- * bytes are loaded into both 128-bit lanes and the high lane shifted by 4, so lane 0 holds elements
- * 0-15 and lane 1 elements 16-31, the order of x. Three vphaddw fold the 4 rows' products into one
- * vector (lane j of each half = row j, |sums| <= 4 * 2032 fits int16), so the block needs one
- * vpmaddwd, conversion and FMA against the 4 scales instead of one per row (8% faster in cache on
- * this Zen 3-class core; a tree over 8 rows was slower). A row past nr multiplies zeros, so each
- * row's sum does not depend on nr. */
+/* Q4_0: the unsigned nibbles times x (|pair sums| <= 2 * 15 * 127 = 3810), per row and block one
+ * vpmaddubsw; the 16 packed bytes are loaded into both 128-bit lanes and the high lane shifted by 4,
+ * so lane 0 holds elements 0-15 and lane 1 elements 16-31, the order of x. Three vphaddw fold the 4
+ * rows' products into one vector (lane j of each half = row j, |sums| <= 4 * 3810 fits int16), so
+ * the block needs one vpmaddwd, conversion and FMA against the 4 scales instead of one per row (8%
+ * faster in cache on this Zen 3-class core; a tree over 8 rows was slower). The -8 offset, 8 sum x,
+ * comes off in int32 after the vpmaddwd, once for the 4 rows (in the lo half; the halves are summed
+ * at the end under the same scale): exact, where taking it out in f32 would round two large terms
+ * that can cancel (test_zero_weights_exact). A row past nr multiplies zeros, so each row's sum does
+ * not depend on nr. */
 INLINE void gemv_q4_0_rows(const int nr, const void *w, size_t row_bytes, const oc_q8x *x, int64_t n_blocks, float *y) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const __m256i hi_shift = _mm256_setr_epi64x(0, 0, 4, 4);
     const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
     const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
@@ -464,18 +465,20 @@ INLINE void gemv_q4_0_rows(const int nr, const void *w, size_t row_bytes, const 
     for (int64_t b = 0; b < n_blocks; b++) {
         gemv_pf_step(&pfl);
         const size_t off = (size_t)b * sizeof(oc_block_q4_0);   /* d at off, the quants at off + 2 */
-        const __m256i xv = load_x32(x + b), x8 = _mm256_maddubs_epi16(eight, xv);
+        const __m256i xv = load_x32(x + b);
         const __m128 s4 = block_scales(nr, r0 + off, r1 + off, r2 + off, r3 + off, x[b].d);
         __m256i p0 = _mm256_setzero_si256(), p1 = p0, p2 = p0, p3 = p0;
 #define GEMV_Q4_0_ROW(i)                                                                                  \
         if (nr > i) {                                                                                     \
             __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(r##i + off + 2)));  \
             q = _mm256_and_si256(_mm256_srlv_epi64(q, hi_shift), m4);                                     \
-            p##i = _mm256_sub_epi16(_mm256_maddubs_epi16(q, xv), x8);                                     \
+            p##i = _mm256_maddubs_epi16(q, xv);                                                           \
         }
         ROWS_GEMV(GEMV_Q4_0_ROW)
         const __m256i h = _mm256_hadd_epi16(_mm256_hadd_epi16(p0, p1), _mm256_hadd_epi16(p2, p3));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(h, ones)), _mm256_set_m128(s4, s4), acc);
+        const int32_t x8 = 8 * x[b].sum;
+        const __m256i s32 = _mm256_sub_epi32(_mm256_madd_epi16(h, ones), _mm256_setr_epi32(x8, x8, x8, x8, 0, 0, 0, 0));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_set_m128(s4, s4), acc);
     }
     _Alignas(16) float sum[GEMV_ROWS];
     _mm_store_ps(sum, _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
