@@ -327,7 +327,10 @@ static int run_case(const oc_matmul_kernels *k, oc_pool *pool, oc_matmul_path pa
     }
     int int8 = oc_matmul_uses_int8(ctx, &t.w, n_tok);
     if (path != OC_MATMUL_AUTO) CHECKF(int8 == expect_int8(k, path, dtype, n_tok), "%s: int8 path %d", what, int8);
-    ok = check_y(what, &t, x, xs, y, ys, n_tok, use_bias ? bias : NULL, int8 ? 32 * (dtype == OC_DTYPE_Q4_K ? oc_mm_i8_x_group(OC_MM_I8_Q4_K) : dtype == OC_DTYPE_Q6_K ? oc_mm_i8_x_group(OC_MM_I8_Q6_K) : 1) : 0);
+    /* the int8 path rounds X with one scale per oc_mm_i8_x_group blocks of 32 */
+    int i8_type = dtype == OC_DTYPE_Q8_0 ? OC_MM_I8_Q8_0 : dtype == OC_DTYPE_Q4_0 ? OC_MM_I8_Q4_0
+                : dtype == OC_DTYPE_Q4_K ? OC_MM_I8_Q4_K : OC_MM_I8_Q6_K;
+    ok = check_y(what, &t, x, xs, y, ys, n_tok, use_bias ? bias : NULL, int8 ? 32 * oc_mm_i8_x_group(i8_type) : 0);
     /* the padding between Y rows is not ours: it must still hold the poison */
     for (int64_t tt = 0; tt < n_tok && ok; tt++)
         for (size_t j = (size_t)n_out; j < ys; j++)
