@@ -4,8 +4,12 @@
 #                   the embedding example; ends with one line "N passed, N failed[, N skipped]"
 #   make fuzz       builds the libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=60 runs them
 #   make install    PREFIX=... DESTDIR=...
-# Sources are found by wildcard: a new src/*.c or tests/test_*.c needs no Makefile edit.
-# Files named *_avx2.c, *_avx512.c, *_neon.c hold one ISA's kernels and get that ISA's flags.
+# Sources are found by wildcard: a new src/<concept>/*.c, opencl/*.c, examples/tools/*.c or
+# tests/test_*.c needs no Makefile edit. Files named *_avx2.c, *_avx512.c, *_neon.c hold one ISA's
+# kernels and get that ISA's flags.
+#   libocellus.a      the runtime: src/*/ (by concept), opencl/ (host code + kernels), port/
+#   build/libocellus-tools.a  examples/tools/ (converter, JSON, safetensors, scenes + eval,
+#                     roofline): linked by the CLI and the tests, never part of the runtime
 
 -include config.mk
 ifndef CONFIG_DONE
@@ -16,30 +20,28 @@ VERSION := 0.1.0
 B := build
 
 BASE_CFLAGS = -std=c11 -fPIC $(OPT_CFLAGS) $(WARN_CFLAGS) $(SAN_FLAGS) -pthread \
-              -I. -Iinclude -Isrc -Iport $(USER_CFLAGS)
+              -I. -Iinclude -Isrc -Iport -Iexamples $(USER_CFLAGS)
 LIB_CFLAGS  = $(BASE_CFLAGS) -fvisibility=hidden -DOC_BUILDING_LIBRARY $(DEP_CFLAGS)
 LINK_FLAGS  = $(SAN_FLAGS) -pthread $(USER_LDFLAGS)
 LIBS        = $(DEP_LIBS) -lm
 
 # ---- library ---------------------------------------------------------------------------------
-LIB_SRC := $(wildcard src/*.c) $(wildcard port/*.c)
-ifneq ($(HAVE_AVX2),1)
-LIB_SRC := $(filter-out %_avx2.c,$(LIB_SRC))
-endif
-ifneq ($(HAVE_AVX512),1)
-LIB_SRC := $(filter-out %_avx512.c,$(LIB_SRC))
-endif
-ifneq ($(HAVE_NEON),1)
-LIB_SRC := $(filter-out %_neon.c,$(LIB_SRC))
-endif
-ifneq ($(HAVE_OPENCL),1)
-LIB_SRC := $(filter-out src/cl_%.c,$(LIB_SRC))
+# isa_filter: drops the per-ISA kernel files this configuration does not build.
+isa_filter = $(filter-out $(if $(filter 1,$(HAVE_AVX2)),,%_avx2.c) \
+                          $(if $(filter 1,$(HAVE_AVX512)),,%_avx512.c) \
+                          $(if $(filter 1,$(HAVE_NEON)),,%_neon.c),$(1))
+LIB_SRC := $(call isa_filter,$(wildcard src/*/*.c) $(wildcard port/*.c))
+ifeq ($(HAVE_OPENCL),1)
+LIB_SRC += $(wildcard opencl/*.c)
 endif
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
+TOOLS_SRC := $(call isa_filter,$(wildcard examples/tools/*.c))
+TOOLS_OBJ := $(TOOLS_SRC:%.c=$(B)/%.o)
+TOOLS_LIB := $(B)/libocellus-tools.a
 
-# OpenCL kernels (opencl/*.cl) are embedded as C strings by a generator built with the host
+# OpenCL kernels (opencl/kernels/*.cl) are embedded as C strings by a generator built with the host
 # compiler, so cross builds need no Python and no target binary at build time.
-CL_SRC := $(sort $(wildcard opencl/*.cl))
+CL_SRC := $(sort $(wildcard opencl/kernels/*.cl))
 ifeq ($(HAVE_OPENCL),1)
 LIB_OBJ += $(B)/cl_embedded.o
 endif
@@ -52,7 +54,7 @@ $(B)/%.o: %.c config.h config.mk
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) $(ISA_CFLAGS) -MMD -MP -c $< -o $@
 
-$(B)/embed_cl: opencl/embed.c
+$(B)/embed_cl: opencl/kernels/embed.c
 	@mkdir -p $(@D)
 	$(HOSTCC) -std=c11 -O1 -Wall -Wextra -o $@ $<
 
@@ -66,6 +68,10 @@ libocellus.a: $(LIB_OBJ)
 	rm -f $@
 	$(AR) rcs $@ $(LIB_OBJ)
 
+$(TOOLS_LIB): $(TOOLS_OBJ)
+	rm -f $@
+	$(AR) rcs $@ $(TOOLS_OBJ)
+
 libocellus.so: $(LIB_OBJ)
 	$(CC) -shared -o $@ $(LIB_OBJ) $(LINK_FLAGS) $(LIBS)
 
@@ -76,8 +82,8 @@ $(B)/examples/cli/%.o: examples/cli/%.c config.h config.mk
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) $(DEP_CFLAGS) -MMD -MP -c $< -o $@
 
-ocellus: $(CLI_OBJ) libocellus.a
-	$(CC) -o $@ $(CLI_OBJ) libocellus.a $(LINK_FLAGS) $(LIBS)
+ocellus: $(CLI_OBJ) $(TOOLS_LIB) libocellus.a
+	$(CC) -o $@ $(CLI_OBJ) $(TOOLS_LIB) libocellus.a $(LINK_FLAGS) $(LIBS)
 
 all: libocellus.a libocellus.so ocellus
 .DEFAULT_GOAL := all
@@ -93,8 +99,8 @@ $(B)/tests/%.o: tests/%.c config.h config.mk
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -Itests $(DEP_CFLAGS) -MMD -MP -c $< -o $@
 
-$(B)/tests/test_%: $(B)/tests/test_%.o $(SUPPORT_OBJ) libocellus.a
-	$(CC) -o $@ $< $(SUPPORT_OBJ) libocellus.a $(LINK_FLAGS) $(LIBS)
+$(B)/tests/test_%: $(B)/tests/test_%.o $(SUPPORT_OBJ) $(TOOLS_LIB) libocellus.a
+	$(CC) -o $@ $< $(SUPPORT_OBJ) $(TOOLS_LIB) libocellus.a $(LINK_FLAGS) $(LIBS)
 
 TEST_SH      := $(sort $(wildcard tests/test_*.sh))
 
@@ -116,11 +122,12 @@ check: all $(TEST_BIN) $(EMBED_BIN)
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS   := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-                -I. -Iinclude -Isrc -Iport -pthread -DOC_FUZZING
+                -I. -Iinclude -Isrc -Iport -Iexamples -pthread -DOC_FUZZING
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
 # The fuzzers compile the portable library sources themselves (no ISA kernels, no OpenCL).
-FUZZ_LIB_SRC := $(filter-out %_avx2.c %_avx512.c %_neon.c src/cl_%.c,$(wildcard src/*.c) $(wildcard port/*.c))
+FUZZ_LIB_SRC := $(filter-out %_avx2.c %_avx512.c %_neon.c,$(wildcard src/*/*.c) $(wildcard port/*.c) \
+                  $(wildcard examples/tools/*.c))
 
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(B)/fuzz/lib/%.o)
 

@@ -1,5 +1,5 @@
-/* test_attn.c: the attention engine (src/attn.c + every ISA table this CPU runs) and the token
- * layout (src/layout.c) against a naive double-precision reference.
+/* test_attn.c: the attention engine (src/attention/attn.c + every ISA table this CPU runs) and the token
+ * layout (src/attention/layout.c) against a naive double-precision reference.
  * The reference builds the mask element by element from the definitions (methods.md, pattern.h,
  * attn.h), with its own image/sink bookkeeping: it shares no code with the tile classifier.
  * f16 K/V: the reference reads the same f16-rounded values (converted exactly), so the only
@@ -7,12 +7,12 @@
  * output row) holds for f32 and f16 alike. That is deliberate: comparing against unrounded values
  * would need about 2e-3, and test_tolerance_catches_dropped_key shows that dropping one key out of
  * ~1000 changes a row by less than that but far more than 1e-4. */
-#include "attn.h"
-#include "attn_kernels.h"
+#include "attention/attn.h"
+#include "attention/attn_kernels.h"
 #include "check.h"
-#include "f16.h"
-#include "layout.h"
-#include "pool.h"
+#include "core/f16.h"
+#include "attention/layout.h"
+#include "core/pool.h"
 #include "port.h"
 
 #define TOL 1e-4

@@ -1,4 +1,4 @@
-/* test_backend.c: the backend interface (src/backend.h) as a contract: every operation of the
+/* test_backend.c: the backend interface (src/backend/backend.h) as a contract: every operation of the
  * table against a naive double-precision reference, driven only through the table (alloc, write,
  * op, read), so a device backend can be run through the same cases once it is wired. Outputs are
  * poisoned with NaN first; strided outputs must leave the gaps untouched; operands outside their
@@ -7,10 +7,10 @@
  * (skipped, saying why, without a device). Also: backend selection through oc_context_params
  * (OpenCL on a device that is not there fails naming the devices; auto then runs on the CPU and
  * says why; run make check with OCL_ICD_VENDORS=/nonexistent for the no-platform path). */
-#include "backend.h"
+#include "backend/backend.h"
 #include "check.h"
-#include "f16.h"
-#include "model.h"
+#include "core/f16.h"
+#include "model/model.h"
 #include "port.h"
 #include "support/opencl.h"
 

@@ -1,4 +1,4 @@
-/* test_convert.c: the HF -> GGUF converter (src/convert.h).
+/* test_convert.c: the HF -> GGUF converter (examples/tools/convert.h).
  *  1. A tiny Qwen2-VL checkpoint written here (F32 text weights, BF16 vision weights, an F16 patch
  *     kernel; a hand-made tokenizer): names, GGUF shapes, types, every key with its value type and
  *     value, and tensor values equal to the safetensors values (qkv split, Conv3d split), for
@@ -13,12 +13,12 @@
  *     ours is the directory name). q8_0 / q4_0 files load with the GGUF reader, the text-model
  *     loader and the tokenizer, and dequantize within the quantizer's error bound. */
 #include "check.h"
-#include "convert_internal.h"
-#include "dtype.h"
-#include "f16.h"
-#include "quant.h"
-#include "text_model.h"
-#include "tokenizer.h"
+#include "tools/convert_internal.h"
+#include "core/dtype.h"
+#include "core/f16.h"
+#include "kernels/quant.h"
+#include "model/text_model.h"
+#include "tokenizer/tokenizer.h"
 
 #include <stdint.h>
 #include <sys/stat.h>

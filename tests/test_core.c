@@ -1,9 +1,9 @@
 /* test_core.c: port layer, allocator, status strings, f16/bf16 conversion, thread pool. */
 #include "check.h"
-#include "core.h"
-#include "f16.h"
-#include "isa.h"
-#include "pool.h"
+#include "core/core.h"
+#include "core/f16.h"
+#include "core/isa.h"
+#include "core/pool.h"
 #include "port.h"
 
 #include <stdatomic.h>

@@ -3,7 +3,7 @@
  * lengths, types, alignment, tensor shapes and offsets), each failing with its exact message and
  * leaving no allocation behind. */
 #include "check.h"
-#include "dtype.h"
+#include "core/dtype.h"
 #include "ocellus.h"
 
 #include <stdint.h>

@@ -3,7 +3,7 @@
  * decoding of images this test encodes itself with libjpeg/libpng (when configured).
  * A counting allocator checks that every failure path frees what it took. */
 #include "check.h"
-#include "image.h"
+#include "image/image.h"
 
 #if OC_HAVE_LIBJPEG
 #include <stdio.h>

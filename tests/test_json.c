@@ -3,7 +3,7 @@
  * doubles against strtod), limits (depth, size, node count), every syntax error with its exact
  * message, truncation at every byte, and leak-freedom of every failure path. */
 #include "check.h"
-#include "json.h"
+#include "tools/json.h"
 
 typedef struct { long n_live; } counter;
 static void *counting_alloc(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {

@@ -1,12 +1,12 @@
 /* test_matmul.c: dequantizers, quantizers and matmul (every weight type x every ISA path this CPU
  * runs x float / int8 path) against a naive double-precision oracle built on the scalar dequantizers
- * (src/quant.c), plus thread-count determinism, strides, bias and argument errors. */
+ * (src/kernels/quant.c), plus thread-count determinism, strides, bias and argument errors. */
 #include "check.h"
-#include "dtype.h"
-#include "f16.h"
-#include "matmul_kern.h"
-#include "pool.h"
-#include "quant.h"
+#include "core/dtype.h"
+#include "core/f16.h"
+#include "kernels/matmul_kern.h"
+#include "core/pool.h"
+#include "kernels/quant.h"
 
 #include <stdint.h>
 

@@ -13,16 +13,16 @@
  * no-allocation check run again on the OpenCL backend, with the same tolerances (skipped, saying
  * why, without a device; support/opencl.h); the converter and legacy-file checks run on the CPU. */
 #include "check.h"
-#include "convert.h"
-#include "image.h"
-#include "model.h"
-#include "plan.h"
-#include "pool.h"
+#include "tools/convert.h"
+#include "image/image.h"
+#include "model/model.h"
+#include "plan/plan.h"
+#include "core/pool.h"
 #include "port.h"
-#include "prompt.h"
+#include "model/prompt.h"
 #include "support/opencl.h"
 #include "support/ref.h"
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
-/* test_opencl.c: the OpenCL backend (src/cl_*.c and the opencl kernels) against the CPU references on random
- * inputs: every kernel against a double-precision loop over the CPU definitions (src/nn.c,
- * src/quant.c, src/sample.c), attention against the CPU engine (src/attn.c run with the same
+/* test_opencl.c: the OpenCL backend (opencl/ host code and the opencl kernels) against the CPU references on random
+ * inputs: every kernel against a double-precision loop over the CPU definitions (src/kernels/nn.c,
+ * src/kernels/quant.c, src/model/sample.c), attention against the CPU engine (src/attention/attn.c run with the same
  * arguments: dense, every pattern, segments, GQA, f16 and f32 caches, head dims 64 / 80 / 128,
  * sizes that are no multiple of a tile, decode with and without the key split, every tile shape
  * the kernel offers; kept and skipped pair counts must match exactly), matmul for F32 / F16 / Q8_0 / Q4_0 x one / few / many tokens,
@@ -11,19 +11,19 @@
  * OC_TEST_OPENCL_DEVICE=N|NAME picks the device (default: the first GPU, else the first device).
  * Under AddressSanitizer the leaks inside PoCL / LLVM are suppressed (tests/support/opencl.c). */
 #include "check.h"
-#include "core.h"
+#include "core/core.h"
 
 #if OC_HAVE_OPENCL
 
-#include "attn.h"
-#include "cl_attn.h"
-#include "cl_ops.h"
-#include "dtype.h"
-#include "f16.h"
-#include "layout.h"
-#include "nn.h"
+#include "attention/attn.h"
+#include "opencl/cl_attn.h"
+#include "opencl/cl_ops.h"
+#include "core/dtype.h"
+#include "core/f16.h"
+#include "attention/layout.h"
+#include "kernels/nn.h"
 #include "port.h"
-#include "quant.h"
+#include "kernels/quant.h"
 
 #define NAN_BITS 0x7fc00000u
 

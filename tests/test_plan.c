@@ -2,7 +2,7 @@
  * random plans), every class of malformed input with its exact message, the model-fit refusal,
  * statistics, and allocation failure at every allocation (no leaks on any error path). */
 #include "check.h"
-#include "plan.h"
+#include "plan/plan.h"
 
 #include <stdint.h>
 

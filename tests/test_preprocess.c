@@ -5,7 +5,7 @@
  * encode their coordinates, and HF reference fixtures (tests/data/preprocess, written by
  * tests/reference/make_preprocess_fixtures.py; skipped with a reason when absent). */
 #include "check.h"
-#include "image.h"
+#include "image/image.h"
 
 #include <errno.h>
 

@@ -2,8 +2,8 @@
  * Hugging Face fixture tests/data/prompt/two_images.txt (processor + get_rope_index, made by
  * tests/reference/make_prompt_fixtures.py). */
 #include "check.h"
-#include "json.h"
-#include "prompt.h"
+#include "tools/json.h"
+#include "model/prompt.h"
 #include "support/tiny_vocab.h"
 
 #include <ctype.h>

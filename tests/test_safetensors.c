@@ -3,7 +3,7 @@
  * message, truncation at every byte, and sharded checkpoints through an index.json (valid, wrong
  * shard, duplicate tensors, unsafe shard names, missing shards). */
 #include "check.h"
-#include "safetensors.h"
+#include "tools/safetensors.h"
 
 #include <sys/stat.h>
 

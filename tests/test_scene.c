@@ -1,4 +1,4 @@
-/* test_scene.c: the synthetic scene generator (src/scene.c) and the eval loop (src/scene_eval.c):
+/* test_scene.c: the synthetic scene generator (examples/tools/scene.c) and the eval loop (examples/tools/scene_eval.c):
  *   - oc_scene_item's layout (the training script mirrors it with ctypes) and a pinned hash of a
  *     stream of items, so a change to the generated data is deliberate (a trained demo model
  *     depends on it) and platforms agree byte for byte;
@@ -10,9 +10,9 @@
  *   - oc_scene_eval on the random-weight fixture model (3 items; its accuracy means nothing),
  *     dense and with a sparse plan. */
 #include "check.h"
-#include "plan.h"
-#include "scene.h"
-#include "scene_eval.h"
+#include "plan/plan.h"
+#include "tools/scene.h"
+#include "tools/scene_eval.h"
 
 #include <stddef.h>
 #include <stdio.h>

@@ -8,12 +8,12 @@
  *     bitwise the logits of no plan; chunked prefill matches one-shot prefill;
  *   - loader errors: wrong architecture, missing tensor, wrong shape name the problem. */
 #include "check.h"
-#include "layout.h"
-#include "plan.h"
-#include "pool.h"
+#include "attention/layout.h"
+#include "plan/plan.h"
+#include "core/pool.h"
 #include "port.h"
 #include "support/ref.h"
-#include "text_model.h"
+#include "model/text_model.h"
 
 #include <stdlib.h>
 #include <string.h>

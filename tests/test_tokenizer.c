@@ -9,9 +9,9 @@
 #include "check.h"
 #include "port.h"
 #include "support/tiny_vocab.h"
-#include "tok_internal.h"
-#include "tokenizer.h"
-#include "unicode.h"
+#include "tokenizer/tok_internal.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
 #include <stdio.h>
 

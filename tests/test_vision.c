@@ -9,14 +9,14 @@
  * transformers parity run again on the OpenCL backend, with the same tolerances (skipped, saying
  * why, without a device). */
 #include "check.h"
-#include "dtype.h"
-#include "f16.h"
-#include "pool.h"
+#include "core/dtype.h"
+#include "core/f16.h"
+#include "core/pool.h"
 #include "port.h"
-#include "quant.h"
-#include "safetensors.h"
+#include "kernels/quant.h"
+#include "tools/safetensors.h"
 #include "support/opencl.h"
-#include "vision.h"
+#include "model/vision.h"
 
 #define TOL 1e-4
 #define MAX_T 128

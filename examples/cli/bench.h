@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "layout.h"
-#include "pattern.h"
+#include "attention/layout.h"
+#include "plan/pattern.h"
 
 int bench_matmul(int argc, char **argv);   /* argv[0] is "matmul" */
 int bench_attention(int argc, char **argv);   /* argv[0] is "attention" */

@@ -1,21 +1,21 @@
 /* bench_attention.c: `ocellus bench attention [-t N] [--quick] [--isa NAME]`: the attention engine
- * (src/attn.c) on Qwen2-VL-2B shapes, against this machine's FP32 FMA peak measured here:
+ * (src/attention/attn.c) on Qwen2-VL-2B shapes, against this machine's FP32 FMA peak measured here:
  *  (a) decoder layer, 12 q / 2 kv heads, d 128, causal: 8 images x 1024 tokens + 100 text tokens,
  *      and 16 x 2048 + 100 (skipped by --quick), each dense and with a plan of 7 of 12 heads sparse
  *      (Sink, Intra-Image, Intra-Image+Sink, A-shape(128, 1024));
  *  (b) vision layer, 16 heads, d 80, 4096 patches, bidirectional (and d 72 at 1024 patches);
  *  (c) decode, one query against 16384 keys, 12 / 2 heads, d 128.
  * Useful FLOPs = 4 * d per kept (query, key) pair (halved by causality, as the anchors count them).
- * The peak comes from src/roofline.h, the same measurement `ocellus bench matmul` reports. */
-#include "attn.h"
+ * The peak comes from examples/tools/roofline.h, the same measurement `ocellus bench matmul` reports. */
+#include "attention/attn.h"
 #include "bench.h"
 #include "cli.h"
-#include "isa.h"
-#include "layout.h"
-#include "pool.h"
-#include "roofline.h"
+#include "core/isa.h"
+#include "attention/layout.h"
+#include "core/pool.h"
+#include "tools/roofline.h"
 #include "port.h"
-#include "f16.h"
+#include "core/f16.h"
 
 #include <math.h>
 #include <stdio.h>

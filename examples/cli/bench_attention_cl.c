@@ -1,20 +1,20 @@
 /* bench_attention_cl.c: `ocellus bench attention --backend opencl [--device N|NAME]`: the OpenCL
- * attention kernel (src/cl_attn.c, opencl/attn.cl) at the CPU bench's shapes (bench_attention.c):
+ * attention kernel (opencl/cl_attn.c, opencl/kernels/attn.cl) at the CPU bench's shapes (bench_attention.c):
  *  (a) decoder layer, 12 q / 2 kv heads, d 128, causal, 8 images x 1024 tokens + 100 text tokens
  *      (and 16 x 2048 + 100 unless --quick), dense and with the 7-of-12 sparse plan;
  *  (b) vision layer, 16 heads, d 80, 4096 patches, bidirectional (and d 72 at 1024 patches);
  *  (c) decode, one query against 16384 keys, 12 / 2 heads, d 128 (stacked heads, key split).
  * Prints the platform and device, the device's FP32 FMA peak measured in the same run
- * (opencl/peak.cl), GFLOP/s of useful work (4 d per kept pair) and its fraction of the peak, and
+ * (opencl/kernels/peak.cl), GFLOP/s of useful work (4 d per kept pair) and its fraction of the peak, and
  * for the sparse plan the time ratio against the FLOP ratio (target <= 1.2).
  * Times are the best of the runs, from enqueue to clFinish (the first one of a case also compiles
  * the kernel for its work-group size on some drivers: use --reps >= 2 for clean numbers);
  * K/V f16, Q and the output f32. --tiles runs every case once per attention tile shape (the
- * device opened again, forced to it: src/cl_device.h oc_cl_options) and ends with the best tile
+ * device opened again, forced to it: opencl/cl_device.h oc_cl_options) and ends with the best tile
  * per case; a tile whose local memory exceeds the device's at a case's head dim prints n/a. */
 #include "bench.h"
 #include "cli.h"
-#include "core.h"
+#include "core/core.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,9 +22,9 @@
 
 #if OC_HAVE_OPENCL
 
-#include "cl_attn.h"
-#include "cl_ops.h"
-#include "f16.h"
+#include "opencl/cl_attn.h"
+#include "opencl/cl_ops.h"
+#include "core/f16.h"
 #include "port.h"
 
 #include <math.h>
@@ -334,7 +334,7 @@ int bench_attention_cl(int argc, char **argv) {
                 oc_cl_close(B.dev);
                 return 1;
             }
-            printf("FP32 FMA peak (opencl/peak.cl, measured now): %.1f GFLOP/s; K/V f16; tile RxK@GRxGC: R query rows x "
+            printf("FP32 FMA peak (opencl/kernels/peak.cl, measured now): %.1f GFLOP/s; K/V f16; tile RxK@GRxGC: R query rows x "
                    "K keys per item on GR x GC items\n\n", B.peak);
             printf("| %-36s | %-13s | %-9s | %9s | %8s | %8s | %6s |\n", "case", "n_q x n_kv", "tile", "time ms", "GFLOP",
                    "GFLOP/s", "peak");

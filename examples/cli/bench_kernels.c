@@ -5,14 +5,14 @@
  * Cases: gemm_f16, gemm_q8_0 (256 x 512 x 512, n_tok x n_in x n_out: one prefill chunk);
  * gemv_f16, gemv_q8_0 (1 x 2048 x 2048); attn (causal prefill, 128 tokens, 12 q / 2 kv heads,
  * head_dim 64, f16 K/V). Prints the kernels, the path and a checksum of the output. */
-#include "attn.h"
+#include "attention/attn.h"
 #include "bench.h"
-#include "dtype.h"
-#include "f16.h"
-#include "isa.h"
-#include "matmul.h"
+#include "core/dtype.h"
+#include "core/f16.h"
+#include "core/isa.h"
+#include "kernels/matmul.h"
 #include "port.h"
-#include "quant.h"
+#include "kernels/quant.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -10,11 +10,11 @@
  * shared machine it leaves out the time the thread waited for a core. */
 #define _POSIX_C_SOURCE 200809L   /* clock_gettime */
 #include "bench.h"
-#include "f16.h"
-#include "matmul.h"
-#include "quant.h"
-#include "roofline.h"
-#include "dtype.h"
+#include "core/f16.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+#include "tools/roofline.h"
+#include "core/dtype.h"
 
 #include <stdio.h>
 #include <stdlib.h>

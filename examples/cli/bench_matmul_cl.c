@@ -1,10 +1,10 @@
 /* bench_matmul_cl.c: `ocellus bench matmul --backend opencl [--device N|NAME]`: the device's FP32
- * FMA peak (opencl/peak.cl), then per weight type the prefill GEMM (Qwen2-VL-2B ffn_up: 512 tokens
+ * FMA peak (opencl/kernels/peak.cl), then per weight type the prefill GEMM (Qwen2-VL-2B ffn_up: 512 tokens
  * x 1536 -> 8960) in GFLOP/s and fraction of the peak, and the decode GEMV (1 token) in GB/s of
- * weight bytes read. F32 runs twice: through CLBlast (when built) and through opencl/matmul.cl.
+ * weight bytes read. F32 runs twice: through CLBlast (when built) and through opencl/kernels/matmul.cl.
  * Best of the runs, timed from enqueue to clFinish. */
 #include "bench.h"
-#include "core.h"
+#include "core/core.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,11 +12,11 @@
 
 #if OC_HAVE_OPENCL
 
-#include "cl_ops.h"
-#include "dtype.h"
-#include "f16.h"
+#include "opencl/cl_ops.h"
+#include "core/dtype.h"
+#include "core/f16.h"
 #include "port.h"
-#include "quant.h"
+#include "kernels/quant.h"
 
 #define N_TOK 512
 #define N_IN 1536
@@ -60,7 +60,7 @@ int bench_matmul_cl(int argc, char **argv) {
     int ok = oc_cl_fma_peak(dev, &peak, &err) == OC_OK;
     printf("matmul bench (OpenCL): platform '%s', device %d '%s' (%s), CLBlast %s\n", c->platform, c->index, c->device,
            c->version, oc_cl_has_clblast(dev) ? "yes" : "no");
-    printf("FP32 FMA peak (opencl/peak.cl): %.1f GFLOP/s\n\n", peak);
+    printf("FP32 FMA peak (opencl/kernels/peak.cl): %.1f GFLOP/s\n\n", peak);
     printf("| weight | GEMM %dx%d->%d ms | GFLOP/s | peak | GEMV ms | GB/s (W) |\n", N_TOK, N_IN, N_OUT);
     printf("|--------|------------------|---------|------|---------|----------|\n");
     float *hx = malloc(sizeof(float) * N_TOK * N_IN), *hw = malloc(sizeof(float) * N_IN);

@@ -7,17 +7,17 @@
  * Per case: vision ms and GFLOP/s, prefill tok/s and GFLOP/s, TTFT, decode tok/s, the CPU share the
  * process got in each phase (from the progress callback; below ~95% other processes took the
  * cores), peak RSS (process, so far); and the FP32 FMA peak
- * (src/roofline.h; on OpenCL the device's, opencl/peak.cl) measured in the same run, before and
+ * (examples/tools/roofline.h; on OpenCL the device's, opencl/kernels/peak.cl) measured in the same run, before and
  * after the cases. --backend / --device choose where the model runs (cli.h). FLOPs are counted from the
  * shapes (2 per multiply-add; attention 4 d per query-key pair, halved when causal, as anchors.md). */
 #include "bench.h"
 #include "cli.h"
-#include "isa.h"
+#include "core/isa.h"
 #include "ocellus.h"
-#include "pool.h"
+#include "core/pool.h"
 #include "port.h"
-#include "roofline.h"
-#include "tokenizer.h"
+#include "tools/roofline.h"
+#include "tokenizer/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,7 +195,7 @@ static void print_table(const vlm_case *c, int n, double peak, int on_device) {
 }
 
 #if OC_HAVE_OPENCL
-#include "cl_ops.h"
+#include "opencl/cl_ops.h"
 #endif
 
 /* The FP32 FMA peak of the device the context runs on (device NULL: the CPU with n_threads). */

@@ -3,7 +3,7 @@
  * prints the timings (vision, time to first token, prefill and decode speed), the attention
  * FLOPs the plan skipped and the peak memory. Every error is one line and exit status 1. */
 #include "cli.h"
-#include "image.h"
+#include "image/image.h"
 #include "ocellus.h"
 #include "port.h"
 

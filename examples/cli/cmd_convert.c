@@ -1,9 +1,9 @@
 /* cmd_convert.c: `ocellus convert HF_DIR -o OUT_PREFIX [--type T]`: a Hugging Face Qwen2-VL /
  * Qwen2.5-VL checkpoint directory -> OUT_PREFIX.gguf (text) + OUT_PREFIX-mmproj.gguf (vision), as
- * llama.cpp's convert_hf_to_gguf.py writes them (src/convert.h). Prints what it wrote, the time it
+ * llama.cpp's convert_hf_to_gguf.py writes them (examples/tools/convert.h). Prints what it wrote, the time it
  * took and the peak memory. */
 #include "cli.h"
-#include "convert.h"
+#include "tools/convert.h"
 #include "port.h"
 
 #include <stdio.h>

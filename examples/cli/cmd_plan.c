@@ -2,7 +2,7 @@
  * attention plan, prints what it holds (shapes, heads per pattern per stack, budgets, ZipVL layers,
  * lazy groups) and, given a model shape, whether the plan fits it. Exit 1 on a bad plan. */
 #include "cli.h"
-#include "plan.h"
+#include "plan/plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,10 +1,10 @@
-/* cmd_scene.c: `ocellus scene`: writes synthetic scene items (src/scene.h) to a directory, for
+/* cmd_scene.c: `ocellus scene`: writes synthetic scene items (examples/tools/scene.h) to a directory, for
  * looking at them and for training data: DIR/items.jsonl, one JSON object per line
  *   {"index":I,"images":["I_0.ppm",...],"question":"...","answer":"...","type":"count"}
  * and the images as binary PPM (P6) files next to it. The same seed and index give the same
  * item as `ocellus eval` and the ctypes interface of the training script. */
 #include "cli.h"
-#include "scene.h"
+#include "tools/scene.h"
 
 #include <errno.h>
 #include <stdio.h>

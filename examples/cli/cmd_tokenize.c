@@ -3,8 +3,8 @@
 #include "cli.h"
 #include "ocellus.h"
 #include "port.h"
-#include "tokenizer.h"
-#include "unicode.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 /* cmd_version.c: `ocellus version`: version, build features and the kernels this CPU will use. */
 #include "cli.h"
 #include "config.h"
-#include "isa.h"
-#include "matmul.h"
+#include "core/isa.h"
+#include "kernels/matmul.h"
 #include "ocellus.h"
 #include "port.h"
 

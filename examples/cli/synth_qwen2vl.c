@@ -11,9 +11,9 @@
  * random model generates decodes (to nothing). */
 #define _POSIX_C_SOURCE 200809L   /* mkdir, rename */
 #include "bench.h"
-#include "dtype.h"
-#include "f16.h"
-#include "quant.h"
+#include "core/dtype.h"
+#include "core/f16.h"
+#include "kernels/quant.h"
 #include "ocellus.h"
 
 #include <math.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""train.py: trains ocellus' demo model, a tiny Qwen2-VL, on the synthetic scenes of src/scene.c.
+"""train.py: trains ocellus' demo model, a tiny Qwen2-VL, on the synthetic scenes of examples/tools/scene.c.
 
 Run from the repository root on a machine with torch + transformers + tokenizers + safetensors and a
 GPU (the project's GPU machine: 14.4 minutes on one H200, the shipped model), after
@@ -13,13 +13,13 @@ It writes /tmp/demo/hf (a Hugging Face checkpoint: config, safetensors, tokenize
 gives the files committed under examples/ and their accuracy (examples/demo/TRAINING.md).
 
 What is trained, and why so:
-- Data: src/scene.c compiled alone into a shared object and called through ctypes, so training
+- Data: examples/tools/scene.c compiled alone into a shared object and called through ctypes, so training
   sees exactly the scenes, questions and answers `ocellus eval` asks (stream seed --seed, default
   1; `ocellus eval` uses seed 1000001 by default: items training never saw). Every step draws
   fresh items; nothing is repeated.
 - Prompt: Qwen2-VL's chat template with "Picture N: " before image N (what Qwen2-VL renders with
   add_vision_id), written unconditionally into the saved chat template, so ocellus labels images
-  for this model by default (src/model.c reads the template). The loss covers only the answer and
+  for this model by default (src/model/model.c reads the template). The loss covers only the answer and
   its <|im_end|>.
 - Tokenizer: a byte-level BPE with Qwen2's pre-tokenizer and special tokens, trained on the task's
   own text (questions, answers, the template), so the vocabulary stays a few hundred tokens.
@@ -65,7 +65,7 @@ MAX_IMAGES = 8
 TYPE_NAMES = ["color", "count", "position", "which_image", "compare"]
 
 
-# ---- the scene generator (src/scene.h) ---------------------------------------------------------
+# ---- the scene generator (examples/tools/scene.h) ---------------------------------------------------------
 class SceneItem(ctypes.Structure):
     _fields_ = [("n_images", ctypes.c_int32), ("width_px", ctypes.c_int32), ("height_px", ctypes.c_int32),
                 ("type", ctypes.c_int32), ("question", ctypes.c_char * 160), ("answer", ctypes.c_char * 16)]
@@ -141,13 +141,13 @@ class Scenes:
 
 def build_scene_so(out_dir):
     so = os.path.join(out_dir, "scene.so")
-    subprocess.run(["cc", "-O2", "-std=c11", "-shared", "-fPIC", "-o", so, "src/scene.c", "-lm"], check=True)
+    subprocess.run(["cc", "-O2", "-std=c11", "-shared", "-fPIC", "-o", so, "examples/tools/scene.c", "-lm"], check=True)
     return so
 
 
 # ---- text ----------------------------------------------------------------------------------------
 def prompt_text(question, n_images):
-    """The chat prompt exactly as ocellus builds it for this model (src/prompt.c)."""
+    """The chat prompt exactly as ocellus builds it for this model (src/model/prompt.c)."""
     t = "<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n" % SYSTEM
     for k in range(n_images):
         t += "Picture %d: <|vision_start|>%s<|vision_end|>" % (k + 1, "<|image_pad|>" * ((SIDE_PX // 28) ** 2))
@@ -790,7 +790,7 @@ def main():
     easy = ("%s questions of 1-%d images from stream seed %d (items 8 b batch on)" %
             (args.easy_types, args.easy_images, args.seed + 500) if args.easy_types else
             "1-%d images" % args.easy_images)
-    log["data"] = ("src/scene.c stream seed %d, batches [%d, %d) of %d items; batches b below %d: %s; then 1-8 "
+    log["data"] = ("examples/tools/scene.c stream seed %d, batches [%d, %d) of %d items; batches b below %d: %s; then 1-8 "
                    "images, of %dx%d" % (args.seed, args.first_batch, args.first_batch + step, args.batch,
                                          args.easy_batches, easy, SIDE_PX, SIDE_PX))
     log["train_seconds"] = time.time() - t0

@@ -1,6 +1,6 @@
 /* fuzz_jpeg.c: libFuzzer target for JPEG decoding through our libjpeg wrapper (error_exit with
  * longjmp, warnings as errors, scan limit). Without libjpeg it checks the UNSUPPORTED path. */
-#include "image.h"
+#include "image/image.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,6 +1,6 @@
 /* fuzz_json.c: libFuzzer target for the JSON parser: parse, then walk every node through the
  * accessors and a few pointer lookups, so navigation code sees every shape the parser accepts. */
-#include "json.h"
+#include "tools/json.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* fuzz_plan.c: libFuzzer target for the plan parser. Any input either fails with a one-line
  * message or parses into a plan that writes, reads back into equal data and writes the same bytes
  * again (the canonical-writer property); fit checks and statistics run on every accepted plan. */
-#include "plan.h"
+#include "plan/plan.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* fuzz_png.c: libFuzzer target for PNG decoding through our libpng wrapper (palette, grey, 16-bit,
  * alpha compositing, interlacing). Without libpng it checks the UNSUPPORTED path. */
-#include "image.h"
+#include "image/image.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,6 +1,6 @@
 /* fuzz_ppm.c: libFuzzer target for our PNM reader, followed by the Qwen2-VL preprocessing of
  * whatever decodes (small pixel budgets keep each run fast), so resize and patchify see odd sizes. */
-#include "image.h"
+#include "image/image.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,7 +1,7 @@
 /* fuzz_safetensors.c: libFuzzer target for the safetensors validator: open the input as a file
  * image, then touch the first and last byte of every tensor (ASan catches any range the validator
  * let through) and look up names and metadata. */
-#include "safetensors.h"
+#include "tools/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -2,7 +2,7 @@
  * oc_gguf_open_bytes, oc_text_model_load (keys, shapes, types of every tensor), and, when it loads,
  * one forward pass of 2 tokens through a small context, so ASan sees any weight access the shape
  * checks let through. Seeds: tests/fuzz/corpus/fuzz_text_model/ (the fixture text.gguf files). */
-#include "text_model.h"
+#include "model/text_model.h"
 
 #include <stddef.h>
 #include <stdint.h>

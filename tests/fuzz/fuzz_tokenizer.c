@@ -7,8 +7,8 @@
  * full count and the same leading ids; NFC never exceeds 3x its input and never fails. */
 #include "ocellus.h"
 #include "tests/support/tiny_vocab.h"
-#include "tokenizer.h"
-#include "unicode.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
 #include <stdio.h>
 #include <stdlib.h>

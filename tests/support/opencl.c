@@ -3,13 +3,13 @@
  * allocations until exit). */
 #include "support/opencl.h"
 
-#include "core.h"
+#include "core/core.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
 #if OC_HAVE_OPENCL
-#include "cl_device.h"
+#include "opencl/cl_device.h"
 #endif
 
 /* LeakSanitizer reads this at start-up when the program is sanitized (harmless otherwise). */

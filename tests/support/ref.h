@@ -3,7 +3,7 @@
 #ifndef OC_TEST_REF_H
 #define OC_TEST_REF_H
 
-#include "safetensors.h"
+#include "tools/safetensors.h"
 
 /* The tensor's elements as floats (F32 tensors) or int32 (I32 tensors); NULL when absent or of
  * another dtype. *n gets the element count, dims (may be NULL) the shape (up to 4). free() it. */

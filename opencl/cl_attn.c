@@ -1,0 +1,456 @@
+/* cl_attn.c: the host side of OpenCL attention (cl_attn.h): the query runs, the image table, the
+ * stacked / split decisions, argument checks and the launches of opencl/kernels/attn.cl. */
+
+/* Query runs (prepare): rows are cut wherever the class of a row changes (a segment or image
+ * edge, as src/attention/attn.c classify does), and after BQ rows (plain mode) or BQ / heads-per-kv-head
+ * rows (stacked mode), so every work-group sees rows of one class. A run is RUN_INTS ints:
+ * i0, len, c0, c1 (the base mask's key range of the class: the segment, or [0, n_kv)), image (the
+ * rows' image or -1). The cuts do not depend on the head patterns, so one prepare serves every
+ * layer of a forward pass; a prepare that repeats the last geometry uploads nothing.
+ * Stacked mode (n_q x heads per kv head <= BQ, i.e. decode): one work-group per (run, kv head)
+ * takes every query head of the group, so each K/V tile is read once for the group.
+ * Split (flash-decoding, at most SPLIT_MAX_Q rows): when the work-groups would not fill the
+ * device, the keys are cut into chunks of whole tiles and oc_attn_merge combines them.
+ * Launch: dimension 0 is (run, unit) with the unit fastest and the longest runs first (a model of
+ * the H100's in-order hand-out of 660 work-group slots put the old head-major order's tail at a
+ * time/FLOP ratio of 1.32 for the 8 x 1024 sparse plan, 1.18 at 16 x 2048 as measured; this
+ * order ~1.0); dimension 2 is the key chunk. The tile shape is the device's (cl_device.h). */
+#include "opencl/cl_attn.h"
+#include "opencl/cl_internal.h"
+
+#include <string.h>
+
+#define RUN_INTS 5
+#define IMG_INTS 3
+#define SPLIT_MAX_Q 4
+#define SPLIT_MIN_KEYS 256
+#define SPLIT_MAX_CHUNKS 64
+#define POS_LIMIT 0x3fffffff   /* positions stay below the kernel's "unbounded" window edge */
+
+struct oc_cl_attn {
+    oc_cl_device *dev;
+    oc_cl_attn_limits lim;
+    int32_t bq, bk, wg, cg;          /* rows per work-group, keys per tile, items, key groups */
+    int32_t runs_cap, items_cap;
+    int32_t *runs, *img;             /* host copies: [runs_cap][RUN_INTS], [max(1, images)][IMG_INTS] */
+    oc_token_span *segs;             /* [max(1, max_segments)]: the prepared call's segments */
+    oc_cl_buf *runs_buf, *img_buf, *partials_buf, *counts_buf;
+    uint32_t *counts;                /* [items_cap][2] host copy for stats */
+    int32_t pat_cap, pat_used, pat_next;   /* host pattern sets: slots, slots filled, next to reuse */
+    int32_t *pat_host;               /* [pat_cap][n_head][OC_CL_PATTERN_INTS], mirrored in pat_buf */
+    oc_cl_buf *pat_buf;
+    int32_t force_chunks, forced_for;
+    /* the prepared call */
+    int prepared, causal, stacked;
+    oc_attn_mask_kind mask;
+    int32_t n_q, n_kv, q_offset, n_segments, n_runs, n_images, n_chunks, chunk_keys;
+    uint64_t base_pairs;             /* pairs the base mask keeps, per head */
+};
+
+static size_t runs_bytes(const oc_cl_attn *at) { return (size_t)at->runs_cap * RUN_INTS * sizeof(int32_t); }
+static size_t img_bytes(const oc_cl_attn *at) { return (size_t)OC_MAX(1, at->lim.max_images) * IMG_INTS * sizeof(int32_t); }
+static size_t counts_bytes(const oc_cl_attn *at) { return (size_t)at->items_cap * 2 * sizeof(uint32_t); }
+static size_t pat_bytes(const oc_cl_attn *at) { return (size_t)at->pat_cap * at->lim.n_head * OC_CL_PATTERN_INTS * 4; }
+static size_t segs_bytes(const oc_cl_attn *at) { return (size_t)OC_MAX(1, at->lim.max_segments) * sizeof(oc_token_span); }
+
+/* The table sizes for limits lim and bq query rows per work-group. */
+static void size_tables(oc_cl_attn *at, const oc_cl_attn_limits *lim, int32_t bq) {
+    at->lim = *lim;
+    /* every run ends at a multiple of bq rows or at one of <= 2 edges per image and segment */
+    at->runs_cap = lim->max_n_q / bq + 2 * (lim->max_images + lim->max_segments) + 2;
+    at->items_cap = OC_MAX(at->runs_cap, SPLIT_MAX_Q * SPLIT_MAX_CHUNKS) * lim->n_head;
+    at->pat_cap = OC_MAX(1, OC_MIN(OC_CL_ATTN_PATTERN_SETS, 65536 / OC_MAX(1, lim->n_head)));
+}
+
+size_t oc_cl_attn_host_bytes(const oc_cl_attn_limits *lim) {
+    oc_cl_attn at;
+    memset(&at, 0, sizeof at);
+    size_tables(&at, lim, 16);   /* the smallest tile: the most runs */
+    return sizeof at + runs_bytes(&at) + img_bytes(&at) + counts_bytes(&at) + pat_bytes(&at) + segs_bytes(&at);
+}
+
+/* floats of one local row of Q or K/V: an odd number of float4s, so rows start on other banks */
+static size_t local_row_floats(int32_t head_dim) { return (size_t)(((head_dim + 3) / 4) | 1) * 4; }
+
+void oc_cl_attn_close(oc_cl_attn *at) {
+    if (!at) return;
+    const oc_allocator *alloc = at->dev->alloc;
+    oc_cl_buf_free(at->runs_buf);
+    oc_cl_buf_free(at->img_buf);
+    oc_cl_buf_free(at->partials_buf);
+    oc_cl_buf_free(at->counts_buf);
+    oc_cl_buf_free(at->pat_buf);
+    oc_mem_free(alloc, at->pat_host, pat_bytes(at));
+    oc_mem_free(alloc, at->runs, runs_bytes(at));
+    oc_mem_free(alloc, at->img, img_bytes(at));
+    oc_mem_free(alloc, at->counts, counts_bytes(at));
+    oc_mem_free(alloc, at->segs, segs_bytes(at));
+    oc_mem_free(alloc, at, sizeof *at);
+}
+
+oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_limits *lim, oc_error *err) {
+    *out = NULL;
+    if (!lim || lim->max_n_q < 1 || lim->max_n_q > POS_LIMIT || lim->n_head < 1 || lim->n_head_kv < 1 ||
+        lim->n_head % lim->n_head_kv || lim->head_dim < 1 || lim->max_images < 0 || lim->max_segments < 0 ||
+        lim->max_images > (1 << 20) || lim->max_segments > (1 << 20) || lim->n_head > (1 << 16))
+        return oc_fail(err, OC_ERR_INVALID, "opencl attn: bad limits (rows >= 1, heads a multiple of kv heads, "
+                       "head_dim >= 1, images and segments >= 0)");
+    if (lim->head_dim > OC_CL_ATTN_MAX_HEAD_DIM)
+        return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl attn: head_dim %d above the kernel's %d", (int)lim->head_dim,
+                       OC_CL_ATTN_MAX_HEAD_DIM);
+    const oc_cl_caps *c = oc_cl_device_caps(dev);
+    int32_t bq = c->attn_row_groups * c->attn_rows_per_item, bk = c->attn_key_groups * c->attn_keys_per_item;
+    int32_t wg = c->attn_row_groups * c->attn_key_groups;
+    size_t local = oc_cl_attn_local_bytes(c, lim->head_dim);
+    if (local > c->local_mem_bytes)
+        return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl attn: head_dim %d needs %zu bytes of local memory (tile %d x %d); "
+                       "%s has %llu", (int)lim->head_dim, local, (int)bq, (int)bk, c->device,
+                       (unsigned long long)c->local_mem_bytes);
+    if (oc_cl_kernel_wg_size(dev, OC_CLK_ATTN) < (size_t)wg)
+        return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl attn: %s runs the attention kernel with at most %zu items "
+                       "per work-group; it needs %d", c->device, oc_cl_kernel_wg_size(dev, OC_CLK_ATTN), (int)wg);
+    oc_cl_attn *at = oc_mem_calloc(dev->alloc, sizeof *at);
+    if (!at) return oc_fail(err, OC_ERR_NOMEM, "opencl attn: out of memory");
+    at->dev = dev;
+    at->bq = bq;
+    at->bk = bk;
+    at->wg = wg;
+    at->cg = c->attn_key_groups;
+    size_tables(at, lim, bq);
+    at->runs = oc_mem_alloc(dev->alloc, runs_bytes(at));
+    at->img = oc_mem_calloc(dev->alloc, img_bytes(at));
+    at->counts = oc_mem_alloc(dev->alloc, counts_bytes(at));
+    at->segs = oc_mem_alloc(dev->alloc, segs_bytes(at));
+    at->pat_host = oc_mem_alloc(dev->alloc, pat_bytes(at));
+    oc_status st = OC_OK;
+    if (!at->runs || !at->img || !at->counts || !at->segs || !at->pat_host)
+        st = oc_fail(err, OC_ERR_NOMEM, "opencl attn: out of memory");
+    size_t partials = (size_t)SPLIT_MAX_CHUNKS * lim->n_head * OC_MIN(lim->max_n_q, SPLIT_MAX_Q) * (lim->head_dim + 2) * 4;
+    if (st == OC_OK) st = oc_cl_buf_alloc(dev, runs_bytes(at), &at->runs_buf, err);
+    if (st == OC_OK) st = oc_cl_buf_alloc(dev, img_bytes(at), &at->img_buf, err);
+    if (st == OC_OK) st = oc_cl_buf_alloc(dev, partials, &at->partials_buf, err);
+    if (st == OC_OK) st = oc_cl_buf_alloc(dev, counts_bytes(at), &at->counts_buf, err);
+    if (st == OC_OK) st = oc_cl_buf_alloc(dev, pat_bytes(at), &at->pat_buf, err);
+    if (st != OC_OK) {
+        oc_cl_attn_close(at);
+        return st;
+    }
+    *out = at;
+    return OC_OK;
+}
+
+void oc_cl_attn_force_split(oc_cl_attn *at, int32_t n_chunks) { at->force_chunks = OC_MAX(0, n_chunks); }
+
+uint64_t oc_cl_attn_base_pairs(const oc_cl_attn *at) { return at->prepared ? at->base_pairs : 0; }
+
+/* ---- prepare ---------------------------------------------------------------------------------------------- */
+
+/* Pairs the base mask keeps for one head (src/attention/attn.c base_pairs). */
+static uint64_t base_pairs(const oc_cl_attn_shape *s) {
+    int64_t p0 = s->q_offset, p1 = (int64_t)s->q_offset + s->n_q, nkv = s->n_kv;
+    uint64_t n = 0;
+    if (s->mask == OC_ATTN_CAUSAL) {
+        int64_t lo = p0 + 1, hi = OC_MIN(p1, nkv);
+        if (hi >= lo) n += (uint64_t)((lo + hi) * (hi - lo + 1) / 2);
+        int64_t rest = p1 - OC_MAX(p0, hi);
+        if (rest > 0) n += (uint64_t)rest * (uint64_t)nkv;
+    } else if (s->mask == OC_ATTN_BIDIRECTIONAL) {
+        n = (uint64_t)s->n_q * (uint64_t)s->n_kv;
+    } else {
+        for (int32_t k = 0; k < s->n_segments; k++) {
+            int64_t rows = OC_MIN(p1, (int64_t)s->segments[k].end) - OC_MAX(p0, (int64_t)s->segments[k].start);
+            int64_t keys = OC_MIN(nkv, (int64_t)s->segments[k].end) - s->segments[k].start;
+            if (rows > 0 && keys > 0) n += (uint64_t)rows * (uint64_t)keys;
+        }
+    }
+    return n;
+}
+
+static oc_status check_shape(const oc_cl_attn *at, const oc_cl_attn_shape *s, oc_error *err) {
+    if (!s) return oc_fail(err, OC_ERR_INVALID, "opencl attn: no shape");
+    if (s->n_q < 0 || s->n_kv < 0 || s->q_offset < 0 || s->n_kv >= POS_LIMIT ||
+        (int64_t)s->q_offset + s->n_q >= POS_LIMIT)
+        return oc_fail(err, OC_ERR_INVALID, "opencl attn: n_q %d, n_kv %d, q_offset %d out of range", (int)s->n_q,
+                       (int)s->n_kv, (int)s->q_offset);
+    if (s->n_q > at->lim.max_n_q)
+        return oc_fail(err, OC_ERR_RANGE, "opencl attn: %d query rows above the limit %d", (int)s->n_q, (int)at->lim.max_n_q);
+    if (s->mask == OC_ATTN_EXPLICIT)
+        return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl attn: the explicit debug mask runs on the CPU only");
+    if (s->mask != OC_ATTN_CAUSAL && s->mask != OC_ATTN_BIDIRECTIONAL && s->mask != OC_ATTN_SEGMENTS)
+        return oc_fail(err, OC_ERR_INVALID, "opencl attn: unknown mask kind %d", (int)s->mask);
+    if (s->mask == OC_ATTN_SEGMENTS) {
+        if (s->n_segments < 0 || (s->n_segments > 0 && !s->segments))
+            return oc_fail(err, OC_ERR_INVALID, "opencl attn: %d segments but no list", (int)s->n_segments);
+        if (s->n_segments > at->lim.max_segments)
+            return oc_fail(err, OC_ERR_RANGE, "opencl attn: %d segments above the limit %d", (int)s->n_segments,
+                           (int)at->lim.max_segments);
+        for (int32_t k = 0; k < s->n_segments; k++) {
+            oc_token_span sp = s->segments[k];
+            if (sp.start < 0 || sp.end <= sp.start || sp.end >= POS_LIMIT || (k > 0 && sp.start < s->segments[k - 1].end))
+                return oc_fail(err, OC_ERR_INVALID, "opencl attn: segment %d [%d, %d) is empty, negative or not after "
+                               "segment %d", (int)k, (int)sp.start, (int)sp.end, (int)k - 1);
+        }
+    }
+    if (s->layout && oc_layout_n_images(s->layout) > at->lim.max_images)
+        return oc_fail(err, OC_ERR_RANGE, "opencl attn: %d images above the limit %d",
+                       (int)oc_layout_n_images(s->layout), (int)at->lim.max_images);
+    return OC_OK;
+}
+
+/* Cut [0, n_q) into runs of one class and at most max_len rows (src/attention/attn.c classify). */
+static void build_runs(oc_cl_attn *at, const oc_cl_attn_shape *s, int32_t max_len) {
+    int32_t n = 0, seg = 0;
+    for (int32_t i = 0; i < s->n_q;) {
+        int64_t p = (int64_t)s->q_offset + i, end = (int64_t)s->q_offset + s->n_q;
+        int32_t c0 = 0, c1 = s->n_kv, image = -1;
+        if (s->mask == OC_ATTN_SEGMENTS) {
+            while (seg < s->n_segments && s->segments[seg].end <= p) seg++;
+            if (seg < s->n_segments && s->segments[seg].start <= p) {
+                c0 = s->segments[seg].start;
+                c1 = OC_MIN(c1, s->segments[seg].end);
+                end = OC_MIN(end, (int64_t)s->segments[seg].end);
+            } else {
+                c0 = c1 = 0;   /* in no segment: keeps nothing */
+                if (seg < s->n_segments) end = OC_MIN(end, (int64_t)s->segments[seg].start);
+            }
+        }
+        if (s->layout) {
+            int32_t g = oc_layout_image_at(s->layout, (int32_t)p);
+            if (g >= 0) {
+                image = g;
+                end = OC_MIN(end, (int64_t)oc_layout_image_span(s->layout, g).end);
+            } else {
+                int32_t next = oc_layout_next_image(s->layout, (int32_t)p);
+                if (next < oc_layout_n_images(s->layout))
+                    end = OC_MIN(end, (int64_t)oc_layout_image_span(s->layout, next).start);
+            }
+        }
+        int32_t len = (int32_t)OC_MIN(end - p, (int64_t)max_len);
+        int32_t *r = at->runs + (size_t)n * RUN_INTS;
+        r[0] = i;
+        r[1] = len;
+        r[2] = c0;
+        r[3] = c1;
+        r[4] = image;
+        n++;
+        i += len;
+    }
+    at->n_runs = n;
+}
+
+/* 1 when s is the geometry prepared last (every layer of a forward pass asks for the same one). */
+static int same_geometry(const oc_cl_attn *at, const oc_cl_attn_shape *s) {
+    if (!at->prepared || s->n_q != at->n_q || s->n_kv != at->n_kv || s->q_offset != at->q_offset ||
+        s->mask != at->mask || (s->layout ? oc_layout_n_images(s->layout) : 0) != at->n_images)
+        return 0;
+    if (s->mask == OC_ATTN_SEGMENTS &&
+        (s->n_segments != at->n_segments ||
+         (s->n_segments && memcmp(s->segments, at->segs, (size_t)s->n_segments * sizeof *s->segments))))
+        return 0;
+    for (int32_t g = 0; g < at->n_images; g++) {
+        oc_token_span sp = oc_layout_image_span(s->layout, g);
+        if (at->img[g * IMG_INTS] != sp.start || at->img[g * IMG_INTS + 1] != sp.end ||
+            at->img[g * IMG_INTS + 2] != oc_layout_image_n_sink(s->layout, g))
+            return 0;
+    }
+    return at->force_chunks == at->forced_for;
+}
+
+oc_status oc_cl_attn_prepare(oc_cl_attn *at, const oc_cl_attn_shape *s, oc_error *err) {
+    oc_status st = check_shape(at, s, err);
+    if (st != OC_OK) {
+        at->prepared = 0;
+        return st;
+    }
+    if (same_geometry(at, s)) return OC_OK;   /* runs and image table are on the device already */
+    at->prepared = 0;
+    int32_t n_rep = at->lim.n_head / at->lim.n_head_kv;
+    at->stacked = n_rep > 1 && s->n_q >= 1 && s->n_q <= at->bq / n_rep;
+    build_runs(at, s, at->stacked ? at->bq / n_rep : at->bq);
+    at->n_images = s->layout ? oc_layout_n_images(s->layout) : 0;
+    for (int32_t g = 0; g < at->n_images; g++) {
+        oc_token_span sp = oc_layout_image_span(s->layout, g);
+        at->img[g * IMG_INTS] = sp.start;
+        at->img[g * IMG_INTS + 1] = sp.end;
+        at->img[g * IMG_INTS + 2] = oc_layout_image_n_sink(s->layout, g);
+    }
+    /* the key split: only short calls over long caches, and only when the work-groups are few */
+    int32_t n_units = at->stacked ? at->lim.n_head_kv : at->lim.n_head;
+    int64_t items = (int64_t)at->n_runs * n_units;
+    int32_t chunks = 1;
+    if (s->n_q <= SPLIT_MAX_Q && s->n_kv >= 2 * SPLIT_MIN_KEYS) {
+        const oc_cl_caps *c = oc_cl_device_caps(at->dev);
+        int64_t want = 4 * (int64_t)OC_MAX(c->compute_units, 1u);
+        if (items < want) chunks = (int32_t)OC_MIN((want + items - 1) / OC_MAX(items, 1), (int64_t)SPLIT_MAX_CHUNKS);
+        if (at->force_chunks) chunks = OC_MIN(at->force_chunks, SPLIT_MAX_CHUNKS);
+        chunks = OC_MIN(chunks, s->n_kv / SPLIT_MIN_KEYS);
+    } else if (at->force_chunks > 1 && s->n_q <= SPLIT_MAX_Q && s->n_kv >= 2 * at->bk) {
+        chunks = OC_MIN(OC_MIN(at->force_chunks, SPLIT_MAX_CHUNKS), s->n_kv / at->bk);
+    }
+    chunks = OC_MAX(chunks, 1);
+    /* whole tiles per chunk */
+    int32_t per = (s->n_kv + chunks - 1) / chunks;
+    at->chunk_keys = chunks > 1 ? (per + at->bk - 1) / at->bk * at->bk : OC_MAX(s->n_kv, 1);
+    at->n_chunks = chunks > 1 ? (s->n_kv + at->chunk_keys - 1) / at->chunk_keys : 1;
+    if (at->n_chunks > 1 && at->chunk_keys >= s->n_kv) at->n_chunks = 1;
+    at->n_q = s->n_q;
+    at->n_kv = s->n_kv;
+    at->q_offset = s->q_offset;
+    at->mask = s->mask;
+    at->n_segments = s->mask == OC_ATTN_SEGMENTS ? s->n_segments : 0;
+    if (at->n_segments) memcpy(at->segs, s->segments, (size_t)at->n_segments * sizeof *s->segments);
+    at->forced_for = at->force_chunks;
+    at->causal = s->mask == OC_ATTN_CAUSAL;
+    at->base_pairs = base_pairs(s);
+    if (at->n_runs > 0) st = oc_cl_upload(at->dev, at->runs_buf, 0, at->runs, (size_t)at->n_runs * RUN_INTS * sizeof(int32_t), err);
+    if (st == OC_OK && at->n_images > 0)
+        st = oc_cl_upload(at->dev, at->img_buf, 0, at->img, (size_t)at->n_images * IMG_INTS * sizeof(int32_t), err);
+    at->prepared = st == OC_OK;
+    return st;
+}
+
+/* The ints the kernel reads for one head's pattern (a-shape sizes only for a-shape heads). */
+static void pattern_ints(const oc_head_pattern *q, int32_t *out) {
+    out[0] = (int32_t)q->kind;
+    out[1] = q->kind == OC_PATTERN_A_SHAPE ? q->n_sink : 0;
+    out[2] = q->kind == OC_PATTERN_A_SHAPE ? q->n_local : 1;
+}
+
+oc_status oc_cl_patterns_write(oc_cl_device *dev, oc_cl_buf *buf, int64_t first_head, const oc_head_pattern *p,
+                               int32_t n, oc_error *err) {
+    int32_t ints[OC_CL_PATTERN_INTS * 64];
+    for (int32_t h0 = 0; h0 < n; h0 += 64) {
+        int32_t m = OC_MIN(64, n - h0);
+        for (int32_t k = 0; k < m; k++) {
+            const oc_head_pattern *q = &p[h0 + k];
+            if ((int)q->kind < 0 || q->kind >= OC_PATTERN_COUNT ||
+                (q->kind == OC_PATTERN_A_SHAPE && (q->n_sink < 0 || q->n_local < 1)))
+                return oc_fail(err, OC_ERR_INVALID, "opencl attn: head %d has a bad pattern (kind %d, n_sink %d, n_local %d)",
+                               (int)(h0 + k), (int)q->kind, (int)q->n_sink, (int)q->n_local);
+            pattern_ints(q, ints + k * OC_CL_PATTERN_INTS);
+        }
+        if (first_head < 0 || first_head > INT32_MAX)
+            return oc_fail(err, OC_ERR_RANGE, "opencl attn: pattern head index %lld", (long long)first_head);
+        oc_status st = oc_cl_upload(dev, buf, (size_t)(first_head + h0) * OC_CL_PATTERN_INTS * sizeof(int32_t), ints,
+                                    (size_t)m * OC_CL_PATTERN_INTS * sizeof(int32_t), err);
+        if (st != OC_OK) return st;
+    }
+    return OC_OK;
+}
+
+/* The slot of pattern set p on the device, uploading it (and waiting for that copy) when no slot
+ * holds it; -1 when every head is dense. */
+static oc_status pattern_slot(oc_cl_attn *at, const oc_head_pattern *p, int32_t *slot, oc_error *err) {
+    int32_t nh = at->lim.n_head, ints[OC_CL_PATTERN_INTS];
+    *slot = -1;
+    int dense = 1;
+    for (int32_t h = 0; h < nh && dense; h++) dense = p[h].kind == OC_PATTERN_DENSE;
+    if (dense) return OC_OK;
+    for (int32_t s = 0; s < at->pat_used; s++) {
+        const int32_t *have = at->pat_host + (size_t)s * nh * OC_CL_PATTERN_INTS;
+        int32_t h = 0;
+        for (; h < nh; h++) {
+            pattern_ints(&p[h], ints);
+            if (memcmp(ints, have + h * OC_CL_PATTERN_INTS, sizeof ints)) break;
+        }
+        if (h == nh) {
+            *slot = s;
+            return OC_OK;
+        }
+    }
+    int32_t s = at->pat_used < at->pat_cap ? at->pat_used : at->pat_next++ % at->pat_cap;
+    oc_status st = oc_cl_patterns_write(at->dev, at->pat_buf, (int64_t)s * nh, p, nh, err);
+    if (st != OC_OK) return st;
+    for (int32_t h = 0; h < nh; h++) pattern_ints(&p[h], at->pat_host + ((size_t)s * nh + h) * OC_CL_PATTERN_INTS);
+    if (at->pat_used < at->pat_cap) at->pat_used++;
+    *slot = s;
+    return OC_OK;
+}
+
+/* ---- run ---------------------------------------------------------------------------------------------------- */
+
+/* The tensor [off, off + (n_tok - 1) st + (n_head - 1) sh + d) lies in buf (elem_bytes each) and
+ * every index fits an int32. */
+static int tensor_fits(const oc_cl_buf *buf, int64_t off, int64_t st, int64_t sh, int32_t n_tok, int32_t n_head,
+                       int32_t d, size_t elem_bytes) {
+    if (!buf || off < 0 || st < 0 || sh < 0 || st > INT32_MAX || sh > INT32_MAX) return 0;
+    if (n_tok == 0) return 1;
+    int64_t last = (int64_t)(n_tok - 1) * st + (int64_t)(n_head - 1) * sh + d;   /* < 2^63: all factors < 2^31 */
+    return oc_cl_fits_i32(off, last) && (uint64_t)(off + last) <= oc_cl_buf_bytes(buf) / elem_bytes;
+}
+
+oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_cl_attn_io *io, oc_attn_stats *stats, oc_error *err) {
+    if (!at->prepared) return oc_fail(err, OC_ERR_INVALID, "opencl attn: run before a successful prepare");
+    const oc_cl_attn_limits *L = &at->lim;
+    int32_t d = L->head_dim;
+    if (!io || (io->kv_dtype != OC_DTYPE_F16 && io->kv_dtype != OC_DTYPE_F32))
+        return oc_fail(err, OC_ERR_INVALID, "opencl attn: K/V type must be f16 or f32");
+    size_t kv_bytes = io->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
+    if (!tensor_fits(io->q, io->q_off, io->q_stride_token, io->q_stride_head, at->n_q, L->n_head, d, 4) ||
+        !tensor_fits(io->out, io->out_off, io->out_stride_token, io->out_stride_head, at->n_q, L->n_head, d, 4) ||
+        !tensor_fits(io->k, io->k_off, io->k_stride_token, io->k_stride_head, at->n_kv, L->n_head_kv, d, kv_bytes) ||
+        !tensor_fits(io->v, io->v_off, io->v_stride_token, io->v_stride_head, at->n_kv, L->n_head_kv, d, kv_bytes))
+        return oc_fail(err, OC_ERR_RANGE, "opencl attn: q, k, v or out (with its offset and strides) does not fit its "
+                       "buffer");
+    if (io->patterns && (io->patterns_head < 0 || io->patterns_head > INT32_MAX / OC_CL_PATTERN_INTS ||
+                         (uint64_t)(io->patterns_head + L->n_head) * OC_CL_PATTERN_INTS * 4 > oc_cl_buf_bytes(io->patterns)))
+        return oc_fail(err, OC_ERR_RANGE, "opencl attn: patterns of heads %lld.. do not fit their buffer",
+                       (long long)io->patterns_head);
+    if (at->n_q == 0) return OC_OK;
+    const oc_cl_buf *pats = io->patterns;
+    int64_t pat_head = io->patterns_head;
+    if (!pats && io->host_patterns) {
+        int32_t slot;
+        oc_status ps = pattern_slot(at, io->host_patterns, &slot, err);
+        if (ps != OC_OK) return ps;
+        if (slot >= 0) {
+            pats = at->pat_buf;
+            pat_head = (int64_t)slot * L->n_head;
+        }
+    }
+    int32_t n_units = at->stacked ? L->n_head_kv : L->n_head;
+    size_t n_items = (size_t)at->n_runs * (size_t)n_units * (size_t)at->n_chunks;
+    int want_counts = stats != NULL && n_items <= (size_t)at->items_cap;
+    size_t row = local_row_floats(d) * sizeof(float);
+    oc_cl_arg a[] = {
+        OC_CL_BUF(io->q), OC_CL_I32(io->q_off), OC_CL_I32(io->q_stride_token), OC_CL_I32(io->q_stride_head),
+        OC_CL_BUF(io->k), OC_CL_I32(io->k_off), OC_CL_I32(io->k_stride_token), OC_CL_I32(io->k_stride_head),
+        OC_CL_BUF(io->v), OC_CL_I32(io->v_off), OC_CL_I32(io->v_stride_token), OC_CL_I32(io->v_stride_head),
+        OC_CL_I32(io->kv_dtype == OC_DTYPE_F16),
+        OC_CL_BUF(io->out), OC_CL_I32(io->out_off), OC_CL_I32(io->out_stride_token), OC_CL_I32(io->out_stride_head),
+        OC_CL_BUF(at->partials_buf), OC_CL_BUF(at->runs_buf), OC_CL_I32(at->n_runs), OC_CL_BUF(at->img_buf),
+        OC_CL_I32(at->n_images), OC_CL_BUF(pats), OC_CL_I32(pats ? pat_head * OC_CL_PATTERN_INTS : 0),
+        OC_CL_I32(pats != NULL), OC_CL_BUF(at->counts_buf), OC_CL_I32(want_counts),
+        OC_CL_I32(L->n_head), OC_CL_I32(L->n_head / L->n_head_kv), OC_CL_I32(d), OC_CL_I32(at->n_q), OC_CL_I32(at->n_kv),
+        OC_CL_I32(at->q_offset), OC_CL_I32(at->causal), OC_CL_I32(at->stacked), OC_CL_I32(at->chunk_keys),
+        OC_CL_F32(io->scale * 1.44269504088896340736f),
+        OC_CL_LOCAL((size_t)at->bq * row), OC_CL_LOCAL((size_t)at->bk * row),
+        OC_CL_LOCAL((size_t)at->bq * (size_t)(at->bk + 4) * 4),
+        OC_CL_LOCAL((size_t)at->bq * (size_t)at->cg * 4),
+        OC_CL_LOCAL((3 * (size_t)at->bk + (size_t)at->wg) * 4),
+    };
+    /* dimension 0: (run, unit), units fastest, so every head's longest runs start first */
+    size_t local[3] = { (size_t)at->wg, 1, 1 };
+    size_t global[3] = { (size_t)at->n_runs * (size_t)n_units * (size_t)at->wg, 1, (size_t)at->n_chunks };
+    oc_status st = oc_cl_launch(at->dev, OC_CLK_ATTN, 3, global, local, (int)OC_ARRAY_LEN(a), a, err);
+    if (st == OC_OK && at->n_chunks > 1) {
+        size_t mg[2] = { (size_t)d, (size_t)L->n_head * (size_t)at->n_q };
+        oc_cl_arg m[] = { OC_CL_BUF(io->out), OC_CL_I32(io->out_off), OC_CL_I32(io->out_stride_token),
+                          OC_CL_I32(io->out_stride_head), OC_CL_BUF(at->partials_buf), OC_CL_I32(at->n_chunks),
+                          OC_CL_I32(L->n_head), OC_CL_I32(at->n_q), OC_CL_I32(d) };
+        st = oc_cl_launch(at->dev, OC_CLK_ATTN_MERGE, 2, mg, NULL, (int)OC_ARRAY_LEN(m), m, err);
+    }
+    if (st != OC_OK || !stats) return st;
+    if (!want_counts) return oc_fail(err, OC_ERR_RANGE, "opencl attn: %zu work-groups: too many to count", n_items);
+    st = oc_cl_download(at->dev, at->counts_buf, 0, at->counts, n_items * 2 * sizeof(uint32_t), err);
+    if (st != OC_OK) return st;
+    uint64_t kept = 0, executed = 0, dense = at->base_pairs * (uint64_t)L->n_head, per_pair = 4 * (uint64_t)d;
+    for (size_t i = 0; i < n_items; i++) {
+        kept += at->counts[2 * i];
+        executed += at->counts[2 * i + 1];
+    }
+    stats->flops_kept += kept * per_pair;
+    stats->flops_skipped += (dense > kept ? dense - kept : 0) * per_pair;
+    stats->flops_executed += executed * per_pair;
+    return OC_OK;
+}

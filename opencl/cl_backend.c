@@ -1,0 +1,441 @@
+/* cl_backend.c: the OpenCL backend (backend.h) over cl_device.h, cl_ops.h and cl_attn.h. Buffers
+ * are device buffers (impl: the oc_cl_buf); OC_BT_HOST ones get device storage too (write uploads,
+ * read downloads, bind only checks). Weights and vectors are uploaded once, weights in their own
+ * type when the kernels take it (F32, F16, Q8_0, Q4_0), else dequantized to F32 (exact). Operations
+ * are only enqueued: a forward pass waits for nothing but what the graph reads back (logits, image
+ * embeddings). Operands outside their buffer are OC_ERR_INVALID, as on the CPU. Differences from
+ * the CPU backend are noted at the op: embed, gather_rows, attention (head counts fixed at open,
+ * no explicit mask, stats). */
+#include "opencl/cl_backend.h"
+
+#include "opencl/cl_attn.h"
+#include "opencl/cl_ops.h"
+#include "core/dtype.h"
+#include "kernels/quant.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define OC_BT_CL_F32 (1u << 8)   /* a weight stored dequantized to f32 */
+
+struct oc_backend_device {
+    oc_allocator alloc;          /* the oc_cl_device keeps a pointer to this copy */
+    oc_cl_device *cl;
+    size_t device_bytes;         /* buffers its instances hold now */
+    char name[2 * OC_CL_NAME_BYTES + 16];
+};
+
+typedef struct cl_backend {
+    oc_backend base;             /* first: the ops table */
+    oc_allocator alloc;
+    oc_backend_device *dev;
+    int own_dev;                 /* opened for this instance alone (spec->dev NULL) */
+    oc_cl_attn *attn;            /* NULL when the limits have no attention */
+    oc_attn_dims attn_dims;
+    int32_t *idx;                /* gather_rows: the indices on the host, idx_cap of them */
+    int64_t idx_cap;
+    void *view;                  /* map_read's host copy, view_bytes */
+    size_t view_bytes;
+} cl_backend;
+
+static cl_backend *clb(oc_backend *be) { return (cl_backend *)(void *)be; }
+static oc_cl_buf *buf_of(const oc_bt *t) { return t ? (oc_cl_buf *)t->impl : NULL; }
+
+/* ---- the shared device ------------------------------------------------------------------------- */
+
+oc_status oc_cl_backend_device_open(oc_backend_device **out, const char *selector, const oc_allocator *alloc,
+                                    oc_error *err) {
+    *out = NULL;
+    if (!alloc) alloc = oc_default_allocator();
+    oc_backend_device *d = oc_mem_calloc(alloc, sizeof *d);
+    if (!d) return oc_fail(err, OC_ERR_NOMEM, "opencl: out of memory");
+    d->alloc = *alloc;
+    oc_status st = oc_cl_open(&d->cl, selector, NULL, &d->alloc, err);
+    if (st != OC_OK) {
+        oc_mem_free(alloc, d, sizeof *d);
+        return st;
+    }
+    const oc_cl_caps *c = oc_cl_device_caps(d->cl);
+    snprintf(d->name, sizeof d->name, "OpenCL, %s (%s)", c->device, c->platform);
+    *out = d;
+    return OC_OK;
+}
+
+void oc_cl_backend_device_close(oc_backend_device *d) {
+    if (!d) return;
+    oc_allocator a = d->alloc;
+    oc_cl_close(d->cl);
+    oc_mem_free(&a, d, sizeof *d);
+}
+
+const char *oc_cl_backend_device_name(const oc_backend_device *d) { return d->name; }
+size_t oc_cl_backend_device_bytes(const oc_backend_device *d) { return d->device_bytes; }
+
+/* ---- memory ------------------------------------------------------------------------------------ */
+
+/* [off, off + n) elements of elem_bytes lie inside t (n may be 0). */
+static oc_status span(const oc_bt *t, int64_t off, int64_t n, size_t elem_bytes, const char *op, oc_error *err) {
+    if (!t || off < 0 || n < 0 || (n > 0 && !t->impl) || (uint64_t)(off + n) > (uint64_t)(t->n_bytes / elem_bytes))
+        return oc_fail(err, OC_ERR_INVALID, "backend opencl %s: elements [%lld, +%lld) of %zu bytes do not lie inside "
+                       "a buffer of %zu bytes", op, (long long)off, (long long)n, elem_bytes, t ? t->n_bytes : (size_t)0);
+    return OC_OK;
+}
+
+/* Elements a strided operand reaches: n_rows rows of width, stride apart (0 for no rows). */
+static int64_t extent(int64_t n_rows, int64_t stride, int64_t width) {
+    return n_rows > 0 ? (n_rows - 1) * stride + width : 0;
+}
+
+/* Device storage of n_bytes (> 0) for t. */
+static oc_status new_storage(cl_backend *b, oc_bt *t, size_t n_bytes, oc_error *err) {
+    oc_cl_buf *buf = NULL;
+    oc_status st = oc_cl_buf_alloc(b->dev->cl, n_bytes, &buf, err);
+    if (st != OC_OK) return st;
+    t->impl = buf;
+    t->n_bytes = n_bytes;
+    b->dev->device_bytes += n_bytes;
+    return OC_OK;
+}
+
+static void cl_free(oc_backend *be, oc_bt *t) {
+    if (t->impl) {
+        oc_cl_buf_free(t->impl);
+        clb(be)->dev->device_bytes -= t->n_bytes;
+    }
+    memset(t, 0, sizeof *t);
+}
+
+static oc_status cl_alloc(oc_backend *be, oc_bt *t, size_t n_bytes, uint32_t flags, oc_error *err) {
+    memset(t, 0, sizeof *t);
+    oc_status st = n_bytes ? new_storage(clb(be), t, n_bytes, err) : OC_OK;
+    t->flags = flags;
+    t->n_bytes = st == OC_OK ? n_bytes : 0;
+    return st;
+}
+
+static oc_status cl_import(oc_backend *be, oc_bt *t, const void *host, size_t n_bytes, oc_error *err) {
+    memset(t, 0, sizeof *t);
+    if (!host || !n_bytes) return OC_OK;
+    oc_status st = new_storage(clb(be), t, n_bytes, err);
+    if (st == OC_OK) st = oc_cl_upload(clb(be)->dev->cl, t->impl, 0, host, n_bytes, err);
+    if (st != OC_OK) cl_free(be, t);
+    return st;
+}
+
+static oc_status cl_weight(oc_backend *be, oc_bw *w, const oc_weight *src, oc_error *err) {
+    cl_backend *b = clb(be);
+    memset(w, 0, sizeof *w);
+    int to_f32 = !oc_cl_weight_type_ok(src->dtype);
+    if (to_f32 && !oc_dequant_ref(src->dtype))
+        return oc_fail(err, OC_ERR_UNSUPPORTED, "backend opencl: %s weights (%lld x %lld) have no kernel and no "
+                       "dequantizer", oc_dtype_name(src->dtype), (long long)src->n_out, (long long)src->n_in);
+    oc_cl_weight cw;
+    oc_status st = oc_cl_weight_upload(b->dev->cl, src, to_f32, &cw, err);
+    if (st != OC_OK) return st;
+    w->w = *src;
+    w->t.impl = cw.buf;
+    w->t.n_bytes = oc_cl_buf_bytes(cw.buf);   /* n_out rows of the device's row_bytes */
+    w->t.flags = to_f32 ? OC_BT_CL_F32 : 0;
+    b->dev->device_bytes += w->t.n_bytes;
+    return OC_OK;
+}
+
+/* The device weight behind w (cl_weight stored its type in the flags, its rows in n_bytes). */
+static oc_cl_weight weight_of(const oc_bw *w) {
+    oc_cl_weight c = { buf_of(&w->t), (w->t.flags & OC_BT_CL_F32) ? OC_DTYPE_F32 : w->w.dtype, w->w.n_in, w->w.n_out,
+                       w->w.n_out > 0 ? (int64_t)(w->t.n_bytes / (size_t)w->w.n_out) : 0 };
+    return c;
+}
+
+/* ---- transfers --------------------------------------------------------------------------------- */
+
+static oc_status cl_bind(oc_backend *be, oc_bt *t, const void *host, size_t n_bytes, oc_error *err) {
+    if (!(t->flags & OC_BT_HOST) || !host || n_bytes > t->n_bytes)
+        return oc_fail(err, OC_ERR_INVALID, "backend opencl bind: %zu bytes onto a %s buffer of %zu bytes", n_bytes,
+                       t->flags & OC_BT_HOST ? "host" : "non-host", t->n_bytes);
+    return OC_OK;   /* the device copy is written by write() and read by read() */
+}
+
+static oc_status cl_write(oc_backend *be, oc_bt *t, size_t off_bytes, const void *src, size_t n_bytes,
+                          oc_error *err) {
+    oc_status st = span(t, (int64_t)off_bytes, (int64_t)n_bytes, 1, "write", err);
+    return st != OC_OK || !n_bytes ? st : oc_cl_upload(clb(be)->dev->cl, t->impl, off_bytes, src, n_bytes, err);
+}
+
+static oc_status cl_read(oc_backend *be, const oc_bt *t, size_t off_bytes, void *dst, size_t n_bytes,
+                         oc_error *err) {
+    oc_status st = span(t, (int64_t)off_bytes, (int64_t)n_bytes, 1, "read", err);
+    return st != OC_OK || !n_bytes ? st : oc_cl_download(clb(be)->dev->cl, t->impl, off_bytes, dst, n_bytes, err);
+}
+
+static void cl_unmap(oc_backend *be, const oc_bt *t, const void *p) {
+    cl_backend *b = clb(be);
+    if (!b->view || (p && p != b->view)) return;
+    oc_mem_free(&b->alloc, b->view, b->view_bytes);
+    b->view = NULL;
+    b->view_bytes = 0;
+}
+
+static const void *cl_map_read(oc_backend *be, const oc_bt *t, size_t off_bytes, size_t n_bytes, oc_error *err) {
+    cl_backend *b = clb(be);
+    cl_unmap(be, t, NULL);   /* one view at a time */
+    if (span(t, (int64_t)off_bytes, (int64_t)n_bytes, 1, "map_read", err) != OC_OK) return NULL;
+    if (!(b->view = oc_mem_alloc(&b->alloc, n_bytes ? n_bytes : 1))) {
+        oc_fail(err, OC_ERR_NOMEM, "backend opencl map_read: out of memory for %zu bytes", n_bytes);
+        return NULL;
+    }
+    b->view_bytes = n_bytes ? n_bytes : 1;
+    if (cl_read(be, t, off_bytes, b->view, n_bytes, err) != OC_OK) {
+        cl_unmap(be, t, NULL);
+        return NULL;
+    }
+    return b->view;
+}
+
+/* ---- compute ----------------------------------------------------------------------------------- */
+
+static oc_status cl_matmul(oc_backend *be, const oc_bw *w, const oc_bt *x, int64_t x_off, int64_t x_stride,
+                           oc_bt *y, int64_t y_off, int64_t y_stride, int64_t n_tok, const oc_bt *bias,
+                           oc_error *err) {
+    oc_status st;
+    if ((st = span(x, x_off, extent(n_tok, x_stride, w->w.n_in), sizeof(float), "matmul x", err)) ||
+        (st = span(y, y_off, extent(n_tok, y_stride, w->w.n_out), sizeof(float), "matmul y", err)) ||
+        (bias && (st = span(bias, 0, w->w.n_out, sizeof(float), "matmul bias", err))))
+        return st;
+    if (n_tok <= 0) return OC_OK;
+    oc_cl_weight cw = weight_of(w);
+    return oc_cl_matmul(clb(be)->dev->cl, &cw, oc_cl_mat_of(buf_of(x), x_off, x_stride),
+                        oc_cl_mat_of(buf_of(y), y_off, y_stride), n_tok, buf_of(bias), err);
+}
+
+/* Rows whose id is past the table are left alone (the caller checks ids, backend.h). */
+static oc_status cl_embed(oc_backend *be, const oc_bw *table, const oc_bt *ids, int64_t n, oc_bt *dst,
+                          int64_t dst_off, oc_error *err) {
+    oc_status st;
+    if (n <= 0) return OC_OK;
+    if ((st = span(ids, 0, n, sizeof(int32_t), "embed ids", err)) ||
+        (st = span(dst, dst_off, n * table->w.n_in, sizeof(float), "embed dst", err)))
+        return st;
+    if (n > INT32_MAX) return oc_fail(err, OC_ERR_INVALID, "backend opencl embed: %lld rows", (long long)n);
+    oc_cl_weight cw = weight_of(table);
+    return oc_cl_embed(clb(be)->dev->cl, &cw, buf_of(ids), 0, (int32_t)n,
+                       oc_cl_mat_of(buf_of(dst), dst_off, table->w.n_in), err);
+}
+
+static oc_status cl_norm(oc_backend *be, oc_norm_kind kind, oc_bt *x, int64_t x_off, const oc_bt *res,
+                         int64_t res_off, oc_bt *y, int64_t y_off, const oc_bt *w, const oc_bt *b,
+                         int64_t n_rows, int64_t dim, float eps, oc_error *err) {
+    oc_status st;
+    if (n_rows <= 0) return OC_OK;
+    int64_t n = n_rows * dim;
+    if ((st = span(x, x_off, n, sizeof(float), "norm x", err)) ||
+        (res && (st = span(res, res_off, n, sizeof(float), "norm residual", err))) ||
+        (y && (st = span(y, y_off, n, sizeof(float), "norm y", err))) ||
+        (w && (st = span(w, 0, dim, sizeof(float), "norm weight", err))) ||
+        (b && (st = span(b, 0, dim, sizeof(float), "norm bias", err))))
+        return st;
+    oc_cl_norm_kind k = kind == OC_NORM_LAYER ? OC_CL_NORM_LAYER : OC_CL_NORM_RMS;
+    return oc_cl_norm(clb(be)->dev->cl, k, oc_cl_mat_of(buf_of(y), y_off, dim), oc_cl_mat_of(buf_of(x), x_off, dim),
+                      oc_cl_mat_of(buf_of(res), res_off, dim), buf_of(w), buf_of(b), n_rows, dim, eps, err);
+}
+
+static oc_status cl_rope(oc_backend *be, oc_bt *x, int64_t x_off, int64_t n_tok, int32_t n_head, int32_t head_dim,
+                         int32_t n_pairs, const oc_bt *cos, const oc_bt *sin, oc_error *err) {
+    oc_status st;
+    if (n_tok <= 0) return OC_OK;
+    if (n_pairs < 0 || 2 * n_pairs > head_dim)
+        return oc_fail(err, OC_ERR_INVALID, "backend opencl rope: %d pairs in heads of %d", (int)n_pairs, (int)head_dim);
+    int64_t row = (int64_t)n_head * head_dim;
+    if ((st = span(x, x_off, n_tok * row, sizeof(float), "rope x", err)) ||
+        (st = span(cos, 0, n_tok * n_pairs, sizeof(float), "rope cos", err)) ||
+        (st = span(sin, 0, n_tok * n_pairs, sizeof(float), "rope sin", err)))
+        return st;
+    if (n_pairs == 0 || n_head <= 0) return OC_OK;
+    if (n_tok > INT32_MAX) return oc_fail(err, OC_ERR_INVALID, "backend opencl rope: %lld tokens", (long long)n_tok);
+    return oc_cl_rope_neox(clb(be)->dev->cl, buf_of(x), x_off, row, head_dim, (int32_t)n_tok, n_head, n_pairs,
+                           oc_cl_mat_of(buf_of(cos), 0, n_pairs), oc_cl_mat_of(buf_of(sin), 0, n_pairs), err);
+}
+
+static oc_status cl_kv_store(oc_backend *be, const oc_bt *src, int64_t src_off, oc_bt *dst, int64_t dst_off, int64_t n,
+                             oc_error *err) {
+    oc_status st;
+    if (n <= 0) return OC_OK;
+    if ((st = span(src, src_off, n, sizeof(float), "kv_store src", err)) ||
+        (st = span(dst, dst_off, n, sizeof(uint16_t), "kv_store dst", err)))
+        return st;
+    return oc_cl_kv_store(clb(be)->dev->cl, oc_cl_mat_of(buf_of(src), src_off, n), 1, n, buf_of(dst), OC_DTYPE_F16,
+                          dst_off, n, err);
+}
+
+/* The head counts and head_dim are the ones the instance was opened for; the explicit debug mask
+ * is the CPU's alone. Stats come from the host when every head is dense (kept = the base mask's
+ * pairs, skipped 0, executed counted as kept), so a forward pass does not wait per layer; else
+ * from the device's counters (exact, a wait per call). */
+static oc_status cl_attention(oc_backend *be, const oc_battn *a, oc_attn_stats *stats, oc_error *err) {
+    cl_backend *b = clb(be);
+    size_t kv_bytes = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
+    int64_t q_n = extent(a->n_q, a->q_stride_token, extent(a->n_head, a->q_stride_head, a->head_dim));
+    int64_t o_n = extent(a->n_q, a->out_stride_token, extent(a->n_head, a->out_stride_head, a->head_dim));
+    int64_t k_n = extent(a->n_kv, a->k_stride_token, extent(a->n_head_kv, a->k_stride_head, a->head_dim));
+    int64_t v_n = extent(a->n_kv, a->v_stride_token, extent(a->n_head_kv, a->v_stride_head, a->head_dim));
+    oc_status st;
+    if ((st = span(a->q, a->q_off, q_n, sizeof(float), "attention q", err)) ||
+        (st = span(a->out, a->out_off, o_n, sizeof(float), "attention out", err)) ||
+        (st = span(a->k, a->k_off, k_n, kv_bytes, "attention k", err)) ||
+        (st = span(a->v, a->v_off, v_n, kv_bytes, "attention v", err)))
+        return st;
+    if (a->mask == OC_ATTN_EXPLICIT)
+        return oc_fail(err, OC_ERR_UNSUPPORTED, "backend opencl attention: the explicit debug mask runs on the CPU only");
+    const oc_attn_dims *d = &b->attn_dims;
+    if (!b->attn || a->n_head != d->n_head || a->n_head_kv != d->n_head_kv || a->head_dim != d->head_dim)
+        return oc_fail(err, OC_ERR_INVALID, "backend opencl attention: %d heads (%d kv) of %d, opened for %d (%d) of %d",
+                       (int)a->n_head, (int)a->n_head_kv, (int)a->head_dim, (int)d->n_head, (int)d->n_head_kv,
+                       (int)d->head_dim);
+    oc_cl_attn_shape shape = { a->n_q, a->n_kv, a->q_offset, a->mask, a->segments, a->n_segments, a->layout };
+    if ((st = oc_cl_attn_prepare(b->attn, &shape, err))) return st;
+    oc_cl_attn_io io;
+    memset(&io, 0, sizeof io);
+    io.q = buf_of(a->q);
+    io.q_off = a->q_off;
+    io.q_stride_token = a->q_stride_token;
+    io.q_stride_head = a->q_stride_head;
+    io.k = buf_of(a->k);
+    io.v = buf_of(a->v);
+    io.kv_dtype = a->kv_dtype;
+    io.k_off = a->k_off;
+    io.k_stride_token = a->k_stride_token;
+    io.k_stride_head = a->k_stride_head;
+    io.v_off = a->v_off;
+    io.v_stride_token = a->v_stride_token;
+    io.v_stride_head = a->v_stride_head;
+    io.out = buf_of(a->out);
+    io.out_off = a->out_off;
+    io.out_stride_token = a->out_stride_token;
+    io.out_stride_head = a->out_stride_head;
+    io.scale = a->scale;
+    io.host_patterns = a->patterns;
+    int dense = 1;
+    for (int32_t h = 0; a->patterns && h < a->n_head; h++) dense &= a->patterns[h].kind == OC_PATTERN_DENSE;
+    if ((st = oc_cl_attn_run(b->attn, &io, dense ? NULL : stats, err)) || !stats || !dense) return st;
+    uint64_t kept = oc_cl_attn_base_pairs(b->attn) * (uint64_t)a->n_head * 4 * (uint64_t)a->head_dim;
+    stats->flops_kept += kept;
+    stats->flops_executed += kept;
+    return OC_OK;
+}
+
+static oc_status cl_add(oc_backend *be, oc_bt *y, int64_t y_off, const oc_bt *x, int64_t x_off, int64_t n,
+                        oc_error *err) {
+    oc_status st;
+    if (n <= 0) return OC_OK;
+    if ((st = span(y, y_off, n, sizeof(float), "add y", err)) || (st = span(x, x_off, n, sizeof(float), "add x", err)))
+        return st;
+    return oc_cl_add(clb(be)->dev->cl, buf_of(y), y_off, buf_of(x), x_off, n, err);
+}
+
+static oc_status cl_act(oc_backend *be, oc_bt *x, int64_t x_off, int64_t n, oc_act act, oc_error *err) {
+    oc_status st;
+    if (n <= 0) return OC_OK;
+    if ((st = span(x, x_off, n, sizeof(float), "act x", err))) return st;
+    return oc_cl_act(clb(be)->dev->cl, buf_of(x), x_off, n, act, err);
+}
+
+static oc_status cl_glu(oc_backend *be, oc_bt *g, int64_t g_off, const oc_bt *u, int64_t u_off, int64_t n, oc_act act,
+                        oc_error *err) {
+    oc_status st;
+    if (n <= 0) return OC_OK;
+    if ((st = span(g, g_off, n, sizeof(float), "glu gate", err)) || (st = span(u, u_off, n, sizeof(float), "glu up", err)))
+        return st;
+    return oc_cl_glu(clb(be)->dev->cl, buf_of(g), g_off, buf_of(g), g_off, buf_of(u), u_off, n, act, err);
+}
+
+/* The indices come back to the host to be checked as the CPU backend checks them: a source row
+ * outside src is a graph bug, not something to skip silently. */
+static oc_status cl_gather_rows(oc_backend *be, oc_bt *dst, int64_t dst_off, const oc_bt *src, int64_t src_off,
+                                const oc_bt *idx, int64_t n_rows, int64_t dim, int32_t unit, oc_error *err) {
+    cl_backend *b = clb(be);
+    oc_status st;
+    if (n_rows <= 0) return OC_OK;
+    if (unit < 1) return oc_fail(err, OC_ERR_INVALID, "backend opencl gather_rows: unit %d", (int)unit);
+    int64_t n_idx = (n_rows + unit - 1) / unit;
+    if ((st = span(dst, dst_off, n_rows * dim, sizeof(float), "gather_rows dst", err)) ||
+        (st = span(idx, 0, n_idx, sizeof(int32_t), "gather_rows idx", err)))
+        return st;
+    if (n_idx > b->idx_cap)
+        return oc_fail(err, OC_ERR_INVALID, "backend opencl gather_rows: %lld indices, opened for %lld",
+                       (long long)n_idx, (long long)b->idx_cap);
+    if ((st = oc_cl_download(b->dev->cl, buf_of(idx), 0, b->idx, (size_t)n_idx * sizeof(int32_t), err))) return st;
+    int32_t top = 0;
+    for (int64_t i = 0; i < n_idx; i++) {
+        if (b->idx[i] < 0) return oc_fail(err, OC_ERR_INVALID, "backend opencl gather_rows: negative index");
+        top = OC_MAX(top, b->idx[i]);
+    }
+    int64_t n_src_rows = ((int64_t)top + 1) * unit;
+    if ((st = span(src, src_off, n_src_rows * dim, sizeof(float), "gather_rows src", err))) return st;
+    return oc_cl_gather_rows(b->dev->cl, buf_of(dst), dst_off, buf_of(src), src_off, n_src_rows, buf_of(idx), 0, n_rows,
+                             dim, unit, err);
+}
+
+/* ---- the table, open, close -------------------------------------------------------------------- */
+
+static void cl_close(oc_backend *be) {
+    cl_backend *b = clb(be);
+    oc_allocator a = b->alloc;
+    cl_unmap(be, NULL, NULL);
+    oc_cl_attn_close(b->attn);
+    if (b->idx) oc_mem_free(&a, b->idx, (size_t)b->idx_cap * sizeof(int32_t));
+    if (b->own_dev) oc_cl_backend_device_close(b->dev);
+    oc_mem_free(&a, b, sizeof *b);
+}
+
+static const oc_backend_ops cl_ops = {
+    OC_BACKEND_OPS_VERSION, "opencl", cl_close,
+    cl_alloc, cl_free, cl_import, cl_weight,
+    cl_bind, cl_write, cl_read, cl_map_read, cl_unmap,
+    cl_matmul, cl_embed, cl_norm, cl_rope, cl_kv_store, cl_attention,
+    cl_add, cl_act, cl_glu, cl_gather_rows,
+};
+
+static oc_cl_attn_limits attn_limits(const oc_backend_limits *lim) {
+    oc_cl_attn_limits al = { lim->attn.max_n_q, lim->attn.n_head, lim->attn.n_head_kv, lim->attn.head_dim,
+                             lim->max_images, lim->max_segments };
+    return al;
+}
+
+size_t oc_cl_backend_bytes(const oc_backend_limits *lim) {
+    oc_cl_attn_limits al = attn_limits(lim);
+    size_t n = sizeof(cl_backend) + (size_t)OC_MAX((int64_t)1, lim->max_n_tok) * sizeof(int32_t);
+    return lim->attn.n_head > 0 ? n + oc_cl_attn_host_bytes(&al) : n;
+}
+
+oc_status oc_cl_backend_open(oc_backend **out, const oc_backend_spec *spec, const oc_backend_limits *lim,
+                             const oc_allocator *alloc, oc_error *err) {
+    *out = NULL;
+    if (lim->max_n_tok < 0 || lim->max_n_tok > INT32_MAX || lim->max_images < 0 || lim->max_segments < 0)
+        return oc_fail(err, OC_ERR_INVALID, "backend opencl: bad limits");
+    if (!alloc) alloc = oc_default_allocator();
+    cl_backend *b = oc_mem_calloc(alloc, sizeof *b);
+    if (!b) return oc_fail(err, OC_ERR_NOMEM, "backend opencl: out of memory");
+    b->base.ops = &cl_ops;
+    b->alloc = *alloc;
+    b->dev = spec->dev;
+    oc_status st = OC_OK;
+    if (!b->dev) {
+        st = oc_cl_backend_device_open(&b->dev, spec->device, &b->alloc, err);
+        b->own_dev = st == OC_OK;
+    }
+    b->idx_cap = OC_MAX((int64_t)1, lim->max_n_tok);
+    if (st == OC_OK && !(b->idx = oc_mem_alloc(&b->alloc, (size_t)b->idx_cap * sizeof(int32_t))))
+        st = oc_fail(err, OC_ERR_NOMEM, "backend opencl: out of memory");
+    if (st == OC_OK && lim->attn.n_head > 0) {
+        oc_cl_attn_limits al = attn_limits(lim);
+        b->attn_dims = lim->attn;
+        st = oc_cl_attn_open(&b->attn, b->dev->cl, &al, err);
+    }
+    if (st != OC_OK) {
+        if (!b->idx) b->idx_cap = 0;
+        cl_close(&b->base);
+        return st;
+    }
+    *out = &b->base;
+    return OC_OK;
+}

@@ -1,0 +1,19 @@
+/* cl_backend.h: the OpenCL implementation of backend.h (cl_backend.c), as backend.c dispatches to
+ * it when the build has OpenCL (OC_HAVE_OPENCL); nothing else includes this header. The shared
+ * device (oc_backend_device) is defined in cl_backend.c: OpenCL is the only kind that has one. */
+#ifndef OC_CL_BACKEND_H
+#define OC_CL_BACKEND_H
+
+#include "backend/backend.h"
+
+oc_status oc_cl_backend_device_open(oc_backend_device **out, const char *selector, const oc_allocator *alloc,
+                                    oc_error *err);
+void oc_cl_backend_device_close(oc_backend_device *dev);
+const char *oc_cl_backend_device_name(const oc_backend_device *dev);
+size_t oc_cl_backend_device_bytes(const oc_backend_device *dev);
+
+size_t oc_cl_backend_bytes(const oc_backend_limits *lim);
+oc_status oc_cl_backend_open(oc_backend **out, const oc_backend_spec *spec, const oc_backend_limits *lim,
+                             const oc_allocator *alloc, oc_error *err);
+
+#endif

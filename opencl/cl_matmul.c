@@ -1,0 +1,148 @@
+/* cl_matmul.c: weights on the device and y = x W^T (cl_ops.h). Which path a product takes:
+ *  - F32 weights, more than GEMV_MAX_TOK tokens, CLBlast in the build and enabled on the device:
+ *    CLBlastSgemm (row-major x, W transposed), then the bias through opencl/kernels/elementwise.cl (for
+ *    one token CLBlast's padded GEMM was 7x slower than oc_gemv on PoCL);
+ *  - otherwise opencl/kernels/matmul.cl: oc_gemv for up to GEMV_MAX_TOK tokens, oc_gemm (64 x 64 tiles)
+ *    above, both decoding F32 / F16 / Q8_0 / Q4_0 rows with the same loader.
+ * Weights keep their GGUF row layout on the device (rows padded to 4 bytes when needed). */
+#include "opencl/cl_internal.h"
+#include "opencl/cl_ops.h"
+#include "core/dtype.h"
+#include "kernels/quant.h"
+
+#include <string.h>
+
+#if OC_HAVE_CLBLAST
+#include <clblast_c.h>
+#endif
+
+#define GEMV_MAX_TOK 4
+#define GEMV_ROW_ITEMS 32   /* items along one output row */
+#define GEMV_WG 128
+#define GEMM_TILE 64
+#define STAGE_FLOATS (1 << 20)   /* host staging for dequantize-at-upload: 4 MiB */
+
+int oc_cl_weight_type_ok(int32_t dtype) {
+    return dtype == OC_DTYPE_F32 || dtype == OC_DTYPE_F16 || dtype == OC_DTYPE_Q8_0 || dtype == OC_DTYPE_Q4_0;
+}
+
+void oc_cl_weight_free(oc_cl_weight *w) {
+    if (!w) return;
+    oc_cl_buf_free(w->buf);
+    memset(w, 0, sizeof *w);
+}
+
+/* Dequantize rows on the host in blocks of STAGE_FLOATS and upload them as F32. */
+static oc_status upload_f32(oc_cl_device *dev, const oc_weight *w, oc_cl_weight *out, oc_error *err) {
+    oc_to_f32_fn to_f32 = oc_dequant_ref(w->dtype);
+    if (!to_f32) return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl: no dequantizer for %s weights", oc_dtype_name(w->dtype));
+    int64_t rows_per = OC_MAX((int64_t)1, STAGE_FLOATS / w->n_in);
+    size_t stage_bytes = (size_t)(rows_per * w->n_in) * sizeof(float);
+    float *stage = oc_mem_alloc(dev->alloc, stage_bytes);
+    if (!stage) return oc_fail(err, OC_ERR_NOMEM, "opencl: out of memory staging a weight");
+    oc_status st = OC_OK;
+    for (int64_t r0 = 0; r0 < w->n_out && st == OC_OK; r0 += rows_per) {
+        int64_t n = OC_MIN(rows_per, w->n_out - r0);
+        for (int64_t r = 0; r < n; r++)
+            to_f32((const unsigned char *)w->data + (size_t)(r0 + r) * w->row_bytes, stage + r * w->n_in, w->n_in);
+        st = oc_cl_upload(dev, out->buf, (size_t)(r0 * w->n_in) * sizeof(float), stage,
+                          (size_t)(n * w->n_in) * sizeof(float), err);
+    }
+    oc_mem_free(dev->alloc, stage, stage_bytes);
+    return st;
+}
+
+oc_status oc_cl_weight_upload(oc_cl_device *dev, const oc_weight *w, int to_f32, oc_cl_weight *out, oc_error *err) {
+    memset(out, 0, sizeof *out);
+    if (!w || !w->data || w->n_in < 1 || w->n_out < 1 || w->n_in > INT32_MAX || w->n_out > INT32_MAX)
+        return oc_fail(err, OC_ERR_INVALID, "opencl: weight without data or with a bad shape");
+    uint64_t row = oc_dtype_row_bytes(w->dtype, (uint64_t)w->n_in);
+    if (!row || w->row_bytes < row)
+        return oc_fail(err, OC_ERR_INVALID, "opencl: %s weight rows of %lld elements in %zu bytes", oc_dtype_name(w->dtype),
+                       (long long)w->n_in, w->row_bytes);
+    if (!to_f32 && !oc_cl_weight_type_ok(w->dtype))
+        return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl: the kernels take F32, F16, Q8_0 and Q4_0 weights, not %s "
+                       "(upload it as f32)", oc_dtype_name(w->dtype));
+    out->dtype = to_f32 ? OC_DTYPE_F32 : w->dtype;
+    out->n_in = w->n_in;
+    out->n_out = w->n_out;
+    out->row_bytes = to_f32 ? w->n_in * 4 : (int64_t)((row + 3) / 4 * 4);   /* 4-byte rows: vector loads */
+    size_t total;
+    if (out->row_bytes > INT32_MAX || !oc_mul_size((size_t)out->row_bytes, (size_t)w->n_out, &total))
+        return oc_fail(err, OC_ERR_RANGE, "opencl: weight of %lld x %lld is too large", (long long)w->n_out,
+                       (long long)w->n_in);
+    oc_status st = oc_cl_buf_alloc(dev, total, &out->buf, err);
+    if (st != OC_OK) return st;
+    if (to_f32) {
+        st = upload_f32(dev, w, out, err);
+    } else if ((size_t)out->row_bytes == w->row_bytes) {
+        st = oc_cl_upload(dev, out->buf, 0, w->data, total, err);
+    } else {   /* rows padded or strided: one upload per row (load time only) */
+        for (int64_t r = 0; r < w->n_out && st == OC_OK; r++)
+            st = oc_cl_upload(dev, out->buf, (size_t)(r * out->row_bytes),
+                              (const unsigned char *)w->data + (size_t)r * w->row_bytes, (size_t)row, err);
+    }
+    if (st != OC_OK) oc_cl_weight_free(out);
+    return st;
+}
+
+/* ---- products ------------------------------------------------------------------------------------------------ */
+
+static int view_fits(oc_cl_mat m, int64_t n_rows, int64_t n) {
+    if (!m.buf || m.off < 0 || (n_rows > 1 && m.stride < n) || m.stride > INT32_MAX) return 0;
+    int64_t last = (n_rows - 1) * m.stride + n;
+    return oc_cl_fits_i32(m.off, last) && (uint64_t)(m.off + last) <= oc_cl_buf_bytes(m.buf) / sizeof(float);
+}
+
+#if OC_HAVE_CLBLAST
+static oc_status clblast_sgemm(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc_cl_mat y, int64_t n_tok,
+                               const oc_cl_buf *bias, oc_error *err) {
+    size_t ldx = (size_t)OC_MAX(x.stride, w->n_in), ldy = (size_t)OC_MAX(y.stride, w->n_out);
+    CLBlastStatusCode rc = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, (size_t)n_tok,
+                                        (size_t)w->n_out, (size_t)w->n_in, 1.0f, x.buf->mem, (size_t)x.off, ldx,
+                                        w->buf->mem, 0, (size_t)(w->row_bytes / 4), 0.0f, y.buf->mem, (size_t)y.off,
+                                        ldy, &dev->queue, NULL);
+    if (rc != CLBlastSuccess)
+        return oc_fail(err, OC_ERR_DEVICE, "opencl: CLBlastSgemm %lld x %lld x %lld failed with status %d",
+                       (long long)n_tok, (long long)w->n_out, (long long)w->n_in, (int)rc);
+    if (!bias) return OC_OK;
+    size_t global[2] = { (size_t)w->n_out, (size_t)n_tok };
+    oc_cl_arg a[] = { OC_CL_BUF(y.buf), OC_CL_I32(y.off), OC_CL_I32(ldy), OC_CL_BUF(bias), OC_CL_I32(w->n_out),
+                      OC_CL_I32(n_tok) };
+    return oc_cl_launch(dev, OC_CLK_ADD_BIAS, 2, global, NULL, (int)OC_ARRAY_LEN(a), a, err);
+}
+#endif
+
+oc_status oc_cl_matmul(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc_cl_mat y, int64_t n_tok,
+                       const oc_cl_buf *bias, oc_error *err) {
+    if (!w || !w->buf || !oc_cl_weight_type_ok(w->dtype))
+        return oc_fail(err, OC_ERR_INVALID, "opencl matmul: no weight, or a type the kernels do not take");
+    if (n_tok < 1 || n_tok > INT32_MAX) return oc_fail(err, OC_ERR_INVALID, "opencl matmul: %lld tokens", (long long)n_tok);
+    if (!view_fits(x, n_tok, w->n_in) || !view_fits(y, n_tok, w->n_out))
+        return oc_fail(err, OC_ERR_RANGE, "opencl matmul: x (%lld x %lld) or y (%lld x %lld) does not fit its buffer",
+                       (long long)n_tok, (long long)w->n_in, (long long)n_tok, (long long)w->n_out);
+    if (bias && oc_cl_buf_bytes(bias) < (size_t)w->n_out * sizeof(float))
+        return oc_fail(err, OC_ERR_RANGE, "opencl matmul: bias shorter than %lld floats", (long long)w->n_out);
+    if (x.buf == y.buf && x.off < y.off + n_tok * OC_MAX(y.stride, w->n_out) && y.off < x.off + n_tok * OC_MAX(x.stride, w->n_in))
+        return oc_fail(err, OC_ERR_INVALID, "opencl matmul: y overlaps x");
+#if OC_HAVE_CLBLAST
+    if (dev->use_clblast && w->dtype == OC_DTYPE_F32 && n_tok > GEMV_MAX_TOK)
+        return clblast_sgemm(dev, w, x, y, n_tok, bias, err);
+#endif
+    oc_cl_arg a[] = { OC_CL_BUF(y.buf), OC_CL_I32(y.off), OC_CL_I32(y.stride), OC_CL_BUF(x.buf), OC_CL_I32(x.off),
+                      OC_CL_I32(x.stride), OC_CL_BUF(w->buf), OC_CL_I32(w->dtype), OC_CL_I32(w->row_bytes),
+                      OC_CL_I32(w->n_in), OC_CL_I32(w->n_out), OC_CL_BUF(bias), OC_CL_I32(bias != NULL),
+                      OC_CL_I32(n_tok), OC_CL_LOCAL(0) };
+    int n_args = (int)OC_ARRAY_LEN(a);
+    if (n_tok > GEMV_MAX_TOK && oc_cl_kernel_wg_size(dev, OC_CLK_GEMM) >= 256) {
+        size_t local[2] = { 16, 16 };
+        size_t global[2] = { (size_t)(w->n_out + GEMM_TILE - 1) / GEMM_TILE * 16,
+                             (size_t)(n_tok + GEMM_TILE - 1) / GEMM_TILE * 16 };
+        return oc_cl_launch(dev, OC_CLK_GEMM, 2, global, local, n_args - 1, a, err);
+    }
+    size_t t = oc_cl_pow2_wg(dev, OC_CLK_GEMV, GEMV_ROW_ITEMS);
+    size_t r = OC_MAX((size_t)1, oc_cl_pow2_wg(dev, OC_CLK_GEMV, GEMV_WG) / t);
+    size_t local[2] = { t, r }, global[2] = { t, (size_t)w->n_out };
+    a[n_args - 1] = OC_CL_LOCAL(t * r * 4 * sizeof(float));
+    return oc_cl_launch(dev, OC_CLK_GEMV, 2, global, local, n_args, a, err);
+}

@@ -1,0 +1,83 @@
+/* matmul.cl: y[t][o] = sum_k x[t][k] * W[o][k] (+ bias[o]) for GGUF weights (F32, F16, Q8_0, Q4_0
+ * rows of row_bytes bytes, decoded by common.cl's oc_load8) against f32 activations, the product
+ * src/kernels/matmul.h defines. Two kernels, one loader:
+ *  - oc_gemv, for a few tokens (decode): a work-group of (T, R) items computes R outputs; the T
+ *    items of an output stride along its row in chunks of 8 (adjacent items read adjacent bytes)
+ *    and meet in a local-memory tree; tokens go 4 at a time.
+ *  - oc_gemm, for batches: 64 x 64 tiles of (tokens x outputs) by 16 x 16 items of 4 x 4 each;
+ *    each step loads 32 elements of k of both operands (one quantized block) into local memory,
+ *    decoded to f32, transposed so the inner loop reads consecutive floats. */
+#define GEMV_TOK 4
+#define TS 64
+#define KS 32
+
+__kernel void oc_gemv(__global float *y, int y_off, int y_stride, const __global float *x, int x_off, int x_stride,
+                      const __global uchar *w, int dtype, int row_bytes, int n_in, int n_out,
+                      const __global float *bias, int has_bias, int n_tok, __local float *red) {
+    int t = get_local_id(0), nt = get_local_size(0), r = get_local_id(1);
+    int o = get_group_id(1) * get_local_size(1) + r, n8 = (n_in + 7) / 8;
+    const __global uchar *wr = w + (size_t)min(o, n_out - 1) * row_bytes;
+    __local float *rr = red + r * nt * GEMV_TOK;
+    for (int t0 = 0; t0 < n_tok; t0 += GEMV_TOK) {
+        float acc[GEMV_TOK] = { 0.0f, 0.0f, 0.0f, 0.0f };
+        for (int c = t; o < n_out && c < n8; c += nt) {
+            float8 wv = oc_load8(dtype, wr, 8 * c, n_in);
+            for (int j = 0; j < GEMV_TOK; j++) {
+                if (t0 + j >= n_tok) break;
+                float8 xv = oc_load8_f32(x + x_off + (size_t)(t0 + j) * x_stride, 8 * c, n_in);
+                acc[j] += dot(wv.lo, xv.lo) + dot(wv.hi, xv.hi);
+            }
+        }
+        for (int j = 0; j < GEMV_TOK; j++) rr[j * nt + t] = acc[j];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int s = nt / 2; s > 0; s >>= 1) {
+            if (t < s)
+                for (int j = 0; j < GEMV_TOK; j++) rr[j * nt + t] += rr[j * nt + t + s];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        if (t == 0 && o < n_out)
+            for (int j = 0; j < GEMV_TOK && t0 + j < n_tok; j++)
+                y[y_off + (size_t)(t0 + j) * y_stride + o] = rr[j * nt] + (has_bias ? bias[o] : 0.0f);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(16, 16, 1)))
+void oc_gemm(__global float *y, int y_off, int y_stride, const __global float *x, int x_off, int x_stride,
+             const __global uchar *w, int dtype, int row_bytes, int n_in, int n_out,
+             const __global float *bias, int has_bias, int n_tok) {
+    __local float xs[KS][TS + 1], ws[KS][TS + 1];   /* [k][token], [k][output]; +1: no bank conflicts on stores */
+    int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 16 + tx;
+    int tok0 = get_group_id(1) * TS, out0 = get_group_id(0) * TS;
+    int lr = lid >> 2, lc = (lid & 3) * 8;   /* this item loads row lr, elements lc .. lc+7 of each step */
+    const __global float *xrow = x + x_off + (size_t)min(tok0 + lr, n_tok - 1) * x_stride;
+    const __global uchar *wrow = w + (size_t)min(out0 + lr, n_out - 1) * row_bytes;
+    float acc[4][4];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+    for (int k0 = 0; k0 < n_in; k0 += KS) {
+        float8 xv = oc_load8_f32(xrow, k0 + lc, n_in);
+        float8 wv = oc_load8(dtype, wrow, k0 + lc, n_in);
+        barrier(CLK_LOCAL_MEM_FENCE);   /* the previous step is done reading */
+        xs[lc + 0][lr] = xv.s0; xs[lc + 1][lr] = xv.s1; xs[lc + 2][lr] = xv.s2; xs[lc + 3][lr] = xv.s3;
+        xs[lc + 4][lr] = xv.s4; xs[lc + 5][lr] = xv.s5; xs[lc + 6][lr] = xv.s6; xs[lc + 7][lr] = xv.s7;
+        ws[lc + 0][lr] = wv.s0; ws[lc + 1][lr] = wv.s1; ws[lc + 2][lr] = wv.s2; ws[lc + 3][lr] = wv.s3;
+        ws[lc + 4][lr] = wv.s4; ws[lc + 5][lr] = wv.s5; ws[lc + 6][lr] = wv.s6; ws[lc + 7][lr] = wv.s7;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int kk = 0; kk < KS; kk++) {
+            float a[4], b[4];
+            for (int i = 0; i < 4; i++) a[i] = xs[kk][ty + 16 * i];
+            for (int j = 0; j < 4; j++) b[j] = ws[kk][tx + 16 * j];
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        int tok = tok0 + ty + 16 * i;
+        if (tok >= n_tok) break;
+        for (int j = 0; j < 4; j++) {
+            int o = out0 + tx + 16 * j;
+            if (o < n_out) y[y_off + (size_t)tok * y_stride + o] = acc[i][j] + (has_bias ? bias[o] : 0.0f);
+        }
+    }
+}

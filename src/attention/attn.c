@@ -1,0 +1,757 @@
+/* attn.c: the attention engine's driver (see attn.h): argument checks, scratch layout, the tiling
+ * and mask classification, the online softmax bookkeeping, flash-decoding and the thread split.
+ * The inner loops are the ISA micro-kernels of attn_kernels.h; nothing here uses intrinsics.
+ *
+ * How a call runs
+ *  1. Tasks: (kv head g, block of task_q query rows), largest causal blocks first; or, for decode
+ *     (n_q <= SPLIT_MAX_Q and a long cache), (kv head g, key chunk) with a fixed chunk count that
+ *     depends on n_kv only, followed by a merge in chunk order (flash-decoding). Each task owns
+ *     its outputs and runs a fixed sequence of operations, so results do not depend on which
+ *     thread ran it or how many there are.
+ *  2. Inside a task the query heads of group g are split into sub-groups with the same pattern;
+ *     a sub-group's heads are stacked as rows of one matrix, so every K/V tile is converted once
+ *     for the whole sub-group (grouped-query sharing).
+ *  3. The query rows are cut into runs at every boundary the mask cares about (segment edges,
+ *     and image edges for the BlindSight patterns), so all rows of a run are of one class (text,
+ *     image g, segment s). For one class the kept keys are
+ *         C (the class's key set: a short list of intervals) AND W(p) (the window of row p:
+ *         causal bound and A-shape local window, both monotone in p),
+ *     so the keys every row keeps (full) and the keys some row keeps (partial) follow from the
+ *     windows of the run's first and last rows, without looking at single elements: the O(1)
+ *     tile classification. Keys outside both are skipped and never loaded.
+ *  4. Kept keys are gathered into tiles of TILE_K keys, full and partial ones apart; only partial
+ *     tiles evaluate the exact per-element mask. Gathering while converting K/V into scratch is
+ *     free, so this plays the role of BlindSight's key permutation (App. L.3.3: text and sink keys
+ *     packed first so sink tiles are dense) without a permuted copy of the cache: an image query
+ *     block of a Sink head reads text keys and the sinks of every image, packed back to back.
+ *  5. Scores are computed transposed (S^T = K Q^T, attn_kernels.h) so K tiles need no transpose;
+ *     the softmax runs in base 2 with the scale and log2(e) folded into Q once.
+ *
+ * Contents: geometry and scratch | per-call context | mask classification | one run of query rows
+ * | tasks | entry point.
+ */
+#include "attention/attn.h"
+#include "core/isa_built.h"
+#include "attention/attn_kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#define TILE_K 72           /* keys per tile: a multiple of the GEMM row blocks (6 and 12) */
+#define ROW_BLOCK 64        /* query rows per S^T block (S^T stays in L1); a multiple of every panel */
+#define L2_FLOATS 65536     /* a task's queries and accumulators should fit in 256 KiB of L2 */
+#define SPLIT_MAX_Q 4       /* flash-decoding for at most this many query rows ... */
+#define SPLIT_MIN_KEYS 256  /* ... when there are at least 2 chunks of this many keys */
+#define SPLIT_MAX_CHUNKS 32
+#define LOG2E 1.44269504088896340736f
+#define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
+
+/* ---- geometry and scratch ------------------------------------------------------------------ */
+
+typedef struct geom {
+    int32_t n_rep, task_q, rows_target, rows_max, d, dpad_max, split_q;
+    size_t partial_bytes, thread_bytes;
+    size_t off_q, off_o, off_m, off_l, off_alpha, off_kt, off_v, off_s;   /* byte offsets in a thread block */
+    size_t off_idx, off_ptr, off_heads, off_qptr, off_count;
+} geom;
+
+/* Stacked rows (heads x positions) per run: as many as fit Q^T and O in L2, so each converted K/V
+ * tile serves many rows; 64 to 256. A task covers this many positions; a sub-group of n heads
+ * walks them in pieces of rows_target / n positions, so sparse heads that sit alone in their
+ * sub-group still amortize a tile over as many rows as a dense group does. */
+static int32_t rows_target_for(int32_t head_dim) {
+    int32_t t = L2_FLOATS / (2 * ALIGN_UP(head_dim, 16)) / 8 * 8;
+    return t < 64 ? 64 : t > 256 ? 256 : t;
+}
+
+static size_t take(size_t *off, size_t n_bytes) {
+    size_t at = *off;
+    *off = ALIGN_UP(at + n_bytes, OC_MEM_ALIGN);
+    return at;
+}
+
+/* 0 when dims are invalid or the sizes overflow (all limits are far below SIZE_MAX on 64-bit). */
+static int geom_init(geom *g, const oc_attn_dims *dims, int n_threads) {
+    if (!dims || dims->n_head < 1 || dims->n_head_kv < 1 || dims->n_head % dims->n_head_kv ||
+        dims->head_dim < 1 || dims->head_dim > (1 << 16) || dims->max_n_q < 0 || dims->max_n_kv < 0 ||
+        n_threads < 1 || n_threads > 1024 || dims->n_head > (1 << 16))
+        return 0;
+    memset(g, 0, sizeof *g);
+    g->n_rep = dims->n_head / dims->n_head_kv;
+    g->rows_target = rows_target_for(dims->head_dim);
+    g->task_q = g->rows_target;
+    /* a piece holds at most max(rows_target, n_rep) rows, and never more positions than the call */
+    g->rows_max = OC_MIN(OC_MAX(g->rows_target, g->n_rep), g->n_rep * OC_MAX(dims->max_n_q, 1));
+    g->d = dims->head_dim;
+    g->dpad_max = ALIGN_UP(dims->head_dim, 16);
+    /* query columns are padded to a multiple of 16, the widest vector */
+    size_t rows = (size_t)g->rows_max, cols = ALIGN_UP(rows, 16), d = (size_t)g->d, dp = (size_t)g->dpad_max;
+    size_t off = 0;
+    g->off_q = take(&off, cols * d * sizeof(float));
+    g->off_o = take(&off, rows * dp * sizeof(float));
+    g->off_m = take(&off, cols * sizeof(float));
+    g->off_l = take(&off, cols * sizeof(float));
+    g->off_alpha = take(&off, ROW_BLOCK * sizeof(float));
+    g->off_kt = take(&off, (size_t)TILE_K * d * sizeof(float));
+    g->off_v = take(&off, (size_t)TILE_K * dp * sizeof(float));
+    g->off_s = take(&off, (size_t)TILE_K * ROW_BLOCK * sizeof(float));
+    g->off_idx = take(&off, 2 * TILE_K * sizeof(int32_t));
+    g->off_ptr = take(&off, 2 * TILE_K * sizeof(void *));
+    g->off_heads = take(&off, (size_t)g->n_rep * sizeof(int32_t));
+    g->off_qptr = take(&off, rows * sizeof(float *));
+    g->off_count = take(&off, 2 * sizeof(uint64_t));
+    g->thread_bytes = off;
+    g->split_q = OC_MIN(dims->max_n_q, SPLIT_MAX_Q);
+    if (dims->max_n_kv >= 2 * SPLIT_MIN_KEYS && g->split_q > 0) {
+        size_t slots = (size_t)SPLIT_MAX_CHUNKS * (size_t)dims->n_head * (size_t)g->split_q;
+        g->partial_bytes = ALIGN_UP(slots * (dp + 2) * sizeof(float), OC_MEM_ALIGN);
+    }
+    return 1;
+}
+
+size_t oc_attn_scratch_bytes(const oc_attn_dims *dims, int n_threads) {
+    geom g;
+    if (!geom_init(&g, dims, n_threads)) return 0;
+    size_t total;
+    if (!oc_mul_size(g.thread_bytes, (size_t)n_threads, &total) || !oc_add_size(total, g.partial_bytes, &total))
+        return 0;
+    return total;
+}
+
+/* ---- per-call context ------------------------------------------------------------------------ */
+
+typedef struct run_ctx {
+    const oc_attn_args *a;
+    const oc_attn_kernels *kern;
+    geom g;
+    int32_t dpad, n_q_tiles;
+    int64_t elem_bytes;
+    float qscale;               /* scale * log2(e): scores live in the base-2 domain */
+    int split;                  /* flash-decoding */
+    int32_t chunk_keys, n_chunks;
+    float *partials;            /* [chunk][head][query] x (m, l, o[dpad]) */
+    unsigned char *threads;     /* per-thread blocks */
+} run_ctx;
+
+/* Per-thread working set, pointers into that thread's block. */
+typedef struct work {
+    float *qt, *o, *m, *l, *alpha, *kt, *v, *s;   /* kt: the K tile as f32 rows (not transposed) */
+    int32_t *idx_full, *idx_part, *heads;
+    const void **kptr, **vptr;
+    const float **qptr;                           /* [rows_max] stacked query rows */
+    uint64_t *count;            /* [0] kept pairs, [1] executed pairs */
+} work;
+
+static work work_at(const run_ctx *x, int thread) {
+    unsigned char *b = x->threads + (size_t)thread * x->g.thread_bytes;
+    work w;
+    w.qt = (float *)(b + x->g.off_q);
+    w.o = (float *)(b + x->g.off_o);
+    w.m = (float *)(b + x->g.off_m);
+    w.l = (float *)(b + x->g.off_l);
+    w.alpha = (float *)(b + x->g.off_alpha);
+    w.kt = (float *)(b + x->g.off_kt);
+    w.v = (float *)(b + x->g.off_v);
+    w.s = (float *)(b + x->g.off_s);
+    w.idx_full = (int32_t *)(b + x->g.off_idx);
+    w.idx_part = w.idx_full + TILE_K;
+    w.kptr = (const void **)(b + x->g.off_ptr);
+    w.vptr = w.kptr + TILE_K;
+    w.heads = (int32_t *)(b + x->g.off_heads);
+    w.qptr = (const float **)(b + x->g.off_qptr);
+    w.count = (uint64_t *)(b + x->g.off_count);
+    return w;
+}
+
+/* ---- mask classification ----------------------------------------------------------------------- */
+
+static int is_blindsight(oc_pattern_kind k) {
+    return k == OC_PATTERN_SINK || k == OC_PATTERN_INTRA_IMAGE || k == OC_PATTERN_INTRA_IMAGE_SINK;
+}
+
+/* Row p's window: keys j with j < sk or lo <= j <= hi (before the class's key set C applies).
+ * Causal base: j <= p. A-shape (mminference.txt Sec. 3, C.3): the first n_sink keys plus the
+ * n_local keys ending at the query, (p - n_local, p]; with a causal base the sinks are cut at p
+ * too. The A-shape window ends at the query also under a bidirectional base, as pattern.h
+ * defines it ("keys before and including the query's own"). */
+typedef struct window { int64_t sk, lo, hi; } window;
+
+static window row_window(const oc_attn_args *a, const oc_head_pattern *pat, int64_t p) {
+    int causal = a->mask == OC_ATTN_CAUSAL, ashape = pat->kind == OC_PATTERN_A_SHAPE;
+    window w;
+    w.hi = causal || ashape ? p : INT64_MAX / 4;
+    w.lo = ashape ? p - pat->n_local + 1 : 0;
+    w.sk = ashape ? (causal ? OC_MIN((int64_t)pat->n_sink, p + 1) : (int64_t)pat->n_sink) : 0;
+    return w;
+}
+
+/* Up to two sorted, disjoint intervals [lo, hi) from two that may overlap or be empty. */
+typedef struct ivals { int n; int64_t lo[2], hi[2]; } ivals;
+
+static ivals ivals_of(int64_t a0, int64_t b0, int64_t a1, int64_t b1) {
+    ivals r = { 0, { 0, 0 }, { 0, 0 } };
+    if (a0 < b0) { r.lo[r.n] = a0; r.hi[r.n] = b0; r.n++; }
+    if (a1 < b1) { r.lo[r.n] = a1; r.hi[r.n] = b1; r.n++; }
+    if (r.n == 2) {
+        if (r.lo[1] < r.lo[0]) {
+            int64_t t = r.lo[0]; r.lo[0] = r.lo[1]; r.lo[1] = t;
+            t = r.hi[0]; r.hi[0] = r.hi[1]; r.hi[1] = t;
+        }
+        if (r.lo[1] <= r.hi[0]) { r.hi[0] = OC_MAX(r.hi[0], r.hi[1]); r.n = 1; }
+    }
+    return r;
+}
+
+/* The class of a run of query rows: its candidate key range [c0, c1) and, for an image row under a
+ * BlindSight pattern, which parts of the images it keeps. */
+typedef struct run_class {
+    int32_t c0, c1;      /* c0 >= c1: the rows keep nothing */
+    int32_t image;       /* the rows' image, or -1 */
+    int sinks, intra;    /* keep the sinks of every image / the own image (image rows only) */
+} run_class;
+
+/* The first segment whose end lies after p (n_segments if none). */
+static int32_t segment_find(const oc_token_span *seg, int32_t n, int32_t p) {
+    int32_t lo = 0, hi = n;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (seg[mid].end <= p) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+/* Classify query row i (position p = q_offset + i); returns the first row index after i that may
+ * be of another class (capped by i_end). */
+static int32_t classify(const oc_attn_args *a, const oc_head_pattern *pat, int32_t i, int32_t i_end,
+                        run_class *cls) {
+    int64_t p = (int64_t)a->q_offset + i;
+    int64_t end = (int64_t)a->q_offset + i_end;   /* exclusive, in positions */
+    cls->c0 = 0;
+    cls->c1 = a->n_kv;
+    cls->image = -1;
+    cls->sinks = cls->intra = 0;
+    if (a->mask == OC_ATTN_SEGMENTS) {
+        int32_t s = segment_find(a->segments, a->n_segments, (int32_t)p);
+        if (s < a->n_segments && a->segments[s].start <= p) {
+            cls->c0 = a->segments[s].start;
+            cls->c1 = OC_MIN(cls->c1, a->segments[s].end);
+            end = OC_MIN(end, (int64_t)a->segments[s].end);
+        } else {
+            cls->c1 = 0;   /* in no segment: nothing to attend to */
+            if (s < a->n_segments) end = OC_MIN(end, (int64_t)a->segments[s].start);
+        }
+    }
+    if (is_blindsight(pat->kind) && a->layout) {
+        int32_t img = oc_layout_image_at(a->layout, (int32_t)p);
+        if (img >= 0) {
+            cls->image = img;
+            cls->sinks = pat->kind != OC_PATTERN_INTRA_IMAGE;
+            cls->intra = pat->kind != OC_PATTERN_SINK;
+            end = OC_MIN(end, (int64_t)oc_layout_image_span(a->layout, img).end);
+        } else {
+            int32_t next = oc_layout_next_image(a->layout, (int32_t)p);
+            if (next < oc_layout_n_images(a->layout))
+                end = OC_MIN(end, (int64_t)oc_layout_image_span(a->layout, next).start);
+        }
+    }
+    return (int32_t)(end - a->q_offset);
+}
+
+/* The class's key set C as ascending intervals. For text rows and non-BlindSight patterns C is
+ * [c0, c1). For an image row (blindsight.txt App. L, Alg. 3: mask_kv = istext, or istext |
+ * isimsink): every text key, plus the sink keys of every image (Sink kinds), plus the whole own
+ * image (Intra kinds); the causal window later cuts what lies after the query. */
+typedef struct cand_iter {
+    const oc_token_layout *layout;
+    run_class cls;
+    int32_t pos, end, img, n_images;
+} cand_iter;
+
+static void cand_init(cand_iter *it, const oc_attn_args *a, const run_class *cls, int32_t lo, int32_t hi) {
+    it->layout = cls->image >= 0 ? a->layout : NULL;
+    it->cls = *cls;
+    it->pos = lo;
+    it->end = hi;
+    it->img = it->n_images = 0;
+    if (it->layout) {
+        it->n_images = oc_layout_n_images(it->layout);
+        int32_t g = oc_layout_image_at(it->layout, lo);
+        it->img = g >= 0 ? g : oc_layout_next_image(it->layout, lo);
+    }
+}
+
+static int cand_next(cand_iter *it, int32_t *lo, int32_t *hi) {
+    while (it->pos < it->end) {
+        if (!it->layout || it->img >= it->n_images) {   /* all of the rest */
+            *lo = it->pos;
+            *hi = it->end;
+            it->pos = it->end;
+            return 1;
+        }
+        oc_token_span s = oc_layout_image_span(it->layout, it->img);
+        if (it->pos < s.start) {                           /* text before image img */
+            *lo = it->pos;
+            *hi = OC_MIN(s.start, it->end);
+            it->pos = s.start;
+            return 1;
+        }
+        int32_t keep_end = s.start;
+        if (it->cls.intra && it->img == it->cls.image) keep_end = s.end;
+        else if (it->cls.sinks) keep_end = s.start + oc_layout_image_n_sink(it->layout, it->img);
+        int32_t x = it->pos, y = OC_MIN(keep_end, it->end);
+        it->pos = s.end;
+        it->img++;
+        if (x < y) {
+            *lo = x;
+            *hi = y;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
+/* ---- one run of query rows ----------------------------------------------------------------------- */
+
+/* A run: rows i0 .. i0+len-1 of one class, for the stacked heads w->heads[0..n_heads) of kv head g.
+ * Stacked row r is head w->heads[r / len], query row i0 + r % len. */
+typedef struct run {
+    const run_ctx *x;
+    work *w;
+    const oc_head_pattern *pat;
+    int32_t n_heads, i0, len, rows;
+    const unsigned char *kbase, *vbase;   /* kv head g's rows */
+    int32_t n_full, n_part;                /* keys waiting in the two tile builders */
+    uint64_t kept, executed;
+} run;
+
+/* The exact mask over a partial tile for stacked rows r0 .. r0+n_cols-1 (columns of the S^T block):
+ * keys were drawn from the class's key set, so only each row's window (and an explicit mask)
+ * remains to check. Returns the kept count. */
+static uint64_t mask_cols(const run *r, int32_t r0, int32_t n_cols, const int32_t *idx, int32_t nk, float *s) {
+    const oc_attn_args *a = r->x->a;
+    uint64_t n_kept = 0;
+    for (int32_t k = 0; k < n_cols; k++) {
+        int32_t row = r0 + k, i = r->i0 + row % r->len;
+        window win = row_window(a, r->pat, (int64_t)a->q_offset + i);
+        const uint8_t *em = NULL;
+        if (a->mask == OC_ATTN_EXPLICIT)
+            em = a->explicit_mask + (int64_t)r->w->heads[row / r->len] * a->explicit_stride_head +
+                 (int64_t)i * a->explicit_stride_q;
+        for (int32_t t = 0; t < nk; t++) {
+            int64_t j = idx[t];
+            int keep = (j < win.sk || (j >= win.lo && j <= win.hi)) && (!em || em[j]);
+            if (keep) n_kept++;
+            else s[(int64_t)t * ROW_BLOCK + k] = -INFINITY;
+        }
+    }
+    return n_kept;
+}
+
+/* 1 when no row of the block [r0, r0 + rb) keeps any key in [k_min, k_max]: along a causal
+ * diagonal or an A-shape window edge a partial tile matters to some row blocks only, and skipping
+ * the others is what keeps long single-head runs cheap there. */
+static int block_misses(const run *r, int32_t r0, int32_t rb, int32_t k_min, int32_t k_max) {
+    int32_t first = r->i0, last = r->i0 + r->len - 1;   /* positions of the block's rows */
+    if (r0 / r->len == (r0 + rb - 1) / r->len) {
+        first = r->i0 + r0 % r->len;
+        last = r->i0 + (r0 + rb - 1) % r->len;
+    }
+    const oc_attn_args *a = r->x->a;
+    window wa = row_window(a, r->pat, (int64_t)a->q_offset + first);
+    window wb = row_window(a, r->pat, (int64_t)a->q_offset + last);
+    ivals some = ivals_of(0, wb.sk, wa.lo, wb.hi + 1);
+    for (int k = 0; k < some.n; k++)
+        if (some.lo[k] <= k_max && k_min < some.hi[k]) return 0;
+    return 1;
+}
+
+/* One key tile for all stacked rows: S^T = K Q^T per block of ROW_BLOCK rows, mask (partial tiles
+ * only), online softmax down the columns, rescale the rows whose max grew, O += P V. */
+static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial) {
+    const run_ctx *x = r->x;
+    const oc_attn_args *a = x->a;
+    const oc_attn_kernels *kn = x->kern;
+    work *w = r->w;
+    int32_t d = a->head_dim, dpad = x->dpad;
+    int64_t ks = a->k_stride_token * x->elem_bytes, vs = a->v_stride_token * x->elem_bytes;
+    int32_t k_min = INT32_MAX, k_max = -1;
+    for (int32_t t = 0; t < nk; t++) {
+        w->kptr[t] = r->kbase + idx[t] * ks;
+        w->vptr[t] = r->vbase + idx[t] * vs;
+        k_min = OC_MIN(k_min, idx[t]);
+        k_max = OC_MAX(k_max, idx[t]);
+    }
+    kn->convert_rows(w->kt, w->kptr, nk, d, a->kv_dtype);
+    kn->pack_v(w->v, w->vptr, nk, d, dpad, a->kv_dtype);
+    for (int32_t r0 = 0; r0 < r->rows; r0 += ROW_BLOCK) {
+        int32_t rb = OC_MIN(ROW_BLOCK, r->rows - r0), cols = ALIGN_UP(rb, kn->vec);
+        if (partial && a->mask != OC_ATTN_EXPLICIT && block_misses(r, r0, rb, k_min, k_max)) continue;
+        kn->gemm(nk, cols, d, w->kt, d, 1, w->qt + (int64_t)r0 * d, w->s, ROW_BLOCK, 0);   /* S^T = K Q^T */
+        r->kept += partial ? mask_cols(r, r0, rb, idx, nk, w->s) : (uint64_t)nk * (uint64_t)rb;
+        kn->softmax_cols(w->s, ROW_BLOCK, nk, cols, w->m + r0, w->l + r0, w->alpha);
+        for (int32_t k = 0; k < rb; k++) {
+            float *o = w->o + (int64_t)(r0 + k) * dpad;
+            if (w->alpha[k] != 1.0f) kn->scale(o, o, dpad, w->alpha[k]);
+        }
+        kn->gemm(rb, dpad, nk, w->s, 1, ROW_BLOCK, w->v, w->o + (int64_t)r0 * dpad, dpad, 1);   /* O += P V */
+        r->executed += (uint64_t)rb * (uint64_t)nk;
+    }
+}
+
+/* Tile builders: full and partial keys gather apart, each tile runs when TILE_K keys wait. */
+static void add_keys(run *r, int64_t lo, int64_t hi, int full) {
+    int32_t *idx = full ? r->w->idx_full : r->w->idx_part;
+    int32_t *n = full ? &r->n_full : &r->n_part;
+    while (lo < hi) {
+        idx[(*n)++] = (int32_t)lo++;
+        if (*n == TILE_K) {
+            process_tile(r, idx, TILE_K, !full);
+            *n = 0;
+        }
+    }
+}
+
+/* Leftover full keys top up the last partial tile (they pass its exact mask unchanged), so a run
+ * ends with at most one short tile instead of two. */
+static void flush_keys(run *r) {
+    work *w = r->w;
+    if (r->n_part) {
+        while (r->n_part < TILE_K && r->n_full) w->idx_part[r->n_part++] = w->idx_full[--r->n_full];
+        process_tile(r, w->idx_part, r->n_part, 1);
+        r->n_part = 0;
+    }
+    if (r->n_full) {
+        process_tile(r, w->idx_full, r->n_full, 0);
+        r->n_full = 0;
+    }
+}
+
+/* Candidate keys [lo, hi) all lie in the class's key set; those in the window intersection `all`
+ * are kept by every row of the run (full), the rest by some rows (partial). */
+static void emit_keys(run *r, int64_t lo, int64_t hi, const ivals *all, int exact_only) {
+    int64_t pos = lo;
+    for (int k = 0; k < all->n && !exact_only; k++) {
+        int64_t s = OC_MAX(all->lo[k], pos), e = OC_MIN(all->hi[k], hi);
+        if (s >= e) continue;
+        if (s > pos) add_keys(r, pos, s, 0);
+        add_keys(r, s, e, 1);
+        pos = e;
+    }
+    if (pos < hi) add_keys(r, pos, hi, 0);
+}
+
+static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, int32_t n_heads, int32_t g,
+                        int32_t i0, int32_t i1, const run_class *cls, int32_t kw0, int32_t kw1, int32_t chunk) {
+    const oc_attn_args *a = x->a;
+    int32_t d = a->head_dim, dpad = x->dpad;
+    run r;
+    memset(&r, 0, sizeof r);
+    r.x = x;
+    r.w = w;
+    r.pat = pat;
+    r.n_heads = n_heads;
+    r.i0 = i0;
+    r.len = i1 - i0;
+    r.rows = n_heads * r.len;
+    r.kbase = (const unsigned char *)a->k + g * a->k_stride_head * x->elem_bytes;
+    r.vbase = (const unsigned char *)a->v + g * a->v_stride_head * x->elem_bytes;
+
+    /* Q^T, scaled (attn_kernels.h pack_qt): column = stacked row */
+    int32_t cols = ALIGN_UP(r.rows, x->kern->vec);
+    for (int32_t row = 0; row < r.rows; row++)
+        w->qptr[row] = a->q + (int64_t)(i0 + row % r.len) * a->q_stride_token +
+                       (int64_t)w->heads[row / r.len] * a->q_stride_head;
+    x->kern->pack_qt(w->qt, w->qptr, r.rows, cols, d, x->qscale);
+    for (int32_t k = 0; k < cols; k++) {
+        w->m[k] = -INFINITY;
+        w->l[k] = 0.0f;
+    }
+    memset(w->o, 0, (size_t)r.rows * (size_t)dpad * sizeof(float));
+
+    /* Window union (some row keeps) and intersection (every row keeps) from the first and last
+     * rows: both window bounds grow with the position. */
+    window wa = row_window(a, pat, (int64_t)a->q_offset + i0), wb = row_window(a, pat, (int64_t)a->q_offset + i1 - 1);
+    ivals some = ivals_of(0, wb.sk, wa.lo, wb.hi + 1);
+    ivals all = ivals_of(0, wa.sk, wb.lo, wa.hi + 1);
+    int64_t lo = OC_MAX(kw0, cls->c0), hi = OC_MIN(kw1, cls->c1);
+    if (some.n) {
+        lo = OC_MAX(lo, some.lo[0]);
+        hi = OC_MIN(hi, some.hi[some.n - 1]);
+    }
+    if (some.n && lo < hi) {
+        cand_iter it;
+        cand_init(&it, a, cls, (int32_t)lo, (int32_t)hi);
+        int32_t ca, cb;
+        while (cand_next(&it, &ca, &cb)) {
+            for (int k = 0; k < some.n; k++) {
+                int64_t s = OC_MAX((int64_t)ca, some.lo[k]), e = OC_MIN((int64_t)cb, some.hi[k]);
+                if (s < e) emit_keys(&r, s, e, &all, a->mask == OC_ATTN_EXPLICIT);
+            }
+        }
+        flush_keys(&r);
+    }
+
+    for (int32_t row = 0; row < r.rows; row++) {
+        int32_t h = w->heads[row / r.len], i = i0 + row % r.len;
+        const float *o = w->o + (int64_t)row * dpad;
+        if (chunk < 0) {
+            float *dst = a->out + (int64_t)i * a->out_stride_token + (int64_t)h * a->out_stride_head;
+            if (w->l[row] > 0.0f) {
+                x->kern->scale(dst, o, d, 1.0f / w->l[row]);
+            } else {
+                for (int32_t c = 0; c < d; c++) dst[c] = 0.0f;   /* every key masked: defined as 0 */
+            }
+        } else {
+            float *slot = x->partials + (((int64_t)chunk * a->n_head + h) * a->n_q + i) * (dpad + 2);
+            slot[0] = w->m[row];
+            slot[1] = w->l[row];
+            memcpy(slot + 2, o, (size_t)d * sizeof(float));
+        }
+    }
+    w->count[0] += r.kept;
+    w->count[1] += r.executed;
+}
+
+/* ---- tasks ------------------------------------------------------------------------------------------ */
+
+static const oc_head_pattern dense_pattern = { OC_PATTERN_DENSE, 0, 0 };
+
+static const oc_head_pattern *pattern_of(const oc_attn_args *a, int32_t h) {
+    return a->patterns ? &a->patterns[h] : &dense_pattern;
+}
+
+static int same_pattern(const oc_head_pattern *p, const oc_head_pattern *q) {
+    if (p->kind != q->kind) return 0;
+    return p->kind != OC_PATTERN_A_SHAPE || (p->n_sink == q->n_sink && p->n_local == q->n_local);
+}
+
+/* Query rows [i0, i1) and keys [kw0, kw1) for every query head of kv head g. */
+static void do_group(const run_ctx *x, work *w, int32_t g, int32_t i0, int32_t i1, int32_t kw0, int32_t kw1,
+                     int32_t chunk) {
+    const oc_attn_args *a = x->a;
+    int32_t n_rep = x->g.n_rep, h_first = g * n_rep;
+    for (int32_t lead = 0; lead < n_rep; lead++) {
+        const oc_head_pattern *pat = pattern_of(a, h_first + lead);
+        int seen = 0;
+        for (int32_t e = 0; e < lead && !seen; e++) seen = same_pattern(pattern_of(a, h_first + e), pat);
+        if (seen) continue;
+        int32_t n_heads = 0;
+        for (int32_t e = lead; e < n_rep; e++)
+            if (same_pattern(pattern_of(a, h_first + e), pat)) w->heads[n_heads++] = h_first + e;
+        int32_t piece = OC_MAX(1, x->g.rows_max / n_heads);
+        for (int32_t i = i0; i < i1;) {
+            run_class cls;
+            int32_t end = classify(a, pat, i, OC_MIN(i1, i + piece), &cls);
+            process_run(x, w, pat, n_heads, g, i, end, &cls, kw0, kw1, chunk);
+            i = end;
+        }
+    }
+}
+
+static void task_fn(void *ctx, int64_t task, int thread) {
+    const run_ctx *x = ctx;
+    const oc_attn_args *a = x->a;
+    work w = work_at(x, thread);
+    int32_t g = (int32_t)(task % a->n_head_kv), step = (int32_t)(task / a->n_head_kv);
+    if (x->split) {
+        int32_t kw0 = step * x->chunk_keys;
+        do_group(x, &w, g, 0, a->n_q, kw0, OC_MIN(a->n_kv, kw0 + x->chunk_keys), step);
+    } else {
+        int32_t i0 = (x->n_q_tiles - 1 - step) * x->g.task_q;   /* last (largest causal) blocks first */
+        do_group(x, &w, g, i0, OC_MIN(a->n_q, i0 + x->g.task_q), 0, a->n_kv, -1);
+    }
+}
+
+/* Flash-decoding merge for head `task`: combine the chunks' (m, l, o) in chunk order. */
+static void merge_fn(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    const run_ctx *x = ctx;
+    const oc_attn_args *a = x->a;
+    int32_t h = (int32_t)task, d = a->head_dim;
+    int64_t slot_floats = x->dpad + 2, chunk_stride = (int64_t)a->n_head * a->n_q * slot_floats;
+    for (int32_t i = 0; i < a->n_q; i++) {
+        const float *first = x->partials + ((int64_t)h * a->n_q + i) * slot_floats;
+        float *dst = a->out + (int64_t)i * a->out_stride_token + (int64_t)h * a->out_stride_head;
+        float mx = -INFINITY;
+        for (int32_t c = 0; c < x->n_chunks; c++) {
+            const float *s = first + c * chunk_stride;
+            if (s[1] > 0.0f && s[0] > mx) mx = s[0];
+        }
+        for (int32_t k = 0; k < d; k++) dst[k] = 0.0f;
+        if (mx == -INFINITY) continue;   /* every key masked */
+        float sum = 0.0f;
+        for (int32_t c = 0; c < x->n_chunks; c++) {
+            const float *s = first + c * chunk_stride;
+            if (!(s[1] > 0.0f)) continue;
+            float f = exp2f(s[0] - mx);
+            sum += s[1] * f;
+            for (int32_t k = 0; k < d; k++) dst[k] += f * s[2 + k];
+        }
+        float inv = 1.0f / sum;
+        for (int32_t k = 0; k < d; k++) dst[k] *= inv;
+    }
+}
+
+/* ---- entry point -------------------------------------------------------------------------------------- */
+
+static oc_status check_args(const oc_attn_args *a, oc_error *err) {
+    if (!a) return oc_fail(err, OC_ERR_INVALID, "attn: no arguments");
+    if (a->n_q < 0 || a->n_kv < 0)
+        return oc_fail(err, OC_ERR_INVALID, "attn: n_q %d / n_kv %d negative", (int)a->n_q, (int)a->n_kv);
+    if (a->n_head < 1 || a->n_head_kv < 1 || a->n_head % a->n_head_kv)
+        return oc_fail(err, OC_ERR_INVALID, "attn: %d query heads are not a multiple of %d kv heads",
+                       (int)a->n_head, (int)a->n_head_kv);
+    if (a->head_dim < 1 || a->head_dim > (1 << 16))
+        return oc_fail(err, OC_ERR_INVALID, "attn: head_dim %d outside [1, 65536]", (int)a->head_dim);
+    if (a->kv_dtype != OC_DTYPE_F16 && a->kv_dtype != OC_DTYPE_F32)
+        return oc_fail(err, OC_ERR_INVALID, "attn: K/V type %d is neither f16 nor f32", (int)a->kv_dtype);
+    if (a->n_q > 0 && (!a->q || !a->out)) return oc_fail(err, OC_ERR_INVALID, "attn: q or out is NULL");
+    if (a->n_kv > 0 && (!a->k || !a->v)) return oc_fail(err, OC_ERR_INVALID, "attn: k or v is NULL");
+    if (a->q_offset < 0 || (int64_t)a->q_offset + a->n_q > INT32_MAX)
+        return oc_fail(err, OC_ERR_INVALID, "attn: q_offset %d out of range", (int)a->q_offset);
+    switch (a->mask) {
+    case OC_ATTN_CAUSAL:
+    case OC_ATTN_BIDIRECTIONAL: break;
+    case OC_ATTN_SEGMENTS:
+        if (a->n_segments < 0 || (a->n_segments > 0 && !a->segments))
+            return oc_fail(err, OC_ERR_INVALID, "attn: %d segments but no list", (int)a->n_segments);
+        for (int32_t s = 0; s < a->n_segments; s++) {
+            oc_token_span sp = a->segments[s];
+            if (sp.start < 0 || sp.end <= sp.start || (s > 0 && sp.start < a->segments[s - 1].end))
+                return oc_fail(err, OC_ERR_INVALID,
+                               "attn: segment %d [%d, %d) is empty, negative or not after segment %d",
+                               (int)s, (int)sp.start, (int)sp.end, (int)s - 1);
+        }
+        break;
+    case OC_ATTN_EXPLICIT:
+        if (!a->explicit_mask) return oc_fail(err, OC_ERR_INVALID, "attn: explicit mask is NULL");
+        break;
+    default: return oc_fail(err, OC_ERR_INVALID, "attn: unknown mask kind %d", (int)a->mask);
+    }
+    for (int32_t h = 0; a->patterns && h < a->n_head; h++) {
+        const oc_head_pattern *p = &a->patterns[h];
+        if ((int)p->kind < 0 || p->kind >= OC_PATTERN_COUNT)
+            return oc_fail(err, OC_ERR_INVALID, "attn: head %d has unknown pattern kind %d", (int)h, (int)p->kind);
+        if (p->kind == OC_PATTERN_A_SHAPE && (p->n_sink < 0 || p->n_local < 1))
+            return oc_fail(err, OC_ERR_INVALID,
+                           "attn: head %d A-shape needs n_sink >= 0 and n_local >= 1 (got %d, %d)",
+                           (int)h, (int)p->n_sink, (int)p->n_local);
+    }
+    return OC_OK;
+}
+
+/* Pairs the base mask keeps for one head (the dense reference for "FLOPs skipped"). */
+static uint64_t base_pairs(const oc_attn_args *a, int32_t h) {
+    uint64_t n = 0;
+    int64_t p0 = a->q_offset, p1 = (int64_t)a->q_offset + a->n_q, nkv = a->n_kv;
+    switch (a->mask) {
+    case OC_ATTN_CAUSAL: {
+        /* row at position p keeps min(p + 1, n_kv) keys */
+        int64_t lo = p0 + 1, hi = OC_MIN(p1, nkv);   /* rows whose count is p + 1 */
+        if (hi >= lo) n += (uint64_t)((lo + hi) * (hi - lo + 1) / 2);
+        int64_t rest = p1 - OC_MAX(p0, hi);
+        if (rest > 0) n += (uint64_t)rest * (uint64_t)nkv;
+        break;
+    }
+    case OC_ATTN_BIDIRECTIONAL: n = (uint64_t)a->n_q * (uint64_t)a->n_kv; break;
+    case OC_ATTN_SEGMENTS:
+        for (int32_t s = 0; s < a->n_segments; s++) {
+            int64_t rows = OC_MIN(p1, (int64_t)a->segments[s].end) - OC_MAX(p0, (int64_t)a->segments[s].start);
+            int64_t keys = OC_MIN(nkv, (int64_t)a->segments[s].end) - a->segments[s].start;
+            if (rows > 0 && keys > 0) n += (uint64_t)rows * (uint64_t)keys;
+        }
+        break;
+    case OC_ATTN_EXPLICIT:
+        for (int32_t i = 0; i < a->n_q; i++) {
+            const uint8_t *row =
+                a->explicit_mask + (int64_t)h * a->explicit_stride_head + (int64_t)i * a->explicit_stride_q;
+            for (int32_t j = 0; j < a->n_kv; j++) n += row[j] != 0;
+        }
+        break;
+    }
+    return n;
+}
+
+oc_status oc_attn_run(const oc_attn_args *a, oc_pool *pool, void *scratch, size_t scratch_bytes,
+                      oc_attn_stats *stats, oc_error *err) {
+    oc_status st = check_args(a, err);
+    if (st != OC_OK) return st;
+    const oc_attn_kernels *kern = oc_attn_kernels_for(a->isa);
+    if (!kern) return oc_fail(err, OC_ERR_UNSUPPORTED, "attn: no %s kernels in this build", oc_isa_name(a->isa));
+    int n_threads = oc_pool_n_threads(pool);
+    oc_attn_dims dims = { a->n_q, a->n_kv, a->n_head, a->n_head_kv, a->head_dim };
+    run_ctx x;
+    memset(&x, 0, sizeof x);
+    size_t need = oc_attn_scratch_bytes(&dims, n_threads);
+    if (!need || !geom_init(&x.g, &dims, n_threads))
+        return oc_fail(err, OC_ERR_INVALID, "attn: scratch size overflows for these dimensions");
+    if (!scratch || scratch_bytes < need || (uintptr_t)scratch % OC_MEM_ALIGN)
+        return oc_fail(err, OC_ERR_INVALID,
+                       "attn: scratch of %zu bytes (aligned: %d) but this call needs %zu aligned bytes",
+                       scratch_bytes, scratch ? (int)((uintptr_t)scratch % OC_MEM_ALIGN == 0) : 0, need);
+    if (a->n_q == 0) return OC_OK;
+
+    x.a = a;
+    x.kern = kern;
+    x.dpad = ALIGN_UP(a->head_dim, kern->vec);
+    x.n_q_tiles = (a->n_q + x.g.task_q - 1) / x.g.task_q;
+    x.elem_bytes = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
+    x.qscale = a->scale * LOG2E;
+    x.partials = (float *)scratch;
+    x.threads = (unsigned char *)scratch + x.g.partial_bytes;
+    x.split = a->n_q <= SPLIT_MAX_Q && a->n_kv >= 2 * SPLIT_MIN_KEYS;
+    if (x.split) {
+        int32_t per_chunk = (a->n_kv + SPLIT_MAX_CHUNKS - 1) / SPLIT_MAX_CHUNKS;
+        x.chunk_keys = OC_MAX(SPLIT_MIN_KEYS, ALIGN_UP(per_chunk, TILE_K));
+        x.n_chunks = (a->n_kv + x.chunk_keys - 1) / x.chunk_keys;
+    }
+    for (int t = 0; t < n_threads; t++) {
+        uint64_t *count = (uint64_t *)(x.threads + (size_t)t * x.g.thread_bytes + x.g.off_count);
+        count[0] = count[1] = 0;
+    }
+
+    int64_t n_tasks = (int64_t)a->n_head_kv * (x.split ? x.n_chunks : x.n_q_tiles);
+    oc_pool_run(pool, n_tasks, task_fn, &x);
+    if (x.split) oc_pool_run(pool, a->n_head, merge_fn, &x);
+
+    if (stats) {
+        uint64_t kept = 0, executed = 0, dense = 0;
+        for (int t = 0; t < n_threads; t++) {
+            const uint64_t *count = (const uint64_t *)(x.threads + (size_t)t * x.g.thread_bytes + x.g.off_count);
+            kept += count[0];
+            executed += count[1];
+        }
+        if (a->mask == OC_ATTN_EXPLICIT && a->explicit_stride_head != 0)
+            for (int32_t h = 0; h < a->n_head; h++) dense += base_pairs(a, h);
+        else
+            dense = base_pairs(a, 0) * (uint64_t)a->n_head;
+        uint64_t per_pair = 4 * (uint64_t)a->head_dim;
+        stats->flops_kept += kept * per_pair;
+        stats->flops_skipped += (dense > kept ? dense - kept : 0) * per_pair;
+        stats->flops_executed += executed * per_pair;
+    }
+    return OC_OK;
+}
+
+/* Only the ISA files this build links (isa_built.h) are referenced. */
+const oc_attn_kernels *oc_attn_kernels_for(oc_isa isa) {
+    switch (isa) {
+    case OC_ISA_SCALAR: return oc_attn_kernels_ref();
+#if OC_BUILT_AVX2
+    case OC_ISA_AVX2: return oc_attn_kernels_avx2();
+#endif
+#if OC_BUILT_AVX512
+    case OC_ISA_AVX512: return oc_attn_kernels_avx512();
+#endif
+#if OC_BUILT_NEON
+    case OC_ISA_NEON: return oc_attn_kernels_neon();
+#endif
+    default: return NULL;
+    }
+}
+
+const char *oc_attn_kernels_name(oc_isa isa) {
+    const oc_attn_kernels *k = oc_attn_kernels_for(isa);
+    return k ? k->name : NULL;
+}

@@ -1,0 +1,64 @@
+/* attn_kernels.h: the micro-kernels behind the attention engine, one table per ISA
+ * (attn_ref.c scalar, attn_avx2.c, attn_avx512.c, attn_neon.c). attn.c owns all control flow
+ * (tiles, masks, online softmax bookkeeping, threads); a table only holds the inner loops.
+ *
+ * The engine computes scores transposed, S^T = K Q^T (keys x query rows), so that K needs no
+ * transpose: a K tile is only converted to f32 rows, and the (stacked, scaled) queries are packed
+ * transposed once per run of rows instead of once per key tile. The softmax then runs down the
+ * columns of S^T, vectorized across query rows, and O += P V reads P from S^T transposed.
+ *
+ * Packed "B" operands: a B of k rows and n columns is stored in column panels: panel p holds
+ * columns [p*panel, p*panel + panel) as k rows of `panel` floats, panels one after another (offset
+ * p * k * panel). When n % panel != 0 the last panel is `vec` wide; n is always a multiple of vec.
+ * Zero-filled padding makes every panel full, so the kernels need no column remainder code and any
+ * head dim runs the vector path (ggml's tiled path requires DV % simd width == 0 and falls back to
+ * a scalar loop otherwise). */
+#ifndef OC_ATTN_KERNELS_H
+#define OC_ATTN_KERNELS_H
+
+#include "core/core.h"
+#include "core/isa.h"
+
+typedef struct oc_attn_kernels {
+    const char *name;
+    int32_t vec;     /* floats per vector register; padded dims are multiples of it */
+    int32_t panel;   /* columns per packed panel (2 * vec) */
+    /* c[m x n] (ldc) = (accumulate ? c : 0) + A[m x k] * B (packed, k x n), where element (i, kk)
+     * of A is a[i * a_rs + kk * a_cs] (a_cs = 1: row-major; a_rs = 1: A stored transposed). */
+    void (*gemm)(int32_t m, int32_t n, int32_t k, const float *a, int64_t a_rs, int64_t a_cs,
+                 const float *b, float *c, int64_t ldc, int accumulate);
+    /* dst[t * d + c] = row t element c, for t < n_rows, c < d; rows[t] holds d elements of dtype
+     * (OC_DTYPE_F16 or OC_DTYPE_F32). */
+    void (*convert_rows)(float *dst, const void *const *rows, int32_t n_rows, int32_t d, int32_t dtype);
+    /* V for O += P V: packed B of k = n_keys rows and n = dpad columns (dpad % vec == 0), columns
+     * d..dpad-1 zero. */
+    void (*pack_v)(float *dst, const void *const *rows, int32_t n_keys, int32_t d, int32_t dpad, int32_t dtype);
+    /* Online softmax (base 2) down the columns of s[n_keys x n_cols] (row stride lds, n_cols % vec
+     * == 0, masked entries -inf): per column c, with running max m[c] and sum l[c]:
+     *   m' = max(m, max_t s[t][c]);  s[t][c] = 2^(s[t][c] - m');  l = alpha l + sum_t s[t][c];
+     *   alpha[c] = 2^(m - m') (0 while m is -inf), m = m'.
+     * A column with every entry -inf (and m = -inf) gets P = 0, alpha = 0, l unchanged. */
+    void (*softmax_cols)(float *s, int64_t lds, int32_t n_keys, int32_t n_cols, float *m, float *l, float *alpha);
+    /* Q^T for S^T = K Q^T: packed B of k = d rows and n = n_cols columns (n_cols % vec == 0), column
+     * t = rows[t][0..d) * scale for t < n_rows, zero above. */
+    void (*pack_qt)(float *dst, const float *const *rows, int32_t n_rows, int32_t n_cols, int32_t d, float scale);
+    /* dst[0..n) = src[0..n) * a (dst == src allowed) */
+    void (*scale)(float *dst, const float *src, int32_t n, float a);
+} oc_attn_kernels;
+
+/* The table for isa, or NULL when this build has no kernels for it. */
+const oc_attn_kernels *oc_attn_kernels_for(oc_isa isa);
+
+/* One per ISA file. Only the files this build compiles are referenced (attn.c checks the
+ * OC_HAVE_*_KERNELS switches that configure writes). */
+const oc_attn_kernels *oc_attn_kernels_ref(void);
+const oc_attn_kernels *oc_attn_kernels_avx2(void);
+const oc_attn_kernels *oc_attn_kernels_avx512(void);
+const oc_attn_kernels *oc_attn_kernels_neon(void);
+
+/* Shared by the AVX2 and AVX-512 tables (defined in attn_avx2.c; an AVX-512 build always has AVX2):
+ * pack_qt for a table whose panels are `panel` columns wide and whose vectors hold `vec` floats. */
+void oc_attn_avx2_pack_qt(float *dst, const float *const *rows, int32_t n_rows, int32_t n_cols, int32_t d,
+                          float scale, int32_t panel, int32_t vec);
+
+#endif

@@ -1,0 +1,218 @@
+/* backend.h: the interface between the model graphs (text_decoder.c, vision.c) and the hardware
+ * that runs them: a table of operations (oc_backend_ops) on opaque buffers (oc_bt), one call per
+ * layer-level operation over the whole batch. The graphs hold handles and element offsets and never
+ * touch activations, so a device backend can keep weights, activations and the KV cache on the
+ * device; host memory is crossed only by the explicit transfer operations (write, read, bind,
+ * map_read), which on the CPU backend cost nothing when the memory is already the host's.
+ *
+ * Implementations: backend_cpu.c (the thread pool over matmul.c, nn.c and attn.c, the same
+ * arithmetic in the same order as the graphs had before this interface) and cl_backend.c (an
+ * OpenCL device through opencl/ host code; built only with OpenCL). Each graph context (oc_text_ctx,
+ * oc_vision_ctx) opens its own backend instance sized for its limits; both are opened, with every
+ * buffer, when an oc_context opens, and on OpenCL both run on one oc_backend_device the context
+ * opened (one device context, its programs built once). */
+#ifndef OC_BACKEND_H
+#define OC_BACKEND_H
+
+#include "attention/attn.h"
+#include "kernels/matmul.h"
+#include "kernels/nn.h"
+
+#define OC_BACKEND_OPS_VERSION 1
+
+typedef enum oc_backend_kind { OC_BACKEND_KIND_CPU = 0, OC_BACKEND_KIND_OPENCL } oc_backend_kind;
+
+/* ---- handles ------------------------------------------------------------------------------------ */
+
+/* Buffer flags (oc_bt.flags, given to alloc). */
+#define OC_BT_HOST 1u    /* stands for caller memory named per call with bind(): the CPU backend
+                            uses that memory in place and allocates nothing; a device backend
+                            allocates n_bytes and copies in write() / out in read() */
+
+/* A backend buffer. impl belongs to the backend (host memory on CPU, a cl_mem on OpenCL): graph
+ * code never reads it. Absent optional data (a layer without a bias) is n_bytes == 0. */
+typedef struct oc_bt {
+    void *impl;
+    size_t n_bytes;
+    uint32_t flags;      /* OC_BT_* from alloc, plus the backend's own bits */
+} oc_bt;
+
+/* A weight matrix as the backend holds it: w describes it (type, shape, row bytes; w.data is the
+ * host original, the GGUF mapping), t holds its rows where the backend reads them (CPU: the mapping
+ * itself, zero-copy; a device: uploaded once at context open). */
+typedef struct oc_bw {
+    oc_weight w;
+    oc_bt t;
+} oc_bw;
+
+typedef enum oc_norm_kind {
+    OC_NORM_RMS = 0,     /* nn.h oc_rms_norm */
+    OC_NORM_LAYER        /* nn.h oc_layer_norm */
+} oc_norm_kind;
+
+/* Attention (attn.h semantics) with the tensors as buffers + element offsets. The mask
+ * description (segments, explicit mask, patterns, layout) is host data, like kernel arguments:
+ * the CPU engine classifies tiles from it on the host; a device backend copies what its kernel
+ * needs into its own scratch (sized at open for the largest call). */
+typedef struct oc_battn {
+    int32_t n_q, n_kv, n_head, n_head_kv, head_dim;
+    const oc_bt *q;                      /* f32 */
+    int64_t q_off, q_stride_token, q_stride_head;
+    const oc_bt *k, *v;                  /* kv_dtype: OC_DTYPE_F16 or OC_DTYPE_F32 */
+    int32_t kv_dtype;
+    int64_t k_off, k_stride_token, k_stride_head, v_off, v_stride_token, v_stride_head;
+    oc_bt *out;                          /* f32 */
+    int64_t out_off, out_stride_token, out_stride_head;
+    float scale;
+    oc_attn_mask_kind mask;
+    int32_t q_offset;
+    const oc_token_span *segments;       /* host */
+    int32_t n_segments;
+    const uint8_t *explicit_mask;        /* host (tests) */
+    int64_t explicit_stride_q, explicit_stride_head;
+    const oc_head_pattern *patterns;     /* host, [n_head] or NULL */
+    const oc_token_layout *layout;       /* host, or NULL */
+} oc_battn;
+
+/* ---- opening ------------------------------------------------------------------------------------ */
+
+/* The largest calls an instance must serve; its scratch is sized from these at open. */
+typedef struct oc_backend_limits {
+    int64_t max_n_in, max_n_tok;         /* matmul: inputs per row, rows per call (also the most
+                                            rows of a gather_rows call) */
+    oc_attn_dims attn;                   /* attention (OpenCL: every call has these head counts
+                                            and head_dim; n_head 0: the instance runs none) */
+    int32_t max_images, max_segments;    /* attention: image spans of a layout, segments of an
+                                            OC_ATTN_SEGMENTS call (OpenCL sizes its tables by them) */
+} oc_backend_limits;
+
+/* A compute device opened once and shared by several instances (an oc_context's text and vision
+ * graphs): OpenCL's device context, queue and built programs. Opening one for OC_BACKEND_KIND_CPU
+ * gives NULL (nothing to share). Used by one thread at a time, like its instances.
+ * [alloc: yes] [errors: OC_ERR_NOT_FOUND (no platform / device, or none matches the selector: the
+ * message lists them), OC_ERR_DEVICE (a program did not build: the message names it), OC_ERR_NOMEM,
+ * OC_ERR_UNSUPPORTED (OpenCL not built in)] */
+typedef struct oc_backend_device oc_backend_device;
+oc_status oc_backend_device_open(oc_backend_device **out, oc_backend_kind kind, const char *selector,
+                                 const oc_allocator *alloc, oc_error *err);
+void oc_backend_device_close(oc_backend_device *dev);   /* NULL is a no-op; close its instances first */
+/* "OpenCL, <device> (<platform>)"; "CPU" for NULL. */
+const char *oc_backend_device_name(const oc_backend_device *dev);
+/* Device memory the instances on dev hold now (weights, buffers, KV cache; not the driver's own
+ * or the attention tables'), in bytes; 0 for NULL. */
+size_t oc_backend_device_bytes(const oc_backend_device *dev);
+
+/* Which backend and where. */
+typedef struct oc_backend_spec {
+    oc_backend_kind kind;
+    const char *device;                  /* OpenCL: device index or name substring; NULL: default */
+    oc_pool *pool;                       /* CPU: borrowed, may be NULL (serial) */
+    oc_isa isa;                          /* CPU: kernels to use */
+    oc_backend_device *dev;              /* OpenCL: the device to run on (borrowed, outlives the
+                                            instance); NULL: the instance opens `device` alone */
+} oc_backend_spec;
+
+typedef struct oc_backend oc_backend;
+
+/* Every operation returns OC_OK or a status with a message (a device can fail at any call;
+ * the CPU backend fails only on arguments outside a buffer, a graph bug). Offsets and counts are
+ * in elements of the operand's type (f32 unless stated), transfers in bytes. Operations run in
+ * call order; read() and map_read() return when the data is on the host. */
+typedef struct oc_backend_ops {
+    int version;                         /* OC_BACKEND_OPS_VERSION; new members go at the end */
+    const char *name;                    /* "cpu", "opencl" */
+    void (*close)(oc_backend *be);
+
+    /* -- memory: every buffer is made at graph-context open, never during a forward call -- */
+    /* n_bytes of uninitialized storage (flags: OC_BT_*). */
+    oc_status (*alloc)(oc_backend *be, oc_bt *t, size_t n_bytes, uint32_t flags, oc_error *err);
+    /* Releases what alloc or import made (for a weight: its oc_bw.t); a zeroed oc_bt is a no-op. */
+    void (*free)(oc_backend *be, oc_bt *t);
+    /* Read-only data that outlives the backend (norm weights, biases): CPU wraps host, zero-copy;
+     * a device copies it once. host NULL or n_bytes 0 gives an absent buffer. */
+    oc_status (*import)(oc_backend *be, oc_bt *t, const void *host, size_t n_bytes, oc_error *err);
+    /* A weight matrix, given once (see oc_bw); src->data must outlive the backend. */
+    oc_status (*weight)(oc_backend *be, oc_bw *w, const oc_weight *src, oc_error *err);
+
+    /* -- transfers -- */
+    /* Names the caller memory an OC_BT_HOST buffer stands for, until the next bind; n_bytes must
+     * not exceed what alloc was given. The memory is written only if an operation writes t. */
+    oc_status (*bind)(oc_backend *be, oc_bt *t, const void *host, size_t n_bytes, oc_error *err);
+    /* host -> t at off_bytes. Copies nothing when src is already that memory (CPU after bind). */
+    oc_status (*write)(oc_backend *be, oc_bt *t, size_t off_bytes, const void *src, size_t n_bytes,
+                       oc_error *err);
+    /* t at off_bytes -> host; returns when done. Copies nothing when dst is already that memory. */
+    oc_status (*read)(oc_backend *be, const oc_bt *t, size_t off_bytes, void *dst, size_t n_bytes,
+                      oc_error *err);
+    /* A host view of n_bytes of t for reading (debug hooks), valid until unmap; NULL on failure.
+     * A device copies into host memory it allocates here (one view at a time) and frees at unmap. */
+    const void *(*map_read)(oc_backend *be, const oc_bt *t, size_t off_bytes, size_t n_bytes,
+                            oc_error *err);
+    void (*unmap)(oc_backend *be, const oc_bt *t, const void *p);
+
+    /* -- compute -- */
+    /* y[t][o] = sum_i W[o][i] x[t][i] (+ bias[o]) for t < n_tok (matmul.h; bias NULL: none). */
+    oc_status (*matmul)(oc_backend *be, const oc_bw *w, const oc_bt *x, int64_t x_off, int64_t x_stride,
+                        oc_bt *y, int64_t y_off, int64_t y_stride, int64_t n_tok, const oc_bt *bias,
+                        oc_error *err);
+    /* Row r < n of dst (rows of table->w.n_in floats from dst_off) = table row ids[r], converted to
+     * f32, for ids[r] >= 0; rows with ids[r] < 0 are left alone. ids: int32, checked by the caller
+     * to be < table->w.n_out. */
+    oc_status (*embed)(oc_backend *be, const oc_bw *table, const oc_bt *ids, int64_t n, oc_bt *dst,
+                       int64_t dst_off, oc_error *err);
+    /* Per row r < n_rows of dim floats: x[r] += res[r] when res != NULL; then, when y != NULL,
+     * y[r] = norm(x[r]) * w (+ b for LAYER; w, b may be NULL). y may be res. */
+    oc_status (*norm)(oc_backend *be, oc_norm_kind kind, oc_bt *x, int64_t x_off, const oc_bt *res,
+                      int64_t res_off, oc_bt *y, int64_t y_off, const oc_bt *w, const oc_bt *b,
+                      int64_t n_rows, int64_t dim, float eps, oc_error *err);
+    /* NEOX rotary (nn.h oc_rope_neox) on n_tok tokens of n_head heads of head_dim floats, rows
+     * contiguous (token stride n_head * head_dim): pair k < n_pairs of token t turns by the
+     * angle whose cos and sin are cos[t * n_pairs + k], sin[...]. */
+    oc_status (*rope)(oc_backend *be, oc_bt *x, int64_t x_off, int64_t n_tok, int32_t n_head,
+                      int32_t head_dim, int32_t n_pairs, const oc_bt *cos, const oc_bt *sin,
+                      oc_error *err);
+    /* dst[dst_off + i] = f16(src[src_off + i]) for i < n: the KV cache store (dst is f16). */
+    oc_status (*kv_store)(oc_backend *be, const oc_bt *src, int64_t src_off, oc_bt *dst, int64_t dst_off,
+                          int64_t n, oc_error *err);
+    /* attn.h oc_attn_run; stats may be NULL. */
+    oc_status (*attention)(oc_backend *be, const oc_battn *a, oc_attn_stats *stats, oc_error *err);
+    /* y[i] += x[i] for i < n. */
+    oc_status (*add)(oc_backend *be, oc_bt *y, int64_t y_off, const oc_bt *x, int64_t x_off, int64_t n,
+                     oc_error *err);
+    /* x[i] = act(x[i]) for i < n. */
+    oc_status (*act)(oc_backend *be, oc_bt *x, int64_t x_off, int64_t n, oc_act act, oc_error *err);
+    /* g[i] = act(g[i]) * u[i] for i < n (SwiGLU with SiLU). */
+    oc_status (*glu)(oc_backend *be, oc_bt *g, int64_t g_off, const oc_bt *u, int64_t u_off, int64_t n,
+                     oc_act act, oc_error *err);
+    /* dst row r = src row idx[r / unit] * unit + r % unit, for r < n_rows rows of dim floats
+     * (idx: int32). Qwen2.5-VL's window order and its inverse. */
+    oc_status (*gather_rows)(oc_backend *be, oc_bt *dst, int64_t dst_off, const oc_bt *src, int64_t src_off,
+                             const oc_bt *idx, int64_t n_rows, int64_t dim, int32_t unit, oc_error *err);
+} oc_backend_ops;
+
+/* Every implementation's instance starts with this. */
+struct oc_backend {
+    const oc_backend_ops *ops;
+};
+
+/* The kind a public oc_backend_choice (ocellus.h) selects in this build: OC_BACKEND_AUTO gives
+ * OpenCL when it is built in (the caller falls back to the CPU when the device does not open).
+ * [errors: OC_ERR_INVALID (unknown value), OC_ERR_UNSUPPORTED (OpenCL not built in)] */
+oc_status oc_backend_resolve(int choice, const char *device, oc_backend_kind *out, oc_error *err);
+
+/* Host bytes an instance allocates for itself (scratch; not the buffers), with n_threads pool
+ * threads; 0 on overflow. OpenCL: its tables and bookkeeping (not the driver's memory). [alloc: no] */
+size_t oc_backend_bytes(const oc_backend_spec *spec, const oc_backend_limits *lim, int n_threads);
+/* Host bytes a buffer of n_bytes with flags costs on kind: its size rounded up to OC_MEM_ALIGN
+ * on CPU, 0 for OC_BT_HOST there (bound to caller memory) and for device memory. */
+size_t oc_backend_buffer_bytes(oc_backend_kind kind, size_t n_bytes, uint32_t flags);
+
+/* [alloc: yes, once] [errors: OC_ERR_INVALID, OC_ERR_UNSUPPORTED (kind, isa), OC_ERR_NOMEM] */
+oc_status oc_backend_open(oc_backend **out, const oc_backend_spec *spec, const oc_backend_limits *lim,
+                          const oc_allocator *alloc, oc_error *err);
+void oc_backend_close(oc_backend *be);   /* NULL is a no-op */
+
+/* An optional buffer: NULL when absent (or t is NULL), so it can be passed as an op's optional operand. */
+static inline const oc_bt *oc_bt_opt(const oc_bt *t) { return t && t->n_bytes ? t : NULL; }
+
+#endif

@@ -1,0 +1,148 @@
+/* image.c: what every image path shares: size limits, format detection by magic bytes, pixel
+ * buffer allocation, the borrowed RGB8 view for embedders, and the decode/load dispatchers.
+ * The decoders themselves live in image_pnm.c, image_jpeg.c and image_png.c. */
+#include "image/image.h"
+
+#include "port.h"
+
+#include <string.h>
+
+void oc_image_limits_default(oc_image_limits *limits) {
+    limits->max_width_px = OC_IMAGE_DEFAULT_MAX_SIDE_PX;
+    limits->max_height_px = OC_IMAGE_DEFAULT_MAX_SIDE_PX;
+    limits->max_pixels = (int64_t)OC_IMAGE_DEFAULT_MAX_SIDE_PX * OC_IMAGE_DEFAULT_MAX_SIDE_PX;
+}
+
+oc_image_format oc_image_detect(const void *bytes, size_t n_bytes) {
+    static const uint8_t png_magic[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+    const uint8_t *b = bytes;
+    if (!b) return OC_IMAGE_FORMAT_UNKNOWN;
+    if (n_bytes >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff) return OC_IMAGE_FORMAT_JPEG;
+    if (n_bytes >= 8 && memcmp(b, png_magic, 8) == 0) return OC_IMAGE_FORMAT_PNG;
+    if (n_bytes >= 2 && b[0] == 'P' && b[1] >= '1' && b[1] <= '7') return OC_IMAGE_FORMAT_PNM;
+    return OC_IMAGE_FORMAT_UNKNOWN;
+}
+
+const char *oc_image_format_name(oc_image_format format) {
+    switch (format) {
+    case OC_IMAGE_FORMAT_PNM: return "PNM";
+    case OC_IMAGE_FORMAT_JPEG: return "JPEG";
+    case OC_IMAGE_FORMAT_PNG: return "PNG";
+    case OC_IMAGE_FORMAT_UNKNOWN: break;
+    }
+    return "unknown";
+}
+
+/* The one size check every path goes through, so the messages read the same everywhere. */
+static oc_status check_size(int64_t width_px, int64_t height_px, const oc_image_limits *limits,
+                            oc_error *err) {
+    oc_image_limits def;
+    if (!limits) {
+        oc_image_limits_default(&def);
+        limits = &def;
+    }
+    if (width_px <= 0 || height_px <= 0)
+        return oc_fail(err, OC_ERR_INVALID, "image: size %lldx%lld is empty",
+                       (long long)width_px, (long long)height_px);
+    if (width_px > limits->max_width_px || height_px > limits->max_height_px)
+        return oc_fail(err, OC_ERR_RANGE, "image: size %lldx%lld exceeds the limit %lldx%lld",
+                       (long long)width_px, (long long)height_px, (long long)limits->max_width_px,
+                       (long long)limits->max_height_px);
+    /* both sides are <= INT32_MAX here only if the limits are; guard the product explicitly */
+    if (width_px > INT32_MAX || height_px > INT32_MAX || width_px > INT64_MAX / height_px ||
+        width_px * height_px > limits->max_pixels)
+        return oc_fail(err, OC_ERR_RANGE, "image: size %lldx%lld exceeds the limit of %lld pixels",
+                       (long long)width_px, (long long)height_px, (long long)limits->max_pixels);
+    return OC_OK;
+}
+
+oc_status oc_image_check_size(int64_t width_px, int64_t height_px, const oc_image_limits *limits,
+                              oc_error *err) {
+    return check_size(width_px, height_px, limits, err);
+}
+
+oc_status oc_image_alloc(oc_image *out, int32_t width_px, int32_t height_px,
+                         const oc_image_limits *limits, const oc_allocator *alloc, oc_error *err) {
+    if (!out) return oc_fail(err, OC_ERR_INVALID, "image: NULL output");
+    memset(out, 0, sizeof *out);
+    oc_status st = check_size(width_px, height_px, limits, err);
+    if (st) return st;
+    size_t stride, n_bytes;
+    if (!oc_mul_size((size_t)width_px, 3, &stride) || !oc_mul_size(stride, (size_t)height_px, &n_bytes))
+        return oc_fail(err, OC_ERR_RANGE, "image: %dx%d does not fit in memory", width_px, height_px);
+    uint8_t *p = oc_mem_alloc(alloc, n_bytes);
+    if (!p)
+        return oc_fail(err, OC_ERR_NOMEM, "image: cannot allocate %zu bytes for %dx%d pixels",
+                       n_bytes, width_px, height_px);
+    out->rgb = p;
+    out->width_px = width_px;
+    out->height_px = height_px;
+    out->stride_bytes = stride;
+    out->alloc_bytes = n_bytes;
+    out->alloc = (alloc && alloc->fn) ? *alloc : *oc_default_allocator();
+    return OC_OK;
+}
+
+oc_status oc_image_wrap_rgb8(oc_image *out, const uint8_t *rgb, int32_t width_px, int32_t height_px,
+                             size_t stride_bytes, const oc_image_limits *limits, oc_error *err) {
+    if (!out) return oc_fail(err, OC_ERR_INVALID, "image: NULL output");
+    memset(out, 0, sizeof *out);
+    if (!rgb) return oc_fail(err, OC_ERR_INVALID, "image: NULL pixel buffer");
+    oc_status st = check_size(width_px, height_px, limits, err);
+    if (st) return st;
+    if (stride_bytes / 3 < (size_t)width_px)
+        return oc_fail(err, OC_ERR_INVALID, "image: stride %zu bytes is shorter than a row of %d RGB pixels",
+                       stride_bytes, width_px);
+    size_t span;   /* the caller's buffer must be addressable for height-1 strides + one row */
+    if (!oc_mul_size(stride_bytes, (size_t)height_px - 1, &span) ||
+        !oc_add_size(span, (size_t)width_px * 3, &span))
+        return oc_fail(err, OC_ERR_RANGE, "image: stride %zu x %d rows overflows", stride_bytes, height_px);
+    out->rgb = (uint8_t *)(uintptr_t)rgb;   /* a view: never written through, never freed */
+    out->width_px = width_px;
+    out->height_px = height_px;
+    out->stride_bytes = stride_bytes;
+    return OC_OK;
+}
+
+void oc_image_free(oc_image *img) {
+    if (!img) return;
+    if (img->alloc_bytes) oc_mem_free(&img->alloc, img->rgb, img->alloc_bytes);
+    memset(img, 0, sizeof *img);
+}
+
+oc_status oc_image_decode(oc_image *out, const void *bytes, size_t n_bytes,
+                          const oc_image_limits *limits, const oc_allocator *alloc, oc_error *err) {
+    if (!out) return oc_fail(err, OC_ERR_INVALID, "image: NULL output");
+    memset(out, 0, sizeof *out);
+    if (!bytes && n_bytes) return oc_fail(err, OC_ERR_INVALID, "image: NULL input");
+    switch (oc_image_detect(bytes, n_bytes)) {
+    case OC_IMAGE_FORMAT_PNM: return oc_image_decode_pnm(out, bytes, n_bytes, limits, alloc, err);
+    case OC_IMAGE_FORMAT_JPEG: return oc_image_decode_jpeg(out, bytes, n_bytes, limits, alloc, err);
+    case OC_IMAGE_FORMAT_PNG: return oc_image_decode_png(out, bytes, n_bytes, limits, alloc, err);
+    case OC_IMAGE_FORMAT_UNKNOWN: break;
+    }
+    if (n_bytes == 0) return oc_fail(err, OC_ERR_FORMAT, "image: empty input");
+    return oc_fail(err, OC_ERR_FORMAT,
+                   "image: unknown format (first bytes %02x %02x %02x %02x; expected PNM, JPEG or PNG)",
+                   ((const uint8_t *)bytes)[0], n_bytes > 1 ? ((const uint8_t *)bytes)[1] : 0,
+                   n_bytes > 2 ? ((const uint8_t *)bytes)[2] : 0, n_bytes > 3 ? ((const uint8_t *)bytes)[3] : 0);
+}
+
+oc_status oc_image_load(oc_image *out, const char *path, const oc_image_limits *limits,
+                        const oc_allocator *alloc, oc_error *err) {
+    if (!out) return oc_fail(err, OC_ERR_INVALID, "image: NULL output");
+    memset(out, 0, sizeof *out);
+    if (!path) return oc_fail(err, OC_ERR_INVALID, "image: NULL path");
+    oc_port_mapping map;
+    char msg[OC_ERROR_MESSAGE_BYTES];
+    if (oc_port_map_file(path, &map, msg, sizeof msg) != 0)
+        return oc_fail(err, OC_ERR_IO, "%s", msg);
+    oc_error inner = { OC_OK, "" };
+    oc_status st = oc_image_decode(out, map.data, map.n_bytes, limits, alloc, &inner);
+    oc_port_unmap_file(&map);
+    if (st) {
+        /* prefix the path, keeping the decoder's message (truncated if the path is long) */
+        return oc_fail(err, st, "%.100s: %s", path, inner.message);
+    }
+    return OC_OK;
+}

@@ -1,0 +1,137 @@
+/* image.h: RGB8 images for the vision encoder: decoding (our PNM reader, JPEG through libjpeg,
+ * PNG through libpng), a borrowed view over an embedder's RGB8 buffer, Pillow-compatible bicubic
+ * resampling and the Qwen2-VL preprocessing that turns an image into HF's `pixel_values`.
+ *
+ * Pixels are always 8-bit R,G,B interleaved, rows `stride_bytes` apart (stride >= 3 * width).
+ * Every decoder checks the declared size against oc_image_limits before it allocates anything,
+ * and reports malformed input as OC_ERR_FORMAT with a one-line message naming the problem. */
+#ifndef OC_IMAGE_H
+#define OC_IMAGE_H
+
+#include "core/core.h"
+
+/* ---- images ----------------------------------------------------------------------------------- */
+
+typedef struct oc_image {
+    uint8_t *rgb;              /* row y starts at rgb + y * stride_bytes */
+    int32_t width_px;
+    int32_t height_px;
+    size_t stride_bytes;
+    size_t alloc_bytes;        /* bytes owned by this image (0: a borrowed view) */
+    oc_allocator alloc;        /* the allocator that owns rgb when alloc_bytes != 0 */
+} oc_image;
+
+/* Decoded images larger than these are refused (OC_ERR_RANGE) before any pixel memory is taken. */
+typedef struct oc_image_limits {
+    int64_t max_width_px;      /* default 16384 */
+    int64_t max_height_px;     /* default 16384 */
+    int64_t max_pixels;        /* default 16384 * 16384 = 256 Mi pixels */
+} oc_image_limits;
+
+#define OC_IMAGE_DEFAULT_MAX_SIDE_PX 16384
+void oc_image_limits_default(oc_image_limits *limits);
+
+typedef enum oc_image_format {
+    OC_IMAGE_FORMAT_UNKNOWN = 0,
+    OC_IMAGE_FORMAT_PNM,       /* P2, P3, P5, P6 (Netpbm PGM/PPM, plain and raw) */
+    OC_IMAGE_FORMAT_JPEG,
+    OC_IMAGE_FORMAT_PNG
+} oc_image_format;
+
+/* Format from the first bytes (magic numbers); never reads past n_bytes. */
+oc_image_format oc_image_detect(const void *bytes, size_t n_bytes);
+const char *oc_image_format_name(oc_image_format format);
+
+/* Decode any supported format (detected by magic bytes). limits may be NULL (defaults), alloc NULL
+ * (malloc). On failure *out is zeroed and owns nothing. A JPEG or PNG input in a build without
+ * that library gives OC_ERR_UNSUPPORTED.
+ * [alloc: one pixel buffer, plus the library's own internal allocations for JPEG/PNG]
+ * [errors: OC_ERR_FORMAT, OC_ERR_RANGE, OC_ERR_UNSUPPORTED, OC_ERR_NOMEM, OC_ERR_INVALID] */
+oc_status oc_image_decode(oc_image *out, const void *bytes, size_t n_bytes,
+                          const oc_image_limits *limits, const oc_allocator *alloc, oc_error *err);
+/* Map the file at path and decode it; messages name the path. [errors: as above + OC_ERR_IO] */
+oc_status oc_image_load(oc_image *out, const char *path, const oc_image_limits *limits,
+                        const oc_allocator *alloc, oc_error *err);
+
+/* One decoder each (oc_image_decode dispatches to them). */
+oc_status oc_image_decode_pnm(oc_image *out, const void *bytes, size_t n_bytes,
+                              const oc_image_limits *limits, const oc_allocator *alloc, oc_error *err);
+oc_status oc_image_decode_jpeg(oc_image *out, const void *bytes, size_t n_bytes,
+                               const oc_image_limits *limits, const oc_allocator *alloc, oc_error *err);
+oc_status oc_image_decode_png(oc_image *out, const void *bytes, size_t n_bytes,
+                              const oc_image_limits *limits, const oc_allocator *alloc, oc_error *err);
+
+/* Entry point for embedders that already hold RGB8 pixels (a camera frame): a borrowed view,
+ * no copy. rgb must stay valid while the view is used. stride_bytes >= 3 * width_px.
+ * [alloc: no] [errors: OC_ERR_INVALID (NULL, zero or negative size, short stride), OC_ERR_RANGE] */
+oc_status oc_image_wrap_rgb8(oc_image *out, const uint8_t *rgb, int32_t width_px, int32_t height_px,
+                             size_t stride_bytes, const oc_image_limits *limits, oc_error *err);
+
+/* The size check every decoder runs before allocating: OC_ERR_INVALID for an empty size,
+ * OC_ERR_RANGE past the limits (limits NULL: defaults). */
+oc_status oc_image_check_size(int64_t width_px, int64_t height_px, const oc_image_limits *limits,
+                              oc_error *err);
+
+/* Allocate a width x height image with a tight stride (3 * width), contents undefined.
+ * [errors: OC_ERR_INVALID, OC_ERR_RANGE, OC_ERR_NOMEM] */
+oc_status oc_image_alloc(oc_image *out, int32_t width_px, int32_t height_px,
+                         const oc_image_limits *limits, const oc_allocator *alloc, oc_error *err);
+
+/* Release what the image owns (nothing for a view) and zero it. NULL is a no-op. */
+void oc_image_free(oc_image *img);
+
+/* ---- resampling -------------------------------------------------------------------------------- */
+
+/* Resize like Pillow's Image.resize(size, Image.BICUBIC) on an RGB image (see image_resize.c for
+ * the exact arithmetic); equal sizes copy. out gets a new tight image.
+ * [alloc: out's pixels + coefficient tables + one intermediate image] */
+oc_status oc_image_resize_bicubic(oc_image *out, const oc_image *in, int32_t out_width_px,
+                                  int32_t out_height_px, const oc_allocator *alloc, oc_error *err);
+
+/* ---- Qwen2-VL preprocessing (HF Qwen2VLImageProcessor, PIL path) -------------------------------- */
+
+typedef struct oc_qwen2vl_prep_params {
+    int32_t patch_size;            /* 14 */
+    int32_t merge_size;            /* 2: one LLM token per merge_size x merge_size patches */
+    int32_t temporal_patch_size;   /* 2: a still image is repeated temporal_patch_size times */
+    int64_t min_pixels;            /* 3136 (preprocessor_config.json "min_pixels") */
+    int64_t max_pixels;            /* 12845056 (preprocessor_config.json "max_pixels") */
+    int do_resize;                 /* 1; 0 requires sides that are multiples of patch*merge */
+    float image_mean[3];           /* OPENAI CLIP mean by default */
+    float image_std[3];            /* OPENAI CLIP std by default */
+} oc_qwen2vl_prep_params;
+
+void oc_qwen2vl_prep_defaults(oc_qwen2vl_prep_params *p);
+
+/* HF smart_resize, computed in double exactly as Python does (round half to even, floor, ceil,
+ * sqrt). factor = patch_size * merge_size. [errors: OC_ERR_INVALID (non-positive sizes, factor,
+ * min > max), OC_ERR_RANGE (aspect ratio > 200, as HF refuses)] */
+oc_status oc_qwen2vl_smart_resize(int64_t height_px, int64_t width_px, int32_t factor,
+                                  int64_t min_pixels, int64_t max_pixels, int32_t *out_height_px,
+                                  int32_t *out_width_px, oc_error *err);
+
+/* HF's `pixel_values` and `image_grid_thw` for one image. */
+typedef struct oc_qwen2vl_pixels {
+    float *data;                   /* [n_patches][patch_dim] */
+    int64_t n_patches;             /* grid_t * grid_h * grid_w */
+    int32_t patch_dim;             /* 3 * temporal_patch_size * patch_size^2 = 1176 */
+    int32_t grid_t, grid_h, grid_w;/* grid_t = 1 for one image; grid_h = resized_height / 14 */
+    int32_t resized_height_px, resized_width_px;
+    size_t alloc_bytes;
+    oc_allocator alloc;
+} oc_qwen2vl_pixels;
+
+/* Resize (smart_resize + bicubic), rescale by 1/255, normalize with mean/std, and cut into patches
+ * in the 2x2 merge order. p may be NULL (defaults). On failure *out is zeroed.
+ * [alloc: the output + a resized copy of the image when resizing] */
+oc_status oc_qwen2vl_preprocess(oc_qwen2vl_pixels *out, const oc_image *img,
+                                const oc_qwen2vl_prep_params *p, const oc_allocator *alloc,
+                                oc_error *err);
+/* The normalize + patchify step alone, from an image whose sides are multiples of
+ * patch_size * merge_size, into caller memory of n_patches * patch_dim floats.
+ * [alloc: no] [errors: OC_ERR_INVALID] */
+oc_status oc_qwen2vl_patchify(float *dst, size_t dst_n_floats, const oc_image *img,
+                              const oc_qwen2vl_prep_params *p, oc_error *err);
+void oc_qwen2vl_pixels_free(oc_qwen2vl_pixels *px);
+
+#endif /* OC_IMAGE_H */

@@ -1,0 +1,479 @@
+/* context.c: oc_context (include/ocellus.h): the per-conversation state over a shared oc_model and
+ * oc_ask, the whole question -> answer path: image preprocessing and encoding, the chat prompt,
+ * prefill in chunks through the language model, sampling and streaming the answer.
+ *
+ * Memory: oc_context_open allocates the KV cache, every activation and scratch buffer, the image
+ * embedding store and the prompt for the stated limits (oc_context_memory_bytes says how much
+ * beforehand). oc_ask then allocates only per image (the resized copy and pixel patches, in
+ * proportion to the input image) and the prompt's token layout when a plan needs it; the decode
+ * loop allocates nothing.
+ * Backend: the text and vision graphs run on one backend; on OpenCL both instances share the one
+ * device this context opens. OC_BACKEND_AUTO tries OpenCL and, when anything of it fails to open
+ * (no device, a program that does not build, a model it cannot run), opens the CPU instead. */
+#include "image/image.h"
+#include "attention/layout.h"
+#include "model/model.h"
+#include "plan/plan.h"
+#include "port.h"
+#include "model/sample.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+struct oc_context {
+    const oc_model *m;
+    oc_allocator alloc;
+    oc_context_params p;
+    oc_pool *pool;
+    oc_isa isa;
+    oc_backend_kind backend;
+    oc_backend_device *dev;      /* OpenCL: the device both graphs run on; NULL on the CPU */
+    char backend_name[OC_ERROR_MESSAGE_BYTES + 64];
+    oc_plan *plan;
+    oc_tokenizer *tok;           /* this context's own: encoding needs scratch memory */
+    oc_text_ctx *text;
+    oc_vision_ctx *vision;
+    oc_prompt prompt;
+    oc_sampler sampler;
+    float *img_embd;             /* [max_images * max_image_tokens][n_embd] */
+    float *batch_embd;           /* [batch_tokens][n_embd] */
+    int32_t *batch_ids;          /* [batch_tokens] */
+    float *logits, *prompt_logits;   /* [n_vocab] each */
+    size_t buf_bytes;
+    void *buf;
+    int has_prompt_logits;
+    size_t context_bytes;        /* oc_context_memory_bytes at open */
+    oc_stats stats;
+};
+
+OC_API void oc_context_params_default(oc_context_params *p) {
+    memset(p, 0, sizeof *p);
+    p->max_context_tokens = 4096;
+    p->max_images = 8;
+    p->max_image_tokens = 1280;
+    p->min_image_tokens = 4;
+    p->batch_tokens = 256;
+}
+
+OC_API void oc_request_default(oc_request *r) {
+    memset(r, 0, sizeof *r);
+    r->max_new_tokens = 256;
+    r->image_labels = -1;
+    r->sampling.temperature = 0.0f;
+    r->sampling.top_k = 40;
+    r->sampling.top_p = 0.95f;
+}
+
+static oc_status check_params(const oc_model *m, const oc_context_params *p, oc_error *err) {
+    if (!m || !p) return oc_fail(err, OC_ERR_INVALID, "context: model or params is NULL");
+    if (p->max_context_tokens < 16 || p->max_context_tokens > (1 << 24))
+        return oc_fail(err, OC_ERR_INVALID, "context: max_context_tokens %d is out of range [16, 16777216]",
+                       p->max_context_tokens);
+    if (p->max_images < 0 || p->max_images > 1024)
+        return oc_fail(err, OC_ERR_INVALID, "context: max_images %d is out of range [0, 1024]", p->max_images);
+    if (p->min_image_tokens < 1 || p->max_image_tokens < p->min_image_tokens ||
+        p->max_image_tokens > (1 << 20))
+        return oc_fail(err, OC_ERR_INVALID, "context: image token limits %d..%d are invalid",
+                       p->min_image_tokens, p->max_image_tokens);
+    if (p->batch_tokens < 1)
+        return oc_fail(err, OC_ERR_INVALID, "context: batch_tokens must be >= 1");
+    return OC_OK;
+}
+
+static int32_t batch_of(const oc_context_params *p) { return OC_MIN(p->batch_tokens, p->max_context_tokens); }
+static int32_t max_images_of(const oc_model *m, const oc_context_params *p) { return m->vision ? p->max_images : 0; }
+
+/* The context's own buffers (image embeddings, batch, logits) in one block. */
+static int own_bytes(const oc_model *m, const oc_context_params *p, size_t *out) {
+    size_t d = (size_t)m->text->hp.n_embd, V = (size_t)m->text->hp.n_vocab, B = (size_t)batch_of(p);
+    size_t img_rows, img, total;
+    if (!oc_mul_size((size_t)max_images_of(m, p), (size_t)p->max_image_tokens, &img_rows) ||
+        !oc_mul_size(img_rows, d * sizeof(float), &img))
+        return 0;
+    total = img + B * d * sizeof(float) + B * sizeof(int32_t) + 2 * V * sizeof(float) + 5 * OC_MEM_ALIGN;
+    if (total < img) return 0;
+    *out = total;
+    return 1;
+}
+
+static oc_text_limits text_limits(const oc_context_params *p) {
+    oc_text_limits lim = { p->max_context_tokens, batch_of(p) };
+    return lim;
+}
+
+/* oc_context_memory_bytes on backend kind. */
+static oc_status memory_bytes(const oc_model *m, const oc_context_params *p, oc_backend_kind kind, size_t *bytes,
+                              oc_error *err) {
+    int n_threads = p->n_threads > 0 ? p->n_threads : oc_port_n_cpus();
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    oc_text_limits lim = text_limits(p);
+    oc_backend_spec spec = { kind, p->device, NULL, oc_isa_best(&cpu), NULL };
+    size_t total = 0, part;
+    if (!own_bytes(m, p, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
+    part = oc_text_ctx_bytes(m->text, &lim, &spec, n_threads);
+    if (!part || !oc_add_size(total, part, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
+    if (m->vision && p->max_images > 0) {
+        part = oc_vision_ctx_bytes_backend(m->vision, 4 * p->max_image_tokens, spec.kind, n_threads);
+        if (!part || !oc_add_size(total, part, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
+    }
+    /* prompt arrays (ids + 3 position streams) and the sampler's arrays */
+    part = (size_t)p->max_context_tokens * 16 + (size_t)m->text->hp.n_vocab * 12;
+    if (!oc_add_size(total, part, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
+    *bytes = total;
+    return OC_OK;
+}
+
+OC_API oc_status oc_context_memory_bytes(const oc_model *m, const oc_context_params *p, size_t *bytes,
+                                         oc_error *err) {
+    oc_status st = check_params(m, p, err);
+    oc_backend_kind kind = OC_BACKEND_KIND_CPU;
+    if (st || (st = oc_backend_resolve((int)p->backend, p->device, &kind, err))) return st;
+    return memory_bytes(m, p, p->backend == OC_BACKEND_AUTO ? OC_BACKEND_KIND_CPU : kind, bytes, err);
+}
+
+/* Plan features this runtime does not apply yet are refused rather than silently ignored. */
+static oc_status check_plan_features(const oc_plan *plan, const char *path, oc_error *err) {
+    for (int s = 0; s < OC_PLAN_N_STACKS; s++) {
+        oc_plan_stats ps;
+        oc_plan_stats_get(plan, (oc_plan_stack)s, &ps);
+        const char *what = ps.n_budgeted_kv_heads ? "SparseMM kv budgets"
+                           : ps.n_zipvl_layers ? "ZipVL thresholds"
+                           : ps.n_lazy_layers ? "Q-Cache lazy layers" : NULL;
+        if (what)
+            return oc_fail(err, OC_ERR_UNSUPPORTED, "%s: the plan uses %s, which this version of ocellus "
+                           "does not apply yet (head patterns are supported)", path, what);
+    }
+    return OC_OK;
+}
+
+static void close_engines(oc_context *c) {
+    oc_vision_ctx_close(c->vision);
+    oc_text_ctx_close(c->text);
+    oc_backend_device_close(c->dev);
+    c->vision = NULL;
+    c->text = NULL;
+    c->dev = NULL;
+}
+
+/* The text and vision graphs on backend kind (OpenCL: on one device opened here). */
+static oc_status open_engines(oc_context *c, oc_backend_kind kind, const char *device, oc_error *err) {
+    const oc_model *m = c->m;
+    oc_text_limits lim = text_limits(&c->p);
+    oc_status st = oc_backend_device_open(&c->dev, kind, device, &c->alloc, err);
+    oc_backend_spec spec = { kind, device, c->pool, c->isa, c->dev };
+    if (!st) st = oc_text_ctx_open_backend(&c->text, m->text, &lim, &spec, &c->alloc, err);
+    if (!st && m->vision && c->p.max_images > 0)
+        st = oc_vision_ctx_open_backend(&c->vision, m->vision, 4 * c->p.max_image_tokens, &spec, &c->alloc, err);
+    if (st) {
+        close_engines(c);
+        return st;
+    }
+    c->backend = kind;
+    if (kind == OC_BACKEND_KIND_CPU)
+        snprintf(c->backend_name, sizeof c->backend_name, "CPU (%s, %d thread%s)", oc_isa_name(c->isa),
+                 oc_pool_n_threads(c->pool), oc_pool_n_threads(c->pool) == 1 ? "" : "s");
+    else
+        snprintf(c->backend_name, sizeof c->backend_name, "%s", oc_backend_device_name(c->dev));
+    return OC_OK;
+}
+
+OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_context_params *p,
+                                 oc_error *err) {
+    if (!out) return oc_fail(err, OC_ERR_INVALID, "oc_context_open: out is NULL");
+    *out = NULL;
+    oc_status st = check_params(m, p, err);
+    if (st) return st;
+    oc_backend_kind kind;
+    size_t total_bytes;   /* limits too large for memory arithmetic fail here, before anything opens */
+    if ((st = oc_backend_resolve((int)p->backend, p->device, &kind, err)) ||
+        (st = memory_bytes(m, p, kind, &total_bytes, err)))
+        return st;
+    oc_context *c = oc_mem_calloc(p->alloc, sizeof *c);
+    if (!c) return oc_fail(err, OC_ERR_NOMEM, "context: out of memory");
+    c->alloc = p->alloc ? *p->alloc : *oc_default_allocator();
+    c->m = m;
+    c->p = *p;
+    c->p.alloc = NULL;
+    c->p.plan_path = NULL;
+    c->p.device = NULL;           /* read at open only */
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    c->isa = oc_isa_best(&cpu);
+    if ((st = oc_pool_open(&c->pool, p->n_threads, &c->alloc, err))) goto fail;
+    if (p->plan_path) {
+        if ((st = oc_plan_load_file(&c->plan, p->plan_path, &c->alloc, err))) goto fail;
+        oc_plan_model_shape shape;
+        memset(&shape, 0, sizeof shape);
+        const oc_text_hparams *hp = &m->text->hp;
+        shape.decoder = (oc_plan_shape){ hp->n_layers, hp->n_head, hp->n_head_kv, hp->head_dim };
+        if (m->vision) {
+            const oc_vision_hparams *vh = oc_vision_model_hparams(m->vision);
+            shape.vision = (oc_plan_shape){ vh->n_layers, vh->n_heads, vh->n_heads, vh->head_dim };
+        }
+        oc_error e;
+        if ((st = oc_plan_check_fits(c->plan, &shape, &e))) {
+            st = oc_fail(err, st, "%s: %s", p->plan_path, e.message);
+            goto fail;
+        }
+        if ((st = check_plan_features(c->plan, p->plan_path, err))) goto fail;
+    }
+    if ((st = oc_tokenizer_open_gguf(&c->tok, m->text_file, &c->alloc, err))) goto fail;
+    st = open_engines(c, kind, p->device, err);
+    if (st && p->backend == OC_BACKEND_AUTO && kind != OC_BACKEND_KIND_CPU) {
+        char why[OC_ERROR_MESSAGE_BYTES];
+        snprintf(why, sizeof why, "%s", err ? err->message : "it did not open");
+        if (!(st = open_engines(c, OC_BACKEND_KIND_CPU, NULL, err))) {
+            size_t n = strlen(c->backend_name);
+            snprintf(c->backend_name + n, sizeof c->backend_name - n, "; OpenCL not used: %s", why);
+        }
+    }
+    if (st) goto fail;
+    if ((st = memory_bytes(m, p, c->backend, &c->context_bytes, err))) goto fail;
+    c->stats.context_bytes = c->context_bytes;
+    c->stats.device_bytes = oc_backend_device_bytes(c->dev);
+    if ((st = oc_prompt_init(&c->prompt, p->max_context_tokens, OC_MAX(1, max_images_of(m, p)), &c->alloc, err)))
+        goto fail;
+    oc_sampling greedy = { 0.0f, 40, 0.95f, 0 };
+    if ((st = oc_sampler_init(&c->sampler, m->text->hp.n_vocab, &greedy, &c->alloc, err))) goto fail;
+    if (!own_bytes(m, p, &c->buf_bytes) || !(c->buf = oc_mem_alloc(&c->alloc, c->buf_bytes))) {
+        st = oc_fail(err, OC_ERR_NOMEM, "context: out of memory for %zu bytes of buffers", c->buf_bytes);
+        goto fail;
+    }
+    size_t d = (size_t)m->text->hp.n_embd, V = (size_t)m->text->hp.n_vocab, B = (size_t)batch_of(p);
+    char *b = c->buf;
+#define TAKE(ptr, n_bytes) do { (ptr) = (void *)b; b += ((n_bytes) + OC_MEM_ALIGN - 1) / OC_MEM_ALIGN * OC_MEM_ALIGN; } while (0)
+    TAKE(c->img_embd, (size_t)max_images_of(m, p) * (size_t)p->max_image_tokens * d * sizeof(float));
+    TAKE(c->batch_embd, B * d * sizeof(float));
+    TAKE(c->batch_ids, B * sizeof(int32_t));
+    TAKE(c->logits, V * sizeof(float));
+    TAKE(c->prompt_logits, V * sizeof(float));
+#undef TAKE
+    *out = c;
+    return OC_OK;
+fail:
+    oc_context_close(c);
+    return st;
+}
+
+OC_API void oc_context_close(oc_context *c) {
+    if (!c) return;
+    oc_allocator a = c->alloc;
+    oc_mem_free(&a, c->buf, c->buf_bytes);
+    oc_sampler_free(&c->sampler);
+    oc_prompt_free(&c->prompt);
+    close_engines(c);
+    oc_tokenizer_close(c->tok);
+    oc_plan_free(c->plan);
+    oc_pool_close(c->pool);
+    oc_mem_free(&a, c, sizeof *c);
+}
+
+OC_API void oc_context_get_stats(const oc_context *c, oc_stats *out) { *out = c->stats; }
+
+OC_API const char *oc_context_backend_name(const oc_context *c) { return c->backend_name; }
+
+OC_API const float *oc_context_prompt_logits(const oc_context *c, int32_t *n_vocab) {
+    if (n_vocab) *n_vocab = c->m->text->hp.n_vocab;
+    return c->has_prompt_logits ? c->prompt_logits : NULL;
+}
+
+static double ms_since(uint64_t t0) { return (double)(oc_port_now_ns() - t0) / 1e6; }
+
+static void progress(const oc_context *c, const char *stage, int32_t done, int32_t total) {
+    if (c->p.progress) c->p.progress(c->p.progress_user, stage, done, total);
+}
+
+/* Preprocess and encode image i into the embedding store at token row *row; grid out in merged
+ * tokens. */
+static oc_status encode_image(oc_context *c, const oc_image_rgb *in, int32_t index, int32_t *row,
+                              int32_t grid[2], oc_attn_stats *as, oc_error *err) {
+    const oc_vision_hparams *vh = oc_vision_model_hparams(c->m->vision);
+    oc_image img;
+    oc_error e;
+    oc_status st = oc_image_wrap_rgb8(&img, in->rgb, in->width_px, in->height_px, in->stride_bytes, NULL, &e);
+    if (st) return oc_fail(err, st, "image %d: %s", index + 1, e.message);
+    oc_qwen2vl_prep_params pp;
+    oc_qwen2vl_prep_defaults(&pp);
+    int64_t unit = (int64_t)vh->patch_size * vh->merge_size;
+    pp.patch_size = vh->patch_size;
+    pp.merge_size = vh->merge_size;
+    pp.temporal_patch_size = vh->temporal_patch_size;
+    pp.min_pixels = (int64_t)c->p.min_image_tokens * unit * unit;
+    pp.max_pixels = (int64_t)c->p.max_image_tokens * unit * unit;
+    memcpy(pp.image_mean, vh->image_mean, sizeof pp.image_mean);
+    memcpy(pp.image_std, vh->image_std, sizeof pp.image_std);
+    oc_qwen2vl_pixels px;
+    if ((st = oc_qwen2vl_preprocess(&px, &img, &pp, &c->alloc, &e)))
+        return oc_fail(err, st, "image %d (%dx%d): %s", index + 1, in->width_px, in->height_px, e.message);
+    int32_t gh = px.grid_h / vh->merge_size, gw = px.grid_w / vh->merge_size;
+    int32_t n_tok = gh * gw;
+    if (n_tok > c->p.max_image_tokens) {
+        oc_qwen2vl_pixels_free(&px);
+        return oc_fail(err, OC_ERR_RANGE, "image %d: %d tokens exceed the limit of %d", index + 1, n_tok,
+                       c->p.max_image_tokens);
+    }
+    float *dst = c->img_embd + (size_t)*row * (size_t)c->m->text->hp.n_embd;
+    const oc_stack_plan *vp = c->plan ? &c->plan->stacks[OC_PLAN_VISION] : NULL;
+    st = oc_vision_encode(c->vision, px.data, px.grid_h, px.grid_w, vp, dst, as, err);
+    oc_qwen2vl_pixels_free(&px);
+    if (st) return st;
+    grid[0] = gh;
+    grid[1] = gw;
+    *row += n_tok;
+    return OC_OK;
+}
+
+static int is_stop(const oc_model *m, int32_t id) {
+    return id == m->stop_ids[0] || id == m->stop_ids[1] || id == m->stop_ids[2];
+}
+
+/* Prefill the prompt in batches; the last batch leaves the last position's logits in c->logits. */
+static oc_status prefill(oc_context *c, const oc_token_layout *layout, oc_attn_stats *as, oc_error *err) {
+    const oc_prompt *pr = &c->prompt;
+    size_t d = (size_t)c->m->text->hp.n_embd;
+    int32_t B = batch_of(&c->p), img_row = 0;
+    const oc_stack_plan *dp = c->plan ? &c->plan->stacks[OC_PLAN_DECODER] : NULL;
+    for (int32_t s = 0; s < pr->n_tokens; s += B) {
+        int32_t n = OC_MIN(B, pr->n_tokens - s);
+        for (int32_t i = 0; i < n; i++) {
+            int32_t id = pr->ids[s + i];
+            if (id == c->m->chat.image_pad) {
+                c->batch_ids[i] = -1;
+                memcpy(c->batch_embd + (size_t)i * d, c->img_embd + (size_t)img_row * d, d * sizeof(float));
+                img_row++;
+            } else {
+                c->batch_ids[i] = id;
+            }
+        }
+        oc_text_batch b;
+        memset(&b, 0, sizeof b);
+        b.n_tokens = n;
+        b.ids = c->batch_ids;
+        b.embd = c->batch_embd;
+        b.pos_t = pr->pos_t + s;
+        b.pos_h = pr->pos_h + s;
+        b.pos_w = pr->pos_w + s;
+        b.plan = dp;
+        b.layout = layout;
+        b.logits = s + n == pr->n_tokens ? c->logits : NULL;
+        oc_status st = oc_text_forward(c->text, &b, as, err);
+        if (st) return st;
+        progress(c, "prefill", s + n, pr->n_tokens);
+    }
+    return OC_OK;
+}
+
+static oc_status build_layout(oc_context *c, oc_token_layout **layout, oc_error *err) {
+    *layout = NULL;
+    if (!c->plan || c->prompt.n_images == 0) return OC_OK;
+    oc_token_span spans[1024];
+    int32_t n = OC_MIN(c->prompt.n_images, (int32_t)OC_ARRAY_LEN(spans));
+    for (int32_t i = 0; i < n; i++) {
+        spans[i].start = c->prompt.images[i].first_token;
+        spans[i].end = c->prompt.images[i].first_token + c->prompt.images[i].n_tokens;
+    }
+    return oc_layout_build(layout, c->prompt.n_tokens, spans, n,
+                           (float)c->plan->sink_fraction_ppm / (float)OC_PLAN_PPM, &c->alloc, err);
+}
+
+static oc_status generate(oc_context *c, const oc_request *r, uint64_t t_start, oc_attn_stats *as,
+                          oc_error *err) {
+    const oc_model *m = c->m;
+    int32_t V = m->text->hp.n_vocab;
+    oc_tok_decoder dec;
+    oc_tok_decoder_init(&dec, 0);
+    char piece[OC_TOKENIZER_MAX_PIECE_BYTES + 8];
+    int32_t tok = oc_sampler_next(&c->sampler, c->logits, V);
+    c->stats.ttft_ms = ms_since(t_start);
+    uint64_t t_decode = oc_port_now_ns();
+    int32_t next_pos = c->prompt.next_pos;
+    oc_status st = OC_OK;
+    int stop = 0;
+    for (int32_t g = 0; g < r->max_new_tokens && !stop; g++) {
+        if (is_stop(m, tok)) break;
+        size_t n_out = 0;
+        if ((st = oc_tok_decoder_push(&dec, c->tok, tok, piece, sizeof piece, &n_out, err))) break;
+        c->stats.n_generated++;
+        if (n_out && r->on_text && r->on_text(r->user, piece, n_out)) stop = 1;
+        if (g + 1 == r->max_new_tokens || stop) break;
+        oc_text_batch b;
+        memset(&b, 0, sizeof b);
+        int32_t pos = next_pos + g;
+        b.n_tokens = 1;
+        b.ids = &tok;
+        b.pos_t = b.pos_h = b.pos_w = &pos;
+        b.plan = c->plan ? &c->plan->stacks[OC_PLAN_DECODER] : NULL;
+        b.logits = c->logits;
+        if ((st = oc_text_forward(c->text, &b, as, err))) break;
+        tok = oc_sampler_next(&c->sampler, c->logits, V);
+    }
+    char tail[4];
+    size_t n_tail = oc_tok_decoder_flush(&dec, tail);
+    if (n_tail && r->on_text && !stop) r->on_text(r->user, tail, n_tail);
+    c->stats.decode_ms = ms_since(t_decode);
+    return st;
+}
+
+OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
+    if (!c || !r) return oc_fail(err, OC_ERR_INVALID, "oc_ask: context or request is NULL");
+    const oc_model *m = c->m;
+    memset(&c->stats, 0, sizeof c->stats);
+    c->stats.context_bytes = c->context_bytes;
+    c->stats.device_bytes = oc_backend_device_bytes(c->dev);
+    c->has_prompt_logits = 0;
+    if (!r->question || !r->question[strspn(r->question, " \t\r\n")])
+        return oc_fail(err, OC_ERR_INVALID, "the prompt is empty: ask a question");
+    if (r->n_images < 0 || (r->n_images > 0 && !r->images))
+        return oc_fail(err, OC_ERR_INVALID, "oc_ask: bad image list");
+    if (r->n_images > 0 && !m->vision)
+        return oc_fail(err, OC_ERR_UNSUPPORTED, "images need the vision encoder: give the mmproj file too");
+    if (r->n_images > c->p.max_images)
+        return oc_fail(err, OC_ERR_RANGE, "%d images given, the context allows %d", r->n_images, c->p.max_images);
+    if (r->max_new_tokens < 0) return oc_fail(err, OC_ERR_INVALID, "max_new_tokens is negative");
+    oc_status st;
+    if (!(r->sampling.temperature >= 0.0f) || r->sampling.top_k < 0 || !(r->sampling.top_p > 0.0f) ||
+        r->sampling.top_p > 1.0f)
+        return oc_fail(err, OC_ERR_INVALID, "sampling: need temperature >= 0, top-k >= 0 and 0 < top-p <= 1");
+    c->sampler.params = r->sampling;
+    oc_sampler_reset(&c->sampler);
+
+    uint64_t t0 = oc_port_now_ns();
+    oc_attn_stats as = { 0, 0, 0 };
+    int32_t grids[2 * 1024], row = 0;
+    for (int32_t i = 0; i < r->n_images; i++) {
+        progress(c, "vision", i, r->n_images);
+        if ((st = encode_image(c, &r->images[i], i, &row, grids + 2 * i, &as, err))) return st;
+    }
+    if (r->n_images) progress(c, "vision", r->n_images, r->n_images);
+    c->stats.vision_ms = ms_since(t0);
+    c->stats.n_images = r->n_images;
+    c->stats.n_image_tokens = row;
+
+    oc_prompt_reset(&c->prompt);
+    oc_text_ctx_reset(c->text);
+    oc_error e;
+    if ((st = oc_prompt_chat(&c->prompt, c->tok, &m->chat, r->system, grids, r->n_images,
+                               r->image_labels < 0 ? m->image_labels : r->image_labels != 0, r->question, &e))) {
+        if (st == OC_ERR_RANGE)
+            return oc_fail(err, st, "context overflow: the prompt does not fit in %d tokens (%s); raise the "
+                           "context size or use fewer / smaller images", c->p.max_context_tokens, e.message);
+        return oc_fail(err, st, "prompt: %s", e.message);
+    }
+    c->stats.n_prompt_tokens = c->prompt.n_tokens;
+    oc_token_layout *layout = NULL;
+    if ((st = build_layout(c, &layout, err))) return st;
+    uint64_t t1 = oc_port_now_ns();
+    st = prefill(c, layout, &as, err);
+    c->stats.prefill_ms = ms_since(t1);
+    if (!st) {
+        memcpy(c->prompt_logits, c->logits, sizeof(float) * (size_t)m->text->hp.n_vocab);
+        c->has_prompt_logits = 1;
+        if (r->max_new_tokens > 0) st = generate(c, r, t0, &as, err);
+    }
+    oc_layout_free(layout);
+    c->stats.attn_flops_kept = as.flops_kept;
+    c->stats.attn_flops_skipped = as.flops_skipped;
+    return st;
+}

@@ -1,0 +1,182 @@
+/* text_ctx.c: sizing, opening and closing an oc_text_ctx (text_model.h): opens the context's
+ * backend instance for its limits, hands it every weight and 1-D tensor once (the CPU backend wraps
+ * them in place; a device uploads them), and allocates every buffer the forward pass uses
+ * (text_ctx.h), so oc_text_forward (text_decoder.c) allocates nothing. oc_text_ctx_bytes adds up the
+ * same sizes without allocating. */
+#include "model/text_ctx.h"
+
+#include <string.h>
+
+/* Backend buffers in the order of text_ctx.h's fields. */
+enum { BUF_K_CACHE, BUF_V_CACHE, BUF_X, BUF_XB, BUF_Q, BUF_ATT, BUF_K, BUF_V, BUF_FF_G, BUF_FF_U,
+       BUF_ROPE_COS, BUF_ROPE_SIN, BUF_IDS, BUF_LOGITS, N_BUF };
+
+typedef struct sizes {
+    size_t buf[N_BUF];
+    uint32_t flags[N_BUF];
+    size_t layers, inv_freq, table;   /* host block parts */
+    size_t host;                      /* host block total */
+} sizes;
+
+static size_t pad(size_t n) { return (n + OC_MEM_ALIGN - 1) / OC_MEM_ALIGN * OC_MEM_ALIGN; }
+
+/* 0 on overflow. */
+static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, sizes *s) {
+    const oc_text_hparams *hp = &m->hp;
+    size_t B = (size_t)lim->max_batch_tokens, C = (size_t)lim->max_ctx_tokens;
+    size_t d = (size_t)hp->n_embd, kv = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+    size_t ff = (size_t)hp->n_ff, pairs = (size_t)hp->head_dim / 2, L = (size_t)hp->n_layers;
+    size_t cache, logits;
+    if (!oc_mul_size(L * kv * 2, C, &cache) || !oc_mul_size(B * 4, (size_t)hp->n_vocab, &logits)) return 0;
+    size_t bytes[N_BUF] = { cache, cache, B * d * 4, B * d * 4, B * d * 4, B * d * 4, B * kv * 4, B * kv * 4,
+                            B * ff * 4, B * ff * 4, B * pairs * 4, B * pairs * 4, B * 4, logits };
+    memcpy(s->buf, bytes, sizeof bytes);
+    for (int i = 0; i < N_BUF; i++) s->flags[i] = i >= BUF_ROPE_COS ? OC_BT_HOST : 0;
+    s->layers = pad(sizeof(oc_text_layer_bt) * L);
+    s->inv_freq = pad(pairs * 4);
+    s->table = pad(B * pairs * 4);
+    s->host = s->layers + s->inv_freq + 2 * s->table;
+    return 1;
+}
+
+static oc_backend_limits backend_limits(const oc_text_model *m, const oc_text_limits *lim) {
+    const oc_text_hparams *hp = &m->hp;
+    /* a layout's image spans are disjoint and non-empty inside the context, and an oc_context
+     * allows at most 1024 images */
+    oc_backend_limits bl = { OC_MAX((int64_t)hp->n_embd, (int64_t)hp->n_ff), lim->max_batch_tokens,
+                             { lim->max_batch_tokens, lim->max_ctx_tokens, hp->n_head, hp->n_head_kv, hp->head_dim },
+                             OC_MIN(lim->max_ctx_tokens, 1024), 0 };
+    return bl;
+}
+
+size_t oc_text_ctx_bytes(const oc_text_model *m, const oc_text_limits *lim, const oc_backend_spec *spec,
+                         int n_threads) {
+    sizes s;
+    if (!plan_sizes(m, lim, &s)) return 0;
+    oc_backend_limits bl = backend_limits(m, lim);
+    size_t be = oc_backend_bytes(spec, &bl, n_threads), total = sizeof(oc_text_ctx) + s.host;
+    if (spec->kind == OC_BACKEND_KIND_CPU && !be) return 0;
+    if (!oc_add_size(total, be, &total)) return 0;
+    for (int i = 0; i < N_BUF; i++)
+        if (!oc_add_size(total, oc_backend_buffer_bytes(spec->kind, s.buf[i], s.flags[i]), &total)) return 0;
+    return total;
+}
+
+static oc_bt *buffer(oc_text_ctx *c, int i) {
+    oc_bt *all[N_BUF] = { &c->k_cache, &c->v_cache, &c->x, &c->xb, &c->q, &c->att, &c->k, &c->v, &c->ff_g,
+                          &c->ff_u, &c->rope_cos, &c->rope_sin, &c->ids, &c->logits };
+    return all[i];
+}
+
+/* Every weight and 1-D tensor to the backend, once. */
+static oc_status take_weights(oc_text_ctx *c, oc_error *err) {
+    const oc_text_model *m = c->m;
+    const oc_text_hparams *hp = &m->hp;
+    oc_backend *be = c->be;
+    const oc_backend_ops *op = be->ops;
+    size_t d = (size_t)hp->n_embd * 4, kv = (size_t)hp->n_head_kv * (size_t)hp->head_dim * 4;
+    oc_status st;
+    if ((st = op->weight(be, &c->token_embd, &m->token_embd, err))) return st;
+    c->output_tied = m->output.data == m->token_embd.data;   /* Qwen2-VL-2B: one copy on a device */
+    if (c->output_tied) c->output = c->token_embd;
+    else if ((st = op->weight(be, &c->output, &m->output, err))) return st;
+    if ((st = op->import(be, &c->output_norm, m->output_norm, d, err)) ||
+        (st = op->import(be, &c->output_bias, m->output_bias, (size_t)hp->n_vocab * 4, err)))
+        return st;
+    for (int32_t il = 0; il < hp->n_layers; il++) {
+        const oc_text_layer *L = &m->layers[il];
+        oc_text_layer_bt *B = &c->layers[il];
+        if ((st = op->import(be, &B->attn_norm, L->attn_norm, d, err)) ||
+            (st = op->import(be, &B->ffn_norm, L->ffn_norm, d, err)) ||
+            (st = op->import(be, &B->bq, L->bq, d, err)) || (st = op->import(be, &B->bk, L->bk, kv, err)) ||
+            (st = op->import(be, &B->bv, L->bv, kv, err)) || (st = op->weight(be, &B->wq, &L->wq, err)) ||
+            (st = op->weight(be, &B->wk, &L->wk, err)) || (st = op->weight(be, &B->wv, &L->wv, err)) ||
+            (st = op->weight(be, &B->wo, &L->wo, err)) || (st = op->weight(be, &B->gate, &L->gate, err)) ||
+            (st = op->weight(be, &B->up, &L->up, err)) || (st = op->weight(be, &B->down, &L->down, err)))
+            return st;
+    }
+    return OC_OK;
+}
+
+oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, const oc_text_limits *lim,
+                                   const oc_backend_spec *spec, const oc_allocator *alloc, oc_error *err) {
+    *out = NULL;
+    if (!m || !lim || !spec || lim->max_ctx_tokens < 1 || lim->max_batch_tokens < 1 ||
+        lim->max_batch_tokens > lim->max_ctx_tokens)
+        return oc_fail(err, OC_ERR_INVALID, "text context: need 1 <= max_batch_tokens <= max_ctx_tokens");
+    sizes s;
+    if (!plan_sizes(m, lim, &s))
+        return oc_fail(err, OC_ERR_RANGE, "text context: %d tokens of context do not fit in memory "
+                       "arithmetic", lim->max_ctx_tokens);
+    oc_text_ctx *c = oc_mem_calloc(alloc, sizeof *c);
+    if (!c) return oc_fail(err, OC_ERR_NOMEM, "text context: out of memory");
+    c->alloc = alloc ? *alloc : *oc_default_allocator();
+    c->m = m;
+    c->lim = *lim;
+    c->kind = spec->kind;
+    oc_backend_limits bl = backend_limits(m, lim);
+    oc_status st = oc_backend_open(&c->be, spec, &bl, &c->alloc, err);
+    if (st) goto fail;
+    c->host_bytes = s.host;
+    if (!(c->host = oc_mem_calloc(&c->alloc, s.host))) {
+        st = oc_fail(err, OC_ERR_NOMEM, "text context: out of memory");
+        goto fail;
+    }
+    char *h = c->host;
+    c->layers = (oc_text_layer_bt *)(void *)h;
+    c->inv_freq = (float *)(void *)(h + s.layers);
+    c->cos_h = (float *)(void *)(h + s.layers + s.inv_freq);
+    c->sin_h = (float *)(void *)(h + s.layers + s.inv_freq + s.table);
+    oc_rope_inv_freq(c->inv_freq, m->hp.head_dim, m->hp.rope_base);
+    if ((st = take_weights(c, err))) goto fail;
+    for (int i = 0; i < N_BUF; i++) {
+        if ((st = c->be->ops->alloc(c->be, buffer(c, i), s.buf[i], s.flags[i], err))) {
+            if (st == OC_ERR_NOMEM)
+                st = oc_fail(err, st, "text context: out of memory for %zu bytes (KV cache of %d tokens and "
+                             "scratch)", s.buf[i], lim->max_ctx_tokens);
+            goto fail;
+        }
+    }
+    /* the tables stay bound to the host arrays they are computed in */
+    size_t table_bytes = s.buf[BUF_ROPE_COS];
+    if ((st = c->be->ops->bind(c->be, &c->rope_cos, c->cos_h, table_bytes, err)) ||
+        (st = c->be->ops->bind(c->be, &c->rope_sin, c->sin_h, table_bytes, err)))
+        goto fail;
+    *out = c;
+    return OC_OK;
+fail:
+    oc_text_ctx_close(c);
+    return st;
+}
+
+oc_status oc_text_ctx_open(oc_text_ctx **out, const oc_text_model *m, const oc_text_limits *lim,
+                           oc_pool *pool, oc_isa isa, const oc_allocator *alloc, oc_error *err) {
+    oc_backend_spec spec = { OC_BACKEND_KIND_CPU, NULL, pool, isa, NULL };
+    return oc_text_ctx_open_backend(out, m, lim, &spec, alloc, err);
+}
+
+void oc_text_ctx_close(oc_text_ctx *c) {
+    if (!c) return;
+    oc_allocator a = c->alloc;
+    oc_backend *be = c->be;
+    if (be) {
+        void (*release)(oc_backend *, oc_bt *) = be->ops->free;
+        for (int i = 0; i < N_BUF; i++) release(be, buffer(c, i));
+        for (int32_t il = 0; c->layers && il < c->m->hp.n_layers; il++) {
+            oc_text_layer_bt *B = &c->layers[il];
+            oc_bt *all[] = { &B->attn_norm, &B->ffn_norm, &B->bq, &B->bk, &B->bv, &B->wq.t, &B->wk.t, &B->wv.t,
+                             &B->wo.t, &B->gate.t, &B->up.t, &B->down.t };
+            for (size_t i = 0; i < OC_ARRAY_LEN(all); i++) release(be, all[i]);
+        }
+        release(be, &c->output_norm);
+        release(be, &c->output_bias);
+        if (!c->output_tied) release(be, &c->output.t);
+        release(be, &c->token_embd.t);
+        oc_backend_close(be);
+    }
+    if (c->host) oc_mem_free(&a, c->host, c->host_bytes);
+    oc_mem_free(&a, c, sizeof *c);
+}
+
+void oc_text_ctx_reset(oc_text_ctx *c) { c->n_past = 0; }
+int32_t oc_text_ctx_n_past(const oc_text_ctx *c) { return c->n_past; }

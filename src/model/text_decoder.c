@@ -1,0 +1,190 @@
+/* text_decoder.c: the language model's forward pass (formats.md §2a graph; Hugging Face
+ * Qwen2VLTextModel / Qwen2_5_VLTextModel): per layer RMSNorm -> q/k/v (+bias) -> M-RoPE on q and k
+ * -> keys and values appended to the f16 KV cache -> grouped-query attention through the engine
+ * (causal, with the plan's per-head patterns) -> output projection -> residual -> RMSNorm ->
+ * SwiGLU -> residual; then the final norm and the lm head.
+ *
+ * Every step is one backend operation over the whole batch (backend.h) on buffers opened with the
+ * context (text_ctx.c), so the same graph runs on the CPU or a device and a call allocates nothing.
+ * The host does only what needs host values: checking the batch, the M-RoPE tables from the
+ * positions, and the transfers of ids, image embeddings and logits. Results do not depend on the
+ * thread count (every backend operation guarantees it). */
+#include "model/text_ctx.h"
+
+#include <math.h>
+#include <string.h>
+
+/* M-RoPE tables for the batch (formats.md §3, HF apply_multimodal_rotary_pos_emb): pair k takes
+ * its position from the stream its section names (t, h, w, then e = 0), the sections repeating
+ * over the pairs as llama.cpp's rope_multi does; angle = pos * inv_freq[k] in f32 as HF computes. */
+static void mrope_tables(oc_text_ctx *c, const oc_text_batch *b) {
+    const oc_text_hparams *hp = &c->m->hp;
+    int32_t pairs = hp->head_dim / 2;
+    const int32_t *s = hp->rope_sections;
+    int32_t sect_total = s[0] + s[1] + s[2] + s[3];
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        float *cs = c->cos_h + (size_t)i * pairs, *sn = c->sin_h + (size_t)i * pairs;
+        for (int32_t k = 0; k < pairs; k++) {
+            int32_t sec = k % sect_total;
+            int32_t pos = sec < s[0] ? b->pos_t[i] : sec < s[0] + s[1] ? b->pos_h[i]
+                          : sec < s[0] + s[1] + s[2] ? b->pos_w[i] : 0;
+            float angle = (float)pos * c->inv_freq[k];
+            cs[k] = cosf(angle);
+            sn[k] = sinf(angle);
+        }
+    }
+}
+
+/* The batch's input rows into x: image embeddings (ids[i] < 0 or no ids) are written in runs of
+ * consecutive rows, then the backend looks up every text token's embedding row. */
+static oc_status inputs(oc_text_ctx *c, const oc_text_batch *b, oc_error *err) {
+    oc_backend *be = c->be;
+    int32_t n = b->n_tokens;
+    size_t row = (size_t)c->m->hp.n_embd * sizeof(float);
+    oc_status st;
+    for (int32_t i = 0; i < n;) {
+        if (b->ids && b->ids[i] >= 0) {
+            i++;
+            continue;
+        }
+        int32_t j = i;
+        while (j < n && !(b->ids && b->ids[j] >= 0)) j++;
+        if ((st = be->ops->write(be, &c->x, (size_t)i * row, (const char *)b->embd + (size_t)i * row,
+                                 (size_t)(j - i) * row, err)))
+            return st;
+        i = j;
+    }
+    if (!b->ids) return OC_OK;
+    size_t ids_bytes = sizeof(int32_t) * (size_t)n;
+    if ((st = be->ops->bind(be, &c->ids, b->ids, ids_bytes, err)) ||
+        (st = be->ops->write(be, &c->ids, 0, b->ids, ids_bytes, err)))
+        return st;
+    return be->ops->embed(be, &c->token_embd, &c->ids, n, &c->x, 0, err);
+}
+
+static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_attn_stats *stats,
+                           oc_error *err) {
+    const oc_text_hparams *hp = &c->m->hp;
+    int64_t d = hp->n_embd, hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd;
+    oc_battn a;
+    memset(&a, 0, sizeof a);
+    a.n_q = b->n_tokens;
+    a.n_kv = c->n_past + b->n_tokens;
+    a.n_head = hp->n_head;
+    a.n_head_kv = hp->n_head_kv;
+    a.head_dim = hp->head_dim;
+    a.q = &c->q;
+    a.q_stride_token = d;
+    a.q_stride_head = hd;
+    a.k = &c->k_cache;
+    a.v = &c->v_cache;
+    a.k_off = a.v_off = (int64_t)il * c->lim.max_ctx_tokens * kvd;
+    a.kv_dtype = OC_DTYPE_F16;
+    a.k_stride_token = a.v_stride_token = kvd;
+    a.k_stride_head = a.v_stride_head = hd;
+    a.out = &c->att;
+    a.out_stride_token = d;
+    a.out_stride_head = hd;
+    a.scale = 1.0f / sqrtf((float)hd);
+    a.mask = OC_ATTN_CAUSAL;
+    a.q_offset = c->n_past;
+    a.patterns = b->plan && b->plan->shape.n_layers > 0
+                     ? b->plan->heads + (size_t)il * (size_t)b->plan->shape.n_heads : NULL;
+    a.layout = b->layout;
+    if (b->layer_masks && b->layer_masks[il]) {
+        a.mask = OC_ATTN_EXPLICIT;
+        a.explicit_mask = b->layer_masks[il];
+        a.explicit_stride_q = a.n_kv;
+        a.explicit_stride_head = 0;
+        a.patterns = NULL;
+    }
+    return c->be->ops->attention(c->be, &a, stats, err);
+}
+
+/* One decoder layer over the batch: x += attn(norm(x)); x += mlp(norm(x)). */
+static oc_status layer(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_attn_stats *stats, oc_error *err) {
+    const oc_text_hparams *hp = &c->m->hp;
+    const oc_text_layer_bt *L = &c->layers[il];
+    oc_backend *be = c->be;
+    const oc_backend_ops *op = be->ops;
+    int64_t n = b->n_tokens, d = hp->n_embd, hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd, ff = hp->n_ff;
+    int32_t pairs = hp->head_dim / 2;
+    int64_t cache_at = ((int64_t)il * c->lim.max_ctx_tokens + c->n_past) * kvd;
+    oc_status st;
+    /* xb = norm(x); q [n][d], k, v [n][kvd] = xb W^T + b; rotate q, k; k, v -> cache as f16 */
+    if ((st = op->norm(be, OC_NORM_RMS, &c->x, 0, NULL, 0, &c->xb, 0, &L->attn_norm, NULL, n, d, hp->eps, err)) ||
+        (st = op->matmul(be, &L->wq, &c->xb, 0, d, &c->q, 0, d, n, oc_bt_opt(&L->bq), err)) ||
+        (st = op->matmul(be, &L->wk, &c->xb, 0, d, &c->k, 0, kvd, n, oc_bt_opt(&L->bk), err)) ||
+        (st = op->matmul(be, &L->wv, &c->xb, 0, d, &c->v, 0, kvd, n, oc_bt_opt(&L->bv), err)) ||
+        (st = op->rope(be, &c->q, 0, n, hp->n_head, hp->head_dim, pairs, &c->rope_cos, &c->rope_sin, err)) ||
+        (st = op->rope(be, &c->k, 0, n, hp->n_head_kv, hp->head_dim, pairs, &c->rope_cos, &c->rope_sin, err)) ||
+        (st = op->kv_store(be, &c->k, 0, &c->k_cache, cache_at, n * kvd, err)) ||
+        (st = op->kv_store(be, &c->v, 0, &c->v_cache, cache_at, n * kvd, err)))
+        return st;
+    /* att [n][d] over the cache; x += att Wo^T */
+    if ((st = attention(c, b, il, stats, err)) ||
+        (st = op->matmul(be, &L->wo, &c->att, 0, d, &c->xb, 0, d, n, NULL, err)) ||
+        (st = op->add(be, &c->x, 0, &c->xb, 0, n * d, err)))
+        return st;
+    /* x += down(silu(gate(norm(x))) * up(norm(x))) */
+    if ((st = op->norm(be, OC_NORM_RMS, &c->x, 0, NULL, 0, &c->xb, 0, &L->ffn_norm, NULL, n, d, hp->eps, err)) ||
+        (st = op->matmul(be, &L->gate, &c->xb, 0, d, &c->ff_g, 0, ff, n, NULL, err)) ||
+        (st = op->matmul(be, &L->up, &c->xb, 0, d, &c->ff_u, 0, ff, n, NULL, err)) ||
+        (st = op->glu(be, &c->ff_g, 0, &c->ff_u, 0, n * ff, OC_ACT_SILU, err)) ||
+        (st = op->matmul(be, &L->down, &c->ff_g, 0, ff, &c->xb, 0, d, n, NULL, err)) ||
+        (st = op->add(be, &c->x, 0, &c->xb, 0, n * d, err)))
+        return st;
+    if (b->on_layer) {   /* tests: the residual stream, through a host view */
+        size_t x_bytes = sizeof(float) * (size_t)(n * d);
+        const float *x = op->map_read(be, &c->x, 0, x_bytes, err);
+        if (!x) return err ? err->status : OC_ERR_DEVICE;
+        b->on_layer(b->user, il, x, (int32_t)n, (int32_t)d);
+        op->unmap(be, &c->x, x);
+    }
+    return OC_OK;
+}
+
+oc_status oc_text_forward(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats *stats, oc_error *err) {
+    const oc_text_model *m = c->m;
+    const oc_text_hparams *hp = &m->hp;
+    int32_t n = b->n_tokens;
+    if (n < 1 || !b->pos_t || !b->pos_h || !b->pos_w)
+        return oc_fail(err, OC_ERR_INVALID, "text forward: empty batch or missing positions");
+    if (n > c->lim.max_batch_tokens)
+        return oc_fail(err, OC_ERR_RANGE, "text forward: batch of %d tokens exceeds the limit %d", n,
+                       c->lim.max_batch_tokens);
+    if (n > c->lim.max_ctx_tokens - c->n_past)
+        return oc_fail(err, OC_ERR_RANGE, "context full: %d cached + %d new tokens exceed the context "
+                       "of %d tokens", c->n_past, n, c->lim.max_ctx_tokens);
+    for (int32_t i = 0; i < n; i++) {
+        int32_t id = b->ids ? b->ids[i] : -1;
+        if (id >= hp->n_vocab)
+            return oc_fail(err, OC_ERR_INVALID, "text forward: token id %d is outside the vocabulary "
+                           "of %d", id, hp->n_vocab);
+        if (id < 0 && !b->embd)
+            return oc_fail(err, OC_ERR_INVALID, "text forward: token %d has no id and no embedding", i);
+    }
+    oc_backend *be = c->be;
+    const oc_backend_ops *op = be->ops;
+    int64_t d = hp->n_embd;
+    size_t table_bytes = sizeof(float) * (size_t)n * (size_t)(hp->head_dim / 2);
+    oc_status st;
+    mrope_tables(c, b);
+    if ((st = inputs(c, b, err)) || (st = op->write(be, &c->rope_cos, 0, c->cos_h, table_bytes, err)) ||
+        (st = op->write(be, &c->rope_sin, 0, c->sin_h, table_bytes, err)))
+        return st;
+    for (int32_t il = 0; il < hp->n_layers; il++)
+        if ((st = layer(c, b, il, stats, err))) return st;
+    c->n_past += n;
+    if (!b->logits) return OC_OK;
+    /* logits [n_out][n_vocab] = norm(x of the rows asked for) Wout^T (+ bias) */
+    int32_t first = b->all_logits ? 0 : n - 1, n_out = n - first;
+    size_t logits_bytes = sizeof(float) * (size_t)n_out * (size_t)hp->n_vocab;
+    if ((st = op->bind(be, &c->logits, b->logits, logits_bytes, err)) ||
+        (st = op->norm(be, OC_NORM_RMS, &c->x, first * d, NULL, 0, &c->xb, 0, &c->output_norm, NULL, n_out, d,
+                       hp->eps, err)) ||
+        (st = op->matmul(be, &c->output, &c->xb, 0, d, &c->logits, 0, hp->n_vocab, n_out, oc_bt_opt(&c->output_bias),
+                         err)))
+        return st;
+    return op->read(be, &c->logits, 0, b->logits, logits_bytes, err);
+}

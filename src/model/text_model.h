@@ -1,0 +1,110 @@
+/* text_model.h: the Qwen2-VL / Qwen2.5-VL language model as a text GGUF (arch "qwen2vl") holds it,
+ * and its forward pass (text_decoder.c): RMSNorm, q/k/v with bias, M-RoPE, grouped-query attention
+ * through the engine over an f16 KV cache, SwiGLU, tied or separate output head.
+ * Names, keys and orientation: shared notes formats.md §2a (llama.cpp's converter output).
+ *
+ * The model is read-only after loading (share it between threads and contexts); all mutable state
+ * (KV cache, activations, matmul and attention scratch) lives in an oc_text_ctx sized once for
+ * stated limits, so a forward pass allocates nothing. */
+#ifndef OC_TEXT_MODEL_H
+#define OC_TEXT_MODEL_H
+
+#include "attention/attn.h"
+#include "backend/backend.h"
+#include "core/core.h"
+#include "kernels/matmul.h"
+#include "plan/plan.h"
+
+typedef struct oc_text_hparams {
+    int32_t n_vocab;         /* rows of token_embd (may exceed the tokenizer's size) */
+    int32_t n_embd;          /* hidden size */
+    int32_t n_layers;
+    int32_t n_ff;            /* from the ffn_gate shape */
+    int32_t n_head, n_head_kv, head_dim;
+    int32_t n_ctx_train;     /* qwen2vl.context_length */
+    float rope_base;         /* qwen2vl.rope.freq_base */
+    float eps;               /* qwen2vl.attention.layer_norm_rms_epsilon */
+    int32_t rope_sections[4];/* qwen2vl.rope.dimension_sections: pairs rotated by t, h, w, (e) */
+} oc_text_hparams;
+
+typedef struct oc_text_layer {
+    const float *attn_norm;
+    oc_weight wq, wk, wv, wo;
+    const float *bq, *bk, *bv;   /* biases (Qwen2 has them on q/k/v; NULL when absent) */
+    const float *ffn_norm;
+    oc_weight gate, up, down;
+} oc_text_layer;
+
+typedef struct oc_text_model {
+    oc_text_hparams hp;
+    oc_weight token_embd;        /* [n_vocab rows of n_embd] */
+    oc_weight output;            /* the lm head: output.weight, or token_embd when tied */
+    const float *output_bias;    /* optional output.bias */
+    const float *output_norm;
+    oc_text_layer *layers;       /* [n_layers] */
+    float *vec_arena;            /* every 1-D tensor converted to f32 (norms, biases) */
+    size_t vec_arena_bytes, layers_bytes;
+    oc_allocator alloc;
+} oc_text_model;
+
+/* Load from an open text GGUF (it must outlive the model: 2-D weights point into its mapping).
+ * source names the file in messages. Checks the architecture, every key and every tensor's
+ * presence, type and shape. [alloc: layers + 1-D tensors] [errors: OC_ERR_FORMAT, OC_ERR_TYPE,
+ * OC_ERR_UNSUPPORTED (architecture, weight type), OC_ERR_NOMEM] */
+oc_status oc_text_model_load(oc_text_model **out, const oc_gguf *g, const char *source,
+                             const oc_allocator *alloc, oc_error *err);
+void oc_text_model_free(oc_text_model *m);
+
+/* ---- forward pass ------------------------------------------------------------------------------ */
+typedef struct oc_text_limits {
+    int32_t max_ctx_tokens;      /* KV cache length */
+    int32_t max_batch_tokens;    /* tokens per forward call */
+} oc_text_limits;
+
+typedef struct oc_text_ctx oc_text_ctx;
+
+/* Host bytes oc_text_ctx_open_backend allocates for these limits on that backend with n_threads
+ * pool threads (on CPU: KV cache, activations, scratch, handles); 0 on overflow. */
+size_t oc_text_ctx_bytes(const oc_text_model *m, const oc_text_limits *lim, const oc_backend_spec *spec,
+                         int n_threads);
+/* Opens a backend instance (backend.h) for the context, hands it every weight once and allocates
+ * every buffer. [alloc: yes, once] [errors: OC_ERR_INVALID, OC_ERR_RANGE, OC_ERR_UNSUPPORTED
+ * (backend, isa), OC_ERR_NOMEM, OC_ERR_DEVICE] */
+oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, const oc_text_limits *lim,
+                                   const oc_backend_spec *spec, const oc_allocator *alloc, oc_error *err);
+/* The CPU backend on pool (borrowed, may be NULL) with isa's kernels. */
+oc_status oc_text_ctx_open(oc_text_ctx **out, const oc_text_model *m, const oc_text_limits *lim,
+                           oc_pool *pool, oc_isa isa, const oc_allocator *alloc, oc_error *err);
+void oc_text_ctx_close(oc_text_ctx *ctx);
+/* Forget the cached tokens (the next forward starts at sequence index 0). */
+void oc_text_ctx_reset(oc_text_ctx *ctx);
+int32_t oc_text_ctx_n_past(const oc_text_ctx *ctx);
+
+/* One forward call over n tokens that follow the cached ones.
+ *   ids[i] >= 0: a text token; ids[i] < 0 (or ids NULL): row i of embd (n_embd floats) is the
+ *   token's input embedding (an image feature).
+ *   pos_t/h/w: M-RoPE positions of the n tokens.
+ *   plan: the decoder patterns (NULL: dense); layout: where the images are (for BlindSight).
+ *   logits: NULL (none), or [n_vocab] for the last token, or [n][n_vocab] when all_logits.
+ * [alloc: no] [errors: OC_ERR_RANGE (batch or context full), OC_ERR_INVALID] */
+typedef struct oc_text_batch {
+    int32_t n_tokens;
+    const int32_t *ids;
+    const float *embd;
+    const int32_t *pos_t, *pos_h, *pos_w;
+    const oc_stack_plan *plan;
+    const oc_token_layout *layout;
+    float *logits;
+    int all_logits;
+    /* tests only: layer_masks[L] != NULL replaces layer L's attention mask (causal base and plan
+     * patterns) by an explicit byte mask [n_tokens][n_past + n_tokens] shared by all heads, so a
+     * sparse plan can be compared with the dense engine under the same mask written out */
+    const uint8_t *const *layer_masks;
+    /* optional: after layer L, called with the [n][n_embd] residual stream (parity tests) */
+    void (*on_layer)(void *user, int32_t layer, const float *x, int32_t n_tokens, int32_t n_embd);
+    void *user;
+} oc_text_batch;
+oc_status oc_text_forward(oc_text_ctx *ctx, const oc_text_batch *b, oc_attn_stats *stats,
+                          oc_error *err);
+
+#endif

@@ -1,0 +1,317 @@
+/* plan_model.c: the in-memory attention plan: creation and freeing, validation (the rules the
+ * parser enforces, for plans calibrate builds in memory), the model-fit check, equality and the
+ * per-stack statistics. Text reading is plan.c, text writing plan_write.c. */
+#include "plan/plan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const pattern_names[OC_PATTERN_COUNT] = {
+    "dense", "sink", "intra-image", "intra-image+sink", "a-shape",
+};
+
+const char *oc_plan_pattern_name(oc_pattern_kind kind) {
+    return (unsigned)kind < OC_PATTERN_COUNT ? pattern_names[kind] : "?";
+}
+
+const char *oc_plan_stack_name(oc_plan_stack stack) {
+    return stack == OC_PLAN_VISION ? "vision" : "decoder";
+}
+
+const char *oc_plan_lazy_mode_name(oc_lazy_mode mode) { return mode == OC_LAZY_VLA ? "vla" : "gla"; }
+
+/* BlindSight masks (blindsight.txt Sec. 3.2, App. L) are built from text and image spans of the
+ * decoder prompt; inside the vision encoder every token belongs to one image and there is no text,
+ * so only the model's own mask and the position-only A-shape make sense there. */
+int oc_plan_pattern_allowed(oc_plan_stack stack, oc_pattern_kind kind) {
+    if ((unsigned)kind >= OC_PATTERN_COUNT) return 0;
+    return stack == OC_PLAN_DECODER || kind == OC_PATTERN_DENSE || kind == OC_PATTERN_A_SHAPE;
+}
+
+int oc_plan_pattern_same(const oc_head_pattern *a, const oc_head_pattern *b) {
+    return a->kind == b->kind && a->n_sink == b->n_sink && a->n_local == b->n_local;
+}
+
+/* ---- create / free ------------------------------------------------------------------------------ */
+
+static size_t heads_bytes(const oc_plan_shape *s) {
+    return (size_t)s->n_layers * (size_t)s->n_heads * sizeof(oc_head_pattern);
+}
+static size_t budget_bytes(const oc_plan_shape *s) {
+    return (size_t)s->n_layers * (size_t)s->n_kv_heads * sizeof(int32_t);
+}
+
+static void stack_free(const oc_allocator *alloc, oc_stack_plan *s) {
+    oc_mem_free(alloc, s->heads, heads_bytes(&s->shape));
+    oc_mem_free(alloc, s->kv_budget_tokens, budget_bytes(&s->shape));
+    oc_mem_free(alloc, s->zipvl_tau_ppm, (size_t)s->shape.n_layers * sizeof(int32_t));
+    oc_mem_free(alloc, s->lazy_groups, (size_t)s->lazy_groups_cap * sizeof(oc_lazy_group));
+    memset(s, 0, sizeof *s);
+}
+
+void oc_plan_free(oc_plan *plan) {
+    if (!plan) return;
+    oc_allocator alloc = plan->alloc;
+    for (int i = 0; i < OC_PLAN_N_STACKS; i++) stack_free(&alloc, &plan->stacks[i]);
+    oc_mem_free(&alloc, plan, sizeof *plan);
+}
+
+const char *oc_plan_shape_problem(oc_plan_stack stack, const oc_plan_shape *s) {
+    if (s->n_layers < 1 || s->n_layers > OC_PLAN_MAX_LAYERS) return "layers out of range";
+    if (s->n_heads < 1 || s->n_heads > OC_PLAN_MAX_HEADS) return "heads out of range";
+    if (s->n_kv_heads < 1 || s->n_kv_heads > s->n_heads) return "kv-heads out of range";
+    if (s->n_heads % s->n_kv_heads) return "heads not a multiple of kv-heads";
+    if (stack == OC_PLAN_VISION && s->n_kv_heads != s->n_heads) return "vision kv-heads differ from heads";
+    if (s->head_dim < 1 || s->head_dim > OC_PLAN_MAX_HEAD_DIM) return "head-dim out of range";
+    return NULL;
+}
+
+/* The shape must have passed oc_plan_shape_problem. */
+oc_status oc_plan_stack_init(oc_plan *plan, oc_plan_stack stack, const oc_plan_shape *shape,
+                             oc_error *err) {
+    oc_stack_plan *s = &plan->stacks[stack];
+    s->shape = *shape;
+    s->lazy_groups_cap = shape->n_layers / 2;
+    s->heads = oc_mem_calloc(&plan->alloc, heads_bytes(shape));   /* zero = dense, no sizes */
+    s->zipvl_tau_ppm = oc_mem_calloc(&plan->alloc, (size_t)shape->n_layers * sizeof(int32_t));
+    if (stack == OC_PLAN_DECODER)
+        s->kv_budget_tokens = oc_mem_calloc(&plan->alloc, budget_bytes(shape));  /* 0 = full */
+    if (s->lazy_groups_cap)
+        s->lazy_groups = oc_mem_calloc(&plan->alloc, (size_t)s->lazy_groups_cap * sizeof(oc_lazy_group));
+    if (!s->heads || !s->zipvl_tau_ppm || (stack == OC_PLAN_DECODER && !s->kv_budget_tokens) ||
+        (s->lazy_groups_cap && !s->lazy_groups)) {
+        stack_free(&plan->alloc, s);
+        return oc_fail(err, OC_ERR_NOMEM, "plan: out of memory for the %s arrays", oc_plan_stack_name(stack));
+    }
+    return OC_OK;
+}
+
+oc_status oc_plan_new_empty(oc_plan **out, const oc_allocator *alloc, oc_error *err) {
+    *out = NULL;
+    if (!alloc || !alloc->fn) alloc = oc_default_allocator();
+    oc_plan *plan = oc_mem_calloc(alloc, sizeof *plan);
+    if (!plan) return oc_fail(err, OC_ERR_NOMEM, "plan: out of memory");
+    plan->alloc = *alloc;
+    plan->sink_fraction_ppm = OC_PLAN_DEFAULT_SINK_FRACTION_PPM;
+    plan->kv_window_tokens = OC_PLAN_DEFAULT_KV_WINDOW_TOKENS;
+    *out = plan;
+    return OC_OK;
+}
+
+oc_status oc_plan_create(oc_plan **out, const oc_plan_shape *decoder, const oc_plan_shape *vision,
+                         const oc_allocator *alloc, oc_error *err) {
+    if (!out) return oc_fail(err, OC_ERR_INVALID, "plan: out is NULL");
+    *out = NULL;
+    if (!decoder) return oc_fail(err, OC_ERR_INVALID, "plan: a plan needs a decoder shape");
+    const char *why = oc_plan_shape_problem(OC_PLAN_DECODER, decoder);
+    if (why) return oc_fail(err, OC_ERR_INVALID, "plan: decoder shape: %s", why);
+    if (vision && vision->n_layers != 0 && (why = oc_plan_shape_problem(OC_PLAN_VISION, vision)))
+        return oc_fail(err, OC_ERR_INVALID, "plan: vision shape: %s", why);
+    oc_plan *plan;
+    oc_status st = oc_plan_new_empty(&plan, alloc, err);
+    if (st != OC_OK) return st;
+    st = oc_plan_stack_init(plan, OC_PLAN_DECODER, decoder, err);
+    if (st == OC_OK && vision && vision->n_layers != 0)
+        st = oc_plan_stack_init(plan, OC_PLAN_VISION, vision, err);
+    if (st != OC_OK) { oc_plan_free(plan); return st; }
+    *out = plan;
+    return OC_OK;
+}
+
+oc_status oc_plan_add_lazy_group(oc_plan *plan, oc_plan_stack stack, int32_t first_layer,
+                                 int32_t last_layer, oc_lazy_mode mode, oc_error *err) {
+    if (!plan || (unsigned)stack >= OC_PLAN_N_STACKS)
+        return oc_fail(err, OC_ERR_INVALID, "plan: bad arguments to oc_plan_add_lazy_group");
+    oc_stack_plan *s = &plan->stacks[stack];
+    const char *name = oc_plan_stack_name(stack);
+    if (s->shape.n_layers == 0)
+        return oc_fail(err, OC_ERR_INVALID, "plan: lazy-group for the %s, which the plan does not cover", name);
+    if (first_layer < 0 || last_layer >= s->shape.n_layers || first_layer >= last_layer)
+        return oc_fail(err, OC_ERR_INVALID, "plan: %s lazy-group %d-%d is not two or more of layers 0..%d",
+                       name, (int)first_layer, (int)last_layer, (int)s->shape.n_layers - 1);
+    if (mode != OC_LAZY_GLA && mode != OC_LAZY_VLA)
+        return oc_fail(err, OC_ERR_INVALID, "plan: bad lazy mode %d", (int)mode);
+    if (stack == OC_PLAN_VISION && mode != OC_LAZY_GLA)
+        return oc_fail(err, OC_ERR_INVALID, "plan: vision lazy-group %d-%d must use mode gla "
+                       "(every vision token is visual)", (int)first_layer, (int)last_layer);
+    int32_t at = 0;   /* insertion point keeping groups sorted */
+    for (int32_t i = 0; i < s->n_lazy_groups; i++) {
+        const oc_lazy_group *g = &s->lazy_groups[i];
+        if (g->first_layer <= last_layer && first_layer <= g->last_layer)
+            return oc_fail(err, OC_ERR_INVALID, "plan: %s lazy-group %d-%d overlaps lazy-group %d-%d", name,
+                           (int)first_layer, (int)last_layer, (int)g->first_layer, (int)g->last_layer);
+        if (g->first_layer < first_layer) at = i + 1;
+    }
+    if (s->n_lazy_groups >= s->lazy_groups_cap)   /* cannot happen for disjoint groups of >= 2 */
+        return oc_fail(err, OC_ERR_INVALID, "plan: too many %s lazy groups", name);
+    memmove(&s->lazy_groups[at + 1], &s->lazy_groups[at],
+            (size_t)(s->n_lazy_groups - at) * sizeof(oc_lazy_group));
+    s->lazy_groups[at] = (oc_lazy_group){ first_layer, last_layer, mode };
+    s->n_lazy_groups++;
+    return OC_OK;
+}
+
+/* ---- validation --------------------------------------------------------------------------------- */
+
+static oc_status validate_stack(const oc_plan *plan, oc_plan_stack stack, oc_error *err) {
+    const oc_stack_plan *s = &plan->stacks[stack];
+    const char *name = oc_plan_stack_name(stack);
+    if (s->shape.n_layers == 0) {
+        if (stack == OC_PLAN_DECODER) return oc_fail(err, OC_ERR_INVALID, "plan: no decoder shape");
+        return OC_OK;
+    }
+    const char *why = oc_plan_shape_problem(stack, &s->shape);
+    if (why) return oc_fail(err, OC_ERR_INVALID, "plan: %s shape: %s", name, why);
+    if (!s->heads || !s->zipvl_tau_ppm || (stack == OC_PLAN_DECODER && !s->kv_budget_tokens))
+        return oc_fail(err, OC_ERR_INVALID, "plan: %s arrays missing", name);
+    for (int32_t l = 0; l < s->shape.n_layers; l++) {
+        for (int32_t h = 0; h < s->shape.n_heads; h++) {
+            const oc_head_pattern *p = oc_plan_head_c(plan, stack, l, h);
+            if (!oc_plan_pattern_allowed(stack, p->kind))
+                return oc_fail(err, OC_ERR_INVALID, "plan: %s layer %d head %d: pattern '%s' not allowed here",
+                               name, (int)l, (int)h, oc_plan_pattern_name(p->kind));
+            int sizes_ok = p->kind == OC_PATTERN_A_SHAPE
+                ? p->n_sink >= 0 && p->n_sink <= OC_PLAN_MAX_TOKENS && p->n_local >= 1 &&
+                  p->n_local <= OC_PLAN_MAX_TOKENS
+                : p->n_sink == 0 && p->n_local == 0;
+            if (!sizes_ok)
+                return oc_fail(err, OC_ERR_INVALID, "plan: %s layer %d head %d: bad sizes sink=%d local=%d for %s",
+                               name, (int)l, (int)h, (int)p->n_sink, (int)p->n_local,
+                               oc_plan_pattern_name(p->kind));
+        }
+        int32_t tau = s->zipvl_tau_ppm[l];
+        if (tau < 0 || tau > OC_PLAN_PPM)
+            return oc_fail(err, OC_ERR_INVALID, "plan: %s layer %d: zipvl-tau %d ppm out of range",
+                           name, (int)l, (int)tau);
+        for (int32_t k = 0; stack == OC_PLAN_DECODER && k < s->shape.n_kv_heads; k++) {
+            int32_t b = s->kv_budget_tokens[(size_t)l * (size_t)s->shape.n_kv_heads + (size_t)k];
+            if (b != OC_PLAN_KV_FULL && (b < 1 || b > OC_PLAN_MAX_TOKENS || b < plan->kv_window_tokens))
+                return oc_fail(err, OC_ERR_INVALID, "plan: decoder layer %d kv-head %d: kv-budget %d "
+                               "out of range (kv-window %d..%d)", (int)l, (int)k, (int)b,
+                               (int)plan->kv_window_tokens, OC_PLAN_MAX_TOKENS);
+        }
+    }
+    if (stack == OC_PLAN_VISION && s->kv_budget_tokens)
+        return oc_fail(err, OC_ERR_INVALID, "plan: vision kv budgets set (the vision encoder keeps no KV cache)");
+    if (s->n_lazy_groups < 0 || s->n_lazy_groups > s->lazy_groups_cap || (s->n_lazy_groups && !s->lazy_groups))
+        return oc_fail(err, OC_ERR_INVALID, "plan: %s lazy group count %d out of range", name,
+                       (int)s->n_lazy_groups);
+    for (int32_t i = 0; i < s->n_lazy_groups; i++) {
+        const oc_lazy_group *g = &s->lazy_groups[i];
+        int prev_last = i ? s->lazy_groups[i - 1].last_layer : -1;
+        if (g->first_layer <= prev_last || g->first_layer >= g->last_layer ||
+            g->last_layer >= s->shape.n_layers || (g->mode != OC_LAZY_GLA && g->mode != OC_LAZY_VLA) ||
+            (stack == OC_PLAN_VISION && g->mode != OC_LAZY_GLA))
+            return oc_fail(err, OC_ERR_INVALID, "plan: %s lazy-group %d-%d invalid (unsorted, "
+                           "overlapping, out of range or wrong mode)", name, (int)g->first_layer,
+                           (int)g->last_layer);
+    }
+    return OC_OK;
+}
+
+oc_status oc_plan_validate(const oc_plan *plan, oc_error *err) {
+    if (!plan) return oc_fail(err, OC_ERR_INVALID, "plan: NULL plan");
+    if (plan->sink_fraction_ppm < 1 || plan->sink_fraction_ppm > OC_PLAN_PPM)
+        return oc_fail(err, OC_ERR_INVALID, "plan: sink-fraction %d ppm out of range", (int)plan->sink_fraction_ppm);
+    if (plan->kv_window_tokens < 0 || plan->kv_window_tokens > OC_PLAN_MAX_TOKENS)
+        return oc_fail(err, OC_ERR_INVALID, "plan: kv-window %d out of range", (int)plan->kv_window_tokens);
+    for (int i = 0; i < OC_PLAN_N_STACKS; i++) {
+        oc_status st = validate_stack(plan, (oc_plan_stack)i, err);
+        if (st != OC_OK) return st;
+    }
+    return OC_OK;
+}
+
+/* ---- fit check ------------------------------------------------------------------------------------ */
+
+/* Append a formatted number to a message part; lead_sep: put ", " first even when buf is empty. */
+static void add_part(char *buf, size_t n_bytes, int lead_sep, const char *fmt, int value) {
+    size_t used = strlen(buf);
+    char part[48];
+    snprintf(part, sizeof part, fmt, value);
+    snprintf(buf + used, n_bytes - used, "%s%s", used || lead_sep ? ", " : "", part);
+}
+
+static oc_status check_stack_fits(const oc_plan_shape *plan, const oc_plan_shape *model,
+                                  oc_plan_stack stack, oc_error *err) {
+    const char *name = oc_plan_stack_name(stack);
+    if (plan->n_layers == 0) return OC_OK;   /* not covered: the stack runs dense */
+    if (model->n_layers == 0)
+        return oc_fail(err, OC_ERR_UNSUPPORTED, "plan is for %d %s layers x %d heads; model has no %s",
+                       (int)plan->n_layers, name, (int)plan->n_heads,
+                       stack == OC_PLAN_VISION ? "vision encoder" : "decoder");
+    int kv_differs = stack == OC_PLAN_DECODER && plan->n_kv_heads != model->n_kv_heads;
+    int dim_differs = plan->head_dim != model->head_dim;
+    if (plan->n_layers == model->n_layers && plan->n_heads == model->n_heads && !kv_differs && !dim_differs)
+        return OC_OK;
+    char extra[64] = "", has[128] = "";   /* the plan's differing fields, the model's */
+    if (kv_differs) add_part(extra, sizeof extra, 1, "%d kv heads", (int)plan->n_kv_heads);
+    if (dim_differs) add_part(extra, sizeof extra, 1, "head dim %d", (int)plan->head_dim);
+    if (plan->n_layers != model->n_layers) add_part(has, sizeof has, 0, "%d layers", (int)model->n_layers);
+    if (plan->n_heads != model->n_heads) add_part(has, sizeof has, 0, "%d heads", (int)model->n_heads);
+    if (kv_differs) add_part(has, sizeof has, 0, "%d kv heads", (int)model->n_kv_heads);
+    if (dim_differs) add_part(has, sizeof has, 0, "head dim %d", (int)model->head_dim);
+    return oc_fail(err, OC_ERR_UNSUPPORTED, "plan is for %d %s layers x %d heads%s; model has %s",
+                   (int)plan->n_layers, name, (int)plan->n_heads, extra, has);
+}
+
+oc_status oc_plan_check_fits(const oc_plan *plan, const oc_plan_model_shape *model, oc_error *err) {
+    if (!plan || !model) return oc_fail(err, OC_ERR_INVALID, "plan: NULL argument to oc_plan_check_fits");
+    oc_status st = check_stack_fits(&plan->stacks[OC_PLAN_DECODER].shape, &model->decoder, OC_PLAN_DECODER, err);
+    if (st != OC_OK) return st;
+    return check_stack_fits(&plan->stacks[OC_PLAN_VISION].shape, &model->vision, OC_PLAN_VISION, err);
+}
+
+/* ---- equality and statistics ---------------------------------------------------------------------- */
+
+static int stack_equal(const oc_stack_plan *a, const oc_stack_plan *b, oc_plan_stack stack) {
+    if (memcmp(&a->shape, &b->shape, sizeof a->shape) != 0) return 0;
+    if (a->shape.n_layers == 0) return 1;
+    size_t n_heads = (size_t)a->shape.n_layers * (size_t)a->shape.n_heads;
+    for (size_t i = 0; i < n_heads; i++)
+        if (!oc_plan_pattern_same(&a->heads[i], &b->heads[i])) return 0;
+    if (stack == OC_PLAN_DECODER &&
+        memcmp(a->kv_budget_tokens, b->kv_budget_tokens, budget_bytes(&a->shape)) != 0) return 0;
+    if (memcmp(a->zipvl_tau_ppm, b->zipvl_tau_ppm, (size_t)a->shape.n_layers * sizeof(int32_t)) != 0) return 0;
+    if (a->n_lazy_groups != b->n_lazy_groups) return 0;
+    for (int32_t i = 0; i < a->n_lazy_groups; i++) {
+        const oc_lazy_group *x = &a->lazy_groups[i], *y = &b->lazy_groups[i];
+        if (x->first_layer != y->first_layer || x->last_layer != y->last_layer || x->mode != y->mode) return 0;
+    }
+    return 1;
+}
+
+int oc_plan_equal(const oc_plan *a, const oc_plan *b) {
+    if (!a || !b) return a == b;
+    if (a->sink_fraction_ppm != b->sink_fraction_ppm || a->kv_window_tokens != b->kv_window_tokens) return 0;
+    for (int i = 0; i < OC_PLAN_N_STACKS; i++)
+        if (!stack_equal(&a->stacks[i], &b->stacks[i], (oc_plan_stack)i)) return 0;
+    return 1;
+}
+
+void oc_plan_stats_get(const oc_plan *plan, oc_plan_stack stack, oc_plan_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (!plan || (unsigned)stack >= OC_PLAN_N_STACKS) return;
+    const oc_stack_plan *s = &plan->stacks[stack];
+    if (s->shape.n_layers == 0) return;
+    out->n_heads = s->shape.n_layers * s->shape.n_heads;
+    for (int32_t i = 0; i < out->n_heads; i++) {
+        oc_pattern_kind k = s->heads[i].kind;
+        if ((unsigned)k < OC_PATTERN_COUNT) out->n_per_pattern[k]++;
+        if (k != OC_PATTERN_DENSE) out->n_sparse++;
+    }
+    if (s->kv_budget_tokens) {
+        int32_t n = s->shape.n_layers * s->shape.n_kv_heads;
+        for (int32_t i = 0; i < n; i++) {
+            int32_t b = s->kv_budget_tokens[i];
+            if (b == OC_PLAN_KV_FULL) continue;
+            if (out->n_budgeted_kv_heads == 0 || b < out->min_budget_tokens) out->min_budget_tokens = b;
+            if (b > out->max_budget_tokens) out->max_budget_tokens = b;
+            out->sum_budget_tokens += b;
+            out->n_budgeted_kv_heads++;
+        }
+    }
+    for (int32_t l = 0; l < s->shape.n_layers; l++) out->n_zipvl_layers += s->zipvl_tau_ppm[l] != 0;
+    for (int32_t i = 0; i < s->n_lazy_groups; i++)
+        out->n_lazy_layers += s->lazy_groups[i].last_layer - s->lazy_groups[i].first_layer;
+}
