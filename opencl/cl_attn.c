@@ -2,7 +2,7 @@
  * stacked / split decisions, argument checks and the launches of opencl/kernels/attn.cl. */
 
 /* Query runs (prepare): rows are cut wherever the class of a row changes (a segment or image
- * edge, as src/attention/attn.c classify does), and after BQ rows (plain mode) or BQ / heads-per-kv-head
+ * edge: attention/mask.h oc_mask_classify, the CPU engine's classes), and after BQ rows (plain mode) or BQ / heads-per-kv-head
  * rows (stacked mode), so every work-group sees rows of one class. A run is RUN_INTS ints:
  * i0, len, c0, c1 (the base mask's key range of the class: the segment, or [0, n_kv)), image (the
  * rows' image or -1). The cuts do not depend on the head patterns, so one prepare serves every
@@ -17,6 +17,7 @@
  * order ~1.0); dimension 2 is the key chunk. The tile shape is the device's (cl_device.h). */
 #include "opencl/cl_attn.h"
 #include "opencl/cl_internal.h"
+#include "attention/mask.h"
 
 #include <string.h>
 
@@ -145,51 +146,28 @@ uint64_t oc_cl_attn_base_pairs(const oc_cl_attn *at) { return at->prepared ? at-
 
 /* ---- prepare ---------------------------------------------------------------------------------------------- */
 
-/* Pairs the base mask keeps for one head (src/attention/attn.c base_pairs). */
-static uint64_t base_pairs(const oc_cl_attn_shape *s) {
-    int64_t p0 = s->q_offset, p1 = (int64_t)s->q_offset + s->n_q, nkv = s->n_kv;
-    uint64_t n = 0;
-    if (s->mask == OC_ATTN_CAUSAL) {
-        int64_t lo = p0 + 1, hi = OC_MIN(p1, nkv);
-        if (hi >= lo) n += (uint64_t)((lo + hi) * (hi - lo + 1) / 2);
-        int64_t rest = p1 - OC_MAX(p0, hi);
-        if (rest > 0) n += (uint64_t)rest * (uint64_t)nkv;
-    } else if (s->mask == OC_ATTN_BIDIRECTIONAL) {
-        n = (uint64_t)s->n_q * (uint64_t)s->n_kv;
-    } else {
-        for (int32_t k = 0; k < s->n_segments; k++) {
-            int64_t rows = OC_MIN(p1, (int64_t)s->segments[k].end) - OC_MAX(p0, (int64_t)s->segments[k].start);
-            int64_t keys = OC_MIN(nkv, (int64_t)s->segments[k].end) - s->segments[k].start;
-            if (rows > 0 && keys > 0) n += (uint64_t)rows * (uint64_t)keys;
-        }
-    }
-    return n;
-}
-
-static oc_status check_shape(const oc_cl_attn *at, const oc_cl_attn_shape *s, oc_error *err) {
-    if (!s) return oc_fail(err, OC_ERR_INVALID, "opencl attn: no shape");
-    if (s->n_q < 0 || s->n_kv < 0 || s->q_offset < 0 || s->n_kv >= POS_LIMIT ||
-        (int64_t)s->q_offset + s->n_q >= POS_LIMIT)
+/* The mask description (mask.h), then what this context and its kernel can take. */
+static oc_status check_shape(const oc_cl_attn *at, const oc_attn_call *s, oc_error *err) {
+    oc_status st = oc_mask_check(s, "opencl attn", err);
+    if (st != OC_OK) return st;
+    if (s->n_kv >= POS_LIMIT || (int64_t)s->q_offset + s->n_q >= POS_LIMIT)
         return oc_fail(err, OC_ERR_INVALID, "opencl attn: n_q %d, n_kv %d, q_offset %d out of range", (int)s->n_q,
                        (int)s->n_kv, (int)s->q_offset);
+    if (s->n_head != at->lim.n_head || s->n_head_kv != at->lim.n_head_kv || s->head_dim != at->lim.head_dim)
+        return oc_fail(err, OC_ERR_INVALID, "opencl attn: %d heads (%d kv) of %d, opened for %d (%d) of %d",
+                       (int)s->n_head, (int)s->n_head_kv, (int)s->head_dim, (int)at->lim.n_head,
+                       (int)at->lim.n_head_kv, (int)at->lim.head_dim);
     if (s->n_q > at->lim.max_n_q)
         return oc_fail(err, OC_ERR_RANGE, "opencl attn: %d query rows above the limit %d", (int)s->n_q, (int)at->lim.max_n_q);
     if (s->mask == OC_ATTN_EXPLICIT)
         return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl attn: the explicit debug mask runs on the CPU only");
-    if (s->mask != OC_ATTN_CAUSAL && s->mask != OC_ATTN_BIDIRECTIONAL && s->mask != OC_ATTN_SEGMENTS)
-        return oc_fail(err, OC_ERR_INVALID, "opencl attn: unknown mask kind %d", (int)s->mask);
     if (s->mask == OC_ATTN_SEGMENTS) {
-        if (s->n_segments < 0 || (s->n_segments > 0 && !s->segments))
-            return oc_fail(err, OC_ERR_INVALID, "opencl attn: %d segments but no list", (int)s->n_segments);
         if (s->n_segments > at->lim.max_segments)
             return oc_fail(err, OC_ERR_RANGE, "opencl attn: %d segments above the limit %d", (int)s->n_segments,
                            (int)at->lim.max_segments);
-        for (int32_t k = 0; k < s->n_segments; k++) {
-            oc_token_span sp = s->segments[k];
-            if (sp.start < 0 || sp.end <= sp.start || sp.end >= POS_LIMIT || (k > 0 && sp.start < s->segments[k - 1].end))
-                return oc_fail(err, OC_ERR_INVALID, "opencl attn: segment %d [%d, %d) is empty, negative or not after "
-                               "segment %d", (int)k, (int)sp.start, (int)sp.end, (int)k - 1);
-        }
+        if (s->n_segments > 0 && s->segments[s->n_segments - 1].end >= POS_LIMIT)
+            return oc_fail(err, OC_ERR_INVALID, "opencl attn: segment %d ends at %d, beyond the kernel's positions",
+                           (int)s->n_segments - 1, (int)s->segments[s->n_segments - 1].end);
     }
     if (s->layout && oc_layout_n_images(s->layout) > at->lim.max_images)
         return oc_fail(err, OC_ERR_RANGE, "opencl attn: %d images above the limit %d",
@@ -197,49 +175,26 @@ static oc_status check_shape(const oc_cl_attn *at, const oc_cl_attn_shape *s, oc
     return OC_OK;
 }
 
-/* Cut [0, n_q) into runs of one class and at most max_len rows (src/attention/attn.c classify). */
-static void build_runs(oc_cl_attn *at, const oc_cl_attn_shape *s, int32_t max_len) {
-    int32_t n = 0, seg = 0;
+/* Cut [0, n_q) into runs of one class (mask.h, for every pattern at once) and at most max_len rows. */
+static void build_runs(oc_cl_attn *at, const oc_attn_call *s, int32_t max_len) {
+    int32_t n = 0;
     for (int32_t i = 0; i < s->n_q;) {
-        int64_t p = (int64_t)s->q_offset + i, end = (int64_t)s->q_offset + s->n_q;
-        int32_t c0 = 0, c1 = s->n_kv, image = -1;
-        if (s->mask == OC_ATTN_SEGMENTS) {
-            while (seg < s->n_segments && s->segments[seg].end <= p) seg++;
-            if (seg < s->n_segments && s->segments[seg].start <= p) {
-                c0 = s->segments[seg].start;
-                c1 = OC_MIN(c1, s->segments[seg].end);
-                end = OC_MIN(end, (int64_t)s->segments[seg].end);
-            } else {
-                c0 = c1 = 0;   /* in no segment: keeps nothing */
-                if (seg < s->n_segments) end = OC_MIN(end, (int64_t)s->segments[seg].start);
-            }
-        }
-        if (s->layout) {
-            int32_t g = oc_layout_image_at(s->layout, (int32_t)p);
-            if (g >= 0) {
-                image = g;
-                end = OC_MIN(end, (int64_t)oc_layout_image_span(s->layout, g).end);
-            } else {
-                int32_t next = oc_layout_next_image(s->layout, (int32_t)p);
-                if (next < oc_layout_n_images(s->layout))
-                    end = OC_MIN(end, (int64_t)oc_layout_image_span(s->layout, next).start);
-            }
-        }
-        int32_t len = (int32_t)OC_MIN(end - p, (int64_t)max_len);
+        oc_mask_class cls;
+        int32_t end = oc_mask_classify(s, NULL, i, (int32_t)OC_MIN((int64_t)s->n_q, (int64_t)i + max_len), &cls);
         int32_t *r = at->runs + (size_t)n * RUN_INTS;
         r[0] = i;
-        r[1] = len;
-        r[2] = c0;
-        r[3] = c1;
-        r[4] = image;
+        r[1] = end - i;
+        r[2] = cls.c0;
+        r[3] = cls.c1;
+        r[4] = cls.image;
         n++;
-        i += len;
+        i = end;
     }
     at->n_runs = n;
 }
 
 /* 1 when s is the geometry prepared last (every layer of a forward pass asks for the same one). */
-static int same_geometry(const oc_cl_attn *at, const oc_cl_attn_shape *s) {
+static int same_geometry(const oc_cl_attn *at, const oc_attn_call *s) {
     if (!at->prepared || s->n_q != at->n_q || s->n_kv != at->n_kv || s->q_offset != at->q_offset ||
         s->mask != at->mask || (s->layout ? oc_layout_n_images(s->layout) : 0) != at->n_images)
         return 0;
@@ -256,7 +211,7 @@ static int same_geometry(const oc_cl_attn *at, const oc_cl_attn_shape *s) {
     return at->force_chunks == at->forced_for;
 }
 
-oc_status oc_cl_attn_prepare(oc_cl_attn *at, const oc_cl_attn_shape *s, oc_error *err) {
+oc_status oc_cl_attn_prepare(oc_cl_attn *at, const oc_attn_call *s, oc_error *err) {
     oc_status st = check_shape(at, s, err);
     if (st != OC_OK) {
         at->prepared = 0;
@@ -301,7 +256,7 @@ oc_status oc_cl_attn_prepare(oc_cl_attn *at, const oc_cl_attn_shape *s, oc_error
     if (at->n_segments) memcpy(at->segs, s->segments, (size_t)at->n_segments * sizeof *s->segments);
     at->forced_for = at->force_chunks;
     at->causal = s->mask == OC_ATTN_CAUSAL;
-    at->base_pairs = base_pairs(s);
+    at->base_pairs = oc_mask_base_pairs(s, 0);
     if (at->n_runs > 0) st = oc_cl_upload(at->dev, at->runs_buf, 0, at->runs, (size_t)at->n_runs * RUN_INTS * sizeof(int32_t), err);
     if (st == OC_OK && at->n_images > 0)
         st = oc_cl_upload(at->dev, at->img_buf, 0, at->img, (size_t)at->n_images * IMG_INTS * sizeof(int32_t), err);
@@ -323,8 +278,7 @@ oc_status oc_cl_patterns_write(oc_cl_device *dev, oc_cl_buf *buf, int64_t first_
         int32_t m = OC_MIN(64, n - h0);
         for (int32_t k = 0; k < m; k++) {
             const oc_head_pattern *q = &p[h0 + k];
-            if ((int)q->kind < 0 || q->kind >= OC_PATTERN_COUNT ||
-                (q->kind == OC_PATTERN_A_SHAPE && (q->n_sink < 0 || q->n_local < 1)))
+            if (!oc_pattern_valid(q))
                 return oc_fail(err, OC_ERR_INVALID, "opencl attn: head %d has a bad pattern (kind %d, n_sink %d, n_local %d)",
                                (int)(h0 + k), (int)q->kind, (int)q->n_sink, (int)q->n_local);
             pattern_ints(q, ints + k * OC_CL_PATTERN_INTS);
@@ -379,17 +333,18 @@ static int tensor_fits(const oc_cl_buf *buf, int64_t off, int64_t st, int64_t sh
     return oc_cl_fits_i32(off, last) && (uint64_t)(off + last) <= oc_cl_buf_bytes(buf) / elem_bytes;
 }
 
-oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_cl_attn_io *io, oc_attn_stats *stats, oc_error *err) {
-    if (!at->prepared) return oc_fail(err, OC_ERR_INVALID, "opencl attn: run before a successful prepare");
+oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *io, oc_attn_stats *stats,
+                         oc_error *err) {
+    oc_status st = oc_cl_attn_prepare(at, call, err);
+    if (st != OC_OK) return st;
     const oc_cl_attn_limits *L = &at->lim;
     int32_t d = L->head_dim;
-    if (!io || (io->kv_dtype != OC_DTYPE_F16 && io->kv_dtype != OC_DTYPE_F32))
-        return oc_fail(err, OC_ERR_INVALID, "opencl attn: K/V type must be f16 or f32");
-    size_t kv_bytes = io->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
-    if (!tensor_fits(io->q, io->q_off, io->q_stride_token, io->q_stride_head, at->n_q, L->n_head, d, 4) ||
-        !tensor_fits(io->out, io->out_off, io->out_stride_token, io->out_stride_head, at->n_q, L->n_head, d, 4) ||
-        !tensor_fits(io->k, io->k_off, io->k_stride_token, io->k_stride_head, at->n_kv, L->n_head_kv, d, kv_bytes) ||
-        !tensor_fits(io->v, io->v_off, io->v_stride_token, io->v_stride_head, at->n_kv, L->n_head_kv, d, kv_bytes))
+    if (!io) return oc_fail(err, OC_ERR_INVALID, "opencl attn: no buffers");
+    size_t kv_bytes = call->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
+    if (!tensor_fits(io->q, call->q_off, call->q_stride_token, call->q_stride_head, at->n_q, L->n_head, d, 4) ||
+        !tensor_fits(io->out, call->out_off, call->out_stride_token, call->out_stride_head, at->n_q, L->n_head, d, 4) ||
+        !tensor_fits(io->k, call->k_off, call->k_stride_token, call->k_stride_head, at->n_kv, L->n_head_kv, d, kv_bytes) ||
+        !tensor_fits(io->v, call->v_off, call->v_stride_token, call->v_stride_head, at->n_kv, L->n_head_kv, d, kv_bytes))
         return oc_fail(err, OC_ERR_RANGE, "opencl attn: q, k, v or out (with its offset and strides) does not fit its "
                        "buffer");
     if (io->patterns && (io->patterns_head < 0 || io->patterns_head > INT32_MAX / OC_CL_PATTERN_INTS ||
@@ -399,9 +354,9 @@ oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_cl_attn_io *io, oc_attn_stats 
     if (at->n_q == 0) return OC_OK;
     const oc_cl_buf *pats = io->patterns;
     int64_t pat_head = io->patterns_head;
-    if (!pats && io->host_patterns) {
+    if (!pats && call->patterns) {
         int32_t slot;
-        oc_status ps = pattern_slot(at, io->host_patterns, &slot, err);
+        oc_status ps = pattern_slot(at, call->patterns, &slot, err);
         if (ps != OC_OK) return ps;
         if (slot >= 0) {
             pats = at->pat_buf;
@@ -413,17 +368,17 @@ oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_cl_attn_io *io, oc_attn_stats 
     int want_counts = stats != NULL && n_items <= (size_t)at->items_cap;
     size_t row = local_row_floats(d) * sizeof(float);
     oc_cl_arg a[] = {
-        OC_CL_BUF(io->q), OC_CL_I32(io->q_off), OC_CL_I32(io->q_stride_token), OC_CL_I32(io->q_stride_head),
-        OC_CL_BUF(io->k), OC_CL_I32(io->k_off), OC_CL_I32(io->k_stride_token), OC_CL_I32(io->k_stride_head),
-        OC_CL_BUF(io->v), OC_CL_I32(io->v_off), OC_CL_I32(io->v_stride_token), OC_CL_I32(io->v_stride_head),
-        OC_CL_I32(io->kv_dtype == OC_DTYPE_F16),
-        OC_CL_BUF(io->out), OC_CL_I32(io->out_off), OC_CL_I32(io->out_stride_token), OC_CL_I32(io->out_stride_head),
+        OC_CL_BUF(io->q), OC_CL_I32(call->q_off), OC_CL_I32(call->q_stride_token), OC_CL_I32(call->q_stride_head),
+        OC_CL_BUF(io->k), OC_CL_I32(call->k_off), OC_CL_I32(call->k_stride_token), OC_CL_I32(call->k_stride_head),
+        OC_CL_BUF(io->v), OC_CL_I32(call->v_off), OC_CL_I32(call->v_stride_token), OC_CL_I32(call->v_stride_head),
+        OC_CL_I32(call->kv_dtype == OC_DTYPE_F16),
+        OC_CL_BUF(io->out), OC_CL_I32(call->out_off), OC_CL_I32(call->out_stride_token), OC_CL_I32(call->out_stride_head),
         OC_CL_BUF(at->partials_buf), OC_CL_BUF(at->runs_buf), OC_CL_I32(at->n_runs), OC_CL_BUF(at->img_buf),
         OC_CL_I32(at->n_images), OC_CL_BUF(pats), OC_CL_I32(pats ? pat_head * OC_CL_PATTERN_INTS : 0),
         OC_CL_I32(pats != NULL), OC_CL_BUF(at->counts_buf), OC_CL_I32(want_counts),
         OC_CL_I32(L->n_head), OC_CL_I32(L->n_head / L->n_head_kv), OC_CL_I32(d), OC_CL_I32(at->n_q), OC_CL_I32(at->n_kv),
         OC_CL_I32(at->q_offset), OC_CL_I32(at->causal), OC_CL_I32(at->stacked), OC_CL_I32(at->chunk_keys),
-        OC_CL_F32(io->scale * 1.44269504088896340736f),
+        OC_CL_F32(call->scale * 1.44269504088896340736f),
         OC_CL_LOCAL((size_t)at->bq * row), OC_CL_LOCAL((size_t)at->bk * row),
         OC_CL_LOCAL((size_t)at->bq * (size_t)(at->bk + 4) * 4),
         OC_CL_LOCAL((size_t)at->bq * (size_t)at->cg * 4),
@@ -432,11 +387,11 @@ oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_cl_attn_io *io, oc_attn_stats 
     /* dimension 0: (run, unit), units fastest, so every head's longest runs start first */
     size_t local[3] = { (size_t)at->wg, 1, 1 };
     size_t global[3] = { (size_t)at->n_runs * (size_t)n_units * (size_t)at->wg, 1, (size_t)at->n_chunks };
-    oc_status st = oc_cl_launch(at->dev, OC_CLK_ATTN, 3, global, local, (int)OC_ARRAY_LEN(a), a, err);
+    st = oc_cl_launch(at->dev, OC_CLK_ATTN, 3, global, local, (int)OC_ARRAY_LEN(a), a, err);
     if (st == OC_OK && at->n_chunks > 1) {
         size_t mg[2] = { (size_t)d, (size_t)L->n_head * (size_t)at->n_q };
-        oc_cl_arg m[] = { OC_CL_BUF(io->out), OC_CL_I32(io->out_off), OC_CL_I32(io->out_stride_token),
-                          OC_CL_I32(io->out_stride_head), OC_CL_BUF(at->partials_buf), OC_CL_I32(at->n_chunks),
+        oc_cl_arg m[] = { OC_CL_BUF(io->out), OC_CL_I32(call->out_off), OC_CL_I32(call->out_stride_token),
+                          OC_CL_I32(call->out_stride_head), OC_CL_BUF(at->partials_buf), OC_CL_I32(at->n_chunks),
                           OC_CL_I32(L->n_head), OC_CL_I32(at->n_q), OC_CL_I32(d) };
         st = oc_cl_launch(at->dev, OC_CLK_ATTN_MERGE, 2, mg, NULL, (int)OC_ARRAY_LEN(m), m, err);
     }

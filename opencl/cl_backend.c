@@ -271,7 +271,8 @@ static oc_status cl_kv_store(oc_backend *be, const oc_bt *src, int64_t src_off, 
  * is the CPU's alone. Stats come from the host when every head is dense (kept = the base mask's
  * pairs, skipped 0, executed counted as kept), so a forward pass does not wait per layer; else
  * from the device's counters (exact, a wait per call). */
-static oc_status cl_attention(oc_backend *be, const oc_battn *a, oc_attn_stats *stats, oc_error *err) {
+static oc_status cl_attention(oc_backend *be, const oc_attn_call *a, const oc_attn_bt *t, oc_attn_stats *stats,
+                             oc_error *err) {
     cl_backend *b = clb(be);
     size_t kv_bytes = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
     int64_t q_n = extent(a->n_q, a->q_stride_token, extent(a->n_head, a->q_stride_head, a->head_dim));
@@ -279,44 +280,18 @@ static oc_status cl_attention(oc_backend *be, const oc_battn *a, oc_attn_stats *
     int64_t k_n = extent(a->n_kv, a->k_stride_token, extent(a->n_head_kv, a->k_stride_head, a->head_dim));
     int64_t v_n = extent(a->n_kv, a->v_stride_token, extent(a->n_head_kv, a->v_stride_head, a->head_dim));
     oc_status st;
-    if ((st = span(a->q, a->q_off, q_n, sizeof(float), "attention q", err)) ||
-        (st = span(a->out, a->out_off, o_n, sizeof(float), "attention out", err)) ||
-        (st = span(a->k, a->k_off, k_n, kv_bytes, "attention k", err)) ||
-        (st = span(a->v, a->v_off, v_n, kv_bytes, "attention v", err)))
+    if ((st = span(t->q, a->q_off, q_n, sizeof(float), "attention q", err)) ||
+        (st = span(t->out, a->out_off, o_n, sizeof(float), "attention out", err)) ||
+        (st = span(t->k, a->k_off, k_n, kv_bytes, "attention k", err)) ||
+        (st = span(t->v, a->v_off, v_n, kv_bytes, "attention v", err)))
         return st;
     if (a->mask == OC_ATTN_EXPLICIT)
         return oc_fail(err, OC_ERR_UNSUPPORTED, "backend opencl attention: the explicit debug mask runs on the CPU only");
-    const oc_attn_dims *d = &b->attn_dims;
-    if (!b->attn || a->n_head != d->n_head || a->n_head_kv != d->n_head_kv || a->head_dim != d->head_dim)
-        return oc_fail(err, OC_ERR_INVALID, "backend opencl attention: %d heads (%d kv) of %d, opened for %d (%d) of %d",
-                       (int)a->n_head, (int)a->n_head_kv, (int)a->head_dim, (int)d->n_head, (int)d->n_head_kv,
-                       (int)d->head_dim);
-    oc_cl_attn_shape shape = { a->n_q, a->n_kv, a->q_offset, a->mask, a->segments, a->n_segments, a->layout };
-    if ((st = oc_cl_attn_prepare(b->attn, &shape, err))) return st;
-    oc_cl_attn_io io;
-    memset(&io, 0, sizeof io);
-    io.q = buf_of(a->q);
-    io.q_off = a->q_off;
-    io.q_stride_token = a->q_stride_token;
-    io.q_stride_head = a->q_stride_head;
-    io.k = buf_of(a->k);
-    io.v = buf_of(a->v);
-    io.kv_dtype = a->kv_dtype;
-    io.k_off = a->k_off;
-    io.k_stride_token = a->k_stride_token;
-    io.k_stride_head = a->k_stride_head;
-    io.v_off = a->v_off;
-    io.v_stride_token = a->v_stride_token;
-    io.v_stride_head = a->v_stride_head;
-    io.out = buf_of(a->out);
-    io.out_off = a->out_off;
-    io.out_stride_token = a->out_stride_token;
-    io.out_stride_head = a->out_stride_head;
-    io.scale = a->scale;
-    io.host_patterns = a->patterns;
+    if (!b->attn) return oc_fail(err, OC_ERR_INVALID, "backend opencl attention: the instance was opened without heads");
+    oc_cl_attn_bufs bufs = { buf_of(t->q), buf_of(t->k), buf_of(t->v), buf_of(t->out), NULL, 0 };
     int dense = 1;
     for (int32_t h = 0; a->patterns && h < a->n_head; h++) dense &= a->patterns[h].kind == OC_PATTERN_DENSE;
-    if ((st = oc_cl_attn_run(b->attn, &io, dense ? NULL : stats, err)) || !stats || !dense) return st;
+    if ((st = oc_cl_attn_run(b->attn, a, &bufs, dense ? NULL : stats, err)) || !stats || !dense) return st;
     uint64_t kept = oc_cl_attn_base_pairs(b->attn) * (uint64_t)a->n_head * 4 * (uint64_t)a->head_dim;
     stats->flops_kept += kept;
     stats->flops_executed += kept;

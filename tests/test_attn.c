@@ -180,21 +180,33 @@ static float *compact_q(const bufs *b, const ref_case *c) {
     return q;
 }
 
-static oc_attn_args args_for(const ref_case *c, const bufs *b, const oc_token_layout *layout, oc_isa isa) {
-    oc_attn_args a;
+/* A call with its host tensors and kernels: what oc_attn_run takes, in one value for the tests. */
+typedef struct run_args {
+    oc_attn_call c;
+    oc_attn_host mem;
+    oc_isa isa;
+} run_args;
+
+static oc_status run_call(const run_args *a, oc_pool *pool, void *scratch, size_t n_bytes, oc_attn_stats *st,
+                          oc_error *err) {
+    return oc_attn_run(&a->c, &a->mem, a->isa, pool, scratch, n_bytes, st, err);
+}
+
+static run_args args_for(const ref_case *c, const bufs *b, const oc_token_layout *layout, oc_isa isa) {
+    run_args a;
     memset(&a, 0, sizeof a);
-    a.n_q = c->n_q; a.n_kv = c->n_kv; a.n_head = c->n_head; a.n_head_kv = c->n_head_kv; a.head_dim = c->d;
-    a.q = b->q; a.q_stride_token = c->n_head * c->d + 3; a.q_stride_head = c->d;
-    a.k = b->k; a.v = b->v; a.kv_dtype = b->dtype;
-    a.k_stride_token = a.v_stride_token = b->kv_row;
-    a.k_stride_head = a.v_stride_head = (int64_t)c->n_kv * b->kv_row;
-    a.out = b->out; a.out_stride_token = c->n_head * c->d + 1; a.out_stride_head = c->d;
-    a.scale = 1.0f / sqrtf((float)c->d);
-    a.mask = c->mask; a.q_offset = c->q_offset;
-    a.segments = c->seg; a.n_segments = c->n_seg;
-    a.explicit_mask = c->explicit_mask;
-    a.explicit_stride_q = c->n_kv; a.explicit_stride_head = (int64_t)c->n_q * c->n_kv;
-    a.patterns = c->pat; a.layout = layout; a.isa = isa;
+    a.c.n_q = c->n_q; a.c.n_kv = c->n_kv; a.c.n_head = c->n_head; a.c.n_head_kv = c->n_head_kv; a.c.head_dim = c->d;
+    a.mem.q = b->q; a.c.q_stride_token = c->n_head * c->d + 3; a.c.q_stride_head = c->d;
+    a.mem.k = b->k; a.mem.v = b->v; a.c.kv_dtype = b->dtype;
+    a.c.k_stride_token = a.c.v_stride_token = b->kv_row;
+    a.c.k_stride_head = a.c.v_stride_head = (int64_t)c->n_kv * b->kv_row;
+    a.mem.out = b->out; a.c.out_stride_token = c->n_head * c->d + 1; a.c.out_stride_head = c->d;
+    a.c.scale = 1.0f / sqrtf((float)c->d);
+    a.c.mask = c->mask; a.c.q_offset = c->q_offset;
+    a.c.segments = c->seg; a.c.n_segments = c->n_seg;
+    a.c.explicit_mask = c->explicit_mask;
+    a.c.explicit_stride_q = c->n_kv; a.c.explicit_stride_head = (int64_t)c->n_q * c->n_kv;
+    a.c.patterns = c->pat; a.c.layout = layout; a.isa = isa;
     return a;
 }
 
@@ -250,11 +262,11 @@ static double run_all(const ref_case *c, bufs *b, const oc_token_layout *layout,
         for (int t = 0; t < 3; t++) {
             size_t n_bytes;
             void *scratch = scratch_for(c, t + 1, &n_bytes);
-            oc_attn_args a = args_for(c, b, layout, (oc_isa)isa);
+            run_args a = args_for(c, b, layout, (oc_isa)isa);
             oc_attn_stats st = { 0, 0, 0 };
             oc_error err = { OC_OK, "" };
             check_poison_f32(b->out, b->out_floats);
-            oc_status s = oc_attn_run(&a, ps->p[t], scratch, n_bytes, &st, &err);
+            oc_status s = run_call(&a, ps->p[t], scratch, n_bytes, &st, &err);
             oc_port_aligned_free(scratch);
             CHECKF(s == OC_OK, "%s: %s", what, err.message);
             if (s != OC_OK) { free(first); return INFINITY; }
@@ -512,16 +524,16 @@ static void test_pattern_equals_explicit_mask(void) {
             if (!oc_isa_runs((oc_isa)isa, &cpu) || !oc_attn_kernels_for((oc_isa)isa)) continue;
             size_t n_bytes;
             void *scratch = scratch_for(&c, 2, &n_bytes);
-            oc_attn_args a = args_for(&c, &b, layout, (oc_isa)isa);
+            run_args a = args_for(&c, &b, layout, (oc_isa)isa);
             oc_attn_stats st_sparse = { 0, 0, 0 }, st_mask = { 0, 0, 0 };
             check_poison_f32(b.out, b.out_floats);
-            CHECK(oc_attn_run(&a, ps.p[1], scratch, n_bytes, &st_sparse, NULL) == OC_OK);
+            CHECK(run_call(&a, ps.p[1], scratch, n_bytes, &st_sparse, NULL) == OC_OK);
             memcpy(sparse, b.out, sizeof(float) * b.out_floats);
-            a.mask = OC_ATTN_EXPLICIT;
-            a.explicit_mask = em;
-            a.patterns = NULL;
+            a.c.mask = OC_ATTN_EXPLICIT;
+            a.c.explicit_mask = em;
+            a.c.patterns = NULL;
             check_poison_f32(b.out, b.out_floats);
-            CHECK(oc_attn_run(&a, ps.p[1], scratch, n_bytes, &st_mask, NULL) == OC_OK);
+            CHECK(run_call(&a, ps.p[1], scratch, n_bytes, &st_mask, NULL) == OC_OK);
             oc_port_aligned_free(scratch);
             double num = 0, den = 0;
             int nan = 0;
@@ -613,8 +625,8 @@ static void test_tolerance_catches_dropped_key(void) {
     oc_port_cpu_features(&cpu);
     size_t n_bytes;
     void *scratch = scratch_for(&c, 1, &n_bytes);
-    oc_attn_args a = args_for(&c, &b, NULL, oc_isa_best(&cpu));
-    REQUIRE(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, NULL) == OC_OK);
+    run_args a = args_for(&c, &b, NULL, oc_isa_best(&cpu));
+    REQUIRE(run_call(&a, NULL, scratch, n_bytes, NULL, NULL) == OC_OK);
     int caught = 0, under_2e3 = 0;
     for (int h = 0; h < c.n_head; h++) {
         double num = 0, den = 0;
@@ -722,50 +734,51 @@ static void test_layout(void) {
 static void test_bad_arguments(void) {
     float q[64] = { 0 }, out[64];
     uint16_t kv[64] = { 0 };
-    oc_attn_args a;
+    run_args a;
     memset(&a, 0, sizeof a);
-    a.n_q = 1; a.n_kv = 1; a.n_head = 2; a.n_head_kv = 1; a.head_dim = 16;
-    a.q = q; a.k = kv; a.v = kv; a.out = out; a.kv_dtype = OC_DTYPE_F16;
-    a.q_stride_token = 32; a.q_stride_head = 16; a.k_stride_token = a.v_stride_token = 16;
-    a.out_stride_token = 32; a.out_stride_head = 16; a.scale = 0.25f; a.isa = OC_ISA_SCALAR;
+    a.c.n_q = 1; a.c.n_kv = 1; a.c.n_head = 2; a.c.n_head_kv = 1; a.c.head_dim = 16;
+    a.mem.q = q; a.mem.k = kv; a.mem.v = kv; a.mem.out = out; a.c.kv_dtype = OC_DTYPE_F16;
+    a.c.q_stride_token = 32; a.c.q_stride_head = 16; a.c.k_stride_token = a.c.v_stride_token = 16;
+    a.c.out_stride_token = 32; a.c.out_stride_head = 16; a.c.scale = 0.25f; a.isa = OC_ISA_SCALAR;
     oc_attn_dims dims = { 1, 1, 2, 1, 16 };
     size_t n_bytes = oc_attn_scratch_bytes(&dims, 1);
     void *scratch = oc_port_aligned_alloc(OC_MEM_ALIGN, n_bytes);
     oc_error err;
     check_poison_f32(out, 64);
-    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_OK);
+    CHECK(run_call(&a, NULL, scratch, n_bytes, NULL, &err) == OC_OK);
     CHECK(out[0] == 0.0f && out[31] == 0.0f);   /* all-zero K and V: uniform average of zero rows */
-    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes - 1, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "scratch"));
-    CHECK(oc_attn_run(&a, NULL, (char *)scratch + 4, n_bytes, NULL, &err) == OC_ERR_INVALID);
-    a.n_head_kv = 2;
-    a.n_head = 3;
-    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "kv heads"));
-    a.n_head = 2;
-    a.n_head_kv = 1;
-    a.kv_dtype = OC_DTYPE_Q8_0;
-    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
-    a.kv_dtype = OC_DTYPE_F16;
-    a.mask = OC_ATTN_SEGMENTS;
+    CHECK(run_call(&a, NULL, scratch, n_bytes - 1, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "scratch"));
+    CHECK(run_call(&a, NULL, (char *)scratch + 4, n_bytes, NULL, &err) == OC_ERR_INVALID);
+    a.c.n_head_kv = 2;
+    a.c.n_head = 3;
+    CHECK(run_call(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "kv heads"));
+    a.c.n_head = 2;
+    a.c.n_head_kv = 1;
+    a.c.kv_dtype = OC_DTYPE_Q8_0;
+    CHECK(run_call(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
+    a.c.kv_dtype = OC_DTYPE_F16;
+    a.c.mask = OC_ATTN_SEGMENTS;
     oc_token_span seg[2] = { { 0, 4 }, { 3, 6 } };
-    a.segments = seg; a.n_segments = 2;
-    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "segment 1"));
-    a.mask = OC_ATTN_EXPLICIT;
-    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
-    a.mask = (oc_attn_mask_kind)9;
-    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
-    a.mask = OC_ATTN_CAUSAL;
+    a.c.segments = seg; a.c.n_segments = 2;
+    CHECK(run_call(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "segment 1"));
+    a.c.mask = OC_ATTN_EXPLICIT;
+    CHECK(run_call(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
+    a.c.mask = (oc_attn_mask_kind)9;
+    CHECK(run_call(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
+    a.c.mask = OC_ATTN_CAUSAL;
     oc_head_pattern pat[2] = { { OC_PATTERN_A_SHAPE, 4, 0 }, { OC_PATTERN_DENSE, 0, 0 } };
-    a.patterns = pat;
-    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "head 0"));
+    a.c.patterns = pat;
+    CHECK(run_call(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "head 0"));
     pat[0].kind = (oc_pattern_kind)OC_PATTERN_COUNT;
-    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
-    a.patterns = NULL;
-    a.q_offset = -1;
-    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
-    a.q_offset = 0;
+    CHECK(run_call(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
+    a.c.patterns = NULL;
+    a.c.q_offset = -1;
+    CHECK(run_call(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
+    a.c.q_offset = 0;
     a.isa = OC_ISA_COUNT;
-    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_UNSUPPORTED);
-    CHECK(oc_attn_run(NULL, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
+    CHECK(run_call(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_UNSUPPORTED);
+    CHECK(oc_attn_run(NULL, &a.mem, a.isa, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
+    CHECK(oc_attn_run(&a.c, NULL, a.isa, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
     oc_attn_dims bad = { 1, 1, 3, 2, 16 };
     CHECK(oc_attn_scratch_bytes(&bad, 1) == 0);
     CHECK(oc_attn_scratch_bytes(&dims, 0) == 0);
@@ -786,9 +799,9 @@ static void test_flop_counts(void) {
     bufs_make(&b, &c, OC_DTYPE_F32, &rng, 1.0f);
     size_t n_bytes;
     void *scratch = scratch_for(&c, 1, &n_bytes);
-    oc_attn_args a = args_for(&c, &b, NULL, OC_ISA_SCALAR);
+    run_args a = args_for(&c, &b, NULL, OC_ISA_SCALAR);
     oc_attn_stats st = { 0, 0, 0 };
-    REQUIRE(oc_attn_run(&a, NULL, scratch, n_bytes, &st, NULL) == OC_OK);
+    REQUIRE(run_call(&a, NULL, scratch, n_bytes, &st, NULL) == OC_OK);
     uint64_t dense = 300ull * 301 / 2, ashape = 0;
     for (int p = 0; p < 300; p++) ashape += (uint64_t)OC_MIN(p + 1, 16 + OC_MAX(0, OC_MIN(4, p + 1 - 16)));
     CHECKF(st.flops_kept == 4 * 64 * (dense + ashape), "kept %llu", (unsigned long long)st.flops_kept);

@@ -282,22 +282,19 @@ static void case_attention(fx *f, int32_t kv_dtype) {
     oc_bt bq = upload(f, q, sizeof q), bo = upload(f, out, sizeof out);
     oc_bt bk = f16 ? upload(f, kh, sizeof kh) : upload(f, k, sizeof k);
     oc_bt bv = f16 ? upload(f, vh, sizeof vh) : upload(f, v, sizeof v);
-    oc_battn a;
+    oc_attn_call a;
     memset(&a, 0, sizeof a);
+    oc_attn_bt t = { &bq, &bk, &bv, &bo };
     a.n_q = NQ;
     a.n_kv = NKV;
     a.n_head = H;
     a.n_head_kv = HKV;
     a.head_dim = D;
-    a.q = &bq;
     a.q_stride_token = H * D;
     a.q_stride_head = D;
-    a.k = &bk;
-    a.v = &bv;
     a.kv_dtype = kv_dtype;
     a.k_stride_token = a.v_stride_token = HKV * D;
     a.k_stride_head = a.v_stride_head = D;
-    a.out = &bo;
     a.out_stride_token = H * D;
     a.out_stride_head = D;
     a.scale = 0.35f;
@@ -305,7 +302,7 @@ static void case_attention(fx *f, int32_t kv_dtype) {
     a.q_offset = OFF;
     oc_error e;
     oc_attn_stats st = { 0, 0, 0 };
-    REQUIREF(f->op->attention(f->be, &a, &st, &e) == OC_OK, "%s", e.message);
+    REQUIREF(f->op->attention(f->be, &a, &t, &st, &e) == OC_OK, "%s", e.message);
     download(f, &bo, out, sizeof out);
     uint64_t pairs = 0;   /* causal with the offset: query i sees keys 0 .. OFF + i */
     for (int i = 0; i < NQ; i++) pairs += (uint64_t)OC_MIN(OFF + i + 1, (int)NKV);
@@ -320,7 +317,7 @@ static void case_attention(fx *f, int32_t kv_dtype) {
     a.patterns = pat;
     oc_attn_stats sp = { 0, 0, 0 };
     float sparse_out[NQ * H * D];
-    REQUIREF(f->op->attention(f->be, &a, &sp, &e) == OC_OK, "%s", e.message);
+    REQUIREF(f->op->attention(f->be, &a, &t, &sp, &e) == OC_OK, "%s", e.message);
     download(f, &bo, sparse_out, sizeof sparse_out);
     uint64_t a_pairs = 0;   /* key j < 1 or p - 2 < j <= p, p = OFF + i */
     for (int i = 0; i < NQ; i++)
@@ -358,7 +355,7 @@ static void case_attention(fx *f, int32_t kv_dtype) {
     CHECKF(err <= 1e-4, "attention kv dtype %d: rel err %.3e", (int)kv_dtype, err);
     record(f, out, OC_ARRAY_LEN(out));
     a.n_kv = NKV + 1;   /* one key past the buffers */
-    CHECK(f->op->attention(f->be, &a, NULL, &e) == OC_ERR_INVALID);
+    CHECK(f->op->attention(f->be, &a, &t, NULL, &e) == OC_ERR_INVALID);
     oc_bt *all[] = { &bq, &bo, &bk, &bv };
     for (size_t i = 0; i < OC_ARRAY_LEN(all); i++) f->op->free(f->be, all[i]);
 }
@@ -468,14 +465,13 @@ static void test_opencl_ops(void) {
     float q[8 * 4 * 8];
     oc_bt bq = upload(&f, q, sizeof q);
     uint8_t mask[8 * 8];
-    oc_battn a;
+    oc_attn_call a;
     memset(&a, 0, sizeof a);
+    oc_attn_bt t = { &bq, &bq, &bq, &bq };
     a.n_q = a.n_kv = 8;
     a.n_head = 4;
     a.n_head_kv = 2;
     a.head_dim = 8;
-    a.q = a.k = a.v = &bq;
-    a.out = &bq;
     a.kv_dtype = OC_DTYPE_F32;
     a.q_stride_token = a.out_stride_token = 32;
     a.k_stride_token = a.v_stride_token = 16;
@@ -483,12 +479,12 @@ static void test_opencl_ops(void) {
     a.mask = OC_ATTN_EXPLICIT;
     a.explicit_mask = mask;
     a.explicit_stride_q = 8;
-    CHECK(f.op->attention(f.be, &a, NULL, &e) == OC_ERR_UNSUPPORTED);
+    CHECK(f.op->attention(f.be, &a, &t, NULL, &e) == OC_ERR_UNSUPPORTED);
     CHECKF(strstr(e.message, "explicit"), "%s", e.message);
     a.mask = OC_ATTN_CAUSAL;
     a.n_head_kv = 4;
     a.k_stride_token = a.v_stride_token = 32;
-    CHECK(f.op->attention(f.be, &a, NULL, &e) == OC_ERR_INVALID);
+    CHECK(f.op->attention(f.be, &a, &t, NULL, &e) == OC_ERR_INVALID);
     f.op->free(f.be, &bq);
     oc_backend_close(f.be);
     printf("  opencl: every op matches its reference\n");

@@ -593,21 +593,23 @@ static void check_attn(const attn_case *c, oc_cl_attn *at, check_rng *r, int hos
         check_fail_at(__FILE__, __LINE__, "%s", err.message);
         return;
     }
-    oc_attn_args a;
+    /* one call for both engines: only where the tensors live differs */
+    oc_attn_call a;
     memset(&a, 0, sizeof a);
     a.n_q = c->n_q; a.n_kv = c->n_kv; a.n_head = c->n_head; a.n_head_kv = c->n_head_kv; a.head_dim = d;
-    a.q = q; a.q_stride_token = qst; a.q_stride_head = d;
-    a.k = k; a.v = v; a.kv_dtype = c->kv_dtype;
+    a.q_stride_token = qst; a.q_stride_head = d;
+    a.kv_dtype = c->kv_dtype;
     a.k_stride_token = a.v_stride_token = kst; a.k_stride_head = a.v_stride_head = ksh;
-    a.out = out_cpu; a.out_stride_token = ost; a.out_stride_head = d;
+    a.out_stride_token = ost; a.out_stride_head = d;
     a.scale = 1.0f / sqrtf((float)d);
     a.mask = c->mask; a.q_offset = c->q_offset; a.segments = c->seg; a.n_segments = c->n_seg;
-    a.patterns = c->pat; a.layout = layout; a.isa = OC_ISA_SCALAR;
+    a.patterns = c->pat; a.layout = layout;
+    oc_attn_host mem = { q, k, v, out_cpu };
     oc_attn_dims dims = { c->n_q, c->n_kv, c->n_head, c->n_head_kv, d };
     size_t sb = oc_attn_scratch_bytes(&dims, 1);
     void *scratch = oc_port_aligned_alloc(OC_MEM_ALIGN, sb);
     oc_attn_stats cpu_st = { 0, 0, 0 }, gpu_st = { 0, 0, 0 };
-    CHECKF(oc_attn_run(&a, NULL, scratch, sb, &cpu_st, &err) == OC_OK, "%s: cpu: %s", c->name, err.message);
+    CHECKF(oc_attn_run(&a, &mem, OC_ISA_SCALAR, NULL, scratch, sb, &cpu_st, &err) == OC_OK, "%s: cpu: %s", c->name, err.message);
 
     oc_cl_buf *dq = dup_host(q, sizeof(float) * nq * (size_t)qst), *dk = dup_host(k, es * kv_elems),
               *dv = dup_host(v, es * kv_elems), *dout = dbuf(sizeof(float) * nq * (size_t)ost), *dp = NULL;
@@ -616,14 +618,12 @@ static void check_attn(const attn_case *c, oc_cl_attn *at, check_rng *r, int hos
         CHECKF(dp && oc_cl_patterns_write(g_dev, dp, 2, c->pat, c->n_head, &err) == OC_OK, "%s", err.message);
     }
     poison(dout);
-    oc_cl_attn_shape s = { c->n_q, c->n_kv, c->q_offset, c->mask, c->seg, c->n_seg, layout };
     oc_cl_attn_force_split(at, c->force_split);
-    oc_status st = oc_cl_attn_prepare(at, &s, &err);
+    oc_status st = oc_cl_attn_prepare(at, &a, &err);
     CHECKF(st == OC_OK, "%s: prepare: %s", c->name, err.message);
-    oc_cl_attn_io io = { dq, 0, qst, d, dk, dv, c->kv_dtype, 0, kst, ksh, 0, kst, ksh, dout, 0, ost, d, a.scale, dp, 2,
-                         host_patterns ? c->pat : NULL };
+    oc_cl_attn_bufs io = { dq, dk, dv, dout, dp, 2 };   /* dp NULL: the call's host patterns */
     if (st == OC_OK) {
-        st = oc_cl_attn_run(at, &io, &gpu_st, &err);
+        st = oc_cl_attn_run(at, &a, &io, &gpu_st, &err);
         CHECKF(st == OC_OK, "%s: run: %s", c->name, err.message);
     }
     float *out_gpu = fetch(dout);
@@ -815,24 +815,32 @@ static void test_attn_errors(void) {
     CHECK(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_ERR_INVALID && !at);
     lim.n_head_kv = 2;
     REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s", err.message);
-    oc_cl_attn_io io;
-    memset(&io, 0, sizeof io);
-    io.kv_dtype = OC_DTYPE_F16;
-    CHECK(oc_cl_attn_run(at, &io, NULL, &err) == OC_ERR_INVALID);   /* not prepared */
-    oc_cl_attn_shape s = { 17, 17, 0, OC_ATTN_CAUSAL, NULL, 0, NULL };
+    oc_attn_call s;
+    memset(&s, 0, sizeof s);
+    s.n_q = s.n_kv = 17;
+    s.n_head = 4; s.n_head_kv = 2; s.head_dim = 64;
+    s.kv_dtype = OC_DTYPE_F16;
+    s.mask = OC_ATTN_CAUSAL;
     CHECK(oc_cl_attn_prepare(at, &s, &err) == OC_ERR_RANGE);        /* above max_n_q */
     s.n_q = 4;
     s.mask = OC_ATTN_EXPLICIT;
+    uint8_t em[4 * 17] = { 0 };
+    s.explicit_mask = em;
+    s.explicit_stride_q = 17;
     CHECK(oc_cl_attn_prepare(at, &s, &err) == OC_ERR_UNSUPPORTED);
     s.mask = OC_ATTN_CAUSAL;
+    s.n_head = 2;
+    CHECK(oc_cl_attn_prepare(at, &s, &err) == OC_ERR_INVALID);      /* heads not the context's */
+    s.n_head = 4;
     REQUIRE(oc_cl_attn_prepare(at, &s, &err) == OC_OK);
     oc_cl_buf *small = dbuf(256);
-    io.q = io.k = io.v = io.out = small;
-    io.q_stride_token = io.out_stride_token = 4 * 64;
-    io.q_stride_head = io.out_stride_head = 64;
-    io.k_stride_token = io.v_stride_token = 128;
-    io.k_stride_head = io.v_stride_head = 64;
-    CHECK(oc_cl_attn_run(at, &io, NULL, &err) == OC_ERR_RANGE);
+    oc_cl_attn_bufs io = { small, small, small, small, NULL, 0 };
+    s.q_stride_token = s.out_stride_token = 4 * 64;
+    s.q_stride_head = s.out_stride_head = 64;
+    s.k_stride_token = s.v_stride_token = 128;
+    s.k_stride_head = s.v_stride_head = 64;
+    CHECK(oc_cl_attn_run(at, &s, &io, NULL, &err) == OC_ERR_RANGE);
+    CHECK(oc_cl_attn_run(at, &s, NULL, NULL, &err) == OC_ERR_INVALID);
     oc_head_pattern badp = { OC_PATTERN_A_SHAPE, 4, 0 };
     CHECK(oc_cl_patterns_write(g_dev, small, 0, &badp, 1, &err) == OC_ERR_INVALID);
     oc_cl_buf_free(small);

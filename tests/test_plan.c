@@ -516,6 +516,16 @@ static void test_check_fits(void) {
     oc_plan_model_shape m2 = { { 4, 4, 2, 64 }, { 32, 16, 16, 80 } };
     CHECK(oc_plan_check_fits(plan, &m2, &err) == OC_OK);
     oc_plan_free(plan);
+    /* the rules too: a plan built in memory with a BlindSight kind in the vision stack (it needs
+     * text) is refused at the fit check, the one check a context runs */
+    oc_plan_shape dec = { 4, 4, 2, 64 }, vis = { 2, 4, 4, 64 };
+    REQUIRE(oc_plan_create(&plan, &dec, &vis, NULL, &err) == OC_OK);
+    oc_plan_model_shape m3 = { dec, vis };
+    CHECK(oc_plan_check_fits(plan, &m3, &err) == OC_OK);
+    oc_plan_head(plan, OC_PLAN_VISION, 1, 2)->kind = OC_PATTERN_SINK;
+    CHECKF(oc_plan_check_fits(plan, &m3, &err) == OC_ERR_INVALID && strstr(err.message, "not allowed"), "%s",
+           err.message);
+    oc_plan_free(plan);
 }
 
 /* ---- building in memory, validation, writing ------------------------------------------------------------ */

@@ -67,8 +67,9 @@ static void bufs_free(bench_bufs *b) {
 }
 
 /* Runs the call until min_total_ms have passed (at least once, at most max_reps); best time. */
-static int time_call(const oc_attn_args *a, oc_pool *pool, bench_bufs *b, double min_total_ms, int max_reps,
-                     bench_result *res) {
+static int time_call(const oc_attn_call *a, oc_isa isa, oc_pool *pool, bench_bufs *b, double min_total_ms,
+                     int max_reps, bench_result *res) {
+    oc_attn_host mem = { b->q, b->k, b->v, b->out };
     double total = 0;
     res->ms = 1e300;
     for (int rep = 0; rep < max_reps && (rep == 0 || total < min_total_ms); rep++) {
@@ -76,7 +77,7 @@ static int time_call(const oc_attn_args *a, oc_pool *pool, bench_bufs *b, double
         oc_error err;
         clock_t c0 = clock();
         uint64_t t0 = oc_port_now_ns();
-        if (oc_attn_run(a, pool, b->scratch, b->scratch_bytes, &st, &err) != OC_OK) {
+        if (oc_attn_run(a, &mem, isa, pool, b->scratch, b->scratch_bytes, &st, &err) != OC_OK) {
             fprintf(stderr, "bench attention: %s\n", err.message);
             return 0;
         }
@@ -88,18 +89,17 @@ static int time_call(const oc_attn_args *a, oc_pool *pool, bench_bufs *b, double
     return 1;
 }
 
-static oc_attn_args args_for(bench_bufs *b, int n_q, int n_kv, int n_head, int n_head_kv, int d, oc_isa isa) {
-    oc_attn_args a;
+static oc_attn_call call_for(int n_q, int n_kv, int n_head, int n_head_kv, int d) {
+    oc_attn_call a;
     memset(&a, 0, sizeof a);
     a.n_q = n_q; a.n_kv = n_kv; a.n_head = n_head; a.n_head_kv = n_head_kv; a.head_dim = d;
-    a.q = b->q; a.q_stride_token = (int64_t)n_head * d; a.q_stride_head = d;
-    a.k = b->k; a.v = b->v; a.kv_dtype = OC_DTYPE_F16;
+    a.q_stride_token = (int64_t)n_head * d; a.q_stride_head = d;
+    a.kv_dtype = OC_DTYPE_F16;
     a.k_stride_token = a.v_stride_token = (int64_t)n_head_kv * d;
     a.k_stride_head = a.v_stride_head = d;
-    a.out = b->out; a.out_stride_token = (int64_t)n_head * d; a.out_stride_head = d;
+    a.out_stride_token = (int64_t)n_head * d; a.out_stride_head = d;
     a.scale = 1.0f / sqrtf((float)d);
     a.mask = OC_ATTN_CAUSAL;
-    a.isa = isa;
     return a;
 }
 
@@ -151,7 +151,7 @@ static int bench_decoder(oc_pool *pool, int n_threads, oc_isa isa, int n_images,
         oc_layout_free(layout);
         return 0;
     }
-    oc_attn_args a = args_for(&b, n, n, H, Hkv, d, isa);
+    oc_attn_call a = call_for(n, n, H, Hkv, d);
     const oc_head_pattern *plan = bench_sparse_plan;
     double budget = n > 20000 ? 0 : 2000;
     bench_result dense_best = { 1e300, 0, { 0, 0, 0 } }, sparse_best = { 1e300, 0, { 0, 0, 0 } };
@@ -163,10 +163,10 @@ static int bench_decoder(oc_pool *pool, int n_threads, oc_isa isa, int n_images,
     for (int rep = 0; ok && rep < reps; rep++) {
         a.patterns = NULL;
         a.layout = NULL;
-        ok = time_call(&a, pool, &b, 0, 1, &dense);
+        ok = time_call(&a, isa, pool, &b, 0, 1, &dense);
         a.patterns = plan;
         a.layout = layout;
-        ok = ok && time_call(&a, pool, &b, 0, 1, &sparse);
+        ok = ok && time_call(&a, isa, pool, &b, 0, 1, &sparse);
         if (dense.ms < dense_best.ms) dense_best = dense;
         if (sparse.ms < sparse_best.ms) sparse_best = sparse;
         if (n > 20000) break;   /* 33K tokens: one run each */
@@ -202,10 +202,10 @@ static int bench_vision(oc_pool *pool, int n_threads, oc_isa isa, double peak, i
         bufs_free(&b);
         return 0;
     }
-    oc_attn_args a = args_for(&b, n, n, H, H, d, isa);
+    oc_attn_call a = call_for(n, n, H, H, d);
     a.mask = OC_ATTN_BIDIRECTIONAL;
     bench_result r;
-    int ok = time_call(&a, pool, &b, 2000, reps, &r);
+    int ok = time_call(&a, isa, pool, &b, 2000, reps, &r);
     char shape[32];
     snprintf(shape, sizeof shape, "%d x %d", n, n);
     if (ok) print_row(name, shape, &r, peak, n_threads);
@@ -221,10 +221,10 @@ static int bench_decode(oc_pool *pool, int n_threads, oc_isa isa, double peak) {
         bufs_free(&b);
         return 0;
     }
-    oc_attn_args a = args_for(&b, 1, n_kv, H, Hkv, d, isa);
+    oc_attn_call a = call_for(1, n_kv, H, Hkv, d);
     a.q_offset = n_kv - 1;
     bench_result r;
-    int ok = time_call(&a, pool, &b, 1000, 2000, &r);
+    int ok = time_call(&a, isa, pool, &b, 1000, 2000, &r);
     if (ok) {
         print_row("(c) decode, 16384 keys", "1 x 16384", &r, peak, n_threads);
         double gbps = 2.0 * 2 * n_kv * Hkv * d / (r.ms * 1e-3) / 1e9;

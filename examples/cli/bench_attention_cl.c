@@ -97,17 +97,21 @@ static void print_na(bench_cl *B, const char *name, const char *dims) {
     printf("| %-36s | %-13s | %-9s | %9s | %8s | %8s | %6s |\n", name, dims, B->tile, "n/a", "", "", "");
 }
 
-static oc_cl_attn_io io_of(const shape *s, int sparse) {
-    oc_cl_attn_io io;
-    memset(&io, 0, sizeof io);
-    io.q = s->q; io.q_stride_token = (int64_t)s->H * s->d; io.q_stride_head = s->d;
-    io.k = s->k; io.v = s->v; io.kv_dtype = OC_DTYPE_F16;
-    io.k_stride_token = io.v_stride_token = (int64_t)s->Hkv * s->d;
-    io.k_stride_head = io.v_stride_head = s->d;
-    io.out = s->out; io.out_stride_token = (int64_t)s->H * s->d; io.out_stride_head = s->d;
-    io.scale = 1.0f / sqrtf((float)s->d);
-    io.patterns = sparse ? s->pat : NULL;
-    return io;
+/* The call of shape s: n_q queries at q_offset against n_kv keys, with the given mask and layout. */
+static oc_attn_call call_of(const shape *s, int32_t q_offset, oc_attn_mask_kind mask, const oc_token_layout *layout) {
+    oc_attn_call a;
+    memset(&a, 0, sizeof a);
+    a.n_q = s->n_q; a.n_kv = s->n_kv; a.n_head = s->H; a.n_head_kv = s->Hkv; a.head_dim = s->d;
+    a.q_stride_token = (int64_t)s->H * s->d; a.q_stride_head = s->d;
+    a.kv_dtype = OC_DTYPE_F16;
+    a.k_stride_token = a.v_stride_token = (int64_t)s->Hkv * s->d;
+    a.k_stride_head = a.v_stride_head = s->d;
+    a.out_stride_token = (int64_t)s->H * s->d; a.out_stride_head = s->d;
+    a.scale = 1.0f / sqrtf((float)s->d);
+    a.mask = mask;
+    a.q_offset = q_offset;
+    a.layout = layout;
+    return a;
 }
 
 typedef struct result {
@@ -117,19 +121,19 @@ typedef struct result {
 
 /* Up to reps timed runs (fewer once budget_ms have passed): best time. The first run also counts
  * the kept pairs (a few integer adds per score and one small download; the counts are exact). */
-static int time_case(bench_cl *B, shape *s, const oc_cl_attn_shape *geo, int sparse, int reps, result *res) {
+static int time_case(bench_cl *B, shape *s, const oc_attn_call *call, int sparse, int reps, result *res) {
     oc_error err;
-    oc_cl_attn_io io = io_of(s, sparse);
+    oc_cl_attn_bufs io = { s->q, s->k, s->v, s->out, sparse ? s->pat : NULL, 0 };
     memset(res, 0, sizeof *res);
     res->ms = 1e300;
-    if (oc_cl_attn_prepare(s->at, geo, &err) != OC_OK) {
+    if (oc_cl_attn_prepare(s->at, call, &err) != OC_OK) {   /* the upload stays out of the timed runs */
         fprintf(stderr, "bench attention: %s\n", err.message);
         return 0;
     }
     double total = 0;
     for (int rep = 0; rep < reps && (rep == 0 || total < B->budget_ms); rep++) {
         uint64_t t0 = oc_port_now_ns();
-        if (oc_cl_attn_run(s->at, &io, rep == 0 ? &res->st : NULL, &err) != OC_OK || oc_cl_finish(B->dev, &err) != OC_OK) {
+        if (oc_cl_attn_run(s->at, call, &io, rep == 0 ? &res->st : NULL, &err) != OC_OK || oc_cl_finish(B->dev, &err) != OC_OK) {
             fprintf(stderr, "bench attention: %s\n", err.message);
             return 0;
         }
@@ -174,8 +178,7 @@ static int bench_decoder(bench_cl *B, int n_images, int image_tokens) {
         return 1;
     }
     result dense = { 1e300, { 0, 0, 0 } }, sparse = dense, r;
-    oc_cl_attn_shape dgeo = { n, n, 0, OC_ATTN_CAUSAL, NULL, 0, NULL }, sgeo = dgeo;
-    sgeo.layout = layout;
+    oc_attn_call dgeo = call_of(&s, 0, OC_ATTN_CAUSAL, NULL), sgeo = call_of(&s, 0, OC_ATTN_CAUSAL, layout);
     /* dense and sparse alternate, so a busy device disturbs both alike; best of each */
     for (int rep = 0; ok && rep < B->reps; rep++) {
         ok = time_case(B, &s, &dgeo, 0, 1, &r);
@@ -206,7 +209,7 @@ static int bench_vision(bench_cl *B, int n, int d, const char *name) {
     char dims[32];
     snprintf(dims, sizeof dims, "%d x %d", n, n);
     int ok = shape_make(B, &s, n, n, 16, 16, d);
-    oc_cl_attn_shape geo = { n, n, 0, OC_ATTN_BIDIRECTIONAL, NULL, 0, NULL };
+    oc_attn_call geo = call_of(&s, 0, OC_ATTN_BIDIRECTIONAL, NULL);
     result r;
     if (ok < 0) print_na(B, name, dims);
     ok = ok < 0 || (ok && time_case(B, &s, &geo, 0, B->reps, &r));
@@ -219,7 +222,7 @@ static int bench_decode(bench_cl *B) {
     const int n_kv = 16384;
     shape s;
     int ok = shape_make(B, &s, 1, n_kv, 12, 2, 128);
-    oc_cl_attn_shape geo = { 1, n_kv, n_kv - 1, OC_ATTN_CAUSAL, NULL, 0, NULL };
+    oc_attn_call geo = call_of(&s, n_kv - 1, OC_ATTN_CAUSAL, NULL);
     result r;
     if (ok < 0) print_na(B, "(c) decode, 16384 keys", "1 x 16384");
     ok = ok < 0 || (ok && time_case(B, &s, &geo, 0, 50 * B->reps, &r));

@@ -76,20 +76,20 @@ static int run_attn(oc_isa isa, int setup_only) {
         uint64_t s = 7;
         for (size_t i = 0; i < (size_t)N * H * D; i++) q[i] = 2.0f * rng_value(&s);
         for (size_t i = 0; i < (size_t)2 * N * HKV * D; i++) kv[i] = oc_f32_to_f16(rng_value(&s));
-        oc_attn_args a;
+        oc_attn_call a;
         memset(&a, 0, sizeof a);
         a.n_q = a.n_kv = N; a.n_head = H; a.n_head_kv = HKV; a.head_dim = D;
-        a.q = q; a.q_stride_token = H * D; a.q_stride_head = D;
-        a.k = kv; a.v = kv + N * HKV * D; a.kv_dtype = OC_DTYPE_F16;
+        a.q_stride_token = H * D; a.q_stride_head = D;
+        a.kv_dtype = OC_DTYPE_F16;
         a.k_stride_token = a.v_stride_token = HKV * D; a.k_stride_head = a.v_stride_head = D;
-        a.out = out; a.out_stride_token = H * D; a.out_stride_head = D;
+        a.out_stride_token = H * D; a.out_stride_head = D;
         a.scale = 1.0f / sqrtf((float)D);
         a.mask = OC_ATTN_CAUSAL;
-        a.isa = isa;
+        oc_attn_host mem = { q, kv, kv + N * HKV * D, out };
         oc_error err;
         printf("attention causal %d tokens, %d/%d heads, d %d: kernels %s", N, H, HKV, D, oc_attn_kernels_name(isa));
         if (setup_only) { printf(", setup only\n"); rc = 0; }
-        else if (oc_attn_run(&a, NULL, scratch, scratch_bytes, NULL, &err) == OC_OK) {
+        else if (oc_attn_run(&a, &mem, isa, NULL, scratch, scratch_bytes, NULL, &err) == OC_OK) {
             printf(", checksum %.6e\n", checksum(out, (size_t)N * H * D));
             rc = 0;
         } else fprintf(stderr, "\nbench kernels: %s\n", err.message);

@@ -27,12 +27,13 @@
  *  5. Scores are computed transposed (S^T = K Q^T, attn_kernels.h) so K tiles need no transpose;
  *     the softmax runs in base 2 with the scale and log2(e) folded into Q once.
  *
- * Contents: geometry and scratch | per-call context | mask classification | one run of query rows
+ * Contents: geometry and scratch | per-call context | one run of query rows (the mask pieces: mask.c)
  * | tasks | entry point.
  */
 #include "attention/attn.h"
 #include "core/isa_built.h"
 #include "attention/attn_kernels.h"
+#include "attention/mask.h"
 
 #include <math.h>
 #include <string.h>
@@ -121,7 +122,10 @@ size_t oc_attn_scratch_bytes(const oc_attn_dims *dims, int n_threads) {
 /* ---- per-call context ------------------------------------------------------------------------ */
 
 typedef struct run_ctx {
-    const oc_attn_args *a;
+    const oc_attn_call *a;
+    const float *q;             /* the tensors, at the call's offsets */
+    const unsigned char *k, *v;
+    float *out;
     const oc_attn_kernels *kern;
     geom g;
     int32_t dpad, n_q_tiles;
@@ -163,154 +167,6 @@ static work work_at(const run_ctx *x, int thread) {
     return w;
 }
 
-/* ---- mask classification ----------------------------------------------------------------------- */
-
-static int is_blindsight(oc_pattern_kind k) {
-    return k == OC_PATTERN_SINK || k == OC_PATTERN_INTRA_IMAGE || k == OC_PATTERN_INTRA_IMAGE_SINK;
-}
-
-/* Row p's window: keys j with j < sk or lo <= j <= hi (before the class's key set C applies).
- * Causal base: j <= p. A-shape (mminference.txt Sec. 3, C.3): the first n_sink keys plus the
- * n_local keys ending at the query, (p - n_local, p]; with a causal base the sinks are cut at p
- * too. The A-shape window ends at the query also under a bidirectional base, as pattern.h
- * defines it ("keys before and including the query's own"). */
-typedef struct window { int64_t sk, lo, hi; } window;
-
-static window row_window(const oc_attn_args *a, const oc_head_pattern *pat, int64_t p) {
-    int causal = a->mask == OC_ATTN_CAUSAL, ashape = pat->kind == OC_PATTERN_A_SHAPE;
-    window w;
-    w.hi = causal || ashape ? p : INT64_MAX / 4;
-    w.lo = ashape ? p - pat->n_local + 1 : 0;
-    w.sk = ashape ? (causal ? OC_MIN((int64_t)pat->n_sink, p + 1) : (int64_t)pat->n_sink) : 0;
-    return w;
-}
-
-/* Up to two sorted, disjoint intervals [lo, hi) from two that may overlap or be empty. */
-typedef struct ivals { int n; int64_t lo[2], hi[2]; } ivals;
-
-static ivals ivals_of(int64_t a0, int64_t b0, int64_t a1, int64_t b1) {
-    ivals r = { 0, { 0, 0 }, { 0, 0 } };
-    if (a0 < b0) { r.lo[r.n] = a0; r.hi[r.n] = b0; r.n++; }
-    if (a1 < b1) { r.lo[r.n] = a1; r.hi[r.n] = b1; r.n++; }
-    if (r.n == 2) {
-        if (r.lo[1] < r.lo[0]) {
-            int64_t t = r.lo[0]; r.lo[0] = r.lo[1]; r.lo[1] = t;
-            t = r.hi[0]; r.hi[0] = r.hi[1]; r.hi[1] = t;
-        }
-        if (r.lo[1] <= r.hi[0]) { r.hi[0] = OC_MAX(r.hi[0], r.hi[1]); r.n = 1; }
-    }
-    return r;
-}
-
-/* The class of a run of query rows: its candidate key range [c0, c1) and, for an image row under a
- * BlindSight pattern, which parts of the images it keeps. */
-typedef struct run_class {
-    int32_t c0, c1;      /* c0 >= c1: the rows keep nothing */
-    int32_t image;       /* the rows' image, or -1 */
-    int sinks, intra;    /* keep the sinks of every image / the own image (image rows only) */
-} run_class;
-
-/* The first segment whose end lies after p (n_segments if none). */
-static int32_t segment_find(const oc_token_span *seg, int32_t n, int32_t p) {
-    int32_t lo = 0, hi = n;
-    while (lo < hi) {
-        int32_t mid = lo + (hi - lo) / 2;
-        if (seg[mid].end <= p) lo = mid + 1; else hi = mid;
-    }
-    return lo;
-}
-
-/* Classify query row i (position p = q_offset + i); returns the first row index after i that may
- * be of another class (capped by i_end). */
-static int32_t classify(const oc_attn_args *a, const oc_head_pattern *pat, int32_t i, int32_t i_end,
-                        run_class *cls) {
-    int64_t p = (int64_t)a->q_offset + i;
-    int64_t end = (int64_t)a->q_offset + i_end;   /* exclusive, in positions */
-    cls->c0 = 0;
-    cls->c1 = a->n_kv;
-    cls->image = -1;
-    cls->sinks = cls->intra = 0;
-    if (a->mask == OC_ATTN_SEGMENTS) {
-        int32_t s = segment_find(a->segments, a->n_segments, (int32_t)p);
-        if (s < a->n_segments && a->segments[s].start <= p) {
-            cls->c0 = a->segments[s].start;
-            cls->c1 = OC_MIN(cls->c1, a->segments[s].end);
-            end = OC_MIN(end, (int64_t)a->segments[s].end);
-        } else {
-            cls->c1 = 0;   /* in no segment: nothing to attend to */
-            if (s < a->n_segments) end = OC_MIN(end, (int64_t)a->segments[s].start);
-        }
-    }
-    if (is_blindsight(pat->kind) && a->layout) {
-        int32_t img = oc_layout_image_at(a->layout, (int32_t)p);
-        if (img >= 0) {
-            cls->image = img;
-            cls->sinks = pat->kind != OC_PATTERN_INTRA_IMAGE;
-            cls->intra = pat->kind != OC_PATTERN_SINK;
-            end = OC_MIN(end, (int64_t)oc_layout_image_span(a->layout, img).end);
-        } else {
-            int32_t next = oc_layout_next_image(a->layout, (int32_t)p);
-            if (next < oc_layout_n_images(a->layout))
-                end = OC_MIN(end, (int64_t)oc_layout_image_span(a->layout, next).start);
-        }
-    }
-    return (int32_t)(end - a->q_offset);
-}
-
-/* The class's key set C as ascending intervals. For text rows and non-BlindSight patterns C is
- * [c0, c1). For an image row (blindsight.txt App. L, Alg. 3: mask_kv = istext, or istext |
- * isimsink): every text key, plus the sink keys of every image (Sink kinds), plus the whole own
- * image (Intra kinds); the causal window later cuts what lies after the query. */
-typedef struct cand_iter {
-    const oc_token_layout *layout;
-    run_class cls;
-    int32_t pos, end, img, n_images;
-} cand_iter;
-
-static void cand_init(cand_iter *it, const oc_attn_args *a, const run_class *cls, int32_t lo, int32_t hi) {
-    it->layout = cls->image >= 0 ? a->layout : NULL;
-    it->cls = *cls;
-    it->pos = lo;
-    it->end = hi;
-    it->img = it->n_images = 0;
-    if (it->layout) {
-        it->n_images = oc_layout_n_images(it->layout);
-        int32_t g = oc_layout_image_at(it->layout, lo);
-        it->img = g >= 0 ? g : oc_layout_next_image(it->layout, lo);
-    }
-}
-
-static int cand_next(cand_iter *it, int32_t *lo, int32_t *hi) {
-    while (it->pos < it->end) {
-        if (!it->layout || it->img >= it->n_images) {   /* all of the rest */
-            *lo = it->pos;
-            *hi = it->end;
-            it->pos = it->end;
-            return 1;
-        }
-        oc_token_span s = oc_layout_image_span(it->layout, it->img);
-        if (it->pos < s.start) {                           /* text before image img */
-            *lo = it->pos;
-            *hi = OC_MIN(s.start, it->end);
-            it->pos = s.start;
-            return 1;
-        }
-        int32_t keep_end = s.start;
-        if (it->cls.intra && it->img == it->cls.image) keep_end = s.end;
-        else if (it->cls.sinks) keep_end = s.start + oc_layout_image_n_sink(it->layout, it->img);
-        int32_t x = it->pos, y = OC_MIN(keep_end, it->end);
-        it->pos = s.end;
-        it->img++;
-        if (x < y) {
-            *lo = x;
-            *hi = y;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-
 /* ---- one run of query rows ----------------------------------------------------------------------- */
 
 /* A run: rows i0 .. i0+len-1 of one class, for the stacked heads w->heads[0..n_heads) of kv head g.
@@ -329,11 +185,11 @@ typedef struct run {
  * keys were drawn from the class's key set, so only each row's window (and an explicit mask)
  * remains to check. Returns the kept count. */
 static uint64_t mask_cols(const run *r, int32_t r0, int32_t n_cols, const int32_t *idx, int32_t nk, float *s) {
-    const oc_attn_args *a = r->x->a;
+    const oc_attn_call *a = r->x->a;
     uint64_t n_kept = 0;
     for (int32_t k = 0; k < n_cols; k++) {
         int32_t row = r0 + k, i = r->i0 + row % r->len;
-        window win = row_window(a, r->pat, (int64_t)a->q_offset + i);
+        oc_mask_window win = oc_mask_row_window(a, r->pat, (int64_t)a->q_offset + i);
         const uint8_t *em = NULL;
         if (a->mask == OC_ATTN_EXPLICIT)
             em = a->explicit_mask + (int64_t)r->w->heads[row / r->len] * a->explicit_stride_head +
@@ -357,10 +213,9 @@ static int block_misses(const run *r, int32_t r0, int32_t rb, int32_t k_min, int
         first = r->i0 + r0 % r->len;
         last = r->i0 + (r0 + rb - 1) % r->len;
     }
-    const oc_attn_args *a = r->x->a;
-    window wa = row_window(a, r->pat, (int64_t)a->q_offset + first);
-    window wb = row_window(a, r->pat, (int64_t)a->q_offset + last);
-    ivals some = ivals_of(0, wb.sk, wa.lo, wb.hi + 1);
+    const oc_attn_call *a = r->x->a;
+    oc_mask_ivals some;
+    oc_mask_window_span(a, r->pat, (int64_t)a->q_offset + first, (int64_t)a->q_offset + last, &some, NULL);
     for (int k = 0; k < some.n; k++)
         if (some.lo[k] <= k_max && k_min < some.hi[k]) return 0;
     return 1;
@@ -370,7 +225,7 @@ static int block_misses(const run *r, int32_t r0, int32_t rb, int32_t k_min, int
  * only), online softmax down the columns, rescale the rows whose max grew, O += P V. */
 static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial) {
     const run_ctx *x = r->x;
-    const oc_attn_args *a = x->a;
+    const oc_attn_call *a = x->a;
     const oc_attn_kernels *kn = x->kern;
     work *w = r->w;
     int32_t d = a->head_dim, dpad = x->dpad;
@@ -429,7 +284,7 @@ static void flush_keys(run *r) {
 
 /* Candidate keys [lo, hi) all lie in the class's key set; those in the window intersection `all`
  * are kept by every row of the run (full), the rest by some rows (partial). */
-static void emit_keys(run *r, int64_t lo, int64_t hi, const ivals *all, int exact_only) {
+static void emit_keys(run *r, int64_t lo, int64_t hi, const oc_mask_ivals *all, int exact_only) {
     int64_t pos = lo;
     for (int k = 0; k < all->n && !exact_only; k++) {
         int64_t s = OC_MAX(all->lo[k], pos), e = OC_MIN(all->hi[k], hi);
@@ -442,8 +297,8 @@ static void emit_keys(run *r, int64_t lo, int64_t hi, const ivals *all, int exac
 }
 
 static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, int32_t n_heads, int32_t g,
-                        int32_t i0, int32_t i1, const run_class *cls, int32_t kw0, int32_t kw1, int32_t chunk) {
-    const oc_attn_args *a = x->a;
+                        int32_t i0, int32_t i1, const oc_mask_class *cls, int32_t kw0, int32_t kw1, int32_t chunk) {
+    const oc_attn_call *a = x->a;
     int32_t d = a->head_dim, dpad = x->dpad;
     run r;
     memset(&r, 0, sizeof r);
@@ -454,13 +309,13 @@ static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, i
     r.i0 = i0;
     r.len = i1 - i0;
     r.rows = n_heads * r.len;
-    r.kbase = (const unsigned char *)a->k + g * a->k_stride_head * x->elem_bytes;
-    r.vbase = (const unsigned char *)a->v + g * a->v_stride_head * x->elem_bytes;
+    r.kbase = x->k + g * a->k_stride_head * x->elem_bytes;
+    r.vbase = x->v + g * a->v_stride_head * x->elem_bytes;
 
     /* Q^T, scaled (attn_kernels.h pack_qt): column = stacked row */
     int32_t cols = ALIGN_UP(r.rows, x->kern->vec);
     for (int32_t row = 0; row < r.rows; row++)
-        w->qptr[row] = a->q + (int64_t)(i0 + row % r.len) * a->q_stride_token +
+        w->qptr[row] = x->q + (int64_t)(i0 + row % r.len) * a->q_stride_token +
                        (int64_t)w->heads[row / r.len] * a->q_stride_head;
     x->kern->pack_qt(w->qt, w->qptr, r.rows, cols, d, x->qscale);
     for (int32_t k = 0; k < cols; k++) {
@@ -471,19 +326,18 @@ static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, i
 
     /* Window union (some row keeps) and intersection (every row keeps) from the first and last
      * rows: both window bounds grow with the position. */
-    window wa = row_window(a, pat, (int64_t)a->q_offset + i0), wb = row_window(a, pat, (int64_t)a->q_offset + i1 - 1);
-    ivals some = ivals_of(0, wb.sk, wa.lo, wb.hi + 1);
-    ivals all = ivals_of(0, wa.sk, wb.lo, wa.hi + 1);
+    oc_mask_ivals some, all;
+    oc_mask_window_span(a, pat, (int64_t)a->q_offset + i0, (int64_t)a->q_offset + i1 - 1, &some, &all);
     int64_t lo = OC_MAX(kw0, cls->c0), hi = OC_MIN(kw1, cls->c1);
     if (some.n) {
         lo = OC_MAX(lo, some.lo[0]);
         hi = OC_MIN(hi, some.hi[some.n - 1]);
     }
     if (some.n && lo < hi) {
-        cand_iter it;
-        cand_init(&it, a, cls, (int32_t)lo, (int32_t)hi);
+        oc_mask_keys it;
+        oc_mask_keys_init(&it, a, cls, (int32_t)lo, (int32_t)hi);
         int32_t ca, cb;
-        while (cand_next(&it, &ca, &cb)) {
+        while (oc_mask_keys_next(&it, &ca, &cb)) {
             for (int k = 0; k < some.n; k++) {
                 int64_t s = OC_MAX((int64_t)ca, some.lo[k]), e = OC_MIN((int64_t)cb, some.hi[k]);
                 if (s < e) emit_keys(&r, s, e, &all, a->mask == OC_ATTN_EXPLICIT);
@@ -496,7 +350,7 @@ static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, i
         int32_t h = w->heads[row / r.len], i = i0 + row % r.len;
         const float *o = w->o + (int64_t)row * dpad;
         if (chunk < 0) {
-            float *dst = a->out + (int64_t)i * a->out_stride_token + (int64_t)h * a->out_stride_head;
+            float *dst = x->out + (int64_t)i * a->out_stride_token + (int64_t)h * a->out_stride_head;
             if (w->l[row] > 0.0f) {
                 x->kern->scale(dst, o, d, 1.0f / w->l[row]);
             } else {
@@ -517,32 +371,27 @@ static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, i
 
 static const oc_head_pattern dense_pattern = { OC_PATTERN_DENSE, 0, 0 };
 
-static const oc_head_pattern *pattern_of(const oc_attn_args *a, int32_t h) {
+static const oc_head_pattern *pattern_of(const oc_attn_call *a, int32_t h) {
     return a->patterns ? &a->patterns[h] : &dense_pattern;
-}
-
-static int same_pattern(const oc_head_pattern *p, const oc_head_pattern *q) {
-    if (p->kind != q->kind) return 0;
-    return p->kind != OC_PATTERN_A_SHAPE || (p->n_sink == q->n_sink && p->n_local == q->n_local);
 }
 
 /* Query rows [i0, i1) and keys [kw0, kw1) for every query head of kv head g. */
 static void do_group(const run_ctx *x, work *w, int32_t g, int32_t i0, int32_t i1, int32_t kw0, int32_t kw1,
                      int32_t chunk) {
-    const oc_attn_args *a = x->a;
+    const oc_attn_call *a = x->a;
     int32_t n_rep = x->g.n_rep, h_first = g * n_rep;
     for (int32_t lead = 0; lead < n_rep; lead++) {
         const oc_head_pattern *pat = pattern_of(a, h_first + lead);
         int seen = 0;
-        for (int32_t e = 0; e < lead && !seen; e++) seen = same_pattern(pattern_of(a, h_first + e), pat);
+        for (int32_t e = 0; e < lead && !seen; e++) seen = oc_pattern_same(pattern_of(a, h_first + e), pat);
         if (seen) continue;
         int32_t n_heads = 0;
         for (int32_t e = lead; e < n_rep; e++)
-            if (same_pattern(pattern_of(a, h_first + e), pat)) w->heads[n_heads++] = h_first + e;
+            if (oc_pattern_same(pattern_of(a, h_first + e), pat)) w->heads[n_heads++] = h_first + e;
         int32_t piece = OC_MAX(1, x->g.rows_max / n_heads);
         for (int32_t i = i0; i < i1;) {
-            run_class cls;
-            int32_t end = classify(a, pat, i, OC_MIN(i1, i + piece), &cls);
+            oc_mask_class cls;
+            int32_t end = oc_mask_classify(a, pat, i, OC_MIN(i1, i + piece), &cls);
             process_run(x, w, pat, n_heads, g, i, end, &cls, kw0, kw1, chunk);
             i = end;
         }
@@ -551,7 +400,7 @@ static void do_group(const run_ctx *x, work *w, int32_t g, int32_t i0, int32_t i
 
 static void task_fn(void *ctx, int64_t task, int thread) {
     const run_ctx *x = ctx;
-    const oc_attn_args *a = x->a;
+    const oc_attn_call *a = x->a;
     work w = work_at(x, thread);
     int32_t g = (int32_t)(task % a->n_head_kv), step = (int32_t)(task / a->n_head_kv);
     if (x->split) {
@@ -567,12 +416,12 @@ static void task_fn(void *ctx, int64_t task, int thread) {
 static void merge_fn(void *ctx, int64_t task, int thread) {
     (void)thread;
     const run_ctx *x = ctx;
-    const oc_attn_args *a = x->a;
+    const oc_attn_call *a = x->a;
     int32_t h = (int32_t)task, d = a->head_dim;
     int64_t slot_floats = x->dpad + 2, chunk_stride = (int64_t)a->n_head * a->n_q * slot_floats;
     for (int32_t i = 0; i < a->n_q; i++) {
         const float *first = x->partials + ((int64_t)h * a->n_q + i) * slot_floats;
-        float *dst = a->out + (int64_t)i * a->out_stride_token + (int64_t)h * a->out_stride_head;
+        float *dst = x->out + (int64_t)i * a->out_stride_token + (int64_t)h * a->out_stride_head;
         float mx = -INFINITY;
         for (int32_t c = 0; c < x->n_chunks; c++) {
             const float *s = first + c * chunk_stride;
@@ -595,90 +444,23 @@ static void merge_fn(void *ctx, int64_t task, int thread) {
 
 /* ---- entry point -------------------------------------------------------------------------------------- */
 
-static oc_status check_args(const oc_attn_args *a, oc_error *err) {
-    if (!a) return oc_fail(err, OC_ERR_INVALID, "attn: no arguments");
-    if (a->n_q < 0 || a->n_kv < 0)
-        return oc_fail(err, OC_ERR_INVALID, "attn: n_q %d / n_kv %d negative", (int)a->n_q, (int)a->n_kv);
-    if (a->n_head < 1 || a->n_head_kv < 1 || a->n_head % a->n_head_kv)
-        return oc_fail(err, OC_ERR_INVALID, "attn: %d query heads are not a multiple of %d kv heads",
-                       (int)a->n_head, (int)a->n_head_kv);
-    if (a->head_dim < 1 || a->head_dim > (1 << 16))
-        return oc_fail(err, OC_ERR_INVALID, "attn: head_dim %d outside [1, 65536]", (int)a->head_dim);
-    if (a->kv_dtype != OC_DTYPE_F16 && a->kv_dtype != OC_DTYPE_F32)
-        return oc_fail(err, OC_ERR_INVALID, "attn: K/V type %d is neither f16 nor f32", (int)a->kv_dtype);
-    if (a->n_q > 0 && (!a->q || !a->out)) return oc_fail(err, OC_ERR_INVALID, "attn: q or out is NULL");
-    if (a->n_kv > 0 && (!a->k || !a->v)) return oc_fail(err, OC_ERR_INVALID, "attn: k or v is NULL");
-    if (a->q_offset < 0 || (int64_t)a->q_offset + a->n_q > INT32_MAX)
-        return oc_fail(err, OC_ERR_INVALID, "attn: q_offset %d out of range", (int)a->q_offset);
-    switch (a->mask) {
-    case OC_ATTN_CAUSAL:
-    case OC_ATTN_BIDIRECTIONAL: break;
-    case OC_ATTN_SEGMENTS:
-        if (a->n_segments < 0 || (a->n_segments > 0 && !a->segments))
-            return oc_fail(err, OC_ERR_INVALID, "attn: %d segments but no list", (int)a->n_segments);
-        for (int32_t s = 0; s < a->n_segments; s++) {
-            oc_token_span sp = a->segments[s];
-            if (sp.start < 0 || sp.end <= sp.start || (s > 0 && sp.start < a->segments[s - 1].end))
-                return oc_fail(err, OC_ERR_INVALID,
-                               "attn: segment %d [%d, %d) is empty, negative or not after segment %d",
-                               (int)s, (int)sp.start, (int)sp.end, (int)s - 1);
-        }
-        break;
-    case OC_ATTN_EXPLICIT:
-        if (!a->explicit_mask) return oc_fail(err, OC_ERR_INVALID, "attn: explicit mask is NULL");
-        break;
-    default: return oc_fail(err, OC_ERR_INVALID, "attn: unknown mask kind %d", (int)a->mask);
-    }
-    for (int32_t h = 0; a->patterns && h < a->n_head; h++) {
-        const oc_head_pattern *p = &a->patterns[h];
-        if ((int)p->kind < 0 || p->kind >= OC_PATTERN_COUNT)
-            return oc_fail(err, OC_ERR_INVALID, "attn: head %d has unknown pattern kind %d", (int)h, (int)p->kind);
-        if (p->kind == OC_PATTERN_A_SHAPE && (p->n_sink < 0 || p->n_local < 1))
-            return oc_fail(err, OC_ERR_INVALID,
-                           "attn: head %d A-shape needs n_sink >= 0 and n_local >= 1 (got %d, %d)",
-                           (int)h, (int)p->n_sink, (int)p->n_local);
-    }
+static oc_status check_args(const oc_attn_call *a, const oc_attn_host *mem, oc_error *err) {
+    oc_status st = oc_mask_check(a, "attn", err);
+    if (st != OC_OK) return st;
+    if (!mem) return oc_fail(err, OC_ERR_INVALID, "attn: no tensors");
+    if (a->n_q > 0 && (!mem->q || !mem->out)) return oc_fail(err, OC_ERR_INVALID, "attn: q or out is NULL");
+    if (a->n_kv > 0 && (!mem->k || !mem->v)) return oc_fail(err, OC_ERR_INVALID, "attn: k or v is NULL");
+    if (a->q_off < 0 || a->k_off < 0 || a->v_off < 0 || a->out_off < 0)
+        return oc_fail(err, OC_ERR_INVALID, "attn: a negative tensor offset");
     return OC_OK;
 }
 
-/* Pairs the base mask keeps for one head (the dense reference for "FLOPs skipped"). */
-static uint64_t base_pairs(const oc_attn_args *a, int32_t h) {
-    uint64_t n = 0;
-    int64_t p0 = a->q_offset, p1 = (int64_t)a->q_offset + a->n_q, nkv = a->n_kv;
-    switch (a->mask) {
-    case OC_ATTN_CAUSAL: {
-        /* row at position p keeps min(p + 1, n_kv) keys */
-        int64_t lo = p0 + 1, hi = OC_MIN(p1, nkv);   /* rows whose count is p + 1 */
-        if (hi >= lo) n += (uint64_t)((lo + hi) * (hi - lo + 1) / 2);
-        int64_t rest = p1 - OC_MAX(p0, hi);
-        if (rest > 0) n += (uint64_t)rest * (uint64_t)nkv;
-        break;
-    }
-    case OC_ATTN_BIDIRECTIONAL: n = (uint64_t)a->n_q * (uint64_t)a->n_kv; break;
-    case OC_ATTN_SEGMENTS:
-        for (int32_t s = 0; s < a->n_segments; s++) {
-            int64_t rows = OC_MIN(p1, (int64_t)a->segments[s].end) - OC_MAX(p0, (int64_t)a->segments[s].start);
-            int64_t keys = OC_MIN(nkv, (int64_t)a->segments[s].end) - a->segments[s].start;
-            if (rows > 0 && keys > 0) n += (uint64_t)rows * (uint64_t)keys;
-        }
-        break;
-    case OC_ATTN_EXPLICIT:
-        for (int32_t i = 0; i < a->n_q; i++) {
-            const uint8_t *row =
-                a->explicit_mask + (int64_t)h * a->explicit_stride_head + (int64_t)i * a->explicit_stride_q;
-            for (int32_t j = 0; j < a->n_kv; j++) n += row[j] != 0;
-        }
-        break;
-    }
-    return n;
-}
-
-oc_status oc_attn_run(const oc_attn_args *a, oc_pool *pool, void *scratch, size_t scratch_bytes,
-                      oc_attn_stats *stats, oc_error *err) {
-    oc_status st = check_args(a, err);
+oc_status oc_attn_run(const oc_attn_call *a, const oc_attn_host *mem, oc_isa isa, oc_pool *pool, void *scratch,
+                      size_t scratch_bytes, oc_attn_stats *stats, oc_error *err) {
+    oc_status st = check_args(a, mem, err);
     if (st != OC_OK) return st;
-    const oc_attn_kernels *kern = oc_attn_kernels_for(a->isa);
-    if (!kern) return oc_fail(err, OC_ERR_UNSUPPORTED, "attn: no %s kernels in this build", oc_isa_name(a->isa));
+    const oc_attn_kernels *kern = oc_attn_kernels_for(isa);
+    if (!kern) return oc_fail(err, OC_ERR_UNSUPPORTED, "attn: no %s kernels in this build", oc_isa_name(isa));
     int n_threads = oc_pool_n_threads(pool);
     oc_attn_dims dims = { a->n_q, a->n_kv, a->n_head, a->n_head_kv, a->head_dim };
     run_ctx x;
@@ -694,9 +476,13 @@ oc_status oc_attn_run(const oc_attn_args *a, oc_pool *pool, void *scratch, size_
 
     x.a = a;
     x.kern = kern;
+    x.elem_bytes = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
+    x.q = mem->q + a->q_off;
+    x.out = mem->out + a->out_off;
+    x.k = (const unsigned char *)mem->k + a->k_off * x.elem_bytes;
+    x.v = (const unsigned char *)mem->v + a->v_off * x.elem_bytes;
     x.dpad = ALIGN_UP(a->head_dim, kern->vec);
     x.n_q_tiles = (a->n_q + x.g.task_q - 1) / x.g.task_q;
-    x.elem_bytes = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
     x.qscale = a->scale * LOG2E;
     x.partials = (float *)scratch;
     x.threads = (unsigned char *)scratch + x.g.partial_bytes;
@@ -716,16 +502,12 @@ oc_status oc_attn_run(const oc_attn_args *a, oc_pool *pool, void *scratch, size_
     if (x.split) oc_pool_run(pool, a->n_head, merge_fn, &x);
 
     if (stats) {
-        uint64_t kept = 0, executed = 0, dense = 0;
+        uint64_t kept = 0, executed = 0, dense = oc_mask_base_pairs_all(a);
         for (int t = 0; t < n_threads; t++) {
             const uint64_t *count = (const uint64_t *)(x.threads + (size_t)t * x.g.thread_bytes + x.g.off_count);
             kept += count[0];
             executed += count[1];
         }
-        if (a->mask == OC_ATTN_EXPLICIT && a->explicit_stride_head != 0)
-            for (int32_t h = 0; h < a->n_head; h++) dense += base_pairs(a, h);
-        else
-            dense = base_pairs(a, 0) * (uint64_t)a->n_head;
         uint64_t per_pair = 4 * (uint64_t)a->head_dim;
         stats->flops_kept += kept * per_pair;
         stats->flops_skipped += (dense > kept ? dense - kept : 0) * per_pair;

@@ -50,29 +50,15 @@ typedef enum oc_norm_kind {
     OC_NORM_LAYER        /* nn.h oc_layer_norm */
 } oc_norm_kind;
 
-/* Attention (attn.h semantics) with the tensors as buffers + element offsets. The mask
- * description (segments, explicit mask, patterns, layout) is host data, like kernel arguments:
- * the CPU engine classifies tiles from it on the host; a device backend copies what its kernel
- * needs into its own scratch (sized at open for the largest call). */
-typedef struct oc_battn {
-    int32_t n_q, n_kv, n_head, n_head_kv, head_dim;
-    const oc_bt *q;                      /* f32 */
-    int64_t q_off, q_stride_token, q_stride_head;
-    const oc_bt *k, *v;                  /* kv_dtype: OC_DTYPE_F16 or OC_DTYPE_F32 */
-    int32_t kv_dtype;
-    int64_t k_off, k_stride_token, k_stride_head, v_off, v_stride_token, v_stride_head;
-    oc_bt *out;                          /* f32 */
-    int64_t out_off, out_stride_token, out_stride_head;
-    float scale;
-    oc_attn_mask_kind mask;
-    int32_t q_offset;
-    const oc_token_span *segments;       /* host */
-    int32_t n_segments;
-    const uint8_t *explicit_mask;        /* host (tests) */
-    int64_t explicit_stride_q, explicit_stride_head;
-    const oc_head_pattern *patterns;     /* host, [n_head] or NULL */
-    const oc_token_layout *layout;       /* host, or NULL */
-} oc_battn;
+/* Where an attention call's tensors are (attn_call.h describes the call; its offsets and strides
+ * index these buffers): q and out f32, k and v of the call's kv_dtype. The call's mask description
+ * stays host data, like kernel arguments: the CPU engine classifies tiles from it on the host; a
+ * device backend copies what its kernel needs into its own scratch (sized at open for the largest
+ * call). */
+typedef struct oc_attn_bt {
+    const oc_bt *q, *k, *v;
+    oc_bt *out;
+} oc_attn_bt;
 
 /* ---- opening ------------------------------------------------------------------------------------ */
 
@@ -174,8 +160,9 @@ typedef struct oc_backend_ops {
     /* dst[dst_off + i] = f16(src[src_off + i]) for i < n: the KV cache store (dst is f16). */
     oc_status (*kv_store)(oc_backend *be, const oc_bt *src, int64_t src_off, oc_bt *dst, int64_t dst_off,
                           int64_t n, oc_error *err);
-    /* attn.h oc_attn_run; stats may be NULL. */
-    oc_status (*attention)(oc_backend *be, const oc_battn *a, oc_attn_stats *stats, oc_error *err);
+    /* attn.h oc_attn_run of call on the buffers t; stats may be NULL. */
+    oc_status (*attention)(oc_backend *be, const oc_attn_call *call, const oc_attn_bt *t, oc_attn_stats *stats,
+                           oc_error *err);
     /* y[i] += x[i] for i < n. */
     oc_status (*add)(oc_backend *be, oc_bt *y, int64_t y_off, const oc_bt *x, int64_t x_off, int64_t n,
                      oc_error *err);

@@ -133,46 +133,25 @@ static oc_status cpu_matmul(oc_backend *be, const oc_bw *w, const oc_bt *x, int6
     return oc_matmul(cpu(be)->mm, &w->w, xp, (size_t)x_stride, yp, (size_t)y_stride, n_tok, bp, err);
 }
 
-static oc_status cpu_attention(oc_backend *be, const oc_battn *b, oc_attn_stats *stats, oc_error *err) {
+/* The engine reads the call as it is; only the buffers become host pointers, each checked to hold
+ * its tensor at the call's offset. */
+static oc_status cpu_attention(oc_backend *be, const oc_attn_call *a, const oc_attn_bt *t, oc_attn_stats *stats,
+                               oc_error *err) {
     oc_backend_cpu *c = cpu(be);
-    size_t kv_bytes = b->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
-    int64_t q_n = extent(b->n_q, b->q_stride_token, extent(b->n_head, b->q_stride_head, b->head_dim));
-    int64_t o_n = extent(b->n_q, b->out_stride_token, extent(b->n_head, b->out_stride_head, b->head_dim));
-    int64_t k_n = extent(b->n_kv, b->k_stride_token, extent(b->n_head_kv, b->k_stride_head, b->head_dim));
-    int64_t v_n = extent(b->n_kv, b->v_stride_token, extent(b->n_head_kv, b->v_stride_head, b->head_dim));
-    oc_attn_args a;
-    memset(&a, 0, sizeof a);
-    if (!(a.q = oc_bt_cpu_span(b->q, b->q_off, q_n, sizeof(float), "attention q", err)) ||
-        !(a.out = oc_bt_cpu_span(b->out, b->out_off, o_n, sizeof(float), "attention out", err)) ||
-        !(a.k = oc_bt_cpu_span(b->k, b->k_off, k_n, kv_bytes, "attention k", err)) ||
-        !(a.v = oc_bt_cpu_span(b->v, b->v_off, v_n, kv_bytes, "attention v", err)))
+    size_t kv_bytes = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
+    int64_t q_n = a->q_off + extent(a->n_q, a->q_stride_token, extent(a->n_head, a->q_stride_head, a->head_dim));
+    int64_t o_n = a->out_off + extent(a->n_q, a->out_stride_token, extent(a->n_head, a->out_stride_head, a->head_dim));
+    int64_t k_n = a->k_off + extent(a->n_kv, a->k_stride_token, extent(a->n_head_kv, a->k_stride_head, a->head_dim));
+    int64_t v_n = a->v_off + extent(a->n_kv, a->v_stride_token, extent(a->n_head_kv, a->v_stride_head, a->head_dim));
+    oc_attn_host mem;
+    if (a->q_off < 0 || a->out_off < 0 || a->k_off < 0 || a->v_off < 0)
+        return oc_fail(err, OC_ERR_INVALID, "backend cpu attention: a negative tensor offset");
+    if (!(mem.q = oc_bt_cpu_span(t->q, 0, q_n, sizeof(float), "attention q", err)) ||
+        !(mem.out = oc_bt_cpu_span(t->out, 0, o_n, sizeof(float), "attention out", err)) ||
+        !(mem.k = oc_bt_cpu_span(t->k, 0, k_n, kv_bytes, "attention k", err)) ||
+        !(mem.v = oc_bt_cpu_span(t->v, 0, v_n, kv_bytes, "attention v", err)))
         return OC_ERR_INVALID;
-    a.n_q = b->n_q;
-    a.n_kv = b->n_kv;
-    a.n_head = b->n_head;
-    a.n_head_kv = b->n_head_kv;
-    a.head_dim = b->head_dim;
-    a.q_stride_token = b->q_stride_token;
-    a.q_stride_head = b->q_stride_head;
-    a.kv_dtype = b->kv_dtype;
-    a.k_stride_token = b->k_stride_token;
-    a.k_stride_head = b->k_stride_head;
-    a.v_stride_token = b->v_stride_token;
-    a.v_stride_head = b->v_stride_head;
-    a.out_stride_token = b->out_stride_token;
-    a.out_stride_head = b->out_stride_head;
-    a.scale = b->scale;
-    a.mask = b->mask;
-    a.q_offset = b->q_offset;
-    a.segments = b->segments;
-    a.n_segments = b->n_segments;
-    a.explicit_mask = b->explicit_mask;
-    a.explicit_stride_q = b->explicit_stride_q;
-    a.explicit_stride_head = b->explicit_stride_head;
-    a.patterns = b->patterns;
-    a.layout = b->layout;
-    a.isa = c->isa;
-    return oc_attn_run(&a, c->pool, c->attn_scratch, c->attn_scratch_bytes, stats, err);
+    return oc_attn_run(a, &mem, c->isa, c->pool, c->attn_scratch, c->attn_scratch_bytes, stats, err);
 }
 
 /* ---- the table and open ------------------------------------------------------------------------ */

@@ -66,23 +66,19 @@ static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, o
                            oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     int64_t d = hp->n_embd, hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd;
-    oc_battn a;
+    oc_attn_call a;
     memset(&a, 0, sizeof a);
     a.n_q = b->n_tokens;
     a.n_kv = c->n_past + b->n_tokens;
     a.n_head = hp->n_head;
     a.n_head_kv = hp->n_head_kv;
     a.head_dim = hp->head_dim;
-    a.q = &c->q;
     a.q_stride_token = d;
     a.q_stride_head = hd;
-    a.k = &c->k_cache;
-    a.v = &c->v_cache;
     a.k_off = a.v_off = (int64_t)il * c->lim.max_ctx_tokens * kvd;
     a.kv_dtype = OC_DTYPE_F16;
     a.k_stride_token = a.v_stride_token = kvd;
     a.k_stride_head = a.v_stride_head = hd;
-    a.out = &c->att;
     a.out_stride_token = d;
     a.out_stride_head = hd;
     a.scale = 1.0f / sqrtf((float)hd);
@@ -98,7 +94,8 @@ static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, o
         a.explicit_stride_head = 0;
         a.patterns = NULL;
     }
-    return c->be->ops->attention(c->be, &a, stats, err);
+    oc_attn_bt t = { &c->q, &c->k_cache, &c->v_cache, &c->att };
+    return c->be->ops->attention(c->be, &a, &t, stats, err);
 }
 
 /* One decoder layer over the batch: x += attn(norm(x)); x += mlp(norm(x)). */

@@ -46,20 +46,6 @@ static void rotary_task(void *ctx, int64_t task, int thread) {
 
 /* ---- the forward pass --------------------------------------------------------------------------- */
 
-static oc_status check_plan(const oc_vision_hparams *hp, const oc_stack_plan *plan, oc_error *err) {
-    if (!plan || plan->shape.n_layers == 0) return OC_OK;
-    if (plan->shape.n_layers != hp->n_layers || plan->shape.n_heads != hp->n_heads || !plan->heads)
-        return oc_fail(err, OC_ERR_INVALID, "vision: plan is for %d layers x %d heads; encoder has %d x %d",
-                       (int)plan->shape.n_layers, (int)plan->shape.n_heads, (int)hp->n_layers, (int)hp->n_heads);
-    for (int64_t i = 0; i < (int64_t)hp->n_layers * hp->n_heads; i++) {
-        oc_pattern_kind k = plan->heads[i].kind;
-        if (k != OC_PATTERN_DENSE && k != OC_PATTERN_A_SHAPE)
-            return oc_fail(err, OC_ERR_INVALID, "vision: plan layer %d head %d: pattern %d is not allowed in the vision stack",
-                           (int)(i / hp->n_heads), (int)(i % hp->n_heads), (int)k);
-    }
-    return OC_OK;
-}
-
 /* The layer's head patterns, or NULL when all are dense (the engine's cheapest path). */
 static const oc_head_pattern *layer_patterns(const oc_stack_plan *plan, int32_t il, int32_t n_heads) {
     if (!plan || plan->shape.n_layers == 0) return NULL;
@@ -112,24 +98,23 @@ static oc_status attention(fwd *F, int32_t il) {
     oc_vision_ctx *c = F->c;
     int full = hp->kind == OC_VISION_QWEN2VL || (il + 1) % hp->n_wa_pattern == 0;
     int64_t nd = F->n * hp->hidden;
-    oc_battn a;
+    oc_attn_call a;
     memset(&a, 0, sizeof a);
     a.n_q = a.n_kv = (int32_t)F->n;
     a.n_head = a.n_head_kv = hp->n_heads;
     a.head_dim = hp->head_dim;
-    a.q = a.k = a.v = &c->w;
     a.k_off = nd;
     a.v_off = 2 * nd;
     a.kv_dtype = OC_DTYPE_F32;
     a.q_stride_token = a.k_stride_token = a.v_stride_token = a.out_stride_token = hp->hidden;
     a.q_stride_head = a.k_stride_head = a.v_stride_head = a.out_stride_head = hp->head_dim;
-    a.out = &c->h;
     a.scale = (float)pow((double)hp->head_dim, -0.5);   /* HF: self.scale = head_dim ** -0.5 */
     a.mask = full ? OC_ATTN_BIDIRECTIONAL : OC_ATTN_SEGMENTS;
     a.segments = c->windows;
     a.n_segments = F->n_windows;
     a.patterns = layer_patterns(F->plan, il, hp->n_heads);
-    return F->be->ops->attention(F->be, &a, F->stats, F->err);
+    oc_attn_bt t = { &c->w, &c->w, &c->w, &c->h };   /* q | k | v are the thirds of w */
+    return F->be->ops->attention(F->be, &a, &t, F->stats, F->err);
 }
 
 /* One block, entered with h = norm1(x) and left with x = block output, h = next norm(x). */
@@ -207,8 +192,7 @@ oc_status oc_vision_encode(oc_vision_ctx *ctx, const float *pixels, int32_t grid
     if ((int64_t)grid_h * grid_w > ctx->max_patches)
         return oc_fail(err, OC_ERR_RANGE, "vision: image of %dx%d patches exceeds the context's %d", (int)grid_h,
                        (int)grid_w, (int)ctx->max_patches);
-    oc_status s = check_plan(hp, plan, err);
-    if (s) return s;
+    oc_status s;
     fwd F = { ctx, ctx->be, hp, (int64_t)grid_h * grid_w, 1, plan, stats, err };
     oc_backend *be = ctx->be;
     int64_t nm = F.n / unit;

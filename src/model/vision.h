@@ -70,10 +70,10 @@ void oc_vision_ctx_set_debug(oc_vision_ctx *ctx, oc_vision_debug_fn fn, void *us
 
 /* pixels: HF pixel_values of ONE image, [grid_h * grid_w][3 * 2 * 14 * 14] (src/image/image.h's
  * oc_qwen2vl_pixels.data). plan: the vision stack's per-layer heads (may be NULL or cover no layer
- * = dense; only DENSE and A_SHAPE are legal there; A_SHAPE positions are token indices in
- * processing order). out: [grid_h*grid_w/merge^2][proj_dim] in HF's output order (row-major over
+ * = dense; A_SHAPE positions are token indices in processing order), checked by the caller
+ * (oc_plan_check_fits at context open: shape, and only DENSE and A_SHAPE in the vision stack). out: [grid_h*grid_w/merge^2][proj_dim] in HF's output order (row-major over
  * the merged grid). Allocates nothing. stats may be NULL (else attention FLOPs are added to it).
- * [errors: OC_ERR_INVALID (grid, plan), OC_ERR_RANGE (more than max_patches)] */
+ * [errors: OC_ERR_INVALID (grid), OC_ERR_RANGE (more than max_patches)] */
 oc_status oc_vision_encode(oc_vision_ctx *ctx, const float *pixels, int32_t grid_h, int32_t grid_w,
                            const oc_stack_plan *plan, float *out, oc_attn_stats *stats, oc_error *err);
 

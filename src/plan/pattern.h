@@ -28,4 +28,18 @@ typedef struct oc_head_pattern {
     int32_t n_local;   /* A_SHAPE: keys before and including the query's own (1024, 2048, 4096) */
 } oc_head_pattern;
 
+/* 1 when an executor can run p: a known kind, and for A_SHAPE n_sink >= 0 and n_local >= 1 (the
+ * sizes of the other kinds are not read). Plans are stricter (plan.h oc_plan_validate). */
+static inline int oc_pattern_valid(const oc_head_pattern *p) {
+    if ((int)p->kind < 0 || p->kind >= OC_PATTERN_COUNT) return 0;
+    return p->kind != OC_PATTERN_A_SHAPE || (p->n_sink >= 0 && p->n_local >= 1);
+}
+
+/* 1 when p and q keep the same keys: the same kind and, for A_SHAPE, the same sizes. The one
+ * definition of "same pattern": heads grouped by the engine, plan equality and plan writing. */
+static inline int oc_pattern_same(const oc_head_pattern *p, const oc_head_pattern *q) {
+    if (p->kind != q->kind) return 0;
+    return p->kind != OC_PATTERN_A_SHAPE || (p->n_sink == q->n_sink && p->n_local == q->n_local);
+}
+
 #endif

@@ -133,10 +133,11 @@ oc_status oc_plan_write_file(const oc_plan *plan, const char *path, oc_error *er
 
 /* Everything the parser enforces, for plans built in memory (calibrate). [errors: OC_ERR_INVALID] */
 oc_status oc_plan_validate(const oc_plan *plan, oc_error *err);
-/* Refuse a plan that does not fit the model, e.g.
+/* Refuse a plan that breaks a rule (oc_plan_validate) or does not fit the model, e.g.
  *   plan is for 28 decoder layers x 12 heads; model has 24 layers
- * A plan without a vision part fits any vision encoder (it runs dense).
- * [errors: OC_ERR_UNSUPPORTED] */
+ * A plan without a vision part fits any vision encoder (it runs dense). The one check of a plan:
+ * a context runs it at open, and the graphs (text_decoder.c, vision.c) trust the plan afterwards.
+ * [errors: OC_ERR_INVALID (a rule), OC_ERR_UNSUPPORTED (the fit)] */
 oc_status oc_plan_check_fits(const oc_plan *plan, const oc_plan_model_shape *model, oc_error *err);
 /* 1 when a and b hold the same data (shapes, patterns, budgets, thresholds, groups, settings). */
 int oc_plan_equal(const oc_plan *a, const oc_plan *b);
@@ -149,8 +150,7 @@ const char *oc_plan_stack_name(oc_plan_stack stack);      /* "decoder", "vision"
 const char *oc_plan_lazy_mode_name(oc_lazy_mode mode);    /* "gla", "vla" */
 /* 1 when kind may be used in stack: BlindSight kinds need text and image spans, so decoder only. */
 int oc_plan_pattern_allowed(oc_plan_stack stack, oc_pattern_kind kind);
-/* 1 when two patterns are the same (kind, and sizes for a-shape). */
-int oc_plan_pattern_same(const oc_head_pattern *a, const oc_head_pattern *b);
+/* Pattern equality is pattern.h's oc_pattern_same. */
 
 /* ---- shared by plan.c and plan_model.c only ------------------------------------------------------ */
 /* An empty plan (no stack covered yet) with the default settings. */

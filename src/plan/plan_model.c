@@ -28,10 +28,6 @@ int oc_plan_pattern_allowed(oc_plan_stack stack, oc_pattern_kind kind) {
     return stack == OC_PLAN_DECODER || kind == OC_PATTERN_DENSE || kind == OC_PATTERN_A_SHAPE;
 }
 
-int oc_plan_pattern_same(const oc_head_pattern *a, const oc_head_pattern *b) {
-    return a->kind == b->kind && a->n_sink == b->n_sink && a->n_local == b->n_local;
-}
-
 /* ---- create / free ------------------------------------------------------------------------------ */
 
 static size_t heads_bytes(const oc_plan_shape *s) {
@@ -257,7 +253,9 @@ static oc_status check_stack_fits(const oc_plan_shape *plan, const oc_plan_shape
 
 oc_status oc_plan_check_fits(const oc_plan *plan, const oc_plan_model_shape *model, oc_error *err) {
     if (!plan || !model) return oc_fail(err, OC_ERR_INVALID, "plan: NULL argument to oc_plan_check_fits");
-    oc_status st = check_stack_fits(&plan->stacks[OC_PLAN_DECODER].shape, &model->decoder, OC_PLAN_DECODER, err);
+    oc_status st = oc_plan_validate(plan, err);   /* a plan built in memory has not met the parser */
+    if (st != OC_OK) return st;
+    st = check_stack_fits(&plan->stacks[OC_PLAN_DECODER].shape, &model->decoder, OC_PLAN_DECODER, err);
     if (st != OC_OK) return st;
     return check_stack_fits(&plan->stacks[OC_PLAN_VISION].shape, &model->vision, OC_PLAN_VISION, err);
 }
@@ -269,7 +267,7 @@ static int stack_equal(const oc_stack_plan *a, const oc_stack_plan *b, oc_plan_s
     if (a->shape.n_layers == 0) return 1;
     size_t n_heads = (size_t)a->shape.n_layers * (size_t)a->shape.n_heads;
     for (size_t i = 0; i < n_heads; i++)
-        if (!oc_plan_pattern_same(&a->heads[i], &b->heads[i])) return 0;
+        if (!oc_pattern_same(&a->heads[i], &b->heads[i])) return 0;
     if (stack == OC_PLAN_DECODER &&
         memcmp(a->kv_budget_tokens, b->kv_budget_tokens, budget_bytes(&a->shape)) != 0) return 0;
     if (memcmp(a->zipvl_tau_ppm, b->zipvl_tau_ppm, (size_t)a->shape.n_layers * sizeof(int32_t)) != 0) return 0;

@@ -75,7 +75,7 @@ static const oc_head_pattern *row_of(const oc_stack_plan *s, int32_t layer) {
 static int rows_same(const oc_stack_plan *s, int32_t a, int32_t b) {
     const oc_head_pattern *x = row_of(s, a), *y = row_of(s, b);
     for (int32_t h = 0; h < s->shape.n_heads; h++)
-        if (!oc_plan_pattern_same(&x[h], &y[h])) return 0;
+        if (!oc_pattern_same(&x[h], &y[h])) return 0;
     return 1;
 }
 
@@ -90,7 +90,7 @@ static oc_head_pattern most_common(const oc_stack_plan *s) {
     int n_cand = 0;
     for (size_t i = 0; i < n; i++) {
         int c = 0;
-        while (c < n_cand && !oc_plan_pattern_same(&cand[c], &s->heads[i])) c++;
+        while (c < n_cand && !oc_pattern_same(&cand[c], &s->heads[i])) c++;
         if (c == n_cand) {
             if (n_cand == MAX_DEFAULT_CANDIDATES) continue;
             cand[n_cand] = s->heads[i];
@@ -107,13 +107,13 @@ static oc_head_pattern most_common(const oc_stack_plan *s) {
 /* "heads 0-3,7" for the heads of row equal to p */
 static void put_head_set(out *o, const oc_head_pattern *row, int32_t n_heads, const oc_head_pattern *p) {
     int32_t n_match = 0;
-    for (int32_t h = 0; h < n_heads; h++) n_match += oc_plan_pattern_same(&row[h], p);
+    for (int32_t h = 0; h < n_heads; h++) n_match += oc_pattern_same(&row[h], p);
     if (n_match == n_heads) { put(o, "all"); return; }
     int first_item = 1;
     for (int32_t h = 0; h < n_heads;) {
-        if (!oc_plan_pattern_same(&row[h], p)) { h++; continue; }
+        if (!oc_pattern_same(&row[h], p)) { h++; continue; }
         int32_t e = h;
-        while (e + 1 < n_heads && oc_plan_pattern_same(&row[e + 1], p)) e++;
+        while (e + 1 < n_heads && oc_pattern_same(&row[e + 1], p)) e++;
         if (!first_item) put(o, ",");
         first_item = 0;
         put_int(o, h);
@@ -133,9 +133,9 @@ static void put_pattern_lines(out *o, const oc_stack_plan *s, oc_plan_stack stac
     size_t row_len = 48;   /* "vision layer NNN-NNN" and spaces, generously */
     for (int32_t h = 0; h < n_heads; h++) {
         row_len += pattern_len(&row[h]) + 1;
-        if (oc_plan_pattern_same(&row[h], def)) continue;
+        if (oc_pattern_same(&row[h], def)) continue;
         int seen = 0;
-        for (int32_t g = 0; g < h && !seen; g++) seen = oc_plan_pattern_same(&row[g], &row[h]);
+        for (int32_t g = 0; g < h && !seen; g++) seen = oc_pattern_same(&row[g], &row[h]);
         n_distinct += !seen;
     }
     if (n_distinct > 1 && row_len <= OC_PLAN_MAX_LINE_BYTES) {
@@ -145,9 +145,9 @@ static void put_pattern_lines(out *o, const oc_stack_plan *s, oc_plan_stack stac
         return;
     }
     for (int32_t h = 0; h < n_heads; h++) {
-        if (oc_plan_pattern_same(&row[h], def)) continue;
+        if (oc_pattern_same(&row[h], def)) continue;
         int seen = 0;
-        for (int32_t g = 0; g < h && !seen; g++) seen = oc_plan_pattern_same(&row[g], &row[h]);
+        for (int32_t g = 0; g < h && !seen; g++) seen = oc_pattern_same(&row[g], &row[h]);
         if (seen) continue;
         put_line_start(o, stack, first, last, s->shape.n_layers);
         put(o, " heads ");
@@ -161,7 +161,7 @@ static void put_pattern_lines(out *o, const oc_stack_plan *s, oc_plan_stack stac
 static int row_all_default(const oc_stack_plan *s, int32_t layer, const oc_head_pattern *def) {
     const oc_head_pattern *row = row_of(s, layer);
     for (int32_t h = 0; h < s->shape.n_heads; h++)
-        if (!oc_plan_pattern_same(&row[h], def)) return 0;
+        if (!oc_pattern_same(&row[h], def)) return 0;
     return 1;
 }
 
