@@ -16,7 +16,7 @@
 #include "kernels/quant.h"
 #include "tools/safetensors.h"
 #include "support/opencl.h"
-#include "model/vision.h"
+#include "model/vision_model.h"
 
 #define TOL 1e-4
 #define MAX_T 128

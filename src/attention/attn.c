@@ -519,7 +519,7 @@ oc_status oc_attn_run(const oc_attn_call *a, const oc_attn_host *mem, oc_isa isa
 /* Only the ISA files this build links (isa_built.h) are referenced. */
 const oc_attn_kernels *oc_attn_kernels_for(oc_isa isa) {
     switch (isa) {
-    case OC_ISA_SCALAR: return oc_attn_kernels_ref();
+    case OC_ISA_SCALAR: return oc_attn_kernels_scalar();
 #if OC_BUILT_AVX2
     case OC_ISA_AVX2: return oc_attn_kernels_avx2();
 #endif

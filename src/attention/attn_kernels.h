@@ -1,5 +1,5 @@
 /* attn_kernels.h: the micro-kernels behind the attention engine, one table per ISA
- * (attn_ref.c scalar, attn_avx2.c, attn_avx512.c, attn_neon.c). attn.c owns all control flow
+ * (attn_scalar.c scalar, attn_avx2.c, attn_avx512.c, attn_neon.c). attn.c owns all control flow
  * (tiles, masks, online softmax bookkeeping, threads); a table only holds the inner loops.
  *
  * The engine computes scores transposed, S^T = K Q^T (keys x query rows), so that K needs no
@@ -51,7 +51,7 @@ const oc_attn_kernels *oc_attn_kernels_for(oc_isa isa);
 
 /* One per ISA file. Only the files this build compiles are referenced (attn.c checks the
  * OC_HAVE_*_KERNELS switches that configure writes). */
-const oc_attn_kernels *oc_attn_kernels_ref(void);
+const oc_attn_kernels *oc_attn_kernels_scalar(void);
 const oc_attn_kernels *oc_attn_kernels_avx2(void);
 const oc_attn_kernels *oc_attn_kernels_avx512(void);
 const oc_attn_kernels *oc_attn_kernels_neon(void);

@@ -8,7 +8,7 @@
 #include "model/prompt.h"
 #include "model/text_model.h"
 #include "tokenizer/tokenizer.h"
-#include "model/vision.h"
+#include "model/vision_model.h"
 
 struct oc_model {
     oc_allocator alloc;

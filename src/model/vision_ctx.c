@@ -1,7 +1,7 @@
-/* vision_ctx.c: sizing, opening and closing an oc_vision_ctx (vision.h): opens the context's
+/* vision_ctx.c: sizing, opening and closing an oc_vision_ctx (vision_model.h): opens the context's
  * backend instance for its limits, hands it every weight and 1-D tensor once (the CPU backend wraps
  * them in place; a device uploads them) and allocates every buffer of the forward pass
- * (vision_ctx.h), so oc_vision_encode (vision.c) allocates nothing. oc_vision_ctx_bytes adds up the
+ * (vision_ctx.h), so oc_vision_encode (vision_encoder.c) allocates nothing. oc_vision_ctx_bytes adds up the
  * same sizes without allocating. */
 #include "model/vision_ctx.h"
 

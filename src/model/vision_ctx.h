@@ -1,14 +1,14 @@
 /* vision_ctx.h: what an oc_vision_ctx holds, shared by vision_ctx.c (sizing, opening: weight
- * handles and buffers on the backend) and vision.c (the forward pass) only. Activations live in
+ * handles and buffers on the backend) and vision_encoder.c (the forward pass) only. Activations live in
  * backend buffers; the host keeps what it computes itself (window order, rotary tables) and the
  * window list the attention mask reads. n = max_patches, nm = n / merge^2 + 1 merged tokens. */
 #ifndef OC_VISION_CTX_H
 #define OC_VISION_CTX_H
 
 #include "backend/backend.h"
-#include "model/vision_model.h"
+#include "model/vision_weights.h"
 
-/* One block's weights as the backend holds them (vision_model.h oc_vision_layer). */
+/* One block's weights as the backend holds them (vision_weights.h oc_vision_layer). */
 typedef struct oc_vision_layer_bt {
     oc_bt ln1_w, ln1_b, ln2_w, ln2_b;            /* biases absent for RMSNorm (2.5-VL) */
     oc_bw q, k, v, o, up, gate, down;            /* gate absent for 2-VL */

@@ -1,37 +1,90 @@
-/* vision_model.h: the loaded vision encoder's weights, shared by the loader (vision_load.c) and the
- * forward pass (vision.c) only. Every oc_weight / float pointer points into the GGUF mapping except
- * the patch embedding, which the loader repacks into one [hidden][3*2*p*p] matrix in HF
- * pixel_values order (C, T, kh, kw) so the embedding is a single GEMM. */
+/* vision_model.h: the Qwen2-VL / Qwen2.5-VL vision encoder (HF Qwen2VisionTransformerPretrainedModel /
+ * Qwen2_5_VisionTransformerPretrainedModel): an mmproj ("clip") GGUF loader (shared notes
+ * formats.md §2b) and the forward pass patch embedding -> blocks -> merger, in f32 like HF.
+ * The model is read-only after load (share it across threads); each user opens a context that holds
+ * all scratch memory, allocated once, so encoding allocates nothing. */
 #ifndef OC_VISION_MODEL_H
 #define OC_VISION_MODEL_H
 
-#include "kernels/matmul.h"
-#include "model/vision.h"
+#include "attention/attn.h"
+#include "backend/backend.h"
+#include "core/core.h"
+#include "core/isa.h"
+#include "plan/plan.h"
+#include "core/pool.h"
 
-typedef struct oc_vision_layer {
-    const float *ln1_w, *ln1_b, *ln2_w, *ln2_b;   /* biases NULL for RMSNorm (2.5-VL) */
-    oc_weight q, k, v, o;                         /* attn_q/k/v/out: [hidden] -> [hidden] */
-    const float *q_b, *k_b, *v_b, *o_b;
-    oc_weight up, gate, down;                     /* 2-VL: up = fc1, down = fc2, no gate */
-    const float *up_b, *gate_b, *down_b;
-} oc_vision_layer;
+typedef enum oc_vision_kind { OC_VISION_QWEN2VL, OC_VISION_QWEN25VL } oc_vision_kind;
 
-struct oc_vision_model {
-    oc_vision_hparams hp;
-    oc_allocator alloc;
-    int ffn_swapped;                              /* legacy file: fc1/fc2 stored as down/up */
-    oc_weight patch;                              /* [hidden] rows of patch_dim */
-    void *patch_data;                             /* owned */
-    size_t patch_data_bytes;
-    oc_vision_layer *layers;                      /* [n_layers], owned */
-    const float *post_ln_w, *post_ln_b;           /* merger ln_q; bias NULL for RMSNorm */
-    oc_weight mm0, mm2;                           /* merger mlp.0 [4h]->[4h], mlp.2 [4h]->[proj] */
-    const float *mm0_b, *mm2_b;
-};
+typedef struct oc_vision_hparams {
+    oc_vision_kind kind;
+    int32_t n_layers, hidden, n_heads, head_dim, ffn;   /* ffn taken from tensor shapes */
+    int32_t patch_size, merge_size, temporal_patch_size; /* 14, 2, 2 */
+    int32_t proj_dim;            /* merger output = LLM hidden */
+    float eps;
+    int32_t n_wa_pattern;        /* 2.5-VL: layer il full attention iff (il+1) % n_wa_pattern == 0 */
+    int32_t window_size_px;      /* 2.5-VL: 112 default */
+    float image_mean[3], image_std[3];
+} oc_vision_hparams;
 
-/* 3 * temporal_patch_size * patch_size^2: the length of one pixel_values row. */
-static inline int32_t oc_vision_patch_dim(const oc_vision_hparams *hp) {
-    return 3 * hp->temporal_patch_size * hp->patch_size * hp->patch_size;
-}
+typedef struct oc_vision_model oc_vision_model;   /* read-only after load: share across threads */
+
+/* gguf must stay open while the model lives (weights point into its mapping). source names the
+ * file in messages. Validates every tensor's presence, type (F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q6_K for
+ * 2-D, F32 for 1-D) and shape; errors are one line naming file, tensor and problem.
+ * [alloc: the layer table and the repacked patch-embedding weight]
+ * [errors: OC_ERR_FORMAT, OC_ERR_NOT_FOUND (missing key/tensor), OC_ERR_TYPE, OC_ERR_UNSUPPORTED,
+ *  OC_ERR_NOMEM] */
+oc_status oc_vision_model_load(oc_vision_model **out, const oc_gguf *gguf, const char *source,
+                               const oc_allocator *alloc, oc_error *err);
+void oc_vision_model_free(oc_vision_model *m);   /* NULL is a no-op */
+const oc_vision_hparams *oc_vision_model_hparams(const oc_vision_model *m);
+/* 1 when the file stored fc1/fc2 as ffn_down/ffn_up (legacy qwen2_vl_surgery.py files). */
+int oc_vision_model_ffn_swapped(const oc_vision_model *m);
+
+typedef struct oc_vision_ctx oc_vision_ctx;       /* per-user scratch; all memory allocated here once */
+
+/* Bytes oc_vision_ctx_open allocates for images of up to max_patches patches with a pool of
+ * n_threads threads, for any ISA (within a few hundred bytes of bookkeeping; 0 on overflow). */
+size_t oc_vision_ctx_bytes(const oc_vision_model *m, int32_t max_patches, int n_threads);
+/* The same for a backend kind: host bytes only (device memory is not counted). */
+size_t oc_vision_ctx_bytes_backend(const oc_vision_model *m, int32_t max_patches, oc_backend_kind kind,
+                                   int n_threads);
+/* Opens a backend instance (backend.h) for the context, hands it every weight once and allocates
+ * every buffer. spec->pool (borrowed, may be NULL: serial) also runs the host's share of the work.
+ * [alloc: yes, once] [errors: OC_ERR_INVALID, OC_ERR_UNSUPPORTED (backend, isa), OC_ERR_RANGE,
+ * OC_ERR_NOMEM, OC_ERR_DEVICE] */
+oc_status oc_vision_ctx_open_backend(oc_vision_ctx **out, const oc_vision_model *m, int32_t max_patches,
+                                     const oc_backend_spec *spec, const oc_allocator *alloc, oc_error *err);
+/* The CPU backend: pool borrowed (may be NULL: serial); isa: oc_isa_best() or any that runs here.
+ * [alloc: yes, once] [errors: OC_ERR_INVALID, OC_ERR_UNSUPPORTED (isa), OC_ERR_RANGE, OC_ERR_NOMEM] */
+oc_status oc_vision_ctx_open(oc_vision_ctx **out, const oc_vision_model *m, int32_t max_patches,
+                             oc_pool *pool, oc_isa isa, const oc_allocator *alloc, oc_error *err);
+void oc_vision_ctx_close(oc_vision_ctx *ctx);    /* NULL is a no-op */
+
+/* Debug hook (parity tests): called with the residual stream after the patch embedding
+ * (layer -1) and after each block (layer 0..n_layers-1): x is [n_tokens][hidden] in processing
+ * order, which for Qwen2.5-VL is HF's window order (as HF's hidden states are). NULL disables. */
+typedef void (*oc_vision_debug_fn)(void *user, int32_t layer, const float *x, int32_t n_tokens,
+                                   int32_t hidden);
+void oc_vision_ctx_set_debug(oc_vision_ctx *ctx, oc_vision_debug_fn fn, void *user);
+
+/* pixels: HF pixel_values of ONE image, [grid_h * grid_w][3 * 2 * 14 * 14] (src/image/image.h's
+ * oc_qwen2vl_pixels.data). plan: the vision stack's per-layer heads (may be NULL or cover no layer
+ * = dense; A_SHAPE positions are token indices in processing order), checked by the caller
+ * (oc_plan_check_fits at context open: shape, and only DENSE and A_SHAPE in the vision stack). out: [grid_h*grid_w/merge^2][proj_dim] in HF's output order (row-major over
+ * the merged grid). Allocates nothing. stats may be NULL (else attention FLOPs are added to it).
+ * [errors: OC_ERR_INVALID (grid), OC_ERR_RANGE (more than max_patches)] */
+oc_status oc_vision_encode(oc_vision_ctx *ctx, const float *pixels, int32_t grid_h, int32_t grid_w,
+                           const oc_stack_plan *plan, float *out, oc_attn_stats *stats, oc_error *err);
+
+/* ---- Qwen2.5-VL window order (vision_window.c; HF Qwen2_5_VisionTransformerPretrainedModel.
+ * get_window_index) ---------------------------------------------------------------------------- */
+/* The merged grid (merged_h x merged_w tokens, row-major) cut into windows of win x win merged
+ * tokens (partial at the right and bottom edges), windows row-major, tokens row-major inside.
+ * order[k] = merged-token index at processing position k (merged_h * merged_w entries);
+ * windows[w] = [start, end) of window w in processing positions, counted in PATCHES
+ * (merged tokens * unit). Returns the number of windows (<= merged_h * merged_w). */
+int32_t oc_vision_window_order(int32_t merged_h, int32_t merged_w, int32_t win, int32_t unit,
+                               int32_t *order, oc_token_span *windows);
 
 #endif

@@ -3,7 +3,7 @@
  * and drops the padding, so edge windows are partial and a fully padded row/column of windows
  * (when a side is already a multiple of the window) yields empty windows that cu_seqlens'
  * unique_consecutive removes: cutting the grid into ceil(side / win) windows per side is the same. */
-#include "model/vision.h"
+#include "model/vision_model.h"
 
 int32_t oc_vision_window_order(int32_t merged_h, int32_t merged_w, int32_t win, int32_t unit,
                                int32_t *order, oc_token_span *windows) {

@@ -1,9 +1,9 @@
-/* fuzz_vision.c: libFuzzer target for the mmproj loader (src/model/vision_load.c) and, for models small
- * enough, one forward pass (src/model/vision.c) on a zero image of 2x2 merged tokens: every hparam the
+/* fuzz_vision.c: libFuzzer target for the mmproj loader (src/model/vision_model.c) and, for models small
+ * enough, one forward pass (src/model/vision_encoder.c) on a zero image of 2x2 merged tokens: every hparam the
  * loader accepts (patch and merge sizes, widths, window size) must give an encoder that stays in
  * bounds. Invariants the loader promises are checked with __builtin_trap.
  * Seeds: tests/fuzz/corpus/fuzz_vision/ (made by tests/fuzz/gen_vision_seeds.c). */
-#include "model/vision.h"
+#include "model/vision_model.h"
 
 #include <stdlib.h>
 

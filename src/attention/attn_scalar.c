@@ -1,4 +1,4 @@
-/* attn_ref.c: the scalar attention micro-kernels (attn_kernels.h), plain C, always built. They are
+/* attn_scalar.c: the scalar attention micro-kernels (attn_kernels.h), plain C, always built. They are
  * the portable fallback and the readable statement of what each SIMD table computes; the tests
  * compare every table with a double-precision reference of the whole attention. The panel width
  * here (8) is only a layout choice; nothing in it depends on vector registers. */
@@ -78,4 +78,4 @@ static void scale(float *dst, const float *src, int32_t n, float a) {
 
 static const oc_attn_kernels table = { "scalar", VEC, PANEL, gemm, convert_rows, pack_v, softmax_cols, pack_qt, scale };
 
-const oc_attn_kernels *oc_attn_kernels_ref(void) { return &table; }
+const oc_attn_kernels *oc_attn_kernels_scalar(void) { return &table; }

@@ -1,4 +1,4 @@
-/* vision.c: the vision encoder's forward pass (HF Qwen2VisionTransformerPretrainedModel.forward /
+/* vision_encoder.c: the vision encoder's forward pass (HF Qwen2VisionTransformerPretrainedModel.forward /
  * Qwen2_5_VisionTransformerPretrainedModel.forward; formats.md §2b "Vision graph", §3 "Vision 2-D
  * RoPE"). Activations live in big [n_tokens][dim] backend buffers (vision_ctx.h) so that every step
  * is one backend operation over all tokens (backend.h): one matmul per linear layer, one call per
