@@ -13,7 +13,7 @@
 static const int32_t all_types[] = { OC_DTYPE_F32, OC_DTYPE_F16, OC_DTYPE_BF16, OC_DTYPE_Q8_0,
                                      OC_DTYPE_Q4_0, OC_DTYPE_Q4_K, OC_DTYPE_Q6_K };
 
-/* ---- hand-checked blocks (layouts of shared notes formats.md §1) ------------------------------- */
+/* ---- hand-checked blocks (layouts of docs/formats.md §1) ------------------------------- */
 
 static void check_values(const char *what, const float *got, const int *idx, const float *want, int n) {
     for (int i = 0; i < n; i++)

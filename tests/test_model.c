@@ -288,7 +288,7 @@ static void parity(const char *name, oc_backend_choice backend) {
     printf("  %s intra-image plan in layer 0: logits move by %.2e\n", name, serr);
     oc_plan_free(plan);
     /* Files written by `ocellus convert` from the HF checkpoint: f16 gives the same bits as the
-     * formats.md-style files; q8_0 stays close and gives HF's next token. (CPU only: they check the
+     * docs/formats.md-style files; q8_0 stays close and gives HF's next token. (CPU only: they check the
      * converter.) */
     for (int q = 0; q < 2 && backend == OC_BACKEND_CPU; q++) {
         char hf[256], prefix[256], ct[300], cv[300];

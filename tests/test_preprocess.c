@@ -237,7 +237,7 @@ static void test_patch_order(void) {
     int bad = 0;
     for (int gy = 0; gy < H / PS; gy++)
         for (int gx = 0; gx < gw; gx++) {
-            /* formats.md §2b: token = ((y/2)*(W/2) + x/2)*4 + (y%2)*2 + (x%2) */
+            /* docs/formats.md §2b: token = ((y/2)*(W/2) + x/2)*4 + (y%2)*2 + (x%2) */
             const int token = ((gy / 2) * (gw / 2) + gx / 2) * 4 + (gy % 2) * 2 + (gx % 2);
             const float *patch = pv.data + (size_t)token * 1176;
             for (int c = 0; c < 3; c++)

@@ -10,7 +10,7 @@
 
 static const oc_chat_tokens fake = { 100, 101, 102, 103, 104, 105 };
 
-/* Positions worked out by hand from formats.md §3: text 0..2, vision_start 3, a 2x3 image at 4,
+/* Positions worked out by hand from docs/formats.md §3: text 0..2, vision_start 3, a 2x3 image at 4,
  * vision_end at 4 + max(2, 3) = 7, then text 8. */
 static void test_positions_by_hand(void) {
     oc_prompt p;

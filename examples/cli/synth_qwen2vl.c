@@ -1,5 +1,5 @@
 /* synth_qwen2vl.c: writes a random-weight model with the exact Qwen2-VL-2B shapes, tensor names and
- * keys (shared notes formats.md §2a text GGUF, §2b mmproj), for benchmarks: timings depend only on
+ * keys (docs/formats.md §2a text GGUF, §2b mmproj), for benchmarks: timings depend only on
  * shapes and types, so no 4.5 GB download is needed. Tensors stream through
  * oc_gguf_writer_add_tensor_fn one chunk of rows at a time (never a whole model in memory); every row
  * is a pure function of (tensor name, row index), so chunking does not change the bytes.
@@ -345,7 +345,7 @@ static oc_status vision_keys(oc_gguf_writer *w, int32_t dtype, oc_error *err) {
         (st = oc_gguf_writer_add_u32(w, "clip.vision.image_size", 560, err)) ||
         (st = oc_gguf_writer_add_u32(w, "clip.vision.patch_size", V_PATCH, err)) ||
         (st = oc_gguf_writer_add_u32(w, "clip.vision.embedding_length", V_HIDDEN, err)) ||
-        /* 1536, not 5120: current converters copy the merger's output width here (formats.md §2b) */
+        /* 1536, not 5120: current converters copy the merger's output width here (docs/formats.md §2b) */
         (st = oc_gguf_writer_add_u32(w, "clip.vision.feed_forward_length", T_EMBD, err)) ||
         (st = oc_gguf_writer_add_u32(w, "clip.vision.block_count", V_LAYERS, err)) ||
         (st = oc_gguf_writer_add_u32(w, "clip.vision.attention.head_count", V_HEADS, err)) ||

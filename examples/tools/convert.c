@@ -7,7 +7,7 @@
  * probe-tokenization hash; add_bos_token=false when tokenizer_config.json is silent; normalized=false
  * added tokens are not re-normalized by an HF round trip; q4_0 (a llama-quantize type, not a
  * converter outtype) quantizes every quantizable weight, with the converter's F16 fallback.
- * Memory: JSON documents, vocabulary tables and one 4 MiB row chunk (formats.md §5). */
+ * Memory: JSON documents, vocabulary tables and one 4 MiB row chunk (docs/formats.md §5). */
 #include "tools/convert_internal.h"
 
 #include <stdio.h>

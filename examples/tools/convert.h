@@ -1,5 +1,5 @@
 /* convert.h: Hugging Face Qwen2-VL / Qwen2.5-VL checkpoint directory -> the two GGUF files
- * llama.cpp's convert_hf_to_gguf.py writes for it (shared notes formats.md §2a, §2b, §4, §5):
+ * llama.cpp's convert_hf_to_gguf.py writes for it (docs/formats.md §2a, §2b, §4, §5):
  * OUT_PREFIX.gguf (arch "qwen2vl", text model + tokenizer) and OUT_PREFIX-mmproj.gguf (arch "clip",
  * projector qwen2vl_merger / qwen2.5vl_merger). Same tensor names, GGUF shapes, per-tensor types and
  * metadata keys with the same value types; differences are listed in convert.c's header.

@@ -1,4 +1,4 @@
-/* convert_text.c: the text GGUF (arch "qwen2vl", shared notes formats.md §2a): the keys of
+/* convert_text.c: the text GGUF (arch "qwen2vl", docs/formats.md §2a): the keys of
  * llama.cpp's TextModel.set_gguf_parameters in its order (then general.file_type,
  * general.quantization_version and the tokenizer), and the tensors renamed as gguf-py's
  * TensorNameMap does (model.layers.N.self_attn.q_proj -> blk.N.attn_q ...). Both checkpoint

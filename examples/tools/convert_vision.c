@@ -1,4 +1,4 @@
-/* convert_vision.c: the mmproj GGUF (arch "clip", shared notes formats.md §2b): the keys of
+/* convert_vision.c: the mmproj GGUF (arch "clip", docs/formats.md §2b): the keys of
  * llama.cpp's MmprojModel.set_gguf_parameters + Qwen2VLVisionModel.set_gguf_parameters in their
  * order, and the vision tensors: the fused attn.qkv split in thirds along the output dim into
  * attn_q | attn_k | attn_v, the Conv3d patch kernel [E, C, 2, P, P] split along the temporal axis

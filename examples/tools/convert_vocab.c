@@ -1,6 +1,6 @@
 /* convert_vocab.c: the tokenizer keys of the text GGUF as llama.cpp writes them for a byte-level
  * BPE (convert_hf_to_gguf.py _set_vocab_gpt2 / get_vocab_base, gguf-py vocab.py SpecialVocab;
- * shared notes formats.md §4), in that order: model "gpt2", pre "qwen2", tokens (config vocab_size
+ * docs/formats.md §4), in that order: model "gpt2", pre "qwen2", tokens (config vocab_size
  * entries, gaps "[PAD{i}]"), token_type (INT32), merges, special ids (u32), add_*_token (bool),
  * tokenizer.chat_template. Token types: UNUSED for gaps, CONTROL for added tokens that are special
  * or look special (<|...|>), USER_DEFINED for other added tokens, NORMAL for the rest.
@@ -243,7 +243,7 @@ static oc_status write_special(vocab_state *v, oc_gguf_writer *w, oc_error *err)
         if (s) return s;
     }
     /* add_bos/eos/sep_token from tokenizer_config.json; add_bos_token is false when absent (what
-     * published Qwen2-VL GGUFs carry; formats.md §4) */
+     * published Qwen2-VL GGUFs carry; docs/formats.md §4) */
     static const char *const add_keys[3] = { "tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token",
                                              "tokenizer.ggml.add_sep_token" };
     static const char *const add_src[3] = { "add_bos_token", "add_eos_token", "add_sep_token" };

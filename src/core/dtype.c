@@ -1,5 +1,5 @@
 /* dtype.c: the table behind dtype.h. Sizes from ggml's block structs (ggml-common.h), restated in
- * shared notes formats.md §1. */
+ * docs/formats.md §1. */
 #include "core/dtype.h"
 
 typedef struct { int32_t id; oc_dtype_traits t; int supported; } entry;

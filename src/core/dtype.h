@@ -1,4 +1,4 @@
-/* dtype.h: block geometry of the weight types (ggml type ids, layouts in shared notes formats.md §1).
+/* dtype.h: block geometry of the weight types (ggml type ids, layouts in docs/formats.md §1).
  * A row of n elements of a quantized type is n / block_elems consecutive blocks. */
 #ifndef OC_DTYPE_H
 #define OC_DTYPE_H

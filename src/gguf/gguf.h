@@ -1,5 +1,5 @@
 /* gguf.h: constants and little helpers shared by the GGUF reader (gguf_read.c) and writer
- * (gguf_write.c). Layout facts: shared notes formats.md §1, after ggml/include/gguf.h. */
+ * (gguf_write.c). Layout facts: docs/formats.md §1, after ggml/include/gguf.h. */
 #ifndef OC_GGUF_INTERNAL_H
 #define OC_GGUF_INTERNAL_H
 

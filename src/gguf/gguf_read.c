@@ -1,9 +1,9 @@
-/* gguf_read.c: the GGUF reader (v2/v3, little-endian; layout in shared notes formats.md §1).
+/* gguf_read.c: the GGUF reader (v2/v3, little-endian; layout in docs/formats.md §1).
  * Opening validates the whole header against the file size with overflow-safe arithmetic, so that
  * every getter afterwards is a bounds-checked lookup that cannot fail on memory. The handle keeps
  * an index (one entry per key and per tensor, hash tables for name lookup, and a 4-byte offset per
  * element of each string array); values stay in the borrowed or mapped bytes.
- * We are more lenient than llama.cpp's reader on tensor placement (formats.md §1, "Strictness"):
+ * We are more lenient than llama.cpp's reader on tensor placement (docs/formats.md §1, "Strictness"):
  * any aligned, in-bounds offset is accepted, in any order, gaps and overlaps included. */
 #include "gguf/gguf.h"
 
@@ -381,7 +381,7 @@ static oc_status parse_header(oc_gguf *g, parser *p) {
     }
     if ((s = rd_u32(p, "version", &g->version))) return s;
     /* A byte-swapped (big-endian) file shows its small version number in the high half
-     * (gguf.cpp's endianness guess, formats.md §1). */
+     * (gguf.cpp's endianness guess, docs/formats.md §1). */
     if (g->version != 0 && (g->version & 0xffffu) == 0)
         return oc_fail(p->err, OC_ERR_FORMAT,
                        "gguf: version field 0x%08x looks byte-swapped: big-endian GGUF files are not supported",

@@ -1,6 +1,6 @@
 /* gguf_write.c: the GGUF v3 writer. Keys are serialized (little-endian) into one buffer as they
  * are added, in insertion order; tensors are recorded with borrowed data or a fill callback and
- * laid out at write time exactly as llama.cpp's writers do (formats.md §1; gguf.cpp
+ * laid out at write time exactly as llama.cpp's writers do (docs/formats.md §1; gguf.cpp
  * gguf_write_to_buf, gguf_writer.py): header, keys, tensor infos, zero padding to the alignment,
  * then each tensor's bytes followed by zero padding, so offsets are the running sum of
  * pad(n_bytes, alignment). Output goes through stdio. */

@@ -1,11 +1,11 @@
 /* image_prep.c: Qwen2-VL image preprocessing, matching HF's Qwen2VLImageProcessor on its PIL path
  * (transformers image_processing_qwen2_vl.py / image_processing_pil_qwen2_vl.py):
  *  1. smart_resize picks a size whose sides are multiples of 28 with min_pixels <= area <=
- *     max_pixels (ocellus notes formats.md §3), then Pillow bicubic (image_resize.c);
+ *     max_pixels (ocellus notes docs/formats.md §3), then Pillow bicubic (image_resize.c);
  *  2. rescale: float32(double(u8) * (1/255)) — HF upcasts to float64, multiplies, casts down;
  *  3. normalize: (x - mean) / std with x, mean and std all float32 (numpy float32 arithmetic);
  *  4. the frame is repeated temporal_patch_size times and cut into 14x14 patches, each flattened
- *     as (channel, temporal, 14, 14), patches ordered by 2x2 merge groups (formats.md §2b step 2):
+ *     as (channel, temporal, 14, 14), patches ordered by 2x2 merge groups (docs/formats.md §2b step 2):
  *     token = ((y/2) * (W/2) + x/2) * 4 + (y%2) * 2 + (x%2) for patch row y, column x. */
 #include "image/image.h"
 

@@ -1,5 +1,5 @@
 /* quant.c: scalar dequantizers for the seven weight types and the f32 -> Q8_0 / Q4_0 quantizers.
- * These loops follow the layouts of shared notes formats.md §1 line by line: they are what a reader
+ * These loops follow the layouts of docs/formats.md §1 line by line: they are what a reader
  * checks against the format, and the test oracle (a double-precision loop) is built on them. */
 #include "kernels/quant.h"
 

@@ -1,5 +1,5 @@
 /* quant.h: the block layouts of the weight types the matmul kernels support (ggml's, restated in
- * shared notes formats.md §1), their scalar dequantizers (the reference every SIMD path is tested
+ * docs/formats.md §1), their scalar dequantizers (the reference every SIMD path is tested
  * against) and the f32 -> Q8_0 / Q4_0 quantizers of the converter (llama.cpp's reference rounding).
  * Multi-byte fields are little-endian in files; this code assumes a little-endian host. */
 #ifndef OC_QUANT_H
@@ -38,7 +38,7 @@ _Static_assert(sizeof(oc_block_q4_0) == 18, "q4_0 block is 18 bytes");
 _Static_assert(sizeof(oc_block_q4_k) == 144, "q4_k block is 144 bytes");
 _Static_assert(sizeof(oc_block_q6_k) == 210, "q6_k block is 210 bytes");
 
-/* Sub-block j (0..7) of a Q4_K block: its 6-bit scale and 6-bit min (formats.md §1). */
+/* Sub-block j (0..7) of a Q4_K block: its 6-bit scale and 6-bit min (docs/formats.md §1). */
 static inline void oc_q4_k_scale_min(const uint8_t *s, int j, int *scale, int *min) {
     if (j < 4) {
         *scale = s[j] & 63;

@@ -1,6 +1,6 @@
 /* prompt.h: the Qwen2-VL chat prompt as the model consumes it: token ids, the M-RoPE position of
  * every token (t, h, w streams) and where each image's tokens sit (for the attention engine's
- * token layout). Facts: shared notes formats.md §3 (M-RoPE, chat format); Hugging Face's
+ * token layout). Facts: docs/formats.md §3 (M-RoPE, chat format); Hugging Face's
  * Qwen2-VL get_rope_index gives the same positions (checked by tests/test_prompt.c against a fixture).
  *
  * Positions: a text token at sequence position p has t = h = w = p. An image of gh x gw merged

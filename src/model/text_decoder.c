@@ -1,4 +1,4 @@
-/* text_decoder.c: the language model's forward pass (formats.md §2a graph; Hugging Face
+/* text_decoder.c: the language model's forward pass (docs/formats.md §2a graph; Hugging Face
  * Qwen2VLTextModel / Qwen2_5_VLTextModel): per layer RMSNorm -> q/k/v (+bias) -> M-RoPE on q and k
  * -> keys and values appended to the f16 KV cache -> grouped-query attention through the engine
  * (causal, with the plan's per-head patterns) -> output projection -> residual -> RMSNorm ->
@@ -14,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-/* M-RoPE tables for the batch (formats.md §3, HF apply_multimodal_rotary_pos_emb): pair k takes
+/* M-RoPE tables for the batch (docs/formats.md §3, HF apply_multimodal_rotary_pos_emb): pair k takes
  * its position from the stream its section names (t, h, w, then e = 0), the sections repeating
  * over the pairs as llama.cpp's rope_multi does; angle = pos * inv_freq[k] in f32 as HF computes. */
 static void mrope_tables(oc_text_ctx *c, const oc_text_batch *b) {

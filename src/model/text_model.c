@@ -1,4 +1,4 @@
-/* text_model.c: loads the language model of a text GGUF (arch "qwen2vl", formats.md §2a) into
+/* text_model.c: loads the language model of a text GGUF (arch "qwen2vl", docs/formats.md §2a) into
  * oc_text_model: hyperparameters from the qwen2vl.* keys, weight views into the mapping, every
  * 1-D tensor (norms, biases) converted once to f32. Widths come from tensor shapes where the
  * keys could disagree (n_ff from ffn_gate, n_vocab from token_embd). */

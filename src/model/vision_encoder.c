@@ -1,5 +1,5 @@
 /* vision_encoder.c: the vision encoder's forward pass (HF Qwen2VisionTransformerPretrainedModel.forward /
- * Qwen2_5_VisionTransformerPretrainedModel.forward; formats.md §2b "Vision graph", §3 "Vision 2-D
+ * Qwen2_5_VisionTransformerPretrainedModel.forward; docs/formats.md §2b "Vision graph", §3 "Vision 2-D
  * RoPE"). Activations live in big [n_tokens][dim] backend buffers (vision_ctx.h) so that every step
  * is one backend operation over all tokens (backend.h): one matmul per linear layer, one call per
  * norm, rotary, activation or row gather. The host computes what depends on the grid alone (window

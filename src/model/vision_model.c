@@ -1,5 +1,5 @@
-/* vision_model.c: mmproj ("clip") GGUF -> oc_vision_model (keys and tensor names: shared notes
- * formats.md §2b, after llama.cpp tools/mtmd/clip.cpp and convert_hf_to_gguf.py
+/* vision_model.c: mmproj ("clip") GGUF -> oc_vision_model (keys and tensor names:
+ * docs/formats.md §2b, after llama.cpp tools/mtmd/clip.cpp and convert_hf_to_gguf.py
  * Qwen2VLVisionModel). Widths come from tensor shapes, never from clip.vision.feed_forward_length
  * (bogus in current Qwen2-VL files, 0 in legacy ones); legacy files that stored fc1/fc2 as
  * ffn_down/ffn_up are recognised by shape as clip.cpp does; v.position_embd.weight is ignored.

@@ -1,6 +1,6 @@
 /* vision_model.h: the Qwen2-VL / Qwen2.5-VL vision encoder (HF Qwen2VisionTransformerPretrainedModel /
- * Qwen2_5_VisionTransformerPretrainedModel): an mmproj ("clip") GGUF loader (shared notes
- * formats.md §2b) and the forward pass patch embedding -> blocks -> merger, in f32 like HF.
+ * Qwen2_5_VisionTransformerPretrainedModel): an mmproj ("clip") GGUF loader
+ * (docs/formats.md §2b) and the forward pass patch embedding -> blocks -> merger, in f32 like HF.
  * The model is read-only after load (share it across threads); each user opens a context that holds
  * all scratch memory, allocated once, so encoding allocates nothing. */
 #ifndef OC_VISION_MODEL_H

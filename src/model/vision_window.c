@@ -1,5 +1,5 @@
 /* vision_window.c: Qwen2.5-VL window attention order (HF Qwen2_5_VisionTransformerPretrainedModel
- * .get_window_index, formats.md §2b step 3). HF pads the merged grid up to whole windows with -100
+ * .get_window_index, docs/formats.md §2b step 3). HF pads the merged grid up to whole windows with -100
  * and drops the padding, so edge windows are partial and a fully padded row/column of windows
  * (when a side is already a multiple of the window) yields empty windows that cu_seqlens'
  * unique_consecutive removes: cutting the grid into ceil(side / win) windows per side is the same. */

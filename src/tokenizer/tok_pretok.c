@@ -1,6 +1,6 @@
 /* tok_pretok.c: the qwen2 pre-tokenizer, written out by hand as a state machine over code points
  * instead of a regex engine. The regex (llama.cpp src/llama-vocab.cpp, LLAMA_VOCAB_PRE_TYPE_QWEN2;
- * formats.md §4) is, alternative by alternative, tried leftmost-first at each position:
+ * docs/formats.md §4) is, alternative by alternative, tried leftmost-first at each position:
  *   R1 (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])
  *   R2 [^\r\n\p{L}\p{N}]?\p{L}+
  *   R3 \p{N}

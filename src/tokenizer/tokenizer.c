@@ -1,5 +1,5 @@
 /* tokenizer.c: opens the byte-level BPE tokenizer from the tokenizer.ggml.* keys of a GGUF file
- * (formats.md §4) and drives encoding: special tokens split the text into fragments, the qwen2
+ * (docs/formats.md §4) and drives encoding: special tokens split the text into fragments, the qwen2
  * pre-tokenizer (tok_pretok.c) splits fragments into pieces, BPE (tok_bpe.c) turns pieces into ids.
  * Everything is allocated at open; encode only uses the scratch allocated here. */
 #include "tokenizer/tok_internal.h"

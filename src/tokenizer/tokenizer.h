@@ -1,5 +1,5 @@
 /* tokenizer.h: the byte-level BPE tokenizer of Qwen2 / Qwen2-VL / Qwen2.5-VL, loaded from the
- * tokenizer.ggml.* keys of a GGUF file (../shared/notes/formats.md §4), and its streaming decoder.
+ * tokenizer.ggml.* keys of a GGUF file (docs/formats.md §4), and its streaming decoder.
  *
  * Behaviour is llama.cpp's (tokenizer.ggml.model "gpt2", pre "qwen2"):
  *  - Text is taken as is: no NFC normalization (Hugging Face's tokenizer.json applies NFC first; call

@@ -1,5 +1,5 @@
 /* gen_vision_seeds.c: writes the seed files of fuzz_vision (tests/fuzz/corpus/fuzz_vision/): tiny
- * mmproj files of each kind (formats.md §2b names and keys; patch size 2 keeps them a few KB).
+ * mmproj files of each kind (docs/formats.md §2b names and keys; patch size 2 keeps them a few KB).
  * Not part of the build; rerun by hand when the seeds should change:
  *   make && cc -Iinclude -Isrc -o build/gen_vision_seeds tests/fuzz/gen_vision_seeds.c libocellus.a -lm -pthread
  *   ./build/gen_vision_seeds tests/fuzz/corpus/fuzz_vision */

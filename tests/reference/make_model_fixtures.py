@@ -17,9 +17,9 @@ What it writes (sizes chosen so that the whole folder stays well under 10 MB):
                     The tokenizer is a small byte-level BPE (trained here) with Qwen2's
                     pre-tokenizer and Qwen2's special tokens, so the vocabulary stays small.
   <model>/text.gguf, <model>/mmproj.gguf
-                    GGUF files written here, independently of ocellus, exactly as shared notes
-                    formats.md §2 says llama.cpp's converter writes them (2-D weights F16, 1-D F32).
-  qwen2vl/mmproj-legacy.gguf   the legacy "qwen2_vl_surgery" quirks (formats.md §2b): ffn_up and
+                    GGUF files written here, independently of ocellus, exactly as
+                    docs/formats.md §2 says llama.cpp's converter writes them (2-D weights F16, 1-D F32).
+  qwen2vl/mmproj-legacy.gguf   the legacy "qwen2_vl_surgery" quirks (docs/formats.md §2b): ffn_up and
                     ffn_down swapped, a dummy v.position_embd.weight, feed_forward_length 0.
   <model>/reference.safetensors   transformers' results (float32 model, eager attention):
       input_ids I32 [n], position_ids I32 [3, n], image_grid_thw I32 [2, 3],
@@ -75,7 +75,7 @@ def die(msg):
     sys.exit(1)
 
 
-# ---- GGUF writer (formats.md §1) ------------------------------------------------------------------
+# ---- GGUF writer (docs/formats.md §1) ------------------------------------------------------------------
 class Gguf:
     def __init__(self):
         self.kv = []        # (key, type, payload bytes)
@@ -200,7 +200,7 @@ def tokenizer_files(tok, hf_dir):
 
 
 def gguf_tokenizer_keys(g, tok, vocab_size):
-    """tokenizer.ggml.* as llama.cpp's _set_vocab_gpt2 writes them (formats.md §4)."""
+    """tokenizer.ggml.* as llama.cpp's _set_vocab_gpt2 writes them (docs/formats.md §4)."""
     tj = json.loads(tok.to_str())
     vocab = tj["model"]["vocab"]
     id_to_tok = {v: k for k, v in vocab.items()}
