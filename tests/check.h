@@ -33,6 +33,18 @@ void check_skip(const char *fmt, ...)
 void check_run(const char *name, void (*fn)(void));
 int check_finish(void);
 
+/* The allocator every test passes where it checks memory (tests/support/alloc.c). Use it as
+ * oc_allocator a = { check_alloc_fn, &c } with a zeroed check_alloc c. */
+typedef struct check_alloc {
+    long n_live;          /* blocks allocated and not yet freed: 0 after every close or failure */
+    size_t bytes_live;    /* their bytes */
+    long n_calls;         /* every call, frees included: a path that allocates nothing adds none */
+    long n_allocs;        /* calls that allocate or resize: the ones fail_at counts */
+    long fail_at;         /* 0: never fail; k: the k-th allocating call returns NULL */
+    int persistent;       /* with fail_at: every allocating call from the k-th on returns NULL */
+} check_alloc;
+void *check_alloc_fn(void *user, void *ptr, size_t old_bytes, size_t new_bytes);
+
 /* Does ../shared/data exist? Returns the directory or NULL. */
 const char *check_shared_data_dir(void);
 

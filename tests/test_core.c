@@ -20,18 +20,10 @@ static void test_status_strings(void) {
 }
 
 /* A counting allocator proves oc_mem_* pair every allocation with a free of the same size. */
-typedef struct { long n_live; size_t bytes_live; } counter;
-static void *counting_alloc(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
-    counter *c = user;
-    if (new_bytes == 0) { if (ptr) { c->n_live--; c->bytes_live -= old_bytes; } free(ptr); return NULL; }
-    void *p = realloc(ptr, new_bytes);
-    if (p) { if (!ptr) c->n_live++; c->bytes_live += new_bytes - old_bytes; }
-    return p;
-}
 
 static void test_alloc_alignment(void) {
-    counter c = { 0, 0 };
-    oc_allocator a = { counting_alloc, &c };
+    check_alloc c = { 0 };
+    oc_allocator a = { check_alloc_fn, &c };
     void *ptrs[50];
     for (int i = 0; i < 50; i++) {
         ptrs[i] = oc_mem_alloc(&a, (size_t)i * 7 + 1);

@@ -9,19 +9,6 @@
 #include <stdint.h>
 
 /* ---- a counting allocator: live allocations must return to zero after every close/failure ---- */
-typedef struct { long n_live; size_t bytes_live; long n_calls; long fail_at; } counter;
-static void *counting_alloc(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
-    counter *c = user;
-    if (new_bytes == 0) {
-        if (ptr) { c->n_live--; c->bytes_live -= old_bytes; }
-        free(ptr);
-        return NULL;
-    }
-    if (c->fail_at && ++c->n_calls == c->fail_at) return NULL;
-    void *p = realloc(ptr, new_bytes);
-    if (p) { if (!ptr) c->n_live++; c->bytes_live += new_bytes - old_bytes; }
-    return p;
-}
 
 /* ---- a byte builder for hand-made (and deliberately broken) files ---- */
 typedef struct { unsigned char b[1 << 16]; size_t n; } buf;
@@ -48,8 +35,8 @@ static void put_tinfo(buf *f, const char *name, uint32_t n_dims, const int64_t *
 /* Open bytes with a counting allocator; on failure check status and that msg_part is in the
  * message; either way, after close nothing may be left allocated. */
 static oc_status open_expect(const void *bytes, size_t n, oc_status want, const char *msg_part, int line) {
-    counter c = { 0, 0, 0, 0 };
-    oc_allocator a = { counting_alloc, &c };
+    check_alloc c = { 0 };
+    oc_allocator a = { check_alloc_fn, &c };
     oc_gguf *g = (oc_gguf *)1;
     oc_error e = { OC_OK, "" };
     oc_status s = oc_gguf_open_bytes(&g, bytes, n, &a, &e);
@@ -73,8 +60,8 @@ static void test_vocab_qwen2(void) {
     if (!dir) { check_skip("../shared/data not found (set OC_SHARED_DATA)"); return; }
     char path[512];
     snprintf(path, sizeof path, "%s/qwen2-tokenizer/vocab-qwen2.gguf", dir);
-    counter c = { 0, 0, 0, 0 };
-    oc_allocator a = { counting_alloc, &c };
+    check_alloc c = { 0 };
+    oc_allocator a = { check_alloc_fn, &c };
     oc_gguf *g;
     oc_error e;
     REQUIREF(oc_gguf_open(&g, path, &a, &e) == OC_OK, "%s", e.message);
@@ -156,8 +143,8 @@ static void test_small_file(void) {
     REQUIRE(f);
     for (uint32_t version = 2; version <= 3; version++) {
         build_small(f, version);
-        counter c = { 0, 0, 0, 0 };
-        oc_allocator a = { counting_alloc, &c };
+        check_alloc c = { 0 };
+        oc_allocator a = { check_alloc_fn, &c };
         oc_gguf *g;
         oc_error e;
         REQUIREF(oc_gguf_open_bytes(&g, f->b, f->n, &a, &e) == OC_OK, "%s", e.message);
@@ -393,8 +380,8 @@ static void test_truncation_every_byte(void) {
         "name (", "value type", "value", "array element type", "array count", "strings",
         "string #", "n_dims", "ne[", "type", "offset", "data section", "data (offset", "n_kv =", "n_tensors =" };
     for (size_t n = 0; n < f->n; n++) {
-        counter c = { 0, 0, 0, 0 };
-        oc_allocator a = { counting_alloc, &c };
+        check_alloc c = { 0 };
+        oc_allocator a = { check_alloc_fn, &c };
         oc_status s = oc_gguf_open_bytes(&g, f->b, n, &a, &e);
         if (n >= need) {
             CHECKF(s == OC_OK, "prefix %zu of %zu: %s", n, f->n, e.message);
@@ -436,8 +423,8 @@ static void test_reader_nomem(void) {
     build_small(f, 3);
     int saw_ok = 0;
     for (long k = 1; k < 20 && !saw_ok; k++) {
-        counter c = { 0, 0, 0, k };
-        oc_allocator a = { counting_alloc, &c };
+        check_alloc c = { .fail_at = k };
+        oc_allocator a = { check_alloc_fn, &c };
         oc_gguf *g;
         oc_error e;
         oc_status s = oc_gguf_open_bytes(&g, f->b, f->n, &a, &e);
@@ -481,8 +468,8 @@ static oc_status fill_rows(void *user, void *dst, uint64_t first_row, uint64_t n
 static const int32_t all_dtypes[] = { 0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 20, 23, 24, 25, 26, 27, 28, 30, 39 };
 
 static void test_writer_roundtrip(void) {
-    counter c = { 0, 0, 0, 0 };
-    oc_allocator a = { counting_alloc, &c };
+    check_alloc c = { 0 };
+    oc_allocator a = { check_alloc_fn, &c };
     oc_gguf_writer *w;
     oc_error e;
     REQUIRE(oc_gguf_writer_open(&w, &a, &e) == OC_OK);
@@ -681,8 +668,8 @@ static void test_writer_roundtrip(void) {
 }
 
 static void test_writer_errors(void) {
-    counter c = { 0, 0, 0, 0 };
-    oc_allocator a = { counting_alloc, &c };
+    check_alloc c = { 0 };
+    oc_allocator a = { check_alloc_fn, &c };
     oc_gguf_writer *w;
     oc_error e;
     REQUIRE(oc_gguf_writer_open(&w, &a, &e) == OC_OK);
@@ -744,8 +731,8 @@ static void test_writer_errors(void) {
     /* out of memory at every allocation of a writer's life: NOMEM and no leak */
     int saw_ok = 0;
     for (long k = 1; k < 40 && !saw_ok; k++) {
-        counter c2 = { 0, 0, 0, k };
-        oc_allocator a2 = { counting_alloc, &c2 };
+        check_alloc c2 = { .fail_at = k };
+        oc_allocator a2 = { check_alloc_fn, &c2 };
         oc_status s = oc_gguf_writer_open(&w, &a2, &e);
         if (s == OC_OK) s = oc_gguf_writer_add_str(w, "general.name", "x", &e);
         if (s == OC_OK) s = oc_gguf_writer_add_arr_str(w, "toks", bad, 1, &e);

@@ -15,18 +15,6 @@
 
 /* ---- helpers ------------------------------------------------------------------------------------ */
 
-typedef struct { long n_live; size_t bytes_live; } counter;
-static void *counting_alloc(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
-    counter *c = user;
-    if (new_bytes == 0) {
-        if (ptr) { c->n_live--; c->bytes_live -= old_bytes; }
-        free(ptr);
-        return NULL;
-    }
-    void *p = realloc(ptr, new_bytes);
-    if (p) { if (!ptr) c->n_live++; c->bytes_live += new_bytes - old_bytes; }
-    return p;
-}
 
 static oc_status decode_str(oc_image *img, const char *s, size_t n, oc_error *e) {
     return oc_image_decode(img, s, n, NULL, NULL, e);
@@ -194,8 +182,8 @@ static void test_pnm_errors(void) {
         BAD("P6 16384 16384 255\n", OC_ERR_FORMAT, "pnm: raster truncated: 16384x16384 needs 805306368 bytes, 0 present"),
     };
     for (size_t i = 0; i < OC_ARRAY_LEN(cases); i++) {
-        counter c = { 0, 0 };
-        oc_allocator a = { counting_alloc, &c };
+        check_alloc c = { 0 };
+        oc_allocator a = { check_alloc_fn, &c };
         oc_image img;
         oc_error e = { OC_OK, "" };
         oc_status st = oc_image_decode(&img, cases[i].data, cases[i].n, NULL, &a, &e);
@@ -224,8 +212,8 @@ static void test_pnm_limits(void) {
 static void test_pnm_truncation_every_byte(void) {
     static const char raw[] = "P6\n# c\n3 2\n255\nABCDEFGHIJKLMNOPQR";
     static const char plain[] = "P3\n3 1\n# c\n255\n1 22 255\n0 0 0\n7 8 9\n";
-    counter c = { 0, 0 };
-    oc_allocator a = { counting_alloc, &c };
+    check_alloc c = { 0 };
+    oc_allocator a = { check_alloc_fn, &c };
     for (size_t n = 0; n < sizeof raw - 1; n++) {
         oc_image img;
         oc_error e;
@@ -252,8 +240,8 @@ static void test_pnm_mutations(void) {
     char buf[64];
     static const char base[] = "P6 2 2 255\nABCDEFGHIJKL";
     static const uint8_t values[] = { 0, ' ', '#', '\n', '9', 'P', 0xff };
-    counter c = { 0, 0 };
-    oc_allocator a = { counting_alloc, &c };
+    check_alloc c = { 0 };
+    oc_allocator a = { check_alloc_fn, &c };
     for (size_t i = 0; i < sizeof base - 1; i++)
         for (size_t v = 0; v < sizeof values; v++) {
             memcpy(buf, base, sizeof base);
@@ -354,8 +342,8 @@ static void test_jpeg(void) {
         unsigned long n = 0;
         unsigned char *jpg = encode_jpeg(px, W, H, 3, JCS_RGB, progressive, &n);
         REQUIRE(jpg && n > 100);
-        counter c = { 0, 0 };
-        oc_allocator a = { counting_alloc, &c };
+        check_alloc c = { 0 };
+        oc_allocator a = { check_alloc_fn, &c };
         oc_image img;
         oc_error e;
         REQUIRE(oc_image_decode(&img, jpg, n, NULL, &a, &e) == OC_OK);
@@ -461,8 +449,8 @@ static void test_png(void) {
     enum { W = 13, H = 7 };
     uint8_t px[W * H * 4];
     for (int i = 0; i < W * H * 4; i++) px[i] = (uint8_t)(i * 37 + 11);
-    counter c = { 0, 0 };
-    oc_allocator a = { counting_alloc, &c };
+    check_alloc c = { 0 };
+    oc_allocator a = { check_alloc_fn, &c };
     oc_image img;
     oc_error e;
 

@@ -5,15 +5,6 @@
 #include "check.h"
 #include "tools/json.h"
 
-typedef struct { long n_live; } counter;
-static void *counting_alloc(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
-    counter *c = user;
-    (void)old_bytes;
-    if (new_bytes == 0) { if (ptr) c->n_live--; free(ptr); return NULL; }
-    void *p = realloc(ptr, new_bytes);
-    if (p && !ptr) c->n_live++;
-    return p;
-}
 
 static oc_json *parse(const char *s, oc_error *e) {
     oc_json *d = NULL;
@@ -244,8 +235,8 @@ static void test_errors(void) {
         { "[1]\f", OC_ERR_FORMAT, "json: line 1, column 4 (byte 3): unexpected byte 0x0c after the JSON value" },
     };
     for (size_t i = 0; i < OC_ARRAY_LEN(cases); i++) {
-        counter c = { 0 };
-        oc_allocator a = { counting_alloc, &c };
+        check_alloc c = { 0 };
+        oc_allocator a = { check_alloc_fn, &c };
         oc_json *d = (oc_json *)1;
         oc_error e = { OC_OK, "" };
         /* case "[1]\x00" has an embedded NUL: its length is 4, not strlen */
@@ -293,8 +284,8 @@ static void test_growth_and_truncation(void) {
     n += (size_t)snprintf(big + n, cap - n, "}, \"merges\": [");
     for (int i = 0; i < 3000; i++) n += (size_t)snprintf(big + n, cap - n, "%s[\"a%d\", \"b\"]", i ? "," : "", i);
     n += (size_t)snprintf(big + n, cap - n, "]}");
-    counter c = { 0 };
-    oc_allocator a = { counting_alloc, &c };
+    check_alloc c = { 0 };
+    oc_allocator a = { check_alloc_fn, &c };
     oc_json *d;
     oc_error e;
     REQUIRE(oc_json_parse(&d, big, n, NULL, &a, &e) == OC_OK);

@@ -391,24 +391,12 @@ static void test_user_errors(void) {
     oc_model_close(m);
 }
 
-typedef struct counting { size_t n_calls; } counting;
-
-static void *count_fn(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
-    (void)old_bytes;
-    ((counting *)user)->n_calls++;
-    if (new_bytes == 0) {
-        free(ptr);
-        return NULL;
-    }
-    return realloc(ptr, new_bytes);
-}
-
 /* Everything is allocated when the context opens: a text question (no plan) allocates nothing
  * at all, however many tokens it generates; with images, only the per-image preprocessing does. */
 static void no_allocation_while_answering(oc_backend_choice backend) {
     if (!backend_here(backend)) return;
-    counting cnt = { 0 };
-    oc_allocator a = { count_fn, &cnt };
+    check_alloc cnt = { 0 };
+    oc_allocator a = { check_alloc_fn, &cnt };
     oc_error e;
     oc_model *m;
     REQUIRE(oc_model_open(&m, DIR "qwen25vl/text.gguf", DIR "qwen25vl/mmproj.gguf", &a, &e) == OC_OK);
@@ -422,13 +410,13 @@ static void no_allocation_while_answering(oc_backend_choice backend) {
     cp.device = check_opencl_device();
     oc_context *c;
     REQUIRE(oc_context_open(&c, m, &cp, &e) == OC_OK);
-    size_t before = cnt.n_calls;
+    long before = cnt.n_calls;
     oc_request r;
     oc_request_default(&r);
     r.question = "Describe the picture in one word.";
     r.max_new_tokens = 20;
     REQUIRE(oc_ask(c, &r, &e) == OC_OK);
-    CHECKF(cnt.n_calls == before, "a text question made %zu allocator calls", cnt.n_calls - before);
+    CHECKF(cnt.n_calls == before, "a text question made %ld allocator calls", cnt.n_calls - before);
     images im;
     REQUIRE(load_images(&im));
     r.images = im.rgb;
@@ -437,7 +425,7 @@ static void no_allocation_while_answering(oc_backend_choice backend) {
     REQUIRE(oc_ask(c, &r, &e) == OC_OK);
     /* per image: the pixel patches, a resized copy and the resampling tables, each allocated and
      * freed (22 calls measured for these two images) */
-    CHECKF(cnt.n_calls - before <= 2 * 12, "two images made %zu allocator calls", cnt.n_calls - before);
+    CHECKF(cnt.n_calls - before <= 2 * 12, "two images made %ld allocator calls", cnt.n_calls - before);
     free_images(&im);
     oc_context_close(c);
     oc_model_close(m);

@@ -10,29 +10,6 @@
 #define HDR "ocellus-plan 1\nshape decoder layers 4 heads 4 kv-heads 2 head-dim 64\n"
 #define HDR_V HDR "shape vision layers 4 heads 2 head-dim 32\n"
 
-/* ---- a counting allocator that can fail at the k-th allocation -------------------------------- */
-typedef struct counter {
-    long n_live, n_allocs;
-    size_t bytes_live;
-    long fail_at;      /* 0: never */
-    int persistent;    /* fail every allocation from fail_at on, not just that one */
-} counter;
-
-static void *counting_alloc(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
-    counter *c = user;
-    if (new_bytes == 0) {
-        if (ptr) { c->n_live--; c->bytes_live -= old_bytes; }
-        free(ptr);
-        return NULL;
-    }
-    if (!ptr) {
-        c->n_allocs++;
-        if (c->fail_at && (c->n_allocs == c->fail_at || (c->persistent && c->n_allocs > c->fail_at))) return NULL;
-    }
-    void *p = realloc(ptr, new_bytes);
-    if (p) { if (!ptr) c->n_live++; c->bytes_live += new_bytes - old_bytes; }
-    return p;
-}
 
 static char *read_text(const char *path, size_t *n_bytes) {
     FILE *f = fopen(path, "rb");
@@ -592,8 +569,8 @@ static void test_alloc_failures(void) {
     for (int persistent = 0; persistent <= 1; persistent++) {
         long n_needed = -1;
         for (long k = 1; k < 100 && n_needed < 0; k++) {
-            counter c = { 0, 0, 0, k, persistent };
-            oc_allocator a = { counting_alloc, &c };
+            check_alloc c = { .fail_at = k, .persistent = persistent };
+            oc_allocator a = { check_alloc_fn, &c };
             oc_plan *plan = NULL;
             oc_error err;
             oc_status st = oc_plan_parse(&plan, text, n_text, NULL, &a, &err);
@@ -612,8 +589,8 @@ static void test_alloc_failures(void) {
         /* creating in memory, too */
         oc_plan_shape dec = { 28, 12, 2, 128 }, vis = { 32, 16, 16, 80 };
         for (long k = 1; k < 20; k++) {
-            counter c = { 0, 0, 0, k, persistent };
-            oc_allocator a = { counting_alloc, &c };
+            check_alloc c = { .fail_at = k, .persistent = persistent };
+            oc_allocator a = { check_alloc_fn, &c };
             oc_plan *plan = NULL;
             oc_status st = oc_plan_create(&plan, &dec, &vis, &a, NULL);
             CHECK(st == OC_OK || (st == OC_ERR_NOMEM && plan == NULL));
@@ -623,8 +600,8 @@ static void test_alloc_failures(void) {
         }
     }
     /* and on a parse that fails late (after every allocation was made) nothing leaks */
-    counter c = { 0, 0, 0, 0, 0 };
-    oc_allocator a = { counting_alloc, &c };
+    check_alloc c = { 0 };
+    oc_allocator a = { check_alloc_fn, &c };
     oc_plan *plan = NULL;
     text[n_text - 2] = '\x01';
     CHECK(oc_plan_parse(&plan, text, n_text, NULL, &a, NULL) == OC_ERR_FORMAT && c.n_live == 0 && c.n_allocs > 0);

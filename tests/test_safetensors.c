@@ -7,15 +7,6 @@
 
 #include <sys/stat.h>
 
-typedef struct { long n_live; } counter;
-static void *counting_alloc(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
-    counter *c = user;
-    (void)old_bytes;
-    if (new_bytes == 0) { if (ptr) c->n_live--; free(ptr); return NULL; }
-    void *p = realloc(ptr, new_bytes);
-    if (p && !ptr) c->n_live++;
-    return p;
-}
 
 /* file = u64le(len(header)) + header + data */
 static unsigned char *make_file(const char *header, const void *data, size_t data_bytes, size_t *n_out) {
@@ -55,8 +46,8 @@ static void test_valid_file(void) {
         "\"scalar\": {\"dtype\": \"I32\", \"shape\": [], \"data_offsets\": [32, 36]}}       ";
     size_t n;
     unsigned char *file = make_file(header, data, sizeof data, &n);
-    counter c = { 0 };
-    oc_allocator a = { counting_alloc, &c };
+    check_alloc c = { 0 };
+    oc_allocator a = { check_alloc_fn, &c };
     oc_safetensors *st;
     oc_error e;
     REQUIREF(oc_safetensors_open_bytes(&st, file, n, &a, &e) == OC_OK, "%s", e.message);
@@ -134,8 +125,8 @@ static void test_corrupt_headers(void) {
         { "{\"__metadata__\": {\"n\": 1}}", 0, OC_ERR_FORMAT, "safetensors: \"__metadata__\" values must be strings" },
         { "{\"__metadata__\": [\"x\"]}", 0, OC_ERR_FORMAT, "safetensors: \"__metadata__\" is not a JSON object" },
     };
-    counter c = { 0 };
-    oc_allocator a = { counting_alloc, &c };
+    check_alloc c = { 0 };
+    oc_allocator a = { check_alloc_fn, &c };
     unsigned char zeros[16] = { 0 };
     for (size_t i = 0; i < OC_ARRAY_LEN(cases); i++) {
         size_t n;
@@ -197,8 +188,8 @@ static void test_sharded(void) {
     write_text(dir, "ok.index.json",
                "{\"metadata\": {\"total_size\": 19}, \"weight_map\": {\"x.a\": \"m-1.safetensors\", "
                "\"y\": \"m-2.safetensors\", \"x.b\": \"m-1.safetensors\"}}");
-    counter c = { 0 };
-    oc_allocator a = { counting_alloc, &c };
+    check_alloc c = { 0 };
+    oc_allocator a = { check_alloc_fn, &c };
     oc_safetensors_set *set;
     oc_error e;
     char path[256];

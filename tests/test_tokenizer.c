@@ -17,19 +17,6 @@
 
 /* ---- helpers ------------------------------------------------------------------------------------- */
 
-typedef struct { long n_live; size_t bytes_live; long n_calls; long fail_at; } counter;
-static void *counting_alloc(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
-    counter *c = user;
-    if (new_bytes == 0) {
-        if (ptr) { c->n_live--; c->bytes_live -= old_bytes; }
-        free(ptr);
-        return NULL;
-    }
-    if (c->fail_at && ++c->n_calls == c->fail_at) return NULL;
-    void *p = realloc(ptr, new_bytes);
-    if (p) { if (!ptr) c->n_live++; c->bytes_live += new_bytes - old_bytes; }
-    return p;
-}
 
 static unsigned char tiny_file[16384];
 
@@ -312,8 +299,8 @@ static void test_open_errors(void) {
     /* every allocation failing in turn: NOMEM, nothing left behind */
     int n_fail = 0;
     for (long k = 1; k < 64; k++) {
-        counter c = { 0, 0, 0, k };
-        oc_allocator a = { counting_alloc, &c };
+        check_alloc c = { .fail_at = k };
+        oc_allocator a = { check_alloc_fn, &c };
         oc_status st = open_tiny(&tok, NULL, NULL, &a, &err);
         if (st == OC_OK) { oc_tokenizer_close(tok); CHECK(c.n_live == 0 && c.bytes_live == 0); break; }
         n_fail++;
