@@ -147,7 +147,7 @@ static void test_resize_matches_pillow(void) {
     snprintf(path, sizeof path, "%s/index.txt", dir);
     FILE *f = fopen(path, "r");
     if (!f) {
-        check_skip("%s not found (run tests/reference/make_resize_cases.py)", path);
+        check_fail_at(__FILE__, __LINE__, "committed fixture %s is missing (tests/reference/make_resize_cases.py makes it)", path);
         return;
     }
     char line[256];
@@ -332,8 +332,8 @@ static void test_hf_fixtures(void) {
     snprintf(path, sizeof path, "%s/index.txt", dir);
     FILE *f = fopen(path, "r");
     if (!f) {
-        check_skip("no HF fixtures in %s (tests/reference/make_preprocess_fixtures.py writes them; "
-                   "needs torch + transformers)", dir);
+        check_fail_at(__FILE__, __LINE__, "committed HF fixtures missing in %s (tests/reference/make_preprocess_fixtures.py "
+                      "writes them; needs torch + transformers)", dir);
         return;
     }
     char line[256];

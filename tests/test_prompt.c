@@ -102,7 +102,8 @@ static int32_t *read_row(const char *line, const char *name, int32_t *n_out) {
 static void test_hf_fixture(void) {
     const char *shared = check_shared_data_dir();
     FILE *f = fopen("tests/data/prompt/two_images.txt", "r");
-    if (!f) { check_skip("tests/data/prompt/two_images.txt absent (run tests/reference/make_prompt_fixtures.py)"); return; }
+    if (!f) { check_fail_at(__FILE__, __LINE__, "committed fixture tests/data/prompt/two_images.txt is missing "
+                             "(tests/reference/make_prompt_fixtures.py makes it)"); return; }
     if (!shared) { fclose(f); check_skip("../shared/data absent: the Qwen2 vocabulary is needed"); return; }
     static char line[1 << 20];
     char system[256] = "", question[256] = "";

@@ -746,7 +746,7 @@ done:
 
 static void test_parity_hf(void) {
     FILE *f = fopen("tests/data/models/qwen2vl/mmproj.gguf", "rb");
-    if (!f) { check_skip("tests/data/models is absent (model fixtures not generated yet)"); return; }
+    if (!f) { check_fail_at(__FILE__, __LINE__, "committed fixture tests/data/models/qwen2vl/mmproj.gguf is missing"); return; }
     fclose(f);
     parity_one("qwen2vl", "mmproj.gguf");
     parity_one("qwen2vl", "mmproj-legacy.gguf");
