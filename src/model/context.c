@@ -329,22 +329,34 @@ static int is_stop(const oc_model *m, int32_t id) {
     return id == m->stop_ids[0] || id == m->stop_ids[1] || id == m->stop_ids[2];
 }
 
-/* Prefill the prompt in batches; the last batch leaves the last position's logits in c->logits. */
-static oc_status prefill(oc_context *c, const oc_token_layout *layout, oc_attn_stats *as, oc_error *err) {
+/* Prefill the prompt in batches; the last batch leaves the last position's logits in c->logits.
+ * Image embeddings are taken by the prompt's image spans (oc_prompt_add_image placed them), never
+ * by token id: an <|image_pad|> id that text produced (a vocabulary may mark it user-defined, so plain
+ * text matches it) must not consume a row; n_image_rows is what encode_image wrote, and a span
+ * beyond it is refused rather than read past the store. */
+static oc_status prefill(oc_context *c, const oc_token_layout *layout, int32_t n_image_rows, oc_attn_stats *as,
+                         oc_error *err) {
     const oc_prompt *pr = &c->prompt;
     size_t d = (size_t)c->m->text->hp.n_embd;
-    int32_t B = batch_of(&c->p), img_row = 0;
+    int32_t B = batch_of(&c->p), img = 0, img_row0 = 0;
+    int32_t n_span_rows = 0;
+    for (int32_t k = 0; k < pr->n_images; k++) n_span_rows += pr->images[k].n_tokens;
+    if (n_span_rows != n_image_rows)
+        return oc_fail(err, OC_ERR_INVALID, "prompt: %d image tokens placed for %d encoded", n_span_rows,
+                       n_image_rows);
     const oc_stack_plan *dp = c->plan ? &c->plan->stacks[OC_PLAN_DECODER] : NULL;
     for (int32_t s = 0; s < pr->n_tokens; s += B) {
         int32_t n = OC_MIN(B, pr->n_tokens - s);
         for (int32_t i = 0; i < n; i++) {
-            int32_t id = pr->ids[s + i];
-            if (id == c->m->chat.image_pad) {
+            int32_t p = s + i;
+            while (img < pr->n_images && p >= pr->images[img].first_token + pr->images[img].n_tokens)
+                img_row0 += pr->images[img++].n_tokens;
+            if (img < pr->n_images && p >= pr->images[img].first_token) {
+                int32_t row = img_row0 + (p - pr->images[img].first_token);
                 c->batch_ids[i] = -1;
-                memcpy(c->batch_embd + (size_t)i * d, c->img_embd + (size_t)img_row * d, d * sizeof(float));
-                img_row++;
+                memcpy(c->batch_embd + (size_t)i * d, c->img_embd + (size_t)row * d, d * sizeof(float));
             } else {
-                c->batch_ids[i] = id;
+                c->batch_ids[i] = pr->ids[p];
             }
         }
         oc_text_batch b;
@@ -465,7 +477,7 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     oc_token_layout *layout = NULL;
     if ((st = build_layout(c, &layout, err))) return st;
     uint64_t t1 = oc_port_now_ns();
-    st = prefill(c, layout, &as, err);
+    st = prefill(c, layout, row, &as, err);
     c->stats.prefill_ms = ms_since(t1);
     if (!st) {
         memcpy(c->prompt_logits, c->logits, sizeof(float) * (size_t)m->text->hp.n_vocab);

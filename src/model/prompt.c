@@ -132,6 +132,21 @@ static oc_status add_special_then_text(oc_prompt *p, oc_tokenizer *tok, int32_t 
     return st;
 }
 
+/* Every <|image_pad|> must be one oc_prompt_add_image placed. Text can produce the id too when the
+ * vocabulary marks it USER_DEFINED (always matched in text, tokenizer.h): such a pad has no image
+ * behind it. Hugging Face refuses the same prompt ("Image features and image tokens do not match"). */
+static oc_status check_pads_placed(const oc_prompt *p, const oc_chat_tokens *ct, oc_error *err) {
+    int32_t img = 0;
+    for (int32_t i = 0; i < p->n_tokens; i++) {
+        while (img < p->n_images && i >= p->images[img].first_token + p->images[img].n_tokens) img++;
+        int in_image = img < p->n_images && i >= p->images[img].first_token;
+        if (!in_image && p->ids[i] == ct->image_pad)
+            return oc_fail(err, OC_ERR_INVALID, "the text holds the image placeholder token %d "
+                           "(<|image_pad|>), which only an image may place", (int)ct->image_pad);
+    }
+    return OC_OK;
+}
+
 oc_status oc_prompt_chat(oc_prompt *p, oc_tokenizer *tok, const oc_chat_tokens *ct,
                          const char *system, const int32_t *grids, int32_t n_images,
                          int label_images, const char *question, oc_error *err) {
@@ -155,5 +170,6 @@ oc_status oc_prompt_chat(oc_prompt *p, oc_tokenizer *tok, const oc_chat_tokens *
     if (st == OC_OK) st = oc_prompt_add_text(p, tok, question, strlen(question), 0, err);
     if (st == OC_OK) st = add_special_then_text(p, tok, ct->im_end, "\n", err);
     if (st == OC_OK) st = add_special_then_text(p, tok, ct->im_start, "assistant\n", err);
+    if (st == OC_OK) st = check_pads_placed(p, ct, err);
     return st;
 }

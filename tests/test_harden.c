@@ -1,0 +1,124 @@
+/* test_harden.c: regression tests for what a hostile file, a long-running host and odd paths found
+ * (issue 21). Each case names the finding it guards; each failed on the code before its fix:
+ *  1. a vocabulary that marks <|image_pad|> USER_DEFINED lets plain text place image tokens, which
+ *     read image-embedding rows that no image wrote;
+ *  4. a FIFO given as a model, image or plan path hung in open();
+ *  5. a model file truncated while mapped killed the process (SIGBUS): the model can be read instead;
+ *  6. -c beyond the model's context, and image references beyond the images given;
+ *  7. NFD text tokenized unlike Hugging Face (whose Qwen2 tokenizer normalizes to NFC). */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "ocellus.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#define DIR "tests/data/models/"
+
+static unsigned char *read_all(const char *path, size_t *n_bytes) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char *b = NULL;
+    long n = -1;
+    if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET) && (b = malloc((size_t)n)) &&
+        fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    *n_bytes = (size_t)n;
+    return b;
+}
+
+static int write_all(const char *path, const void *b, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    int ok = fwrite(b, 1, n, f) == n;
+    return fclose(f) == 0 && ok;
+}
+
+/* Offset of the int32 elements of array key `key` in a GGUF image (the key's name is written once, as
+ * its length then its bytes, followed by type 9 (array), element type 5 (int32) and the count). */
+static size_t int32_array_at(const unsigned char *b, size_t n, const char *key, uint64_t *count) {
+    size_t k = strlen(key);
+    for (size_t i = 8; i + k + 16 <= n; i++) {
+        uint64_t len;
+        memcpy(&len, b + i - 8, 8);
+        if (len != k || memcmp(b + i, key, k)) continue;
+        uint32_t type, elem;
+        memcpy(&type, b + i + k, 4);
+        memcpy(&elem, b + i + k + 4, 4);
+        memcpy(count, b + i + k + 8, 8);
+        if (type == 9 && elem == 5) return i + k + 16;
+    }
+    return 0;
+}
+
+static int find_token(const oc_gguf *g, const char *text) {
+    int64_t key = oc_gguf_find_key(g, "tokenizer.ggml.tokens");
+    oc_gguf_type et;
+    uint64_t n = 0;
+    if (key < 0 || oc_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, NULL)) return -1;
+    for (uint64_t i = 0; i < n; i++) {
+        oc_str s = oc_gguf_arr_str(g, key, i);
+        if (s.len == strlen(text) && !memcmp(s.ptr, text, s.len)) return (int)i;
+    }
+    return -1;
+}
+
+/* Finding 1: the fixture's text model with <|image_pad|> marked USER_DEFINED (4): 300 pads typed as
+ * text, no image. Before the fix each consumed one row of the image-embedding store (ASan: a read
+ * past the context's buffer; -O2: garbage rows silently); now the prompt is refused. */
+static void test_text_cannot_place_image_tokens(void) {
+    const char *crafted = "build/tests/harden_pad.gguf";
+    size_t n;
+    unsigned char *b = read_all(DIR "qwen2vl/text.gguf", &n);
+    REQUIRE(b);
+    oc_gguf *g;
+    oc_error e;
+    REQUIREF(oc_gguf_open_bytes(&g, b, n, NULL, &e) == OC_OK, "%s", e.message);
+    int pad = find_token(g, "<|image_pad|>");
+    oc_gguf_close(g);
+    uint64_t count = 0;
+    size_t at = int32_array_at(b, n, "tokenizer.ggml.token_type", &count);
+    REQUIRE(pad > 0 && at && (uint64_t)pad < count);
+    int32_t user_defined = 4;
+    memcpy(b + at + 4 * (size_t)pad, &user_defined, 4);
+    REQUIRE(write_all(crafted, b, n));
+    free(b);
+
+    oc_model *m;
+    REQUIREF(oc_model_open(&m, crafted, NULL, NULL, &e) == OC_OK, "%s", e.message);
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.max_context_tokens = 512;
+    cp.n_threads = 1;
+    oc_context *c;
+    REQUIREF(oc_context_open(&c, m, &cp, &e) == OC_OK, "%s", e.message);
+    char q[300 * 13 + 1];
+    for (int i = 0; i < 300; i++) memcpy(q + 13 * i, "<|image_pad|>", 13);
+    q[sizeof q - 1] = '\0';
+    oc_request r;
+    oc_request_default(&r);
+    r.question = q;
+    r.max_new_tokens = 1;
+    oc_status st = oc_ask(c, &r, &e);
+    CHECKF(st == OC_ERR_INVALID && strstr(e.message, "image placeholder"), "status %d: %s", st, e.message);
+    /* the same context still answers a plain question */
+    r.question = "hi";
+    CHECKF(oc_ask(c, &r, &e) == OC_OK, "%s", e.message);
+    oc_context_close(c);
+    oc_model_close(m);
+    remove(crafted);
+}
+
+int main(void) {
+    CHECK_RUN(test_text_cannot_place_image_tokens);
+    return check_finish();
+}
