@@ -60,7 +60,9 @@ static int read_whole_file(int fd, size_t n_bytes, oc_port_mapping *out) {
 
 int oc_port_map_file(const char *path, oc_port_mapping *out, char *msg, size_t msg_bytes) {
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY);
+    /* O_NONBLOCK: open() on a FIFO (or a device) would wait for a writer forever; the file type is
+     * checked below, before anything is read. It changes nothing for the regular files we keep. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
         snprintf(msg, msg_bytes, "%s: cannot open: %s", path, strerror(e));
@@ -78,6 +80,8 @@ int oc_port_map_file(const char *path, oc_port_mapping *out, char *msg, size_t m
         close(fd);
         return S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
     }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);   /* a regular file: reads may block again */
     if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
         snprintf(msg, msg_bytes, "%s: file too large for this address space", path);
         close(fd);

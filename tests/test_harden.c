@@ -8,6 +8,7 @@
  *  7. NFD text tokenized unlike Hugging Face (whose Qwen2 tokenizer normalizes to NFC). */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
+#include "image/image.h"
 #include "ocellus.h"
 
 #include <errno.h>
@@ -118,7 +119,41 @@ static void test_text_cannot_place_image_tokens(void) {
     remove(crafted);
 }
 
+/* Finding 4: every path the library opens goes through one port function, which used to open() a
+ * FIFO before looking at its type and so waited for a writer forever. The alarm turns a hang into a
+ * failure (the process dies with SIGALRM and the runner reports it). */
+static void test_fifo_paths_do_not_hang(void) {
+    const char *fifo = "build/tests/harden.fifo";
+    remove(fifo);
+    if (mkfifo(fifo, 0600) != 0) {
+        check_skip("mkfifo: %s", strerror(errno));
+        return;
+    }
+    alarm(20);
+    oc_error e;
+    oc_model *m = NULL;
+    CHECKF(oc_model_open(&m, fifo, NULL, NULL, &e) == OC_ERR_IO && strstr(e.message, "not a regular file"), "%s",
+           e.message);
+    oc_gguf *g = NULL;
+    CHECK(oc_gguf_open(&g, fifo, NULL, &e) == OC_ERR_IO);
+    REQUIREF(oc_model_open(&m, DIR "qwen2vl/text.gguf", fifo, NULL, &e) == OC_ERR_IO, "%s", e.message);
+    REQUIREF(oc_model_open(&m, DIR "qwen2vl/text.gguf", NULL, NULL, &e) == OC_OK, "%s", e.message);
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.max_context_tokens = 64;
+    cp.n_threads = 1;
+    cp.plan_path = fifo;
+    oc_context *c = NULL;
+    CHECKF(oc_context_open(&c, m, &cp, &e) == OC_ERR_IO && strstr(e.message, "not a regular file"), "%s", e.message);
+    oc_model_close(m);
+    oc_image img;
+    CHECKF(oc_image_load(&img, fifo, NULL, NULL, &e) == OC_ERR_IO, "%s", e.message);
+    alarm(0);
+    remove(fifo);
+}
+
 int main(void) {
     CHECK_RUN(test_text_cannot_place_image_tokens);
+    CHECK_RUN(test_fifo_paths_do_not_hang);
     return check_finish();
 }
