@@ -239,6 +239,7 @@ typedef struct oc_model_info {
     int has_vision;
     const char *projector;            /* "qwen2vl_merger", "qwen2.5vl_merger" or "" */
     int32_t vision_layers, vision_hidden, vision_heads;
+    int32_t n_ctx_train;              /* the model's context length (qwen2vl.context_length) */
 } oc_model_info;
 OC_API void oc_model_get_info(const oc_model *model, oc_model_info *out);
 
@@ -258,7 +259,8 @@ typedef enum oc_backend_choice {
 } oc_backend_choice;
 
 typedef struct oc_context_params {
-    int32_t max_context_tokens;   /* KV cache length (default 4096) */
+    int32_t max_context_tokens;   /* KV cache length (default 4096); clamped to the model's
+                                     context length (oc_model_info.n_ctx_train) */
     int32_t max_images;           /* images per question (default 8) */
     int32_t max_image_tokens;     /* LLM tokens per image after the 2x2 merge (default 1280 =
                                      HF's default max_pixels 1003520 / 28^2); larger images are

@@ -152,8 +152,70 @@ static void test_fifo_paths_do_not_hang(void) {
     remove(fifo);
 }
 
+/* Finding 6: a context asked for more tokens than the model's context length gets the model's
+ * length (before: -c 16777216 reserved a KV cache for 16M positions). */
+static void test_context_clamped_to_model(void) {
+    oc_error e;
+    oc_model *m;
+    REQUIREF(oc_model_open(&m, DIR "qwen2vl/text.gguf", NULL, NULL, &e) == OC_OK, "%s", e.message);
+    oc_model_info info;
+    oc_model_get_info(m, &info);
+    REQUIRE(info.n_ctx_train >= 16);
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.n_threads = 1;
+    size_t at_model = 0, huge = 0;
+    cp.max_context_tokens = info.n_ctx_train;
+    REQUIRE(oc_context_memory_bytes(m, &cp, &at_model, &e) == OC_OK);
+    cp.max_context_tokens = 1 << 24;
+    REQUIREF(oc_context_memory_bytes(m, &cp, &huge, &e) == OC_OK, "%s", e.message);
+    CHECKF(huge == at_model, "-c 16777216 needs %zu bytes, the model's %d tokens %zu", huge, info.n_ctx_train,
+           at_model);
+    oc_context *c;
+    CHECKF(oc_context_open(&c, m, &cp, &e) == OC_OK, "%s", e.message);
+    oc_context_close(c);
+    oc_model_close(m);
+}
+
+/* Finding 6: "image 5" with one image given was answered about some image without a word. */
+static void test_reference_to_missing_image(void) {
+    oc_error e;
+    oc_model *m;
+    REQUIREF(oc_model_open(&m, "examples/demo/ocellus-demo.gguf", "examples/demo/ocellus-demo-mmproj.gguf", NULL,
+                           &e) == OC_OK, "%s", e.message);
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.max_context_tokens = 256;
+    cp.max_images = 2;
+    cp.n_threads = 1;
+    oc_context *c;
+    REQUIREF(oc_context_open(&c, m, &cp, &e) == OC_OK, "%s", e.message);
+    uint8_t px[3 * 56 * 56];
+    memset(px, 90, sizeof px);
+    oc_image_rgb img = { px, 56, 56, 3 * 56 };
+    oc_request r;
+    oc_request_default(&r);
+    r.images = &img;
+    r.n_images = 1;
+    r.max_new_tokens = 2;
+    r.question = "What color is the circle in image 5?";
+    oc_status st = oc_ask(c, &r, &e);
+    CHECKF(st == OC_ERR_INVALID && strstr(e.message, "image 5"), "status %d: %s", st, e.message);
+    r.question = "How many shapes are in Picture #2?";
+    st = oc_ask(c, &r, &e);
+    CHECKF(st == OC_ERR_INVALID && strstr(e.message, "image 2"), "status %d: %s", st, e.message);
+    r.question = "What color is the circle in image 1?";
+    CHECKF(oc_ask(c, &r, &e) == OC_OK, "%s", e.message);
+    r.question = "Is this a multiimage3 test?";   /* not a reference: part of a word */
+    CHECKF(oc_ask(c, &r, &e) == OC_OK, "%s", e.message);
+    oc_context_close(c);
+    oc_model_close(m);
+}
+
 int main(void) {
     CHECK_RUN(test_text_cannot_place_image_tokens);
     CHECK_RUN(test_fifo_paths_do_not_hang);
+    CHECK_RUN(test_context_clamped_to_model);
+    CHECK_RUN(test_reference_to_missing_image);
     return check_finish();
 }

@@ -48,7 +48,13 @@ int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(argv[i], "--nfc")) nfc = 1;
         else if (!strcmp(argv[i], "--time")) {
             n_time = 1;
-            if (i + 1 < argc && argv[i + 1][0] >= '1' && argv[i + 1][0] <= '9') n_time = atoi(argv[++i]);
+            if (i + 1 < argc && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9') {
+                if (!cli_int_arg("tokenize", "--time", argv[i + 1], 1, 1000000, &n_time)) return 2;
+                i++;
+            } else if (i + 1 < argc && argv[i + 1][0] == '-' && argv[i + 1][1] >= '0' && argv[i + 1][1] <= '9') {
+                cli_int_arg("tokenize", "--time", argv[i + 1], 1, 1000000, &n_time);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
         else if (argv[i][0] == '-' && argv[i][1]) { fprintf(stderr, "tokenize: unknown option '%s'\n", argv[i]); usage(stderr); return 2; }
         else if (!text) text = argv[i];

@@ -95,6 +95,7 @@ OC_API void oc_model_get_info(const oc_model *m, oc_model_info *out) {
     out->n_head_kv = hp->n_head_kv;
     out->head_dim = hp->head_dim;
     out->n_ff = hp->n_ff;
+    out->n_ctx_train = hp->n_ctx_train;
     out->projector = m->projector;
     if (m->vision) {
         const oc_vision_hparams *vh = oc_vision_model_hparams(m->vision);
