@@ -3,7 +3,8 @@
  *  1. a vocabulary that marks <|image_pad|> USER_DEFINED lets plain text place image tokens, which
  *     read image-embedding rows that no image wrote;
  *  4. a FIFO given as a model, image or plan path hung in open();
- *  5. a model file truncated while mapped killed the process (SIGBUS): the model can be read instead;
+ *  5. a model file truncated while mapped killed the process (SIGBUS): the model can now be read
+ *     into memory instead (OC_LOAD_READ);
  *  6. -c beyond the model's context, and image references beyond the images given;
  *  7. NFD text tokenized unlike Hugging Face (whose Qwen2 tokenizer normalizes to NFC). */
 #define _POSIX_C_SOURCE 200809L
@@ -18,6 +19,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #define DIR "tests/data/models/"
@@ -212,10 +215,80 @@ static void test_reference_to_missing_image(void) {
     oc_model_close(m);
 }
 
+/* Asks "hi" through a fresh context on m; returns the status. */
+static oc_status ask_hi(oc_model *m, oc_error *e) {
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.max_context_tokens = 64;
+    cp.n_threads = 1;
+    oc_context *c;
+    oc_status st = oc_context_open(&c, m, &cp, e);
+    if (st) return st;
+    oc_request r;
+    oc_request_default(&r);
+    r.question = "hi";
+    r.max_new_tokens = 3;
+    st = oc_ask(c, &r, e);
+    oc_context_close(c);
+    return st;
+}
+
+/* Opens a copy of the fixture's text model in mode load, truncates the copy to nothing, then asks.
+ * Runs in a child process: returns the child's wait status. */
+static int truncate_then_ask(oc_load_mode load) {
+    const char *copy = "build/tests/harden_trunc.gguf";
+    size_t n;
+    unsigned char *b = read_all(DIR "qwen2vl/text.gguf", &n);
+    if (!b || !write_all(copy, b, n)) { free(b); return -1; }
+    free(b);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        oc_model_params mp;
+        oc_model_params_default(&mp);
+        mp.text_path = copy;
+        mp.load = load;
+        oc_model *m;
+        oc_error e;
+        if (oc_model_open_params(&m, &mp, &e)) _exit(3);
+        if (truncate(copy, 0) != 0) _exit(4);
+        oc_status st = ask_hi(m, &e);
+        oc_model_close(m);
+        _exit(st == OC_OK ? 0 : 5);
+    }
+    int status = -1;
+    if (pid > 0) waitpid(pid, &status, 0);
+    remove(copy);
+    return status;
+}
+
+/* Finding 5: a model file truncated while in use. Mapped (the default) it kills the process with
+ * SIGBUS, which the header now says; read into memory (OC_LOAD_READ, ask/eval --no-mmap), which
+ * did not exist before, the model answers as if nothing happened. */
+static void test_model_survives_truncation_when_read(void) {
+    int st = truncate_then_ask(OC_LOAD_READ);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "read copy: wait status %#x", st);
+    st = truncate_then_ask(OC_LOAD_MAP);
+    /* SIGBUS, or a sanitizer's report of it (ASan catches SIGBUS and exits 1) */
+    CHECKF((WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS) || (WIFEXITED(st) && WEXITSTATUS(st) == 1),
+           "mapped: wait status %#x (expected SIGBUS)", st);
+    /* the read path gives its memory back and reports like the mapped one */
+    oc_model_params mp;
+    oc_model_params_default(&mp);
+    mp.text_path = "no/such/model.gguf";
+    mp.load = OC_LOAD_READ;
+    oc_model *m;
+    oc_error e;
+    CHECK(oc_model_open_params(&m, &mp, &e) == OC_ERR_IO && strstr(e.message, "no/such/model.gguf"));
+    mp.load = (oc_load_mode)7;
+    CHECK(oc_model_open_params(&m, &mp, &e) == OC_ERR_INVALID);
+}
+
 int main(void) {
     CHECK_RUN(test_text_cannot_place_image_tokens);
     CHECK_RUN(test_fifo_paths_do_not_hang);
     CHECK_RUN(test_context_clamped_to_model);
     CHECK_RUN(test_reference_to_missing_image);
+    CHECK_RUN(test_model_survives_truncation_when_read);
     return check_finish();
 }
