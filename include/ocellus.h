@@ -128,6 +128,12 @@ typedef struct oc_gguf_tensor {
  * keys and tensors plus 4 bytes per element of every string array (O(1) oc_gguf_arr_str). */
 OC_API oc_status oc_gguf_open(oc_gguf **out, const char *path, const oc_allocator *alloc,
                               oc_error *err);
+/* Read the whole file into memory from alloc instead of mapping it: costs the file's size in
+ * memory and the time to read it, but a file truncated or rewritten while open cannot crash the
+ * process (a mapped one raises SIGBUS on the next access to a page that is gone) or change under
+ * it. [errors: OC_ERR_IO, OC_ERR_FORMAT, OC_ERR_NOMEM] */
+OC_API oc_status oc_gguf_open_read(oc_gguf **out, const char *path, const oc_allocator *alloc,
+                                   oc_error *err);
 /* Parse a GGUF image held in memory; bytes are borrowed and must outlive the handle. */
 OC_API oc_status oc_gguf_open_bytes(oc_gguf **out, const void *bytes, size_t n_bytes,
                                     const oc_allocator *alloc, oc_error *err);
@@ -228,10 +234,28 @@ OC_API oc_status oc_gguf_writer_write(oc_gguf_writer *w, const char *path, oc_er
 typedef struct oc_model oc_model;
 typedef struct oc_context oc_context;
 
-/* mmproj_path may be NULL (text only). Messages name the file and the problem.
+/* mmproj_path may be NULL (text only). Messages name the file and the problem. The files are
+ * mapped (oc_model_open_params can read them instead): weights are paged in from the file as
+ * they are used, and the files must not change while the model is open: truncating a mapped
+ * file kills the process with SIGBUS, rewriting it changes the weights under the model.
  * [errors: OC_ERR_IO, OC_ERR_FORMAT, OC_ERR_UNSUPPORTED, OC_ERR_TYPE, OC_ERR_NOMEM] */
 OC_API oc_status oc_model_open(oc_model **out, const char *text_path, const char *mmproj_path,
                                const oc_allocator *alloc, oc_error *err);
+
+typedef enum oc_load_mode {
+    OC_LOAD_MAP = 0,    /* map the files (default): fast to open, shared page cache, see above */
+    OC_LOAD_READ = 1    /* read them into memory from the allocator: the files' size in memory,
+                           and the model survives the files changing or vanishing underneath */
+} oc_load_mode;
+typedef struct oc_model_params {
+    const char *text_path;        /* the language model GGUF */
+    const char *mmproj_path;      /* the vision encoder GGUF, or NULL (text only) */
+    const oc_allocator *alloc;    /* NULL: malloc */
+    oc_load_mode load;
+} oc_model_params;
+OC_API void oc_model_params_default(oc_model_params *params);
+/* oc_model_open with the load mode. [errors: as oc_model_open] */
+OC_API oc_status oc_model_open_params(oc_model **out, const oc_model_params *params, oc_error *err);
 OC_API void oc_model_close(oc_model *model);
 
 typedef struct oc_model_info {
@@ -239,6 +263,7 @@ typedef struct oc_model_info {
     int has_vision;
     const char *projector;            /* "qwen2vl_merger", "qwen2.5vl_merger" or "" */
     int32_t vision_layers, vision_hidden, vision_heads;
+    int32_t n_ctx_train;              /* the model's context length (qwen2vl.context_length) */
 } oc_model_info;
 OC_API void oc_model_get_info(const oc_model *model, oc_model_info *out);
 
@@ -258,7 +283,8 @@ typedef enum oc_backend_choice {
 } oc_backend_choice;
 
 typedef struct oc_context_params {
-    int32_t max_context_tokens;   /* KV cache length (default 4096) */
+    int32_t max_context_tokens;   /* KV cache length (default 4096); clamped to the model's
+                                     context length (oc_model_info.n_ctx_train) */
     int32_t max_images;           /* images per question (default 8) */
     int32_t max_image_tokens;     /* LLM tokens per image after the 2x2 merge (default 1280 =
                                      HF's default max_pixels 1003520 / 28^2); larger images are

@@ -33,7 +33,8 @@ int  oc_port_n_cpus(void);
 typedef struct oc_port_mapping {
     const void *data;
     size_t n_bytes;
-    int is_mapped;   /* 1: mmap'ed; 0: read into a heap buffer (fallback) */
+    int is_mapped;   /* 1: mmap'ed; 0: read into a heap buffer (fallback); 2: read into memory from
+                        the caller's alloc_fn (oc_port_read_file): unmapping leaves it to the caller */
 } oc_port_mapping;
 
 /* Map a whole file read-only; falls back to reading it into memory obtained from malloc when
@@ -41,6 +42,13 @@ typedef struct oc_port_mapping {
  * path) into msg. An empty file maps to data == NULL, n_bytes == 0. */
 int  oc_port_map_file(const char *path, oc_port_mapping *out, char *msg, size_t msg_bytes);
 void oc_port_unmap_file(oc_port_mapping *m);
+/* Read a whole regular file into memory from alloc_fn(user, size) instead of mapping it: a mapped
+ * file that is truncated or rewritten underneath kills the process (SIGBUS) or changes under it;
+ * a copy does not. On failure after alloc_fn succeeded, out->data still holds that memory for the
+ * caller to free. Same errors and messages as oc_port_map_file; "the file got shorter" when it
+ * shrank while being read. */
+int  oc_port_read_file(const char *path, void *(*alloc_fn)(void *user, size_t n_bytes), void *user,
+                       oc_port_mapping *out, char *msg, size_t msg_bytes);
 
 /* ---- time and memory --------------------------------------------------------------------------------- */
 uint64_t oc_port_now_ns(void);   /* monotonic */

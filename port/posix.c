@@ -58,35 +58,49 @@ static int read_whole_file(int fd, size_t n_bytes, oc_port_mapping *out) {
     return 0;
 }
 
-int oc_port_map_file(const char *path, oc_port_mapping *out, char *msg, size_t msg_bytes) {
-    memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY);
+/* Opens path for reading if it is a regular file; its size in *n_bytes. Returns the descriptor, or
+ * -1 with *e set and a message naming the path. */
+static int open_regular(const char *path, size_t *n_bytes, int *e, char *msg, size_t msg_bytes) {
+    /* O_NONBLOCK: open() on a FIFO (or a device) would wait for a writer forever; the file type is
+     * checked below, before anything is read. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) {
-        int e = errno;
-        snprintf(msg, msg_bytes, "%s: cannot open: %s", path, strerror(e));
-        return e;
+        *e = errno;
+        snprintf(msg, msg_bytes, "%s: cannot open: %s", path, strerror(*e));
+        return -1;
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        int e = errno;
-        snprintf(msg, msg_bytes, "%s: cannot stat: %s", path, strerror(e));
+        *e = errno;
+        snprintf(msg, msg_bytes, "%s: cannot stat: %s", path, strerror(*e));
         close(fd);
-        return e;
+        return -1;
     }
     if (!S_ISREG(st.st_mode)) {
         snprintf(msg, msg_bytes, "%s: not a regular file", path);
         close(fd);
-        return S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+        *e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+        return -1;
     }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);   /* a regular file: reads may block again */
     if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
         snprintf(msg, msg_bytes, "%s: file too large for this address space", path);
         close(fd);
-        return EFBIG;
+        *e = EFBIG;
+        return -1;
     }
-    size_t n = (size_t)st.st_size;
+    *n_bytes = (size_t)st.st_size;
+    return fd;
+}
+
+int oc_port_map_file(const char *path, oc_port_mapping *out, char *msg, size_t msg_bytes) {
+    memset(out, 0, sizeof *out);
+    size_t n;
+    int e = 0, fd = open_regular(path, &n, &e, msg, msg_bytes);
+    if (fd < 0) return e;
     if (n == 0) { close(fd); return 0; }
     void *p = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = 0;
     if (p != MAP_FAILED) {
         out->data = p;
         out->n_bytes = n;
@@ -99,8 +113,42 @@ int oc_port_map_file(const char *path, oc_port_mapping *out, char *msg, size_t m
     return e;
 }
 
+int oc_port_read_file(const char *path, void *(*alloc_fn)(void *user, size_t n_bytes), void *user,
+                      oc_port_mapping *out, char *msg, size_t msg_bytes) {
+    memset(out, 0, sizeof *out);
+    size_t n;
+    int e = 0, fd = open_regular(path, &n, &e, msg, msg_bytes);
+    if (fd < 0) return e;
+    unsigned char *buf = n ? alloc_fn(user, n) : NULL;
+    if (n && !buf) {
+        snprintf(msg, msg_bytes, "%s: out of memory for %zu bytes", path, n);
+        close(fd);
+        return ENOMEM;
+    }
+    for (size_t done = 0; done < n;) {
+        ssize_t r = read(fd, buf + done, n - done);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {   /* r == 0: the file shrank while we read it */
+            e = r < 0 ? errno : EIO;
+            snprintf(msg, msg_bytes, "%s: cannot read: %s", path, r < 0 ? strerror(e) : "the file got shorter");
+            close(fd);
+            out->data = buf;   /* the caller frees what it allocated */
+            out->n_bytes = n;
+            out->is_mapped = 2;
+            return e;
+        }
+        done += (size_t)r;
+    }
+    close(fd);
+    out->data = buf;
+    out->n_bytes = n;
+    out->is_mapped = 2;
+    return 0;
+}
+
 void oc_port_unmap_file(oc_port_mapping *m) {
     if (!m || !m->data) return;
+    if (m->is_mapped == 2) return;   /* the caller's memory (oc_port_read_file) */
     if (m->is_mapped) munmap((void *)m->data, m->n_bytes);
     else free((void *)m->data);
     m->data = NULL;

@@ -48,12 +48,12 @@ static int need_qwen(void) {
     return 1;
 }
 
-/* Encode text into a fresh array (n_bytes + 1 ids always suffice). */
+/* Encode text into a fresh array (3 * n_bytes + 1 ids always suffice: NFC at most triples text). */
 static int32_t *encode_all(oc_tokenizer *tok, const char *text, size_t n, int flags, size_t *n_ids) {
-    int32_t *ids = malloc((n + 1) * sizeof *ids);
+    int32_t *ids = malloc((3 * n + 1) * sizeof *ids);
     oc_error err;
     if (!ids) return NULL;
-    if (oc_tokenizer_encode(tok, text, n, flags, ids, n + 1, n_ids, &err) != OC_OK) {
+    if (oc_tokenizer_encode(tok, text, n, flags, ids, 3 * n + 1, n_ids, &err) != OC_OK) {
         check_fail_at(__FILE__, __LINE__, "encode: %s", err.message);
         free(ids);
         return NULL;
@@ -214,7 +214,7 @@ static void test_tiny_roundtrip_random(void) {
         }
         for (int flags = 0; flags <= 1; flags++) {
             size_t n_ids;
-            int32_t *ids = encode_all(tok, text, n, flags, &n_ids);
+            int32_t *ids = encode_all(tok, text, n, flags | OC_TOK_NO_NFC, &n_ids);
             REQUIRE(ids);
             CHECKF(decodes_to(tok, ids, n_ids, OC_TOK_DECODE_SPECIAL, text, n), "iteration %d", iter);
             CHECKF(streams_to(tok, ids, n_ids, text, n), "iteration %d (stream)", iter);
@@ -508,12 +508,63 @@ static void test_qwen_roundtrip_random(void) {
             }
         }
         size_t n_ids;
-        int32_t *ids = encode_all(qwen_tok, text, n, iter & 1, &n_ids);
+        int32_t *ids = encode_all(qwen_tok, text, n, (iter & 1) | OC_TOK_NO_NFC, &n_ids);
         REQUIRE(ids);
         CHECKF(decodes_to(qwen_tok, ids, n_ids, OC_TOK_DECODE_SPECIAL, text, n), "iteration %d", iter);
         CHECKF(streams_to(qwen_tok, ids, n_ids, text, n), "iteration %d (stream)", iter);
         free(ids);
     }
+}
+
+/* Issue 21 finding 7: Hugging Face's Qwen2 tokenizer normalizes to NFC, so decomposed text (NFD: "a"
+ * + U+0308) gets the ids of the composed text ("\xC3\xA4"); before, only oc_utf8_nfc by hand did.
+ * OC_TOK_NO_NFC keeps llama.cpp's ids. Long text is normalized in windows: the ids equal those of
+ * the whole text normalized at once (the windows end after a line break). */
+static int same_ids(oc_tokenizer *tok, const char *a, size_t n_a, int flags_a, const char *b, size_t n_b, int flags_b) {
+    size_t n1, n2;
+    int32_t *x = encode_all(tok, a, n_a, flags_a, &n1), *y = encode_all(tok, b, n_b, flags_b, &n2);
+    int same = x && y && n1 == n2 && !memcmp(x, y, n1 * sizeof *x);
+    free(x);
+    free(y);
+    return same;
+}
+
+static void test_nfc_by_default(void) {
+    oc_tokenizer *tok = NULL;
+    REQUIRE(open_tiny(&tok, NULL, NULL, NULL, NULL) == OC_OK);
+    const char *nfd = "a\xCC\x88 the a\xCC\x88", *nfc = "\xC3\xA4 the \xC3\xA4";
+    CHECK(same_ids(tok, nfd, strlen(nfd), 0, nfc, strlen(nfc), 0));
+    CHECK(!same_ids(tok, nfd, strlen(nfd), OC_TOK_NO_NFC, nfc, strlen(nfc), 0));
+    size_t n_ids;
+    int32_t *ids = encode_all(tok, nfd, 3, 0, &n_ids);
+    CHECK(ids && n_ids == 1 && ids[0] == 256 + 7);   /* the merged token for bytes C3 A4 */
+    free(ids);
+    oc_tokenizer_close(tok);
+    /* deepseek-r1-qwen shares the pre-tokenizer, not HF's normalizer: no NFC */
+    REQUIRE(open_tiny(&tok, NULL, "deepseek-r1-qwen", NULL, NULL) == OC_OK);
+    CHECK(same_ids(tok, nfd, strlen(nfd), 0, nfd, strlen(nfd), OC_TOK_NO_NFC));
+    oc_tokenizer_close(tok);
+
+    if (!need_qwen()) return;
+    CHECK(same_ids(qwen_tok, "Cafe\xCC\x81 na\xC3\xAFve", 13, 0, "Caf\xC3\xA9 na\xC3\xAFve", 12, 0));
+    /* 80 KiB of lines with decomposed accents and Hangul jamo, normalized in windows */
+    static const char *const parts[] = { "re\xCC\x81sume\xCC\x81 ", "\xE1\x84\x92\xE1\x85\xA1\xE1\x86\xAB ",
+                                         "o\xCC\x88\xCC\xA3", "\n", "  ", "\xC3\xA5", "x" };
+    size_t cap = 80 * 1024, n = 0;
+    char *text = malloc(cap + 16);
+    uint8_t *norm = malloc(3 * cap + 48);
+    REQUIRE(text && norm);
+    check_rng rng = { 0xACCE27ull };
+    while (n < cap) {
+        const char *p = parts[check_rng_int(&rng, 0, (int)OC_ARRAY_LEN(parts) - 1)];
+        memcpy(text + n, p, strlen(p));
+        n += strlen(p);
+    }
+    size_t n_norm;
+    REQUIRE(oc_utf8_nfc((const uint8_t *)text, n, norm, 3 * cap + 48, &n_norm, NULL) == OC_OK);
+    CHECK(n_norm < n && same_ids(qwen_tok, text, n, 0, (const char *)norm, n_norm, OC_TOK_NO_NFC));
+    free(text);
+    free(norm);
 }
 
 int main(void) {
@@ -536,6 +587,7 @@ int main(void) {
     CHECK_RUN(test_qwen_special);
     CHECK_RUN(test_qwen_stream_emoji);
     CHECK_RUN(test_qwen_roundtrip_random);
+    CHECK_RUN(test_nfc_by_default);
     oc_tokenizer_close(qwen_tok);
     return check_finish();
 }

@@ -277,9 +277,9 @@ int bench_attention_cl(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-        else if (!strcmp(argv[i], "--images") && i + 1 < argc) n_images = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--image-tokens") && i + 1 < argc) image_tokens = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--images") && i + 1 < argc) { if (!cli_int_arg("bench attention", argv[i], argv[i + 1], 1, 1024, &n_images)) return 2; i++; }
+        else if (!strcmp(argv[i], "--image-tokens") && i + 1 < argc) { if (!cli_int_arg("bench attention", argv[i], argv[i + 1], 1, 1048576, &image_tokens)) return 2; i++; }
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) { if (!cli_int_arg("bench attention", argv[i], argv[i + 1], 1, 200, &reps)) return 2; i++; }
         else if (!strcmp(argv[i], "--tiles") && i + 1 < argc) tiles = argv[++i];
         else {
             fprintf(stderr, "usage: ocellus bench attention --backend opencl [--device N|NAME] [--quick] [--only abc]\n"

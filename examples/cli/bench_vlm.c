@@ -352,13 +352,17 @@ int bench_vlm(int argc, char **argv) {
         if (!strcmp(a, "--synth")) synth = v;
         else if (!strcmp(a, "--type")) type = v;
         else if (!strcmp(a, "--tokenizer")) tok_path = v;
-        else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--seed")) {
+            int s32;
+            if (!cli_int_arg("bench vlm", a, v, 0, 0x7fffffffL, &s32)) return 2;
+            seed = (uint64_t)s32;
+        }
         else if (!strcmp(a, "-m")) text = v;
         else if (!strcmp(a, "--mmproj")) mmproj = v;
         else if (!strcmp(a, "--images")) images = v;
-        else if (!strcmp(a, "-t")) n_threads = atoi(v);
-        else if (!strcmp(a, "-n")) n_new = atoi(v);
-        else if (!strcmp(a, "--pp")) pp = atoi(v);
+        else if (!strcmp(a, "-t")) { if (!cli_int_arg("bench vlm", a, v, 1, 1024, &n_threads)) return 2; }
+        else if (!strcmp(a, "-n")) { if (!cli_int_arg("bench vlm", a, v, 0, 16777216, &n_new)) return 2; }
+        else if (!strcmp(a, "--pp")) { if (!cli_int_arg("bench vlm", a, v, 0, 16777216, &pp)) return 2; }
         else if (!strcmp(a, "--device")) device = v;
         else if (!strcmp(a, "--backend") && cli_parse_backend(v, &backend)) continue;
         else { fprintf(stderr, "ocellus bench vlm: unknown option %s\n", a); usage(stderr); return 2; }

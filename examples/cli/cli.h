@@ -25,6 +25,10 @@ int cli_parse_backend(const char *name, oc_backend_choice *out);
     "  --device D " pad "OpenCL device: index (clinfo -l) or a piece of its name; default:\n"       \
     "             " pad "the first GPU, else the first device\n"
 
+/* Reads value as a whole number in [lo, hi] (lo, hi within int) into *out; otherwise prints
+ * "ocellus CMD: OPT wants a whole number in [lo, hi], not 'value'" and returns 0 (cli_args.c). */
+int cli_int_arg(const char *cmd, const char *opt, const char *value, long lo, long hi, int *out);
+
 int cmd_version(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_info(int argc, char **argv);

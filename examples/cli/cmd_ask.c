@@ -20,6 +20,8 @@ static void usage(FILE *f) {
             "  -m FILE              text model GGUF (arch qwen2vl); without -m and --mmproj: the demo\n"
             "                       model in examples/demo/ (from the source tree's root)\n"
             "  --mmproj FILE        vision encoder GGUF (needed for images)\n"
+            "  --no-mmap            read the model files into memory instead of mapping them (a mapped\n"
+            "                       file changed or truncated while in use can crash the process)\n"
             "  -i FILE              an image (PPM/PGM; JPEG and PNG when built with libjpeg/libpng);\n"
             "                       repeat for several images, shown in order before the question\n"
             "  -p TEXT              the question (or give it as the last argument)\n"
@@ -84,6 +86,8 @@ int cmd_ask(int argc, char **argv) {
     int n_images = 0, stats = 0;
     oc_context_params cp;
     oc_context_params_default(&cp);
+    oc_model_params mp;
+    oc_model_params_default(&mp);
     oc_request req;
     oc_request_default(&req);
     for (int i = 1; i < argc; i++) {
@@ -92,6 +96,7 @@ int cmd_ask(int argc, char **argv) {
         double x;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--stats")) stats = 1;
+        else if (!strcmp(a, "--no-mmap")) mp.load = OC_LOAD_READ;
         else if (a[0] == '-' && a[1] != '\0' && !v) { fprintf(stderr, "ocellus ask: option %s needs a value\n", a); return 2; }
         else if (!strcmp(a, "-m")) { text_path = v; i++; }
         else if (!strcmp(a, "--mmproj")) { mmproj = v; i++; }
@@ -142,7 +147,9 @@ int cmd_ask(int argc, char **argv) {
         views[i].height_px = decoded[i].height_px;
         views[i].stride_bytes = decoded[i].stride_bytes;
     }
-    if (oc_model_open(&model, text_path, mmproj, NULL, &err)) { fail(err.message); goto done; }
+    mp.text_path = text_path;
+    mp.mmproj_path = mmproj;
+    if (oc_model_open_params(&model, &mp, &err)) { fail(err.message); goto done; }
     if (oc_context_open(&ctx, model, &cp, &err)) { fail(err.message); goto done; }
     fprintf(stderr, "backend: %s\n", oc_context_backend_name(ctx));
     req.system = system;

@@ -18,6 +18,8 @@ static void usage(FILE *f) {
             "usage: ocellus eval [-m TEXT.gguf --mmproj VISION.gguf] [options]\n"
             "  -m FILE                text model GGUF (default " OC_DEMO_TEXT ")\n"
             "  --mmproj FILE          vision encoder GGUF (default " OC_DEMO_MMPROJ ")\n"
+            "  --no-mmap              read the model files into memory instead of mapping them (a\n"
+            "                         mapped file changed or truncated while in use can crash the process)\n"
             "  --items N              number of items (default 500)\n"
             "  --seed S               item stream (default 1000001, not used to train the demo model)\n"
             "  --images-per-item A-B  images per item, uniform in A..B within 1..8 (default 1-8)\n"
@@ -103,11 +105,14 @@ int cmd_eval(int argc, char **argv) {
     oc_backend_choice backend = OC_BACKEND_CPU;
     oc_scene_eval_params ep;
     oc_scene_eval_params_default(&ep);
+    oc_model_params mp;
+    oc_model_params_default(&mp);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long n;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--verbose")) verbose = 1;
+        else if (!strcmp(a, "--no-mmap")) mp.load = OC_LOAD_READ;
         else if (a[0] != '-') { fprintf(stderr, "ocellus eval: unexpected argument '%s'\n", a); return 2; }
         else if (!v) { fprintf(stderr, "ocellus eval: option %s needs a value\n", a); return 2; }
         else if (!strcmp(a, "-m")) { text_path = v; i++; }
@@ -141,7 +146,9 @@ int cmd_eval(int argc, char **argv) {
     oc_context *ctx = NULL;
     oc_scene_eval_result res;
     int rc = 1;
-    if (oc_model_open(&model, text_path, mmproj, NULL, &err)) { fail(err.message); goto done; }
+    mp.text_path = text_path;
+    mp.mmproj_path = mmproj;
+    if (oc_model_open_params(&model, &mp, &err)) { fail(err.message); goto done; }
     if (oc_context_open(&ctx, model, &cp, &err)) { fail(err.message); goto done; }
     fprintf(stderr, "backend: %s\n", oc_context_backend_name(ctx));
     oc_status st = oc_scene_eval(ctx, &ep, &res, &err);

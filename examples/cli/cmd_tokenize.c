@@ -12,12 +12,13 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: ocellus tokenize -m MODEL.gguf [--no-special] [--ids] [--nfc] [--time [N]] (-f FILE | TEXT)\n"
+            "usage: ocellus tokenize -m MODEL.gguf [--no-special] [--ids] [--no-nfc] [--time [N]] (-f FILE | TEXT)\n"
             "  -m FILE       GGUF file with the tokenizer.ggml.* keys (a model or a vocab-only file)\n"
             "  -f FILE       tokenize the contents of FILE instead of TEXT\n"
             "  --no-special  control-token text such as <|im_start|> is tokenized as plain text\n"
             "  --ids         print only the ids, one per line\n"
-            "  --nfc         NFC-normalize first (what Hugging Face's tokenizer.json does)\n"
+            "  --no-nfc      take the text as is (llama.cpp's ids); by default a Qwen2 tokenizer\n"
+            "                normalizes to NFC first, as Hugging Face's does\n"
             "  --time [N]    encode N times (default 1) and print the fastest time in ms to stderr\n");
 }
 
@@ -39,16 +40,23 @@ static void print_piece(const char *p, size_t n) {
 
 int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *text = NULL;
-    int flags = OC_TOK_PARSE_SPECIAL, ids_only = 0, nfc = 0, n_time = 0;
+    int flags = OC_TOK_PARSE_SPECIAL, ids_only = 0, n_time = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-m") && i + 1 < argc) model = argv[++i];
         else if (!strcmp(argv[i], "-f") && i + 1 < argc) file = argv[++i];
         else if (!strcmp(argv[i], "--no-special")) flags &= ~OC_TOK_PARSE_SPECIAL;
         else if (!strcmp(argv[i], "--ids")) ids_only = 1;
-        else if (!strcmp(argv[i], "--nfc")) nfc = 1;
+        else if (!strcmp(argv[i], "--nfc")) continue;   /* the default now; kept for old scripts */
+        else if (!strcmp(argv[i], "--no-nfc")) flags |= OC_TOK_NO_NFC;
         else if (!strcmp(argv[i], "--time")) {
             n_time = 1;
-            if (i + 1 < argc && argv[i + 1][0] >= '1' && argv[i + 1][0] <= '9') n_time = atoi(argv[++i]);
+            if (i + 1 < argc && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9') {
+                if (!cli_int_arg("tokenize", "--time", argv[i + 1], 1, 1000000, &n_time)) return 2;
+                i++;
+            } else if (i + 1 < argc && argv[i + 1][0] == '-' && argv[i + 1][1] >= '0' && argv[i + 1][1] <= '9') {
+                cli_int_arg("tokenize", "--time", argv[i + 1], 1, 1000000, &n_time);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
         else if (argv[i][0] == '-' && argv[i][1]) { fprintf(stderr, "tokenize: unknown option '%s'\n", argv[i]); usage(stderr); return 2; }
         else if (!text) text = argv[i];
@@ -61,7 +69,6 @@ int cmd_tokenize(int argc, char **argv) {
     oc_tokenizer *tok = NULL;
     oc_port_mapping map = { NULL, 0, 0 };
     int rc = 1;
-    char *norm = NULL;
     int32_t *ids = NULL;
     uint64_t t_open = oc_port_now_ns();
     if (oc_gguf_open(&g, model, NULL, &err) || oc_tokenizer_open_gguf(&tok, g, NULL, &err)) {
@@ -80,19 +87,8 @@ int cmd_tokenize(int argc, char **argv) {
         src = map.data;
         n_src = map.n_bytes;
     }
-    if (nfc && n_src) {
-        size_t cap = 3 * n_src, n_norm;
-        norm = malloc(cap);
-        if (!norm || oc_utf8_nfc((const uint8_t *)src, n_src, (uint8_t *)norm, cap, &n_norm, &err)) {
-            fprintf(stderr, "tokenize: NFC: %s\n", norm ? err.message : "out of memory");
-            goto done;
-        }
-        src = norm;
-        n_src = n_norm;
-    }
-
-    /* every token covers at least one byte of text, so n_src + 1 ids always suffice */
-    size_t max_ids = n_src + 1, n_ids = 0;
+    /* every token covers at least one byte of the (NFC: at most 3x longer) text */
+    size_t max_ids = 3 * n_src + 1, n_ids = 0;
     ids = malloc(max_ids * sizeof *ids);
     if (!ids) { fprintf(stderr, "tokenize: out of memory\n"); goto done; }
     double best_ms = 0;
@@ -123,7 +119,6 @@ int cmd_tokenize(int argc, char **argv) {
     rc = fflush(stdout) ? 1 : 0;
 done:
     free(ids);
-    free(norm);
     if (map.data || map.n_bytes) oc_port_unmap_file(&map);
     oc_tokenizer_close(tok);
     oc_gguf_close(g);

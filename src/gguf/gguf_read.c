@@ -11,6 +11,7 @@
 #include "port.h"
 
 #include <stdio.h>
+#include <errno.h>
 #include <string.h>
 
 /* Smallest encodings, used to refuse counts the remaining bytes cannot hold before allocating:
@@ -466,6 +467,7 @@ void oc_gguf_close(oc_gguf *g) {
     oc_mem_free(&a, g->key_slots, (size_t)g->key_cap * sizeof(uint32_t));
     oc_mem_free(&a, g->tensors, (size_t)g->n_tensors * sizeof *g->tensors);
     oc_mem_free(&a, g->tensor_slots, (size_t)g->tensor_cap * sizeof(uint32_t));
+    if (g->map.is_mapped == 2) oc_mem_free(&a, (void *)g->map.data, g->map.n_bytes);   /* a read copy */
     oc_port_unmap_file(&g->map);
     oc_mem_free(&a, g, sizeof *g);
 }
@@ -495,7 +497,11 @@ oc_status oc_gguf_open_bytes(oc_gguf **out, const void *bytes, size_t n_bytes,
     return OC_OK;
 }
 
-oc_status oc_gguf_open(oc_gguf **out, const char *path, const oc_allocator *alloc, oc_error *err) {
+static void *alloc_from(void *user, size_t n_bytes) { return oc_mem_alloc(user, n_bytes); }
+
+/* Map the file, or with read_copy read it into memory from g's allocator (oc_gguf_open_read). */
+static oc_status open_path(oc_gguf **out, const char *path, int read_copy, const oc_allocator *alloc,
+                           oc_error *err) {
     if (!out) return oc_fail(err, OC_ERR_INVALID, "gguf: out is NULL");
     *out = NULL;
     if (!path) return oc_fail(err, OC_ERR_INVALID, "gguf: path is NULL");
@@ -503,9 +509,11 @@ oc_status oc_gguf_open(oc_gguf **out, const char *path, const oc_allocator *allo
     oc_status s = new_handle(&g, alloc, err);
     if (s) return s;
     char msg[OC_ERROR_MESSAGE_BYTES];
-    if (oc_port_map_file(path, &g->map, msg, sizeof msg) != 0) {
+    int e = read_copy ? oc_port_read_file(path, alloc_from, &g->alloc, &g->map, msg, sizeof msg)
+                      : oc_port_map_file(path, &g->map, msg, sizeof msg);
+    if (e != 0) {
         oc_gguf_close(g);
-        return oc_fail(err, OC_ERR_IO, "%s", msg);
+        return oc_fail(err, e == ENOMEM ? OC_ERR_NOMEM : OC_ERR_IO, "%s", msg);
     }
     g->bytes = g->map.data;
     g->n_bytes = g->map.n_bytes;
@@ -516,6 +524,14 @@ oc_status oc_gguf_open(oc_gguf **out, const char *path, const oc_allocator *allo
     }
     *out = g;
     return OC_OK;
+}
+
+oc_status oc_gguf_open(oc_gguf **out, const char *path, const oc_allocator *alloc, oc_error *err) {
+    return open_path(out, path, 0, alloc, err);
+}
+
+oc_status oc_gguf_open_read(oc_gguf **out, const char *path, const oc_allocator *alloc, oc_error *err) {
+    return open_path(out, path, 1, alloc, err);
 }
 
 /* ---- header facts and key index -------------------------------------------------------------------- */

@@ -81,6 +81,16 @@ static oc_status check_params(const oc_model *m, const oc_context_params *p, oc_
     return OC_OK;
 }
 
+/* The limits a context really gets: max_context_tokens is clamped to the model's trained context
+ * length (qwen2vl.context_length), so "-c 16777216" cannot reserve a KV cache for positions the
+ * model was never given. Every size (oc_context_memory_bytes, open) is computed from these. */
+static oc_context_params effective_params(const oc_model *m, const oc_context_params *p) {
+    oc_context_params q = *p;
+    int32_t n_ctx = m->text->hp.n_ctx_train;
+    if (n_ctx >= 16 && q.max_context_tokens > n_ctx) q.max_context_tokens = n_ctx;
+    return q;
+}
+
 static int32_t batch_of(const oc_context_params *p) { return OC_MIN(p->batch_tokens, p->max_context_tokens); }
 static int32_t max_images_of(const oc_model *m, const oc_context_params *p) { return m->vision ? p->max_images : 0; }
 
@@ -130,7 +140,8 @@ OC_API oc_status oc_context_memory_bytes(const oc_model *m, const oc_context_par
     oc_status st = check_params(m, p, err);
     oc_backend_kind kind = OC_BACKEND_KIND_CPU;
     if (st || (st = oc_backend_resolve((int)p->backend, p->device, &kind, err))) return st;
-    return memory_bytes(m, p, p->backend == OC_BACKEND_AUTO ? OC_BACKEND_KIND_CPU : kind, bytes, err);
+    oc_context_params q = effective_params(m, p);
+    return memory_bytes(m, &q, p->backend == OC_BACKEND_AUTO ? OC_BACKEND_KIND_CPU : kind, bytes, err);
 }
 
 /* Plan features this runtime does not apply yet are refused rather than silently ignored. */
@@ -179,12 +190,14 @@ static oc_status open_engines(oc_context *c, oc_backend_kind kind, const char *d
     return OC_OK;
 }
 
-OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_context_params *p,
+OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_context_params *params,
                                  oc_error *err) {
     if (!out) return oc_fail(err, OC_ERR_INVALID, "oc_context_open: out is NULL");
     *out = NULL;
-    oc_status st = check_params(m, p, err);
+    oc_status st = check_params(m, params, err);
     if (st) return st;
+    oc_context_params eff = effective_params(m, params);
+    const oc_context_params *p = &eff;
     oc_backend_kind kind;
     size_t total_bytes;   /* limits too large for memory arithmetic fail here, before anything opens */
     if ((st = oc_backend_resolve((int)p->backend, p->device, &kind, err)) ||
@@ -329,22 +342,34 @@ static int is_stop(const oc_model *m, int32_t id) {
     return id == m->stop_ids[0] || id == m->stop_ids[1] || id == m->stop_ids[2];
 }
 
-/* Prefill the prompt in batches; the last batch leaves the last position's logits in c->logits. */
-static oc_status prefill(oc_context *c, const oc_token_layout *layout, oc_attn_stats *as, oc_error *err) {
+/* Prefill the prompt in batches; the last batch leaves the last position's logits in c->logits.
+ * Image embeddings are taken by the prompt's image spans (oc_prompt_add_image placed them), never
+ * by token id: an <|image_pad|> id that text produced (a vocabulary may mark it user-defined, so plain
+ * text matches it) must not consume a row; n_image_rows is what encode_image wrote, and a span
+ * beyond it is refused rather than read past the store. */
+static oc_status prefill(oc_context *c, const oc_token_layout *layout, int32_t n_image_rows, oc_attn_stats *as,
+                         oc_error *err) {
     const oc_prompt *pr = &c->prompt;
     size_t d = (size_t)c->m->text->hp.n_embd;
-    int32_t B = batch_of(&c->p), img_row = 0;
+    int32_t B = batch_of(&c->p), img = 0, img_row0 = 0;
+    int32_t n_span_rows = 0;
+    for (int32_t k = 0; k < pr->n_images; k++) n_span_rows += pr->images[k].n_tokens;
+    if (n_span_rows != n_image_rows)
+        return oc_fail(err, OC_ERR_INVALID, "prompt: %d image tokens placed for %d encoded", n_span_rows,
+                       n_image_rows);
     const oc_stack_plan *dp = c->plan ? &c->plan->stacks[OC_PLAN_DECODER] : NULL;
     for (int32_t s = 0; s < pr->n_tokens; s += B) {
         int32_t n = OC_MIN(B, pr->n_tokens - s);
         for (int32_t i = 0; i < n; i++) {
-            int32_t id = pr->ids[s + i];
-            if (id == c->m->chat.image_pad) {
+            int32_t p = s + i;
+            while (img < pr->n_images && p >= pr->images[img].first_token + pr->images[img].n_tokens)
+                img_row0 += pr->images[img++].n_tokens;
+            if (img < pr->n_images && p >= pr->images[img].first_token) {
+                int32_t row = img_row0 + (p - pr->images[img].first_token);
                 c->batch_ids[i] = -1;
-                memcpy(c->batch_embd + (size_t)i * d, c->img_embd + (size_t)img_row * d, d * sizeof(float));
-                img_row++;
+                memcpy(c->batch_embd + (size_t)i * d, c->img_embd + (size_t)row * d, d * sizeof(float));
             } else {
-                c->batch_ids[i] = id;
+                c->batch_ids[i] = pr->ids[p];
             }
         }
         oc_text_batch b;
@@ -432,6 +457,10 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     if (r->n_images > c->p.max_images)
         return oc_fail(err, OC_ERR_RANGE, "%d images given, the context allows %d", r->n_images, c->p.max_images);
     if (r->max_new_tokens < 0) return oc_fail(err, OC_ERR_INVALID, "max_new_tokens is negative");
+    int32_t ref = r->n_images > 0 ? oc_prompt_max_image_reference(r->question) : 0;
+    if (ref > r->n_images)
+        return oc_fail(err, OC_ERR_INVALID, "the question refers to image %d, but %d image%s given", ref,
+                       r->n_images, r->n_images == 1 ? " was" : "s were");
     oc_status st;
     if (!(r->sampling.temperature >= 0.0f) || r->sampling.top_k < 0 || !(r->sampling.top_p > 0.0f) ||
         r->sampling.top_p > 1.0f)
@@ -465,7 +494,7 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     oc_token_layout *layout = NULL;
     if ((st = build_layout(c, &layout, err))) return st;
     uint64_t t1 = oc_port_now_ns();
-    st = prefill(c, layout, &as, err);
+    st = prefill(c, layout, row, &as, err);
     c->stats.prefill_ms = ms_since(t1);
     if (!st) {
         memcpy(c->prompt_logits, c->logits, sizeof(float) * (size_t)m->text->hp.n_vocab);

@@ -24,16 +24,34 @@ static int template_labels_images(const oc_gguf *g) {
     return span_has(t, "Picture ") && !span_has(t, "add_vision_id");
 }
 
+OC_API void oc_model_params_default(oc_model_params *p) { memset(p, 0, sizeof *p); }
+
+static oc_status open_file(oc_gguf **g, const char *path, oc_load_mode load, const oc_allocator *alloc,
+                           oc_error *err) {
+    return load == OC_LOAD_READ ? oc_gguf_open_read(g, path, alloc, err) : oc_gguf_open(g, path, alloc, err);
+}
+
 OC_API oc_status oc_model_open(oc_model **out, const char *text_path, const char *mmproj_path,
                                const oc_allocator *alloc, oc_error *err) {
+    oc_model_params p = { text_path, mmproj_path, alloc, OC_LOAD_MAP };
+    return oc_model_open_params(out, &p, err);
+}
+
+OC_API oc_status oc_model_open_params(oc_model **out, const oc_model_params *p, oc_error *err) {
     if (!out) return oc_fail(err, OC_ERR_INVALID, "oc_model_open: out is NULL");
+    if (!p || (p->load != OC_LOAD_MAP && p->load != OC_LOAD_READ)) {
+        *out = NULL;
+        return oc_fail(err, OC_ERR_INVALID, "oc_model_open: params NULL or load mode unknown");
+    }
+    const char *text_path = p->text_path, *mmproj_path = p->mmproj_path;
+    const oc_allocator *alloc = p->alloc;
     *out = NULL;
     if (!text_path || !*text_path) return oc_fail(err, OC_ERR_INVALID, "no model file given");
     oc_model *m = oc_mem_calloc(alloc, sizeof *m);
     if (!m) return oc_fail(err, OC_ERR_NOMEM, "out of memory");
     m->alloc = alloc ? *alloc : *oc_default_allocator();
     oc_status st;
-    if ((st = oc_gguf_open(&m->text_file, text_path, &m->alloc, err))) goto fail;
+    if ((st = open_file(&m->text_file, text_path, p->load, &m->alloc, err))) goto fail;
     if ((st = oc_text_model_load(&m->text, m->text_file, text_path, &m->alloc, err))) goto fail;
     oc_error e;
     if ((st = oc_tokenizer_open_gguf(&m->tok, m->text_file, &m->alloc, &e))) {
@@ -55,7 +73,7 @@ OC_API oc_status oc_model_open(oc_model **out, const char *text_path, const char
     m->stop_ids[1] = m->chat.endoftext;
     m->stop_ids[2] = sp.eos >= 0 ? sp.eos : m->chat.im_end;
     if (mmproj_path && *mmproj_path) {
-        if ((st = oc_gguf_open(&m->vision_file, mmproj_path, &m->alloc, err))) goto fail;
+        if ((st = open_file(&m->vision_file, mmproj_path, p->load, &m->alloc, err))) goto fail;
         if ((st = oc_vision_model_load(&m->vision, m->vision_file, mmproj_path, &m->alloc, err))) goto fail;
         const oc_vision_hparams *vh = oc_vision_model_hparams(m->vision);
         if (vh->proj_dim != m->text->hp.n_embd) {
@@ -95,6 +113,7 @@ OC_API void oc_model_get_info(const oc_model *m, oc_model_info *out) {
     out->n_head_kv = hp->n_head_kv;
     out->head_dim = hp->head_dim;
     out->n_ff = hp->n_ff;
+    out->n_ctx_train = hp->n_ctx_train;
     out->projector = m->projector;
     if (m->vision) {
         const oc_vision_hparams *vh = oc_vision_model_hparams(m->vision);

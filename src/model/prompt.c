@@ -132,6 +132,42 @@ static oc_status add_special_then_text(oc_prompt *p, oc_tokenizer *tok, int32_t 
     return st;
 }
 
+int32_t oc_prompt_max_image_reference(const char *text) {
+    static const char *const words[] = { "image", "picture" };
+    int32_t max_ref = 0;
+    for (const char *t = text; *t; t++) {
+        for (size_t w = 0; w < OC_ARRAY_LEN(words); w++) {
+            size_t n = strlen(words[w]), i = 0;
+            while (i < n && (t[i] | 0x20) == words[w][i]) i++;
+            /* a whole word: not the tail of "multiimage"; then optional spaces and the number */
+            if (i < n || (t > text && (((t[-1] | 0x20) >= 'a' && (t[-1] | 0x20) <= 'z')))) continue;
+            const char *d = t + n;
+            while (*d == ' ') d++;
+            if (*d == '#') d++;
+            int64_t v = 0;
+            int n_digits = 0;
+            while (*d >= '0' && *d <= '9' && n_digits < 10) v = v * 10 + (*d++ - '0'), n_digits++;
+            if (n_digits && v > max_ref) max_ref = v > INT32_MAX ? INT32_MAX : (int32_t)v;
+        }
+    }
+    return max_ref;
+}
+
+/* Every <|image_pad|> must be one oc_prompt_add_image placed. Text can produce the id too when the
+ * vocabulary marks it USER_DEFINED (always matched in text, tokenizer.h): such a pad has no image
+ * behind it. Hugging Face refuses the same prompt ("Image features and image tokens do not match"). */
+static oc_status check_pads_placed(const oc_prompt *p, const oc_chat_tokens *ct, oc_error *err) {
+    int32_t img = 0;
+    for (int32_t i = 0; i < p->n_tokens; i++) {
+        while (img < p->n_images && i >= p->images[img].first_token + p->images[img].n_tokens) img++;
+        int in_image = img < p->n_images && i >= p->images[img].first_token;
+        if (!in_image && p->ids[i] == ct->image_pad)
+            return oc_fail(err, OC_ERR_INVALID, "the text holds the image placeholder token %d "
+                           "(<|image_pad|>), which only an image may place", (int)ct->image_pad);
+    }
+    return OC_OK;
+}
+
 oc_status oc_prompt_chat(oc_prompt *p, oc_tokenizer *tok, const oc_chat_tokens *ct,
                          const char *system, const int32_t *grids, int32_t n_images,
                          int label_images, const char *question, oc_error *err) {
@@ -155,5 +191,6 @@ oc_status oc_prompt_chat(oc_prompt *p, oc_tokenizer *tok, const oc_chat_tokens *
     if (st == OC_OK) st = oc_prompt_add_text(p, tok, question, strlen(question), 0, err);
     if (st == OC_OK) st = add_special_then_text(p, tok, ct->im_end, "\n", err);
     if (st == OC_OK) st = add_special_then_text(p, tok, ct->im_start, "assistant\n", err);
+    if (st == OC_OK) st = check_pads_placed(p, ct, err);
     return st;
 }

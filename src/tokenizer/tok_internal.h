@@ -49,12 +49,16 @@ struct oc_tokenizer {
     /* encode scratch for one piece of up to OC_TOKENIZER_MAX_PIECE_BYTES bytes */
     int32_t *sym_id, *sym_prev, *sym_next;   /* [MAX_PIECE] linked list of symbols */
     uint64_t *heap;                          /* [3 * MAX_PIECE] candidate merges (rank << 32 | left) */
+
+    int nfc;                                 /* normalize text to NFC before encoding (Qwen2's default) */
+    uint8_t *nfc_buf;                        /* [3 * OC_TOKENIZER_NFC_WINDOW_BYTES] one normalized window */
 };
 
 /* Scratch bytes of encode (documented in tokenizer.h). */
 #define OC_TOK_HEAP_PER_BYTE 3
 #define OC_TOK_SCRATCH_BYTES \
-    ((size_t)OC_TOKENIZER_MAX_PIECE_BYTES * (3 * sizeof(int32_t) + OC_TOK_HEAP_PER_BYTE * sizeof(uint64_t)))
+    ((size_t)OC_TOKENIZER_MAX_PIECE_BYTES * (3 * sizeof(int32_t) + OC_TOK_HEAP_PER_BYTE * sizeof(uint64_t)) + \
+     3 * (size_t)OC_TOKENIZER_NFC_WINDOW_BYTES)
 
 /* ---- tok_pretok.c ---- */
 /* End (exclusive byte offset) of the qwen2 regex piece that starts at s[i], i < n. */

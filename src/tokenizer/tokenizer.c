@@ -93,6 +93,7 @@ void oc_tokenizer_close(oc_tokenizer *tok) {
     oc_mem_free(a, tok->sym_prev, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
     oc_mem_free(a, tok->sym_next, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
     oc_mem_free(a, tok->heap, (size_t)OC_TOK_HEAP_PER_BYTE * OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(uint64_t));
+    oc_mem_free(a, tok->nfc_buf, 3 * (size_t)OC_TOKENIZER_NFC_WINDOW_BYTES);
     oc_allocator saved = tok->alloc;
     oc_mem_free(&saved, tok, sizeof *tok);
 }
@@ -286,6 +287,10 @@ oc_status oc_tokenizer_open_gguf(oc_tokenizer **out, const oc_gguf *g, const oc_
     if (!tok) return oc_fail(err, OC_ERR_NOMEM, "tokenizer: no memory");
     tok->alloc = *alloc;
     tok->n_vocab = (int32_t)n_tokens;
+    /* Hugging Face's tokenizer.json for Qwen2 (and Qwen2-VL, Qwen2.5-VL) normalizes to NFC; the GGUF
+     * does not record normalizers, so the pre-tokenizer name stands for it ("deepseek-r1-qwen" names
+     * another tokenizer.json, which we do not claim to match). */
+    tok->nfc = str_eq(pre, "qwen2");
 
     st = load_tokens(tok, g, ki_tokens, err);
     if (!st) st = load_merges(tok, g, err);
@@ -295,7 +300,8 @@ oc_status oc_tokenizer_open_gguf(oc_tokenizer **out, const oc_gguf *g, const oc_
         tok->sym_prev = oc_mem_alloc(alloc, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
         tok->sym_next = oc_mem_alloc(alloc, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
         tok->heap = oc_mem_alloc(alloc, (size_t)OC_TOK_HEAP_PER_BYTE * OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(uint64_t));
-        if (!tok->sym_id || !tok->sym_prev || !tok->sym_next || !tok->heap)
+        tok->nfc_buf = oc_mem_alloc(alloc, 3 * (size_t)OC_TOKENIZER_NFC_WINDOW_BYTES);
+        if (!tok->sym_id || !tok->sym_prev || !tok->sym_next || !tok->heap || !tok->nfc_buf)
             st = oc_fail(err, OC_ERR_NOMEM, "tokenizer: no memory for the encode scratch");
     }
     if (st) {
@@ -369,6 +375,46 @@ static void encode_fragment(oc_tokenizer *tok, const uint8_t *s, size_t n, int32
     }
 }
 
+/* Where to end the NFC window that starts at s[0] of s[0..n) (n > OC_TOKENIZER_NFC_WINDOW_BYTES):
+ * preferably after a run of line breaks before a visible ASCII character (the qwen2 pre-tokenizer
+ * always cuts there: no regex branch crosses from [\r\n] to a non-space), else at the last place NFC
+ * may restart; 0 when there is none in the window. */
+static size_t nfc_window_end(const uint8_t *s, size_t n) {
+    size_t max = OC_TOKENIZER_NFC_WINDOW_BYTES;
+    for (size_t j = max; j > 0; j--)
+        if ((s[j - 1] == '\n' || s[j - 1] == '\r') && s[j] > ' ' && s[j] < 0x7F) return j;
+    for (size_t j = max; j > 0; j--)
+        if ((s[j] & 0xC0) != 0x80 && oc_utf8_nfc_boundary(s + j, n - j)) return j;
+    return 0;
+}
+
+/* Encode one fragment (text between special tokens), normalized to NFC in windows when nfc is set. */
+static void encode_text(oc_tokenizer *tok, const uint8_t *s, size_t n, int nfc, int32_t *ids, size_t max_ids,
+                        size_t *n_ids) {
+    size_t i = 0;
+    while (nfc && i < n && s[i] < 0x80) i++;
+    if (!nfc || i == n) {   /* as is, or ASCII (NFC already) */
+        encode_fragment(tok, s, n, ids, max_ids, n_ids);
+        return;
+    }
+    for (i = 0; i < n;) {
+        size_t len = n - i;
+        if (len > OC_TOKENIZER_NFC_WINDOW_BYTES) {
+            size_t end = nfc_window_end(s + i, n - i);
+            if (!end) {   /* no restart point in 16 KiB (a run of combining marks): cut at a code point */
+                end = OC_TOKENIZER_NFC_WINDOW_BYTES;
+                while (end > 1 && (s[i + end] & 0xC0) == 0x80) end--;
+            }
+            len = end;
+        }
+        size_t n_norm = 0;
+        /* cannot fail: 3 bytes of output per byte of input is NFC's bound (unicode.h) */
+        oc_utf8_nfc(s + i, len, tok->nfc_buf, 3 * (size_t)OC_TOKENIZER_NFC_WINDOW_BYTES, &n_norm, NULL);
+        encode_fragment(tok, tok->nfc_buf, n_norm, ids, max_ids, n_ids);
+        i += len;
+    }
+}
+
 /* Longest allowed special token at s[0..n); its length (0: none) and id. */
 static size_t match_special(const oc_tokenizer *tok, const uint8_t *s, size_t n, int parse_control, int32_t *id) {
     for (uint32_t j = tok->special_start[s[0]]; j < tok->special_start[s[0] + 1]; j++) {
@@ -390,13 +436,14 @@ oc_status oc_tokenizer_encode(oc_tokenizer *tok, const char *text, size_t n_byte
     const uint8_t *s = (const uint8_t *)text;
     size_t count = 0, frag = 0;
     int parse_control = (flags & OC_TOK_PARSE_SPECIAL) != 0;
+    int nfc = tok->nfc && !(flags & OC_TOK_NO_NFC);
     if (tok->n_special) {
         for (size_t i = 0; i < n_bytes;) {
             int32_t id;
             size_t len;
             if ((tok->special_first[s[i] >> 5] >> (s[i] & 31) & 1) &&
                 (len = match_special(tok, s + i, n_bytes - i, parse_control, &id)) != 0) {
-                encode_fragment(tok, s + frag, i - frag, ids, max_ids, &count);
+                encode_text(tok, s + frag, i - frag, nfc, ids, max_ids, &count);
                 if (count < max_ids) ids[count] = id;
                 count++;
                 i += len;
@@ -406,7 +453,7 @@ oc_status oc_tokenizer_encode(oc_tokenizer *tok, const char *text, size_t n_byte
             }
         }
     }
-    encode_fragment(tok, s + frag, n_bytes - frag, ids, max_ids, &count);
+    encode_text(tok, s + frag, n_bytes - frag, nfc, ids, max_ids, &count);
     *n_ids = count;
     if (count > max_ids)
         return oc_fail(err, OC_ERR_RANGE, "tokenizer: %zu tokens do not fit in a buffer of %zu", count, max_ids);

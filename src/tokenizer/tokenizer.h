@@ -2,10 +2,15 @@
  * tokenizer.ggml.* keys of a GGUF file (docs/formats.md §4), and its streaming decoder.
  *
  * Behaviour is llama.cpp's (tokenizer.ggml.model "gpt2", pre "qwen2"):
- *  - Text is taken as is: no NFC normalization (Hugging Face's tokenizer.json applies NFC first; call
- *    oc_utf8_nfc from unicode.h before encoding, as `ocellus tokenize --nfc` does, to get HF's ids for
- *    non-NFC input such as decomposed accents; NFC text, most text, gives the same ids either way).
- *    Because nothing is normalized, decode(encode(x)) == x for every byte string x, valid UTF-8 or not.
+ *  - Text is normalized to NFC first, as Hugging Face's Qwen2 tokenizer does (its tokenizer.json has
+ *    an NFC normalizer; llama.cpp does not normalize, so for non-NFC input such as decomposed accents
+ *    our ids are HF's, not llama.cpp's). Special tokens are matched before normalizing, as HF does.
+ *    OC_TOK_NO_NFC takes the text as is (llama.cpp's ids); then decode(encode(x)) == x for every byte
+ *    string x, valid UTF-8 or not, and with NFC decode(encode(x)) == NFC(x). Normalizing needs no
+ *    memory beyond the scratch: text that is not ASCII is normalized in windows of at most
+ *    OC_TOKENIZER_NFC_WINDOW_BYTES, cut where NFC may restart and, where the window allows, after a
+ *    line break before a visible ASCII character, where the pre-tokenizer always cuts too (so only
+ *    non-ASCII text with no such line break in 16 KiB can tokenize differently at a window's end).
  *  - Invalid UTF-8 bytes are kept: each one is a "code point" of class other for the pre-tokenizer and
  *    is byte-encoded like any byte (llama.cpp would replace it with U+FFFD first).
  *  - USER_DEFINED tokens (token_type 4, e.g. <tool_call>, <think>) are always matched in the text;
@@ -17,7 +22,7 @@
  * oc_tokenizer_encode uses the tokenizer's scratch memory: one encode at a time per tokenizer.
  * Memory, all allocated at open (Qwen2, 151,936 tokens, 151,387 merges): about 10 MB: the merge
  * table 4 MiB, the text hash 1 MiB, token texts in stored and decoded form 2 x 1.3 MB, offsets
- * 1.2 MB, encode scratch 576 KiB (OC_TOK_SCRATCH_BYTES, fixed whatever the text length).
+ * 1.2 MB, encode scratch 624 KiB (OC_TOK_SCRATCH_BYTES, fixed whatever the text length).
  */
 #ifndef OC_TOKENIZER_H
 #define OC_TOKENIZER_H
@@ -46,6 +51,8 @@ typedef enum oc_token_type {
  * letters, of punctuation or of white space in a row is affected: there the ids can differ from
  * llama.cpp's (decoding still gives the text back). */
 #define OC_TOKENIZER_MAX_PIECE_BYTES 16384
+/* Input bytes normalized at a time (the output buffer is 3x this: NFC at most triples UTF-8). */
+#define OC_TOKENIZER_NFC_WINDOW_BYTES 16384
 
 /* Open from a GGUF handle (which may be closed afterwards: everything needed is copied). Requires
  * tokenizer.ggml.model == "gpt2", tokenizer.ggml.pre == "qwen2" (or "deepseek-r1-qwen", which
@@ -59,10 +66,12 @@ void oc_tokenizer_close(oc_tokenizer *tok);
 
 /* Flags for oc_tokenizer_encode (1 == "parse special", so a C boolean works too). */
 #define OC_TOK_PARSE_SPECIAL 1
+#define OC_TOK_NO_NFC 2        /* take the text as is (llama.cpp's behaviour), see above */
 
 /* Tokenize text[0..n_bytes) into ids[0..max_ids). Writes the number of tokens to *n_ids. When they do
  * not all fit, the first max_ids are written, *n_ids is the full count, and OC_ERR_RANGE is returned
- * (so a call with max_ids == 0 measures; n_bytes is always an upper bound). No BOS/EOS is added.
+ * (so a call with max_ids == 0 measures; 3 * n_bytes is always an upper bound, n_bytes with
+ * OC_TOK_NO_NFC or for NFC text). No BOS/EOS is added.
  * [alloc: no] [thread: one encode at a time per tokenizer] [errors: OC_ERR_INVALID, OC_ERR_RANGE] */
 oc_status oc_tokenizer_encode(oc_tokenizer *tok, const char *text, size_t n_bytes, int flags,
                               int32_t *ids, size_t max_ids, size_t *n_ids, oc_error *err);

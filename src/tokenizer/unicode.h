@@ -93,4 +93,9 @@ static inline oc_uclass oc_unicode_class(uint32_t cp) {
 oc_status oc_utf8_nfc(const uint8_t *src, size_t n_src, uint8_t *dst, size_t cap, size_t *n_out,
                       oc_error *err);
 
+/* 1 when NFC may restart at s[0] (n >= 1): the code point there begins with a starter that cannot
+ * combine with anything before it (or is an invalid byte), so NFC(a + b) == NFC(a) + NFC(b) for any a
+ * when b starts at s. Lets a caller normalize long text in windows through a fixed buffer. */
+int oc_utf8_nfc_boundary(const uint8_t *s, size_t n);
+
 #endif /* OC_UNICODE_H */

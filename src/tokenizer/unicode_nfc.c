@@ -1,6 +1,6 @@
 /* unicode_nfc.c: NFC normalization (UAX #15: canonical decomposition, canonical ordering, canonical
- * composition) for callers that want Hugging Face's tokenization of non-NFC text (tokenizer.json
- * has an NFC normalizer; llama.cpp and oc_tokenizer_encode take text as is). Streams over the input:
+ * composition), which oc_tokenizer_encode applies by default to match Hugging Face's Qwen2 tokenizer
+ * (its tokenizer.json has an NFC normalizer; llama.cpp takes text as is). Streams over the input:
  * code points are decomposed into a small stack buffer that is ordered and composed whenever the next
  * starter cannot combine with what precedes it. Tables: src/tokenizer/unicode_tables.c. */
 #include "tokenizer/unicode.h"
@@ -71,6 +71,14 @@ static int is_boundary(uint32_t cp) {
     if (ccc(cp)) return 0;
     if (cp >= V_BASE && cp < T_BASE + T_COUNT) return 0;   /* Hangul V and T jamo */
     return find_u32(oc_compose_second_starters, oc_compose_second_starter_count, cp) < 0;
+}
+
+int oc_utf8_nfc_boundary(const uint8_t *s, size_t n) {
+    uint32_t cp, d[4];
+    oc_utf8_decode(s, n, &cp);
+    if (cp == OC_UTF8_INVALID) return 1;   /* copied through after a flush, see oc_utf8_nfc */
+    decompose(cp, d);
+    return is_boundary(d[0]);
 }
 
 typedef struct nfc_out {

@@ -1,0 +1,294 @@
+/* test_harden.c: regression tests for what a hostile file, a long-running host and odd paths found
+ * (issue 21). Each case names the finding it guards; each failed on the code before its fix:
+ *  1. a vocabulary that marks <|image_pad|> USER_DEFINED lets plain text place image tokens, which
+ *     read image-embedding rows that no image wrote;
+ *  4. a FIFO given as a model, image or plan path hung in open();
+ *  5. a model file truncated while mapped killed the process (SIGBUS): the model can now be read
+ *     into memory instead (OC_LOAD_READ);
+ *  6. -c beyond the model's context, and image references beyond the images given;
+ *  7. NFD text tokenized unlike Hugging Face (whose Qwen2 tokenizer normalizes to NFC). */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "image/image.h"
+#include "ocellus.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <signal.h>
+#include <unistd.h>
+
+#define DIR "tests/data/models/"
+
+static unsigned char *read_all(const char *path, size_t *n_bytes) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char *b = NULL;
+    long n = -1;
+    if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET) && (b = malloc((size_t)n)) &&
+        fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    *n_bytes = (size_t)n;
+    return b;
+}
+
+static int write_all(const char *path, const void *b, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    int ok = fwrite(b, 1, n, f) == n;
+    return fclose(f) == 0 && ok;
+}
+
+/* Offset of the int32 elements of array key `key` in a GGUF image (the key's name is written once, as
+ * its length then its bytes, followed by type 9 (array), element type 5 (int32) and the count). */
+static size_t int32_array_at(const unsigned char *b, size_t n, const char *key, uint64_t *count) {
+    size_t k = strlen(key);
+    for (size_t i = 8; i + k + 16 <= n; i++) {
+        uint64_t len;
+        memcpy(&len, b + i - 8, 8);
+        if (len != k || memcmp(b + i, key, k)) continue;
+        uint32_t type, elem;
+        memcpy(&type, b + i + k, 4);
+        memcpy(&elem, b + i + k + 4, 4);
+        memcpy(count, b + i + k + 8, 8);
+        if (type == 9 && elem == 5) return i + k + 16;
+    }
+    return 0;
+}
+
+static int find_token(const oc_gguf *g, const char *text) {
+    int64_t key = oc_gguf_find_key(g, "tokenizer.ggml.tokens");
+    oc_gguf_type et;
+    uint64_t n = 0;
+    if (key < 0 || oc_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, NULL)) return -1;
+    for (uint64_t i = 0; i < n; i++) {
+        oc_str s = oc_gguf_arr_str(g, key, i);
+        if (s.len == strlen(text) && !memcmp(s.ptr, text, s.len)) return (int)i;
+    }
+    return -1;
+}
+
+/* Finding 1: the fixture's text model with <|image_pad|> marked USER_DEFINED (4): 300 pads typed as
+ * text, no image. Before the fix each consumed one row of the image-embedding store (ASan: a read
+ * past the context's buffer; -O2: garbage rows silently); now the prompt is refused. */
+static void test_text_cannot_place_image_tokens(void) {
+    const char *crafted = "build/tests/harden_pad.gguf";
+    size_t n;
+    unsigned char *b = read_all(DIR "qwen2vl/text.gguf", &n);
+    REQUIRE(b);
+    oc_gguf *g;
+    oc_error e;
+    REQUIREF(oc_gguf_open_bytes(&g, b, n, NULL, &e) == OC_OK, "%s", e.message);
+    int pad = find_token(g, "<|image_pad|>");
+    oc_gguf_close(g);
+    uint64_t count = 0;
+    size_t at = int32_array_at(b, n, "tokenizer.ggml.token_type", &count);
+    REQUIRE(pad > 0 && at && (uint64_t)pad < count);
+    int32_t user_defined = 4;
+    memcpy(b + at + 4 * (size_t)pad, &user_defined, 4);
+    REQUIRE(write_all(crafted, b, n));
+    free(b);
+
+    oc_model *m;
+    REQUIREF(oc_model_open(&m, crafted, NULL, NULL, &e) == OC_OK, "%s", e.message);
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.max_context_tokens = 512;
+    cp.n_threads = 1;
+    oc_context *c;
+    REQUIREF(oc_context_open(&c, m, &cp, &e) == OC_OK, "%s", e.message);
+    char q[300 * 13 + 1];
+    for (int i = 0; i < 300; i++) memcpy(q + 13 * i, "<|image_pad|>", 13);
+    q[sizeof q - 1] = '\0';
+    oc_request r;
+    oc_request_default(&r);
+    r.question = q;
+    r.max_new_tokens = 1;
+    oc_status st = oc_ask(c, &r, &e);
+    CHECKF(st == OC_ERR_INVALID && strstr(e.message, "image placeholder"), "status %d: %s", st, e.message);
+    /* the same context still answers a plain question */
+    r.question = "hi";
+    CHECKF(oc_ask(c, &r, &e) == OC_OK, "%s", e.message);
+    oc_context_close(c);
+    oc_model_close(m);
+    remove(crafted);
+}
+
+/* Finding 4: every path the library opens goes through one port function, which used to open() a
+ * FIFO before looking at its type and so waited for a writer forever. The alarm turns a hang into a
+ * failure (the process dies with SIGALRM and the runner reports it). */
+static void test_fifo_paths_do_not_hang(void) {
+    const char *fifo = "build/tests/harden.fifo";
+    remove(fifo);
+    if (mkfifo(fifo, 0600) != 0) {
+        check_skip("mkfifo: %s", strerror(errno));
+        return;
+    }
+    alarm(20);
+    oc_error e;
+    oc_model *m = NULL;
+    CHECKF(oc_model_open(&m, fifo, NULL, NULL, &e) == OC_ERR_IO && strstr(e.message, "not a regular file"), "%s",
+           e.message);
+    oc_gguf *g = NULL;
+    CHECK(oc_gguf_open(&g, fifo, NULL, &e) == OC_ERR_IO);
+    REQUIREF(oc_model_open(&m, DIR "qwen2vl/text.gguf", fifo, NULL, &e) == OC_ERR_IO, "%s", e.message);
+    REQUIREF(oc_model_open(&m, DIR "qwen2vl/text.gguf", NULL, NULL, &e) == OC_OK, "%s", e.message);
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.max_context_tokens = 64;
+    cp.n_threads = 1;
+    cp.plan_path = fifo;
+    oc_context *c = NULL;
+    CHECKF(oc_context_open(&c, m, &cp, &e) == OC_ERR_IO && strstr(e.message, "not a regular file"), "%s", e.message);
+    oc_model_close(m);
+    oc_image img;
+    CHECKF(oc_image_load(&img, fifo, NULL, NULL, &e) == OC_ERR_IO, "%s", e.message);
+    alarm(0);
+    remove(fifo);
+}
+
+/* Finding 6: a context asked for more tokens than the model's context length gets the model's
+ * length (before: -c 16777216 reserved a KV cache for 16M positions). */
+static void test_context_clamped_to_model(void) {
+    oc_error e;
+    oc_model *m;
+    REQUIREF(oc_model_open(&m, DIR "qwen2vl/text.gguf", NULL, NULL, &e) == OC_OK, "%s", e.message);
+    oc_model_info info;
+    oc_model_get_info(m, &info);
+    REQUIRE(info.n_ctx_train >= 16);
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.n_threads = 1;
+    size_t at_model = 0, huge = 0;
+    cp.max_context_tokens = info.n_ctx_train;
+    REQUIRE(oc_context_memory_bytes(m, &cp, &at_model, &e) == OC_OK);
+    cp.max_context_tokens = 1 << 24;
+    REQUIREF(oc_context_memory_bytes(m, &cp, &huge, &e) == OC_OK, "%s", e.message);
+    CHECKF(huge == at_model, "-c 16777216 needs %zu bytes, the model's %d tokens %zu", huge, info.n_ctx_train,
+           at_model);
+    oc_context *c;
+    CHECKF(oc_context_open(&c, m, &cp, &e) == OC_OK, "%s", e.message);
+    oc_context_close(c);
+    oc_model_close(m);
+}
+
+/* Finding 6: "image 5" with one image given was answered about some image without a word. */
+static void test_reference_to_missing_image(void) {
+    oc_error e;
+    oc_model *m;
+    REQUIREF(oc_model_open(&m, "examples/demo/ocellus-demo.gguf", "examples/demo/ocellus-demo-mmproj.gguf", NULL,
+                           &e) == OC_OK, "%s", e.message);
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.max_context_tokens = 256;
+    cp.max_images = 2;
+    cp.n_threads = 1;
+    oc_context *c;
+    REQUIREF(oc_context_open(&c, m, &cp, &e) == OC_OK, "%s", e.message);
+    uint8_t px[3 * 56 * 56];
+    memset(px, 90, sizeof px);
+    oc_image_rgb img = { px, 56, 56, 3 * 56 };
+    oc_request r;
+    oc_request_default(&r);
+    r.images = &img;
+    r.n_images = 1;
+    r.max_new_tokens = 2;
+    r.question = "What color is the circle in image 5?";
+    oc_status st = oc_ask(c, &r, &e);
+    CHECKF(st == OC_ERR_INVALID && strstr(e.message, "image 5"), "status %d: %s", st, e.message);
+    r.question = "How many shapes are in Picture #2?";
+    st = oc_ask(c, &r, &e);
+    CHECKF(st == OC_ERR_INVALID && strstr(e.message, "image 2"), "status %d: %s", st, e.message);
+    r.question = "What color is the circle in image 1?";
+    CHECKF(oc_ask(c, &r, &e) == OC_OK, "%s", e.message);
+    r.question = "Is this a multiimage3 test?";   /* not a reference: part of a word */
+    CHECKF(oc_ask(c, &r, &e) == OC_OK, "%s", e.message);
+    oc_context_close(c);
+    oc_model_close(m);
+}
+
+/* Asks "hi" through a fresh context on m; returns the status. */
+static oc_status ask_hi(oc_model *m, oc_error *e) {
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.max_context_tokens = 64;
+    cp.n_threads = 1;
+    oc_context *c;
+    oc_status st = oc_context_open(&c, m, &cp, e);
+    if (st) return st;
+    oc_request r;
+    oc_request_default(&r);
+    r.question = "hi";
+    r.max_new_tokens = 3;
+    st = oc_ask(c, &r, e);
+    oc_context_close(c);
+    return st;
+}
+
+/* Opens a copy of the fixture's text model in mode load, truncates the copy to nothing, then asks.
+ * Runs in a child process: returns the child's wait status. */
+static int truncate_then_ask(oc_load_mode load) {
+    const char *copy = "build/tests/harden_trunc.gguf";
+    size_t n;
+    unsigned char *b = read_all(DIR "qwen2vl/text.gguf", &n);
+    if (!b || !write_all(copy, b, n)) { free(b); return -1; }
+    free(b);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        oc_model_params mp;
+        oc_model_params_default(&mp);
+        mp.text_path = copy;
+        mp.load = load;
+        oc_model *m;
+        oc_error e;
+        if (oc_model_open_params(&m, &mp, &e)) _exit(3);
+        if (truncate(copy, 0) != 0) _exit(4);
+        oc_status st = ask_hi(m, &e);
+        oc_model_close(m);
+        _exit(st == OC_OK ? 0 : 5);
+    }
+    int status = -1;
+    if (pid > 0) waitpid(pid, &status, 0);
+    remove(copy);
+    return status;
+}
+
+/* Finding 5: a model file truncated while in use. Mapped (the default) it kills the process with
+ * SIGBUS, which the header now says; read into memory (OC_LOAD_READ, ask/eval --no-mmap), which
+ * did not exist before, the model answers as if nothing happened. */
+static void test_model_survives_truncation_when_read(void) {
+    int st = truncate_then_ask(OC_LOAD_READ);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "read copy: wait status %#x", st);
+    st = truncate_then_ask(OC_LOAD_MAP);
+    /* SIGBUS, or a sanitizer's report of it (ASan catches SIGBUS and exits 1) */
+    CHECKF((WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS) || (WIFEXITED(st) && WEXITSTATUS(st) == 1),
+           "mapped: wait status %#x (expected SIGBUS)", st);
+    /* the read path gives its memory back and reports like the mapped one */
+    oc_model_params mp;
+    oc_model_params_default(&mp);
+    mp.text_path = "no/such/model.gguf";
+    mp.load = OC_LOAD_READ;
+    oc_model *m;
+    oc_error e;
+    CHECK(oc_model_open_params(&m, &mp, &e) == OC_ERR_IO && strstr(e.message, "no/such/model.gguf"));
+    mp.load = (oc_load_mode)7;
+    CHECK(oc_model_open_params(&m, &mp, &e) == OC_ERR_INVALID);
+}
+
+int main(void) {
+    CHECK_RUN(test_text_cannot_place_image_tokens);
+    CHECK_RUN(test_fifo_paths_do_not_hang);
+    CHECK_RUN(test_context_clamped_to_model);
+    CHECK_RUN(test_reference_to_missing_image);
+    CHECK_RUN(test_model_survives_truncation_when_read);
+    return check_finish();
+}
