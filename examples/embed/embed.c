@@ -38,6 +38,7 @@ int main(int argc, char **argv) {
         }
     counter c = { 0, 0 };
     oc_allocator alloc = { counting_alloc, &c };
+    /* quick start >>> (include/ocellus.h repeats these lines; tests/test_quickstart.sh compares) */
     oc_error err = { OC_OK, "" };
     oc_model *model = NULL;
     oc_context *ctx = NULL;
@@ -66,6 +67,7 @@ int main(int argc, char **argv) {
     }
     oc_context_close(ctx);   /* both accept NULL */
     oc_model_close(model);
+    /* <<< quick start */
     if (st != OC_OK) printf("error: %s: %s\n", oc_status_str(st), err.message);
     printf("memory: peak %zu bytes, %zu bytes not freed\n", c.peak_bytes, c.live_bytes);
     return st == OC_OK && c.live_bytes == 0 ? 0 : 1;
