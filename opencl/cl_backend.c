@@ -352,6 +352,15 @@ static oc_status cl_gather_rows(oc_backend *be, oc_bt *dst, int64_t dst_off, con
 
 /* ---- the table, open, close -------------------------------------------------------------------- */
 
+static oc_status cl_kv_keep(oc_backend *be, oc_bt *t, int64_t off, int64_t stride_elems, int32_t row_elems,
+                             const int32_t *kept, int32_t n_kept, oc_error *err) {
+    if (n_kept <= 0) return OC_OK;
+    oc_status st = span(t, off, (int64_t)kept[n_kept - 1] * stride_elems + row_elems, sizeof(uint16_t), "kv_keep", err);
+    if (st) return st;
+    return oc_cl_keep_rows(clb(be)->dev->cl, buf_of(t), (size_t)off * 2, (size_t)stride_elems * 2, (size_t)row_elems * 2,
+                           kept, n_kept, err);
+}
+
 static void cl_close(oc_backend *be) {
     cl_backend *b = clb(be);
     oc_allocator a = b->alloc;
@@ -368,6 +377,7 @@ static const oc_backend_ops cl_ops = {
     cl_bind, cl_write, cl_read, cl_map_read, cl_unmap,
     cl_matmul, cl_embed, cl_norm, cl_rope, cl_kv_store, cl_attention,
     cl_add, cl_act, cl_glu, cl_gather_rows,
+    cl_kv_keep,
 };
 
 static oc_cl_attn_limits attn_limits(const oc_backend_limits *lim) {

@@ -278,27 +278,27 @@ static void test_compacted_decode_equals_masked_dense(void) {
     size_t n_bytes = oc_attn_scratch_bytes(&dims, 1);
     void *scratch = aligned_alloc(OC_MEM_ALIGN, (n_bytes + OC_MEM_ALIGN - 1) / OC_MEM_ALIGN * OC_MEM_ALIGN);
     REQUIRE(scratch);
-    oc_attn_args a;
+    oc_attn_call a;
     memset(&a, 0, sizeof a);
     a.n_q = 1; a.n_kv = N; a.n_head = NH; a.n_head_kv = NKV; a.head_dim = HD;
-    a.q = q; a.q_stride_token = NH * HD; a.q_stride_head = HD;
-    a.k = orig; a.v = vorig; a.kv_dtype = OC_DTYPE_F16;
+    a.q_stride_token = NH * HD; a.q_stride_head = HD;
+    a.kv_dtype = OC_DTYPE_F16;
     a.k_stride_token = a.v_stride_token = KVD; a.k_stride_head = a.v_stride_head = HD;
-    a.out = out_dense; a.out_stride_token = NH * HD; a.out_stride_head = HD;
+    a.out_stride_token = NH * HD; a.out_stride_head = HD;
     a.scale = 1.0f / sqrtf((float)HD);
     a.mask = OC_ATTN_EXPLICIT; a.explicit_mask = mask; a.explicit_stride_q = N; a.explicit_stride_head = N;
     a.q_offset = N - 1;
-    a.isa = oc_isa_best(&cpu);
+    oc_attn_host dense_mem = { q, orig, vorig, out_dense };
     check_poison_f32(out_dense, NH * HD);
     check_poison_f32(out_comp, NH * HD);
-    CHECK(oc_attn_run(&a, NULL, scratch, n_bytes, NULL, NULL) == OC_OK);
+    CHECK(oc_attn_run(&a, &dense_mem, oc_isa_best(&cpu), NULL, scratch, n_bytes, NULL, NULL) == OC_OK);
     for (int32_t g = 0; g < NKV; g++) {   /* the runtime's decode call: one kv group, its kept rows */
-        oc_attn_args c = a;
+        oc_attn_call c = a;
         c.n_kv = n_kept[g]; c.n_head = G; c.n_head_kv = 1;
-        c.q = q + g * G * HD; c.k = cache + g * HD; c.v = vcache + g * HD;
-        c.out = out_comp + g * G * HD;
+        c.q_off = g * G * HD; c.k_off = c.v_off = g * HD; c.out_off = g * G * HD;
         c.mask = OC_ATTN_CAUSAL; c.q_offset = n_kept[g] - 1; c.explicit_mask = NULL;
-        CHECK(oc_attn_run(&c, NULL, scratch, n_bytes, NULL, NULL) == OC_OK);
+        oc_attn_host comp_mem = { q, cache, vcache, out_comp };
+        CHECK(oc_attn_run(&c, &comp_mem, oc_isa_best(&cpu), NULL, scratch, n_bytes, NULL, NULL) == OC_OK);
     }
     static double ref[NH * HD];
     for (int32_t i = 0; i < NH * HD; i++) ref[i] = out_dense[i];
