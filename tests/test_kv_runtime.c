@@ -202,7 +202,8 @@ static void test_lazy_layers_follow_their_first_layer(void) {
         REQUIRE(oc_plan_add_lazy_group(d, OC_PLAN_DECODER, 1, 3, lm, &e) == OC_OK);
         p->stacks[OC_PLAN_DECODER].kv_budget_tokens[1 * 2 + 0] = 20;
         p->stacks[OC_PLAN_DECODER].kv_budget_tokens[1 * 2 + 1] = 30;
-        p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[4] = 950000;
+        p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[4] = 950000;   /* both on layer 4 */
+        p->stacks[OC_PLAN_DECODER].kv_budget_tokens[4 * 2 + 1] = 24;
         compare_with_masked_dense(mode ? "vla + sparsemm" : "gla + sparsemm", p, d, 20, 60);
         oc_plan_free(p);
         oc_plan_free(d);
@@ -320,7 +321,8 @@ static void test_context_open_out_of_memory(void) {
         "decoder layer all kv-budget 40 64\n",
         "decoder layer 1-5 zipvl-tau 0.975\n",
         "decoder lazy-group 1-2 mode vla\ndecoder lazy-group 3-5 mode gla\n",
-        "decoder lazy-group 1-3 mode gla\ndecoder layer 1 kv-budget 40 50\ndecoder layer 4 zipvl-tau 0.9\n",
+        "decoder lazy-group 1-3 mode gla\ndecoder layer 1 kv-budget 40 50\ndecoder layer 4 zipvl-tau 0.9\n"
+        "decoder layer 4-5 kv-budget 36 full\n",
     };
     oc_error e;
     oc_model *m;

@@ -211,6 +211,65 @@ static void test_zipvl_keeps_the_naive_tokens(void) {
     CHECKF(n_evicting >= 8, "only %d of 10 trials evicted anything", n_evicting);
 }
 
+/* Both on one layer (kv_cache.h): ZipVL's set T first, then SparseMM per kv head inside T, naively:
+ * window = T's last w, the rest of T ranked by the window's mean attention. */
+static void test_zipvl_then_sparsemm_keeps_the_naive_tokens(void) {
+    static problem p;
+    static double acc_z[MAXN], acc_s[2 * MAXN], scores[MAXN], norm[MAXN], tmp[MAXN], mean[MAXN], A[MAXN];
+    static int32_t T[MAXN], kept[MAXN], order[MAXN], probes[128], nnz[MAXN], pos[32], T_ref[MAXN];
+    check_rng r = { 0xb0745u };
+    for (int trial = 0; trial < 8; trial++) {
+        int32_t n = check_rng_int(&r, 150, MAXN), w = 16, group = 2;
+        make_problem(&p, &r, n, 4, 2);
+        int32_t n_probe = oc_kv_zipvl_probes(n, probes);
+        memset(acc_z, 0, sizeof acc_z);
+        memset(acc_s, 0, sizeof acc_s);
+        for (int32_t c = 0; c < n_probe; c++) {
+            oc_kv_rows rows = rows_of(&p, probes + c, 1, p.q + (size_t)probes[c] * 4 * HD);
+            oc_kv_score_rows(&rows, acc_z, 0, scores);
+        }
+        for (int32_t i = 0; i < w; i++) pos[i] = n - w + i;
+        oc_kv_rows rows = rows_of(&p, pos, w, p.q + (size_t)(n - w) * 4 * HD);
+        oc_kv_score_rows(&rows, acc_s, MAXN, scores);
+        for (int32_t j = 0, c = 0; j < n; j++) {
+            while (c < n_probe && probes[c] < j) c++;
+            nnz[j] = (n_probe - c) * 4;
+        }
+        int32_t n_t = oc_kv_select_zipvl(acc_z, nnz, n, (double)n_probe * 4, 0.9, T, order, norm);
+        REQUIRE(naive_zipvl(&p, probes, n_probe, 0.9, T_ref) == n_t && !memcmp(T, T_ref, (size_t)n_t * 4));
+        for (int32_t g = 0; g < 2; g++) {
+            int32_t budget = check_rng_int(&r, w, n_t + 3);
+            int32_t m = oc_kv_select_sparsemm_within(acc_s + g * MAXN, T, n_t, budget, w, kept, order, tmp);
+            /* naive: mean window attention (full softmax rows), top of T minus its window */
+            for (int32_t j = 0; j < n; j++) mean[j] = 0;
+            for (int32_t i = n - w; i < n; i++)
+                for (int32_t h = g * group; h < (g + 1) * group; h++) {
+                    naive_row(&p, i, h, A);
+                    for (int32_t j = 0; j < n; j++) mean[j] += A[j] / w;
+                }
+            uint8_t in_t[MAXN] = { 0 }, mark[MAXN] = { 0 };
+            int32_t n_keep = OC_MIN(budget, n_t), win = OC_MIN(w, n_keep);
+            for (int32_t t = 0; t < n_t - (budget >= n_t ? 0 : win); t++) in_t[T[t]] = 1;
+            if (budget >= n_t) {
+                for (int32_t t = 0; t < n_t; t++) mark[T[t]] = 1;
+            } else {
+                for (int32_t t = n_t - win; t < n_t; t++) mark[T[t]] = 1;
+                for (int32_t k = 0; k < budget - win; k++) {
+                    int32_t best = -1;
+                    for (int32_t j = 0; j < n; j++)
+                        if (in_t[j] && !mark[j] && (best < 0 || mean[j] > mean[best])) best = j;
+                    mark[best] = 1;
+                }
+            }
+            int32_t m_ref = 0;
+            for (int32_t j = 0; j < n; j++)
+                if (mark[j]) T_ref[m_ref++] = j;
+            REQUIREF(m == m_ref && m == n_keep, "trial %d head %d: %d kept, naive %d", trial, g, m, m_ref);
+            for (int32_t t = 0; t < m; t++) REQUIREF(kept[t] == T_ref[t], "trial %d head %d slot %d", trial, g, t);
+        }
+    }
+}
+
 static void test_zipvl_probes_recent_and_random(void) {
     int32_t a[128], b[128];
     int32_t m = oc_kv_zipvl_probes(10, a);
@@ -326,20 +385,29 @@ static void test_policy_rules(void) {
     CHECK(pol.layer[3].lazy == OC_KV_LAZY_GLA && pol.layer[2].lazy == OC_KV_LAZY_FIRST);
     CHECK(pol.layer[3].k_slot == pol.layer[2].k_slot && pol.layer[4].k_slot == pol.layer[2].k_slot);
     CHECK(pol.n_k_slots == 4 && pol.layer[5].k_slot == 3);
-    CHECK(pol.n_acc_rows == 3 && pol.layer[1].acc_row == 0 && pol.layer[2].acc_row == 2 && pol.layer[3].acc_row == -1);
+    CHECK(pol.n_acc_rows == 3 && pol.layer[1].acc_row == 0 && pol.layer[2].zipvl_row == 2 && pol.layer[2].acc_row == -1);
+    CHECK(pol.layer[3].acc_row == -1 && pol.layer[3].zipvl_row == -1);
     CHECK(oc_kv_policy_budget(&pol, 1, 0) == 64 && oc_kv_policy_budget(&pol, 1, 1) == INT32_MAX);
     CHECK(oc_kv_policy_budget(&pol, 0, 0) == INT32_MAX);
     oc_plan_free(plan);
     plan = NULL;
-    CHECK(policy_of(HDR "decoder layer 3 kv-budget 40 40\ndecoder layer 3 zipvl-tau 0.9\n", &pol, &plan, &err) ==
-          OC_ERR_UNSUPPORTED);
-    CHECKF(strstr(err.message, "p.plan: decoder layer 3 has both kv-budget and zipvl-tau"), "%s", err.message);
+    /* both on one layer: ZipVL's set, then the budgets within it */
+    REQUIRE(policy_of(HDR "decoder layer 3 kv-budget 40 40\ndecoder layer 3 zipvl-tau 0.9\n", &pol, &plan, &err) == OC_OK);
+    CHECK(pol.layer[3].evict == OC_KV_ZIPVL_SPARSEMM && pol.layer[3].acc_row == 0 && pol.layer[3].zipvl_row == 2);
+    CHECK(pol.n_acc_rows == 3 && oc_kv_policy_budget(&pol, 3, 1) == 40);
     oc_plan_free(plan);
     plan = NULL;
+    /* a lazy layer's own lines must say what its first layer's say */
     CHECK(policy_of(HDR "decoder layer 4 kv-budget 40 40\ndecoder lazy-group 3-5 mode vla\n", &pol, &plan, &err) ==
           OC_ERR_UNSUPPORTED);
-    CHECKF(strstr(err.message, "decoder layer 4 is lazy in 'decoder lazy-group 3-5' and has its own kv-budget"),
-           "%s", err.message);
+    CHECKF(strstr(err.message, "p.plan: decoder layer 4 is lazy in 'decoder lazy-group 3-5' but its kv-budget / "
+                  "zipvl-tau lines differ from layer 3's"), "%s", err.message);
+    oc_plan_free(plan);
+    plan = NULL;
+    REQUIRE(policy_of(HDR "decoder layer 2-5 kv-budget 40 48\ndecoder layer 2-5 zipvl-tau 0.9\n"
+                      "decoder lazy-group 3-5 mode vla\n", &pol, &plan, &err) == OC_OK);
+    CHECK(pol.layer[4].first == 3 && pol.layer[4].evict == OC_KV_ZIPVL_SPARSEMM && pol.layer[4].acc_row == -1);
+    CHECK(oc_kv_policy_budget(&pol, 5, 1) == 48);
     oc_plan_free(plan);
     plan = NULL;
     REQUIRE(policy_of(HDR "decoder lazy-group 0-1 mode vla\n", &pol, &plan, &err) == OC_OK);
@@ -350,6 +418,7 @@ static void test_policy_rules(void) {
 int main(void) {
     CHECK_RUN(test_sparsemm_keeps_the_naive_tokens);
     CHECK_RUN(test_zipvl_keeps_the_naive_tokens);
+    CHECK_RUN(test_zipvl_then_sparsemm_keeps_the_naive_tokens);
     CHECK_RUN(test_zipvl_probes_recent_and_random);
     CHECK_RUN(test_compacted_decode_equals_masked_dense);
     CHECK_RUN(test_policy_rules);

@@ -15,6 +15,17 @@ static int layer_budgeted(const oc_stack_plan *s, int32_t l) {
     return 0;
 }
 
+/* Layers a and b have the same kv-budget and zipvl-tau lines. */
+static int same_eviction(const oc_stack_plan *s, int32_t a, int32_t b) {
+    int32_t h = s->shape.n_kv_heads;
+    if (s->zipvl_tau_ppm && s->zipvl_tau_ppm[a] != s->zipvl_tau_ppm[b]) return 0;
+    if (s->kv_budget_tokens)
+        for (int32_t g = 0; g < h; g++)
+            if (s->kv_budget_tokens[(size_t)a * (size_t)h + (size_t)g] != s->kv_budget_tokens[(size_t)b * (size_t)h + (size_t)g])
+                return 0;
+    return 1;
+}
+
 oc_status oc_kv_policy_build(oc_kv_policy *p, const oc_stack_plan *s, int32_t n_layers, int32_t n_head_kv,
                              int32_t window, const char *source, oc_error *err) {
     memset(p, 0, sizeof *p);
@@ -26,7 +37,7 @@ oc_status oc_kv_policy_build(oc_kv_policy *p, const oc_stack_plan *s, int32_t n_
     p->window = window;
     for (int32_t l = 0; l < n_layers; l++) {
         p->layer[l].first = l;
-        p->layer[l].acc_row = -1;
+        p->layer[l].acc_row = p->layer[l].zipvl_row = -1;
     }
     int covered = s && s->shape.n_layers > 0;
     if (covered && (s->shape.n_layers != n_layers || s->shape.n_kv_heads != n_head_kv))
@@ -36,25 +47,22 @@ oc_status oc_kv_policy_build(oc_kv_policy *p, const oc_stack_plan *s, int32_t n_
         p->budget = s->kv_budget_tokens;
         for (int32_t l = 0; l < n_layers; l++) {
             int b = layer_budgeted(s, l), z = s->zipvl_tau_ppm && s->zipvl_tau_ppm[l] != 0;
-            if (b && z)
-                return oc_fail(err, OC_ERR_UNSUPPORTED, "%s: decoder layer %d has both kv-budget and zipvl-tau lines "
-                               "(both choose the tokens its cache keeps: choose one per layer)", src, l);
-            p->layer[l].evict = b ? OC_KV_SPARSEMM : z ? OC_KV_ZIPVL : OC_KV_KEEP_ALL;
+            p->layer[l].evict = b && z ? OC_KV_ZIPVL_SPARSEMM : b ? OC_KV_SPARSEMM : z ? OC_KV_ZIPVL : OC_KV_KEEP_ALL;
             p->layer[l].zipvl_tau = z ? (double)s->zipvl_tau_ppm[l] / OC_PLAN_PPM : 0;
         }
         for (int32_t i = 0; i < s->n_lazy_groups; i++) {
             const oc_lazy_group *g = &s->lazy_groups[i];
-            p->layer[g->first_layer].lazy = OC_KV_LAZY_FIRST;
-            for (int32_t l = g->first_layer + 1; l <= g->last_layer; l++) {
-                if (p->layer[l].evict != OC_KV_KEEP_ALL)
+            int32_t f = g->first_layer;
+            p->layer[f].lazy = OC_KV_LAZY_FIRST;
+            for (int32_t l = f + 1; l <= g->last_layer; l++) {
+                if (p->layer[l].evict != OC_KV_KEEP_ALL && !same_eviction(s, l, f))
                     return oc_fail(err, OC_ERR_UNSUPPORTED, "%s: decoder layer %d is lazy in 'decoder lazy-group %d-%d' "
-                                   "and has its own %s line (a lazy layer keeps the tokens of layer %d, whose keys "
-                                   "it reuses)", src, l, g->first_layer, g->last_layer,
-                                   p->layer[l].evict == OC_KV_SPARSEMM ? "kv-budget" : "zipvl-tau", g->first_layer);
+                                   "but its kv-budget / zipvl-tau lines differ from layer %d's (a lazy layer holds "
+                                   "the tokens of the layer whose keys it reuses)", src, l, f, g->last_layer, f);
                 p->layer[l].lazy = g->mode == OC_LAZY_VLA ? OC_KV_LAZY_VLA : OC_KV_LAZY_GLA;
-                p->layer[l].first = g->first_layer;
-                p->layer[l].evict = p->layer[g->first_layer].evict;
-                p->layer[l].zipvl_tau = p->layer[g->first_layer].zipvl_tau;
+                p->layer[l].first = f;
+                p->layer[l].evict = p->layer[f].evict;
+                p->layer[l].zipvl_tau = p->layer[f].zipvl_tau;
                 p->any_lazy = 1;
                 p->any_vla |= g->mode == OC_LAZY_VLA;
             }
@@ -64,17 +72,19 @@ oc_status oc_kv_policy_build(oc_kv_policy *p, const oc_stack_plan *s, int32_t n_
         oc_kv_layer *L = &p->layer[l];
         L->k_slot = L->lazy == OC_KV_LAZY_GLA ? p->layer[L->first].k_slot : p->n_k_slots++;
         p->any_evict |= L->evict != OC_KV_KEEP_ALL;
-        if (L->first == l && L->evict != OC_KV_KEEP_ALL) {   /* only layers that choose need scores */
+        if (L->first != l) continue;   /* only layers that choose need scores */
+        if (L->evict == OC_KV_SPARSEMM || L->evict == OC_KV_ZIPVL_SPARSEMM) {
             L->acc_row = p->n_acc_rows;
-            p->n_acc_rows += L->evict == OC_KV_SPARSEMM ? n_head_kv : 1;
+            p->n_acc_rows += n_head_kv;
         }
+        if (L->evict == OC_KV_ZIPVL || L->evict == OC_KV_ZIPVL_SPARSEMM) L->zipvl_row = p->n_acc_rows++;
     }
     return OC_OK;
 }
 
 int32_t oc_kv_policy_budget(const oc_kv_policy *p, int32_t layer, int32_t kv_head) {
     const oc_kv_layer *L = &p->layer[layer];
-    if (L->evict != OC_KV_SPARSEMM || !p->budget) return INT32_MAX;
+    if ((L->evict != OC_KV_SPARSEMM && L->evict != OC_KV_ZIPVL_SPARSEMM) || !p->budget) return INT32_MAX;
     int32_t b = p->budget[(size_t)L->first * (size_t)p->n_head_kv + (size_t)kv_head];
     return b == OC_PLAN_KV_FULL ? INT32_MAX : b;
 }

@@ -6,10 +6,14 @@
  * down in place, so nothing is allocated after open.
  *
  * When the methods meet on one decoder layer (also in examples/plans/README.md):
- *  - kv-budget and zipvl-tau on the same layer: refused, both decide the same eviction.
+ *  - kv-budget and zipvl-tau on the same layer: applied in that order of scope: ZipVL first keeps
+ *    the layer's important set T (Eq. 6-9), then each kv head keeps its SparseMM budget within T
+ *    (the window is T's last w tokens; the rest of T competes by the window's attention, Eq. 13-14;
+ *    a full budget keeps all of T).
  *  - A lazy layer (Q-Cache, a group's layers after the first) keeps no eviction of its own: it
  *    holds exactly the tokens its group's first layer keeps (its K is that layer's, Eq. 5-8, so its
- *    V rows must match them). A kv-budget or zipvl-tau line on a lazy layer is refused.
+ *    V rows must match them). Its own kv-budget / zipvl-tau lines must therefore say the same as
+ *    the first layer's (a range covering both is fine); lines that differ are refused.
  *  - Head patterns (BlindSight, A-shape) shape the dense prefill; once a layer is compacted its
  *    queries attend over every kept key (causal among new tokens): the positions a pattern is
  *    defined on are gone, and the eviction already chose the keys that matter.
@@ -24,7 +28,8 @@
 typedef enum oc_kv_evict {
     OC_KV_KEEP_ALL = 0,   /* dense cache */
     OC_KV_SPARSEMM,       /* per kv head budgets (sparsemm.txt Eq. 10-14) */
-    OC_KV_ZIPVL           /* one important set per layer (zipvl.txt Eq. 6-9) */
+    OC_KV_ZIPVL,          /* one important set per layer (zipvl.txt Eq. 6-9) */
+    OC_KV_ZIPVL_SPARSEMM  /* both: SparseMM budgets within ZipVL's set */
 } oc_kv_evict;
 
 typedef enum oc_kv_lazy {
@@ -39,7 +44,8 @@ typedef struct oc_kv_layer {
     oc_kv_lazy lazy;
     int32_t first;            /* the layer whose eviction (and shared Q/K) this one follows; itself if own */
     int32_t k_slot;           /* which layer slot of the K cache holds its keys (GLA: the first's) */
-    int32_t acc_row;          /* first row of the layer's score accumulator, -1: none */
+    int32_t acc_row;          /* SparseMM: first of n_head_kv rows of the score accumulator, -1: none */
+    int32_t zipvl_row;        /* ZipVL: its row of the score accumulator, -1: none */
     double zipvl_tau;
 } oc_kv_layer;
 

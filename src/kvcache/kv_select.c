@@ -92,6 +92,14 @@ int32_t oc_kv_select_sparsemm(const double *mass, int32_t n, int32_t budget, int
     return collect(flag, n, kept);
 }
 
+int32_t oc_kv_select_sparsemm_within(const double *mass, const int32_t *within, int32_t n_within, int32_t budget,
+                                     int32_t window, int32_t *kept, int32_t *order, double *tmp) {
+    for (int32_t t = 0; t < n_within; t++) tmp[t] = mass[within[t]];
+    int32_t m = oc_kv_select_sparsemm(tmp, n_within, budget, window, kept, order);
+    for (int32_t r = 0; r < m; r++) kept[r] = within[kept[r]];
+    return m;
+}
+
 int32_t oc_kv_select_zipvl(const double *mass, const int32_t *nnz, int32_t n, double n_rows, double tau,
                            int32_t *kept, int32_t *order, double *norm) {
     if (n <= 0) return 0;

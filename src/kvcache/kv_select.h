@@ -43,6 +43,13 @@ void oc_kv_score_rows(const oc_kv_rows *r, double *acc, int64_t acc_stride_head,
 int32_t oc_kv_select_sparsemm(const double *mass, int32_t n, int32_t budget, int32_t window,
                               int32_t *kept, int32_t *order);
 
+/* SparseMM over a subset: the keys within[0..n_within) (ascending; ZipVL's important set when a
+ * layer has both, kv_cache.h) stand for the whole sequence: the window is their last `window`,
+ * the rest compete by mass[within[t]]. Kept absolute indices, ascending. tmp: n_within doubles of
+ * scratch; kept must not alias within. */
+int32_t oc_kv_select_sparsemm_within(const double *mass, const int32_t *within, int32_t n_within, int32_t budget,
+                                     int32_t window, int32_t *kept, int32_t *order, double *tmp);
+
 /* ZipVL important tokens (Eq. 6-9) from column sums mass[j] of n_rows softmax rows over n keys:
  * p = the fewest keys whose largest masses sum to >= tau * n_rows (Eq. 7), then the p keys with
  * the largest mass[j] / nnz[j] (Eq. 8), nnz[j] = how many of the rows see key j. Writes the kept

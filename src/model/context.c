@@ -293,7 +293,10 @@ OC_API void oc_context_close(oc_context *c) {
     oc_mem_free(&a, c, sizeof *c);
 }
 
-OC_API void oc_context_get_stats(const oc_context *c, oc_stats *out) { *out = c->stats; }
+OC_API void oc_context_get_stats(const oc_context *c, oc_stats *out) {
+    *out = c->stats;
+    oc_text_ctx_kv_bytes(c->text, &out->kv_bytes, &out->kv_capacity_bytes);
+}
 
 OC_API const char *oc_context_backend_name(const oc_context *c) { return c->backend_name; }
 

@@ -15,21 +15,13 @@ void oc_text_kv_start(oc_text_ctx *c, int32_t prompt_tokens) {
     c->n_kv_probes = oc_kv_zipvl_probes(prompt_tokens, c->kv_probes);
 }
 
-oc_status oc_text_kv_score(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_error *err) {
-    const oc_kv_layer *P = &c->kvp->layer[il];
-    if (P->acc_row < 0 || b->prompt_tokens <= 0 || c->book.compacted) return OC_OK;
+/* Adds the attention of the batch's rows at positions pos[0..n_rows) to acc (stride_head: 0 sums
+ * every head into one row, C gives one row per kv head). */
+static oc_status score(oc_text_ctx *c, const oc_kv_layer *P, const int32_t *pos, int32_t n_rows, double *acc,
+                       int64_t acc_stride_head, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
-    int32_t n = b->n_tokens, first = c->n_past, end = first + n, C = c->lim.max_ctx_tokens;
-    /* which rows of this batch are observed */
-    int32_t *pos = c->kv_order, n_rows = 0;
-    if (P->evict == OC_KV_SPARSEMM) {
-        for (int32_t p = OC_MAX(first, b->prompt_tokens - c->kvp->window); p < end; p++) pos[n_rows++] = p;
-    } else {
-        for (int32_t t = 0; t < c->n_kv_probes; t++)
-            if (c->kv_probes[t] >= first && c->kv_probes[t] < end) pos[n_rows++] = c->kv_probes[t];
-    }
-    if (!n_rows) return OC_OK;
     oc_backend *be = c->be;
+    int32_t first = c->n_past, end = pos[n_rows - 1] + 1, C = c->lim.max_ctx_tokens;
     size_t d = (size_t)hp->n_embd, kvd = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
     oc_status st;
     for (int32_t r = 0; r < n_rows; r++)   /* the observed q rows, to host */
@@ -40,9 +32,27 @@ oc_status oc_text_kv_score(oc_text_ctx *c, const oc_text_batch *b, int32_t il, o
     if (!k) return err ? err->status : OC_ERR_DEVICE;
     oc_kv_rows rows = { c->kv_q, (int64_t)d, hp->head_dim, pos, n_rows, k, NULL, (int64_t)kvd, hp->head_dim,
                         hp->n_head, hp->n_head_kv, hp->head_dim, 1.0f / sqrtf((float)hp->head_dim) };
-    double *acc = c->kv_acc + (size_t)P->acc_row * (size_t)C;
-    oc_kv_score_rows(&rows, acc, P->evict == OC_KV_SPARSEMM ? C : 0, c->kv_scores);
+    oc_kv_score_rows(&rows, acc, acc_stride_head, c->kv_scores);
     be->ops->unmap(be, &c->k_cache, k);
+    return OC_OK;
+}
+
+oc_status oc_text_kv_score(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_error *err) {
+    const oc_kv_layer *P = &c->kvp->layer[il];
+    if ((P->acc_row < 0 && P->zipvl_row < 0) || b->prompt_tokens <= 0 || c->book.compacted) return OC_OK;
+    int32_t first = c->n_past, end = first + b->n_tokens, C = c->lim.max_ctx_tokens, n_rows = 0;
+    int32_t *pos = c->kv_order;
+    oc_status st;
+    if (P->acc_row >= 0) {   /* SparseMM: the prompt's last w queries (Eq. 11) */
+        for (int32_t p = OC_MAX(first, b->prompt_tokens - c->kvp->window); p < end; p++) pos[n_rows++] = p;
+        if (n_rows && (st = score(c, P, pos, n_rows, c->kv_acc + (size_t)P->acc_row * (size_t)C, C, err))) return st;
+    }
+    n_rows = 0;
+    if (P->zipvl_row >= 0) {   /* ZipVL: the probe rows in this batch */
+        for (int32_t t = 0; t < c->n_kv_probes; t++)
+            if (c->kv_probes[t] >= first && c->kv_probes[t] < end) pos[n_rows++] = c->kv_probes[t];
+        if (n_rows && (st = score(c, P, pos, n_rows, c->kv_acc + (size_t)P->zipvl_row * (size_t)C, 0, err))) return st;
+    }
     return OC_OK;
 }
 
@@ -74,23 +84,34 @@ oc_status oc_text_kv_compact(oc_text_ctx *c, oc_error *err) {
     for (int32_t l = 0; l < hp->n_layers; l++) {
         const oc_kv_layer *L = &p->layer[l];
         if (L->first != l || L->evict == OC_KV_KEEP_ALL) continue;
-        const double *acc = c->kv_acc + (size_t)L->acc_row * (size_t)C;
-        if (L->evict == OC_KV_SPARSEMM) {   /* each kv head its own budget */
-            for (int32_t g = 0; g < hp->n_head_kv; g++) {
-                int32_t m = oc_kv_select_sparsemm(acc + (size_t)g * (size_t)C, n, oc_kv_policy_budget(p, l, g), p->window,
-                                                  c->kv_kept, c->kv_order);
-                if ((st = keep(c, l, g, c->kv_kept, m, err))) return st;
-            }
-        } else {   /* ZipVL: one important set for the layer; rows of every head see key j when
-                      their probe position is >= j */
+        int32_t n_t = n;
+        const int32_t *within = NULL;
+        if (L->zipvl_row >= 0) {   /* ZipVL: one important set T for the layer; rows of every head
+                                      see key j when their probe position is >= j */
             for (int32_t j = 0, t = 0; j < n; j++) {
                 while (t < c->n_kv_probes && c->kv_probes[t] < j) t++;
                 c->kv_nnz[j] = (c->n_kv_probes - t) * hp->n_head;
             }
-            int32_t m = oc_kv_select_zipvl(acc, c->kv_nnz, n, (double)c->n_kv_probes * hp->n_head, L->zipvl_tau,
-                                           c->kv_kept, c->kv_order, c->kv_norm);
-            for (int32_t g = 0; g < hp->n_head_kv; g++)
-                if ((st = keep(c, l, g, c->kv_kept, m, err))) return st;
+            n_t = oc_kv_select_zipvl(c->kv_acc + (size_t)L->zipvl_row * (size_t)C, c->kv_nnz, n,
+                                     (double)c->n_kv_probes * hp->n_head, L->zipvl_tau, c->kv_kept, c->kv_order,
+                                     c->kv_norm);
+            if (L->acc_row < 0) {
+                for (int32_t g = 0; g < hp->n_head_kv; g++)
+                    if ((st = keep(c, l, g, c->kv_kept, n_t, err))) return st;
+                continue;
+            }
+            memcpy(c->kv_nnz, c->kv_kept, (size_t)n_t * sizeof(int32_t));   /* T, for the budgets below */
+            within = c->kv_nnz;
+        }
+        for (int32_t g = 0; g < hp->n_head_kv; g++) {   /* SparseMM: each kv head its own budget */
+            const double *acc = c->kv_acc + ((size_t)L->acc_row + (size_t)g) * (size_t)C;
+            int32_t budget = oc_kv_policy_budget(p, l, g), m;
+            if (within)
+                m = oc_kv_select_sparsemm_within(acc, within, n_t, budget, p->window, c->kv_kept, c->kv_order,
+                                                 c->kv_scores);
+            else
+                m = oc_kv_select_sparsemm(acc, n, budget, p->window, c->kv_kept, c->kv_order);
+            if ((st = keep(c, l, g, c->kv_kept, m, err))) return st;
         }
     }
     c->book.compacted = 1;
