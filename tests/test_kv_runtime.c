@@ -15,6 +15,7 @@
 #include "ocellus.h"
 #include "plan/plan.h"
 #include "port.h"
+#include "support/opencl.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -299,6 +300,72 @@ static void test_kv_bytes(void) {
     demo_close(&t);
 }
 
+/* The compacted cache on the device: OpenCL keeps exactly the tokens the CPU keeps (every layer's
+ * every kv head) and decodes to the same logits within the backends' agreement, with every method
+ * on: SparseMM, ZipVL, both on one layer, a VLA and a GLA group. */
+static void test_opencl_keeps_the_cpu_tokens(void) {
+    const char *why = check_opencl_missing();
+    if (why) {
+        check_skip("%s", why);
+        return;
+    }
+    demo t;
+    if (!demo_open(&t, 12, 50)) return;
+    const oc_text_hparams *hp = &t.m->hp;
+    oc_plan *p = new_plan(t.m, 8);
+    oc_error e;
+    REQUIRE(p);
+    REQUIRE(oc_plan_add_lazy_group(p, OC_PLAN_DECODER, 1, 2, OC_LAZY_VLA, &e) == OC_OK);
+    REQUIRE(oc_plan_add_lazy_group(p, OC_PLAN_DECODER, 3, 4, OC_LAZY_GLA, &e) == OC_OK);
+    int32_t *budget = p->stacks[OC_PLAN_DECODER].kv_budget_tokens;
+    budget[0] = 14, budget[1] = 30;                        /* layer 0: SparseMM */
+    for (int32_t l = 1; l <= 2; l++) p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[l] = 950000;   /* group 1-2: ZipVL */
+    for (int32_t l = 3; l <= 4; l++) budget[l * 2] = 20, budget[l * 2 + 1] = 26;         /* group 3-4: SparseMM */
+    p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[5] = 900000, budget[5 * 2 + 1] = 22;         /* layer 5: both */
+    oc_text_limits lim = { CTX, CHUNK, p };
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    oc_backend_spec cl_spec = { OC_BACKEND_KIND_OPENCL, check_opencl_device(), NULL, oc_isa_best(&cpu), NULL };
+    oc_text_ctx *a = NULL, *b = NULL;
+    REQUIREF(oc_text_ctx_open(&a, t.m, &lim, NULL, oc_isa_best(&cpu), NULL, &e) == OC_OK, "%s", e.message);
+    if (oc_text_ctx_open_backend(&b, t.m, &lim, &cl_spec, NULL, &e) != OC_OK) {
+        check_fail_at(__FILE__, __LINE__, "%s", e.message);
+        oc_text_ctx_close(a);
+        goto done;
+    }
+    size_t V = (size_t)hp->n_vocab;
+    float *la = malloc(V * 4), *lb = malloc(V * 4);
+    double *ref = malloc(V * sizeof(double));
+    for (int32_t s = 0; s < N_PROMPT + N_DECODE; s += s < N_PROMPT ? CHUNK : 1) {
+        int32_t n = s < N_PROMPT ? OC_MIN(CHUNK, N_PROMPT - s) : 1;
+        check_poison_f32(la, V);
+        check_poison_f32(lb, V);
+        if (step(&t, a, s, n, p, la, NULL, 0) || step(&t, b, s, n, p, lb, NULL, 0)) break;
+        for (size_t i = 0; i < V; i++) ref[i] = la[i];
+        double err = check_rel_err_f32(lb, ref, V);
+        CHECKF(err < 2e-3, "token %d: OpenCL logits %.3g from the CPU's", s, err);
+        for (int32_t l = 0; l < hp->n_layers; l++)
+            for (int32_t g = 0; g < hp->n_head_kv; g++) {
+                const int32_t *pa, *pb;
+                int32_t na = oc_text_ctx_kv_held(a, l, g, &pa), nb = oc_text_ctx_kv_held(b, l, g, &pb);
+                CHECKF(na == nb && (!pa) == (!pb) && (!pa || !memcmp(pa, pb, (size_t)na * 4)),
+                       "token %d layer %d kv head %d: CPU holds %d tokens, OpenCL %d (or other ones)", s, l, g, na, nb);
+            }
+    }
+    size_t held_a, held_b, cap_a, cap_b;
+    oc_text_ctx_kv_bytes(a, &held_a, &cap_a);
+    oc_text_ctx_kv_bytes(b, &held_b, &cap_b);
+    CHECK(held_a == held_b && cap_a == cap_b && held_a < cap_a);
+    free(la);
+    free(lb);
+    free(ref);
+    oc_text_ctx_close(a);
+    oc_text_ctx_close(b);
+done:
+    oc_plan_free(p);
+    demo_close(&t);
+}
+
 /* ---- out of memory at every allocation of context open, with each method ---------------------- */
 typedef struct counter {
     long n_live, n_allocs, fail_at;
@@ -371,6 +438,7 @@ int main(void) {
     CHECK_RUN(test_lazy_layers_follow_their_first_layer);
     CHECK_RUN(test_qcache_semantics);
     CHECK_RUN(test_kv_bytes);
+    CHECK_RUN(test_opencl_keeps_the_cpu_tokens);
     CHECK_RUN(test_context_open_out_of_memory);
     return check_finish();
 }

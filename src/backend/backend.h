@@ -70,6 +70,9 @@ typedef struct oc_backend_limits {
                                             and head_dim; n_head 0: the instance runs none) */
     int32_t max_images, max_segments;    /* attention: image spans of a layout, segments of an
                                             OC_ATTN_SEGMENTS call (OpenCL sizes its tables by them) */
+    int per_kv_head;                     /* attention also runs calls of one kv head and its
+                                            n_head / n_head_kv query heads (a compacted KV cache,
+                                            kvcache/kv_cache.h; OpenCL opens tables for them) */
 } oc_backend_limits;
 
 /* A compute device opened once and shared by several instances (an oc_context's text and vision

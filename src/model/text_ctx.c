@@ -60,13 +60,13 @@ static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, const o
     return s->host >= s->acc;   /* no wrap */
 }
 
-static oc_backend_limits backend_limits(const oc_text_model *m, const oc_text_limits *lim) {
+static oc_backend_limits backend_limits(const oc_text_model *m, const oc_text_limits *lim, const oc_kv_policy *p) {
     const oc_text_hparams *hp = &m->hp;
     /* a layout's image spans are disjoint and non-empty inside the context, and an oc_context
-     * allows at most 1024 images */
+     * allows at most 1024 images; an evicting layer attends per kv head once compacted */
     oc_backend_limits bl = { OC_MAX((int64_t)hp->n_embd, (int64_t)hp->n_ff), lim->max_batch_tokens,
                              { lim->max_batch_tokens, lim->max_ctx_tokens, hp->n_head, hp->n_head_kv, hp->head_dim },
-                             OC_MIN(lim->max_ctx_tokens, 1024), 0 };
+                             OC_MIN(lim->max_ctx_tokens, 1024), 0, p->any_evict };
     return bl;
 }
 
@@ -75,7 +75,7 @@ size_t oc_text_ctx_bytes(const oc_text_model *m, const oc_text_limits *lim, cons
     sizes s;
     oc_kv_policy p;
     if (policy_of(m, lim, &p, NULL) || !plan_sizes(m, lim, &p, &s)) return 0;
-    oc_backend_limits bl = backend_limits(m, lim);
+    oc_backend_limits bl = backend_limits(m, lim, &p);
     size_t be = oc_backend_bytes(spec, &bl, n_threads), total = sizeof(oc_text_ctx) + s.host;
     if (spec->kind == OC_BACKEND_KIND_CPU && !be) return 0;
     if (!oc_add_size(total, be, &total)) return 0;
@@ -140,7 +140,7 @@ oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, co
     c->m = m;
     c->lim = *lim;
     c->kind = spec->kind;
-    oc_backend_limits bl = backend_limits(m, lim);
+    oc_backend_limits bl = backend_limits(m, lim, &pol);
     st = oc_backend_open(&c->be, spec, &bl, &c->alloc, err);
     if (st) goto fail;
     c->host_bytes = s.host;
