@@ -5,7 +5,7 @@
  * buffers). Bytes are fixed when the context opens (oc_kv_book_bytes); compaction moves kept rows
  * down in place, so nothing is allocated after open.
  *
- * When the methods meet on one decoder layer (also in examples/plans/README.md):
+ * When the methods meet on one decoder layer (also stated with the plan grammar, src/plan/plan.c):
  *  - kv-budget and zipvl-tau on the same layer: applied in that order of scope: ZipVL first keeps
  *    the layer's important set T (Eq. 6-9), then each kv head keeps its SparseMM budget within T
  *    (the window is T's last w tokens; the rest of T competes by the window's attention, Eq. 13-14;

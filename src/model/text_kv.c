@@ -117,3 +117,33 @@ oc_status oc_text_kv_compact(oc_text_ctx *c, oc_error *err) {
     c->book.compacted = 1;
     return OC_OK;
 }
+
+oc_status oc_text_ctx_bench_fill(oc_text_ctx *c, const uint16_t *rows_f16, const double *mass, int32_t n, oc_error *err) {
+    const oc_text_hparams *hp = &c->m->hp;
+    const oc_kv_policy *p = c->kvp;
+    int32_t C = c->lim.max_ctx_tokens;
+    if (n < 1 || n >= C) return oc_fail(err, OC_ERR_RANGE, "bench fill: %d tokens do not fit a context of %d", n, C);
+    oc_text_ctx_reset(c);
+    size_t kvd = (size_t)hp->n_head_kv * (size_t)hp->head_dim, layer_bytes = (size_t)C * kvd * 2;
+    oc_status st;
+    for (int32_t l = 0; l < hp->n_layers; l++) {
+        const oc_kv_layer *L = &p->layer[l];
+        if ((L->lazy != OC_KV_LAZY_GLA &&
+             (st = c->be->ops->write(c->be, &c->k_cache, (size_t)L->k_slot * layer_bytes, rows_f16, (size_t)n * kvd * 2, err))) ||
+            (st = c->be->ops->write(c->be, &c->v_cache, (size_t)l * layer_bytes, rows_f16, (size_t)n * kvd * 2, err)))
+            return st;
+    }
+    c->n_past = n;
+    if (!p->any_evict) return OC_OK;
+    oc_kv_book_append(&c->book, 0, n);
+    oc_text_kv_start(c, n);
+    double sum = 0;
+    for (int32_t j = 0; j < n; j++) sum += mass[j];
+    for (int32_t r = 0; r < p->n_acc_rows; r++) {
+        /* SparseMM rows: mean over the window (any scale ranks the same); the ZipVL row: the probe
+         * rows' total, n_probes x n_head, as real softmax rows would sum to (Eq. 7) */
+        double scale = (double)c->n_kv_probes * hp->n_head / sum;
+        for (int32_t j = 0; j < n; j++) c->kv_acc[(size_t)r * (size_t)C + (size_t)j] = mass[j] * scale;
+    }
+    return oc_text_kv_compact(c, err);
+}

@@ -85,6 +85,13 @@ int32_t oc_text_ctx_n_past(const oc_text_ctx *ctx);
 /* KV cache bytes: held = f16 keys and values of the tokens held now (after eviction), capacity =
  * what the cache buffers take (fixed at open). */
 void oc_text_ctx_kv_bytes(const oc_text_ctx *ctx, size_t *held, size_t *capacity);
+/* Benchmarks: stand a prompt of n_tokens in the cache without computing it (a 16K-token prefill
+ * takes minutes on a small CPU): every layer's keys and values become rows_f16 ([n_tokens][kv_dim]
+ * f16, the same rows in every layer), each evicting layer's attention mass of key j becomes mass[j]
+ * (scaled to the rows the rule observes), and eviction runs as at the end of a real prompt. Then
+ * decode steps run as usual. [alloc: no] [errors: OC_ERR_RANGE (context), backend errors] */
+oc_status oc_text_ctx_bench_fill(oc_text_ctx *ctx, const uint16_t *rows_f16, const double *mass, int32_t n_tokens,
+                                 oc_error *err);
 /* Tests: which tokens (absolute indices, ascending) (layer, kv head) holds; returns the count. */
 int32_t oc_text_ctx_kv_held(const oc_text_ctx *ctx, int32_t layer, int32_t kv_head, const int32_t **pos);
 
