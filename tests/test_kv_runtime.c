@@ -367,22 +367,6 @@ done:
 }
 
 /* ---- out of memory at every allocation of context open, with each method ---------------------- */
-typedef struct counter {
-    long n_live, n_allocs, fail_at;
-} counter;
-
-static void *counting_alloc(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
-    counter *c = user;
-    if (new_bytes == 0) {
-        if (ptr) c->n_live--;
-        free(ptr);
-        return NULL;
-    }
-    if (!ptr && c->fail_at && ++c->n_allocs >= c->fail_at) return NULL;
-    if (!ptr) c->n_live++;
-    return realloc(ptr, new_bytes);
-}
-
 static void test_context_open_out_of_memory(void) {
     static const char *const plans[] = {
         "decoder layer all kv-budget 40 64\n",
@@ -403,8 +387,10 @@ static void test_context_open_out_of_memory(void) {
         fclose(f);
         int opened = 0;
         for (long k = 1; k < 400 && !opened; k++) {
-            counter cnt = { 0, 0, k };
-            oc_allocator a = { counting_alloc, &cnt };
+            check_alloc cnt = { 0 };
+            cnt.fail_at = k;
+            cnt.persistent = 1;
+            oc_allocator a = { check_alloc_fn, &cnt };
             oc_context_params cp;
             oc_context_params_default(&cp);
             cp.max_context_tokens = 128;
