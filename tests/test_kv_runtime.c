@@ -418,6 +418,56 @@ static void test_context_open_out_of_memory(void) {
     oc_model_close(m);
 }
 
+/* The embedded promise holds with every method on: a text question with eviction and lazy layers
+ * (scoring, compaction, per-kv-head decode) makes no allocator call after the context opened. */
+static void test_no_allocation_while_answering(void) {
+    oc_error e;
+    oc_model *m;
+    REQUIRE(oc_model_open(&m, DEMO, DEMO_MMPROJ, NULL, &e) == OC_OK);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/ocellus-kv-noalloc-%d.plan", (int)(oc_port_now_ns() % 100000));
+    FILE *f = fopen(path, "w");
+    REQUIRE(f);
+    fprintf(f, "ocellus-plan 1\nshape decoder layers 6 heads 4 kv-heads 2 head-dim 64\nkv-window 4\n"
+               "decoder layer 0 kv-budget 8 12\ndecoder layer 1-2 zipvl-tau 0.9\ndecoder lazy-group 1-2 mode gla\n"
+               "decoder layer 3-5 kv-budget 10 10\ndecoder layer 5 zipvl-tau 0.95\ndecoder lazy-group 3-4 mode vla\n");
+    fclose(f);
+    check_alloc cnt = { 0 };
+    oc_allocator a = { check_alloc_fn, &cnt };
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.max_context_tokens = 128;
+    cp.n_threads = 2;
+    cp.alloc = &a;
+    cp.plan_path = path;
+    oc_context *c = NULL;
+    REQUIREF(oc_context_open(&c, m, &cp, &e) == OC_OK, "%s", e.message);
+    long before = cnt.n_calls;
+    oc_request r;
+    oc_request_default(&r);
+    r.question = "Is there a red square in the picture? Answer in many words, please.";
+    r.max_new_tokens = 20;
+    r.sampling.temperature = 3.0f;   /* the demo model answers in one word; hot sampling keeps it talking */
+    r.sampling.top_k = 0;
+    r.sampling.top_p = 1.0f;
+    int32_t most = 0;
+    for (uint64_t seed = 1; seed <= 8 && most < 3; seed++) {   /* a few answers, one long enough */
+        r.sampling.seed = seed;
+        CHECKF(oc_ask(c, &r, &e) == OC_OK, "%s", e.message);
+        oc_stats st;
+        oc_context_get_stats(c, &st);
+        most = OC_MAX(most, st.n_generated);
+        CHECKF(st.kv_bytes > 0 && st.kv_bytes < st.kv_capacity_bytes / 4, "held %zu of %zu", st.kv_bytes,
+               st.kv_capacity_bytes);
+    }
+    CHECKF(cnt.n_calls == before, "answering made %ld allocator calls", cnt.n_calls - before);
+    CHECKF(most >= 3, "at most %d tokens generated: decode over the compacted cache hardly ran", most);
+    oc_context_close(c);
+    oc_model_close(m);
+    remove(path);
+    CHECK(cnt.n_live == 0);
+}
+
 int main(void) {
     CHECK_RUN(test_sparsemm_decode_equals_masked_dense);
     CHECK_RUN(test_zipvl_decode_equals_masked_dense);
@@ -426,5 +476,6 @@ int main(void) {
     CHECK_RUN(test_kv_bytes);
     CHECK_RUN(test_opencl_keeps_the_cpu_tokens);
     CHECK_RUN(test_context_open_out_of_memory);
+    CHECK_RUN(test_no_allocation_while_answering);
     return check_finish();
 }
