@@ -115,7 +115,7 @@ static int32_t naive_sparsemm(const problem *p, int32_t g, int32_t w, int32_t bu
 
 static void test_sparsemm_keeps_the_naive_tokens(void) {
     static problem p;
-    static double acc[2 * MAXN], scores[MAXN];
+    static double acc[2 * MAXN], scores[4 * MAXN];
     static int32_t kept[MAXN], ref[MAXN], order[MAXN], pos[64];
     check_rng r = { 0x5ba5e11u };
     for (int trial = 0; trial < 12; trial++) {
@@ -182,7 +182,7 @@ static int32_t naive_zipvl(const problem *p, const int32_t *probes, int32_t n_pr
 
 static void test_zipvl_keeps_the_naive_tokens(void) {
     static problem p;
-    static double acc[MAXN], scores[MAXN], norm[MAXN];
+    static double acc[MAXN], scores[4 * MAXN], norm[MAXN];
     static int32_t kept[MAXN], ref[MAXN], order[MAXN], probes[128], nnz[MAXN];
     check_rng r = { 0x21b71u };
     int32_t n_evicting = 0;   /* the test has teeth only if some trials drop tokens */
@@ -215,7 +215,7 @@ static void test_zipvl_keeps_the_naive_tokens(void) {
  * window = T's last w, the rest of T ranked by the window's mean attention. */
 static void test_zipvl_then_sparsemm_keeps_the_naive_tokens(void) {
     static problem p;
-    static double acc_z[MAXN], acc_s[2 * MAXN], scores[MAXN], norm[MAXN], tmp[MAXN], mean[MAXN], A[MAXN];
+    static double acc_z[MAXN], acc_s[2 * MAXN], scores[4 * MAXN], norm[MAXN], tmp[MAXN], mean[MAXN], A[MAXN];
     static int32_t T[MAXN], kept[MAXN], order[MAXN], probes[128], nnz[MAXN], pos[32], T_ref[MAXN];
     check_rng r = { 0xb0745u };
     for (int trial = 0; trial < 8; trial++) {

@@ -9,31 +9,39 @@
 
 /* ---- scores ------------------------------------------------------------------------------------ */
 
-static double key_dot(const oc_kv_rows *r, const float *q, int32_t g, int32_t j) {
-    double s = 0;
+/* Key j of kv head g as f32 (the cache's f16 converted once, shared by the group's query heads). */
+static void key_row(const oc_kv_rows *r, int32_t g, int32_t j, float *out) {
     int64_t at = (int64_t)j * r->k_stride_token + (int64_t)g * r->k_stride_head;
     if (r->k_f16)
-        for (int32_t d = 0; d < r->head_dim; d++) s += (double)q[d] * (double)oc_f16_to_f32(r->k_f16[at + d]);
+        for (int32_t d = 0; d < r->head_dim; d++) out[d] = oc_f16_to_f32(r->k_f16[at + d]);
     else
-        for (int32_t d = 0; d < r->head_dim; d++) s += (double)q[d] * (double)r->k_f32[at + d];
-    return s;
+        for (int32_t d = 0; d < r->head_dim; d++) out[d] = r->k_f32[at + d];
 }
 
 void oc_kv_score_rows(const oc_kv_rows *r, double *acc, int64_t acc_stride_head, double *scores) {
-    int32_t group = r->n_head / r->n_head_kv;
+    int32_t group = r->n_head / r->n_head_kv, hd = r->head_dim;
+    float *k = (float *)(void *)(scores + (size_t)group * (size_t)(r->q_pos[r->n_q - 1] + 1));
     for (int32_t i = 0; i < r->n_q; i++) {
         int32_t n_keys = r->q_pos[i] + 1;   /* Eq. 12: key j is seen by query i when j <= i */
-        for (int32_t h = 0; h < r->n_head; h++) {
-            int32_t g = h / group;
-            const float *q = r->q + (int64_t)i * r->q_stride_token + (int64_t)h * r->q_stride_head;
-            double mx = -INFINITY, sum = 0;
+        const float *qi = r->q + (int64_t)i * r->q_stride_token;
+        for (int32_t g = 0; g < r->n_head_kv; g++) {
+            /* logits of the group's heads: scores[h][j], h < group */
             for (int32_t j = 0; j < n_keys; j++) {
-                scores[j] = key_dot(r, q, g, j) * (double)r->scale;
-                if (scores[j] > mx) mx = scores[j];
+                key_row(r, g, j, k);
+                for (int32_t h = 0; h < group; h++) {
+                    const float *q = qi + (int64_t)(g * group + h) * r->q_stride_head;
+                    double s = 0;
+                    for (int32_t d = 0; d < hd; d++) s += (double)q[d] * (double)k[d];
+                    scores[(size_t)h * (size_t)n_keys + (size_t)j] = s * (double)r->scale;
+                }
             }
-            for (int32_t j = 0; j < n_keys; j++) sum += scores[j] = exp(scores[j] - mx);
             double *a = acc + (int64_t)g * acc_stride_head;
-            for (int32_t j = 0; j < n_keys; j++) a[j] += scores[j] / sum;
+            for (int32_t h = 0; h < group; h++) {
+                double *sc = scores + (size_t)h * (size_t)n_keys, mx = -INFINITY, sum = 0;
+                for (int32_t j = 0; j < n_keys; j++) mx = sc[j] > mx ? sc[j] : mx;
+                for (int32_t j = 0; j < n_keys; j++) sum += sc[j] = exp(sc[j] - mx);
+                for (int32_t j = 0; j < n_keys; j++) a[j] += sc[j] / sum;
+            }
         }
     }
 }

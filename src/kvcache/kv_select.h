@@ -33,8 +33,12 @@ typedef struct oc_kv_rows {
 /* acc[g * acc_stride_head + j] += softmax row of every query head of kv group g over keys
  * 0..q_pos[i] (causal, Eq. 12), for j <= q_pos[i]; acc_stride_head 0 sums every head into one row
  * (ZipVL's layer-wide column sums). Double accumulation so the order of query rows (the batches
- * of a chunked prefill) changes nothing beyond rounding of the last bit. scores: n_max_keys
- * doubles of scratch. [alloc: no] */
+ * of a chunked prefill) changes nothing beyond rounding of the last bit. scores: scratch of
+ * oc_kv_score_scratch_bytes(n_head / n_head_kv, keys of the last row) bytes, 8-aligned. Rows are
+ * ascending by position. [alloc: no] */
+static inline size_t oc_kv_score_scratch_bytes(int32_t group, int32_t n_keys, int32_t head_dim) {
+    return (size_t)group * (size_t)n_keys * sizeof(double) + (size_t)head_dim * sizeof(float);
+}
 void oc_kv_score_rows(const oc_kv_rows *r, double *acc, int64_t acc_stride_head, double *scores);
 
 /* SparseMM token choice for one kv head over n keys (Eq. 13-14): the last `window` keys, plus the

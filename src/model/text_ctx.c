@@ -15,7 +15,7 @@ typedef struct sizes {
     size_t buf[N_BUF];
     uint32_t flags[N_BUF];
     size_t layers, inv_freq, table;   /* host block parts */
-    size_t policy, book, acc, scratch_d, scratch_i, kv_q;   /* shrinking KV cache parts (0: none) */
+    size_t policy, book, acc, scores, scratch_d, scratch_i, kv_q;   /* shrinking KV cache parts (0: none) */
     size_t host;                      /* host block total */
 } sizes;
 
@@ -52,10 +52,11 @@ static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, const o
     s->book = evict ? oc_kv_book_bytes(hp->n_layers, hp->n_head_kv, lim->max_ctx_tokens) : 0;
     s->acc = pad(acc);
     s->scratch_d = evict ? pad(C * 8) : 0;
+    s->scores = evict ? pad(oc_kv_score_scratch_bytes(hp->n_head / hp->n_head_kv, lim->max_ctx_tokens, hp->head_dim)) : 0;
     s->scratch_i = evict ? pad(C * 4) : 0;
     s->kv_q = evict ? pad(B * d * 4) : 0;
     if (evict && !s->book) return 0;
-    s->host = s->layers + s->inv_freq + 2 * s->table + s->policy + s->book + s->acc + 2 * s->scratch_d +
+    s->host = s->layers + s->inv_freq + 2 * s->table + s->policy + s->book + s->acc + s->scores + s->scratch_d +
               3 * s->scratch_i + s->kv_q;
     return s->host >= s->acc;   /* no wrap */
 }
@@ -163,8 +164,8 @@ oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, co
         c->kv_acc = (double *)(void *)h;
         h += s.acc;
         c->kv_scores = (double *)(void *)h;
-        c->kv_norm = (double *)(void *)(h + s.scratch_d);
-        h += 2 * s.scratch_d;
+        c->kv_norm = (double *)(void *)(h + s.scores);
+        h += s.scores + s.scratch_d;
         c->kv_kept = (int32_t *)(void *)h;
         c->kv_order = (int32_t *)(void *)(h + s.scratch_i);
         c->kv_nnz = (int32_t *)(void *)(h + 2 * s.scratch_i);

@@ -44,7 +44,8 @@ struct oc_text_ctx {
     oc_kv_book book;                             /* which tokens each (layer, kv head) holds */
     double *kv_acc;                              /* [kvp->n_acc_rows][C]: attention mass of the
                                                     prompt's window / probe rows per key */
-    double *kv_scores, *kv_norm;                 /* [C] selection scratch */
+    double *kv_scores;                           /* oc_kv_score_scratch_bytes: scoring scratch */
+    double *kv_norm;                             /* [C] selection scratch */
     int32_t *kv_kept, *kv_order, *kv_nnz;        /* [C] selection scratch */
     float *kv_q;                                 /* [B][n_embd] host copy of the rows being scored */
     int32_t kv_probes[OC_KV_ZIPVL_RECENT_PROBES + OC_KV_ZIPVL_RANDOM_PROBES];
