@@ -461,6 +461,15 @@ static void test_no_allocation_while_answering(void) {
     }
     CHECKF(cnt.n_calls == before, "answering made %ld allocator calls", cnt.n_calls - before);
     CHECKF(most >= 3, "at most %d tokens generated: decode over the compacted cache hardly ran", most);
+    /* the bound stated up front includes the plan: its scores and book, its GLA layers' missing K */
+    size_t with_plan = 0, dense = 0;
+    oc_context_params dp = cp;
+    dp.plan_path = NULL;
+    CHECK(oc_context_memory_bytes(m, &cp, &with_plan, &e) == OC_OK && oc_context_memory_bytes(m, &dp, &dense, &e) == OC_OK);
+    oc_stats st;
+    oc_context_get_stats(c, &st);
+    CHECKF(with_plan == st.context_bytes && with_plan != dense, "memory bytes %zu (dense %zu), context %zu", with_plan,
+           dense, st.context_bytes);
     oc_context_close(c);
     oc_model_close(m);
     remove(path);
