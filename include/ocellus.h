@@ -261,6 +261,11 @@ typedef struct oc_stats {
     size_t context_bytes;         /* what the context allocated up front (host) */
     size_t device_bytes;          /* OpenCL: device memory its weights, KV cache and activations
                                      hold; 0 on the CPU */
+    size_t kv_bytes;              /* f16 keys and values the decoder's KV cache holds at the end of
+                                     the request: after the plan's SparseMM / ZipVL eviction, without
+                                     the keys Q-Cache GLA lazy layers share */
+    size_t kv_capacity_bytes;     /* what the KV cache buffers take (fixed at open, part of
+                                     context_bytes or device_bytes) */
 } oc_stats;
 OC_API void oc_context_get_stats(const oc_context *ctx, oc_stats *out);
 /* The logits at the last prompt position of the latest oc_ask ([n_vocab] floats), or NULL. */

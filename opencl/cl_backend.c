@@ -32,6 +32,8 @@ typedef struct cl_backend {
     int own_dev;                 /* opened for this instance alone (spec->dev NULL) */
     oc_cl_attn *attn;            /* NULL when the limits have no attention */
     oc_attn_dims attn_dims;
+    oc_cl_attn *attn_kv;         /* limits.per_kv_head: calls of one kv head's query group, else NULL */
+    oc_attn_dims attn_kv_dims;
     int32_t *idx;                /* gather_rows: the indices on the host, idx_cap of them */
     int64_t idx_cap;
     void *view;                  /* map_read's host copy, view_bytes */
@@ -288,11 +290,15 @@ static oc_status cl_attention(oc_backend *be, const oc_attn_call *a, const oc_at
     if (a->mask == OC_ATTN_EXPLICIT)
         return oc_fail(err, OC_ERR_UNSUPPORTED, "backend opencl attention: the explicit debug mask runs on the CPU only");
     if (!b->attn) return oc_fail(err, OC_ERR_INVALID, "backend opencl attention: the instance was opened without heads");
+    const oc_attn_dims *dk = &b->attn_kv_dims;
+    oc_cl_attn *at = b->attn;
+    if (b->attn_kv && a->n_head == dk->n_head && a->n_head_kv == 1 && a->head_dim == dk->head_dim)
+        at = b->attn_kv;   /* one kv head of a compacted cache */
     oc_cl_attn_bufs bufs = { buf_of(t->q), buf_of(t->k), buf_of(t->v), buf_of(t->out), NULL, 0 };
     int dense = 1;
     for (int32_t h = 0; a->patterns && h < a->n_head; h++) dense &= a->patterns[h].kind == OC_PATTERN_DENSE;
-    if ((st = oc_cl_attn_run(b->attn, a, &bufs, dense ? NULL : stats, err)) || !stats || !dense) return st;
-    uint64_t kept = oc_cl_attn_base_pairs(b->attn) * (uint64_t)a->n_head * 4 * (uint64_t)a->head_dim;
+    if ((st = oc_cl_attn_run(at, a, &bufs, dense ? NULL : stats, err)) || !stats || !dense) return st;
+    uint64_t kept = oc_cl_attn_base_pairs(at) * (uint64_t)a->n_head * 4 * (uint64_t)a->head_dim;
     stats->flops_kept += kept;
     stats->flops_executed += kept;
     return OC_OK;
@@ -352,11 +358,21 @@ static oc_status cl_gather_rows(oc_backend *be, oc_bt *dst, int64_t dst_off, con
 
 /* ---- the table, open, close -------------------------------------------------------------------- */
 
+static oc_status cl_kv_keep(oc_backend *be, oc_bt *t, int64_t off, int64_t stride_elems, int32_t row_elems,
+                             const int32_t *kept, int32_t n_kept, oc_error *err) {
+    if (n_kept <= 0) return OC_OK;
+    oc_status st = span(t, off, (int64_t)kept[n_kept - 1] * stride_elems + row_elems, sizeof(uint16_t), "kv_keep", err);
+    if (st) return st;
+    return oc_cl_keep_rows(clb(be)->dev->cl, buf_of(t), (size_t)off * 2, (size_t)stride_elems * 2, (size_t)row_elems * 2,
+                           kept, n_kept, err);
+}
+
 static void cl_close(oc_backend *be) {
     cl_backend *b = clb(be);
     oc_allocator a = b->alloc;
     cl_unmap(be, NULL, NULL);
     oc_cl_attn_close(b->attn);
+    oc_cl_attn_close(b->attn_kv);
     if (b->idx) oc_mem_free(&a, b->idx, (size_t)b->idx_cap * sizeof(int32_t));
     if (b->own_dev) oc_cl_backend_device_close(b->dev);
     oc_mem_free(&a, b, sizeof *b);
@@ -368,6 +384,7 @@ static const oc_backend_ops cl_ops = {
     cl_bind, cl_write, cl_read, cl_map_read, cl_unmap,
     cl_matmul, cl_embed, cl_norm, cl_rope, cl_kv_store, cl_attention,
     cl_add, cl_act, cl_glu, cl_gather_rows,
+    cl_kv_keep,
 };
 
 static oc_cl_attn_limits attn_limits(const oc_backend_limits *lim) {
@@ -376,9 +393,22 @@ static oc_cl_attn_limits attn_limits(const oc_backend_limits *lim) {
     return al;
 }
 
+/* The limits of the per-kv-head instance: one kv head and its query group. */
+static oc_backend_limits kv_head_limits(const oc_backend_limits *lim) {
+    oc_backend_limits k = *lim;
+    k.attn.n_head = lim->attn.n_head / OC_MAX(1, lim->attn.n_head_kv);
+    k.attn.n_head_kv = 1;
+    return k;
+}
+
 size_t oc_cl_backend_bytes(const oc_backend_limits *lim) {
     oc_cl_attn_limits al = attn_limits(lim);
     size_t n = sizeof(cl_backend) + (size_t)OC_MAX((int64_t)1, lim->max_n_tok) * sizeof(int32_t);
+    if (lim->attn.n_head > 0 && lim->per_kv_head) {
+        oc_backend_limits k = kv_head_limits(lim);
+        oc_cl_attn_limits akl = attn_limits(&k);
+        n += oc_cl_attn_host_bytes(&akl);
+    }
     return lim->attn.n_head > 0 ? n + oc_cl_attn_host_bytes(&al) : n;
 }
 
@@ -405,6 +435,12 @@ oc_status oc_cl_backend_open(oc_backend **out, const oc_backend_spec *spec, cons
         oc_cl_attn_limits al = attn_limits(lim);
         b->attn_dims = lim->attn;
         st = oc_cl_attn_open(&b->attn, b->dev->cl, &al, err);
+    }
+    if (st == OC_OK && lim->attn.n_head > 0 && lim->per_kv_head) {
+        oc_backend_limits k = kv_head_limits(lim);
+        oc_cl_attn_limits akl = attn_limits(&k);
+        b->attn_kv_dims = k.attn;
+        st = oc_cl_attn_open(&b->attn_kv, b->dev->cl, &akl, err);
     }
     if (st != OC_OK) {
         if (!b->idx) b->idx_cap = 0;

@@ -518,6 +518,25 @@ oc_status oc_cl_fill32(oc_cl_device *dev, oc_cl_buf *dst, size_t off, uint32_t p
     return rc == CL_SUCCESS ? OC_OK : cl_fail(err, rc, "clEnqueueFillBuffer");
 }
 
+oc_status oc_cl_keep_rows(oc_cl_device *dev, oc_cl_buf *buf, size_t off, size_t stride_bytes, size_t row_bytes,
+                          const int32_t *kept, int32_t n_kept, oc_error *err) {
+    if (n_kept <= 0) return OC_OK;
+    oc_status st = check_range(buf, off, (size_t)kept[n_kept - 1] * stride_bytes + row_bytes, "keep_rows", err);
+    if (st != OC_OK) return st;
+    if (row_bytes > stride_bytes)
+        return oc_fail(err, OC_ERR_INVALID, "opencl: keep_rows of %zu-byte rows %zu bytes apart overlap", row_bytes,
+                       stride_bytes);
+    /* the queue runs in order, so the copies run in increasing r as the host issues them; two
+     * distinct rows never overlap (row_bytes <= stride_bytes), as clEnqueueCopyBuffer requires */
+    for (int32_t r = 0; r < n_kept; r++) {
+        if (kept[r] == r) continue;
+        cl_int rc = clEnqueueCopyBuffer(dev->queue, buf->mem, buf->mem, off + (size_t)kept[r] * stride_bytes,
+                                        off + (size_t)r * stride_bytes, row_bytes, 0, NULL, NULL);
+        if (rc != CL_SUCCESS) return cl_fail(err, rc, "clEnqueueCopyBuffer");
+    }
+    return OC_OK;
+}
+
 oc_status oc_cl_finish(oc_cl_device *dev, oc_error *err) {
     cl_int rc = clFinish(dev->queue);
     return rc == CL_SUCCESS ? OC_OK : cl_fail(err, rc, "clFinish");

@@ -130,6 +130,11 @@ oc_status oc_cl_upload_nowait(oc_cl_device *dev, oc_cl_buf *dst, size_t dst_offs
 /* Fill n_bytes at offset with a repeated 4-byte pattern (offset and n_bytes multiples of 4). */
 oc_status oc_cl_fill32(oc_cl_device *dev, oc_cl_buf *dst, size_t offset_bytes, uint32_t pattern,
                        size_t n_bytes, oc_error *err);
+/* KV cache compaction in place: the row of row_bytes at off + kept[r] * stride_bytes moves to
+ * off + r * stride_bytes, for r < n_kept (kept ascending). Queued device copies, in order.
+ * [errors: OC_ERR_RANGE, OC_ERR_INVALID (rows overlap), OC_ERR_DEVICE] */
+oc_status oc_cl_keep_rows(oc_cl_device *dev, oc_cl_buf *buf, size_t offset_bytes, size_t stride_bytes,
+                          size_t row_bytes, const int32_t *kept, int32_t n_kept, oc_error *err);
 /* Wait until every queued command has finished (benchmarks time with it). */
 oc_status oc_cl_finish(oc_cl_device *dev, oc_error *err);
 

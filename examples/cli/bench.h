@@ -12,6 +12,8 @@
 int bench_matmul(int argc, char **argv);   /* argv[0] is "matmul" */
 int bench_attention(int argc, char **argv);   /* argv[0] is "attention" */
 int bench_vlm(int argc, char **argv);   /* argv[0] is "vlm" */
+/* bench_kv.c: bench vlm --kv-context: KV bytes and decode speed per KV cache method. */
+int bench_vlm_kv(const char *text_path, int n_threads, const char *ctx_list, int n_new, int n_rounds);
 int bench_attention_cl(int argc, char **argv);   /* the same with --backend opencl */
 int bench_matmul_cl(int argc, char **argv);      /* bench matmul --backend opencl */
 

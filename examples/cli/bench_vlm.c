@@ -38,6 +38,10 @@ static void usage(FILE *f) {
             "  --images LIST    image counts, one case each (default 1,4); 0 or '' for none\n"
             "  -n N             new tokens per case, greedy (default 32)\n"
             "  --pp N           prompt tokens of the text-only case (default 512; 0 skips it)\n"
+            "  --kv-context LIST  instead: KV bytes and decode tok/s at these context lengths (e.g.\n"
+            "                   4096,16384) with a dense cache, SparseMM 10%% budgets, ZipVL and Q-Cache\n"
+            "                   lazy groups over half the layers (bench_kv.c; the cache is filled\n"
+            "                   synthetically, no prefill); -n decode steps (default 32), --rounds N (5)\n"
             CLI_BACKEND_HELP("      "));
 }
 
@@ -340,7 +344,8 @@ done:
 int bench_vlm(int argc, char **argv) {
     const char *synth = NULL, *type = "f16", *tok_path = "tests/data/models/qwen2vl/text.gguf";
     const char *text = NULL, *mmproj = NULL, *images = "1,4";
-    int n_threads = 2, n_new = 32, pp = 512;
+    int n_threads = 2, n_new = 32, pp = 512, rounds = 5;
+    const char *kv_context = NULL;
     unsigned long long seed = 1;
     const char *device = NULL;
     oc_backend_choice backend = OC_BACKEND_CPU;
@@ -363,11 +368,14 @@ int bench_vlm(int argc, char **argv) {
         else if (!strcmp(a, "-t")) { if (!cli_int_arg("bench vlm", a, v, 1, 1024, &n_threads)) return 2; }
         else if (!strcmp(a, "-n")) { if (!cli_int_arg("bench vlm", a, v, 0, 16777216, &n_new)) return 2; }
         else if (!strcmp(a, "--pp")) { if (!cli_int_arg("bench vlm", a, v, 0, 16777216, &pp)) return 2; }
+        else if (!strcmp(a, "--kv-context")) kv_context = v;
+        else if (!strcmp(a, "--rounds")) { if (!cli_int_arg("bench vlm", a, v, 1, 15, &rounds)) return 2; }
         else if (!strcmp(a, "--device")) device = v;
         else if (!strcmp(a, "--backend") && cli_parse_backend(v, &backend)) continue;
         else { fprintf(stderr, "ocellus bench vlm: unknown option %s\n", a); usage(stderr); return 2; }
     }
     if (synth) return synth_qwen2vl(synth, type, tok_path, seed);
     if (!text || n_threads < 1 || n_new < 0 || pp < 0) { usage(stderr); return 2; }
+    if (kv_context) return bench_vlm_kv(text, n_threads, kv_context, n_new, rounds);
     return run_bench(text, mmproj, n_threads, backend, device, images, n_new, pp);
 }

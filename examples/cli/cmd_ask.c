@@ -184,12 +184,15 @@ int cmd_ask(int argc, char **argv) {
                 "images %d (%d tokens), prompt %d tokens, generated %d\n"
                 "vision %.1f ms, prefill %.1f ms (%.1f tok/s), TTFT %.1f ms, decode %.1f tok/s\n"
                 "attention FLOPs skipped by the plan: %.1f%%\n"
-                "memory: context %.1f MiB allocated up front, device %.1f MiB, peak RSS %.1f MiB\n",
+                "memory: context %.1f MiB allocated up front, device %.1f MiB, peak RSS %.1f MiB\n"
+                "KV cache: %.2f MiB held of %.2f MiB (%.1f%%)\n",
                 s.n_images, s.n_image_tokens, s.n_prompt_tokens, s.n_generated, s.vision_ms, s.prefill_ms,
                 s.prefill_ms > 0 ? 1000.0 * s.n_prompt_tokens / s.prefill_ms : 0.0, s.ttft_ms,
                 s.n_generated > 1 && s.decode_ms > 0 ? 1000.0 * (s.n_generated - 1) / s.decode_ms : 0.0,
                 skipped, (double)s.context_bytes / 1048576.0, (double)s.device_bytes / 1048576.0,
-                (double)oc_port_peak_rss_bytes() / 1048576.0);
+                (double)oc_port_peak_rss_bytes() / 1048576.0, (double)s.kv_bytes / 1048576.0,
+                (double)s.kv_capacity_bytes / 1048576.0,
+                s.kv_capacity_bytes ? 100.0 * (double)s.kv_bytes / (double)s.kv_capacity_bytes : 0.0);
     }
     rc = 0;
 done:

@@ -1,7 +1,10 @@
 /* cmd_plan.c: `ocellus plan FILE [--check-shape L,H,KV,D] [--check-vision L,H,D]`: reads an
  * attention plan, prints what it holds (shapes, heads per pattern per stack, budgets, ZipVL layers,
- * lazy groups) and, given a model shape, whether the plan fits it. Exit 1 on a bad plan. */
+ * lazy groups), whether the runtime executes each section (it refuses impossible combinations of
+ * the KV cache methods on one layer) and, given a model shape, whether the plan fits it. Exit 1 on a
+ * bad plan. */
 #include "cli.h"
+#include "kvcache/kv_cache.h"
 #include "plan/plan.h"
 
 #include <stdio.h>
@@ -47,11 +50,13 @@ static void print_stack(const oc_plan *plan, oc_plan_stack stack) {
         printf("  %-18s %5d heads  %5.1f%%\n", oc_plan_pattern_name((oc_pattern_kind)k),
                (int)st.n_per_pattern[k], 100.0 * st.n_per_pattern[k] / st.n_heads);
     }
-    printf("  %-18s %5d heads  %5.1f%%\n", "sparse (not dense)", (int)st.n_sparse, 100.0 * st.n_sparse / st.n_heads);
+    printf("  %-18s %5d heads  %5.1f%%%s\n", "sparse (not dense)", (int)st.n_sparse, 100.0 * st.n_sparse / st.n_heads,
+           st.n_sparse ? "; runtime: executes" : "");
     if (stack == OC_PLAN_DECODER) {
         int32_t n_kv = s->shape.n_layers * s->shape.n_kv_heads;
         if (st.n_budgeted_kv_heads)
-            printf("  kv budgets: %d of %d kv heads, %d..%d tokens (mean %.0f), window %d\n",
+            printf("  kv budgets: %d of %d kv heads, %d..%d tokens (mean %.0f), window %d; runtime: executes "
+                   "(SparseMM eviction after prefill)\n",
                    (int)st.n_budgeted_kv_heads, (int)n_kv, (int)st.min_budget_tokens, (int)st.max_budget_tokens,
                    (double)st.sum_budget_tokens / st.n_budgeted_kv_heads, (int)plan->kv_window_tokens);
         else
@@ -66,14 +71,15 @@ static void print_stack(const oc_plan *plan, oc_plan_stack stack) {
             else printf(" %d", (int)l);
             printf(" tau %g", (double)s->zipvl_tau_ppm[l] / OC_PLAN_PPM);
         }
-        printf("\n");
+        printf(stack == OC_PLAN_DECODER ? "; runtime: executes (KV eviction after a dense prefill)\n"
+                                        : "; runtime: refused (the vision encoder keeps no KV cache)\n");
     }
     if (s->n_lazy_groups) {
         printf("  lazy groups: %d (%d layers reuse Q/K):", (int)s->n_lazy_groups, (int)st.n_lazy_layers);
         for (int32_t i = 0; i < s->n_lazy_groups; i++)
             printf(" %d-%d %s", (int)s->lazy_groups[i].first_layer, (int)s->lazy_groups[i].last_layer,
                    oc_plan_lazy_mode_name(s->lazy_groups[i].mode));
-        printf("\n");
+        printf(stack == OC_PLAN_DECODER ? "; runtime: executes\n" : "; runtime: refused (decoder only)\n");
     }
 }
 
@@ -120,6 +126,15 @@ int cmd_plan(int argc, char **argv) {
     printf("sink-fraction %g, kv-window %d\n", (double)plan->sink_fraction_ppm / OC_PLAN_PPM,
            (int)plan->kv_window_tokens);
     int rc = 0;
+    const oc_stack_plan *dec = &plan->stacks[OC_PLAN_DECODER];
+    if (dec->shape.n_layers > 0) {   /* the rules when methods meet on a layer (kvcache/kv_cache.h) */
+        static oc_kv_policy pol;
+        if (oc_kv_policy_build(&pol, dec, dec->shape.n_layers, dec->shape.n_kv_heads, plan->kv_window_tokens, path,
+                               &err) != OC_OK) {
+            fprintf(stderr, "ocellus plan: the runtime refuses it: %s\n", err.message);
+            rc = 1;
+        }
+    }
     if (check || check_vision) {
         if (!check) model.decoder = plan->stacks[OC_PLAN_DECODER].shape;
         /* unchecked vision: compare the plan with itself so only the decoder decides */

@@ -18,7 +18,7 @@
 #include "kernels/matmul.h"
 #include "kernels/nn.h"
 
-#define OC_BACKEND_OPS_VERSION 1
+#define OC_BACKEND_OPS_VERSION 2
 
 typedef enum oc_backend_kind { OC_BACKEND_KIND_CPU = 0, OC_BACKEND_KIND_OPENCL } oc_backend_kind;
 
@@ -70,6 +70,9 @@ typedef struct oc_backend_limits {
                                             and head_dim; n_head 0: the instance runs none) */
     int32_t max_images, max_segments;    /* attention: image spans of a layout, segments of an
                                             OC_ATTN_SEGMENTS call (OpenCL sizes its tables by them) */
+    int per_kv_head;                     /* attention also runs calls of one kv head and its
+                                            n_head / n_head_kv query heads (a compacted KV cache,
+                                            kvcache/kv_cache.h; OpenCL opens tables for them) */
 } oc_backend_limits;
 
 /* A compute device opened once and shared by several instances (an oc_context's text and vision
@@ -175,6 +178,14 @@ typedef struct oc_backend_ops {
      * (idx: int32). Qwen2.5-VL's window order and its inverse. */
     oc_status (*gather_rows)(oc_backend *be, oc_bt *dst, int64_t dst_off, const oc_bt *src, int64_t src_off,
                              const oc_bt *idx, int64_t n_rows, int64_t dim, int32_t unit, oc_error *err);
+
+    /* -- version 2 -- */
+    /* KV cache compaction in place (kvcache/kv_cache.h): row kept[r] of the f16 rows at
+     * t + off, stride_elems apart, row_elems long, moves to row r, for r < n_kept. kept is host
+     * memory, ascending (so no row is overwritten before it is read). Rows past n_kept are left
+     * as they are. */
+    oc_status (*kv_keep)(oc_backend *be, oc_bt *t, int64_t off, int64_t stride_elems, int32_t row_elems,
+                         const int32_t *kept, int32_t n_kept, oc_error *err);
 } oc_backend_ops;
 
 /* Every implementation's instance starts with this. */

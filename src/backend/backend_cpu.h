@@ -25,6 +25,8 @@ oc_status oc_backend_cpu_open(oc_backend **out, const oc_backend_spec *spec, con
 void *oc_bt_cpu_span(const oc_bt *t, int64_t off, int64_t n, size_t elem_bytes, const char *op, oc_error *err);
 
 /* backend_cpu_rows.c */
+oc_status oc_cpu_kv_keep(oc_backend *be, oc_bt *t, int64_t off, int64_t stride_elems, int32_t row_elems,
+                         const int32_t *kept, int32_t n_kept, oc_error *err);
 oc_status oc_cpu_embed(oc_backend *be, const oc_bw *table, const oc_bt *ids, int64_t n, oc_bt *dst,
                        int64_t dst_off, oc_error *err);
 oc_status oc_cpu_norm(oc_backend *be, oc_norm_kind kind, oc_bt *x, int64_t x_off, const oc_bt *res,

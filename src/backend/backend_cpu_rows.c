@@ -7,6 +7,7 @@
 
 #include "core/f16.h"
 #include "kernels/quant.h"
+#include "kvcache/kv_cache.h"
 
 #include <string.h>
 
@@ -144,6 +145,18 @@ oc_status oc_cpu_kv_store(oc_backend *be, const oc_bt *src, int64_t src_off, oc_
     SPAN(j.src, const float *, src, src_off, n, "kv_store src");
     SPAN(j.h, uint16_t *, dst, dst_off, n, "kv_store dst");
     return run(be, &j, n, 1);
+}
+
+/* Serial: the rows move down in order (kept ascending), which in place is safe only in that order;
+ * it runs once per prompt, not per token. */
+oc_status oc_cpu_kv_keep(oc_backend *be, oc_bt *t, int64_t off, int64_t stride_elems, int32_t row_elems,
+                         const int32_t *kept, int32_t n_kept, oc_error *err) {
+    if (n_kept <= 0) return OC_OK;
+    uint16_t *base;
+    int64_t span_elems = (int64_t)kept[n_kept - 1] * stride_elems + row_elems;
+    SPAN(base, uint16_t *, t, off, span_elems, "kv_keep");
+    oc_kv_compact_rows(base, stride_elems, row_elems, sizeof *base, kept, n_kept);
+    return OC_OK;
 }
 
 oc_status oc_cpu_add(oc_backend *be, oc_bt *y, int64_t y_off, const oc_bt *x, int64_t x_off, int64_t n,

@@ -13,6 +13,7 @@
 #include "image/image.h"
 #include "attention/layout.h"
 #include "model/model.h"
+#include "kvcache/kv_cache.h"
 #include "plan/plan.h"
 #include "port.h"
 #include "model/sample.h"
@@ -107,18 +108,19 @@ static int own_bytes(const oc_model *m, const oc_context_params *p, size_t *out)
     return 1;
 }
 
-static oc_text_limits text_limits(const oc_context_params *p) {
-    oc_text_limits lim = { p->max_context_tokens, batch_of(p) };
+/* plan: its KV cache sections size the cache (NULL: dense). */
+static oc_text_limits text_limits(const oc_context_params *p, const oc_plan *plan) {
+    oc_text_limits lim = { p->max_context_tokens, batch_of(p), plan };
     return lim;
 }
 
-/* oc_context_memory_bytes on backend kind. */
-static oc_status memory_bytes(const oc_model *m, const oc_context_params *p, oc_backend_kind kind, size_t *bytes,
-                              oc_error *err) {
+/* oc_context_memory_bytes on backend kind, with the plan (or NULL). */
+static oc_status memory_bytes(const oc_model *m, const oc_context_params *p, const oc_plan *plan,
+                              oc_backend_kind kind, size_t *bytes, oc_error *err) {
     int n_threads = p->n_threads > 0 ? p->n_threads : oc_port_n_cpus();
     oc_cpu_features cpu;
     oc_port_cpu_features(&cpu);
-    oc_text_limits lim = text_limits(p);
+    oc_text_limits lim = text_limits(p, plan);
     oc_backend_spec spec = { kind, p->device, NULL, oc_isa_best(&cpu), NULL };
     size_t total = 0, part;
     if (!own_bytes(m, p, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
@@ -141,22 +143,30 @@ OC_API oc_status oc_context_memory_bytes(const oc_model *m, const oc_context_par
     oc_backend_kind kind = OC_BACKEND_KIND_CPU;
     if (st || (st = oc_backend_resolve((int)p->backend, p->device, &kind, err))) return st;
     oc_context_params q = effective_params(m, p);
-    return memory_bytes(m, &q, p->backend == OC_BACKEND_AUTO ? OC_BACKEND_KIND_CPU : kind, bytes, err);
+    oc_plan *plan = NULL;   /* its KV cache sections change the cache's size */
+    if (p->plan_path && (st = oc_plan_load_file(&plan, p->plan_path, p->alloc, err))) return st;
+    st = memory_bytes(m, &q, plan, p->backend == OC_BACKEND_AUTO ? OC_BACKEND_KIND_CPU : kind, bytes, err);
+    oc_plan_free(plan);
+    return st;
 }
 
-/* Plan features this runtime does not apply yet are refused rather than silently ignored. */
-static oc_status check_plan_features(const oc_plan *plan, const char *path, oc_error *err) {
-    for (int s = 0; s < OC_PLAN_N_STACKS; s++) {
-        oc_plan_stats ps;
-        oc_plan_stats_get(plan, (oc_plan_stack)s, &ps);
-        const char *what = ps.n_budgeted_kv_heads ? "SparseMM kv budgets"
-                           : ps.n_zipvl_layers ? "ZipVL thresholds"
-                           : ps.n_lazy_layers ? "Q-Cache lazy layers" : NULL;
-        if (what)
-            return oc_fail(err, OC_ERR_UNSUPPORTED, "%s: the plan uses %s, which this version of ocellus "
-                           "does not apply yet (head patterns are supported)", path, what);
-    }
-    return OC_OK;
+/* The decoder's KV cache sections run (kvcache/kv_cache.h states the rules when they meet on a
+ * layer and refuses the impossible combinations); the vision encoder keeps no KV cache, so ZipVL
+ * thresholds and lazy groups there are refused rather than silently ignored. */
+static oc_status check_plan_features(const oc_model *m, const oc_plan *plan, const char *path, oc_error *err) {
+    oc_plan_stats ps;
+    oc_plan_stats_get(plan, OC_PLAN_VISION, &ps);
+    const char *what = ps.n_zipvl_layers ? "zipvl-tau" : ps.n_lazy_layers ? "lazy-group" : NULL;
+    if (what)
+        return oc_fail(err, OC_ERR_UNSUPPORTED, "%s: 'vision ... %s' lines are not applied by this version of "
+                       "ocellus (the runtime runs them in the decoder)", path, what);
+    oc_kv_policy *pol = oc_mem_alloc(&plan->alloc, sizeof *pol);   /* ~10 KB: not on the stack */
+    if (!pol) return oc_fail(err, OC_ERR_NOMEM, "context: out of memory");
+    const oc_text_hparams *hp = &m->text->hp;
+    oc_status st = oc_kv_policy_build(pol, &plan->stacks[OC_PLAN_DECODER], hp->n_layers, hp->n_head_kv,
+                                      plan->kv_window_tokens, path, err);
+    oc_mem_free(&plan->alloc, pol, sizeof *pol);
+    return st;
 }
 
 static void close_engines(oc_context *c) {
@@ -171,7 +181,7 @@ static void close_engines(oc_context *c) {
 /* The text and vision graphs on backend kind (OpenCL: on one device opened here). */
 static oc_status open_engines(oc_context *c, oc_backend_kind kind, const char *device, oc_error *err) {
     const oc_model *m = c->m;
-    oc_text_limits lim = text_limits(&c->p);
+    oc_text_limits lim = text_limits(&c->p, c->plan);
     oc_status st = oc_backend_device_open(&c->dev, kind, device, &c->alloc, err);
     oc_backend_spec spec = { kind, device, c->pool, c->isa, c->dev };
     if (!st) st = oc_text_ctx_open_backend(&c->text, m->text, &lim, &spec, &c->alloc, err);
@@ -201,7 +211,7 @@ OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_c
     oc_backend_kind kind;
     size_t total_bytes;   /* limits too large for memory arithmetic fail here, before anything opens */
     if ((st = oc_backend_resolve((int)p->backend, p->device, &kind, err)) ||
-        (st = memory_bytes(m, p, kind, &total_bytes, err)))
+        (st = memory_bytes(m, p, NULL, kind, &total_bytes, err)))
         return st;
     oc_context *c = oc_mem_calloc(p->alloc, sizeof *c);
     if (!c) return oc_fail(err, OC_ERR_NOMEM, "context: out of memory");
@@ -230,7 +240,7 @@ OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_c
             st = oc_fail(err, st, "%s: %s", p->plan_path, e.message);
             goto fail;
         }
-        if ((st = check_plan_features(c->plan, p->plan_path, err))) goto fail;
+        if ((st = check_plan_features(m, c->plan, p->plan_path, err))) goto fail;
     }
     if ((st = oc_tokenizer_open_gguf(&c->tok, m->text_file, &c->alloc, err))) goto fail;
     st = open_engines(c, kind, p->device, err);
@@ -243,7 +253,7 @@ OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_c
         }
     }
     if (st) goto fail;
-    if ((st = memory_bytes(m, p, c->backend, &c->context_bytes, err))) goto fail;
+    if ((st = memory_bytes(m, p, c->plan, c->backend, &c->context_bytes, err))) goto fail;
     c->stats.context_bytes = c->context_bytes;
     c->stats.device_bytes = oc_backend_device_bytes(c->dev);
     if ((st = oc_prompt_init(&c->prompt, p->max_context_tokens, OC_MAX(1, max_images_of(m, p)), &c->alloc, err)))
@@ -283,7 +293,10 @@ OC_API void oc_context_close(oc_context *c) {
     oc_mem_free(&a, c, sizeof *c);
 }
 
-OC_API void oc_context_get_stats(const oc_context *c, oc_stats *out) { *out = c->stats; }
+OC_API void oc_context_get_stats(const oc_context *c, oc_stats *out) {
+    *out = c->stats;
+    oc_text_ctx_kv_bytes(c->text, &out->kv_bytes, &out->kv_capacity_bytes);
+}
 
 OC_API const char *oc_context_backend_name(const oc_context *c) { return c->backend_name; }
 
@@ -383,6 +396,7 @@ static oc_status prefill(oc_context *c, const oc_token_layout *layout, int32_t n
         b.plan = dp;
         b.layout = layout;
         b.logits = s + n == pr->n_tokens ? c->logits : NULL;
+        b.prompt_tokens = pr->n_tokens;   /* the KV cache evicts after the batch that ends it */
         oc_status st = oc_text_forward(c->text, &b, as, err);
         if (st) return st;
         progress(c, "prefill", s + n, pr->n_tokens);

@@ -9,51 +9,74 @@
 
 /* Backend buffers in the order of text_ctx.h's fields. */
 enum { BUF_K_CACHE, BUF_V_CACHE, BUF_X, BUF_XB, BUF_Q, BUF_ATT, BUF_K, BUF_V, BUF_FF_G, BUF_FF_U,
-       BUF_ROPE_COS, BUF_ROPE_SIN, BUF_IDS, BUF_LOGITS, N_BUF };
+       BUF_ROPE_COS, BUF_ROPE_SIN, BUF_IDS, BUF_LOGITS, BUF_Q_SHARE, BUF_K_SHARE, BUF_IOTA, N_BUF };
 
 typedef struct sizes {
     size_t buf[N_BUF];
     uint32_t flags[N_BUF];
     size_t layers, inv_freq, table;   /* host block parts */
+    size_t policy, book, acc, scores, scratch_d, scratch_i, kv_q;   /* shrinking KV cache parts (0: none) */
     size_t host;                      /* host block total */
 } sizes;
 
 static size_t pad(size_t n) { return (n + OC_MEM_ALIGN - 1) / OC_MEM_ALIGN * OC_MEM_ALIGN; }
 
-/* 0 on overflow. */
-static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, sizes *s) {
+/* The KV cache policy of the limits' plan (kvcache/kv_cache.h). */
+static oc_status policy_of(const oc_text_model *m, const oc_text_limits *lim, oc_kv_policy *p, oc_error *err) {
+    const oc_plan *plan = lim->kv_plan;
+    return oc_kv_policy_build(p, plan ? &plan->stacks[OC_PLAN_DECODER] : NULL, m->hp.n_layers, m->hp.n_head_kv,
+                              plan ? plan->kv_window_tokens : OC_PLAN_DEFAULT_KV_WINDOW_TOKENS, "plan", err);
+}
+
+/* 0 on overflow. Every size follows from the model, the limits and the policy: the K cache holds
+ * the layers that store keys, the score rows and selection scratch exist when a layer evicts. */
+static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, const oc_kv_policy *p, sizes *s) {
     const oc_text_hparams *hp = &m->hp;
     size_t B = (size_t)lim->max_batch_tokens, C = (size_t)lim->max_ctx_tokens;
     size_t d = (size_t)hp->n_embd, kv = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
     size_t ff = (size_t)hp->n_ff, pairs = (size_t)hp->head_dim / 2, L = (size_t)hp->n_layers;
-    size_t cache, logits;
-    if (!oc_mul_size(L * kv * 2, C, &cache) || !oc_mul_size(B * 4, (size_t)hp->n_vocab, &logits)) return 0;
-    size_t bytes[N_BUF] = { cache, cache, B * d * 4, B * d * 4, B * d * 4, B * d * 4, B * kv * 4, B * kv * 4,
-                            B * ff * 4, B * ff * 4, B * pairs * 4, B * pairs * 4, B * 4, logits };
+    size_t k_cache, v_cache, logits, acc;
+    int lazy = p->any_lazy, evict = p->any_evict;
+    if (!oc_mul_size((size_t)p->n_k_slots * kv * 2, C, &k_cache) || !oc_mul_size(L * kv * 2, C, &v_cache) ||
+        !oc_mul_size(B * 4, (size_t)hp->n_vocab, &logits) || !oc_mul_size((size_t)p->n_acc_rows * 8, C, &acc))
+        return 0;
+    size_t bytes[N_BUF] = { k_cache, v_cache, B * d * 4, B * d * 4, B * d * 4, B * d * 4, B * kv * 4, B * kv * 4,
+                            B * ff * 4, B * ff * 4, B * pairs * 4, B * pairs * 4, B * 4, logits,
+                            lazy ? B * d * 4 : 0, lazy ? B * kv * 4 : 0, lazy ? B * 4 : 0 };
     memcpy(s->buf, bytes, sizeof bytes);
-    for (int i = 0; i < N_BUF; i++) s->flags[i] = i >= BUF_ROPE_COS ? OC_BT_HOST : 0;
+    for (int i = 0; i < N_BUF; i++) s->flags[i] = i >= BUF_ROPE_COS && i <= BUF_LOGITS ? OC_BT_HOST : 0;
     s->layers = pad(sizeof(oc_text_layer_bt) * L);
     s->inv_freq = pad(pairs * 4);
     s->table = pad(B * pairs * 4);
-    s->host = s->layers + s->inv_freq + 2 * s->table;
-    return 1;
+    s->policy = pad(sizeof(oc_kv_policy));
+    s->book = evict ? oc_kv_book_bytes(hp->n_layers, hp->n_head_kv, lim->max_ctx_tokens) : 0;
+    s->acc = pad(acc);
+    s->scratch_d = evict ? pad(C * 8) : 0;
+    s->scores = evict ? pad(oc_kv_score_scratch_bytes(hp->n_head / hp->n_head_kv, lim->max_ctx_tokens, hp->head_dim)) : 0;
+    s->scratch_i = evict ? pad(C * 4) : 0;
+    s->kv_q = evict ? pad(B * d * 4) : 0;
+    if (evict && !s->book) return 0;
+    s->host = s->layers + s->inv_freq + 2 * s->table + s->policy + s->book + s->acc + s->scores + s->scratch_d +
+              3 * s->scratch_i + s->kv_q;
+    return s->host >= s->acc;   /* no wrap */
 }
 
-static oc_backend_limits backend_limits(const oc_text_model *m, const oc_text_limits *lim) {
+static oc_backend_limits backend_limits(const oc_text_model *m, const oc_text_limits *lim, const oc_kv_policy *p) {
     const oc_text_hparams *hp = &m->hp;
     /* a layout's image spans are disjoint and non-empty inside the context, and an oc_context
-     * allows at most 1024 images */
+     * allows at most 1024 images; an evicting layer attends per kv head once compacted */
     oc_backend_limits bl = { OC_MAX((int64_t)hp->n_embd, (int64_t)hp->n_ff), lim->max_batch_tokens,
                              { lim->max_batch_tokens, lim->max_ctx_tokens, hp->n_head, hp->n_head_kv, hp->head_dim },
-                             OC_MIN(lim->max_ctx_tokens, 1024), 0 };
+                             OC_MIN(lim->max_ctx_tokens, 1024), 0, p->any_evict };
     return bl;
 }
 
 size_t oc_text_ctx_bytes(const oc_text_model *m, const oc_text_limits *lim, const oc_backend_spec *spec,
                          int n_threads) {
     sizes s;
-    if (!plan_sizes(m, lim, &s)) return 0;
-    oc_backend_limits bl = backend_limits(m, lim);
+    oc_kv_policy p;
+    if (policy_of(m, lim, &p, NULL) || !plan_sizes(m, lim, &p, &s)) return 0;
+    oc_backend_limits bl = backend_limits(m, lim, &p);
     size_t be = oc_backend_bytes(spec, &bl, n_threads), total = sizeof(oc_text_ctx) + s.host;
     if (spec->kind == OC_BACKEND_KIND_CPU && !be) return 0;
     if (!oc_add_size(total, be, &total)) return 0;
@@ -64,7 +87,8 @@ size_t oc_text_ctx_bytes(const oc_text_model *m, const oc_text_limits *lim, cons
 
 static oc_bt *buffer(oc_text_ctx *c, int i) {
     oc_bt *all[N_BUF] = { &c->k_cache, &c->v_cache, &c->x, &c->xb, &c->q, &c->att, &c->k, &c->v, &c->ff_g,
-                          &c->ff_u, &c->rope_cos, &c->rope_sin, &c->ids, &c->logits };
+                          &c->ff_u, &c->rope_cos, &c->rope_sin, &c->ids, &c->logits, &c->q_share, &c->k_share,
+                          &c->iota };
     return all[i];
 }
 
@@ -105,7 +129,10 @@ oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, co
         lim->max_batch_tokens > lim->max_ctx_tokens)
         return oc_fail(err, OC_ERR_INVALID, "text context: need 1 <= max_batch_tokens <= max_ctx_tokens");
     sizes s;
-    if (!plan_sizes(m, lim, &s))
+    oc_kv_policy pol;
+    oc_status st = policy_of(m, lim, &pol, err);
+    if (st) return st;
+    if (!plan_sizes(m, lim, &pol, &s))
         return oc_fail(err, OC_ERR_RANGE, "text context: %d tokens of context do not fit in memory "
                        "arithmetic", lim->max_ctx_tokens);
     oc_text_ctx *c = oc_mem_calloc(alloc, sizeof *c);
@@ -114,8 +141,8 @@ oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, co
     c->m = m;
     c->lim = *lim;
     c->kind = spec->kind;
-    oc_backend_limits bl = backend_limits(m, lim);
-    oc_status st = oc_backend_open(&c->be, spec, &bl, &c->alloc, err);
+    oc_backend_limits bl = backend_limits(m, lim, &pol);
+    st = oc_backend_open(&c->be, spec, &bl, &c->alloc, err);
     if (st) goto fail;
     c->host_bytes = s.host;
     if (!(c->host = oc_mem_calloc(&c->alloc, s.host))) {
@@ -127,9 +154,28 @@ oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, co
     c->inv_freq = (float *)(void *)(h + s.layers);
     c->cos_h = (float *)(void *)(h + s.layers + s.inv_freq);
     c->sin_h = (float *)(void *)(h + s.layers + s.inv_freq + s.table);
+    h += s.layers + s.inv_freq + 2 * s.table;
+    c->kvp = (oc_kv_policy *)(void *)h;
+    *c->kvp = pol;
+    h += s.policy;
+    if (pol.any_evict) {
+        oc_kv_book_init(&c->book, m->hp.n_layers, m->hp.n_head_kv, lim->max_ctx_tokens, h);
+        h += s.book;
+        c->kv_acc = (double *)(void *)h;
+        h += s.acc;
+        c->kv_scores = (double *)(void *)h;
+        c->kv_norm = (double *)(void *)(h + s.scores);
+        h += s.scores + s.scratch_d;
+        c->kv_kept = (int32_t *)(void *)h;
+        c->kv_order = (int32_t *)(void *)(h + s.scratch_i);
+        c->kv_nnz = (int32_t *)(void *)(h + 2 * s.scratch_i);
+        h += 3 * s.scratch_i;
+        c->kv_q = (float *)(void *)h;
+    }
     oc_rope_inv_freq(c->inv_freq, m->hp.head_dim, m->hp.rope_base);
     if ((st = take_weights(c, err))) goto fail;
     for (int i = 0; i < N_BUF; i++) {
+        if (!s.buf[i]) continue;   /* a part this policy does not use stays a zeroed (absent) buffer */
         if ((st = c->be->ops->alloc(c->be, buffer(c, i), s.buf[i], s.flags[i], err))) {
             if (st == OC_ERR_NOMEM)
                 st = oc_fail(err, st, "text context: out of memory for %zu bytes (KV cache of %d tokens and "
@@ -142,6 +188,15 @@ oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, co
     if ((st = c->be->ops->bind(c->be, &c->rope_cos, c->cos_h, table_bytes, err)) ||
         (st = c->be->ops->bind(c->be, &c->rope_sin, c->sin_h, table_bytes, err)))
         goto fail;
+    if (pol.any_lazy) {   /* 0..B-1 once: gather_rows copies row runs with it */
+        int32_t *iota = (int32_t *)(void *)c->kv_probes, B = lim->max_batch_tokens;
+        for (int32_t i0 = 0; i0 < B && !st; i0 += (int32_t)OC_ARRAY_LEN(c->kv_probes)) {
+            int32_t n = OC_MIN((int32_t)OC_ARRAY_LEN(c->kv_probes), B - i0);
+            for (int32_t i = 0; i < n; i++) iota[i] = i0 + i;
+            st = c->be->ops->write(c->be, &c->iota, (size_t)i0 * 4, iota, (size_t)n * 4, err);
+        }
+        if (st) goto fail;
+    }
     *out = c;
     return OC_OK;
 fail:
@@ -178,5 +233,28 @@ void oc_text_ctx_close(oc_text_ctx *c) {
     oc_mem_free(&a, c, sizeof *c);
 }
 
-void oc_text_ctx_reset(oc_text_ctx *c) { c->n_past = 0; }
+void oc_text_ctx_reset(oc_text_ctx *c) {
+    c->n_past = 0;
+    if (c->kvp->any_evict) oc_kv_book_reset(&c->book);
+}
+
+void oc_text_ctx_kv_bytes(const oc_text_ctx *c, size_t *held, size_t *capacity) {
+    const oc_text_hparams *hp = &c->m->hp;
+    *capacity = c->k_cache.n_bytes + c->v_cache.n_bytes;
+    if (c->kvp->any_evict) {
+        *held = oc_kv_book_held_bytes(&c->book, c->kvp, hp->head_dim);
+        return;
+    }
+    size_t row = (size_t)c->n_past * (size_t)hp->n_head_kv * (size_t)hp->head_dim * 2;
+    *held = row * ((size_t)c->kvp->n_k_slots + (size_t)hp->n_layers);
+}
+
+int32_t oc_text_ctx_kv_held(const oc_text_ctx *c, int32_t layer, int32_t kv_head, const int32_t **pos) {
+    if (!c->kvp->any_evict || !c->book.compacted || c->kvp->layer[layer].evict == OC_KV_KEEP_ALL) {
+        *pos = NULL;   /* every token 0..n_past-1 */
+        return c->n_past;
+    }
+    *pos = oc_kv_book_pos(&c->book, layer, kv_head);
+    return *oc_kv_book_n(&c->book, layer, kv_head);
+}
 int32_t oc_text_ctx_n_past(const oc_text_ctx *c) { return c->n_past; }

@@ -4,6 +4,8 @@
 #ifndef OC_TEXT_CTX_H
 #define OC_TEXT_CTX_H
 
+#include "kvcache/kv_cache.h"
+#include "kvcache/kv_select.h"
 #include "model/text_model.h"
 
 /* One layer's weights as the backend holds them (text_model.h oc_text_layer). */
@@ -25,18 +27,42 @@ struct oc_text_ctx {
     int output_tied;                             /* output is token_embd's handle (freed once) */
     oc_bt output_norm, output_bias;
     /* backend buffers, B = max_batch_tokens, C = max_ctx_tokens */
-    oc_bt k_cache, v_cache;                      /* f16 [n_layers][C][kv_dim] */
+    oc_bt k_cache;                               /* f16 [kvp->n_k_slots][C][kv_dim] (GLA lazy layers
+                                                    read their group's first layer's slot) */
+    oc_bt v_cache;                               /* f16 [n_layers][C][kv_dim] */
     oc_bt x, xb, q, att;                         /* [B][n_embd] */
     oc_bt k, v;                                  /* [B][kv_dim] */
     oc_bt ff_g, ff_u;                            /* [B][n_ff] */
     oc_bt rope_cos, rope_sin;                    /* OC_BT_HOST on cos_h / sin_h */
     oc_bt ids;                                   /* OC_BT_HOST on the batch's ids: int32 [B] */
     oc_bt logits;                                /* OC_BT_HOST on the batch's logits: [B][n_vocab] */
+    oc_bt q_share, k_share;                      /* lazy groups only: the first layer's q [B][n_embd]
+                                                    and k [B][kv_dim] after RoPE (Q-Cache Eq. 5-8) */
+    oc_bt iota;                                  /* lazy groups only: int32 0..B-1 (row copies) */
+    /* the shrinking KV cache (kvcache/kv_cache.h); the arrays below exist only when a layer evicts */
+    oc_kv_policy *kvp;                           /* in the host block */
+    oc_kv_book book;                             /* which tokens each (layer, kv head) holds */
+    double *kv_acc;                              /* [kvp->n_acc_rows][C]: attention mass of the
+                                                    prompt's window / probe rows per key */
+    double *kv_scores;                           /* oc_kv_score_scratch_bytes: scoring scratch */
+    double *kv_norm;                             /* [C] selection scratch */
+    int32_t *kv_kept, *kv_order, *kv_nnz;        /* [C] selection scratch */
+    float *kv_q;                                 /* [B][n_embd] host copy of the rows being scored */
+    int32_t kv_probes[OC_KV_ZIPVL_RECENT_PROBES + OC_KV_ZIPVL_RANDOM_PROBES];
+    int32_t n_kv_probes;
     /* host block */
     void *host;
     size_t host_bytes;
     float *inv_freq;                             /* [head_dim / 2] */
     float *cos_h, *sin_h;                        /* [B][head_dim / 2] */
 };
+
+/* text_kv.c: the eviction steps of the forward pass. Before a prompt's first batch: clear the
+ * scores, draw the prompt's ZipVL probes. */
+void oc_text_kv_start(oc_text_ctx *c, int32_t prompt_tokens);
+/* After layer il ran on a prompt batch: add the observed rows' attention to the layer's scores. */
+oc_status oc_text_kv_score(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_error *err);
+/* After the batch that ends the prompt (n_past counts it): choose and compact, every layer. */
+oc_status oc_text_kv_compact(oc_text_ctx *c, oc_error *err);
 
 #endif

@@ -62,10 +62,16 @@ static oc_status inputs(oc_text_ctx *c, const oc_text_batch *b, oc_error *err) {
     return be->ops->embed(be, &c->token_embd, &c->ids, n, &c->x, 0, err);
 }
 
+/* A layer attends over a compacted cache once its eviction ran (kvcache/kv_cache.h). */
+static int compacted(const oc_text_ctx *c, int32_t il) {
+    return c->kvp->any_evict && c->book.compacted && c->kvp->layer[il].evict != OC_KV_KEEP_ALL;
+}
+
 static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_attn_stats *stats,
                            oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
-    int64_t d = hp->n_embd, hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd;
+    const oc_kv_layer *P = &c->kvp->layer[il];
+    int64_t d = hp->n_embd, hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd, C = c->lim.max_ctx_tokens;
     oc_attn_call a;
     memset(&a, 0, sizeof a);
     a.n_q = b->n_tokens;
@@ -75,7 +81,8 @@ static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, o
     a.head_dim = hp->head_dim;
     a.q_stride_token = d;
     a.q_stride_head = hd;
-    a.k_off = a.v_off = (int64_t)il * c->lim.max_ctx_tokens * kvd;
+    a.k_off = (int64_t)P->k_slot * C * kvd;   /* GLA: the group's first layer's keys */
+    a.v_off = (int64_t)il * C * kvd;
     a.kv_dtype = OC_DTYPE_F16;
     a.k_stride_token = a.v_stride_token = kvd;
     a.k_stride_head = a.v_stride_head = hd;
@@ -91,11 +98,86 @@ static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, o
         a.mask = OC_ATTN_EXPLICIT;
         a.explicit_mask = b->layer_masks[il];
         a.explicit_stride_q = a.n_kv;
-        a.explicit_stride_head = 0;
+        a.explicit_stride_head = b->layer_mask_stride_head;
         a.patterns = NULL;
     }
-    oc_attn_bt t = { &c->q, &c->k_cache, &c->v_cache, &c->att };
-    return c->be->ops->attention(c->be, &a, &t, stats, err);
+    /* Q-Cache Eq. 5-6: a GLA lazy layer's queries are its group's (the Q cache) */
+    oc_attn_bt t = { P->lazy == OC_KV_LAZY_GLA ? &c->q_share : &c->q, &c->k_cache, &c->v_cache, &c->att };
+    if (!compacted(c, il)) return c->be->ops->attention(c->be, &a, &t, stats, err);
+    /* Compacted: each kv head holds its own tokens, so one call per kv group over its held rows
+     * plus the batch's (causal among those: the held count is the batch's offset). Patterns are
+     * defined on positions the eviction removed; the kept keys are attended densely. */
+    int32_t group = hp->n_head / hp->n_head_kv;
+    for (int32_t g = 0; g < hp->n_head_kv; g++) {
+        oc_attn_call h = a;
+        int32_t held = *oc_kv_book_n(&c->book, il, g);
+        h.n_head = group;
+        h.n_head_kv = 1;
+        h.n_kv = held + b->n_tokens;
+        h.q_offset = held;
+        h.q_off = g * group * hd;
+        h.out_off = g * group * hd;
+        h.k_off += g * hd;
+        h.v_off += g * hd;
+        h.patterns = NULL;
+        h.layout = NULL;
+        h.mask = OC_ATTN_CAUSAL;
+        h.explicit_mask = NULL;
+        oc_status st = c->be->ops->attention(c->be, &h, &t, stats, err);
+        if (st) return st;
+    }
+    return OC_OK;
+}
+
+/* Q-Cache VLA (Eq. 7-8): the batch's visual rows (image embeddings) take the group's first
+ * layer's q and k; text rows keep the layer's own. */
+static oc_status vla_share(oc_text_ctx *c, const oc_text_batch *b, oc_error *err) {
+    const oc_text_hparams *hp = &c->m->hp;
+    oc_backend *be = c->be;
+    int64_t d = hp->n_embd, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    oc_status st;
+    for (int32_t i = 0; i < b->n_tokens;) {
+        if (b->ids && b->ids[i] >= 0) {
+            i++;
+            continue;
+        }
+        int32_t j = i;
+        while (j < b->n_tokens && !(b->ids && b->ids[j] >= 0)) j++;
+        if ((st = be->ops->gather_rows(be, &c->q, i * d, &c->q_share, i * d, &c->iota, j - i, d, 1, err)) ||
+            (st = be->ops->gather_rows(be, &c->k, i * kvd, &c->k_share, i * kvd, &c->iota, j - i, kvd, 1, err)))
+            return st;
+        i = j;
+    }
+    return OC_OK;
+}
+
+/* k (unless the layer reuses its group's keys) and v of the batch into the cache: contiguous at
+ * n_past while the layer is dense; per kv head after each head's held rows once compacted. */
+static oc_status store_kv(oc_text_ctx *c, int32_t il, int32_t n, oc_error *err) {
+    const oc_text_hparams *hp = &c->m->hp;
+    const oc_kv_layer *P = &c->kvp->layer[il];
+    const oc_backend_ops *op = c->be->ops;
+    int64_t hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd, C = c->lim.max_ctx_tokens;
+    int store_k = P->lazy != OC_KV_LAZY_GLA;
+    int64_t k_base = (int64_t)P->k_slot * C * kvd, v_base = (int64_t)il * C * kvd;
+    oc_status st;
+    if (!compacted(c, il)) {
+        int64_t at = (int64_t)c->n_past * kvd;
+        if ((store_k && (st = op->kv_store(c->be, &c->k, 0, &c->k_cache, k_base + at, n * kvd, err))) ||
+            (st = op->kv_store(c->be, &c->v, 0, &c->v_cache, v_base + at, n * kvd, err)))
+            return st;
+        return OC_OK;
+    }
+    for (int32_t g = 0; g < hp->n_head_kv; g++) {
+        int64_t at = (int64_t)*oc_kv_book_n(&c->book, il, g) * kvd + g * hd;
+        for (int32_t i = 0; i < n; i++) {
+            int64_t src = i * kvd + g * hd, dst = at + i * kvd;
+            if ((store_k && (st = op->kv_store(c->be, &c->k, src, &c->k_cache, k_base + dst, hd, err))) ||
+                (st = op->kv_store(c->be, &c->v, src, &c->v_cache, v_base + dst, hd, err)))
+                return st;
+        }
+    }
+    return OC_OK;
 }
 
 /* One decoder layer over the batch: x += attn(norm(x)); x += mlp(norm(x)). */
@@ -105,21 +187,29 @@ static oc_status layer(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_at
     oc_backend *be = c->be;
     const oc_backend_ops *op = be->ops;
     int64_t n = b->n_tokens, d = hp->n_embd, hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd, ff = hp->n_ff;
+    const oc_kv_layer *P = &c->kvp->layer[il];
     int32_t pairs = hp->head_dim / 2;
-    int64_t cache_at = ((int64_t)il * c->lim.max_ctx_tokens + c->n_past) * kvd;
     oc_status st;
-    /* xb = norm(x); q [n][d], k, v [n][kvd] = xb W^T + b; rotate q, k; k, v -> cache as f16 */
-    if ((st = op->norm(be, OC_NORM_RMS, &c->x, 0, NULL, 0, &c->xb, 0, &L->attn_norm, NULL, n, d, hp->eps, err)) ||
-        (st = op->matmul(be, &L->wq, &c->xb, 0, d, &c->q, 0, d, n, oc_bt_opt(&L->bq), err)) ||
-        (st = op->matmul(be, &L->wk, &c->xb, 0, d, &c->k, 0, kvd, n, oc_bt_opt(&L->bk), err)) ||
-        (st = op->matmul(be, &L->wv, &c->xb, 0, d, &c->v, 0, kvd, n, oc_bt_opt(&L->bv), err)) ||
-        (st = op->rope(be, &c->q, 0, n, hp->n_head, hp->head_dim, pairs, &c->rope_cos, &c->rope_sin, err)) ||
-        (st = op->rope(be, &c->k, 0, n, hp->n_head_kv, hp->head_dim, pairs, &c->rope_cos, &c->rope_sin, err)) ||
-        (st = op->kv_store(be, &c->k, 0, &c->k_cache, cache_at, n * kvd, err)) ||
-        (st = op->kv_store(be, &c->v, 0, &c->v_cache, cache_at, n * kvd, err)))
+    /* xb = norm(x); q [n][d], k, v [n][kvd] = xb W^T + b; rotate q, k (a GLA lazy layer reuses its
+     * group's q and k: Q-Cache Eq. 5-6); k, v -> cache as f16 */
+    if ((st = op->norm(be, OC_NORM_RMS, &c->x, 0, NULL, 0, &c->xb, 0, &L->attn_norm, NULL, n, d, hp->eps, err)))
         return st;
+    if (P->lazy != OC_KV_LAZY_GLA &&
+        ((st = op->matmul(be, &L->wq, &c->xb, 0, d, &c->q, 0, d, n, oc_bt_opt(&L->bq), err)) ||
+         (st = op->matmul(be, &L->wk, &c->xb, 0, d, &c->k, 0, kvd, n, oc_bt_opt(&L->bk), err)) ||
+         (st = op->rope(be, &c->q, 0, n, hp->n_head, hp->head_dim, pairs, &c->rope_cos, &c->rope_sin, err)) ||
+         (st = op->rope(be, &c->k, 0, n, hp->n_head_kv, hp->head_dim, pairs, &c->rope_cos, &c->rope_sin, err))))
+        return st;
+    if ((st = op->matmul(be, &L->wv, &c->xb, 0, d, &c->v, 0, kvd, n, oc_bt_opt(&L->bv), err)))
+        return st;
+    if (P->lazy == OC_KV_LAZY_FIRST &&   /* the Q cache and the shared keys of the group */
+        ((st = op->gather_rows(be, &c->q_share, 0, &c->q, 0, &c->iota, n, d, 1, err)) ||
+         (st = op->gather_rows(be, &c->k_share, 0, &c->k, 0, &c->iota, n, kvd, 1, err))))
+        return st;
+    if (P->lazy == OC_KV_LAZY_VLA && (st = vla_share(c, b, err))) return st;
+    if ((st = store_kv(c, il, (int32_t)n, err))) return st;
     /* att [n][d] over the cache; x += att Wo^T */
-    if ((st = attention(c, b, il, stats, err)) ||
+    if ((st = attention(c, b, il, stats, err)) || (st = oc_text_kv_score(c, b, il, err)) ||
         (st = op->matmul(be, &L->wo, &c->att, 0, d, &c->xb, 0, d, n, NULL, err)) ||
         (st = op->add(be, &c->x, 0, &c->xb, 0, n * d, err)))
         return st;
@@ -170,9 +260,14 @@ oc_status oc_text_forward(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats 
     if ((st = inputs(c, b, err)) || (st = op->write(be, &c->rope_cos, 0, c->cos_h, table_bytes, err)) ||
         (st = op->write(be, &c->rope_sin, 0, c->sin_h, table_bytes, err)))
         return st;
+    int evicts = c->kvp->any_evict && b->prompt_tokens > 0 && !c->book.compacted;
+    if (evicts && c->n_past == 0) oc_text_kv_start(c, b->prompt_tokens);
     for (int32_t il = 0; il < hp->n_layers; il++)
         if ((st = layer(c, b, il, stats, err))) return st;
+    if (c->kvp->any_evict) oc_kv_book_append(&c->book, c->n_past, n);
     c->n_past += n;
+    /* the prompt is complete: every evicting layer keeps its tokens (the logits below need only x) */
+    if (evicts && c->n_past == b->prompt_tokens && (st = oc_text_kv_compact(c, err))) return st;
     if (!b->logits) return OC_OK;
     /* logits [n_out][n_vocab] = norm(x of the rows asked for) Wout^T (+ bias) */
     int32_t first = b->all_logits ? 0 : n - 1, n_out = n - first;

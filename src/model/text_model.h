@@ -59,6 +59,9 @@ void oc_text_model_free(oc_text_model *m);
 typedef struct oc_text_limits {
     int32_t max_ctx_tokens;      /* KV cache length */
     int32_t max_batch_tokens;    /* tokens per forward call */
+    /* The plan whose SparseMM kv budgets, ZipVL thresholds and Q-Cache lazy groups shape the KV
+     * cache (kvcache/kv_cache.h), or NULL: a dense cache. Borrowed: must outlive the context. */
+    const oc_plan *kv_plan;
 } oc_text_limits;
 
 typedef struct oc_text_ctx oc_text_ctx;
@@ -79,6 +82,18 @@ void oc_text_ctx_close(oc_text_ctx *ctx);
 /* Forget the cached tokens (the next forward starts at sequence index 0). */
 void oc_text_ctx_reset(oc_text_ctx *ctx);
 int32_t oc_text_ctx_n_past(const oc_text_ctx *ctx);
+/* KV cache bytes: held = f16 keys and values of the tokens held now (after eviction), capacity =
+ * what the cache buffers take (fixed at open). */
+void oc_text_ctx_kv_bytes(const oc_text_ctx *ctx, size_t *held, size_t *capacity);
+/* Benchmarks: stand a prompt of n_tokens in the cache without computing it (a 16K-token prefill
+ * takes minutes on a small CPU): every layer's keys and values become rows_f16 ([n_tokens][kv_dim]
+ * f16, the same rows in every layer), each evicting layer's attention mass of key j becomes mass[j]
+ * (scaled to the rows the rule observes), and eviction runs as at the end of a real prompt. Then
+ * decode steps run as usual. [alloc: no] [errors: OC_ERR_RANGE (context), backend errors] */
+oc_status oc_text_ctx_bench_fill(oc_text_ctx *ctx, const uint16_t *rows_f16, const double *mass, int32_t n_tokens,
+                                 oc_error *err);
+/* Tests: which tokens (absolute indices, ascending) (layer, kv head) holds; returns the count. */
+int32_t oc_text_ctx_kv_held(const oc_text_ctx *ctx, int32_t layer, int32_t kv_head, const int32_t **pos);
 
 /* One forward call over n tokens that follow the cached ones.
  *   ids[i] >= 0: a text token; ids[i] < 0 (or ids NULL): row i of embd (n_embd floats) is the
@@ -96,10 +111,15 @@ typedef struct oc_text_batch {
     const oc_token_layout *layout;
     float *logits;
     int all_logits;
+    /* The prompt this batch belongs to has prompt_tokens tokens (0: not a prompt batch). Layers
+     * that evict (SparseMM, ZipVL) score the prompt's window / probe rows as their batches pass
+     * and compact the cache when the batch that ends the prompt is done. */
+    int32_t prompt_tokens;
     /* tests only: layer_masks[L] != NULL replaces layer L's attention mask (causal base and plan
      * patterns) by an explicit byte mask [n_tokens][n_past + n_tokens] shared by all heads, so a
      * sparse plan can be compared with the dense engine under the same mask written out */
     const uint8_t *const *layer_masks;
+    int64_t layer_mask_stride_head;   /* 0: one mask for all heads; else per head, this far apart */
     /* optional: after layer L, called with the [n][n_embd] residual stream (parity tests) */
     void (*on_layer)(void *user, int32_t layer, const float *x, int32_t n_tokens, int32_t n_embd);
     void *user;

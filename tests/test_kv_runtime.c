@@ -1,0 +1,489 @@
+/* test_kv_runtime.c: the shrinking KV cache inside the language model (demo model, 6 layers,
+ * 4 heads over 2 kv heads), against explicit references:
+ *  - after a chunked prefill with SparseMM budgets or ZipVL thresholds (and a lazy group following
+ *    an evicting layer), decoding over the compacted cache gives the logits of a dense cache with
+ *    the dropped keys masked per head (test hook layer_masks); each head keeps what its rule says;
+ *  - Q-Cache: a GLA lazy layer's own q/k weights change nothing; VLA equals the dense model on text
+ *    rows and GLA on visual rows, bitwise;
+ *  - KV bytes: held bytes shrink as the rules say, capacity shrinks with GLA (no K of their own);
+ *  - an out-of-memory loop over context open with each method: every failure is OC_ERR_NOMEM and
+ *    leaks nothing. */
+#include "check.h"
+#include "core/isa.h"
+#include "gguf/gguf.h"
+#include "model/text_model.h"
+#include "ocellus.h"
+#include "plan/plan.h"
+#include "port.h"
+#include "support/opencl.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#define DEMO "examples/demo/ocellus-demo.gguf"
+#define DEMO_MMPROJ "examples/demo/ocellus-demo-mmproj.gguf"
+#define N_PROMPT 70
+#define N_DECODE 6
+#define CTX 96
+#define CHUNK 16
+
+typedef struct demo {
+    oc_gguf *g;
+    oc_text_model *m;
+    int32_t ids[N_PROMPT + N_DECODE];   /* < 0: an image row of embd */
+    float *embd;                        /* [N_PROMPT][d] */
+    int32_t pos[N_PROMPT + N_DECODE];
+} demo;
+
+static int demo_open(demo *t, int visual_from, int visual_to) {
+    memset(t, 0, sizeof *t);
+    oc_error e;
+    if (oc_gguf_open(&t->g, DEMO, NULL, &e) || oc_text_model_load(&t->m, t->g, DEMO, NULL, &e)) {
+        check_fail_at(__FILE__, __LINE__, "%s", e.message);
+        return 0;
+    }
+    size_t d = (size_t)t->m->hp.n_embd;
+    t->embd = malloc(sizeof(float) * d * N_PROMPT);
+    check_rng r = { 0xfeedu };
+    for (size_t i = 0; i < d * N_PROMPT; i++) t->embd[i] = check_rng_uniform(&r, -0.5f, 0.5f);
+    for (int32_t i = 0; i < N_PROMPT + N_DECODE; i++) {
+        t->ids[i] = i >= visual_from && i < visual_to ? -1 : check_rng_int(&r, 0, OC_MIN(t->m->hp.n_vocab, 300) - 1);
+        t->pos[i] = i;
+    }
+    return 1;
+}
+
+static void demo_close(demo *t) {
+    free(t->embd);
+    oc_text_model_free(t->m);
+    oc_gguf_close(t->g);
+}
+
+static oc_text_ctx *open_ctx(demo *t, const oc_plan *plan, int n_threads, oc_pool **pool) {
+    oc_text_limits lim = { CTX, CHUNK, plan };
+    oc_text_ctx *ctx = NULL;
+    oc_cpu_features cpu;
+    oc_error e;
+    oc_port_cpu_features(&cpu);
+    *pool = NULL;
+    if (n_threads > 1 && oc_pool_open(pool, n_threads, NULL, &e)) return NULL;
+    if (oc_text_ctx_open(&ctx, t->m, &lim, *pool, oc_isa_best(&cpu), NULL, &e)) {
+        check_fail_at(__FILE__, __LINE__, "%s", e.message);
+        return NULL;
+    }
+    return ctx;
+}
+
+/* One forward call over tokens [s, s + n); masks: per-layer per-head masks or NULL. */
+static oc_status step(demo *t, oc_text_ctx *ctx, int32_t s, int32_t n, const oc_plan *plan, float *logits,
+                      const uint8_t *const *masks, int64_t mask_stride_head) {
+    oc_text_batch b;
+    memset(&b, 0, sizeof b);
+    b.n_tokens = n;
+    b.ids = t->ids + s;
+    b.embd = s < N_PROMPT ? t->embd + (size_t)s * (size_t)t->m->hp.n_embd : NULL;
+    b.pos_t = b.pos_h = b.pos_w = t->pos + s;
+    b.plan = plan ? &plan->stacks[OC_PLAN_DECODER] : NULL;
+    b.logits = logits;
+    b.prompt_tokens = s < N_PROMPT ? N_PROMPT : 0;
+    b.layer_masks = masks;
+    b.layer_mask_stride_head = mask_stride_head;
+    oc_error e;
+    oc_status st = oc_text_forward(ctx, &b, NULL, &e);
+    if (st) check_fail_at(__FILE__, __LINE__, "%s", e.message);
+    return st;
+}
+
+static oc_plan *new_plan(const oc_text_model *m, int32_t window) {
+    oc_plan_shape sh = { m->hp.n_layers, m->hp.n_head, m->hp.n_head_kv, m->hp.head_dim };
+    oc_plan *p = NULL;
+    oc_error e;
+    if (oc_plan_create(&p, &sh, NULL, NULL, &e)) return NULL;
+    p->kv_window_tokens = window;
+    return p;
+}
+
+/* Prefill both contexts in chunks, then decode N_DECODE tokens: `evict` runs its plan, `dense`
+ * the plan without eviction (the same lazy groups) with every dropped key masked per head from
+ * evict's book. Prefill logits must be bitwise equal (prefill is dense in both), decode logits
+ * within rounding (the masked dense call tiles the keys differently). */
+static void compare_with_masked_dense(const char *what, const oc_plan *evict_plan, const oc_plan *dense_plan,
+                                      int32_t visual_from, int32_t visual_to) {
+    demo t;
+    if (!demo_open(&t, visual_from, visual_to)) return;
+    const oc_text_hparams *hp = &t.m->hp;
+    size_t V = (size_t)hp->n_vocab;
+    oc_pool *pa, *pb;
+    oc_text_ctx *a = open_ctx(&t, evict_plan, 2, &pa), *b = open_ctx(&t, dense_plan, 1, &pb);
+    float *la = malloc(V * 4), *lb = malloc(V * 4);
+    uint8_t *mask_rows = malloc((size_t)hp->n_layers * hp->n_head * CTX);
+    const uint8_t *masks[OC_PLAN_MAX_LAYERS];
+    if (!a || !b || !la || !lb || !mask_rows) goto done;
+    for (int32_t s = 0; s < N_PROMPT; s += CHUNK) {
+        int32_t n = OC_MIN(CHUNK, N_PROMPT - s);
+        check_poison_f32(la, V);
+        check_poison_f32(lb, V);
+        if (step(&t, a, s, n, evict_plan, la, NULL, 0) || step(&t, b, s, n, dense_plan, lb, NULL, 0)) goto done;
+        CHECKF(!memcmp(la, lb, V * 4), "%s: prefill logits differ at chunk %d", what, s);
+    }
+    int32_t n_evicted = 0;
+    for (int32_t k = 0; k < N_DECODE; k++) {
+        int32_t s = N_PROMPT + k, n_kv = s + 1;
+        for (int32_t l = 0; l < hp->n_layers; l++) {
+            masks[l] = mask_rows + (size_t)l * hp->n_head * n_kv;
+            for (int32_t h = 0; h < hp->n_head; h++) {
+                uint8_t *row = mask_rows + (size_t)l * hp->n_head * n_kv + (size_t)h * n_kv;
+                const int32_t *pos;
+                int32_t held = oc_text_ctx_kv_held(a, l, h / (hp->n_head / hp->n_head_kv), &pos);
+                memset(row, pos ? 0 : 1, (size_t)n_kv);
+                for (int32_t i = 0; pos && i < held; i++) row[pos[i]] = 1;
+                row[s] = 1;   /* the query's own key */
+                if (k == 0 && h % (hp->n_head / hp->n_head_kv) == 0) n_evicted += s - held;
+            }
+        }
+        check_poison_f32(la, V);
+        check_poison_f32(lb, V);
+        if (step(&t, a, s, 1, evict_plan, la, NULL, 0) || step(&t, b, s, 1, dense_plan, lb, masks, n_kv)) goto done;
+        double *ref = malloc(V * sizeof(double));
+        for (size_t i = 0; i < V; i++) ref[i] = lb[i];
+        double e = check_rel_err_f32(la, ref, V);
+        free(ref);
+        CHECKF(e < 1e-5, "%s: decode step %d: relative error %.3g against masked dense", what, k, e);
+    }
+    CHECKF(n_evicted > 0, "%s: nothing was evicted", what);
+done:
+    free(la);
+    free(lb);
+    free(mask_rows);
+    oc_text_ctx_close(a);
+    oc_text_ctx_close(b);
+    oc_pool_close(pa);
+    oc_pool_close(pb);
+    demo_close(&t);
+}
+
+static void test_sparsemm_decode_equals_masked_dense(void) {
+    demo t;
+    if (!demo_open(&t, 0, 0)) return;
+    oc_plan *p = new_plan(t.m, 8), *d = new_plan(t.m, 8);
+    REQUIRE(p && d);
+    int32_t nkv = t.m->hp.n_head_kv;
+    for (int32_t l = 0; l < t.m->hp.n_layers; l++)
+        for (int32_t g = 0; g < nkv; g++) p->stacks[OC_PLAN_DECODER].kv_budget_tokens[l * nkv + g] = 12 + 9 * ((l + g) % 3);
+    p->stacks[OC_PLAN_DECODER].kv_budget_tokens[3 * nkv] = OC_PLAN_KV_FULL;   /* one head keeps all */
+    demo_close(&t);
+    compare_with_masked_dense("sparsemm", p, d, 10, 40);
+    oc_plan_free(p);
+    oc_plan_free(d);
+}
+
+static void test_zipvl_decode_equals_masked_dense(void) {
+    demo t;
+    if (!demo_open(&t, 0, 0)) return;
+    oc_plan *p = new_plan(t.m, 32), *d = new_plan(t.m, 32);
+    REQUIRE(p && d);
+    for (int32_t l = 1; l < t.m->hp.n_layers; l++) p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[l] = l % 2 ? 900000 : 975000;
+    demo_close(&t);
+    compare_with_masked_dense("zipvl", p, d, 5, 50);
+    oc_plan_free(p);
+    oc_plan_free(d);
+}
+
+/* A lazy group whose first layer evicts: the lazy layers hold exactly its tokens (their keys are
+ * its keys, GLA; or their text keys and its visual keys, VLA), so their V rows follow it. */
+static void test_lazy_layers_follow_their_first_layer(void) {
+    demo t;
+    if (!demo_open(&t, 0, 0)) return;
+    for (int mode = 0; mode < 2; mode++) {
+        oc_plan *p = new_plan(t.m, 8), *d = new_plan(t.m, 8);
+        REQUIRE(p && d);
+        oc_error e;
+        oc_lazy_mode lm = mode ? OC_LAZY_VLA : OC_LAZY_GLA;
+        REQUIRE(oc_plan_add_lazy_group(p, OC_PLAN_DECODER, 1, 3, lm, &e) == OC_OK);
+        REQUIRE(oc_plan_add_lazy_group(d, OC_PLAN_DECODER, 1, 3, lm, &e) == OC_OK);
+        p->stacks[OC_PLAN_DECODER].kv_budget_tokens[1 * 2 + 0] = 20;
+        p->stacks[OC_PLAN_DECODER].kv_budget_tokens[1 * 2 + 1] = 30;
+        p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[4] = 950000;   /* both on layer 4 */
+        p->stacks[OC_PLAN_DECODER].kv_budget_tokens[4 * 2 + 1] = 24;
+        compare_with_masked_dense(mode ? "vla + sparsemm" : "gla + sparsemm", p, d, 20, 60);
+        oc_plan_free(p);
+        oc_plan_free(d);
+    }
+    demo_close(&t);
+}
+
+/* Prefill logits of the N_PROMPT tokens, one call each, with a plan; rows [N_PROMPT][V]. */
+static int run_prompt(demo *t, const oc_plan *plan, float *logits) {
+    oc_pool *pool;
+    oc_text_ctx *c = open_ctx(t, plan, 1, &pool);
+    int ok = c != NULL;
+    size_t V = (size_t)t->m->hp.n_vocab;
+    for (int32_t s = 0; ok && s < N_PROMPT; s += CHUNK)
+        ok = !step(t, c, s, OC_MIN(CHUNK, N_PROMPT - s), plan, logits + (size_t)s / CHUNK * V, NULL, 0);
+    oc_text_ctx_close(c);
+    oc_pool_close(pool);
+    return ok;
+}
+
+/* Q-Cache semantics (qcache.txt Eq. 5-8) by their consequences, bitwise: a GLA lazy layer never
+ * reads its own q/k weights; VLA on an all-text prompt is the dense model; VLA on an all-visual
+ * prompt is GLA. */
+static void test_qcache_semantics(void) {
+    size_t V;
+    enum { N_OUT = (N_PROMPT + CHUNK - 1) / CHUNK };
+    for (int visual = 0; visual < 2; visual++) {
+        demo t;
+        if (!demo_open(&t, 0, visual ? N_PROMPT : 0)) return;
+        V = (size_t)t.m->hp.n_vocab;
+        float *dense = malloc(N_OUT * V * 4), *gla = malloc(N_OUT * V * 4), *vla = malloc(N_OUT * V * 4),
+              *gla2 = malloc(N_OUT * V * 4);
+        oc_plan *pd = new_plan(t.m, 32), *pg = new_plan(t.m, 32), *pv = new_plan(t.m, 32);
+        oc_error e;
+        REQUIRE(oc_plan_add_lazy_group(pg, OC_PLAN_DECODER, 2, 4, OC_LAZY_GLA, &e) == OC_OK);
+        REQUIRE(oc_plan_add_lazy_group(pv, OC_PLAN_DECODER, 2, 4, OC_LAZY_VLA, &e) == OC_OK);
+        REQUIRE(run_prompt(&t, pd, dense) && run_prompt(&t, pg, gla) && run_prompt(&t, pv, vla));
+        if (visual) CHECKF(!memcmp(vla, gla, N_OUT * V * 4), "VLA on visual rows differs from GLA");
+        else CHECKF(!memcmp(vla, dense, N_OUT * V * 4), "VLA on text rows differs from the dense model");
+        CHECKF(memcmp(gla, dense, N_OUT * V * 4), "GLA changed nothing");
+        /* layer 3's own q and k weights: scrambled, GLA must not notice */
+        oc_text_layer *L = &t.m->layers[3];
+        const void *wq = L->wq.data, *wk = L->wk.data;
+        void *junk = calloc(1, OC_MAX(L->wq.n_out * L->wq.row_bytes, L->wk.n_out * L->wk.row_bytes));
+        L->wq.data = L->wk.data = junk;
+        REQUIRE(run_prompt(&t, pg, gla2));
+        CHECKF(!memcmp(gla, gla2, N_OUT * V * 4), "a GLA lazy layer read its own q/k weights");
+        L->wq.data = wq;
+        L->wk.data = wk;
+        free(junk);
+        oc_plan_free(pd);
+        oc_plan_free(pg);
+        oc_plan_free(pv);
+        free(dense);
+        free(gla);
+        free(vla);
+        free(gla2);
+        demo_close(&t);
+    }
+}
+
+/* Held bytes follow the rules; GLA lazy layers hold no K and their K cache is not allocated. */
+static void test_kv_bytes(void) {
+    demo t;
+    if (!demo_open(&t, 0, 0)) return;
+    const oc_text_hparams *hp = &t.m->hp;
+    size_t row = (size_t)hp->head_dim * 2, L = (size_t)hp->n_layers, H = (size_t)hp->n_head_kv;
+    oc_plan *pd = new_plan(t.m, 8), *ps = new_plan(t.m, 8), *pg = new_plan(t.m, 8);
+    oc_error e;
+    for (size_t i = 0; i < L * H; i++) ps->stacks[OC_PLAN_DECODER].kv_budget_tokens[i] = 16;
+    REQUIRE(oc_plan_add_lazy_group(pg, OC_PLAN_DECODER, 0, 3, OC_LAZY_GLA, &e) == OC_OK);
+    const oc_plan *plans[3] = { pd, ps, pg };
+    size_t held[3], cap[3];
+    float *logits = malloc((size_t)hp->n_vocab * 4);
+    for (int i = 0; i < 3; i++) {
+        oc_pool *pool;
+        oc_text_ctx *c = open_ctx(&t, plans[i], 1, &pool);
+        REQUIRE(c);
+        for (int32_t s = 0; s < N_PROMPT; s += CHUNK) REQUIRE(!step(&t, c, s, OC_MIN(CHUNK, N_PROMPT - s), plans[i], logits, NULL, 0));
+        oc_text_ctx_kv_bytes(c, &held[i], &cap[i]);
+        oc_text_ctx_close(c);
+        oc_pool_close(pool);
+    }
+    CHECKF(held[0] == N_PROMPT * row * L * H * 2, "dense held %zu", held[0]);
+    CHECKF(held[1] == 16 * row * L * H * 2, "sparsemm held %zu", held[1]);
+    CHECKF(held[2] == N_PROMPT * row * (L + L - 3) * H, "gla held %zu", held[2]);
+    CHECK(cap[0] == CTX * row * L * H * 2 && cap[1] == cap[0]);
+    CHECKF(cap[2] == CTX * row * (2 * L - 3) * H, "gla capacity %zu", cap[2]);
+    free(logits);
+    oc_plan_free(pd);
+    oc_plan_free(ps);
+    oc_plan_free(pg);
+    demo_close(&t);
+}
+
+/* The compacted cache on the device: OpenCL keeps exactly the tokens the CPU keeps (every layer's
+ * every kv head) and decodes to the same logits within the backends' agreement, with every method
+ * on: SparseMM, ZipVL, both on one layer, a VLA and a GLA group. */
+static void test_opencl_keeps_the_cpu_tokens(void) {
+    const char *why = check_opencl_missing();
+    if (why) {
+        check_skip("%s", why);
+        return;
+    }
+    demo t;
+    if (!demo_open(&t, 12, 50)) return;
+    const oc_text_hparams *hp = &t.m->hp;
+    oc_plan *p = new_plan(t.m, 8);
+    oc_error e;
+    REQUIRE(p);
+    REQUIRE(oc_plan_add_lazy_group(p, OC_PLAN_DECODER, 1, 2, OC_LAZY_VLA, &e) == OC_OK);
+    REQUIRE(oc_plan_add_lazy_group(p, OC_PLAN_DECODER, 3, 4, OC_LAZY_GLA, &e) == OC_OK);
+    int32_t *budget = p->stacks[OC_PLAN_DECODER].kv_budget_tokens;
+    budget[0] = 14, budget[1] = 30;                        /* layer 0: SparseMM */
+    for (int32_t l = 1; l <= 2; l++) p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[l] = 950000;   /* group 1-2: ZipVL */
+    for (int32_t l = 3; l <= 4; l++) budget[l * 2] = 20, budget[l * 2 + 1] = 26;         /* group 3-4: SparseMM */
+    p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[5] = 900000, budget[5 * 2 + 1] = 22;         /* layer 5: both */
+    oc_text_limits lim = { CTX, CHUNK, p };
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    oc_backend_spec cl_spec = { OC_BACKEND_KIND_OPENCL, check_opencl_device(), NULL, oc_isa_best(&cpu), NULL };
+    oc_text_ctx *a = NULL, *b = NULL;
+    REQUIREF(oc_text_ctx_open(&a, t.m, &lim, NULL, oc_isa_best(&cpu), NULL, &e) == OC_OK, "%s", e.message);
+    if (oc_text_ctx_open_backend(&b, t.m, &lim, &cl_spec, NULL, &e) != OC_OK) {
+        check_fail_at(__FILE__, __LINE__, "%s", e.message);
+        oc_text_ctx_close(a);
+        goto done;
+    }
+    size_t V = (size_t)hp->n_vocab;
+    float *la = malloc(V * 4), *lb = malloc(V * 4);
+    double *ref = malloc(V * sizeof(double));
+    for (int32_t s = 0; s < N_PROMPT + N_DECODE; s += s < N_PROMPT ? CHUNK : 1) {
+        int32_t n = s < N_PROMPT ? OC_MIN(CHUNK, N_PROMPT - s) : 1;
+        check_poison_f32(la, V);
+        check_poison_f32(lb, V);
+        if (step(&t, a, s, n, p, la, NULL, 0) || step(&t, b, s, n, p, lb, NULL, 0)) break;
+        for (size_t i = 0; i < V; i++) ref[i] = la[i];
+        double err = check_rel_err_f32(lb, ref, V);
+        CHECKF(err < 2e-3, "token %d: OpenCL logits %.3g from the CPU's", s, err);
+        for (int32_t l = 0; l < hp->n_layers; l++)
+            for (int32_t g = 0; g < hp->n_head_kv; g++) {
+                const int32_t *pa, *pb;
+                int32_t na = oc_text_ctx_kv_held(a, l, g, &pa), nb = oc_text_ctx_kv_held(b, l, g, &pb);
+                CHECKF(na == nb && (!pa) == (!pb) && (!pa || !memcmp(pa, pb, (size_t)na * 4)),
+                       "token %d layer %d kv head %d: CPU holds %d tokens, OpenCL %d (or other ones)", s, l, g, na, nb);
+            }
+    }
+    size_t held_a, held_b, cap_a, cap_b;
+    oc_text_ctx_kv_bytes(a, &held_a, &cap_a);
+    oc_text_ctx_kv_bytes(b, &held_b, &cap_b);
+    CHECK(held_a == held_b && cap_a == cap_b && held_a < cap_a);
+    free(la);
+    free(lb);
+    free(ref);
+    oc_text_ctx_close(a);
+    oc_text_ctx_close(b);
+done:
+    oc_plan_free(p);
+    demo_close(&t);
+}
+
+/* ---- out of memory at every allocation of context open, with each method ---------------------- */
+static void test_context_open_out_of_memory(void) {
+    static const char *const plans[] = {
+        "decoder layer all kv-budget 40 64\n",
+        "decoder layer 1-5 zipvl-tau 0.975\n",
+        "decoder lazy-group 1-2 mode vla\ndecoder lazy-group 3-5 mode gla\n",
+        "decoder lazy-group 1-3 mode gla\ndecoder layer 1 kv-budget 40 50\ndecoder layer 4 zipvl-tau 0.9\ndecoder layer 4-5 kv-budget 36 full\n",
+    };
+    oc_error e;
+    oc_model *m;
+    REQUIRE(oc_model_open(&m, DEMO, DEMO_MMPROJ, NULL, &e) == OC_OK);
+    for (size_t i = 0; i < OC_ARRAY_LEN(plans); i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/ocellus-kv-oom-%d-%zu.plan", (int)oc_port_now_ns() % 100000, i);
+        FILE *f = fopen(path, "w");
+        REQUIRE(f);
+        fprintf(f, "ocellus-plan 1\nshape decoder layers 6 heads 4 kv-heads 2 head-dim 64\n%s", plans[i]);
+        fclose(f);
+        int opened = 0;
+        for (long k = 1; k < 400 && !opened; k++) {
+            check_alloc cnt = { 0 };
+            cnt.fail_at = k;
+            cnt.persistent = 1;
+            oc_allocator a = { check_alloc_fn, &cnt };
+            oc_context_params cp;
+            oc_context_params_default(&cp);
+            cp.max_context_tokens = 128;
+            cp.n_threads = 1;
+            cp.alloc = &a;
+            cp.plan_path = path;
+            oc_context *c = NULL;
+            oc_status st = oc_context_open(&c, m, &cp, &e);
+            if (st == OC_OK) {
+                opened = 1;
+                oc_request r;
+                oc_request_default(&r);
+                r.question = "What color is the circle in image 1?";
+                r.max_new_tokens = 4;
+                CHECKF(oc_ask(c, &r, &e) == OC_OK, "plan %zu: %s", i, e.message);
+                oc_context_close(c);
+            } else {
+                CHECKF(st == OC_ERR_NOMEM && c == NULL, "plan %zu, failing allocation %ld: %s", i, k, e.message);
+            }
+            CHECKF(cnt.n_live == 0, "plan %zu, failing allocation %ld: %ld blocks leaked", i, k, cnt.n_live);
+        }
+        CHECKF(opened, "plan %zu: the context never opened", i);
+        remove(path);
+    }
+    oc_model_close(m);
+}
+
+/* The embedded promise holds with every method on: a text question with eviction and lazy layers
+ * (scoring, compaction, per-kv-head decode) makes no allocator call after the context opened. */
+static void test_no_allocation_while_answering(void) {
+    oc_error e;
+    oc_model *m;
+    REQUIRE(oc_model_open(&m, DEMO, DEMO_MMPROJ, NULL, &e) == OC_OK);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/ocellus-kv-noalloc-%d.plan", (int)(oc_port_now_ns() % 100000));
+    FILE *f = fopen(path, "w");
+    REQUIRE(f);
+    fprintf(f, "ocellus-plan 1\nshape decoder layers 6 heads 4 kv-heads 2 head-dim 64\nkv-window 4\n"
+               "decoder layer 0 kv-budget 8 12\ndecoder layer 1-2 zipvl-tau 0.9\ndecoder lazy-group 1-2 mode gla\n"
+               "decoder layer 3-5 kv-budget 10 10\ndecoder layer 5 zipvl-tau 0.95\ndecoder lazy-group 3-4 mode vla\n");
+    fclose(f);
+    check_alloc cnt = { 0 };
+    oc_allocator a = { check_alloc_fn, &cnt };
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.max_context_tokens = 128;
+    cp.n_threads = 2;
+    cp.alloc = &a;
+    cp.plan_path = path;
+    oc_context *c = NULL;
+    REQUIREF(oc_context_open(&c, m, &cp, &e) == OC_OK, "%s", e.message);
+    long before = cnt.n_calls;
+    oc_request r;
+    oc_request_default(&r);
+    r.question = "Is there a red square in the picture? Answer in many words, please.";
+    r.max_new_tokens = 20;
+    r.sampling.temperature = 3.0f;   /* the demo model answers in one word; hot sampling keeps it talking */
+    r.sampling.top_k = 0;
+    r.sampling.top_p = 1.0f;
+    int32_t most = 0;
+    for (uint64_t seed = 1; seed <= 8 && most < 3; seed++) {   /* a few answers, one long enough */
+        r.sampling.seed = seed;
+        CHECKF(oc_ask(c, &r, &e) == OC_OK, "%s", e.message);
+        oc_stats st;
+        oc_context_get_stats(c, &st);
+        most = OC_MAX(most, st.n_generated);
+        CHECKF(st.kv_bytes > 0 && st.kv_bytes < st.kv_capacity_bytes / 4, "held %zu of %zu", st.kv_bytes,
+               st.kv_capacity_bytes);
+    }
+    CHECKF(cnt.n_calls == before, "answering made %ld allocator calls", cnt.n_calls - before);
+    CHECKF(most >= 3, "at most %d tokens generated: decode over the compacted cache hardly ran", most);
+    /* the bound stated up front includes the plan: its scores and book, its GLA layers' missing K */
+    size_t with_plan = 0, dense = 0;
+    oc_context_params dp = cp;
+    dp.plan_path = NULL;
+    CHECK(oc_context_memory_bytes(m, &cp, &with_plan, &e) == OC_OK && oc_context_memory_bytes(m, &dp, &dense, &e) == OC_OK);
+    oc_stats st;
+    oc_context_get_stats(c, &st);
+    CHECKF(with_plan == st.context_bytes && with_plan != dense, "memory bytes %zu (dense %zu), context %zu", with_plan,
+           dense, st.context_bytes);
+    oc_context_close(c);
+    oc_model_close(m);
+    remove(path);
+    CHECK(cnt.n_live == 0);
+}
+
+int main(void) {
+    CHECK_RUN(test_sparsemm_decode_equals_masked_dense);
+    CHECK_RUN(test_zipvl_decode_equals_masked_dense);
+    CHECK_RUN(test_lazy_layers_follow_their_first_layer);
+    CHECK_RUN(test_qcache_semantics);
+    CHECK_RUN(test_kv_bytes);
+    CHECK_RUN(test_opencl_keeps_the_cpu_tokens);
+    CHECK_RUN(test_context_open_out_of_memory);
+    CHECK_RUN(test_no_allocation_while_answering);
+    return check_finish();
+}

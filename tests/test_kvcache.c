@@ -1,0 +1,426 @@
+/* test_kvcache.c: the shrinking KV cache against explicit references. Each paper's token rule is
+ * written here a second time, naively (the whole attention matrix in double, a full sort), and the
+ * runtime's choice (kv_select.c: scores accumulated per query row, a heap ranking) must keep
+ * exactly the same tokens; compaction must move exactly those rows; decoding over the compacted
+ * cache must equal dense attention over the whole cache with the dropped keys masked; the policy
+ * must apply the rules of kv_cache.h and refuse the impossible combinations with their lines. */
+#include "check.h"
+#include "attention/attn.h"
+#include "core/f16.h"
+#include "core/isa.h"
+#include "kvcache/kv_cache.h"
+#include "kvcache/kv_select.h"
+#include "port.h"
+
+#include <stdint.h>
+
+#define MAXN 700
+#define HD 16
+
+/* A random problem: n tokens, n_head query heads over n_kv kv heads, q and k post-RoPE as f32,
+ * the cache's keys as f16 (what the runtime scores). Keys get a per-token scale so attention is
+ * peaked, the regime where eviction is meaningful, and scores are well apart. */
+typedef struct problem {
+    int32_t n, n_head, n_kv;
+    float q[MAXN * 4 * HD];
+    uint16_t k[MAXN * 2 * HD];
+    float v[MAXN * 2 * HD];
+} problem;
+
+static void make_problem(problem *p, check_rng *r, int32_t n, int32_t n_head, int32_t n_kv) {
+    p->n = n;
+    p->n_head = n_head;
+    p->n_kv = n_kv;
+    for (int32_t i = 0; i < n * n_head * HD; i++) p->q[i] = check_rng_uniform(r, -1, 1);
+    for (int32_t j = 0; j < n; j++) {
+        float s = check_rng_uniform(r, 0.2f, 2.5f);
+        for (int32_t e = 0; e < n_kv * HD; e++) {
+            p->k[j * n_kv * HD + e] = oc_f32_to_f16(s * check_rng_uniform(r, -1, 1));
+            p->v[j * n_kv * HD + e] = check_rng_uniform(r, -1, 1);
+        }
+    }
+}
+
+/* Naive softmax row of query i (head h) over keys 0..n-1 with the causal mask of Eq. 12 as -inf
+ * logits, in double: A[j], zero where masked. */
+static void naive_row(const problem *p, int32_t i, int32_t h, double *A) {
+    int32_t g = h / (p->n_head / p->n_kv);
+    double mx = -INFINITY, sum = 0;
+    for (int32_t j = 0; j < p->n; j++) {
+        double s = -INFINITY;
+        if (j <= i) {
+            s = 0;
+            for (int32_t d = 0; d < HD; d++)
+                s += (double)p->q[(i * p->n_head + h) * HD + d] * (double)oc_f16_to_f32(p->k[(j * p->n_kv + g) * HD + d]);
+            s /= sqrt((double)HD);
+        }
+        A[j] = s;
+        if (s > mx) mx = s;
+    }
+    for (int32_t j = 0; j < p->n; j++) sum += A[j] = A[j] == -INFINITY ? 0.0 : exp(A[j] - mx);
+    for (int32_t j = 0; j < p->n; j++) A[j] /= sum;
+}
+
+/* The top t of key[0..m) by value, ties to the lower index, by repeated full scans (no heap). */
+static void naive_top(const double *key, int32_t m, int32_t t, uint8_t *mark) {
+    for (int32_t k = 0; k < t; k++) {
+        int32_t best = -1;
+        for (int32_t j = 0; j < m; j++)
+            if (!mark[j] && (best < 0 || key[j] > key[best])) best = j;
+        mark[best] = 1;
+    }
+}
+
+static oc_kv_rows rows_of(const problem *p, const int32_t *pos, int32_t n_q, const float *q_rows) {
+    oc_kv_rows r;
+    memset(&r, 0, sizeof r);
+    r.q = q_rows;
+    r.q_stride_token = (int64_t)p->n_head * HD;
+    r.q_stride_head = HD;
+    r.q_pos = pos;
+    r.n_q = n_q;
+    r.k_f16 = p->k;
+    r.k_stride_token = (int64_t)p->n_kv * HD;
+    r.k_stride_head = HD;
+    r.n_head = p->n_head;
+    r.n_head_kv = p->n_kv;
+    r.head_dim = HD;
+    r.scale = 1.0f / sqrtf((float)HD);
+    return r;
+}
+
+/* SparseMM Eq. 10-14, naively, for kv head g: mean over the window of the last w queries of the
+ * full causal softmax, summed over the group's query heads (App. A.1); top budget - w of keys
+ * 0..n-w-1, plus the window. */
+static int32_t naive_sparsemm(const problem *p, int32_t g, int32_t w, int32_t budget, int32_t *kept) {
+    static double A[MAXN], mean[MAXN];
+    uint8_t mark[MAXN] = { 0 };
+    int32_t n = p->n, group = p->n_head / p->n_kv;
+    if (budget >= n) {
+        for (int32_t j = 0; j < n; j++) kept[j] = j;
+        return n;
+    }
+    for (int32_t j = 0; j < n; j++) mean[j] = 0;
+    for (int32_t i = n - w; i < n; i++)
+        for (int32_t h = g * group; h < (g + 1) * group; h++) {
+            naive_row(p, i, h, A);
+            for (int32_t j = 0; j < n; j++) mean[j] += A[j] / w;
+        }
+    naive_top(mean, n - w, budget - w, mark);
+    int32_t m = 0;
+    for (int32_t j = 0; j < n; j++)
+        if (mark[j] || j >= n - w) kept[m++] = j;
+    return m;
+}
+
+static void test_sparsemm_keeps_the_naive_tokens(void) {
+    static problem p;
+    static double acc[2 * MAXN], scores[4 * MAXN];
+    static int32_t kept[MAXN], ref[MAXN], order[MAXN], pos[64];
+    check_rng r = { 0x5ba5e11u };
+    for (int trial = 0; trial < 12; trial++) {
+        int32_t n = check_rng_int(&r, 40, MAXN), w = 32, n_kv = 2, n_head = trial % 2 ? 4 : 2;
+        make_problem(&p, &r, n, n_head, n_kv);
+        /* the window arrives in two batches, as a chunked prefill delivers it */
+        memset(acc, 0, sizeof acc);
+        int32_t split = check_rng_int(&r, 1, w - 1);
+        for (int32_t part = 0; part < 2; part++) {
+            int32_t first = part ? n - w + split : n - w, cnt = part ? w - split : split;
+            for (int32_t i = 0; i < cnt; i++) pos[i] = first + i;
+            oc_kv_rows rows = rows_of(&p, pos, cnt, p.q + (size_t)first * n_head * HD);
+            oc_kv_score_rows(&rows, acc, MAXN, scores);
+        }
+        for (int32_t g = 0; g < n_kv; g++) {
+            int32_t budget = check_rng_int(&r, w, n + 5);
+            int32_t m = oc_kv_select_sparsemm(acc + g * MAXN, n, budget, w, kept, order);
+            int32_t m_ref = naive_sparsemm(&p, g, w, budget, ref);
+            REQUIREF(m == m_ref, "trial %d head %d: kept %d, naive %d", trial, g, m, m_ref);
+            REQUIREF(m == OC_MIN(budget, n), "kept %d for budget %d of %d", m, budget, n);
+            for (int32_t t = 0; t < m; t++) REQUIREF(kept[t] == ref[t], "trial %d head %d: slot %d: %d vs %d", trial, g, t, kept[t], ref[t]);
+        }
+    }
+}
+
+/* ZipVL Eq. 6-9 naively on the probe rows: column sums over every head, p from the sorted
+ * cumulative sum >= tau * (rows x heads), importance = column sum / nonzero entries counted in
+ * the matrix itself, top p. */
+static int32_t naive_zipvl(const problem *p, const int32_t *probes, int32_t n_probe, double tau, int32_t *kept) {
+    static double A[MAXN], col[MAXN], sorted[MAXN], imp[MAXN];
+    static int32_t nnz[MAXN];
+    uint8_t mark[MAXN] = { 0 };
+    int32_t n = p->n;
+    for (int32_t j = 0; j < n; j++) col[j] = 0, nnz[j] = 0;
+    for (int32_t c = 0; c < n_probe; c++)
+        for (int32_t h = 0; h < p->n_head; h++) {
+            naive_row(p, probes[c], h, A);
+            for (int32_t j = 0; j < n; j++) {
+                col[j] += A[j];
+                nnz[j] += A[j] != 0;
+            }
+        }
+    for (int32_t j = 0; j < n; j++) sorted[j] = col[j];
+    for (int32_t i = 1; i < n; i++)   /* descending insertion sort */
+        for (int32_t t = i; t > 0 && sorted[t - 1] < sorted[t]; t--) {
+            double x = sorted[t];
+            sorted[t] = sorted[t - 1];
+            sorted[t - 1] = x;
+        }
+    double sum = 0;
+    int32_t pk = n;
+    for (int32_t t = 0; t < n; t++)
+        if ((sum += sorted[t]) >= tau * n_probe * p->n_head) {
+            pk = t + 1;
+            break;
+        }
+    for (int32_t j = 0; j < n; j++) imp[j] = nnz[j] ? col[j] / nnz[j] : 0;
+    naive_top(imp, n, pk, mark);
+    int32_t m = 0;
+    for (int32_t j = 0; j < n; j++)
+        if (mark[j]) kept[m++] = j;
+    return m;
+}
+
+static void test_zipvl_keeps_the_naive_tokens(void) {
+    static problem p;
+    static double acc[MAXN], scores[4 * MAXN], norm[MAXN];
+    static int32_t kept[MAXN], ref[MAXN], order[MAXN], probes[128], nnz[MAXN];
+    check_rng r = { 0x21b71u };
+    int32_t n_evicting = 0;   /* the test has teeth only if some trials drop tokens */
+    for (int trial = 0; trial < 10; trial++) {
+        int32_t n = check_rng_int(&r, 20, MAXN), n_head = trial % 2 ? 4 : 2;
+        double tau = trial % 3 == 0 ? 0.975 : check_rng_uniform(&r, 0.5f, 0.99f);
+        make_problem(&p, &r, n, n_head, 2);
+        int32_t n_probe = oc_kv_zipvl_probes(n, probes);
+        memset(acc, 0, sizeof acc);
+        /* probes scored one at a time, as the batches of a prefill reach them */
+        for (int32_t c = 0; c < n_probe; c++) {
+            oc_kv_rows rows = rows_of(&p, probes + c, 1, p.q + (size_t)probes[c] * n_head * HD);
+            oc_kv_score_rows(&rows, acc, 0, scores);
+        }
+        for (int32_t j = 0, c = 0; j < n; j++) {   /* rows that see key j: probes at or after it */
+            while (c < n_probe && probes[c] < j) c++;
+            nnz[j] = (n_probe - c) * n_head;
+        }
+        int32_t m = oc_kv_select_zipvl(acc, nnz, n, (double)n_probe * n_head, tau, kept, order, norm);
+        int32_t m_ref = naive_zipvl(&p, probes, n_probe, tau, ref);
+        REQUIREF(m == m_ref, "trial %d (n %d tau %.3f): p = %d, naive %d", trial, n, tau, m, m_ref);
+        REQUIRE(m >= 1 && m <= n);
+        n_evicting += m < n;
+        for (int32_t t = 0; t < m; t++) REQUIREF(kept[t] == ref[t], "trial %d slot %d: %d vs %d", trial, t, kept[t], ref[t]);
+    }
+    CHECKF(n_evicting >= 8, "only %d of 10 trials evicted anything", n_evicting);
+}
+
+/* Both on one layer (kv_cache.h): ZipVL's set T first, then SparseMM per kv head inside T, naively:
+ * window = T's last w, the rest of T ranked by the window's mean attention. */
+static void test_zipvl_then_sparsemm_keeps_the_naive_tokens(void) {
+    static problem p;
+    static double acc_z[MAXN], acc_s[2 * MAXN], scores[4 * MAXN], norm[MAXN], tmp[MAXN], mean[MAXN], A[MAXN];
+    static int32_t T[MAXN], kept[MAXN], order[MAXN], probes[128], nnz[MAXN], pos[32], T_ref[MAXN];
+    check_rng r = { 0xb0745u };
+    for (int trial = 0; trial < 8; trial++) {
+        int32_t n = check_rng_int(&r, 150, MAXN), w = 16, group = 2;
+        make_problem(&p, &r, n, 4, 2);
+        int32_t n_probe = oc_kv_zipvl_probes(n, probes);
+        memset(acc_z, 0, sizeof acc_z);
+        memset(acc_s, 0, sizeof acc_s);
+        for (int32_t c = 0; c < n_probe; c++) {
+            oc_kv_rows rows = rows_of(&p, probes + c, 1, p.q + (size_t)probes[c] * 4 * HD);
+            oc_kv_score_rows(&rows, acc_z, 0, scores);
+        }
+        for (int32_t i = 0; i < w; i++) pos[i] = n - w + i;
+        oc_kv_rows rows = rows_of(&p, pos, w, p.q + (size_t)(n - w) * 4 * HD);
+        oc_kv_score_rows(&rows, acc_s, MAXN, scores);
+        for (int32_t j = 0, c = 0; j < n; j++) {
+            while (c < n_probe && probes[c] < j) c++;
+            nnz[j] = (n_probe - c) * 4;
+        }
+        int32_t n_t = oc_kv_select_zipvl(acc_z, nnz, n, (double)n_probe * 4, 0.9, T, order, norm);
+        REQUIRE(naive_zipvl(&p, probes, n_probe, 0.9, T_ref) == n_t && !memcmp(T, T_ref, (size_t)n_t * 4));
+        for (int32_t g = 0; g < 2; g++) {
+            int32_t budget = check_rng_int(&r, w, n_t + 3);
+            int32_t m = oc_kv_select_sparsemm_within(acc_s + g * MAXN, T, n_t, budget, w, kept, order, tmp);
+            /* naive: mean window attention (full softmax rows), top of T minus its window */
+            for (int32_t j = 0; j < n; j++) mean[j] = 0;
+            for (int32_t i = n - w; i < n; i++)
+                for (int32_t h = g * group; h < (g + 1) * group; h++) {
+                    naive_row(&p, i, h, A);
+                    for (int32_t j = 0; j < n; j++) mean[j] += A[j] / w;
+                }
+            uint8_t in_t[MAXN] = { 0 }, mark[MAXN] = { 0 };
+            int32_t n_keep = OC_MIN(budget, n_t), win = OC_MIN(w, n_keep);
+            for (int32_t t = 0; t < n_t - (budget >= n_t ? 0 : win); t++) in_t[T[t]] = 1;
+            if (budget >= n_t) {
+                for (int32_t t = 0; t < n_t; t++) mark[T[t]] = 1;
+            } else {
+                for (int32_t t = n_t - win; t < n_t; t++) mark[T[t]] = 1;
+                for (int32_t k = 0; k < budget - win; k++) {
+                    int32_t best = -1;
+                    for (int32_t j = 0; j < n; j++)
+                        if (in_t[j] && !mark[j] && (best < 0 || mean[j] > mean[best])) best = j;
+                    mark[best] = 1;
+                }
+            }
+            int32_t m_ref = 0;
+            for (int32_t j = 0; j < n; j++)
+                if (mark[j]) T_ref[m_ref++] = j;
+            REQUIREF(m == m_ref && m == n_keep, "trial %d head %d: %d kept, naive %d", trial, g, m, m_ref);
+            for (int32_t t = 0; t < m; t++) REQUIREF(kept[t] == T_ref[t], "trial %d head %d slot %d", trial, g, t);
+        }
+    }
+}
+
+static void test_zipvl_probes_recent_and_random(void) {
+    int32_t a[128], b[128];
+    int32_t m = oc_kv_zipvl_probes(10, a);
+    CHECK(m == 10);
+    for (int32_t i = 0; i < m; i++) CHECK(a[i] == i);
+    m = oc_kv_zipvl_probes(100, a);   /* 64 recent + the 36 before them */
+    CHECK(m == 100);
+    m = oc_kv_zipvl_probes(5000, a);
+    REQUIRE(m == 128);
+    CHECK(oc_kv_zipvl_probes(5000, b) == 128 && !memcmp(a, b, sizeof a));   /* fixed seed */
+    for (int32_t i = 1; i < m; i++) CHECK(a[i] > a[i - 1]);
+    for (int32_t i = 0; i < 64; i++) CHECK(a[64 + i] == 5000 - 64 + i);
+    CHECK(a[63] < 5000 - 64 && a[0] >= 0);
+    int32_t spread = a[63] - a[0];
+    CHECKF(spread > 2500, "random probes span only %d of 4936 positions", spread);
+}
+
+/* Compaction moves exactly the kept rows, per head of a token-major cache, and the book follows;
+ * then decoding (one query, every kv group) over the compacted rows equals dense attention over
+ * the whole cache with the dropped keys masked explicitly (same engine, same keys). */
+static void test_compacted_decode_equals_masked_dense(void) {
+    enum { N = 300, NKV = 2, NH = 4, G = NH / NKV, KVD = NKV * HD };
+    static uint16_t cache[N * KVD], orig[N * KVD], vcache[N * KVD];
+    static float q[NH * HD], out_dense[NH * HD], out_comp[NH * HD];
+    static uint8_t mask[NH * N];
+    static int32_t kept[NKV][N], n_kept[NKV], book_block[8192];
+    check_rng r = { 0xdec0de };
+    for (int32_t i = 0; i < N * KVD; i++) {
+        orig[i] = cache[i] = oc_f32_to_f16(check_rng_uniform(&r, -2, 2));
+        vcache[i] = oc_f32_to_f16(check_rng_uniform(&r, -1, 1));
+    }
+    for (int32_t i = 0; i < NH * HD; i++) q[i] = check_rng_uniform(&r, -1, 1);
+    static uint16_t vorig[N * KVD];
+    memcpy(vorig, vcache, sizeof vcache);
+    /* each kv head keeps its own random subset (the last token always: the query's own) */
+    for (int32_t g = 0; g < NKV; g++) {
+        n_kept[g] = 0;
+        for (int32_t j = 0; j < N; j++)
+            if (j == N - 1 || check_rng_int(&r, 0, 9) < 2 + 5 * g) kept[g][n_kept[g]++] = j;
+        for (int32_t h = g * G; h < (g + 1) * G; h++)
+            for (int32_t j = 0, t = 0; j < N; j++) {
+                int keep = t < n_kept[g] && kept[g][t] == j;
+                mask[h * N + j] = (uint8_t)keep;
+                t += keep;
+            }
+    }
+    oc_kv_book book;
+    REQUIRE(oc_kv_book_bytes(1, NKV, N) <= sizeof book_block);
+    oc_kv_book_init(&book, 1, NKV, N, book_block);
+    oc_kv_book_append(&book, 0, N);
+    for (int32_t g = 0; g < NKV; g++) {
+        oc_kv_compact_rows(cache + g * HD, KVD, HD, 2, kept[g], n_kept[g]);
+        oc_kv_compact_rows(vcache + g * HD, KVD, HD, 2, kept[g], n_kept[g]);
+        oc_kv_book_keep(&book, 0, g, kept[g], n_kept[g]);
+        REQUIRE(*oc_kv_book_n(&book, 0, g) == n_kept[g]);
+        for (int32_t t = 0; t < n_kept[g]; t++) {
+            REQUIRE(oc_kv_book_pos(&book, 0, g)[t] == kept[g][t]);
+            REQUIRE(!memcmp(cache + t * KVD + g * HD, orig + kept[g][t] * KVD + g * HD, HD * 2));
+            REQUIRE(!memcmp(vcache + t * KVD + g * HD, vorig + kept[g][t] * KVD + g * HD, HD * 2));
+        }
+    }
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    oc_attn_dims dims = { 1, N, NH, NKV, HD };
+    size_t n_bytes = oc_attn_scratch_bytes(&dims, 1);
+    void *scratch = aligned_alloc(OC_MEM_ALIGN, (n_bytes + OC_MEM_ALIGN - 1) / OC_MEM_ALIGN * OC_MEM_ALIGN);
+    REQUIRE(scratch);
+    oc_attn_call a;
+    memset(&a, 0, sizeof a);
+    a.n_q = 1; a.n_kv = N; a.n_head = NH; a.n_head_kv = NKV; a.head_dim = HD;
+    a.q_stride_token = NH * HD; a.q_stride_head = HD;
+    a.kv_dtype = OC_DTYPE_F16;
+    a.k_stride_token = a.v_stride_token = KVD; a.k_stride_head = a.v_stride_head = HD;
+    a.out_stride_token = NH * HD; a.out_stride_head = HD;
+    a.scale = 1.0f / sqrtf((float)HD);
+    a.mask = OC_ATTN_EXPLICIT; a.explicit_mask = mask; a.explicit_stride_q = N; a.explicit_stride_head = N;
+    a.q_offset = N - 1;
+    oc_attn_host dense_mem = { q, orig, vorig, out_dense };
+    check_poison_f32(out_dense, NH * HD);
+    check_poison_f32(out_comp, NH * HD);
+    CHECK(oc_attn_run(&a, &dense_mem, oc_isa_best(&cpu), NULL, scratch, n_bytes, NULL, NULL) == OC_OK);
+    for (int32_t g = 0; g < NKV; g++) {   /* the runtime's decode call: one kv group, its kept rows */
+        oc_attn_call c = a;
+        c.n_kv = n_kept[g]; c.n_head = G; c.n_head_kv = 1;
+        c.q_off = g * G * HD; c.k_off = c.v_off = g * HD; c.out_off = g * G * HD;
+        c.mask = OC_ATTN_CAUSAL; c.q_offset = n_kept[g] - 1; c.explicit_mask = NULL;
+        oc_attn_host comp_mem = { q, cache, vcache, out_comp };
+        CHECK(oc_attn_run(&c, &comp_mem, oc_isa_best(&cpu), NULL, scratch, n_bytes, NULL, NULL) == OC_OK);
+    }
+    static double ref[NH * HD];
+    for (int32_t i = 0; i < NH * HD; i++) ref[i] = out_dense[i];
+    double e = check_rel_err_f32(out_comp, ref, NH * HD);
+    CHECKF(e < 1e-5, "compacted vs masked dense: relative error %.3g", e);
+    free(scratch);
+}
+
+static oc_status policy_of(const char *text, oc_kv_policy *pol, oc_plan **plan, oc_error *err) {
+    oc_status st = oc_plan_parse(plan, text, strlen(text), NULL, NULL, err);
+    if (st) return st;
+    return oc_kv_policy_build(pol, &(*plan)->stacks[OC_PLAN_DECODER], 6, 2, (*plan)->kv_window_tokens, "p.plan", err);
+}
+
+#define HDR "ocellus-plan 1\nshape decoder layers 6 heads 4 kv-heads 2 head-dim 64\n"
+
+static void test_policy_rules(void) {
+    static oc_kv_policy pol;
+    oc_plan *plan = NULL;
+    oc_error err;
+    REQUIRE(policy_of(HDR "decoder layer 1 kv-budget 64 full\ndecoder layer 2 zipvl-tau 0.975\n"
+                      "decoder lazy-group 2-4 mode gla\n", &pol, &plan, &err) == OC_OK);
+    CHECK(pol.layer[1].evict == OC_KV_SPARSEMM && pol.layer[2].evict == OC_KV_ZIPVL);
+    CHECK(pol.layer[3].evict == OC_KV_ZIPVL && pol.layer[3].first == 2 && pol.layer[4].first == 2);
+    CHECK(pol.layer[3].lazy == OC_KV_LAZY_GLA && pol.layer[2].lazy == OC_KV_LAZY_FIRST);
+    CHECK(pol.layer[3].k_slot == pol.layer[2].k_slot && pol.layer[4].k_slot == pol.layer[2].k_slot);
+    CHECK(pol.n_k_slots == 4 && pol.layer[5].k_slot == 3);
+    CHECK(pol.n_acc_rows == 3 && pol.layer[1].acc_row == 0 && pol.layer[2].zipvl_row == 2 && pol.layer[2].acc_row == -1);
+    CHECK(pol.layer[3].acc_row == -1 && pol.layer[3].zipvl_row == -1);
+    CHECK(oc_kv_policy_budget(&pol, 1, 0) == 64 && oc_kv_policy_budget(&pol, 1, 1) == INT32_MAX);
+    CHECK(oc_kv_policy_budget(&pol, 0, 0) == INT32_MAX);
+    oc_plan_free(plan);
+    plan = NULL;
+    /* both on one layer: ZipVL's set, then the budgets within it */
+    REQUIRE(policy_of(HDR "decoder layer 3 kv-budget 40 40\ndecoder layer 3 zipvl-tau 0.9\n", &pol, &plan, &err) == OC_OK);
+    CHECK(pol.layer[3].evict == OC_KV_ZIPVL_SPARSEMM && pol.layer[3].acc_row == 0 && pol.layer[3].zipvl_row == 2);
+    CHECK(pol.n_acc_rows == 3 && oc_kv_policy_budget(&pol, 3, 1) == 40);
+    oc_plan_free(plan);
+    plan = NULL;
+    /* a lazy layer's own lines must say what its first layer's say */
+    CHECK(policy_of(HDR "decoder layer 4 kv-budget 40 40\ndecoder lazy-group 3-5 mode vla\n", &pol, &plan, &err) ==
+          OC_ERR_UNSUPPORTED);
+    CHECKF(strstr(err.message, "p.plan: decoder layer 4 is lazy in 'decoder lazy-group 3-5' but its kv-budget / "
+                  "zipvl-tau lines differ from layer 3's"), "%s", err.message);
+    oc_plan_free(plan);
+    plan = NULL;
+    REQUIRE(policy_of(HDR "decoder layer 2-5 kv-budget 40 48\ndecoder layer 2-5 zipvl-tau 0.9\n"
+                      "decoder lazy-group 3-5 mode vla\n", &pol, &plan, &err) == OC_OK);
+    CHECK(pol.layer[4].first == 3 && pol.layer[4].evict == OC_KV_ZIPVL_SPARSEMM && pol.layer[4].acc_row == -1);
+    CHECK(oc_kv_policy_budget(&pol, 5, 1) == 48);
+    oc_plan_free(plan);
+    plan = NULL;
+    REQUIRE(policy_of(HDR "decoder lazy-group 0-1 mode vla\n", &pol, &plan, &err) == OC_OK);
+    CHECK(pol.any_vla && pol.n_k_slots == 6 && !pol.any_evict && pol.n_acc_rows == 0);
+    oc_plan_free(plan);
+}
+
+int main(void) {
+    CHECK_RUN(test_sparsemm_keeps_the_naive_tokens);
+    CHECK_RUN(test_zipvl_keeps_the_naive_tokens);
+    CHECK_RUN(test_zipvl_then_sparsemm_keeps_the_naive_tokens);
+    CHECK_RUN(test_zipvl_probes_recent_and_random);
+    CHECK_RUN(test_compacted_decode_equals_masked_dense);
+    CHECK_RUN(test_policy_rules);
+    return check_finish();
+}
