@@ -18,6 +18,19 @@ static void key_row(const oc_kv_rows *r, int32_t g, int32_t j, float *out) {
         for (int32_t d = 0; d < r->head_dim; d++) out[d] = r->k_f32[at + d];
 }
 
+/* q . k in 8 float lanes (so the compiler can vectorize it; each lane sums head_dim / 8 products,
+ * a relative error near 1e-7, far below the gaps between the masses being ranked), then in double. */
+static double dot(const float *q, const float *k, int32_t n) {
+    float lane[8] = { 0 };
+    int32_t d = 0;
+    for (; d + 8 <= n; d += 8)
+        for (int32_t l = 0; l < 8; l++) lane[l] += q[d + l] * k[d + l];
+    double s = 0;
+    for (int32_t l = 0; l < 8; l++) s += (double)lane[l];
+    for (; d < n; d++) s += (double)q[d] * (double)k[d];
+    return s;
+}
+
 void oc_kv_score_rows(const oc_kv_rows *r, double *acc, int64_t acc_stride_head, double *scores) {
     int32_t group = r->n_head / r->n_head_kv, hd = r->head_dim;
     float *k = (float *)(void *)(scores + (size_t)group * (size_t)(r->q_pos[r->n_q - 1] + 1));
@@ -25,15 +38,12 @@ void oc_kv_score_rows(const oc_kv_rows *r, double *acc, int64_t acc_stride_head,
         int32_t n_keys = r->q_pos[i] + 1;   /* Eq. 12: key j is seen by query i when j <= i */
         const float *qi = r->q + (int64_t)i * r->q_stride_token;
         for (int32_t g = 0; g < r->n_head_kv; g++) {
-            /* logits of the group's heads: scores[h][j], h < group */
+            /* logits of the group's heads, scores[h][j]: each key converted once, while in L1 */
             for (int32_t j = 0; j < n_keys; j++) {
                 key_row(r, g, j, k);
-                for (int32_t h = 0; h < group; h++) {
-                    const float *q = qi + (int64_t)(g * group + h) * r->q_stride_head;
-                    double s = 0;
-                    for (int32_t d = 0; d < hd; d++) s += (double)q[d] * (double)k[d];
-                    scores[(size_t)h * (size_t)n_keys + (size_t)j] = s * (double)r->scale;
-                }
+                for (int32_t h = 0; h < group; h++)
+                    scores[(size_t)h * (size_t)n_keys + (size_t)j] =
+                        dot(qi + (int64_t)(g * group + h) * r->q_stride_head, k, hd) * (double)r->scale;
             }
             double *a = acc + (int64_t)g * acc_stride_head;
             for (int32_t h = 0; h < group; h++) {
