@@ -172,6 +172,9 @@ int cmd_eval(int argc, char **argv) {
     printf("attention FLOPs skipped: %.1f%% (%.3g of %.3g)\n", flops ? 100.0 * (double)res.attn_flops_skipped / (double)flops : 0.0,
            (double)res.attn_flops_skipped, (double)flops);
     printf("mean TTFT: %.1f ms\n", res.ttft_ms_sum / n);
+    printf("mean KV cache held after an item: %.1f KiB of %.1f KiB (%.1f%%)\n", res.kv_bytes_sum / n / 1024.0,
+           (double)res.kv_capacity_bytes / 1024.0,
+           res.kv_capacity_bytes ? 100.0 * res.kv_bytes_sum / n / (double)res.kv_capacity_bytes : 0.0);
     rc = 0;
 done:
     oc_context_close(ctx);

@@ -95,6 +95,8 @@ oc_status oc_scene_eval(oc_context *ctx, const oc_scene_eval_params *p, oc_scene
         out->ttft_ms_sum += s.ttft_ms;
         out->attn_flops_kept += s.attn_flops_kept;
         out->attn_flops_skipped += s.attn_flops_skipped;
+        out->kv_bytes_sum += (double)s.kv_bytes;
+        out->kv_capacity_bytes = s.kv_capacity_bytes;
         if (p->on_item) {
             oc_scene_eval_report r = { i, &item, answer.text, correct, &s };
             p->on_item(p->user, &r);

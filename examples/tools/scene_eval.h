@@ -33,6 +33,8 @@ typedef struct oc_scene_eval_result {
     int64_t n_items_of[OC_SCENE_N_TYPES], n_correct_of[OC_SCENE_N_TYPES];   /* per oc_scene_type */
     double prompt_tokens_sum, ttft_ms_sum;
     uint64_t attn_flops_kept, attn_flops_skipped;
+    double kv_bytes_sum;          /* KV cache bytes held after each item (oc_stats.kv_bytes) */
+    size_t kv_capacity_bytes;     /* what the KV cache buffers take */
 } oc_scene_eval_result;
 
 void oc_scene_eval_params_default(oc_scene_eval_params *p);
