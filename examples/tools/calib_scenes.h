@@ -1,0 +1,28 @@
+/* calib_scenes.h: the synthetic-scene calibration suite (calib_scenes.c). */
+#ifndef OC_CALIB_SCENES_H
+#define OC_CALIB_SCENES_H
+
+#include "ocellus.h"
+#include "tools/calib.h"
+#include "tools/scene.h"
+
+typedef struct oc_calib_scene_params {
+    uint64_t seed;                /* default 2000002: neither a training seed nor `ocellus eval`'s */
+    uint64_t first_index;
+    int64_t n_items;              /* default 100 */
+    int32_t min_images, max_images, side_px;   /* default 1, 8, 112 */
+    int32_t max_new_tokens;       /* default 8 */
+    const oc_allocator *alloc;    /* scene buffers; NULL: malloc */
+    void (*on_item)(void *user, int64_t done, int64_t total, int32_t n_prompt_tokens);   /* may be NULL */
+    void *user;
+} oc_calib_scene_params;
+
+void oc_calib_scene_params_default(oc_calib_scene_params *p);
+
+/* Runs the items through ctx, which must have been opened with on_attention = oc_calib_observe and
+ * attention_user = c (and limits from oc_scene_eval_context_params). *n_right: right answers.
+ * [alloc: yes, the scene buffers, once] [errors: OC_ERR_INVALID, OC_ERR_NOMEM, oc_ask's errors] */
+oc_status oc_calib_scenes(oc_context *ctx, oc_calib *c, const oc_calib_scene_params *p, int64_t *n_right,
+                          oc_error *err);
+
+#endif
