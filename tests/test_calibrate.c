@@ -8,6 +8,7 @@
 #include "ocellus.h"
 #include "tools/calib.h"
 #include "tools/calib_scenes.h"
+#include "tools/plan_svg.h"
 #include "tools/scene_eval.h"
 #include "tools/scene_ground.h"
 
@@ -453,6 +454,82 @@ static void test_scene_grounding(void) {
     CHECK(n_checked > 10);
 }
 
+/* ---- the plan lines calibration adds: calibration, visual-score ------------------------------- */
+
+static const char calibrated_plan[] =
+    "ocellus-plan 1\n"
+    "calibration tool=ocellus-calibrate methods=blindsight,sparsemm  model=x.gguf fnv1a64=00ff\n"
+    "shape decoder layers 3 heads 4 kv-heads 2 head-dim 16\n"
+    "decoder default sink\n"
+    "decoder layer 0-1 visual-score 0.5 0  # scores of kv heads 0 and 1\n"
+    "decoder layer 2 visual-score 0.25 0.25\n";
+
+static void test_plan_calibration_lines(void) {
+    oc_plan *p = NULL, *q = NULL;
+    oc_error e;
+    REQUIREF(oc_plan_parse(&p, calibrated_plan, sizeof calibrated_plan - 1, "t", NULL, &e) == OC_OK, "%s", e.message);
+    CHECK(!strcmp(p->calibration, "tool=ocellus-calibrate methods=blindsight,sparsemm model=x.gguf fnv1a64=00ff"));
+    const int32_t *vs = p->stacks[OC_PLAN_DECODER].visual_score_ppm;
+    CHECK(vs[0] == 500000 && vs[1] == 0 && vs[2] == 500000 && vs[4] == 250000 && vs[5] == 250000);
+    /* canonical text reads back into equal data */
+    size_t n;
+    static char text[8192];
+    REQUIRE(oc_plan_write(p, text, sizeof text, &n, &e) == OC_OK);
+    REQUIREF(oc_plan_parse(&q, text, n, "w", NULL, &e) == OC_OK, "%s", e.message);
+    CHECK(oc_plan_equal(p, q));
+    q->stacks[OC_PLAN_DECODER].visual_score_ppm[3] = 1;
+    CHECK(!oc_plan_equal(p, q));
+    oc_plan_free(q);
+    /* re-budgeting from the stored scores (Eq. 5-9): the half-score kv heads get the most */
+    REQUIRE(oc_calib_plan_budgets(p, 6 * 100, OC_CALIB_KV_RHO, &e) == OC_OK);
+    const int32_t *b = p->stacks[OC_PLAN_DECODER].kv_budget_tokens;
+    CHECK(b[0] > b[4] && b[4] > b[1] && b[1] >= 32 && b[0] + b[1] + b[2] + b[3] + b[4] + b[5] == 600);
+    /* the SVG names every pattern and draws the bars */
+    FILE *f = tmpfile();
+    REQUIRE(f);
+    CHECK(oc_plan_svg_write(p, "t <&>", f) == 0);
+    long size = ftell(f);
+    rewind(f);
+    static char svg[65536];
+    size_t got = fread(svg, 1, sizeof svg - 1, f);
+    svg[got] = '\0';
+    fclose(f);
+    CHECK(size > 1000 && strstr(svg, "</svg>") && strstr(svg, "intra-image+sink") && strstr(svg, "budget 1") &&
+          strstr(svg, "t &lt;&amp;&gt;"));
+    oc_plan_free(p);
+    /* errors name their line */
+    static const struct { const char *text, *msg; } bad[] = {
+        { "ocellus-plan 1\ncalibration\nshape decoder layers 1 heads 2 kv-heads 1 head-dim 8\n", "t:2: empty calibration" },
+        { "ocellus-plan 1\ncalibration a=b\ncalibration c=d\nshape decoder layers 1 heads 2 kv-heads 1 head-dim 8\n",
+          "t:3: duplicate calibration" },
+        { "ocellus-plan 1\ncalibration novalue\nshape decoder layers 1 heads 2 kv-heads 1 head-dim 8\n",
+          "t:2: bad calibration word" },
+        { "ocellus-plan 1\nshape decoder layers 1 heads 2 kv-heads 1 head-dim 8\ndecoder layer 0 visual-score 0.5 0.5\n",
+          "t:3: decoder layer 0 lists 2 visual-scores" },
+        { "ocellus-plan 1\nshape decoder layers 1 heads 2 kv-heads 1 head-dim 8\ndecoder layer 0 visual-score 1.5\n",
+          "t:3: visual-score 1.5 out of range" },
+        { "ocellus-plan 1\nshape decoder layers 2 heads 2 kv-heads 1 head-dim 8\ndecoder layer 0-1 visual-score 0.5\n"
+          "decoder layer 1 visual-score 0.5\n", "t:4: decoder layer 1 kv-head 0 visual-score already set on line 3" },
+        { "ocellus-plan 1\nshape decoder layers 1 heads 2 kv-heads 1 head-dim 8\nshape vision layers 1 heads 2 head-dim 8\n"
+          "vision layer 0 visual-score 0.5\n", "t:4: visual-score is for decoder layers" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        p = NULL;
+        oc_status st = oc_plan_parse(&p, bad[i].text, strlen(bad[i].text), "t", NULL, &e);
+        CHECKF(st == OC_ERR_FORMAT && p == NULL && !strncmp(e.message, bad[i].msg, strlen(bad[i].msg)),
+               "case %zu: got '%s', want '%s...'", i, st ? e.message : "OK", bad[i].msg);
+        oc_plan_free(p);
+    }
+    /* validation refuses a calibration text the parser could not read back */
+    oc_plan_shape sh = { 1, 2, 1, 8 };
+    REQUIRE(oc_plan_create(&p, &sh, NULL, NULL, NULL) == OC_OK);
+    snprintf(p->calibration, sizeof p->calibration, "a=b #c");
+    CHECK(oc_plan_validate(p, NULL) == OC_ERR_INVALID);
+    snprintf(p->calibration, sizeof p->calibration, "a=b c=d");
+    CHECK(oc_plan_validate(p, NULL) == OC_OK);
+    oc_plan_free(p);
+}
+
 int main(void) {
     CHECK_RUN(test_keeps_rule);
     CHECK_RUN(test_mask_errors_match_naive);
@@ -464,5 +541,6 @@ int main(void) {
     CHECK_RUN(test_calibration_on_synthetic_layers);
     CHECK_RUN(test_hook_on_demo_model);
     CHECK_RUN(test_scene_grounding);
+    CHECK_RUN(test_plan_calibration_lines);
     return check_finish();
 }

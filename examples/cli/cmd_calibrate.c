@@ -2,8 +2,8 @@
  * prompts (examples/tools/calib.h): BlindSight head categories, SparseMM visual scores and KV
  * budgets, Q-Cache lazy layer groups. The prompts are the built-in synthetic scene suite; the
  * model runs dense through the public API with the calibration observer attached. Writes the plan
- * (with a comment block naming the calibration: methods, thresholds, data, model file hash, and
- * the visual scores so a new total KV budget needs no recalibration) and optionally a report. */
+ * (its calibration line names methods, thresholds, data and the model file's hash; its
+ * visual-score lines let `ocellus plan --kv-budget` re-budget without calibrating) and a report. */
 #include "cli.h"
 #include "ocellus.h"
 #include "port.h"
@@ -131,62 +131,48 @@ static const char *base_name(const char *p) {
     return s ? s + 1 : p;
 }
 
-/* The plan text: its header line, our comment block, then the canonical body. */
-static int write_plan(const char *path, const oc_plan *plan, oc_calib *c, const oc_calib_params *cp,
-                      const oc_calib_scene_params *sp, const char *text_path, uint64_t hash, const char *methods) {
-    size_t n_bytes;
-    oc_error e;
-    if (oc_plan_write(plan, NULL, 0, &n_bytes, &e)) {
-        fprintf(stderr, "ocellus calibrate: %s\n", e.message);
-        return 0;
+/* Append " key=value" to the calibration text; characters the plan's words cannot hold (space,
+ * '#', non-ASCII: e.g. in a file name) become '_'. */
+static void add_word(char *buf, size_t n_bytes, const char *key, const char *value) {
+    size_t len = strlen(buf);
+    int n = snprintf(buf + len, n_bytes - len, "%s%s=", len ? " " : "", key);
+    if (n < 0 || (size_t)n >= n_bytes - len) return;
+    len += (size_t)n;
+    for (const char *v = value; *v && len + 1 < n_bytes; v++)
+        buf[len++] = (*v > ' ' && *v < 0x7f && *v != '#') ? *v : '_';
+    buf[len] = '\0';
+}
+
+/* The plan's calibration line: methods, thresholds, data and model, so a plan says how it was made. */
+static void calibration_text(char *buf, size_t n_bytes, const oc_calib_params *cp, const oc_calib_scene_params *sp,
+                             const char *text_path, uint64_t hash, const char *methods) {
+    char v[64];
+    buf[0] = '\0';
+    add_word(buf, n_bytes, "tool", "ocellus-calibrate");
+    add_word(buf, n_bytes, "methods", methods);
+    add_word(buf, n_bytes, "model", base_name(text_path));
+    snprintf(v, sizeof v, "%016llx", (unsigned long long)hash);
+    add_word(buf, n_bytes, "fnv1a64", v);
+    snprintf(v, sizeof v, "suite:demo:seed=%llu:items=%lld:images=%d-%d:side=%d", (unsigned long long)sp->seed,
+             (long long)sp->n_items, (int)sp->min_images, (int)sp->max_images, (int)sp->side_px);
+    add_word(buf, n_bytes, "data", v);
+    if (cp->methods & OC_CALIB_BLINDSIGHT) {
+        snprintf(v, sizeof v, "%g,%g,%g,%g", cp->bs_alpha, cp->bs_gamma_d, cp->bs_gamma_s, cp->bs_gamma_i);
+        add_word(buf, n_bytes, "alpha_gd_gs_gi", v);
     }
-    char *text = malloc(n_bytes + 1);
-    if (!text || oc_plan_write(plan, text, n_bytes + 1, &n_bytes, &e)) {
-        fprintf(stderr, "ocellus calibrate: %s\n", text ? e.message : "out of memory");
-        free(text);
-        return 0;
-    }
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "ocellus calibrate: cannot write %s: %s\n", path, strerror(errno));
-        free(text);
-        return 0;
-    }
-    const char *body = strchr(text, '\n');
-    body = body ? body + 1 : text + n_bytes;
-    fprintf(f, "%.*s", (int)(body - text), text);
-    fprintf(f, "# calibration: ocellus calibrate methods=%s model=%s fnv1a64=%016llx\n", methods, base_name(text_path),
-            (unsigned long long)hash);
-    fprintf(f, "#   data=suite:demo seed=%llu items=%lld images=%d-%d side=%d\n", (unsigned long long)sp->seed,
-            (long long)sp->n_items, (int)sp->min_images, (int)sp->max_images, (int)sp->side_px);
-    if (cp->methods & OC_CALIB_BLINDSIGHT)
-        fprintf(f, "#   blindsight alpha=%g gamma_d=%g gamma_s=%g gamma_i=%g sink-fraction=%g (Alg. 1-2, Sec. 6.1)\n",
-                cp->bs_alpha, cp->bs_gamma_d, cp->bs_gamma_s, cp->bs_gamma_i,
-                (double)cp->sink_fraction_ppm / OC_PLAN_PPM);
     if (cp->methods & OC_CALIB_SPARSEMM) {
-        const oc_stack_plan *d = &plan->stacks[OC_PLAN_DECODER];
-        if (cp->kv_budget_tokens > 0)
-            fprintf(f, "#   sparsemm w=%d rho=%g kv-budget=%lld tokens per kv head on average (Eq. 5-9)\n",
-                    (int)cp->kv_window, cp->kv_rho, (long long)cp->kv_budget_tokens);
-        else
-            fprintf(f, "#   sparsemm w=%d rho=%g kv-budget=%g of the mean prompt (Eq. 5-9)\n", (int)cp->kv_window,
-                    cp->kv_rho, cp->kv_budget_fraction);
-        fprintf(f, "#   sparsemm visual scores per kv head (Eq. 3-4, summed per kv group, normalised):\n");
-        const double *vs = oc_calib_visual_scores(c);
-        for (int32_t l = 0; l < d->shape.n_layers; l++) {
-            fprintf(f, "#     visual-score layer %d:", (int)l);
-            for (int32_t g = 0; g < d->shape.n_kv_heads; g++) fprintf(f, " %.6f", vs[l * d->shape.n_kv_heads + g]);
-            fprintf(f, "\n");
-        }
+        if (cp->kv_budget_tokens > 0) snprintf(v, sizeof v, "%lld", (long long)cp->kv_budget_tokens);
+        else snprintf(v, sizeof v, "%g", cp->kv_budget_fraction);
+        add_word(buf, n_bytes, "kv_budget", v);
+        snprintf(v, sizeof v, "%g", cp->kv_rho);
+        add_word(buf, n_bytes, "rho", v);
     }
-    if (cp->methods & OC_CALIB_QCACHE)
-        fprintf(f, "#   qcache epsilon=%g bits max-group=%d mode=%s (Eq. 3-4)\n", cp->qc_epsilon, (int)cp->qc_max_group,
-                oc_plan_lazy_mode_name(cp->qc_mode));
-    fputs(body, f);
-    int ok = fclose(f) == 0;
-    free(text);
-    if (!ok) fprintf(stderr, "ocellus calibrate: cannot write %s\n", path);
-    return ok;
+    if (cp->methods & OC_CALIB_QCACHE) {
+        snprintf(v, sizeof v, "%g", cp->qc_epsilon);
+        add_word(buf, n_bytes, "epsilon", v);
+        snprintf(v, sizeof v, "%d", (int)cp->qc_max_group);
+        add_word(buf, n_bytes, "max_group", v);
+    }
 }
 
 int cmd_calibrate(int argc, char **argv) {
@@ -294,7 +280,11 @@ int cmd_calibrate(int argc, char **argv) {
         fprintf(stderr, "ocellus calibrate: %s\n", e.message);
         goto done;
     }
-    if (!write_plan(out_path, plan, c, &cp, &sp, text_path, hash, methods)) goto done;
+    calibration_text(plan->calibration, sizeof plan->calibration, &cp, &sp, text_path, hash, methods);
+    if (oc_plan_write_file(plan, out_path, &e)) {
+        fprintf(stderr, "ocellus calibrate: %s\n", e.message);
+        goto done;
+    }
     if (report_path) {
         FILE *f = fopen(report_path, "w");
         if (!f) {

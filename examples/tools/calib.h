@@ -104,6 +104,11 @@ void oc_calib_kv_scores(const double *head_scores, int32_t n_layers, int32_t n_h
 oc_status oc_calib_kv_budgets(const double *scores, int32_t n, int64_t total_tokens, int32_t w, double rho,
                               int32_t *budgets, oc_error *err);
 
+/* The decoder's kv budgets from the plan's stored visual scores (visual_score_ppm) for a new total
+ * with the plan's kv-window: what `ocellus plan FILE --kv-budget N` runs, no calibration needed.
+ * [alloc: yes, n doubles, freed] [errors: OC_ERR_INVALID (no scores, total too small), OC_ERR_NOMEM] */
+oc_status oc_calib_plan_budgets(oc_plan *plan, int64_t total_tokens, double rho, oc_error *err);
+
 /* ---- Q-Cache (calib_qcache.c) ------------------------------------------------------------------ */
 
 /* epsilon and the block cap are not given in the paper (Sec. 3.2: "a hyper-parameter", "a threshold

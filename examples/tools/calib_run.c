@@ -291,12 +291,14 @@ oc_status oc_calib_to_plan(const oc_calib *c, oc_plan *plan, oc_error *err) {
             return oc_fail(err, OC_ERR_INVALID, "calibrate: SparseMM saw no grounded answer token (no item answered "
                            "right with a grounding region)");
         kv_scores(c, c->kvs);
+        for (int32_t i = 0; i < n; i++) s->visual_score_ppm[i] = (int32_t)lround(c->kvs[i] * OC_PLAN_PPM);
         double per_head = c->p.kv_budget_tokens > 0
                               ? (double)c->p.kv_budget_tokens
                               : c->p.kv_budget_fraction * (double)c->prompt_tokens_sum / (double)c->n_items;
         int64_t total = (int64_t)llround(per_head * n);
         if (total < (int64_t)n * c->p.kv_window) total = (int64_t)n * c->p.kv_window;
-        oc_status st = oc_calib_kv_budgets(c->kvs, n, total, c->p.kv_window, c->p.kv_rho, s->kv_budget_tokens, err);
+        /* from the stored (rounded) scores, so the plan's budgets are what re-budgeting it gives */
+        oc_status st = oc_calib_plan_budgets(plan, total, c->p.kv_rho, err);
         if (st) return st;
     }
     if (c->p.methods & OC_CALIB_QCACHE) {

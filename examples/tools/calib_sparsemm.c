@@ -67,3 +67,18 @@ oc_status oc_calib_kv_budgets(const double *scores, int32_t n, int64_t total_tok
     }
     return OC_OK;
 }
+
+oc_status oc_calib_plan_budgets(oc_plan *plan, int64_t total_tokens, double rho, oc_error *err) {
+    oc_stack_plan *s = &plan->stacks[OC_PLAN_DECODER];
+    int32_t n = s->shape.n_layers * s->shape.n_kv_heads;
+    int any = 0;
+    for (int32_t i = 0; i < n; i++) any |= s->visual_score_ppm[i] != 0;
+    if (!any) return oc_fail(err, OC_ERR_INVALID, "kv budgets: the plan holds no visual scores (calibrate with sparsemm)");
+    size_t bytes = sizeof(double) * (size_t)n;
+    double *scores = oc_mem_alloc(&plan->alloc, bytes);
+    if (!scores) return oc_fail(err, OC_ERR_NOMEM, "kv budgets: out of memory");
+    for (int32_t i = 0; i < n; i++) scores[i] = (double)s->visual_score_ppm[i] / OC_PLAN_PPM;
+    oc_status st = oc_calib_kv_budgets(scores, n, total_tokens, plan->kv_window_tokens, rho, s->kv_budget_tokens, err);
+    oc_mem_free(&plan->alloc, scores, bytes);
+    return st;
+}
