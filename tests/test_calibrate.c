@@ -530,6 +530,75 @@ static void test_plan_calibration_lines(void) {
     oc_plan_free(p);
 }
 
+/* --data DIR: items.jsonl as `ocellus scene` writes it, read and calibrated; a bad line names itself. */
+static void write_file(const char *path, const char *text, const uint8_t *rgb, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    if (text) fputs(text, f);
+    if (rgb) fwrite(rgb, 1, n, f);
+    fclose(f);
+}
+
+static void test_calibrate_data_folder(void) {
+    oc_error e;
+    oc_model *m = NULL;
+    if (oc_model_open(&m, "examples/demo/ocellus-demo.gguf", "examples/demo/ocellus-demo-mmproj.gguf", NULL, &e)) {
+        check_skip("demo model: %s", e.message);
+        return;
+    }
+    const char *dir = "build/tests";   /* exists: this program lives there */
+    static uint8_t rgb[112 * 112 * 3 * OC_SCENE_MAX_IMAGES];
+    oc_scene_item it;
+    REQUIRE(oc_scene_make(77, 9, 1, 1, 112, &it, rgb) == 0);   /* a colour question, one image */
+    write_file("build/tests/calib_0.ppm", "P6\n112 112\n255\n", NULL, 0);
+    FILE *f = fopen("build/tests/calib_0.ppm", "ab");
+    REQUIRE(f);
+    fwrite(rgb, 1, 112 * 112 * 3, f);
+    fclose(f);
+    char jsonl[1024];
+    snprintf(jsonl, sizeof jsonl,
+             "{\"images\":[\"calib_0.ppm\"],\"question\":\"%s\",\"answer\":\"%s\",\"grid\":4,"
+             "\"grounding\":[[0,0,0],[0,1,1],[0,2,2],[0,3,3]]}\n\n"
+             "{\"images\":[\"calib_0.ppm\"],\"question\":\"%s\",\"answer\":\"%s\"}\n",
+             it.question, it.answer, it.question, it.answer);
+    write_file("build/tests/items.jsonl", jsonl, NULL, 0);
+    oc_plan_shape shape = { 6, 4, 2, 64 };
+    oc_calib_params cp;
+    oc_calib_params_default(&cp);
+    oc_context_params ctxp;
+    oc_context_params_default(&ctxp);
+    oc_scene_eval_context_params(&ctxp, 2, 112);
+    ctxp.n_threads = 2;
+    ctxp.on_attention = oc_calib_observe;
+    oc_calib *c = NULL;
+    oc_context *ctx = NULL;
+    REQUIRE(oc_calib_open(&c, &cp, &shape, ctxp.max_context_tokens, NULL, &e) == OC_OK);
+    ctxp.attention_user = c;
+    REQUIREF(oc_context_open(&ctx, m, &ctxp, &e) == OC_OK, "%s", e.message);
+    oc_calib_scene_params sp;
+    oc_calib_scene_params_default(&sp);
+    int64_t n = 0, right = 0;
+    CHECKF(oc_calib_data(ctx, c, dir, &sp, &n, &right, &e) == OC_OK, "%s", e.message);
+    CHECK(n == 2 && right == 2 && oc_calib_n_items(c) == 2);
+    static const char *const bad[] = {
+        "{\"images\":[\"calib_0.ppm\"],\"question\":\"q\"}\n",                       /* no answer */
+        "{\"images\":[\"../calib_0.ppm\"],\"question\":\"q\",\"answer\":\"a\"}\n",   /* a path */
+        "{\"images\":[\"calib_0.ppm\"],\"question\":\"q\",\"answer\":\"a\",\"grid\":4,\"grounding\":[[0,4,0]]}\n",
+        "{\"images\":[\"missing.ppm\"],\"question\":\"q\",\"answer\":\"a\"}\n",
+        "{\"images\":[\"calib_0.ppm\"],\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_file("build/tests/items.jsonl", bad[i], NULL, 0);
+        oc_status st = oc_calib_data(ctx, c, dir, &sp, &n, &right, &e);
+        CHECKF(st != OC_OK && strstr(e.message, "items.jsonl:1: "), "case %zu: %s", i, st ? e.message : "OK");
+    }
+    remove("build/tests/items.jsonl");
+    remove("build/tests/calib_0.ppm");
+    oc_context_close(ctx);
+    oc_calib_close(c);
+    oc_model_close(m);
+}
+
 int main(void) {
     CHECK_RUN(test_keeps_rule);
     CHECK_RUN(test_mask_errors_match_naive);
@@ -542,5 +611,6 @@ int main(void) {
     CHECK_RUN(test_hook_on_demo_model);
     CHECK_RUN(test_scene_grounding);
     CHECK_RUN(test_plan_calibration_lines);
+    CHECK_RUN(test_calibrate_data_folder);
     return check_finish();
 }

@@ -19,11 +19,13 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: ocellus calibrate [-m TEXT.gguf --mmproj VISION.gguf] --suite demo -o OUT.plan [options]\n"
+            "usage: ocellus calibrate [-m TEXT.gguf --mmproj VISION.gguf] --data DIR|--suite demo -o OUT.plan [options]\n"
             "  -m FILE                text model GGUF (default " OC_DEMO_TEXT ")\n"
             "  --mmproj FILE          vision encoder GGUF (default " OC_DEMO_MMPROJ ")\n"
             "  --suite demo           calibration prompts: synthetic scenes (ocellus scene), with the\n"
             "                         answer's image region known from the scene (SparseMM grounding)\n"
+            "  --data DIR             calibration prompts from a folder `ocellus scene -o DIR` wrote (items.jsonl\n"
+            "                         + images; its \"grounding\" cells give SparseMM's regions)\n"
             "  --items N              prompts (default 100); --seed S item stream (default 2000002,\n"
             "                         neither a training seed of the demo model nor eval's 1000001)\n"
             "  --images-per-item A-B  images per prompt within 1..8 (default 1-8); --side PX (default 112)\n"
@@ -145,7 +147,7 @@ static void add_word(char *buf, size_t n_bytes, const char *key, const char *val
 
 /* The plan's calibration line: methods, thresholds, data and model, so a plan says how it was made. */
 static void calibration_text(char *buf, size_t n_bytes, const oc_calib_params *cp, const oc_calib_scene_params *sp,
-                             const char *text_path, uint64_t hash, const char *methods) {
+                             const char *data_dir, const char *text_path, uint64_t hash, const char *methods) {
     char v[64];
     buf[0] = '\0';
     add_word(buf, n_bytes, "tool", "ocellus-calibrate");
@@ -153,9 +155,15 @@ static void calibration_text(char *buf, size_t n_bytes, const oc_calib_params *c
     add_word(buf, n_bytes, "model", base_name(text_path));
     snprintf(v, sizeof v, "%016llx", (unsigned long long)hash);
     add_word(buf, n_bytes, "fnv1a64", v);
-    snprintf(v, sizeof v, "suite:demo:seed=%llu:items=%lld:images=%d-%d:side=%d", (unsigned long long)sp->seed,
-             (long long)sp->n_items, (int)sp->min_images, (int)sp->max_images, (int)sp->side_px);
-    add_word(buf, n_bytes, "data", v);
+    if (data_dir) {
+        add_word(buf, n_bytes, "data", data_dir);
+        snprintf(v, sizeof v, "%lld", (long long)sp->n_items);
+        add_word(buf, n_bytes, "items", v);
+    } else {
+        snprintf(v, sizeof v, "suite:demo:seed=%llu:items=%lld:images=%d-%d:side=%d", (unsigned long long)sp->seed,
+                 (long long)sp->n_items, (int)sp->min_images, (int)sp->max_images, (int)sp->side_px);
+        add_word(buf, n_bytes, "data", v);
+    }
     if (cp->methods & OC_CALIB_BLINDSIGHT) {
         snprintf(v, sizeof v, "%g,%g,%g,%g", cp->bs_alpha, cp->bs_gamma_d, cp->bs_gamma_s, cp->bs_gamma_i);
         add_word(buf, n_bytes, "alpha_gd_gs_gi", v);
@@ -177,6 +185,7 @@ static void calibration_text(char *buf, size_t n_bytes, const oc_calib_params *c
 
 int cmd_calibrate(int argc, char **argv) {
     const char *text_path = NULL, *mmproj_path = NULL, *out_path = NULL, *report_path = NULL, *suite = NULL;
+    const char *data_dir = NULL;
     const char *methods = "blindsight,sparsemm,qcache";
     oc_calib_params cp;
     oc_calib_params_default(&cp);
@@ -195,6 +204,7 @@ int cmd_calibrate(int argc, char **argv) {
         else if (!strcmp(a, "-o")) out_path = v;
         else if (!strcmp(a, "--report")) report_path = v;
         else if (!strcmp(a, "--suite")) suite = v;
+        else if (!strcmp(a, "--data")) data_dir = v;
         else if (!strcmp(a, "--methods")) ok = parse_methods(v, &cp.methods) && (methods = v);
         else if (!strcmp(a, "--items")) ok = parse_ll(v, 1, 1000000, &ll) && (sp.n_items = ll, 1);
         else if (!strcmp(a, "--seed")) ok = parse_ll(v, 0, 0x7fffffffffffffffLL, &ll) && (sp.seed = (uint64_t)ll, 1);
@@ -217,8 +227,8 @@ int cmd_calibrate(int argc, char **argv) {
         }
         if (!ok) { fprintf(stderr, "ocellus calibrate: bad value for %s: %s\n", a, v); return 2; }
     }
-    if (!out_path || !suite) { usage(stderr); return 2; }
-    if (strcmp(suite, "demo")) {
+    if (!out_path || !suite == !data_dir) { usage(stderr); return 2; }
+    if (suite && strcmp(suite, "demo")) {
         fprintf(stderr, "ocellus calibrate: unknown suite '%s' (this version has: demo)\n", suite);
         return 2;
     }
@@ -269,18 +279,20 @@ int cmd_calibrate(int argc, char **argv) {
     calib_ui ui = { isatty(2), oc_port_now_ns(), 0 };
     sp.on_item = on_item;
     sp.user = &ui;
-    int64_t n_right = 0;
-    if (oc_calib_scenes(ctx, c, &sp, &n_right, &e)) {
+    int64_t n_right = 0, n_done = 0;
+    if (data_dir ? oc_calib_data(ctx, c, data_dir, &sp, &n_done, &n_right, &e)
+                 : oc_calib_scenes(ctx, c, &sp, &n_right, &e)) {
         fprintf(stderr, "\nocellus calibrate: %s\n", e.message);
         goto done;
     }
+    if (data_dir) sp.n_items = n_done;   /* the folder may hold fewer than --items */
     double seconds = (double)(oc_port_now_ns() - ui.t0_ns) / 1e9;
     if (oc_plan_create(&plan, &shape, NULL, NULL, &e) || oc_calib_to_plan(c, plan, &e) ||
         oc_plan_validate(plan, &e)) {
         fprintf(stderr, "ocellus calibrate: %s\n", e.message);
         goto done;
     }
-    calibration_text(plan->calibration, sizeof plan->calibration, &cp, &sp, text_path, hash, methods);
+    calibration_text(plan->calibration, sizeof plan->calibration, &cp, &sp, data_dir, text_path, hash, methods);
     if (oc_plan_write_file(plan, out_path, &e)) {
         fprintf(stderr, "ocellus calibrate: %s\n", e.message);
         goto done;

@@ -25,4 +25,20 @@ void oc_calib_scene_params_default(oc_calib_scene_params *p);
 oc_status oc_calib_scenes(oc_context *ctx, oc_calib *c, const oc_calib_scene_params *p, int64_t *n_right,
                           oc_error *err);
 
+/* One calibration prompt: begin the item with its grounding (cells per image over a grid x grid
+ * scene grid, or NULL), ask greedily, end it with whether the answer matched expected (scored as
+ * `ocellus eval` does). [errors: oc_ask's] */
+oc_status oc_calib_ask_item(oc_context *ctx, oc_calib *c, const char *question, const char *expected,
+                            const oc_image_rgb *images, int32_t n_images, const uint8_t *const *cells, int32_t grid,
+                            int32_t max_new_tokens, int *right, int32_t *n_prompt_tokens, oc_error *err);
+
+/* The prompts of a folder `ocellus scene` wrote: DIR/items.jsonl, one object per line with
+ * "images" (file names in DIR, at most p->max_images), "question", "answer", and optionally "grid"
+ * and "grounding" ([[image, row, col], ...], the cells that hold the answer: SparseMM's region;
+ * without them the item gives BlindSight and Q-Cache statistics only). The first p->n_items lines
+ * (all when fewer). [alloc: per line, freed] [errors: OC_ERR_IO, OC_ERR_FORMAT naming the line,
+ * oc_ask's] */
+oc_status oc_calib_data(oc_context *ctx, oc_calib *c, const char *dir, const oc_calib_scene_params *p,
+                        int64_t *n_items, int64_t *n_right, oc_error *err);
+
 #endif
