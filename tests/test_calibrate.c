@@ -217,6 +217,18 @@ static void test_kv_budgets(void) {
     CHECK(fabs(kv[0] - 0.125) < 1e-12 && fabs(kv[1] - 0.375) < 1e-12 && kv[2] == 0.0 && fabs(kv[3] - 0.5) < 1e-12);
 }
 
+static void test_zipvl(void) {
+    double col[6] = { 0.5, 3.0, 0.25, 1.5, 0.5, 0.25 }, scratch[6];   /* sums to 6 = n */
+    /* sorted: 3, 1.5, 0.5, 0.5, 0.25, 0.25; prefixes 3, 4.5, 5, 5.5, 5.75, 6 */
+    CHECK(oc_calib_zipvl_p(col, 6, 6.0, 0.5, scratch) == 1);
+    CHECK(oc_calib_zipvl_p(col, 6, 6.0, 0.75, scratch) == 2);     /* 4.5 >= 4.5 */
+    CHECK(oc_calib_zipvl_p(col, 6, 6.0, 0.9, scratch) == 4);      /* 5.4 needs 5.5 */
+    CHECK(oc_calib_zipvl_p(col, 6, 6.0, 0.975, scratch) == 6);    /* 5.85 needs 6 */
+    CHECK(col[1] == 3.0);                                          /* the input is left alone */
+    CHECK(oc_calib_zipvl_tau(0.8, 0.78) == OC_CALIB_ZIPVL_TAU);   /* 2.5% fewer: keep 0.975 */
+    CHECK(oc_calib_zipvl_tau(0.8, 0.70) == OC_CALIB_ZIPVL_TAU_LOW);
+}
+
 static void test_qc_groups(void) {
     double s[7] = { 0.01, 0.02, 0.5, 0.01, 0.01, 0.01, 0.3 };   /* 8 layers */
     int32_t f[4], l[4];
@@ -331,6 +343,8 @@ static void test_calibration_on_synthetic_layers(void) {
     REQUIRE(dp->n_lazy_groups == 1);
     CHECK(dp->lazy_groups[0].first_layer == 0 && dp->lazy_groups[0].last_layer == 1);
     CHECK(dp->lazy_groups[0].mode == OC_LAZY_VLA);
+    for (int l = 0; l < SL; l++)   /* ZipVL: every layer gets a threshold, the paper's or the knee */
+        CHECK(dp->zipvl_tau_ppm[l] == 975000 || dp->zipvl_tau_ppm[l] == 970000);
     CHECK(oc_plan_validate(plan, NULL) == OC_OK);
     oc_plan_free(plan);
     oc_calib_close(c);
@@ -607,6 +621,7 @@ int main(void) {
     CHECK_RUN(test_blindsight_rules);
     CHECK_RUN(test_kv_budgets);
     CHECK_RUN(test_qc_groups);
+    CHECK_RUN(test_zipvl);
     CHECK_RUN(test_calibration_on_synthetic_layers);
     CHECK_RUN(test_hook_on_demo_model);
     CHECK_RUN(test_scene_grounding);

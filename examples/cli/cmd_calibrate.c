@@ -29,7 +29,7 @@ static void usage(FILE *f) {
             "  --items N              prompts (default 100); --seed S item stream (default 2000002,\n"
             "                         neither a training seed of the demo model nor eval's 1000001)\n"
             "  --images-per-item A-B  images per prompt within 1..8 (default 1-8); --side PX (default 112)\n"
-            "  --methods LIST         comma list of blindsight, sparsemm, qcache (default: all three)\n"
+            "  --methods LIST         comma list of blindsight, sparsemm, qcache, zipvl (default: all four)\n"
             "  -o FILE                the plan to write\n"
             "  --report FILE          per-head statistics: NMSE and votes, visual scores, JS divergences\n"
             "  -t N                   threads for the model (default: all CPUs; the plan does not depend on it)\n"
@@ -39,6 +39,8 @@ static void usage(FILE *f) {
             "  or as a fraction of the mean calibration prompt length (default 0.5); window w = 32, rho = 0.1\n"
             "Q-Cache (qcache.txt Eq. 3-4): --epsilon E JS divergence in bits (default 0.1), --max-group N\n"
             "  layers per lazy block (default 3); mode vla (the paper's recommendation)\n"
+            "ZipVL (zipvl.txt Eq. 6-7, Sec. 5.3.2): tau 0.975 per layer, lowered to 0.97 (the knee) only in\n"
+            "  layers where that keeps >= 10%% fewer important tokens on the calibration prompts\n"
             "Memory, allocated before the first prompt and printed: the model context (as `ocellus ask`,\n"
             "  plus two f32 copies of one layer's KV cache) and the statistics, O(L*H*16 + C)\n"
             "  doubles for L layers, H heads and C context tokens; never an N x N attention matrix (the\n"
@@ -74,6 +76,7 @@ static int parse_methods(const char *s, unsigned *out) {
         if (n == 10 && !strncmp(s, "blindsight", n)) m |= OC_CALIB_BLINDSIGHT;
         else if (n == 8 && !strncmp(s, "sparsemm", n)) m |= OC_CALIB_SPARSEMM;
         else if (n == 6 && !strncmp(s, "qcache", n)) m |= OC_CALIB_QCACHE;
+        else if (n == 5 && !strncmp(s, "zipvl", n)) m |= OC_CALIB_ZIPVL;
         else return 0;
         s += n + (s[n] == ',');
     }
@@ -175,6 +178,10 @@ static void calibration_text(char *buf, size_t n_bytes, const oc_calib_params *c
         snprintf(v, sizeof v, "%g", cp->kv_rho);
         add_word(buf, n_bytes, "rho", v);
     }
+    if (cp->methods & OC_CALIB_ZIPVL) {
+        snprintf(v, sizeof v, "%g,%g,%g", OC_CALIB_ZIPVL_TAU, OC_CALIB_ZIPVL_TAU_LOW, OC_CALIB_ZIPVL_MIN_GAIN);
+        add_word(buf, n_bytes, "zipvl_tau_low_gain", v);
+    }
     if (cp->methods & OC_CALIB_QCACHE) {
         snprintf(v, sizeof v, "%g", cp->qc_epsilon);
         add_word(buf, n_bytes, "epsilon", v);
@@ -186,7 +193,7 @@ static void calibration_text(char *buf, size_t n_bytes, const oc_calib_params *c
 int cmd_calibrate(int argc, char **argv) {
     const char *text_path = NULL, *mmproj_path = NULL, *out_path = NULL, *report_path = NULL, *suite = NULL;
     const char *data_dir = NULL;
-    const char *methods = "blindsight,sparsemm,qcache";
+    const char *methods = "blindsight,sparsemm,qcache,zipvl";
     oc_calib_params cp;
     oc_calib_params_default(&cp);
     oc_calib_scene_params sp;

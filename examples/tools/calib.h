@@ -122,12 +122,27 @@ oc_status oc_calib_plan_budgets(oc_plan *plan, int64_t total_tokens, double rho,
 int32_t oc_calib_qc_groups(const double *s_adjacent, int32_t n_layers, double epsilon, int32_t max_group,
                            int32_t *first, int32_t *last);
 
+/* ---- ZipVL (calib_zipvl.c) --------------------------------------------------------------------- */
+
+#define OC_CALIB_ZIPVL_TAU 0.975       /* Sec. 5.3.2: the paper's setting, just above the knee */
+#define OC_CALIB_ZIPVL_TAU_LOW 0.97    /* Sec. 5.3.2 / App. B.3: below 0.97 accuracy falls */
+#define OC_CALIB_ZIPVL_MIN_GAIN 0.10   /* lower a layer only when it keeps >= 10% fewer tokens (ours) */
+
+/* Eq. 7: the fewest tokens whose column sums (col_sum[0..n), adding up to total) reach tau * total.
+ * scratch: n doubles. */
+int32_t oc_calib_zipvl_p(const double *col_sum, int32_t n, double total, double tau, double *scratch);
+/* The layer's tau from its mean important-token ratios at OC_CALIB_ZIPVL_TAU and _TAU_LOW: the low
+ * one only where it saves at least OC_CALIB_ZIPVL_MIN_GAIN of the tokens ("the measured mass curve
+ * allows"), else the paper's default. */
+double oc_calib_zipvl_tau(double ratio_at_tau, double ratio_at_low);
+
 /* ---- a calibration run (calib_run.c) ----------------------------------------------------------- */
 
 enum {
     OC_CALIB_BLINDSIGHT = 1 << 0,
     OC_CALIB_SPARSEMM = 1 << 1,
     OC_CALIB_QCACHE = 1 << 2,
+    OC_CALIB_ZIPVL = 1 << 3,
 };
 
 typedef struct oc_calib_params {

@@ -39,7 +39,11 @@ struct oc_calib {
     double *row_probs;               /* [max_tokens]: one head's last row */
     double *js_item;                 /* [L]: this item's S(l, l+1) */
     double *js_sum;                  /* [L] over items */
-    int64_t n_js_items;
+    int64_t n_js_items, n_zipvl_items;
+    /* ZipVL */
+    double *col_sum, *col_sorted;    /* [max_tokens]: this layer's column sums (head mean), sort scratch */
+    int64_t *col_nnz;                /* [max_tokens] */
+    double *zv_ratio;                /* [L][2]: summed p / n at tau and at the low tau */
     /* counts */
     int64_t n_items, prompt_tokens_sum;
     double *kvs;                     /* [L][HKV]: normalised kv-head visual scores */
@@ -48,7 +52,7 @@ struct oc_calib {
 
 void oc_calib_params_default(oc_calib_params *p) {
     memset(p, 0, sizeof *p);
-    p->methods = OC_CALIB_BLINDSIGHT | OC_CALIB_SPARSEMM | OC_CALIB_QCACHE;
+    p->methods = OC_CALIB_BLINDSIGHT | OC_CALIB_SPARSEMM | OC_CALIB_QCACHE | OC_CALIB_ZIPVL;
     p->bs_alpha = OC_CALIB_BS_ALPHA;
     p->bs_gamma_d = OC_CALIB_BS_GAMMA_D;
     p->bs_gamma_s = OC_CALIB_BS_GAMMA_S;
@@ -79,6 +83,10 @@ static size_t layout_block(oc_calib *c, char *base) {
     PART(row_probs, T * sizeof(double));
     PART(js_item, (size_t)c->L * sizeof(double));
     PART(js_sum, (size_t)c->L * sizeof(double));
+    PART(col_sum, T * sizeof(double));
+    PART(col_sorted, T * sizeof(double));
+    PART(col_nnz, T * sizeof(int64_t));
+    PART(zv_ratio, (size_t)c->L * 2 * sizeof(double));
     PART(kvs, (size_t)c->L * (size_t)c->HKV * sizeof(double));
     PART(scratch, oc_calib_scratch_doubles(c->D) * sizeof(double));
 #undef PART
@@ -189,6 +197,13 @@ void oc_calib_observe(void *user, const struct oc_attn_view *v) {
     int32_t l = v->layer, rep = c->H / c->HKV, last = c->n_prompt - 1;
     int32_t q_end = v->q_first + v->n_q;
     int has_last = last >= v->q_first && last < q_end;
+    /* ZipVL Eq. 6-7 over the whole prompt: only when the prompt is one forward call (calibrate opens
+     * its context so), since the column sums need every row */
+    int zipvl = (c->p.methods & OC_CALIB_ZIPVL) && v->q_first == 0 && v->n_q == c->n_prompt;
+    if (zipvl) {
+        memset(c->col_sum, 0, sizeof(double) * (size_t)v->n_kv);
+        memset(c->col_nnz, 0, sizeof(int64_t) * (size_t)v->n_kv);
+    }
     for (int32_t h = 0; h < c->H; h++) {
         oc_calib_head hd;
         hd.n_q = v->n_q;
@@ -208,6 +223,7 @@ void oc_calib_observe(void *user, const struct oc_attn_view *v) {
             pre.n_q = OC_MIN(v->n_q, c->n_prompt - v->q_first);
             oc_calib_mask_errors(&pre, &tok, c->item_err + lh * 3, c->item_ref + lh, c->scratch);
         }
+        if (zipvl) oc_calib_column_mass(&hd, c->col_sum, c->col_nnz, c->scratch);
         /* SparseMM Eq. 3-4: the rows that predict answer tokens: the prompt's last row, then each
          * decode row (whether its token belongs to the answer is known at item end) */
         if ((c->p.methods & OC_CALIB_SPARSEMM) && c->n_region > 0)
@@ -224,6 +240,13 @@ void oc_calib_observe(void *user, const struct oc_attn_view *v) {
             if (h == 0) memset(cur, 0, sizeof(double) * (size_t)(last + 1));
             for (int32_t j = 0; j <= last; j++) cur[j] += row[j] / c->H;
         }
+    }
+    if (zipvl) {   /* the head mean of A: its column sums add up to n (each row sums to 1) */
+        int32_t n = v->n_kv;
+        for (int32_t j = 0; j < n; j++) c->col_sum[j] /= c->H;
+        c->zv_ratio[2 * l] += (double)oc_calib_zipvl_p(c->col_sum, n, n, OC_CALIB_ZIPVL_TAU, c->col_sorted) / n;
+        c->zv_ratio[2 * l + 1] += (double)oc_calib_zipvl_p(c->col_sum, n, n, OC_CALIB_ZIPVL_TAU_LOW, c->col_sorted) / n;
+        if (l == c->L - 1) c->n_zipvl_items++;
     }
     if ((c->p.methods & OC_CALIB_QCACHE) && has_last) {
         if (l > 0)
@@ -301,6 +324,14 @@ oc_status oc_calib_to_plan(const oc_calib *c, oc_plan *plan, oc_error *err) {
         oc_status st = oc_calib_plan_budgets(plan, total, c->p.kv_rho, err);
         if (st) return st;
     }
+    if (c->p.methods & OC_CALIB_ZIPVL) {
+        if (!c->n_zipvl_items)
+            return oc_fail(err, OC_ERR_INVALID, "calibrate: ZipVL needs each prompt in one forward call");
+        for (int32_t l = 0; l < c->L; l++) {
+            double tau = oc_calib_zipvl_tau(c->zv_ratio[2 * l], c->zv_ratio[2 * l + 1]);
+            s->zipvl_tau_ppm[l] = (int32_t)lround(tau * OC_PLAN_PPM);
+        }
+    }
     if (c->p.methods & OC_CALIB_QCACHE) {
         if (!c->n_js_items) return oc_fail(err, OC_ERR_INVALID, "calibrate: Q-Cache saw no last prompt row");
         double s_adj[OC_PLAN_MAX_LAYERS];
@@ -343,6 +374,17 @@ void oc_calib_report(oc_calib *c, FILE *f) {
             fprintf(f, "layer %3d:", (int)l);
             for (int32_t g = 0; g < c->HKV; g++) fprintf(f, " %.4f", c->kvs[(size_t)l * c->HKV + g]);
             fprintf(f, "\n");
+        }
+    }
+    if (c->p.methods & OC_CALIB_ZIPVL) {
+        double n = c->n_zipvl_items ? (double)c->n_zipvl_items : 1.0;
+        fprintf(f, "\n## ZipVL: mean important-token ratio p/n (Eq. 7) per layer at tau %.3f and %.3f -> tau\n",
+                OC_CALIB_ZIPVL_TAU, OC_CALIB_ZIPVL_TAU_LOW);
+        for (int32_t l = 0; l < c->L; l++) {
+            double r0 = c->zv_ratio[2 * l] / n, r1 = c->zv_ratio[2 * l + 1] / n;
+            double tau = oc_calib_zipvl_tau(c->zv_ratio[2 * l], c->zv_ratio[2 * l + 1]);
+            fprintf(f, "layer %3d: %.3f %.3f -> %.3f%s\n", (int)l, r0, r1, tau,
+                    tau < OC_CALIB_ZIPVL_TAU ? " (lowered: saves >= 10% of the tokens)" : "");
         }
     }
     if (c->p.methods & OC_CALIB_QCACHE) {
