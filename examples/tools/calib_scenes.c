@@ -109,48 +109,67 @@ oc_status oc_calib_scenes(oc_context *ctx, oc_calib *c, const oc_calib_scene_par
 
 #define DATA_LINE_BYTES 65536
 
-/* One JSONL line's item: load its images, build its grounding cells, ask. */
-static oc_status data_item(oc_context *ctx, oc_calib *c, const char *dir, const oc_json *j, const oc_calib_scene_params *p,
-                           uint8_t *cells, size_t cells_bytes, int *right, int32_t *n_prompt, const char *where,
-                           oc_error *err) {
+oc_status oc_calib_data_parse(const oc_json *j, int32_t max_images, uint8_t *cells, size_t cells_bytes,
+                              oc_calib_data_item *out, const char *where, oc_error *err) {
     uint32_t root = oc_json_root(j), imgs = oc_json_get(j, root, "images");
     oc_str q, a;
     oc_error e;
+    memset(out, 0, sizeof *out);
     if (oc_json_type_of(j, imgs) != OC_JSON_ARRAY || oc_json_count(j, imgs) < 1 ||
-        oc_json_count(j, imgs) > (uint32_t)p->max_images || oc_json_str(j, oc_json_get(j, root, "question"), &q, &e) ||
-        oc_json_str(j, oc_json_get(j, root, "answer"), &a, &e))
+        oc_json_count(j, imgs) > (uint32_t)max_images || oc_json_str(j, oc_json_get(j, root, "question"), &q, &e) ||
+        oc_json_str(j, oc_json_get(j, root, "answer"), &a, &e) || !q.ptr[0])
         return oc_fail(err, OC_ERR_FORMAT, "%s: need \"images\" (1..%d names), \"question\" and \"answer\"", where,
-                       (int)p->max_images);
-    int32_t n_images = (int32_t)oc_json_count(j, imgs), grid = 0;
-    int64_t g64;
-    uint32_t ground = oc_json_get(j, root, "grounding");
-    if (ground != OC_JSON_NONE) {
-        if (oc_json_i64(j, oc_json_get(j, root, "grid"), &g64, &e) || g64 < 1 ||
-            (size_t)g64 * (size_t)g64 * (size_t)n_images > cells_bytes || oc_json_type_of(j, ground) != OC_JSON_ARRAY)
-            return oc_fail(err, OC_ERR_FORMAT, "%s: \"grounding\" needs \"grid\" (1..%d)", where, OC_SCENE_MAX_SIDE_PX / 28);
-        grid = (int32_t)g64;
-        memset(cells, 0, (size_t)grid * (size_t)grid * (size_t)n_images);
-        for (uint32_t k = oc_json_first(j, ground); k != OC_JSON_NONE; k = oc_json_next(j, k)) {
-            int64_t v[3];
-            if (oc_json_count(j, k) != 3 || oc_json_i64(j, oc_json_at(j, k, 0), &v[0], &e) ||
-                oc_json_i64(j, oc_json_at(j, k, 1), &v[1], &e) || oc_json_i64(j, oc_json_at(j, k, 2), &v[2], &e) ||
-                v[0] < 0 || v[0] >= n_images || v[1] < 0 || v[1] >= grid || v[2] < 0 || v[2] >= grid)
-                return oc_fail(err, OC_ERR_FORMAT, "%s: a grounding cell is not [image, row, col] inside the grid", where);
-            cells[((size_t)v[0] * (size_t)grid + (size_t)v[1]) * (size_t)grid + (size_t)v[2]] = 1;
-        }
+                       (int)max_images);
+    out->question = q.ptr;
+    out->answer = a.ptr;
+    out->n_images = (int32_t)oc_json_count(j, imgs);
+    int32_t k = 0;
+    for (uint32_t n = oc_json_first(j, imgs); n != OC_JSON_NONE; n = oc_json_next(j, n), k++) {
+        oc_str name;
+        /* a plain file name inside the folder: no separators, no "." or ".." */
+        if (oc_json_str(j, n, &name, &e) || !name.ptr[0] || strchr(name.ptr, '/') || strchr(name.ptr, '\\') ||
+            !strcmp(name.ptr, ".") || !strcmp(name.ptr, "..") || strlen(name.ptr) != name.len)
+            return oc_fail(err, OC_ERR_FORMAT, "%s: image %d is not a file name in the folder", where, (int)k + 1);
+        out->images[k] = name.ptr;
     }
+    uint32_t ground = oc_json_get(j, root, "grounding");
+    if (ground == OC_JSON_NONE) return OC_OK;
+    int64_t g64;
+    if (oc_json_i64(j, oc_json_get(j, root, "grid"), &g64, &e) || g64 < 1 || g64 > 64 ||
+        (size_t)g64 * (size_t)g64 * (size_t)out->n_images > cells_bytes || oc_json_type_of(j, ground) != OC_JSON_ARRAY)
+        return oc_fail(err, OC_ERR_FORMAT, "%s: \"grounding\" needs \"grid\" (1..64) and a list of cells", where);
+    int32_t grid = (int32_t)g64;
+    memset(cells, 0, (size_t)grid * (size_t)grid * (size_t)out->n_images);
+    for (uint32_t c = oc_json_first(j, ground); c != OC_JSON_NONE; c = oc_json_next(j, c)) {
+        int64_t v[3];
+        if (oc_json_type_of(j, c) != OC_JSON_ARRAY || oc_json_count(j, c) != 3 ||
+            oc_json_i64(j, oc_json_at(j, c, 0), &v[0], &e) || oc_json_i64(j, oc_json_at(j, c, 1), &v[1], &e) ||
+            oc_json_i64(j, oc_json_at(j, c, 2), &v[2], &e) || v[0] < 0 || v[0] >= out->n_images || v[1] < 0 ||
+            v[1] >= grid || v[2] < 0 || v[2] >= grid)
+            return oc_fail(err, OC_ERR_FORMAT, "%s: a grounding cell is not [image, row, col] inside the grid", where);
+        cells[((size_t)v[0] * (size_t)grid + (size_t)v[1]) * (size_t)grid + (size_t)v[2]] = 1;
+        out->n_cells++;
+    }
+    out->grid = out->n_cells ? grid : 0;   /* an empty region grounds nothing */
+    return OC_OK;
+}
+
+/* One JSONL line's item: check it, load its images, ask. */
+static oc_status data_item(oc_context *ctx, oc_calib *c, const char *dir, const oc_json *j, const oc_calib_scene_params *p,
+                           uint8_t *cells, size_t cells_bytes, int *right, int32_t *n_prompt, const char *where,
+                           oc_error *err) {
+    oc_calib_data_item it;
+    oc_status st = oc_calib_data_parse(j, p->max_images, cells, cells_bytes, &it, where, err);
+    if (st) return st;
     oc_image img[OC_SCENE_MAX_IMAGES];
     oc_image_rgb views[OC_SCENE_MAX_IMAGES];
     const uint8_t *cell_of[OC_SCENE_MAX_IMAGES];
     memset(img, 0, sizeof img);
-    oc_status st = OC_OK;
-    int32_t k = 0;
-    for (uint32_t n = oc_json_first(j, imgs); n != OC_JSON_NONE && !st; n = oc_json_next(j, n), k++) {
-        oc_str name;
+    for (int32_t k = 0; k < it.n_images && !st; k++) {
         char path[4096];
-        if (oc_json_str(j, n, &name, &e) || strchr(name.ptr, '/') ||
-            snprintf(path, sizeof path, "%s/%s", dir, name.ptr) >= (int)sizeof path) {
-            st = oc_fail(err, OC_ERR_FORMAT, "%s: image %d is not a file name in the folder", where, (int)k + 1);
+        oc_error e;
+        if (snprintf(path, sizeof path, "%s/%s", dir, it.images[k]) >= (int)sizeof path) {
+            st = oc_fail(err, OC_ERR_FORMAT, "%s: image %d: path too long", where, (int)k + 1);
             break;
         }
         if ((st = oc_image_load(&img[k], path, NULL, p->alloc, &e))) {
@@ -158,12 +177,12 @@ static oc_status data_item(oc_context *ctx, oc_calib *c, const char *dir, const 
             break;
         }
         views[k] = (oc_image_rgb){ img[k].rgb, img[k].width_px, img[k].height_px, img[k].stride_bytes };
-        cell_of[k] = grid ? cells + (size_t)k * (size_t)grid * (size_t)grid : NULL;
+        cell_of[k] = it.grid ? cells + (size_t)k * (size_t)it.grid * (size_t)it.grid : NULL;
     }
     if (!st)
-        st = oc_calib_ask_item(ctx, c, q.ptr, a.ptr, views, n_images, grid ? cell_of : NULL, grid, p->max_new_tokens,
-                               right, n_prompt, err);
-    for (int32_t i = 0; i < n_images; i++) oc_image_free(&img[i]);
+        st = oc_calib_ask_item(ctx, c, it.question, it.answer, views, it.n_images, it.grid ? cell_of : NULL, it.grid,
+                               p->max_new_tokens, right, n_prompt, err);
+    for (int32_t i = 0; i < it.n_images; i++) oc_image_free(&img[i]);
     return st;
 }
 

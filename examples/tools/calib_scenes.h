@@ -5,6 +5,7 @@
 #include "ocellus.h"
 #include "tools/calib.h"
 #include "tools/scene.h"
+#include "tools/json.h"
 
 typedef struct oc_calib_scene_params {
     uint64_t seed;                /* default 2000002: neither a training seed nor `ocellus eval`'s */
@@ -31,6 +32,21 @@ oc_status oc_calib_scenes(oc_context *ctx, oc_calib *c, const oc_calib_scene_par
 oc_status oc_calib_ask_item(oc_context *ctx, oc_calib *c, const char *question, const char *expected,
                             const oc_image_rgb *images, int32_t n_images, const uint8_t *const *cells, int32_t grid,
                             int32_t max_new_tokens, int *right, int32_t *n_prompt_tokens, oc_error *err);
+
+/* One line of items.jsonl, checked (the strings are borrowed from the JSON document). */
+typedef struct oc_calib_data_item {
+    const char *question, *answer;
+    const char *images[OC_SCENE_MAX_IMAGES];   /* plain file names in the folder */
+    int32_t n_images;
+    int32_t grid, n_cells;                     /* grid 0: no grounding */
+} oc_calib_data_item;
+
+/* Check one parsed line: "images" (1..max_images plain file names: no '/', '\\', "." or ".."),
+ * non-empty "question", "answer", and with "grounding" a "grid" (1..64) and cells [image, row, col]
+ * inside it, written into cells (n_images * grid * grid bytes <= cells_bytes). where names the line
+ * in messages. [alloc: no] [errors: OC_ERR_FORMAT] */
+oc_status oc_calib_data_parse(const struct oc_json *j, int32_t max_images, uint8_t *cells, size_t cells_bytes,
+                              oc_calib_data_item *out, const char *where, oc_error *err);
 
 /* The prompts of a folder `ocellus scene` wrote: DIR/items.jsonl, one object per line with
  * "images" (file names in DIR, at most p->max_images), "question", "answer", and optionally "grid"
