@@ -301,7 +301,7 @@ static void test_calibration_on_synthetic_layers(void) {
     oc_calib_params_default(&p);
     p.kv_budget_tokens = 40;
     oc_calib *c;
-    REQUIRE(oc_calib_open(&c, &p, &shape, 64, NULL, NULL) == OC_OK);
+    REQUIRE(oc_calib_open(&c, &p, &shape, 64, NULL, 0, NULL, NULL) == OC_OK);
     /* the grounding: every cell of image 1's 5x5 scene grid (the 2x5 token grid maps into it) */
     uint8_t none[25] = { 0 }, all[25];
     memset(all, 1, sizeof all);
@@ -353,7 +353,7 @@ static void test_calibration_on_synthetic_layers(void) {
 /* ---- the library's observation hook on the demo model ----------------------------------------- */
 
 typedef struct hook_log {
-    int32_t n_calls, n_prefill_calls, bad;
+    int32_t n_calls, n_prefill_calls, bad, n_vision_calls;
     int32_t last_n_kv[8];
     double q_sum;
     char answer[64];
@@ -362,6 +362,13 @@ typedef struct hook_log {
 
 static void on_attention(void *user, const oc_attn_view *v) {
     hook_log *g = user;
+    if (v->stack == 1) {   /* one image through one encoder layer: segments cover the patches */
+        g->n_vision_calls++;
+        int32_t covered = 0;
+        for (int32_t s = 0; s < v->n_segments; s++) covered += v->segments[2 * s + 1] - v->segments[2 * s];
+        if (v->n_q != v->n_kv || v->q_first != 0 || covered != v->n_kv || v->n_head != v->n_head_kv) g->bad++;
+        return;
+    }
     g->n_calls++;
     if (v->layer < 0 || v->layer >= 8 || v->n_kv != v->q_first + v->n_q || v->n_head % v->n_head_kv) g->bad++;
     if (v->q_first == 0) g->n_prefill_calls++;
@@ -436,6 +443,9 @@ static void test_hook_on_demo_model(void) {
                    g->n_calls == 6 * (n_prefill_calls + st.n_generated),
                    "%d calls for %d prefill calls and %d tokens", g->n_calls, n_prefill_calls, st.n_generated);
             CHECK(g->n_prefill_calls == 6);
+            oc_model_info mi;
+            oc_model_get_info(m, &mi);
+            CHECKF(g->n_vision_calls == mi.vision_layers * it.n_images, "%d vision calls", g->n_vision_calls);
             CHECK(g->bad == 0);
             CHECK(isfinite(g->q_sum) && g->q_sum != 0.0);
         }
@@ -586,7 +596,7 @@ static void test_calibrate_data_folder(void) {
     ctxp.on_attention = oc_calib_observe;
     oc_calib *c = NULL;
     oc_context *ctx = NULL;
-    REQUIRE(oc_calib_open(&c, &cp, &shape, ctxp.max_context_tokens, NULL, &e) == OC_OK);
+    REQUIRE(oc_calib_open(&c, &cp, &shape, ctxp.max_context_tokens, NULL, 0, NULL, &e) == OC_OK);
     ctxp.attention_user = c;
     REQUIREF(oc_context_open(&ctx, m, &ctxp, &e) == OC_OK, "%s", e.message);
     oc_calib_scene_params sp;
@@ -613,6 +623,105 @@ static void test_calibrate_data_folder(void) {
     oc_model_close(m);
 }
 
+/* ---- vision encoder heads ---------------------------------------------------------------------- */
+
+static int vision_keeps(int32_t i, int32_t j, int32_t lo, int32_t hi, int32_t sink, int32_t local, int dense) {
+    if (j < lo || j >= hi) return 0;
+    return dense || j < sink || (j > i - local && j <= i);
+}
+
+static void test_vision_errors_match_naive(void) {
+    check_rng r = { 0x5eed4 };
+    double scratch[4 * HD + OC_CALIB_TILE_KEYS], s[N_TOK * N_TOK];
+    int32_t seg_start[N_TOK], seg_end[N_TOK], sink[3] = { 0, 2, 3 }, local[3] = { 4, 4, 9 };
+    for (int32_t i = 0; i < N_TOK; i++) {   /* segments [0,12), [12,30) */
+        seg_start[i] = i < 12 ? 0 : 12;
+        seg_end[i] = i < 12 ? 12 : N_TOK;
+    }
+    for (int trial = 0; trial < 10; trial++) {
+        rhead x;
+        random_head(&r, &x, N_TOK, trial % 2 ? 3.0f : 0.5f);
+        double err[3] = { 0, 0, 0 }, ref = 0.0;
+        oc_calib_vision_errors(&x.h, seg_start, seg_end, 3, sink, local, err, &ref, scratch);
+        naive_scores(&x.h, s);
+        double e_ref[3] = { 0, 0, 0 }, r_ref = 0.0;
+        for (int32_t i = 0; i < N_TOK; i++) {
+            double o[4][HD];
+            for (int m = 0; m < 4; m++) {
+                double mx = -INFINITY, l = 0.0;
+                for (int32_t j = 0; j < N_TOK; j++)
+                    if (vision_keeps(i, j, seg_start[i], seg_end[i], m ? sink[m - 1] : 0, m ? local[m - 1] : 0, m == 0))
+                        mx = fmax(mx, s[i * N_TOK + j]);
+                for (int d = 0; d < HD; d++) o[m][d] = 0.0;
+                for (int32_t j = 0; j < N_TOK; j++) {
+                    if (!vision_keeps(i, j, seg_start[i], seg_end[i], m ? sink[m - 1] : 0, m ? local[m - 1] : 0, m == 0))
+                        continue;
+                    double ex = exp(s[i * N_TOK + j] - mx);
+                    l += ex;
+                    for (int d = 0; d < HD; d++) o[m][d] += ex * x.v[j * HD + d];
+                }
+                for (int d = 0; d < HD; d++) o[m][d] /= l;
+            }
+            for (int d = 0; d < HD; d++) {
+                r_ref += o[0][d] * o[0][d];
+                for (int m = 1; m < 4; m++) e_ref[m - 1] += (o[m][d] - o[0][d]) * (o[m][d] - o[0][d]);
+            }
+        }
+        CHECKF(rel(ref, r_ref) < 1e-9, "trial %d ref", trial);
+        for (int m = 0; m < 3; m++) CHECKF(rel(err[m], e_ref[m]) < 1e-7, "trial %d cand %d: %g vs %g", trial, m, err[m], e_ref[m]);
+    }
+}
+
+/* Head 0 of a 1-layer encoder looks only at its own patch (a local window keeps it); head 1 looks
+ * 8 patches away (past the query or beyond every window: only dense has it). 16 patches, one key
+ * axis each. */
+static void test_vision_heads_on_synthetic_images(void) {
+    oc_plan_shape dec = { 1, 2, 1, HD }, vis = { 1, 2, 2, HD };
+    oc_calib_params p;
+    oc_calib_params_default(&p);
+    p.methods = OC_CALIB_VISION;
+    oc_calib *c;
+    REQUIRE(oc_calib_open(&c, &p, &dec, 64, &vis, 64, NULL, NULL) == OC_OK);
+    enum { P = 16 };
+    static float q[P * 2 * HD], k[P * 2 * HD], v[P * 2 * HD];
+    int32_t seg[2] = { 0, P };
+    check_rng r = { 0x5eed5 };
+    for (int image = 0; image < 4; image++) {
+        fill(&r, v, (size_t)P * 2 * HD, -1.0f, 1.0f);
+        fill(&r, k, (size_t)P * 2 * HD, -0.05f, 0.05f);
+        for (int32_t t = 0; t < P; t++) {
+            float *q0 = q + (size_t)t * 2 * HD, *q1 = q0 + HD, *k0 = k + (size_t)t * 2 * HD, *k1 = k0 + HD;
+            k0[t] += 1.0f;                   /* head 0: key t along axis t */
+            unit(q0, t, 40.0f);              /* ... and query t looks for itself */
+            k1[t] += 1.0f;
+            unit(q1, (t + 8) % HD, 40.0f);   /* head 1: the key 8 patches away */
+        }
+        oc_attn_view view;
+        memset(&view, 0, sizeof view);
+        view.stack = 1;
+        view.n_q = view.n_kv = view.n_prompt_tokens = P;
+        view.n_head = view.n_head_kv = 2;
+        view.head_dim = HD;
+        view.q = q;
+        view.k = k;
+        view.v = v;
+        view.n_segments = 1;
+        view.segments = seg;
+        oc_calib_observe(c, &view);
+    }
+    oc_plan *plan;
+    REQUIRE(oc_plan_create(&plan, &dec, &vis, NULL, NULL) == OC_OK);
+    oc_error e;
+    REQUIREF(oc_calib_to_plan(c, plan, &e) == OC_OK, "%s", e.message);
+    const oc_head_pattern *h0 = oc_plan_head(plan, OC_PLAN_VISION, 0, 0), *h1 = oc_plan_head(plan, OC_PLAN_VISION, 0, 1);
+    CHECKF(h0->kind == OC_PATTERN_A_SHAPE && h0->n_sink == 0 && h0->n_local == P / 4, "head 0: %s sink %d local %d",
+           oc_plan_pattern_name(h0->kind), h0->n_sink, h0->n_local);
+    CHECKF(h1->kind == OC_PATTERN_DENSE, "head 1: %s", oc_plan_pattern_name(h1->kind));
+    CHECK(oc_plan_validate(plan, NULL) == OC_OK);
+    oc_plan_free(plan);
+    oc_calib_close(c);
+}
+
 int main(void) {
     CHECK_RUN(test_keeps_rule);
     CHECK_RUN(test_mask_errors_match_naive);
@@ -622,6 +731,8 @@ int main(void) {
     CHECK_RUN(test_kv_budgets);
     CHECK_RUN(test_qc_groups);
     CHECK_RUN(test_zipvl);
+    CHECK_RUN(test_vision_errors_match_naive);
+    CHECK_RUN(test_vision_heads_on_synthetic_images);
     CHECK_RUN(test_calibration_on_synthetic_layers);
     CHECK_RUN(test_hook_on_demo_model);
     CHECK_RUN(test_scene_grounding);

@@ -29,7 +29,7 @@ static void usage(FILE *f) {
             "  --items N              prompts (default 100); --seed S item stream (default 2000002,\n"
             "                         neither a training seed of the demo model nor eval's 1000001)\n"
             "  --images-per-item A-B  images per prompt within 1..8 (default 1-8); --side PX (default 112)\n"
-            "  --methods LIST         comma list of blindsight, sparsemm, qcache, zipvl (default: all four)\n"
+            "  --methods LIST         comma list of blindsight, sparsemm, qcache, zipvl, vision (default: all)\n"
             "  -o FILE                the plan to write\n"
             "  --report FILE          per-head statistics: NMSE and votes, visual scores, JS divergences\n"
             "  -t N                   threads for the model (default: all CPUs; the plan does not depend on it)\n"
@@ -41,6 +41,9 @@ static void usage(FILE *f) {
             "  layers per lazy block (default 3); mode vla (the paper's recommendation)\n"
             "ZipVL (zipvl.txt Eq. 6-7, Sec. 5.3.2): tau 0.975 per layer, lowered to 0.97 (the knee) only in\n"
             "  layers where that keeps >= 10%% fewer important tokens on the calibration prompts\n"
+            "Vision encoder (ours): per head the cheapest of local(P/4), a-shape(P/16,P/4), a-shape(P/16,P/2)\n"
+            "  for the calibration images' P patches with output NMSE < alpha, dense when > gamma_d of the\n"
+            "  images need it; the sizes fit images of the calibration size\n"
             "Memory, allocated before the first prompt and printed: the model context (as `ocellus ask`,\n"
             "  plus two f32 copies of one layer's KV cache) and the statistics, O(L*H*16 + C)\n"
             "  doubles for L layers, H heads and C context tokens; never an N x N attention matrix (the\n"
@@ -77,6 +80,7 @@ static int parse_methods(const char *s, unsigned *out) {
         else if (n == 8 && !strncmp(s, "sparsemm", n)) m |= OC_CALIB_SPARSEMM;
         else if (n == 6 && !strncmp(s, "qcache", n)) m |= OC_CALIB_QCACHE;
         else if (n == 5 && !strncmp(s, "zipvl", n)) m |= OC_CALIB_ZIPVL;
+        else if (n == 6 && !strncmp(s, "vision", n)) m |= OC_CALIB_VISION;
         else return 0;
         s += n + (s[n] == ',');
     }
@@ -182,6 +186,7 @@ static void calibration_text(char *buf, size_t n_bytes, const oc_calib_params *c
         snprintf(v, sizeof v, "%g,%g,%g", OC_CALIB_ZIPVL_TAU, OC_CALIB_ZIPVL_TAU_LOW, OC_CALIB_ZIPVL_MIN_GAIN);
         add_word(buf, n_bytes, "zipvl_tau_low_gain", v);
     }
+    if (cp->methods & OC_CALIB_VISION) add_word(buf, n_bytes, "vision", "nested-a-shape");
     if (cp->methods & OC_CALIB_QCACHE) {
         snprintf(v, sizeof v, "%g", cp->qc_epsilon);
         add_word(buf, n_bytes, "epsilon", v);
@@ -193,7 +198,7 @@ static void calibration_text(char *buf, size_t n_bytes, const oc_calib_params *c
 int cmd_calibrate(int argc, char **argv) {
     const char *text_path = NULL, *mmproj_path = NULL, *out_path = NULL, *report_path = NULL, *suite = NULL;
     const char *data_dir = NULL;
-    const char *methods = "blindsight,sparsemm,qcache,zipvl";
+    const char *methods = "blindsight,sparsemm,qcache,zipvl,vision";
     oc_calib_params cp;
     oc_calib_params_default(&cp);
     oc_calib_scene_params sp;
@@ -268,9 +273,15 @@ int cmd_calibrate(int argc, char **argv) {
     ctxp.batch_tokens = ctxp.max_context_tokens;   /* one prefill call per prompt */
     ctxp.n_threads = (int)n_threads;
     ctxp.on_attention = oc_calib_observe;
-    size_t ctx_bytes = 0, calib_bytes = oc_calib_bytes(&shape, ctxp.max_context_tokens);
+    oc_plan_shape vshape = { 0, 0, 0, 0 };
+    if (mi.has_vision && mi.vision_heads > 0 && (cp.methods & OC_CALIB_VISION))
+        vshape = (oc_plan_shape){ mi.vision_layers, mi.vision_heads, mi.vision_heads, mi.vision_hidden / mi.vision_heads };
+    else
+        cp.methods &= ~(unsigned)OC_CALIB_VISION;
+    int32_t max_patches = 4 * ctxp.max_image_tokens;   /* a merged token is 2x2 patches */
+    size_t ctx_bytes = 0, calib_bytes = oc_calib_bytes(&shape, ctxp.max_context_tokens, &vshape, max_patches);
     if (oc_context_memory_bytes(model, &ctxp, &ctx_bytes, &e) ||
-        oc_calib_open(&c, &cp, &shape, ctxp.max_context_tokens, NULL, &e)) {
+        oc_calib_open(&c, &cp, &shape, ctxp.max_context_tokens, &vshape, max_patches, NULL, &e)) {
         fprintf(stderr, "ocellus calibrate: %s\n", e.message);
         goto done;
     }
@@ -294,7 +305,7 @@ int cmd_calibrate(int argc, char **argv) {
     }
     if (data_dir) sp.n_items = n_done;   /* the folder may hold fewer than --items */
     double seconds = (double)(oc_port_now_ns() - ui.t0_ns) / 1e9;
-    if (oc_plan_create(&plan, &shape, NULL, NULL, &e) || oc_calib_to_plan(c, plan, &e) ||
+    if (oc_plan_create(&plan, &shape, &vshape, NULL, &e) || oc_calib_to_plan(c, plan, &e) ||
         oc_plan_validate(plan, &e)) {
         fprintf(stderr, "ocellus calibrate: %s\n", e.message);
         goto done;

@@ -55,6 +55,14 @@ int oc_calib_keeps(const oc_calib_tokens *t, oc_pattern_kind kind, int32_t p, in
 void oc_calib_mask_errors(const oc_calib_head *h, const oc_calib_tokens *t, double err_sq[3],
                           double *ref_sq, double *scratch);
 
+/* The vision encoder's counterpart (bidirectional, no images): query i keeps the keys of its own
+ * segment [seg_start[i], seg_end[i]); candidate m keeps, inside that, keys j < sink[m] or
+ * i - local[m] < j <= i (the engine's a-shape under a bidirectional base, attn.c row_window;
+ * sink 0 is a pure local window). ref_sq += sum ||O_dense||^2, err_sq[m] += sum ||O_m - O_dense||^2
+ * for m < n_cand <= 3. */
+void oc_calib_vision_errors(const oc_calib_head *h, const int32_t *seg_start, const int32_t *seg_end, int32_t n_cand,
+                            const int32_t *sink, const int32_t *local, double *err_sq, double *ref_sq, double *scratch);
+
 /* Row i's softmax over its causal keys into probs[0 .. n_kv) (zeros after the query): two passes
  * over key tiles, the first for the normaliser. */
 void oc_calib_row_probs(const oc_calib_head *h, int32_t i, double *probs, double *scratch);
@@ -143,7 +151,17 @@ enum {
     OC_CALIB_SPARSEMM = 1 << 1,
     OC_CALIB_QCACHE = 1 << 2,
     OC_CALIB_ZIPVL = 1 << 3,
+    OC_CALIB_VISION = 1 << 4,
 };
+
+/* Vision encoder heads (beyond the papers, issue 18): per image and head the cheapest of three
+ * nested candidates whose output NMSE stays below alpha (BlindSight's criterion, Alg. 1), sizes
+ * relative to the calibration images' P patches: a local window of P/4 (sink 0), a-shape with
+ * P/16 sinks and a P/4 window, a-shape with P/16 sinks and a P/2 window; then over the images
+ * (BlindSight Alg. 2's thresholds, ours for nested candidates): dense when more than gamma_d of
+ * the images need dense, else the cheapest candidate that more than gamma_s of the images accept
+ * (an image accepts its choice and the costlier candidates). */
+#define OC_CALIB_VISION_N_CAND 3
 
 typedef struct oc_calib_params {
     unsigned methods;                      /* OC_CALIB_* bits */
@@ -162,10 +180,13 @@ void oc_calib_params_default(oc_calib_params *p);
 typedef struct oc_calib oc_calib;
 
 /* Bytes oc_calib_open allocates for a decoder of this shape and a context of max_tokens. */
-size_t oc_calib_bytes(const oc_plan_shape *decoder, int32_t max_tokens);
+/* vision: the encoder's shape (NULL or n_layers 0: none); max_vision_tokens: patches per image. */
+size_t oc_calib_bytes(const oc_plan_shape *decoder, int32_t max_tokens, const oc_plan_shape *vision,
+                      int32_t max_vision_tokens);
 /* [alloc: yes, once, oc_calib_bytes] [errors: OC_ERR_INVALID, OC_ERR_NOMEM] */
 oc_status oc_calib_open(oc_calib **out, const oc_calib_params *p, const oc_plan_shape *decoder,
-                        int32_t max_tokens, const oc_allocator *alloc, oc_error *err);
+                        int32_t max_tokens, const oc_plan_shape *vision, int32_t max_vision_tokens,
+                        const oc_allocator *alloc, oc_error *err);
 void oc_calib_close(oc_calib *c);
 
 /* Per item: begin with the SparseMM grounding (cells[g][row * grid + col] != 0 marks the scene

@@ -16,6 +16,7 @@ struct oc_calib {
     oc_allocator alloc;
     oc_calib_params p;
     int32_t L, H, HKV, D, max_tokens;
+    int32_t VL, VH, VD, max_vision;  /* the vision encoder (VL 0: not calibrated) */
     void *block;
     size_t block_bytes;
     /* the item */
@@ -44,6 +45,13 @@ struct oc_calib {
     double *col_sum, *col_sorted;    /* [max_tokens]: this layer's column sums (head mean), sort scratch */
     int64_t *col_nnz;                /* [max_tokens] */
     double *zv_ratio;                /* [L][2]: summed p / n at tau and at the low tau */
+    /* vision */
+    int32_t *seg_start, *seg_end;    /* [max_vision]: each patch's segment */
+    int32_t *vis_votes;              /* [VL][VH][1 + OC_CALIB_VISION_N_CAND]: dense, candidates */
+    double *vis_nmse;                /* [VL][VH][OC_CALIB_VISION_N_CAND] summed over images */
+    int32_t vis_patches;             /* P of the first image; other sizes are skipped */
+    int32_t vis_sink[OC_CALIB_VISION_N_CAND], vis_local[OC_CALIB_VISION_N_CAND];
+    int64_t n_vision_images, n_vision_skipped;
     /* counts */
     int64_t n_items, prompt_tokens_sum;
     double *kvs;                     /* [L][HKV]: normalised kv-head visual scores */
@@ -52,7 +60,7 @@ struct oc_calib {
 
 void oc_calib_params_default(oc_calib_params *p) {
     memset(p, 0, sizeof *p);
-    p->methods = OC_CALIB_BLINDSIGHT | OC_CALIB_SPARSEMM | OC_CALIB_QCACHE | OC_CALIB_ZIPVL;
+    p->methods = OC_CALIB_BLINDSIGHT | OC_CALIB_SPARSEMM | OC_CALIB_QCACHE | OC_CALIB_ZIPVL | OC_CALIB_VISION;
     p->bs_alpha = OC_CALIB_BS_ALPHA;
     p->bs_gamma_d = OC_CALIB_BS_GAMMA_D;
     p->bs_gamma_s = OC_CALIB_BS_GAMMA_S;
@@ -87,28 +95,46 @@ static size_t layout_block(oc_calib *c, char *base) {
     PART(col_sorted, T * sizeof(double));
     PART(col_nnz, T * sizeof(int64_t));
     PART(zv_ratio, (size_t)c->L * 2 * sizeof(double));
+    PART(seg_start, (size_t)c->max_vision * sizeof(int32_t));
+    PART(seg_end, (size_t)c->max_vision * sizeof(int32_t));
+    PART(vis_votes, (size_t)c->VL * (size_t)c->VH * (1 + OC_CALIB_VISION_N_CAND) * sizeof(int32_t));
+    PART(vis_nmse, (size_t)c->VL * (size_t)c->VH * OC_CALIB_VISION_N_CAND * sizeof(double));
     PART(kvs, (size_t)c->L * (size_t)c->HKV * sizeof(double));
-    PART(scratch, oc_calib_scratch_doubles(c->D) * sizeof(double));
+    PART(scratch, oc_calib_scratch_doubles(OC_MAX(c->D, c->VD)) * sizeof(double));
 #undef PART
     return off;
 }
 
-size_t oc_calib_bytes(const oc_plan_shape *dec, int32_t max_tokens) {
+static void set_vision(oc_calib *c, const oc_plan_shape *vision, int32_t max_vision_tokens) {
+    int on = vision && vision->n_layers > 0 && max_vision_tokens > 0;
+    c->VL = on ? vision->n_layers : 0;
+    c->VH = on ? vision->n_heads : 0;
+    c->VD = on ? vision->head_dim : 0;
+    c->max_vision = on ? max_vision_tokens : 0;
+}
+
+size_t oc_calib_bytes(const oc_plan_shape *dec, int32_t max_tokens, const oc_plan_shape *vision,
+                      int32_t max_vision_tokens) {
     oc_calib c;
     memset(&c, 0, sizeof c);
     c.L = dec->n_layers;
     c.H = dec->n_heads;
+    c.HKV = dec->n_kv_heads;
     c.D = dec->head_dim;
     c.max_tokens = max_tokens;
+    set_vision(&c, vision, max_vision_tokens);
     return sizeof c + layout_block(&c, NULL);
 }
 
 oc_status oc_calib_open(oc_calib **out, const oc_calib_params *p, const oc_plan_shape *dec, int32_t max_tokens,
-                        const oc_allocator *alloc, oc_error *err) {
+                        const oc_plan_shape *vision, int32_t max_vision_tokens, const oc_allocator *alloc,
+                        oc_error *err) {
     *out = NULL;
     if (dec->n_layers < 1 || dec->n_heads < 1 || dec->n_kv_heads < 1 || dec->n_heads % dec->n_kv_heads ||
         dec->head_dim < 1 || max_tokens < 1 || oc_plan_shape_problem(OC_PLAN_DECODER, dec))
         return oc_fail(err, OC_ERR_INVALID, "calibrate: bad decoder shape");
+    if (vision && vision->n_layers > 0 && oc_plan_shape_problem(OC_PLAN_VISION, vision))
+        return oc_fail(err, OC_ERR_INVALID, "calibrate: bad vision shape");
     if (!(p->bs_alpha > 0.0) || p->qc_max_group < 2 || !(p->qc_epsilon > 0.0 && p->qc_epsilon <= 1.0) ||
         p->kv_window < 1 || !(p->kv_rho >= 0.0 && p->kv_rho < 1.0))
         return oc_fail(err, OC_ERR_INVALID, "calibrate: need alpha > 0, 0 < epsilon <= 1, group cap >= 2, "
@@ -123,6 +149,8 @@ oc_status oc_calib_open(oc_calib **out, const oc_calib_params *p, const oc_plan_
     c->HKV = dec->n_kv_heads;
     c->D = dec->head_dim;
     c->max_tokens = max_tokens;
+    set_vision(c, (p->methods & OC_CALIB_VISION) ? vision : NULL, max_vision_tokens);
+    if (!c->VL) c->p.methods &= ~(unsigned)OC_CALIB_VISION;   /* no encoder: nothing to calibrate there */
     c->block_bytes = layout_block(c, NULL);
     if (!(c->block = oc_mem_calloc(&a, c->block_bytes))) {
         oc_mem_free(&a, c, sizeof *c);
@@ -187,8 +215,71 @@ static void build_tokens(oc_calib *c, const oc_attn_view *v) {
     c->tokens_ready = 1;
 }
 
+/* One vision layer of one image: each head's cheapest candidate below alpha gets the image's vote. */
+static void observe_vision(oc_calib *c, const oc_attn_view *v) {
+    if (!c->VL || v->n_head != c->VH || v->head_dim != c->VD || v->layer < 0 || v->layer >= c->VL || v->n_q != v->n_kv ||
+        v->n_kv > c->max_vision || v->n_kv < 1)
+        return;
+    if (!c->vis_patches) {   /* sizes from the first image (calib.h) */
+        int32_t P = v->n_kv, s = OC_MAX(1, P / 16);
+        c->vis_patches = P;
+        c->vis_sink[0] = 0, c->vis_local[0] = OC_MAX(1, P / 4);
+        c->vis_sink[1] = s, c->vis_local[1] = OC_MAX(1, P / 4);
+        c->vis_sink[2] = s, c->vis_local[2] = OC_MAX(1, P / 2);
+    }
+    if (v->n_kv != c->vis_patches) {
+        if (v->layer == 0) c->n_vision_skipped++;
+        return;
+    }
+    if (v->layer == 0) c->n_vision_images++;
+    for (int32_t i = 0; i < v->n_kv; i++) c->seg_start[i] = c->seg_end[i] = i;   /* no segment: itself */
+    for (int32_t s = 0; s < v->n_segments; s++) {
+        int32_t lo = OC_MAX(0, v->segments[2 * s]), hi = OC_MIN(v->n_kv, v->segments[2 * s + 1]);
+        for (int32_t i = lo; i < hi; i++) {
+            c->seg_start[i] = lo;
+            c->seg_end[i] = hi;
+        }
+    }
+    for (int32_t i = 0; i < v->n_kv; i++)
+        if (c->seg_end[i] == i) c->seg_end[i] = i + 1;   /* a patch in no segment sees itself (never happens) */
+    for (int32_t h = 0; h < c->VH; h++) {
+        oc_calib_head hd = { v->n_q, 0, v->n_kv, c->VD, v->q + (size_t)h * c->VD, (int64_t)c->VH * c->VD,
+                             v->k + (size_t)h * c->VD, v->v + (size_t)h * c->VD, (int64_t)c->VH * c->VD,
+                             (float)pow((double)c->VD, -0.5) };
+        double err[OC_CALIB_VISION_N_CAND] = { 0, 0, 0 }, ref = 0.0;
+        oc_calib_vision_errors(&hd, c->seg_start, c->seg_end, OC_CALIB_VISION_N_CAND, c->vis_sink, c->vis_local, err,
+                               &ref, c->scratch);
+        size_t lh = (size_t)v->layer * c->VH + h;
+        int choice = 0;
+        for (int m = 0; m < OC_CALIB_VISION_N_CAND; m++) {
+            double nmse = ref > 0.0 ? err[m] / ref : 0.0;
+            c->vis_nmse[lh * OC_CALIB_VISION_N_CAND + m] += nmse;
+            if (!choice && nmse < c->p.bs_alpha) choice = m + 1;
+        }
+        c->vis_votes[lh * (1 + OC_CALIB_VISION_N_CAND) + choice]++;
+    }
+}
+
+/* The vision aggregation (calib.h): 0 dense, else candidate index + 1. */
+static int vision_choice(const oc_calib *c, size_t lh) {
+    const int32_t *v = c->vis_votes + lh * (1 + OC_CALIB_VISION_N_CAND);
+    double n = (double)c->n_vision_images;
+    if (n <= 0 || v[0] / n > c->p.bs_gamma_d) return 0;
+    int32_t cum = 0;
+    for (int m = 1; m <= OC_CALIB_VISION_N_CAND; m++) {
+        cum += v[m];
+        if (cum / n > c->p.bs_gamma_s) return m;
+    }
+    return OC_CALIB_VISION_N_CAND;
+}
+
 void oc_calib_observe(void *user, const struct oc_attn_view *v) {
     oc_calib *c = user;
+    if (v->stack == 1) {
+        if (c->p.methods & OC_CALIB_VISION) observe_vision(c, v);
+        return;
+    }
+    if (v->stack != 0) return;
     if (v->n_head != c->H || v->n_head_kv != c->HKV || v->head_dim != c->D || v->layer < 0 || v->layer >= c->L ||
         v->n_kv > c->max_tokens)
         return;   /* not the model this run was opened for: oc_calib_item_end reports nothing new */
@@ -296,7 +387,8 @@ oc_status oc_calib_to_plan(const oc_calib *c, oc_plan *plan, oc_error *err) {
     oc_stack_plan *s = &plan->stacks[OC_PLAN_DECODER];
     if (s->shape.n_layers != c->L || s->shape.n_heads != c->H || s->shape.n_kv_heads != c->HKV)
         return oc_fail(err, OC_ERR_INVALID, "calibrate: the plan's decoder shape differs from the model's");
-    if (!c->n_items) return oc_fail(err, OC_ERR_INVALID, "calibrate: no item was calibrated");
+    if (!c->n_items && (c->p.methods & ~(unsigned)OC_CALIB_VISION))
+        return oc_fail(err, OC_ERR_INVALID, "calibrate: no item was calibrated");
     plan->sink_fraction_ppm = c->p.sink_fraction_ppm;
     plan->kv_window_tokens = c->p.kv_window;
     if (c->p.methods & OC_CALIB_BLINDSIGHT)
@@ -331,6 +423,24 @@ oc_status oc_calib_to_plan(const oc_calib *c, oc_plan *plan, oc_error *err) {
             double tau = oc_calib_zipvl_tau(c->zv_ratio[2 * l], c->zv_ratio[2 * l + 1]);
             s->zipvl_tau_ppm[l] = (int32_t)lround(tau * OC_PLAN_PPM);
         }
+    }
+    if (c->p.methods & OC_CALIB_VISION) {
+        oc_stack_plan *vs = &plan->stacks[OC_PLAN_VISION];
+        if (!c->VL || vs->shape.n_layers != c->VL || vs->shape.n_heads != c->VH)
+            return oc_fail(err, OC_ERR_INVALID, "calibrate: vision heads asked for, but the plan or model has no "
+                           "matching vision encoder");
+        if (!c->n_vision_images) return oc_fail(err, OC_ERR_INVALID, "calibrate: no image reached the vision encoder");
+        for (int32_t l = 0; l < c->VL; l++)
+            for (int32_t h = 0; h < c->VH; h++) {
+                int m = vision_choice(c, (size_t)l * c->VH + h);
+                oc_head_pattern *hp = oc_plan_head(plan, OC_PLAN_VISION, l, h);
+                memset(hp, 0, sizeof *hp);
+                if (m) {
+                    hp->kind = OC_PATTERN_A_SHAPE;
+                    hp->n_sink = c->vis_sink[m - 1];
+                    hp->n_local = c->vis_local[m - 1];
+                }
+            }
     }
     if (c->p.methods & OC_CALIB_QCACHE) {
         if (!c->n_js_items) return oc_fail(err, OC_ERR_INVALID, "calibrate: Q-Cache saw no last prompt row");
@@ -386,6 +496,23 @@ void oc_calib_report(oc_calib *c, FILE *f) {
             fprintf(f, "layer %3d: %.3f %.3f -> %.3f%s\n", (int)l, r0, r1, tau,
                     tau < OC_CALIB_ZIPVL_TAU ? " (lowered: saves >= 10% of the tokens)" : "");
         }
+    }
+    if ((c->p.methods & OC_CALIB_VISION) && c->VL) {
+        fprintf(f, "\n## Vision encoder: %lld images of %d patches (%lld of other sizes skipped); mean NMSE of\n"
+                   "## local(%d) | a-shape(%d,%d) | a-shape(%d,%d) | votes: dense, each -> choice (alpha %.3g)\n",
+                (long long)c->n_vision_images, (int)c->vis_patches, (long long)c->n_vision_skipped, (int)c->vis_local[0],
+                (int)c->vis_sink[1], (int)c->vis_local[1], (int)c->vis_sink[2], (int)c->vis_local[2], c->p.bs_alpha);
+        double n = c->n_vision_images ? (double)c->n_vision_images : 1.0;
+        for (int32_t l = 0; l < c->VL; l++)
+            for (int32_t h = 0; h < c->VH; h++) {
+                size_t lh = (size_t)l * c->VH + h;
+                const double *e = c->vis_nmse + lh * OC_CALIB_VISION_N_CAND;
+                const int32_t *v = c->vis_votes + lh * (1 + OC_CALIB_VISION_N_CAND);
+                int m = vision_choice(c, lh);
+                fprintf(f, "%5d %4d  %7.4f %7.4f %7.4f | %4d %4d %4d %4d -> %s\n", (int)l, (int)h, e[0] / n, e[1] / n,
+                        e[2] / n, (int)v[0], (int)v[1], (int)v[2], (int)v[3],
+                        m == 0 ? "dense" : m == 1 ? "local" : m == 2 ? "a-shape P/4" : "a-shape P/2");
+            }
     }
     if (c->p.methods & OC_CALIB_QCACHE) {
         fprintf(f, "\n## Q-Cache: mean JS divergence (bits) of the last prompt row, layer l vs l+1 (epsilon %.3g, "

@@ -97,6 +97,59 @@ void oc_calib_mask_errors(const oc_calib_head *h, const oc_calib_tokens *t, doub
     }
 }
 
+void oc_calib_vision_errors(const oc_calib_head *h, const int32_t *seg_start, const int32_t *seg_end, int32_t n_cand,
+                            const int32_t *sink, const int32_t *local, double *err_sq, double *ref_sq, double *scratch) {
+    int32_t D = h->head_dim, n_states = 1 + n_cand;
+    double *s = scratch + 4 * (size_t)D;
+    osm st[4];
+    for (int m = 0; m < n_states; m++) st[m].acc = scratch + (size_t)m * (size_t)D;
+    for (int32_t i = 0; i < h->n_q; i++) {
+        int32_t lo = seg_start[i], hi = seg_end[i];
+        for (int m = 0; m < n_states; m++) {
+            st[m].m = -INFINITY;
+            st[m].l = 0.0;
+            memset(st[m].acc, 0, sizeof(double) * (size_t)D);
+        }
+        for (int32_t j0 = lo; j0 < hi; j0 += OC_CALIB_TILE_KEYS) {
+            int32_t j1 = OC_MIN(j0 + OC_CALIB_TILE_KEYS, hi);
+            scores(h, i, j0, j1, s);
+            for (int m = 0; m < n_states; m++) {
+                double tile_max = -INFINITY;
+                for (int32_t j = j0; j < j1; j++)
+                    if ((m == 0 || j < sink[m - 1] || (j > i - local[m - 1] && j <= i)) && s[j - j0] > tile_max)
+                        tile_max = s[j - j0];
+                if (tile_max == -INFINITY) continue;
+                double m_new = OC_MAX(st[m].m, tile_max), corr = exp(st[m].m - m_new);
+                st[m].l *= corr;
+                for (int32_t d = 0; d < D; d++) st[m].acc[d] *= corr;
+                st[m].m = m_new;
+                for (int32_t j = j0; j < j1; j++) {
+                    if (m > 0 && !(j < sink[m - 1] || (j > i - local[m - 1] && j <= i))) continue;
+                    double e = exp(s[j - j0] - m_new);
+                    const float *v = h->v + (size_t)j * (size_t)h->kv_stride;
+                    st[m].l += e;
+                    for (int32_t d = 0; d < D; d++) st[m].acc[d] += e * (double)v[d];
+                }
+            }
+        }
+        double r = 0.0;
+        for (int32_t d = 0; d < D; d++) {
+            double o = st[0].acc[d] / st[0].l;
+            r += o * o;
+        }
+        *ref_sq += r;
+        for (int m = 1; m < n_states; m++) {
+            double e2 = 0.0;
+            for (int32_t d = 0; d < D; d++) {
+                /* a candidate that keeps nothing of the row outputs zeros (the engine's convention) */
+                double o = st[m].l > 0.0 ? st[m].acc[d] / st[m].l : 0.0, diff = o - st[0].acc[d] / st[0].l;
+                e2 += diff * diff;
+            }
+            err_sq[m - 1] += e2;
+        }
+    }
+}
+
 /* Row i's max score and softmax normaliser over its causal keys (pass 1). */
 static void row_norm(const oc_calib_head *h, int32_t i, double *s, double *m_out, double *l_out) {
     int32_t n_keys = OC_MIN(h->q_first + i + 1, h->n_kv);

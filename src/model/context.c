@@ -48,9 +48,13 @@ struct oc_context {
     float *obs_q;                /* [batch_tokens][n_embd] */
     float *obs_k, *obs_v;        /* [max_context_tokens][n_head_kv * head_dim] */
     int32_t *obs_images;         /* [max_images][4] */
+    int32_t *obs_segments;       /* [max_image_tokens + 1][2]: vision windows */
     size_t context_bytes;        /* oc_context_memory_bytes at open */
     oc_stats stats;
 };
+
+static void observe_vision(void *user, int32_t layer, const float *qkv, int32_t n, const oc_token_span *seg,
+                           int32_t n_seg);
 
 OC_API void oc_context_params_default(oc_context_params *p) {
     memset(p, 0, sizeof *p);
@@ -112,7 +116,7 @@ static int own_bytes(const oc_model *m, const oc_context_params *p, size_t *out)
         size_t kvd = (size_t)m->text->hp.n_head_kv * (size_t)m->text->hp.head_dim, kv;
         if (!oc_mul_size((size_t)p->max_context_tokens, kvd * 2 * sizeof(float), &kv) ||
             !oc_add_size(total, kv + B * d * sizeof(float) + (size_t)OC_MAX(1, max_images_of(m, p)) * 16 +
-                         3 * OC_MEM_ALIGN, &total))
+                         ((size_t)p->max_image_tokens + 1) * 8 + 4 * OC_MEM_ALIGN, &total))
             return 0;
     }
     *out = total;
@@ -283,12 +287,14 @@ OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_c
     TAKE(c->batch_ids, B * sizeof(int32_t));
     TAKE(c->logits, V * sizeof(float));
     TAKE(c->prompt_logits, V * sizeof(float));
+    if (p->on_attention && c->vision) oc_vision_ctx_set_observer(c->vision, observe_vision, c);
     if (p->on_attention) {
         size_t kvd = (size_t)m->text->hp.n_head_kv * (size_t)m->text->hp.head_dim;
         TAKE(c->obs_q, B * d * sizeof(float));
         TAKE(c->obs_k, (size_t)p->max_context_tokens * kvd * sizeof(float));
         TAKE(c->obs_v, (size_t)p->max_context_tokens * kvd * sizeof(float));
         TAKE(c->obs_images, (size_t)OC_MAX(1, max_images_of(m, p)) * 16);
+        TAKE(c->obs_segments, ((size_t)p->max_image_tokens + 1) * 8);
     }
 #undef TAKE
     *out = c;
@@ -387,6 +393,35 @@ static void observe_layer(void *user, int32_t layer, int32_t n_q, int32_t n_kv) 
     v.n_prompt_tokens = c->prompt.n_tokens;
     v.n_images = c->prompt.n_images;
     v.images = c->obs_images;
+    v.stack = 0;
+    v.n_segments = 0;
+    v.segments = NULL;
+    c->p.on_attention(c->p.attention_user, &v);
+}
+
+/* The vision encoder's observation hook -> the public oc_attn_view (stack 1). */
+static void observe_vision(void *user, int32_t layer, const float *qkv, int32_t n, const oc_token_span *seg,
+                           int32_t n_seg) {
+    oc_context *c = user;
+    const oc_vision_hparams *vh = oc_vision_model_hparams(c->m->vision);
+    size_t nd = (size_t)n * (size_t)vh->hidden;
+    oc_attn_view v;
+    memset(&v, 0, sizeof v);
+    v.stack = 1;
+    v.layer = layer;
+    v.n_q = v.n_kv = v.n_prompt_tokens = n;
+    v.n_head = v.n_head_kv = vh->n_heads;
+    v.head_dim = vh->head_dim;
+    v.q = qkv;
+    v.k = qkv + nd;
+    v.v = qkv + 2 * nd;
+    n_seg = OC_MIN(n_seg, c->p.max_image_tokens + 1);   /* windows <= merged tokens of an image */
+    for (int32_t i = 0; i < n_seg; i++) {
+        c->obs_segments[2 * i] = seg[i].start;
+        c->obs_segments[2 * i + 1] = seg[i].end;
+    }
+    v.n_segments = n_seg;
+    v.segments = c->obs_segments;
     c->p.on_attention(c->p.attention_user, &v);
 }
 
