@@ -204,6 +204,7 @@ int cmd_calibrate(int argc, char **argv) {
     oc_calib_scene_params sp;
     oc_calib_scene_params_default(&sp);
     long long n_threads = 0, ll;
+    char methods_buf[64];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
@@ -304,6 +305,22 @@ int cmd_calibrate(int argc, char **argv) {
         goto done;
     }
     if (data_dir) sp.n_items = n_done;   /* the folder may hold fewer than --items */
+    if ((cp.methods & OC_CALIB_SPARSEMM) && !oc_calib_n_scored_tokens(c)) {
+        /* a model that answers nothing right (e.g. random weights) grounds no token: say so and
+         * write the other sections rather than budgets from no evidence */
+        fprintf(stderr, "ocellus calibrate: SparseMM skipped: no answer was right (%lld of %lld), so no answer token "
+                        "is grounded (sparsemm.txt Alg. 1); the plan has no kv budgets\n",
+                (long long)n_right, (long long)sp.n_items);
+        oc_calib_drop_methods(c, OC_CALIB_SPARSEMM);
+        cp.methods &= ~(unsigned)OC_CALIB_SPARSEMM;
+        methods_buf[0] = '\0';
+        static const char *const names[] = { "blindsight", "sparsemm", "qcache", "zipvl", "vision" };
+        for (int b = 0; b < 5; b++)
+            if (cp.methods & (1u << b))
+                snprintf(methods_buf + strlen(methods_buf), sizeof methods_buf - strlen(methods_buf), "%s%s",
+                         methods_buf[0] ? "," : "", names[b]);
+        methods = methods_buf;
+    }
     double seconds = (double)(oc_port_now_ns() - ui.t0_ns) / 1e9;
     if (oc_plan_create(&plan, &shape, &vshape, NULL, &e) || oc_calib_to_plan(c, plan, &e) ||
         oc_plan_validate(plan, &e)) {

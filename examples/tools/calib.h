@@ -204,7 +204,10 @@ oc_status oc_calib_to_plan(const oc_calib *c, oc_plan *plan, oc_error *err);
 void oc_calib_report(oc_calib *c, FILE *f);
 /* The normalised visual score of each kv head, [n_layers][n_kv_heads] (borrowed). */
 const double *oc_calib_visual_scores(oc_calib *c);
-/* The number of items seen, prompt tokens summed (for the budget fraction). */
+/* The number of items seen; the answer tokens SparseMM scored (0: no right answer with a region). */
 int64_t oc_calib_n_items(const oc_calib *c);
+int64_t oc_calib_n_scored_tokens(const oc_calib *c);
+/* Drop methods from the run's set before oc_calib_to_plan (e.g. SparseMM when nothing was scored). */
+void oc_calib_drop_methods(oc_calib *c, unsigned methods);
 
 #endif /* OC_CALIB_H */

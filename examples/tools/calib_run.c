@@ -169,6 +169,8 @@ void oc_calib_close(oc_calib *c) {
 }
 
 int64_t oc_calib_n_items(const oc_calib *c) { return c->n_items; }
+int64_t oc_calib_n_scored_tokens(const oc_calib *c) { return c->n_scored_tokens; }
+void oc_calib_drop_methods(oc_calib *c, unsigned methods) { c->p.methods &= ~methods; }
 
 void oc_calib_item_begin(oc_calib *c, const uint8_t *const *cells, int32_t grid) {
     size_t LH = (size_t)c->L * (size_t)c->H;
