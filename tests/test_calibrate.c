@@ -6,6 +6,7 @@
  * always hits the grounded region gets the top visual score. */
 #include "check.h"
 #include "ocellus.h"
+#include "kvcache/kv_cache.h"
 #include "tools/calib.h"
 #include "tools/calib_scenes.h"
 #include "tools/plan_svg.h"
@@ -343,6 +344,11 @@ static void test_calibration_on_synthetic_layers(void) {
     REQUIRE(dp->n_lazy_groups == 1);
     CHECK(dp->lazy_groups[0].first_layer == 0 && dp->lazy_groups[0].last_layer == 1);
     CHECK(dp->lazy_groups[0].mode == OC_LAZY_VLA);
+    /* the lazy layer keeps its first layer's tokens (the runtime's rule) */
+    CHECK(!memcmp(dp->kv_budget_tokens + SKV, dp->kv_budget_tokens, sizeof(int32_t) * SKV));
+    CHECK(dp->zipvl_tau_ppm[1] == dp->zipvl_tau_ppm[0]);
+    static oc_kv_policy pol;   /* and the runtime takes the plan */
+    CHECKF(oc_kv_policy_build(&pol, dp, SL, SKV, plan->kv_window_tokens, "t", &e) == OC_OK, "%s", e.message);
     for (int l = 0; l < SL; l++)   /* ZipVL: every layer gets a threshold, the paper's or the knee */
         CHECK(dp->zipvl_tau_ppm[l] == 975000 || dp->zipvl_tau_ppm[l] == 970000);
     CHECK(oc_plan_validate(plan, NULL) == OC_OK);

@@ -5,6 +5,7 @@
  * (its calibration line names methods, thresholds, data and the model file's hash; its
  * visual-score lines let `ocellus plan --kv-budget` re-budget without calibrating) and a report. */
 #include "cli.h"
+#include "kvcache/kv_cache.h"
 #include "ocellus.h"
 #include "port.h"
 #include "tools/calib.h"
@@ -326,6 +327,14 @@ int cmd_calibrate(int argc, char **argv) {
         oc_plan_validate(plan, &e)) {
         fprintf(stderr, "ocellus calibrate: %s\n", e.message);
         goto done;
+    }
+    {   /* the runtime's rules for the KV sections together (kvcache/kv_cache.h): a plan it refuses is a bug here */
+        static oc_kv_policy pol;
+        const oc_stack_plan *d = &plan->stacks[OC_PLAN_DECODER];
+        if (oc_kv_policy_build(&pol, d, d->shape.n_layers, d->shape.n_kv_heads, plan->kv_window_tokens, out_path, &e)) {
+            fprintf(stderr, "ocellus calibrate: the runtime would refuse the plan: %s\n", e.message);
+            goto done;
+        }
     }
     calibration_text(plan->calibration, sizeof plan->calibration, &cp, &sp, data_dir, text_path, hash, methods);
     if (oc_plan_write_file(plan, out_path, &e)) {

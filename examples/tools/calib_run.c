@@ -453,6 +453,13 @@ oc_status oc_calib_to_plan(const oc_calib *c, oc_plan *plan, oc_error *err) {
         for (int32_t g = 0; g < n; g++) {
             oc_status st = oc_plan_add_lazy_group(plan, OC_PLAN_DECODER, first[g], last[g], c->p.qc_mode, err);
             if (st) return st;
+            /* a lazy layer attends with its first layer's Q/K, so it keeps the first layer's tokens:
+             * the runtime requires its kv budgets and tau to be the first layer's (kvcache/kv_cache.h) */
+            for (int32_t l = first[g] + 1; l <= last[g]; l++) {
+                memcpy(s->kv_budget_tokens + (size_t)l * c->HKV, s->kv_budget_tokens + (size_t)first[g] * c->HKV,
+                       sizeof(int32_t) * (size_t)c->HKV);
+                s->zipvl_tau_ppm[l] = s->zipvl_tau_ppm[first[g]];
+            }
         }
     }
     return OC_OK;
