@@ -46,10 +46,10 @@ static void usage(FILE *f) {
             "  for the calibration images' P patches with output NMSE < alpha, dense when > gamma_d of the\n"
             "  images need it; the sizes fit images of the calibration size\n"
             "Memory, allocated before the first prompt and printed: the model context (as `ocellus ask`,\n"
-            "  plus two f32 copies of one layer's KV cache) and the statistics, O(L*H*16 + C)\n"
-            "  doubles for L layers, H heads and C context tokens; never an N x N attention matrix (the\n"
-            "  statistics are reduced over tiles of 64 keys, with a second pass where a softmax normaliser\n"
-            "  is needed).\n");
+            "  plus f32 copies of one layer's KV cache and one batch of queries) and the statistics: about\n"
+            "  60 bytes per context token, 220 per decoder head, 8 per vision patch, 40 per vision head.\n"
+            "  Never an N x N attention matrix: statistics are reduced over tiles of 64 keys, with a second\n"
+            "  pass over the tiles where a softmax normaliser is needed.\n");
 }
 
 typedef struct calib_ui {

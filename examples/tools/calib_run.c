@@ -3,7 +3,9 @@
  * All memory is allocated at open for the model shape and the context length (oc_calib_bytes):
  * the per-token maps, BlindSight's error sums and votes, SparseMM's hits of the answer rows,
  * Q-Cache's last-row distributions of two layers, and the statistics scratch. Nothing is
- * allocated while observing. */
+ * allocated while observing.
+ * Contents: the run's state and its one block | opening | per item: token maps, the vision
+ * encoder's layers, the decoder's layers, closing an item | results: the plan, the report. */
 #include "tools/calib.h"
 #include "attention/layout.h"
 
@@ -57,6 +59,8 @@ struct oc_calib {
     double *kvs;                     /* [L][HKV]: normalised kv-head visual scores */
     double *scratch;
 };
+
+/* ---- the run's state and its one block ----------------------------------------------------------- */
 
 void oc_calib_params_default(oc_calib_params *p) {
     memset(p, 0, sizeof *p);
@@ -126,6 +130,8 @@ size_t oc_calib_bytes(const oc_plan_shape *dec, int32_t max_tokens, const oc_pla
     return sizeof c + layout_block(&c, NULL);
 }
 
+/* ---- opening ------------------------------------------------------------------------------------ */
+
 oc_status oc_calib_open(oc_calib **out, const oc_calib_params *p, const oc_plan_shape *dec, int32_t max_tokens,
                         const oc_plan_shape *vision, int32_t max_vision_tokens, const oc_allocator *alloc,
                         oc_error *err) {
@@ -171,6 +177,8 @@ void oc_calib_close(oc_calib *c) {
 int64_t oc_calib_n_items(const oc_calib *c) { return c->n_items; }
 int64_t oc_calib_n_scored_tokens(const oc_calib *c) { return c->n_scored_tokens; }
 void oc_calib_drop_methods(oc_calib *c, unsigned methods) { c->p.methods &= ~methods; }
+
+/* ---- per item ----------------------------------------------------------------------------------- */
 
 void oc_calib_item_begin(oc_calib *c, const uint8_t *const *cells, int32_t grid) {
     size_t LH = (size_t)c->L * (size_t)c->H;
