@@ -302,7 +302,12 @@ static void test_calibration_on_synthetic_layers(void) {
     oc_calib_params_default(&p);
     p.kv_budget_tokens = 40;
     oc_calib *c;
-    REQUIRE(oc_calib_open(&c, &p, &shape, 64, NULL, 0, NULL, NULL) == OC_OK);
+    check_alloc ca;
+    memset(&ca, 0, sizeof ca);
+    oc_allocator counting = { check_alloc_fn, &ca };
+    REQUIRE(oc_calib_open(&c, &p, &shape, 64, NULL, 0, &counting, NULL) == OC_OK);
+    CHECKF(ca.bytes_live <= oc_calib_bytes(&shape, 64, NULL, 0), "%zu bytes live", ca.bytes_live);   /* the stated bound */
+    long calls_after_open = ca.n_calls;
     /* the grounding: every cell of image 1's 5x5 scene grid (the 2x5 token grid maps into it) */
     uint8_t none[25] = { 0 }, all[25];
     memset(all, 1, sizeof all);
@@ -320,6 +325,7 @@ static void test_calibration_on_synthetic_layers(void) {
         }
         oc_calib_item_end(c, 1, 1);
     }
+    CHECKF(ca.n_calls == calls_after_open, "observing called the allocator %ld times", ca.n_calls - calls_after_open);
     oc_plan *plan;
     REQUIRE(oc_plan_create(&plan, &shape, NULL, NULL, NULL) == OC_OK);
     oc_error e;
@@ -354,6 +360,15 @@ static void test_calibration_on_synthetic_layers(void) {
     CHECK(oc_plan_validate(plan, NULL) == OC_OK);
     oc_plan_free(plan);
     oc_calib_close(c);
+    CHECK(ca.n_live == 0);
+    /* out of memory at open, at each allocation: a status, nothing leaked */
+    for (long k = 1; k <= 2; k++) {
+        memset(&ca, 0, sizeof ca);
+        ca.fail_at = k;
+        oc_calib *x = NULL;
+        CHECK(oc_calib_open(&x, &p, &shape, 64, NULL, 0, &counting, NULL) == OC_ERR_NOMEM && x == NULL);
+        CHECK(ca.n_live == 0);
+    }
 }
 
 /* ---- the library's observation hook on the demo model ----------------------------------------- */

@@ -127,7 +127,7 @@ size_t oc_calib_bytes(const oc_plan_shape *dec, int32_t max_tokens, const oc_pla
     c.D = dec->head_dim;
     c.max_tokens = max_tokens;
     set_vision(&c, vision, max_vision_tokens);
-    return sizeof c + layout_block(&c, NULL);
+    return sizeof c + layout_block(&c, NULL) + 2 * OC_MEM_ALIGN;   /* two blocks, each aligned */
 }
 
 /* ---- opening ------------------------------------------------------------------------------------ */
