@@ -170,6 +170,30 @@ typedef enum oc_backend_choice {
                                      says which ran and why) */
 } oc_backend_choice;
 
+/* One decoder layer's attention inputs as the forward pass computed them, for calibration tools
+ * (`ocellus calibrate`): what oc_context_params.on_attention sees before the layer's attention.
+ * Host memory in f32, borrowed for the call. Decoder: query row i is token q_first + i and attends
+ * causally to keys 0 .. q_first + i; keys and values come from the KV cache (so they are
+ * f16-rounded, as the attention engine reads them). Vision encoder (stack 1, one call per layer
+ * per image): q_first 0, n_q = n_kv = the image's patches (in window order for Qwen2.5-VL),
+ * n_head_kv = n_head, each patch attending to every patch of its segment. */
+typedef struct oc_attn_view {
+    int32_t stack;                   /* 0: the decoder (causal); 1: the vision encoder, one image,
+                                        attention bidirectional within each segment */
+    int32_t layer;
+    int32_t n_q, q_first;            /* the query rows of this forward call */
+    int32_t n_kv;                    /* q_first + n_q: every key and value cached so far */
+    int32_t n_head, n_head_kv, head_dim;   /* query head h reads kv head h / (n_head / n_head_kv) */
+    const float *q;                  /* [n_q][n_head * head_dim], after M-RoPE */
+    const float *k, *v;              /* [n_kv][n_head_kv * head_dim], k after M-RoPE */
+    int32_t n_prompt_tokens;         /* rows below it are the prompt (prefill), later ones decode */
+    int32_t n_images;
+    const int32_t *images;           /* [n_images][4]: first token, tokens, grid rows, grid cols */
+    int32_t n_segments;              /* vision: the attention windows (one for a full layer) */
+    const int32_t *segments;         /* vision: [n_segments][2] = [start, end) patches; decoder: NULL */
+} oc_attn_view;
+typedef void (*oc_attn_observer_fn)(void *user, const oc_attn_view *view);
+
 typedef struct oc_context_params {
     int32_t max_context_tokens;   /* KV cache length (default 4096); clamped to the model's
                                      context length (oc_model_info.n_ctx_train) */
@@ -187,6 +211,13 @@ typedef struct oc_context_params {
     oc_backend_choice backend;    /* default OC_BACKEND_CPU */
     const char *device;           /* OpenCL device: index ("1") or name substring; NULL: the
                                      first GPU. Ignored by the CPU backend. */
+    /* Calibration hook, may be NULL: called for every decoder layer of every forward call and
+     * every vision encoder layer of every image with the layer's queries, keys and values
+     * (oc_attn_view). When set, the context allocates two
+     * f32 copies of one layer's KV cache and one batch of queries at open; when NULL it costs
+     * nothing. It must not call back into the context. */
+    oc_attn_observer_fn on_attention;
+    void *attention_user;
 } oc_context_params;
 OC_API void oc_context_params_default(oc_context_params *params);
 /* The host bytes oc_context_open will allocate for these limits (KV cache, activations, scratch,

@@ -267,7 +267,7 @@ static void test_bad_plans(void) {
           "plan: missing 'shape decoder ...' line (a plan states the decoder it fits)" },
         { HDR "ocellus-plan 1\n", 0, "plan:3: header 'ocellus-plan' repeated (it belongs on line 1 only)" },
         { HDR "foo bar\n", 0,
-          "plan:3: unknown statement 'foo' (expected shape, sink-fraction, kv-window, decoder, vision)" },
+          "plan:3: unknown statement 'foo' (expected shape, sink-fraction, kv-window, calibration, decoder, vision)" },
         /* the brief's example message, on line 7 */
         { "ocellus-plan 1\n# c\nshape decoder layers 28 heads 12 kv-heads 2 head-dim 128\n\n"
           "decoder default dense\n   # c\ndecoder layer 5 heads 0-3,7 sinc\n", 0,

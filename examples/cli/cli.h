@@ -38,5 +38,6 @@ int cmd_ask(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_scene(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 
 #endif

@@ -1,19 +1,28 @@
-/* cmd_plan.c: `ocellus plan FILE [--check-shape L,H,KV,D] [--check-vision L,H,D]`: reads an
- * attention plan, prints what it holds (shapes, heads per pattern per stack, budgets, ZipVL layers,
- * lazy groups), whether the runtime executes each section (it refuses impossible combinations of
- * the KV cache methods on one layer) and, given a model shape, whether the plan fits it. Exit 1 on a
- * bad plan. */
+/* cmd_plan.c: `ocellus plan [show] FILE [--check-shape L,H,KV,D] [--check-vision L,H,D] [--svg OUT]
+ * [--kv-budget N -o OUT]`: reads an attention plan, prints what it holds (how it was made, shapes,
+ * heads per pattern per stack, budgets, ZipVL layers, lazy groups), whether the runtime executes
+ * each section (it refuses impossible combinations of the KV cache methods on one layer), given a
+ * model shape whether the plan fits it, draws it as SVG, or re-budgets its SparseMM kv heads from
+ * its visual scores. Exit 1 on a bad plan. */
 #include "cli.h"
 #include "kvcache/kv_cache.h"
 #include "plan/plan.h"
+#include "tools/calib.h"
+#include "tools/plan_svg.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: ocellus plan FILE [--check-shape L,H,KV,D] [--check-vision L,H,D]\n"
+    fprintf(f, "usage: ocellus plan [show] FILE [--check-shape L,H,KV,D] [--check-vision L,H,D] [--svg OUT.svg]\n"
+               "                    [--kv-budget TOKENS -o OUT.plan]\n"
                "  Reads an attention plan and prints a summary; exits 1 on a bad plan.\n"
+               "  --svg OUT.svg           draw it: layers x heads coloured by pattern, KV budget bars,\n"
+               "                          lazy groups, legend (opens in a browser)\n"
+               "  --kv-budget TOKENS      SparseMM budgets for a new mean per kv head (sparsemm.txt Eq. 5-9,\n"
+               "                          rho 0.1) from the plan's visual scores: no recalibration; -o OUT\n"
+               "                          writes the re-budgeted plan\n"
                "  --check-shape L,H,KV,D  refuse the plan unless it fits a decoder of L layers, H heads,\n"
                "                          KV kv heads and head dim D\n"
                "  --check-vision L,H,D    also check the vision encoder (default: not checked)\n");
@@ -84,12 +93,26 @@ static void print_stack(const oc_plan *plan, oc_plan_stack stack) {
 }
 
 int cmd_plan(int argc, char **argv) {
-    const char *path = NULL;
+    const char *path = NULL, *svg_path = NULL, *out_path = NULL;
+    long long kv_budget = 0;
     oc_plan_model_shape model;
     memset(&model, 0, sizeof model);
     int check = 0, check_vision = 0;
-    for (int i = 1; i < argc; i++) {
+    int first = argc > 1 && !strcmp(argv[1], "show") ? 2 : 1;
+    for (int i = first; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
+        if (!strcmp(argv[i], "--svg") && i + 1 < argc) { svg_path = argv[++i]; continue; }
+        if (!strcmp(argv[i], "-o") && i + 1 < argc) { out_path = argv[++i]; continue; }
+        if (!strcmp(argv[i], "--kv-budget") && i + 1 < argc) {
+            char *end;
+            kv_budget = strtoll(argv[++i], &end, 10);
+            if (*end || kv_budget < 1 || kv_budget > OC_PLAN_MAX_TOKENS) {
+                fprintf(stderr, "ocellus plan: --kv-budget wants a token count 1..%d, got '%s'\n", OC_PLAN_MAX_TOKENS,
+                        argv[i]);
+                return 2;
+            }
+            continue;
+        }
         if (!strcmp(argv[i], "--check-shape") && i + 1 < argc) {
             int32_t v[4];
             if (!parse_numbers(argv[++i], v, 4)) {
@@ -121,6 +144,8 @@ int cmd_plan(int argc, char **argv) {
         return 1;
     }
     printf("plan %s (format version %d)\n", path, OC_PLAN_VERSION);
+    if (plan->calibration[0]) printf("calibrated: %s\n", plan->calibration);
+    else printf("hand-written (no calibration line)\n");
     print_stack(plan, OC_PLAN_DECODER);
     print_stack(plan, OC_PLAN_VISION);
     printf("sink-fraction %g, kv-window %d\n", (double)plan->sink_fraction_ppm / OC_PLAN_PPM,
@@ -133,6 +158,33 @@ int cmd_plan(int argc, char **argv) {
                                &err) != OC_OK) {
             fprintf(stderr, "ocellus plan: the runtime refuses it: %s\n", err.message);
             rc = 1;
+        }
+    }
+    if (kv_budget) {
+        const oc_stack_plan *d = &plan->stacks[OC_PLAN_DECODER];
+        int64_t n = (int64_t)d->shape.n_layers * d->shape.n_kv_heads;
+        if (oc_calib_plan_budgets(plan, kv_budget * n, OC_CALIB_KV_RHO, &err)) {
+            fprintf(stderr, "ocellus plan: %s: %s\n", path, err.message);
+            rc = 1;
+        } else if (out_path && oc_plan_write_file(plan, out_path, &err)) {
+            fprintf(stderr, "ocellus plan: %s\n", err.message);
+            rc = 1;
+        } else {
+            printf("re-budgeted: %lld tokens per kv head on average (%lld in all)%s%s\n", kv_budget,
+                   (long long)(kv_budget * n), out_path ? ", wrote " : " (give -o FILE to write it)",
+                   out_path ? out_path : "");
+        }
+    }
+    if (svg_path) {
+        FILE *f = fopen(svg_path, "w");
+        char title[600];
+        snprintf(title, sizeof title, "%s%s%s", path, plan->calibration[0] ? ": " : " (hand-written)",
+                 plan->calibration);
+        if (!f || oc_plan_svg_write(plan, title, f) || fclose(f)) {
+            fprintf(stderr, "ocellus plan: cannot write %s\n", svg_path);
+            rc = 1;
+        } else {
+            printf("wrote %s\n", svg_path);
         }
     }
     if (check || check_vision) {

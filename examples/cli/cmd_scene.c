@@ -1,10 +1,14 @@
 /* cmd_scene.c: `ocellus scene`: writes synthetic scene items (examples/tools/scene.h) to a directory, for
  * looking at them and for training data: DIR/items.jsonl, one JSON object per line
- *   {"index":I,"images":["I_0.ppm",...],"question":"...","answer":"...","type":"count"}
+ *   {"index":I,"images":["I_0.ppm",...],"question":"...","answer":"...","type":"count",
+ *    "grid":G,"grounding":[[image,row,col],...]}
+ * (grounding: the cells of the G x G grid of 28 px cells that hold the answer, scene_ground.h; what
+ * `ocellus calibrate --data DIR` scores SparseMM's visual heads with)
  * and the images as binary PPM (P6) files next to it. The same seed and index give the same
  * item as `ocellus eval` and the ctypes interface of the training script. */
 #include "cli.h"
 #include "tools/scene.h"
+#include "tools/scene_ground.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -122,7 +126,24 @@ int cmd_scene(int argc, char **argv) {
         put_json_str(jsonl, item.question);
         fprintf(jsonl, ",\"answer\":");
         put_json_str(jsonl, item.answer);
-        fprintf(jsonl, ",\"type\":\"%s\"}\n", oc_scene_type_name(item.type));
+        fprintf(jsonl, ",\"type\":\"%s\"", oc_scene_type_name(item.type));
+        oc_scene_desc desc;
+        oc_scene_item again;
+        static uint8_t cells[OC_SCENE_MAX_IMAGES * 64 * 64];   /* grid <= 1792 / 28 = 64 */
+        if (oc_scene_describe(seed, index, min_images, max_images, (int32_t)side, &desc, &again) == 0) {
+            oc_scene_ground(&desc, &again, cells);
+            fprintf(jsonl, ",\"grid\":%d,\"grounding\":[", (int)desc.grid);
+            int first = 1;
+            for (int32_t g = 0; g < desc.n_images; g++)
+                for (int32_t r = 0; r < desc.grid; r++)
+                    for (int32_t col = 0; col < desc.grid; col++)
+                        if (cells[((size_t)g * desc.grid + r) * desc.grid + col]) {
+                            fprintf(jsonl, "%s[%d,%d,%d]", first ? "" : ",", (int)g, (int)r, (int)col);
+                            first = 0;
+                        }
+            fprintf(jsonl, "]");
+        }
+        fprintf(jsonl, "}\n");
         if (tty && (i % 64 == 63 || i + 1 == n_items)) fprintf(stderr, "\rwriting items %llu/%llu", i + 1, n_items);
     }
     if (tty) fprintf(stderr, "\r%50s\r", "");

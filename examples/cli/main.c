@@ -14,6 +14,7 @@ static const cli_command commands[] = {
     { "bench", "benchmarks: ocellus bench matmul|attention [-t N] ...", cmd_bench },
     { "scene", "write synthetic scene items (images + question/answer) to a directory", cmd_scene },
     { "eval", "accuracy on fresh synthetic scenes: ocellus eval [-m M --mmproj V] [--items N]", cmd_eval },
+    { "calibrate", "compute an attention plan: ocellus calibrate [-m M --mmproj V] --suite demo -o OUT.plan", cmd_calibrate },
 };
 
 static void usage(FILE *f) {

@@ -44,9 +44,17 @@ struct oc_context {
     size_t buf_bytes;
     void *buf;
     int has_prompt_logits;
+    /* calibration hook (p.on_attention): f32 host copies, allocated at open only when it is set */
+    float *obs_q;                /* [batch_tokens][n_embd] */
+    float *obs_k, *obs_v;        /* [max_context_tokens][n_head_kv * head_dim] */
+    int32_t *obs_images;         /* [max_images][4] */
+    int32_t *obs_segments;       /* [max_image_tokens + 1][2]: vision windows */
     size_t context_bytes;        /* oc_context_memory_bytes at open */
     oc_stats stats;
 };
+
+static void observe_vision(void *user, int32_t layer, const float *qkv, int32_t n, const oc_token_span *seg,
+                           int32_t n_seg);
 
 OC_API void oc_context_params_default(oc_context_params *p) {
     memset(p, 0, sizeof *p);
@@ -104,6 +112,13 @@ static int own_bytes(const oc_model *m, const oc_context_params *p, size_t *out)
         return 0;
     total = img + B * d * sizeof(float) + B * sizeof(int32_t) + 2 * V * sizeof(float) + 5 * OC_MEM_ALIGN;
     if (total < img) return 0;
+    if (p->on_attention) {   /* the observation copies */
+        size_t kvd = (size_t)m->text->hp.n_head_kv * (size_t)m->text->hp.head_dim, kv;
+        if (!oc_mul_size((size_t)p->max_context_tokens, kvd * 2 * sizeof(float), &kv) ||
+            !oc_add_size(total, kv + B * d * sizeof(float) + (size_t)OC_MAX(1, max_images_of(m, p)) * 16 +
+                         ((size_t)p->max_image_tokens + 1) * 8 + 4 * OC_MEM_ALIGN, &total))
+            return 0;
+    }
     *out = total;
     return 1;
 }
@@ -272,6 +287,15 @@ OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_c
     TAKE(c->batch_ids, B * sizeof(int32_t));
     TAKE(c->logits, V * sizeof(float));
     TAKE(c->prompt_logits, V * sizeof(float));
+    if (p->on_attention && c->vision) oc_vision_ctx_set_observer(c->vision, observe_vision, c);
+    if (p->on_attention) {
+        size_t kvd = (size_t)m->text->hp.n_head_kv * (size_t)m->text->hp.head_dim;
+        TAKE(c->obs_q, B * d * sizeof(float));
+        TAKE(c->obs_k, (size_t)p->max_context_tokens * kvd * sizeof(float));
+        TAKE(c->obs_v, (size_t)p->max_context_tokens * kvd * sizeof(float));
+        TAKE(c->obs_images, (size_t)OC_MAX(1, max_images_of(m, p)) * 16);
+        TAKE(c->obs_segments, ((size_t)p->max_image_tokens + 1) * 8);
+    }
 #undef TAKE
     *out = c;
     return OC_OK;
@@ -351,6 +375,66 @@ static oc_status encode_image(oc_context *c, const oc_image_rgb *in, int32_t ind
     return OC_OK;
 }
 
+/* The text forward's observation hook -> the public oc_attn_view. */
+static void observe_layer(void *user, int32_t layer, int32_t n_q, int32_t n_kv) {
+    oc_context *c = user;
+    const oc_text_hparams *hp = &c->m->text->hp;
+    oc_attn_view v;
+    v.layer = layer;
+    v.n_q = n_q;
+    v.q_first = n_kv - n_q;
+    v.n_kv = n_kv;
+    v.n_head = hp->n_head;
+    v.n_head_kv = hp->n_head_kv;
+    v.head_dim = hp->head_dim;
+    v.q = c->obs_q;
+    v.k = c->obs_k;
+    v.v = c->obs_v;
+    v.n_prompt_tokens = c->prompt.n_tokens;
+    v.n_images = c->prompt.n_images;
+    v.images = c->obs_images;
+    v.stack = 0;
+    v.n_segments = 0;
+    v.segments = NULL;
+    c->p.on_attention(c->p.attention_user, &v);
+}
+
+/* The vision encoder's observation hook -> the public oc_attn_view (stack 1). */
+static void observe_vision(void *user, int32_t layer, const float *qkv, int32_t n, const oc_token_span *seg,
+                           int32_t n_seg) {
+    oc_context *c = user;
+    const oc_vision_hparams *vh = oc_vision_model_hparams(c->m->vision);
+    size_t nd = (size_t)n * (size_t)vh->hidden;
+    oc_attn_view v;
+    memset(&v, 0, sizeof v);
+    v.stack = 1;
+    v.layer = layer;
+    v.n_q = v.n_kv = v.n_prompt_tokens = n;
+    v.n_head = v.n_head_kv = vh->n_heads;
+    v.head_dim = vh->head_dim;
+    v.q = qkv;
+    v.k = qkv + nd;
+    v.v = qkv + 2 * nd;
+    n_seg = OC_MIN(n_seg, c->p.max_image_tokens + 1);   /* windows <= merged tokens of an image */
+    for (int32_t i = 0; i < n_seg; i++) {
+        c->obs_segments[2 * i] = seg[i].start;
+        c->obs_segments[2 * i + 1] = seg[i].end;
+    }
+    v.n_segments = n_seg;
+    v.segments = c->obs_segments;
+    c->p.on_attention(c->p.attention_user, &v);
+}
+
+/* Wire the observation hook into a batch (nothing when there is no observer). */
+static void observe_batch(oc_context *c, oc_text_batch *b) {
+    if (!c->p.on_attention) return;
+    b->on_attn = observe_layer;
+    b->obs_user = c;
+    b->obs_q = c->obs_q;
+    b->obs_k = c->obs_k;
+    b->obs_v = c->obs_v;
+}
+
 static int is_stop(const oc_model *m, int32_t id) {
     return id == m->stop_ids[0] || id == m->stop_ids[1] || id == m->stop_ids[2];
 }
@@ -397,6 +481,7 @@ static oc_status prefill(oc_context *c, const oc_token_layout *layout, int32_t n
         b.layout = layout;
         b.logits = s + n == pr->n_tokens ? c->logits : NULL;
         b.prompt_tokens = pr->n_tokens;   /* the KV cache evicts after the batch that ends it */
+        observe_batch(c, &b);
         oc_status st = oc_text_forward(c->text, &b, as, err);
         if (st) return st;
         progress(c, "prefill", s + n, pr->n_tokens);
@@ -445,6 +530,7 @@ static oc_status generate(oc_context *c, const oc_request *r, uint64_t t_start, 
         b.pos_t = b.pos_h = b.pos_w = &pos;
         b.plan = c->plan ? &c->plan->stacks[OC_PLAN_DECODER] : NULL;
         b.logits = c->logits;
+        observe_batch(c, &b);
         if ((st = oc_text_forward(c->text, &b, as, err))) break;
         tok = oc_sampler_next(&c->sampler, c->logits, V);
     }
@@ -505,6 +591,15 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
         return oc_fail(err, st, "prompt: %s", e.message);
     }
     c->stats.n_prompt_tokens = c->prompt.n_tokens;
+    if (c->obs_images)
+        for (int32_t i = 0; i < c->prompt.n_images; i++) {
+            const oc_prompt_image *im = &c->prompt.images[i];
+            int32_t *o = c->obs_images + 4 * i;
+            o[0] = im->first_token;
+            o[1] = im->n_tokens;
+            o[2] = im->grid_h;
+            o[3] = im->grid_w;
+        }
     oc_token_layout *layout = NULL;
     if ((st = build_layout(c, &layout, err))) return st;
     uint64_t t1 = oc_port_now_ns();

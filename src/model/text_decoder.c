@@ -10,6 +10,7 @@
  * positions, and the transfers of ids, image embeddings and logits. Results do not depend on the
  * thread count (every backend operation guarantees it). */
 #include "model/text_ctx.h"
+#include "core/f16.h"
 
 #include <math.h>
 #include <string.h>
@@ -180,6 +181,32 @@ static oc_status store_kv(oc_text_ctx *c, int32_t il, int32_t n, oc_error *err) 
     return OC_OK;
 }
 
+/* The observation hook (oc_text_batch.on_attn): q of the batch and the layer's whole f16 cache
+ * into the caller's f32 host arrays, one mapped view at a time (a device allows only one). */
+static oc_status observe(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_error *err) {
+    const oc_text_hparams *hp = &c->m->hp;
+    oc_backend *be = c->be;
+    const oc_backend_ops *op = be->ops;
+    int64_t kvd = (int64_t)hp->n_head_kv * hp->head_dim, n_kv = c->n_past + b->n_tokens;
+    size_t q_bytes = sizeof(float) * (size_t)b->n_tokens * (size_t)hp->n_embd;
+    size_t kv_elems = (size_t)(n_kv * kvd);
+    size_t cache_off = sizeof(uint16_t) * (size_t)((int64_t)il * c->lim.max_ctx_tokens * kvd);   /* k_slot == il */
+    const void *p = op->map_read(be, &c->q, 0, q_bytes, err);
+    if (!p) return err ? err->status : OC_ERR_DEVICE;
+    memcpy(b->obs_q, p, q_bytes);
+    op->unmap(be, &c->q, p);
+    const oc_bt *caches[2] = { &c->k_cache, &c->v_cache };
+    float *dst[2] = { b->obs_k, b->obs_v };
+    for (int w = 0; w < 2; w++) {
+        const uint16_t *h = op->map_read(be, caches[w], cache_off, kv_elems * sizeof(uint16_t), err);
+        if (!h) return err ? err->status : OC_ERR_DEVICE;
+        for (size_t i = 0; i < kv_elems; i++) dst[w][i] = oc_f16_to_f32(h[i]);
+        op->unmap(be, caches[w], h);
+    }
+    b->on_attn(b->obs_user, il, b->n_tokens, (int32_t)n_kv);
+    return OC_OK;
+}
+
 /* One decoder layer over the batch: x += attn(norm(x)); x += mlp(norm(x)). */
 static oc_status layer(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_attn_stats *stats, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
@@ -208,6 +235,9 @@ static oc_status layer(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_at
         return st;
     if (P->lazy == OC_KV_LAZY_VLA && (st = vla_share(c, b, err))) return st;
     if ((st = store_kv(c, il, (int32_t)n, err))) return st;
+    /* the calibration hook sees the dense cache: never with KV eviction or shared Q/K */
+    if (b->on_attn && !c->kvp->any_evict && P->lazy == OC_KV_OWN && (st = observe(c, b, il, err)))
+        return st;
     /* att [n][d] over the cache; x += att Wo^T */
     if ((st = attention(c, b, il, stats, err)) || (st = oc_text_kv_score(c, b, il, err)) ||
         (st = op->matmul(be, &L->wo, &c->att, 0, d, &c->xb, 0, d, n, NULL, err)) ||

@@ -123,6 +123,14 @@ typedef struct oc_text_batch {
     /* optional: after layer L, called with the [n][n_embd] residual stream (parity tests) */
     void (*on_layer)(void *user, int32_t layer, const float *x, int32_t n_tokens, int32_t n_embd);
     void *user;
+    /* optional observation hook for calibration (oc_context_params.on_attention): before layer L's
+     * attention the forward copies into these host arrays the batch's post-RoPE queries
+     * obs_q [n_tokens][n_head * head_dim] and every cached key and value so far, k after RoPE,
+     * as f32: obs_k, obs_v [n_past + n_tokens][n_head_kv * head_dim]; then calls on_attn. NULL:
+     * nothing is copied (the hook costs one pointer test per layer). */
+    void (*on_attn)(void *obs_user, int32_t layer, int32_t n_q, int32_t n_kv);
+    void *obs_user;
+    float *obs_q, *obs_k, *obs_v;
 } oc_text_batch;
 oc_status oc_text_forward(oc_text_ctx *ctx, const oc_text_batch *b, oc_attn_stats *stats,
                           oc_error *err);

@@ -224,3 +224,8 @@ void oc_vision_ctx_set_debug(oc_vision_ctx *ctx, oc_vision_debug_fn fn, void *us
     ctx->debug_fn = fn;
     ctx->debug_user = user;
 }
+
+void oc_vision_ctx_set_observer(oc_vision_ctx *ctx, oc_vision_observe_fn fn, void *user) {
+    ctx->observe_fn = fn;
+    ctx->observe_user = user;
+}

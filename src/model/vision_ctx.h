@@ -44,6 +44,8 @@ struct oc_vision_ctx {
     oc_token_span *windows;       /* [nm] */
     oc_vision_debug_fn debug_fn;
     void *debug_user;
+    oc_vision_observe_fn observe_fn;   /* calibration hook (oc_vision_ctx_set_observer) */
+    void *observe_user;
 };
 
 #endif

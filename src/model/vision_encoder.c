@@ -92,6 +92,20 @@ static oc_status debug(fwd *F, int32_t layer) {
     return OC_OK;
 }
 
+/* The calibration hook: q|k|v through a host view, and the layer's segments. */
+static oc_status observe(fwd *F, int32_t il) {
+    oc_vision_ctx *c = F->c;
+    const oc_vision_hparams *hp = F->hp;
+    int full = hp->kind == OC_VISION_QWEN2VL || (il + 1) % hp->n_wa_pattern == 0;
+    oc_token_span whole = { 0, (int32_t)F->n };
+    size_t n_bytes = sizeof(float) * 3 * (size_t)F->n * (size_t)hp->hidden;
+    const float *qkv = F->be->ops->map_read(F->be, &c->w, 0, n_bytes, F->err);
+    if (!qkv) return F->err ? F->err->status : OC_ERR_DEVICE;
+    c->observe_fn(c->observe_user, il, qkv, (int32_t)F->n, full ? &whole : c->windows, full ? 1 : F->n_windows);
+    F->be->ops->unmap(F->be, &c->w, qkv);
+    return OC_OK;
+}
+
 /* h = attention(q, k, v) with q|k|v the thirds of w. */
 static oc_status attention(fwd *F, int32_t il) {
     const oc_vision_hparams *hp = F->hp;
@@ -132,6 +146,7 @@ static oc_status block(fwd *F, int32_t il) {
         (s = be->ops->rope(be, &c->w, 0, n, hp->n_heads, hp->head_dim, half, &c->cos_t, &c->sin_t, F->err)) ||
         (s = be->ops->rope(be, &c->w, nd, n, hp->n_heads, hp->head_dim, half, &c->cos_t, &c->sin_t, F->err)))
         return s;
+    if (c->observe_fn && (s = observe(F, il))) return s;
     /* h = attention; w = h Wo^T + b; x += w; h = norm2(x) */
     if ((s = attention(F, il)) || (s = linear(F, &ly->o, &c->h, 0, &c->w, 0, n, &ly->o_b)) ||
         (s = norm(F, &c->w, &ly->ln2_w, &ly->ln2_b)))

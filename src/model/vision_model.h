@@ -67,6 +67,12 @@ void oc_vision_ctx_close(oc_vision_ctx *ctx);    /* NULL is a no-op */
 typedef void (*oc_vision_debug_fn)(void *user, int32_t layer, const float *x, int32_t n_tokens,
                                    int32_t hidden);
 void oc_vision_ctx_set_debug(oc_vision_ctx *ctx, oc_vision_debug_fn fn, void *user);
+/* Calibration hook: before each layer's attention, q|k|v [3][n_tokens][hidden] (after the rotary
+ * embedding, host view) and the attention's segments (windows; one segment for a full-attention
+ * layer) as [start, end) pairs. NULL fn: off, nothing is mapped. */
+typedef void (*oc_vision_observe_fn)(void *user, int32_t layer, const float *qkv, int32_t n_tokens,
+                                     const oc_token_span *segments, int32_t n_segments);
+void oc_vision_ctx_set_observer(oc_vision_ctx *ctx, oc_vision_observe_fn fn, void *user);
 
 /* pixels: HF pixel_values of ONE image, [grid_h * grid_w][3 * 2 * 14 * 14] (src/image/image.h's
  * oc_qwen2vl_pixels.data). plan: the vision stack's per-layer heads (may be NULL or cover no layer

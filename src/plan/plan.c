@@ -20,11 +20,13 @@
  *              | "shape" "vision" "layers" N "heads" N "head-dim" N
  *              | "sink-fraction" FRACTION        BlindSight sink tokens of an image (default 0.1)
  *              | "kv-window" N                   SparseMM local window w, tokens (default 32)
+ *              | "calibration" WORD { WORD }     how `ocellus calibrate` made the plan (at most once)
  *              | STACK "default" PATTERN                     pattern of every head not set below
  *              | STACK "layer" LAYERS PATTERN ...            one pattern per head, head 0 first
  *              | STACK "layer" LAYERS "heads" HEADS PATTERN  the same pattern for some heads
  *              | "decoder" "layer" LAYERS "kv-budget" BUDGET ...    one per kv head, kv head 0 first
  *              | "decoder" "layer" LAYERS "kv-heads" HEADS "kv-budget" BUDGET
+ *              | "decoder" "layer" LAYERS "visual-score" SCORE ...  one per kv head (SparseMM Eq. 3)
  *              | STACK "layer" LAYERS "zipvl-tau" FRACTION   ZipVL Eq. 7 threshold for the layers
  *              | STACK "lazy-group" LAYERS "mode" ( "gla" | "vla" )   Q-Cache lazy block
  *   STACK      = "decoder" | "vision"
@@ -34,6 +36,8 @@
  *              | "a-shape(sink=" N ",local=" N ")"              e.g. a-shape(sink=128,local=1024)
  *   BUDGET     = N | "full"                                   tokens kept, or the whole cache
  *   N          = decimal digits, no sign;   FRACTION = digits [ "." 1 to 6 digits ]
+ *   SCORE      = FRACTION or 0;   WORD = KEY "=" VALUE, KEY of a-z 0-9 _ -, VALUE printable ASCII
+ *                (no space, no '#'); the words of a calibration line are kept in order
  *
  * Rules (each breach is an error naming its line):
  *  - Line 1 is the header. Exactly one "shape decoder" line, at most one "shape vision" line; a
@@ -48,6 +52,11 @@
  *  - kv-budget (SparseMM Eq. 5-9) is per decoder kv head (GQA heads share a cache, sparsemm.txt
  *    App. A.1) and includes the local window: kv-window <= budget <= 16777216; the vision encoder
  *    keeps no KV cache. FRACTION values satisfy 0 < value <= 1.
+ *  - visual-score (SparseMM Eq. 3-4, sparsemm.txt Sec. 3.2) is the normalised score of each decoder
+ *    kv head, 0 <= value <= 1, set at most once per (layer, kv head); budgets for any total follow
+ *    from it (Eq. 5-9), so `ocellus plan FILE --kv-budget N -o OUT` re-budgets without calibrating.
+ *    The calibration line (at most 511 bytes of words) names methods, thresholds, data and model.
+ *    Both are information: the attention engine does not read them.
  *  - A lazy group (qcache.txt Eq. 3-8) has two or more layers and overlaps no other group; its
  *    first layer computes Q/K, the others reuse them: gla for all tokens, vla for visual tokens
  *    only (text keeps its own Q/K). Vision groups must be gla (every vision token is visual).
@@ -91,6 +100,7 @@ typedef struct stack_scratch {
     uint32_t *budget_line;   /* [layer * n_kv_heads + kv_head], decoder only */
     uint32_t *tau_line;      /* [layer] */
     uint32_t *lazy_line;     /* [layer]: line of the lazy group holding the layer */
+    uint32_t *score_line;    /* [layer * n_kv_heads + kv_head], decoder only */
     uint32_t shape_line, default_line;
     oc_head_pattern default_pattern;
 } stack_scratch;
@@ -101,7 +111,7 @@ typedef struct parser {
     const char *source;
     uint32_t line;             /* 1-based; 0 for whole-file problems */
     const char *cur, *end;     /* unread part of this line's statement */
-    uint32_t sink_fraction_line, kv_window_line;
+    uint32_t sink_fraction_line, kv_window_line, calibration_line;
     stack_scratch st[OC_PLAN_N_STACKS];
 } parser;
 
@@ -339,7 +349,7 @@ static oc_status stmt_shape(parser *ps) {
     /* bookkeeping: which line set each value */
     size_t n_heads = (size_t)s.n_layers * (size_t)s.n_heads;
     size_t n_budgets = stack == OC_PLAN_DECODER ? (size_t)s.n_layers * (size_t)s.n_kv_heads : 0;
-    size_t n_words = n_heads + n_budgets + 2 * (size_t)s.n_layers;
+    size_t n_words = n_heads + 2 * n_budgets + 2 * (size_t)s.n_layers;
     sc->block_bytes = n_words * sizeof(uint32_t);
     sc->block = oc_mem_calloc(&ps->plan->alloc, sc->block_bytes);
     if (!sc->block) return oc_fail(ps->err, OC_ERR_NOMEM, "plan: out of memory");
@@ -347,6 +357,7 @@ static oc_status stmt_shape(parser *ps) {
     sc->budget_line = sc->head_line + n_heads;
     sc->tau_line = sc->budget_line + n_budgets;
     sc->lazy_line = sc->tau_line + s.n_layers;
+    sc->score_line = sc->lazy_line + s.n_layers;
     sc->shape_line = ps->line;
     return OC_OK;
 }
@@ -436,6 +447,34 @@ static oc_status stmt_layer(parser *ps, oc_plan_stack stack) {
                 if ((st = set_budget(ps, l, k, row[k]))) return st;
         return OC_OK;
     }
+    if (is(t, "visual-score")) {
+        if (stack != OC_PLAN_DECODER) return fail(ps, "visual-score is for decoder layers (SparseMM kv heads)");
+        int32_t row[OC_PLAN_MAX_HEADS];
+        int32_t n = 0;
+        for (tok v = next(ps); v.n; v = next(ps), n++) {
+            if (n == s->n_kv_heads) {   /* count the rest for the message */
+                while (next(ps).n) n++;
+                n++;
+                break;
+            }
+            if (is(v, "0")) row[n] = 0;
+            else if ((st = parse_fraction(ps, v, "visual-score", &row[n]))) return st;
+        }
+        if (n != s->n_kv_heads)
+            return fail(ps, "decoder layer %s lists %d visual-scores; the decoder has %d kv-heads", show(range).s,
+                        (int)n, (int)s->n_kv_heads);
+        stack_scratch *sc = &ps->st[OC_PLAN_DECODER];
+        for (int32_t l = first; l <= last; l++)
+            for (int32_t k = 0; k < n; k++) {
+                size_t i = (size_t)l * (size_t)s->n_kv_heads + (size_t)k;
+                if (sc->score_line[i])
+                    return fail(ps, "decoder layer %d kv-head %d visual-score already set on line %u", (int)l, (int)k,
+                                (unsigned)sc->score_line[i]);
+                sc->score_line[i] = ps->line;
+                ps->plan->stacks[OC_PLAN_DECODER].visual_score_ppm[i] = row[k];
+            }
+        return OC_OK;
+    }
     if (is(t, "zipvl-tau")) {
         int32_t tau;
         if ((st = parse_fraction(ps, next(ps), "zipvl-tau", &tau)) || (st = expect_end(ps))) return st;
@@ -513,6 +552,30 @@ static oc_status stmt_stack(parser *ps, oc_plan_stack stack) {
     return fail(ps, "unknown %s statement '%s' (expected layer, default, lazy-group)", name, show(t).s);
 }
 
+/* "calibration" WORD ...: kept as the words joined by single spaces. */
+static oc_status stmt_calibration(parser *ps) {
+    if (ps->calibration_line)
+        return fail(ps, "duplicate calibration line (first on line %u)", (unsigned)ps->calibration_line);
+    char *dst = ps->plan->calibration;
+    size_t len = 0;
+    for (tok w = next(ps); w.n; w = next(ps)) {
+        if (len + (len > 0) + w.n >= OC_PLAN_CALIBRATION_BYTES)
+            return fail(ps, "calibration line longer than %d bytes", OC_PLAN_CALIBRATION_BYTES - 1);
+        char word[OC_PLAN_CALIBRATION_BYTES];
+        memcpy(word, w.p, w.n);
+        word[w.n] = '\0';
+        if (!oc_plan_calibration_ok(word))
+            return fail(ps, "bad calibration word '%s' (expected key=value)", show(w).s);
+        if (len) dst[len++] = ' ';
+        memcpy(dst + len, w.p, w.n);
+        len += w.n;
+        dst[len] = '\0';
+    }
+    if (!len) return fail(ps, "empty calibration line (expected key=value words)");
+    ps->calibration_line = ps->line;
+    return OC_OK;
+}
+
 static oc_status statement(parser *ps) {
     tok t = next(ps);
     oc_status st;
@@ -538,8 +601,10 @@ static oc_status statement(parser *ps) {
         ps->kv_window_line = ps->line;
         return OC_OK;
     }
+    if (is(t, "calibration")) return stmt_calibration(ps);
     if (is(t, "ocellus-plan")) return fail(ps, "header 'ocellus-plan' repeated (it belongs on line 1 only)");
-    return fail(ps, "unknown statement '%s' (expected shape, sink-fraction, kv-window, decoder, vision)", show(t).s);
+    return fail(ps, "unknown statement '%s' (expected shape, sink-fraction, kv-window, calibration, decoder, vision)",
+                show(t).s);
 }
 
 static oc_status header(parser *ps) {

@@ -22,6 +22,8 @@
 #define OC_PLAN_DEFAULT_SINK_FRACTION_PPM 100000   /* BlindSight Sec. 6.1: first 10% of each image */
 #define OC_PLAN_DEFAULT_KV_WINDOW_TOKENS 32        /* SparseMM Sec. 3.3: local window w = 32 */
 #define OC_PLAN_KV_FULL 0                          /* kv budget value: keep the whole cache */
+/* The calibration line (`calibration key=value ...`): its words joined by single spaces. */
+#define OC_PLAN_CALIBRATION_BYTES 512
 
 typedef enum oc_plan_stack {
     OC_PLAN_DECODER = 0,   /* the language model: causal, GQA */
@@ -53,6 +55,11 @@ typedef struct oc_stack_plan {
     int32_t *kv_budget_tokens;     /* decoder only: [layer * n_kv_heads + kv_head], SparseMM budget
                                     * including the local window, or OC_PLAN_KV_FULL; vision: NULL */
     int32_t *zipvl_tau_ppm;        /* [layer]: ZipVL Eq. 7 threshold tau, 0 = ZipVL off */
+    int32_t *visual_score_ppm;     /* decoder only: [layer * n_kv_heads + kv_head], SparseMM's
+                                    * normalised visual score (sparsemm.txt Eq. 3, summed per kv
+                                    * group) in parts per million; all 0 when not calibrated. Kept
+                                    * so budgets for a new total need no recalibration (Eq. 5-9);
+                                    * the runtime does not read it. vision: NULL */
     oc_lazy_group *lazy_groups;    /* sorted by first_layer, disjoint */
     int32_t n_lazy_groups;
     int32_t lazy_groups_cap;       /* n_layers / 2: groups have two or more layers */
@@ -62,6 +69,8 @@ typedef struct oc_plan {
     oc_allocator alloc;            /* every array above came from it */
     int32_t sink_fraction_ppm;     /* BlindSight: sink tokens = first fraction of each image */
     int32_t kv_window_tokens;      /* SparseMM local window w (Eq. 5-9) */
+    char calibration[OC_PLAN_CALIBRATION_BYTES];   /* how `ocellus calibrate` made the plan
+                                    * (methods, thresholds, data, model hash); "" when written by hand */
     oc_stack_plan stacks[OC_PLAN_N_STACKS];
 } oc_plan;
 
@@ -151,6 +160,8 @@ const char *oc_plan_lazy_mode_name(oc_lazy_mode mode);    /* "gla", "vla" */
 /* 1 when kind may be used in stack: BlindSight kinds need text and image spans, so decoder only. */
 int oc_plan_pattern_allowed(oc_plan_stack stack, oc_pattern_kind kind);
 /* Pattern equality is pattern.h's oc_pattern_same. */
+/* 1 when text is a valid calibration line body: "key=value" words, single spaces (plan.c). */
+int oc_plan_calibration_ok(const char *text);
 
 /* ---- shared by plan.c and plan_model.c only ------------------------------------------------------ */
 /* An empty plan (no stack covered yet) with the default settings. */

@@ -28,6 +28,24 @@ int oc_plan_pattern_allowed(oc_plan_stack stack, oc_pattern_kind kind) {
     return stack == OC_PLAN_DECODER || kind == OC_PATTERN_DENSE || kind == OC_PATTERN_A_SHAPE;
 }
 
+/* A calibration text: words "key=value" separated by single spaces, key of [a-z0-9_-], value of
+ * printable ASCII without '#' (it would start a comment) and without spaces; "" is fine. */
+int oc_plan_calibration_ok(const char *text) {
+    const char *p = text;
+    while (*p) {
+        const char *w = p;
+        while (*p && ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-')) p++;
+        if (p == w || *p != '=') return 0;
+        p++;
+        const char *v = p;
+        while (*p > ' ' && *p < 0x7f && *p != '#') p++;
+        if (p == v) return 0;
+        if (*p == ' ' && p[1] != '\0' && p[1] != ' ') p++;
+        else if (*p) return 0;
+    }
+    return 1;
+}
+
 /* ---- create / free ------------------------------------------------------------------------------ */
 
 static size_t heads_bytes(const oc_plan_shape *s) {
@@ -41,6 +59,7 @@ static void stack_free(const oc_allocator *alloc, oc_stack_plan *s) {
     oc_mem_free(alloc, s->heads, heads_bytes(&s->shape));
     oc_mem_free(alloc, s->kv_budget_tokens, budget_bytes(&s->shape));
     oc_mem_free(alloc, s->zipvl_tau_ppm, (size_t)s->shape.n_layers * sizeof(int32_t));
+    oc_mem_free(alloc, s->visual_score_ppm, budget_bytes(&s->shape));
     oc_mem_free(alloc, s->lazy_groups, (size_t)s->lazy_groups_cap * sizeof(oc_lazy_group));
     memset(s, 0, sizeof *s);
 }
@@ -70,11 +89,14 @@ oc_status oc_plan_stack_init(oc_plan *plan, oc_plan_stack stack, const oc_plan_s
     s->lazy_groups_cap = shape->n_layers / 2;
     s->heads = oc_mem_calloc(&plan->alloc, heads_bytes(shape));   /* zero = dense, no sizes */
     s->zipvl_tau_ppm = oc_mem_calloc(&plan->alloc, (size_t)shape->n_layers * sizeof(int32_t));
-    if (stack == OC_PLAN_DECODER)
+    if (stack == OC_PLAN_DECODER) {
         s->kv_budget_tokens = oc_mem_calloc(&plan->alloc, budget_bytes(shape));  /* 0 = full */
+        s->visual_score_ppm = oc_mem_calloc(&plan->alloc, budget_bytes(shape));
+    }
     if (s->lazy_groups_cap)
         s->lazy_groups = oc_mem_calloc(&plan->alloc, (size_t)s->lazy_groups_cap * sizeof(oc_lazy_group));
-    if (!s->heads || !s->zipvl_tau_ppm || (stack == OC_PLAN_DECODER && !s->kv_budget_tokens) ||
+    if (!s->heads || !s->zipvl_tau_ppm ||
+        (stack == OC_PLAN_DECODER && (!s->kv_budget_tokens || !s->visual_score_ppm)) ||
         (s->lazy_groups_cap && !s->lazy_groups)) {
         stack_free(&plan->alloc, s);
         return oc_fail(err, OC_ERR_NOMEM, "plan: out of memory for the %s arrays", oc_plan_stack_name(stack));
@@ -158,7 +180,8 @@ static oc_status validate_stack(const oc_plan *plan, oc_plan_stack stack, oc_err
     }
     const char *why = oc_plan_shape_problem(stack, &s->shape);
     if (why) return oc_fail(err, OC_ERR_INVALID, "plan: %s shape: %s", name, why);
-    if (!s->heads || !s->zipvl_tau_ppm || (stack == OC_PLAN_DECODER && !s->kv_budget_tokens))
+    if (!s->heads || !s->zipvl_tau_ppm ||
+        (stack == OC_PLAN_DECODER && (!s->kv_budget_tokens || !s->visual_score_ppm)))
         return oc_fail(err, OC_ERR_INVALID, "plan: %s arrays missing", name);
     for (int32_t l = 0; l < s->shape.n_layers; l++) {
         for (int32_t h = 0; h < s->shape.n_heads; h++) {
@@ -181,13 +204,17 @@ static oc_status validate_stack(const oc_plan *plan, oc_plan_stack stack, oc_err
                            name, (int)l, (int)tau);
         for (int32_t k = 0; stack == OC_PLAN_DECODER && k < s->shape.n_kv_heads; k++) {
             int32_t b = s->kv_budget_tokens[(size_t)l * (size_t)s->shape.n_kv_heads + (size_t)k];
+            int32_t vs = s->visual_score_ppm[(size_t)l * (size_t)s->shape.n_kv_heads + (size_t)k];
+            if (vs < 0 || vs > OC_PLAN_PPM)
+                return oc_fail(err, OC_ERR_INVALID, "plan: decoder layer %d kv-head %d: visual-score %d ppm "
+                               "out of range", (int)l, (int)k, (int)vs);
             if (b != OC_PLAN_KV_FULL && (b < 1 || b > OC_PLAN_MAX_TOKENS || b < plan->kv_window_tokens))
                 return oc_fail(err, OC_ERR_INVALID, "plan: decoder layer %d kv-head %d: kv-budget %d "
                                "out of range (kv-window %d..%d)", (int)l, (int)k, (int)b,
                                (int)plan->kv_window_tokens, OC_PLAN_MAX_TOKENS);
         }
     }
-    if (stack == OC_PLAN_VISION && s->kv_budget_tokens)
+    if (stack == OC_PLAN_VISION && (s->kv_budget_tokens || s->visual_score_ppm))
         return oc_fail(err, OC_ERR_INVALID, "plan: vision kv budgets set (the vision encoder keeps no KV cache)");
     if (s->n_lazy_groups < 0 || s->n_lazy_groups > s->lazy_groups_cap || (s->n_lazy_groups && !s->lazy_groups))
         return oc_fail(err, OC_ERR_INVALID, "plan: %s lazy group count %d out of range", name,
@@ -211,6 +238,8 @@ oc_status oc_plan_validate(const oc_plan *plan, oc_error *err) {
         return oc_fail(err, OC_ERR_INVALID, "plan: sink-fraction %d ppm out of range", (int)plan->sink_fraction_ppm);
     if (plan->kv_window_tokens < 0 || plan->kv_window_tokens > OC_PLAN_MAX_TOKENS)
         return oc_fail(err, OC_ERR_INVALID, "plan: kv-window %d out of range", (int)plan->kv_window_tokens);
+    if (!memchr(plan->calibration, '\0', sizeof plan->calibration) || !oc_plan_calibration_ok(plan->calibration))
+        return oc_fail(err, OC_ERR_INVALID, "plan: calibration text is not 'key=value ...' words of printable ASCII");
     for (int i = 0; i < OC_PLAN_N_STACKS; i++) {
         oc_status st = validate_stack(plan, (oc_plan_stack)i, err);
         if (st != OC_OK) return st;
@@ -269,7 +298,8 @@ static int stack_equal(const oc_stack_plan *a, const oc_stack_plan *b, oc_plan_s
     for (size_t i = 0; i < n_heads; i++)
         if (!oc_pattern_same(&a->heads[i], &b->heads[i])) return 0;
     if (stack == OC_PLAN_DECODER &&
-        memcmp(a->kv_budget_tokens, b->kv_budget_tokens, budget_bytes(&a->shape)) != 0) return 0;
+        (memcmp(a->kv_budget_tokens, b->kv_budget_tokens, budget_bytes(&a->shape)) != 0 ||
+         memcmp(a->visual_score_ppm, b->visual_score_ppm, budget_bytes(&a->shape)) != 0)) return 0;
     if (memcmp(a->zipvl_tau_ppm, b->zipvl_tau_ppm, (size_t)a->shape.n_layers * sizeof(int32_t)) != 0) return 0;
     if (a->n_lazy_groups != b->n_lazy_groups) return 0;
     for (int32_t i = 0; i < a->n_lazy_groups; i++) {
@@ -281,7 +311,8 @@ static int stack_equal(const oc_stack_plan *a, const oc_stack_plan *b, oc_plan_s
 
 int oc_plan_equal(const oc_plan *a, const oc_plan *b) {
     if (!a || !b) return a == b;
-    if (a->sink_fraction_ppm != b->sink_fraction_ppm || a->kv_window_tokens != b->kv_window_tokens) return 0;
+    if (a->sink_fraction_ppm != b->sink_fraction_ppm || a->kv_window_tokens != b->kv_window_tokens ||
+        strcmp(a->calibration, b->calibration) != 0) return 0;
     for (int i = 0; i < OC_PLAN_N_STACKS; i++)
         if (!stack_equal(&a->stacks[i], &b->stacks[i], (oc_plan_stack)i)) return 0;
     return 1;

@@ -208,6 +208,24 @@ static void put_stack(out *o, const oc_stack_plan *s, oc_plan_stack stack) {
         }
         l = e + 1;
     }
+    for (int32_t l = 0; s->visual_score_ppm && l < n_layers;) {
+        int32_t e = l, kv = s->shape.n_kv_heads;
+        while (e + 1 < n_layers && !memcmp(&s->visual_score_ppm[(size_t)l * kv], &s->visual_score_ppm[(size_t)(e + 1) * kv],
+                                           sizeof(int32_t) * (size_t)kv))
+            e++;
+        int any = 0;
+        for (int32_t k = 0; k < kv; k++) any |= s->visual_score_ppm[(size_t)l * kv + k] != 0;
+        if (any) {
+            put_line_start(o, stack, l, e, n_layers);
+            put(o, " visual-score");
+            for (int32_t k = 0; k < kv; k++) {
+                put(o, " ");
+                put_ppm(o, s->visual_score_ppm[(size_t)l * kv + k]);
+            }
+            put(o, "\n");
+        }
+        l = e + 1;
+    }
     for (int32_t l = 0; l < n_layers;) {
         int32_t e = l;
         while (e + 1 < n_layers && s->zipvl_tau_ppm[e + 1] == s->zipvl_tau_ppm[l]) e++;
@@ -243,6 +261,7 @@ static const char *const header_comment =
     "# sink-fraction F           BlindSight: an image's sink tokens are its first F of tokens\n"
     "# kv-budget B ...           SparseMM: KV tokens kept per decoder kv head (full = all), incl.\n"
     "#                           the kv-window most recent tokens\n"
+    "# visual-score S ...        SparseMM: visual score per decoder kv head (budgets follow from it)\n"
     "# zipvl-tau T               ZipVL: keep the fewest tokens holding T of the attention mass\n"
     "# lazy-group A-B mode M     Q-Cache: layer A computes Q/K, A+1..B reuse them (gla: all\n"
     "#                           tokens, vla: visual tokens only)\n"
@@ -253,6 +272,11 @@ oc_status oc_plan_write(const oc_plan *plan, char *buf, size_t buf_bytes, size_t
     if (st != OC_OK) return st;
     out o = { buf, buf ? buf_bytes : 0, 0 };
     put(&o, "ocellus-plan 1\n");
+    if (plan->calibration[0]) {
+        put(&o, "calibration ");
+        put(&o, plan->calibration);
+        put(&o, "\n");
+    }
     put(&o, header_comment);
     for (int i = 0; i < OC_PLAN_N_STACKS; i++) {
         const oc_plan_shape *s = &plan->stacks[i].shape;

@@ -1,0 +1,369 @@
+/* cmd_calibrate.c: `ocellus calibrate`: computes an attention plan from a model and calibration
+ * prompts (examples/tools/calib.h): BlindSight head categories, SparseMM visual scores and KV
+ * budgets, Q-Cache lazy layer groups. The prompts are the built-in synthetic scene suite; the
+ * model runs dense through the public API with the calibration observer attached. Writes the plan
+ * (its calibration line names methods, thresholds, data and the model file's hash; its
+ * visual-score lines let `ocellus plan --kv-budget` re-budget without calibrating) and a report. */
+#include "cli.h"
+#include "kvcache/kv_cache.h"
+#include "ocellus.h"
+#include "port.h"
+#include "tools/calib.h"
+#include "tools/calib_scenes.h"
+#include "tools/scene_eval.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ocellus calibrate [-m TEXT.gguf --mmproj VISION.gguf] --data DIR|--suite demo -o OUT.plan [options]\n"
+            "  -m FILE                text model GGUF (default " OC_DEMO_TEXT ")\n"
+            "  --mmproj FILE          vision encoder GGUF (default " OC_DEMO_MMPROJ ")\n"
+            "  --suite demo           calibration prompts: synthetic scenes (ocellus scene), with the\n"
+            "                         answer's image region known from the scene (SparseMM grounding)\n"
+            "  --data DIR             calibration prompts from a folder `ocellus scene -o DIR` wrote (items.jsonl\n"
+            "                         + images; its \"grounding\" cells give SparseMM's regions)\n"
+            "  --items N              prompts (default 100); --seed S item stream (default 2000002,\n"
+            "                         neither a training seed of the demo model nor eval's 1000001)\n"
+            "  --images-per-item A-B  images per prompt within 1..8 (default 1-8); --side PX (default 112)\n"
+            "  --methods LIST         comma list of blindsight, sparsemm, qcache, zipvl, vision (default: all)\n"
+            "  -o FILE                the plan to write\n"
+            "  --report FILE          per-head statistics: NMSE and votes, visual scores, JS divergences\n"
+            "  -t N                   threads for the model (default: all CPUs; the plan does not depend on it)\n"
+            "BlindSight (blindsight.txt Alg. 1-2): --alpha A (0.1), --gamma-d G (0.25), --gamma-s G (0.6),\n"
+            "  --gamma-i G (0.6); sinks = first 10%% of each image's tokens (Sec. 6.1)\n"
+            "SparseMM (sparsemm.txt Eq. 3-9): --kv-budget TOKENS|FRACTION mean budget per kv head, in tokens\n"
+            "  or as a fraction of the mean calibration prompt length (default 0.5); window w = 32, rho = 0.1\n"
+            "Q-Cache (qcache.txt Eq. 3-4): --epsilon E JS divergence in bits (default 0.1), --max-group N\n"
+            "  layers per lazy block (default 3); mode vla (the paper's recommendation)\n"
+            "ZipVL (zipvl.txt Eq. 6-7, Sec. 5.3.2): tau 0.975 per layer, lowered to 0.97 (the knee) only in\n"
+            "  layers where that keeps >= 10%% fewer important tokens on the calibration prompts\n"
+            "Vision encoder (ours): per head the cheapest of local(P/4), a-shape(P/16,P/4), a-shape(P/16,P/2)\n"
+            "  for the calibration images' P patches with output NMSE < alpha, dense when > gamma_d of the\n"
+            "  images need it; the sizes fit images of the calibration size\n"
+            "Memory, allocated before the first prompt and printed: the model context (as `ocellus ask`,\n"
+            "  plus f32 copies of one layer's KV cache and one batch of queries) and the statistics: about\n"
+            "  60 bytes per context token, 220 per decoder head, 8 per vision patch, 40 per vision head.\n"
+            "  Never an N x N attention matrix: statistics are reduced over tiles of 64 keys, with a second\n"
+            "  pass over the tiles where a softmax normaliser is needed.\n");
+}
+
+typedef struct calib_ui {
+    int tty;
+    uint64_t t0_ns;
+    int64_t tokens;
+} calib_ui;
+
+/* A progress bar with the time spent and an estimate of what is left (from the mean per item). */
+static void on_item(void *user, int64_t done, int64_t total, int32_t n_prompt_tokens) {
+    calib_ui *ui = user;
+    ui->tokens += n_prompt_tokens;
+    if (!ui->tty && done != total && done % 10) return;
+    double s = (double)(oc_port_now_ns() - ui->t0_ns) / 1e9, left = done ? s / (double)done * (double)(total - done) : 0;
+    int width = 30, fill = total ? (int)(width * done / total) : width;
+    char bar[32];
+    for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
+    bar[width] = '\0';
+    fprintf(stderr, "%s[%s] %lld/%lld prompts, %.1f s, about %.0f s left   %s", ui->tty ? "\r" : "", bar,
+            (long long)done, (long long)total, s, left, ui->tty ? "" : "\n");
+    if (ui->tty && done == total) fprintf(stderr, "\n");
+}
+
+static int parse_methods(const char *s, unsigned *out) {
+    unsigned m = 0;
+    while (*s) {
+        size_t n = strcspn(s, ",");
+        if (n == 10 && !strncmp(s, "blindsight", n)) m |= OC_CALIB_BLINDSIGHT;
+        else if (n == 8 && !strncmp(s, "sparsemm", n)) m |= OC_CALIB_SPARSEMM;
+        else if (n == 6 && !strncmp(s, "qcache", n)) m |= OC_CALIB_QCACHE;
+        else if (n == 5 && !strncmp(s, "zipvl", n)) m |= OC_CALIB_ZIPVL;
+        else if (n == 6 && !strncmp(s, "vision", n)) m |= OC_CALIB_VISION;
+        else return 0;
+        s += n + (s[n] == ',');
+    }
+    *out = m;
+    return m != 0;
+}
+
+static int parse_double(const char *s, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*s == '\0' || *end != '\0' || errno || !(v >= lo && v <= hi)) return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse_ll(const char *s, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || errno || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse_range(const char *s, int32_t *lo, int32_t *hi) {
+    long long a, b;
+    const char *dash = strchr(s, '-');
+    char buf[32];
+    if (!dash) return parse_ll(s, 1, OC_SCENE_MAX_IMAGES, &a) && (*lo = *hi = (int32_t)a, 1);
+    if ((size_t)(dash - s) >= sizeof buf) return 0;
+    memcpy(buf, s, (size_t)(dash - s));
+    buf[dash - s] = '\0';
+    if (!parse_ll(buf, 1, OC_SCENE_MAX_IMAGES, &a) || !parse_ll(dash + 1, a, OC_SCENE_MAX_IMAGES, &b)) return 0;
+    *lo = (int32_t)a;
+    *hi = (int32_t)b;
+    return 1;
+}
+
+/* FNV-1a 64 of the whole file: names the model in the plan (any change to the weights changes it). */
+static int file_hash(const char *path, uint64_t *out) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    uint64_t h = 1469598103934665603ULL;
+    unsigned char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        for (size_t i = 0; i < n; i++) h = (h ^ buf[i]) * 1099511628211ULL;
+    int ok = !ferror(f);
+    fclose(f);
+    *out = h;
+    return ok;
+}
+
+static const char *base_name(const char *p) {
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+/* Append " key=value" to the calibration text; characters the plan's words cannot hold (space,
+ * '#', non-ASCII: e.g. in a file name) become '_'. */
+static void add_word(char *buf, size_t n_bytes, const char *key, const char *value) {
+    size_t len = strlen(buf);
+    int n = snprintf(buf + len, n_bytes - len, "%s%s=", len ? " " : "", key);
+    if (n < 0 || (size_t)n >= n_bytes - len) return;
+    len += (size_t)n;
+    for (const char *v = value; *v && len + 1 < n_bytes; v++)
+        buf[len++] = (*v > ' ' && *v < 0x7f && *v != '#') ? *v : '_';
+    buf[len] = '\0';
+}
+
+/* The plan's calibration line: methods, thresholds, data and model, so a plan says how it was made. */
+static void calibration_text(char *buf, size_t n_bytes, const oc_calib_params *cp, const oc_calib_scene_params *sp,
+                             const char *data_dir, const char *text_path, uint64_t hash, const char *methods) {
+    char v[64];
+    buf[0] = '\0';
+    add_word(buf, n_bytes, "tool", "ocellus-calibrate");
+    add_word(buf, n_bytes, "methods", methods);
+    add_word(buf, n_bytes, "model", base_name(text_path));
+    snprintf(v, sizeof v, "%016llx", (unsigned long long)hash);
+    add_word(buf, n_bytes, "fnv1a64", v);
+    if (data_dir) {
+        add_word(buf, n_bytes, "data", data_dir);
+        snprintf(v, sizeof v, "%lld", (long long)sp->n_items);
+        add_word(buf, n_bytes, "items", v);
+    } else {
+        snprintf(v, sizeof v, "suite:demo:seed=%llu:items=%lld:images=%d-%d:side=%d", (unsigned long long)sp->seed,
+                 (long long)sp->n_items, (int)sp->min_images, (int)sp->max_images, (int)sp->side_px);
+        add_word(buf, n_bytes, "data", v);
+    }
+    if (cp->methods & OC_CALIB_BLINDSIGHT) {
+        snprintf(v, sizeof v, "%g,%g,%g,%g", cp->bs_alpha, cp->bs_gamma_d, cp->bs_gamma_s, cp->bs_gamma_i);
+        add_word(buf, n_bytes, "alpha_gd_gs_gi", v);
+    }
+    if (cp->methods & OC_CALIB_SPARSEMM) {
+        if (cp->kv_budget_tokens > 0) snprintf(v, sizeof v, "%lld", (long long)cp->kv_budget_tokens);
+        else snprintf(v, sizeof v, "%g", cp->kv_budget_fraction);
+        add_word(buf, n_bytes, "kv_budget", v);
+        snprintf(v, sizeof v, "%g", cp->kv_rho);
+        add_word(buf, n_bytes, "rho", v);
+    }
+    if (cp->methods & OC_CALIB_ZIPVL) {
+        snprintf(v, sizeof v, "%g,%g,%g", OC_CALIB_ZIPVL_TAU, OC_CALIB_ZIPVL_TAU_LOW, OC_CALIB_ZIPVL_MIN_GAIN);
+        add_word(buf, n_bytes, "zipvl_tau_low_gain", v);
+    }
+    if (cp->methods & OC_CALIB_VISION) add_word(buf, n_bytes, "vision", "nested-a-shape");
+    if (cp->methods & OC_CALIB_QCACHE) {
+        snprintf(v, sizeof v, "%g", cp->qc_epsilon);
+        add_word(buf, n_bytes, "epsilon", v);
+        snprintf(v, sizeof v, "%d", (int)cp->qc_max_group);
+        add_word(buf, n_bytes, "max_group", v);
+    }
+}
+
+int cmd_calibrate(int argc, char **argv) {
+    const char *text_path = NULL, *mmproj_path = NULL, *out_path = NULL, *report_path = NULL, *suite = NULL;
+    const char *data_dir = NULL;
+    const char *methods = "blindsight,sparsemm,qcache,zipvl,vision";
+    oc_calib_params cp;
+    oc_calib_params_default(&cp);
+    oc_calib_scene_params sp;
+    oc_calib_scene_params_default(&sp);
+    long long n_threads = 0, ll;
+    char methods_buf[64];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (a[0] != '-') { fprintf(stderr, "ocellus calibrate: unexpected argument '%s'\n", a); return 2; }
+        if (!v) { fprintf(stderr, "ocellus calibrate: option %s needs a value\n", a); return 2; }
+        i++;
+        int ok = 1;
+        if (!strcmp(a, "-m")) text_path = v;
+        else if (!strcmp(a, "--mmproj")) mmproj_path = v;
+        else if (!strcmp(a, "-o")) out_path = v;
+        else if (!strcmp(a, "--report")) report_path = v;
+        else if (!strcmp(a, "--suite")) suite = v;
+        else if (!strcmp(a, "--data")) data_dir = v;
+        else if (!strcmp(a, "--methods")) ok = parse_methods(v, &cp.methods) && (methods = v);
+        else if (!strcmp(a, "--items")) ok = parse_ll(v, 1, 1000000, &ll) && (sp.n_items = ll, 1);
+        else if (!strcmp(a, "--seed")) ok = parse_ll(v, 0, 0x7fffffffffffffffLL, &ll) && (sp.seed = (uint64_t)ll, 1);
+        else if (!strcmp(a, "--images-per-item")) ok = parse_range(v, &sp.min_images, &sp.max_images);
+        else if (!strcmp(a, "--side"))
+            ok = parse_ll(v, 56, OC_SCENE_MAX_SIDE_PX, &ll) && ll % OC_SCENE_CELL_PX == 0 && (sp.side_px = (int32_t)ll, 1);
+        else if (!strcmp(a, "-t")) ok = parse_ll(v, 1, 1024, &n_threads);
+        else if (!strcmp(a, "--alpha")) ok = parse_double(v, 1e-9, 1e9, &cp.bs_alpha);
+        else if (!strcmp(a, "--gamma-d")) ok = parse_double(v, 0, 1, &cp.bs_gamma_d);
+        else if (!strcmp(a, "--gamma-s")) ok = parse_double(v, 0, 1, &cp.bs_gamma_s);
+        else if (!strcmp(a, "--gamma-i")) ok = parse_double(v, 0, 1, &cp.bs_gamma_i);
+        else if (!strcmp(a, "--epsilon")) ok = parse_double(v, 1e-9, 1, &cp.qc_epsilon);
+        else if (!strcmp(a, "--max-group")) ok = parse_ll(v, 2, OC_PLAN_MAX_LAYERS, &ll) && (cp.qc_max_group = (int32_t)ll, 1);
+        else if (!strcmp(a, "--kv-budget")) {
+            if (strchr(v, '.')) ok = parse_double(v, 1e-6, 1, &cp.kv_budget_fraction) && (cp.kv_budget_tokens = 0, 1);
+            else ok = parse_ll(v, 1, OC_PLAN_MAX_TOKENS, &ll) && (cp.kv_budget_tokens = ll, 1);
+        } else {
+            fprintf(stderr, "ocellus calibrate: unknown option %s\n", a);
+            return 2;
+        }
+        if (!ok) { fprintf(stderr, "ocellus calibrate: bad value for %s: %s\n", a, v); return 2; }
+    }
+    if (!out_path || !suite == !data_dir) { usage(stderr); return 2; }
+    if (suite && strcmp(suite, "demo")) {
+        fprintf(stderr, "ocellus calibrate: unknown suite '%s' (this version has: demo)\n", suite);
+        return 2;
+    }
+    if (!text_path && !mmproj_path && !cli_demo_model(&text_path, &mmproj_path)) {
+        fprintf(stderr, "ocellus calibrate: give -m and --mmproj (the demo model is not here)\n");
+        return 2;
+    }
+    if (!text_path || !mmproj_path) { fprintf(stderr, "ocellus calibrate: give both -m and --mmproj\n"); return 2; }
+    uint64_t hash;
+    if (!file_hash(text_path, &hash)) {
+        fprintf(stderr, "ocellus calibrate: cannot read %s: %s\n", text_path, strerror(errno));
+        return 1;
+    }
+    oc_error e;
+    oc_model *model = NULL;
+    oc_context *ctx = NULL;
+    oc_calib *c = NULL;
+    oc_plan *plan = NULL;
+    int rc = 1;
+    if (oc_model_open(&model, text_path, mmproj_path, NULL, &e)) {
+        fprintf(stderr, "ocellus calibrate: %s\n", e.message);
+        return 1;
+    }
+    oc_model_info mi;
+    oc_model_get_info(model, &mi);
+    oc_plan_shape shape = { mi.n_layers, mi.n_head, mi.n_head_kv, mi.head_dim };
+    oc_context_params ctxp;
+    oc_context_params_default(&ctxp);
+    oc_scene_eval_context_params(&ctxp, sp.max_images, sp.side_px);
+    ctxp.batch_tokens = ctxp.max_context_tokens;   /* one prefill call per prompt */
+    ctxp.n_threads = (int)n_threads;
+    ctxp.on_attention = oc_calib_observe;
+    oc_plan_shape vshape = { 0, 0, 0, 0 };
+    if (mi.has_vision && mi.vision_heads > 0 && (cp.methods & OC_CALIB_VISION))
+        vshape = (oc_plan_shape){ mi.vision_layers, mi.vision_heads, mi.vision_heads, mi.vision_hidden / mi.vision_heads };
+    else
+        cp.methods &= ~(unsigned)OC_CALIB_VISION;
+    int32_t max_patches = 4 * ctxp.max_image_tokens;   /* a merged token is 2x2 patches */
+    size_t ctx_bytes = 0, calib_bytes = oc_calib_bytes(&shape, ctxp.max_context_tokens, &vshape, max_patches);
+    if (oc_context_memory_bytes(model, &ctxp, &ctx_bytes, &e) ||
+        oc_calib_open(&c, &cp, &shape, ctxp.max_context_tokens, &vshape, max_patches, NULL, &e)) {
+        fprintf(stderr, "ocellus calibrate: %s\n", e.message);
+        goto done;
+    }
+    ctxp.attention_user = c;
+    if (oc_context_open(&ctx, model, &ctxp, &e)) {
+        fprintf(stderr, "ocellus calibrate: %s\n", e.message);
+        goto done;
+    }
+    fprintf(stderr, "calibrating %s (%d layers x %d heads, %d kv heads) on %lld scene prompts, %s\n"
+                    "memory: context %.1f MiB + statistics %.1f KiB, allocated up front\n",
+            base_name(text_path), (int)mi.n_layers, (int)mi.n_head, (int)mi.n_head_kv, (long long)sp.n_items,
+            oc_context_backend_name(ctx), (double)ctx_bytes / 1048576.0, (double)calib_bytes / 1024.0);
+    calib_ui ui = { isatty(2), oc_port_now_ns(), 0 };
+    sp.on_item = on_item;
+    sp.user = &ui;
+    int64_t n_right = 0, n_done = 0;
+    if (data_dir ? oc_calib_data(ctx, c, data_dir, &sp, &n_done, &n_right, &e)
+                 : oc_calib_scenes(ctx, c, &sp, &n_right, &e)) {
+        fprintf(stderr, "\nocellus calibrate: %s\n", e.message);
+        goto done;
+    }
+    if (data_dir) sp.n_items = n_done;   /* the folder may hold fewer than --items */
+    if ((cp.methods & OC_CALIB_SPARSEMM) && !oc_calib_n_scored_tokens(c)) {
+        /* a model that answers nothing right (e.g. random weights) grounds no token: say so and
+         * write the other sections rather than budgets from no evidence */
+        fprintf(stderr, "ocellus calibrate: SparseMM skipped: no answer was right (%lld of %lld), so no answer token "
+                        "is grounded (sparsemm.txt Alg. 1); the plan has no kv budgets\n",
+                (long long)n_right, (long long)sp.n_items);
+        oc_calib_drop_methods(c, OC_CALIB_SPARSEMM);
+        cp.methods &= ~(unsigned)OC_CALIB_SPARSEMM;
+        methods_buf[0] = '\0';
+        static const char *const names[] = { "blindsight", "sparsemm", "qcache", "zipvl", "vision" };
+        for (int b = 0; b < 5; b++)
+            if (cp.methods & (1u << b))
+                snprintf(methods_buf + strlen(methods_buf), sizeof methods_buf - strlen(methods_buf), "%s%s",
+                         methods_buf[0] ? "," : "", names[b]);
+        methods = methods_buf;
+    }
+    double seconds = (double)(oc_port_now_ns() - ui.t0_ns) / 1e9;
+    if (oc_plan_create(&plan, &shape, &vshape, NULL, &e) || oc_calib_to_plan(c, plan, &e) ||
+        oc_plan_validate(plan, &e)) {
+        fprintf(stderr, "ocellus calibrate: %s\n", e.message);
+        goto done;
+    }
+    {   /* the runtime's rules for the KV sections together (kvcache/kv_cache.h): a plan it refuses is a bug here */
+        static oc_kv_policy pol;
+        const oc_stack_plan *d = &plan->stacks[OC_PLAN_DECODER];
+        if (oc_kv_policy_build(&pol, d, d->shape.n_layers, d->shape.n_kv_heads, plan->kv_window_tokens, out_path, &e)) {
+            fprintf(stderr, "ocellus calibrate: the runtime would refuse the plan: %s\n", e.message);
+            goto done;
+        }
+    }
+    calibration_text(plan->calibration, sizeof plan->calibration, &cp, &sp, data_dir, text_path, hash, methods);
+    if (oc_plan_write_file(plan, out_path, &e)) {
+        fprintf(stderr, "ocellus calibrate: %s\n", e.message);
+        goto done;
+    }
+    if (report_path) {
+        FILE *f = fopen(report_path, "w");
+        if (!f) {
+            fprintf(stderr, "ocellus calibrate: cannot write %s: %s\n", report_path, strerror(errno));
+            goto done;
+        }
+        fprintf(f, "# model %s fnv1a64=%016llx, %lld of %lld answers right, %.1f s\n", text_path,
+                (unsigned long long)hash, (long long)n_right, (long long)sp.n_items, seconds);
+        oc_calib_report(c, f);
+        if (fclose(f)) { fprintf(stderr, "ocellus calibrate: cannot write %s\n", report_path); goto done; }
+    }
+    oc_plan_stats st;
+    oc_plan_stats_get(plan, OC_PLAN_DECODER, &st);
+    printf("wrote %s: %lld prompts (%.0f tokens on average, %lld answered right) in %.1f s; %d of %d decoder heads "
+           "sparse, %d kv budgets, %d lazy groups\n",
+           out_path, (long long)sp.n_items, (double)ui.tokens / (double)sp.n_items, (long long)n_right, seconds,
+           (int)st.n_sparse, (int)st.n_heads, (int)st.n_budgeted_kv_heads,
+           (int)plan->stacks[OC_PLAN_DECODER].n_lazy_groups);
+    rc = 0;
+done:
+    oc_plan_free(plan);
+    oc_context_close(ctx);
+    oc_calib_close(c);
+    oc_model_close(model);
+    return rc;
+}

@@ -1,0 +1,541 @@
+/* calib_run.c: one calibration run (calib.h): the observer the forward pass calls for every
+ * decoder layer, the per-item bookkeeping of each method, and the plan and report at the end.
+ * All memory is allocated at open for the model shape and the context length (oc_calib_bytes):
+ * the per-token maps, BlindSight's error sums and votes, SparseMM's hits of the answer rows,
+ * Q-Cache's last-row distributions of two layers, and the statistics scratch. Nothing is
+ * allocated while observing.
+ * Contents: the run's state and its one block | opening | per item: token maps, the vision
+ * encoder's layers, the decoder's layers, closing an item | results: the plan, the report. */
+#include "tools/calib.h"
+#include "attention/layout.h"
+
+#include <math.h>
+#include <string.h>
+
+#define MAX_ANSWER_ROWS 16   /* answer tokens whose rows SparseMM scores (the demo answers in 1-2) */
+
+struct oc_calib {
+    oc_allocator alloc;
+    oc_calib_params p;
+    int32_t L, H, HKV, D, max_tokens;
+    int32_t VL, VH, VD, max_vision;  /* the vision encoder (VL 0: not calibrated) */
+    void *block;
+    size_t block_bytes;
+    /* the item */
+    const uint8_t *const *cells;     /* grounding cells per image (oc_calib_item_begin), or NULL */
+    int32_t cells_grid;
+    int32_t n_prompt, tokens_ready;
+    int32_t *image_of;               /* [max_tokens] */
+    uint8_t *is_sink, *in_region;    /* [max_tokens] */
+    int32_t n_region;
+    int last_row_seen;
+    /* BlindSight */
+    double *item_err, *item_ref;     /* [L][H][3], [L][H] for this item */
+    double *nmse_sum;                /* [L][H][3] over items, for the report */
+    int32_t *votes;                  /* [L][H][OC_PATTERN_COUNT] */
+    /* SparseMM */
+    double *row_hits;                /* [MAX_ANSWER_ROWS][L][H] for this item */
+    double *head_scores;             /* [L][H], summed over right answers' tokens */
+    int64_t n_scored_tokens, n_right;
+    /* Q-Cache */
+    double *last_probs;              /* [2][max_tokens]: a^l of layers l-1 and l (head mean) */
+    double *row_probs;               /* [max_tokens]: one head's last row */
+    double *js_item;                 /* [L]: this item's S(l, l+1) */
+    double *js_sum;                  /* [L] over items */
+    int64_t n_js_items, n_zipvl_items;
+    /* ZipVL */
+    double *col_sum, *col_sorted;    /* [max_tokens]: this layer's column sums (head mean), sort scratch */
+    int64_t *col_nnz;                /* [max_tokens] */
+    double *zv_ratio;                /* [L][2]: summed p / n at tau and at the low tau */
+    /* vision */
+    int32_t *seg_start, *seg_end;    /* [max_vision]: each patch's segment */
+    int32_t *vis_votes;              /* [VL][VH][1 + OC_CALIB_VISION_N_CAND]: dense, candidates */
+    double *vis_nmse;                /* [VL][VH][OC_CALIB_VISION_N_CAND] summed over images */
+    int32_t vis_patches;             /* P of the first image; other sizes are skipped */
+    int32_t vis_sink[OC_CALIB_VISION_N_CAND], vis_local[OC_CALIB_VISION_N_CAND];
+    int64_t n_vision_images, n_vision_skipped;
+    /* counts */
+    int64_t n_items, prompt_tokens_sum;
+    double *kvs;                     /* [L][HKV]: normalised kv-head visual scores */
+    double *scratch;
+};
+
+/* ---- the run's state and its one block ----------------------------------------------------------- */
+
+void oc_calib_params_default(oc_calib_params *p) {
+    memset(p, 0, sizeof *p);
+    p->methods = OC_CALIB_BLINDSIGHT | OC_CALIB_SPARSEMM | OC_CALIB_QCACHE | OC_CALIB_ZIPVL | OC_CALIB_VISION;
+    p->bs_alpha = OC_CALIB_BS_ALPHA;
+    p->bs_gamma_d = OC_CALIB_BS_GAMMA_D;
+    p->bs_gamma_s = OC_CALIB_BS_GAMMA_S;
+    p->bs_gamma_i = OC_CALIB_BS_GAMMA_I;
+    p->sink_fraction_ppm = OC_PLAN_DEFAULT_SINK_FRACTION_PPM;
+    p->kv_window = OC_PLAN_DEFAULT_KV_WINDOW_TOKENS;
+    p->kv_rho = OC_CALIB_KV_RHO;
+    p->kv_budget_fraction = 0.5;
+    p->qc_epsilon = OC_CALIB_QC_EPSILON;
+    p->qc_max_group = OC_CALIB_QC_MAX_GROUP;
+    p->qc_mode = OC_LAZY_VLA;
+}
+
+/* The block's layout; with base NULL only the size. */
+static size_t layout_block(oc_calib *c, char *base) {
+    size_t off = 0, LH = (size_t)c->L * (size_t)c->H, T = (size_t)c->max_tokens;
+#define PART(field, bytes) do { if (base) c->field = (void *)(base + off); off += ((bytes) + 63) / 64 * 64; } while (0)
+    PART(image_of, T * sizeof(int32_t));
+    PART(is_sink, T);
+    PART(in_region, T);
+    PART(item_err, LH * 3 * sizeof(double));
+    PART(item_ref, LH * sizeof(double));
+    PART(nmse_sum, LH * 3 * sizeof(double));
+    PART(votes, LH * OC_PATTERN_COUNT * sizeof(int32_t));
+    PART(row_hits, (size_t)MAX_ANSWER_ROWS * LH * sizeof(double));
+    PART(head_scores, LH * sizeof(double));
+    PART(last_probs, 2 * T * sizeof(double));
+    PART(row_probs, T * sizeof(double));
+    PART(js_item, (size_t)c->L * sizeof(double));
+    PART(js_sum, (size_t)c->L * sizeof(double));
+    PART(col_sum, T * sizeof(double));
+    PART(col_sorted, T * sizeof(double));
+    PART(col_nnz, T * sizeof(int64_t));
+    PART(zv_ratio, (size_t)c->L * 2 * sizeof(double));
+    PART(seg_start, (size_t)c->max_vision * sizeof(int32_t));
+    PART(seg_end, (size_t)c->max_vision * sizeof(int32_t));
+    PART(vis_votes, (size_t)c->VL * (size_t)c->VH * (1 + OC_CALIB_VISION_N_CAND) * sizeof(int32_t));
+    PART(vis_nmse, (size_t)c->VL * (size_t)c->VH * OC_CALIB_VISION_N_CAND * sizeof(double));
+    PART(kvs, (size_t)c->L * (size_t)c->HKV * sizeof(double));
+    PART(scratch, oc_calib_scratch_doubles(OC_MAX(c->D, c->VD)) * sizeof(double));
+#undef PART
+    return off;
+}
+
+static void set_vision(oc_calib *c, const oc_plan_shape *vision, int32_t max_vision_tokens) {
+    int on = vision && vision->n_layers > 0 && max_vision_tokens > 0;
+    c->VL = on ? vision->n_layers : 0;
+    c->VH = on ? vision->n_heads : 0;
+    c->VD = on ? vision->head_dim : 0;
+    c->max_vision = on ? max_vision_tokens : 0;
+}
+
+size_t oc_calib_bytes(const oc_plan_shape *dec, int32_t max_tokens, const oc_plan_shape *vision,
+                      int32_t max_vision_tokens) {
+    oc_calib c;
+    memset(&c, 0, sizeof c);
+    c.L = dec->n_layers;
+    c.H = dec->n_heads;
+    c.HKV = dec->n_kv_heads;
+    c.D = dec->head_dim;
+    c.max_tokens = max_tokens;
+    set_vision(&c, vision, max_vision_tokens);
+    return sizeof c + layout_block(&c, NULL) + 2 * OC_MEM_ALIGN;   /* two blocks, each aligned */
+}
+
+/* ---- opening ------------------------------------------------------------------------------------ */
+
+oc_status oc_calib_open(oc_calib **out, const oc_calib_params *p, const oc_plan_shape *dec, int32_t max_tokens,
+                        const oc_plan_shape *vision, int32_t max_vision_tokens, const oc_allocator *alloc,
+                        oc_error *err) {
+    *out = NULL;
+    if (dec->n_layers < 1 || dec->n_heads < 1 || dec->n_kv_heads < 1 || dec->n_heads % dec->n_kv_heads ||
+        dec->head_dim < 1 || max_tokens < 1 || oc_plan_shape_problem(OC_PLAN_DECODER, dec))
+        return oc_fail(err, OC_ERR_INVALID, "calibrate: bad decoder shape");
+    if (vision && vision->n_layers > 0 && oc_plan_shape_problem(OC_PLAN_VISION, vision))
+        return oc_fail(err, OC_ERR_INVALID, "calibrate: bad vision shape");
+    if (!(p->bs_alpha > 0.0) || p->qc_max_group < 2 || !(p->qc_epsilon > 0.0 && p->qc_epsilon <= 1.0) ||
+        p->kv_window < 1 || !(p->kv_rho >= 0.0 && p->kv_rho < 1.0))
+        return oc_fail(err, OC_ERR_INVALID, "calibrate: need alpha > 0, 0 < epsilon <= 1, group cap >= 2, "
+                       "kv window >= 1 and 0 <= rho < 1");
+    oc_allocator a = alloc ? *alloc : *oc_default_allocator();
+    oc_calib *c = oc_mem_calloc(&a, sizeof *c);
+    if (!c) return oc_fail(err, OC_ERR_NOMEM, "calibrate: out of memory");
+    c->alloc = a;
+    c->p = *p;
+    c->L = dec->n_layers;
+    c->H = dec->n_heads;
+    c->HKV = dec->n_kv_heads;
+    c->D = dec->head_dim;
+    c->max_tokens = max_tokens;
+    set_vision(c, (p->methods & OC_CALIB_VISION) ? vision : NULL, max_vision_tokens);
+    if (!c->VL) c->p.methods &= ~(unsigned)OC_CALIB_VISION;   /* no encoder: nothing to calibrate there */
+    c->block_bytes = layout_block(c, NULL);
+    if (!(c->block = oc_mem_calloc(&a, c->block_bytes))) {
+        oc_mem_free(&a, c, sizeof *c);
+        return oc_fail(err, OC_ERR_NOMEM, "calibrate: out of memory for %zu bytes", c->block_bytes);
+    }
+    layout_block(c, c->block);
+    *out = c;
+    return OC_OK;
+}
+
+void oc_calib_close(oc_calib *c) {
+    if (!c) return;
+    oc_allocator a = c->alloc;
+    oc_mem_free(&a, c->block, c->block_bytes);
+    oc_mem_free(&a, c, sizeof *c);
+}
+
+int64_t oc_calib_n_items(const oc_calib *c) { return c->n_items; }
+int64_t oc_calib_n_scored_tokens(const oc_calib *c) { return c->n_scored_tokens; }
+void oc_calib_drop_methods(oc_calib *c, unsigned methods) { c->p.methods &= ~methods; }
+
+/* ---- per item ----------------------------------------------------------------------------------- */
+
+void oc_calib_item_begin(oc_calib *c, const uint8_t *const *cells, int32_t grid) {
+    size_t LH = (size_t)c->L * (size_t)c->H;
+    c->cells = cells;
+    c->cells_grid = grid;
+    c->tokens_ready = 0;
+    c->last_row_seen = 0;
+    memset(c->item_err, 0, LH * 3 * sizeof(double));
+    memset(c->item_ref, 0, LH * sizeof(double));
+    memset(c->row_hits, 0, (size_t)MAX_ANSWER_ROWS * LH * sizeof(double));
+    memset(c->js_item, 0, (size_t)c->L * sizeof(double));
+}
+
+/* The item's token maps from the prompt's images (first view of the item). */
+static void build_tokens(oc_calib *c, const oc_attn_view *v) {
+    int32_t n = OC_MIN(v->n_prompt_tokens, c->max_tokens);
+    float frac = (float)c->p.sink_fraction_ppm / (float)OC_PLAN_PPM;
+    c->n_prompt = n;
+    c->n_region = 0;
+    for (int32_t i = 0; i < n; i++) {
+        c->image_of[i] = -1;
+        c->is_sink[i] = 0;
+        c->in_region[i] = 0;
+    }
+    for (int32_t g = 0; g < v->n_images; g++) {
+        const int32_t *im = v->images + 4 * g;
+        int32_t first = im[0], n_tok = im[1], gh = im[2], gw = im[3];
+        int32_t n_sink = oc_layout_sink_count(n_tok, frac);
+        for (int32_t t = 0; t < n_tok && first + t < n; t++) {
+            c->image_of[first + t] = g;
+            c->is_sink[first + t] = t < n_sink;
+            /* a token covers the scene cell under its centre (the grids are equal when the image
+             * was not resized) */
+            if (c->cells && c->cells[g] && gh > 0 && gw > 0) {
+                int32_t row = (int32_t)(((int64_t)(t / gw) * 2 + 1) * c->cells_grid / (2 * gh));
+                int32_t col = (int32_t)(((int64_t)(t % gw) * 2 + 1) * c->cells_grid / (2 * gw));
+                if (c->cells[g][row * c->cells_grid + col]) {
+                    c->in_region[first + t] = 1;
+                    c->n_region++;
+                }
+            }
+        }
+    }
+    c->tokens_ready = 1;
+}
+
+/* One vision layer of one image: each head's cheapest candidate below alpha gets the image's vote. */
+static void observe_vision(oc_calib *c, const oc_attn_view *v) {
+    if (!c->VL || v->n_head != c->VH || v->head_dim != c->VD || v->layer < 0 || v->layer >= c->VL || v->n_q != v->n_kv ||
+        v->n_kv > c->max_vision || v->n_kv < 1)
+        return;
+    if (!c->vis_patches) {   /* sizes from the first image (calib.h) */
+        int32_t P = v->n_kv, s = OC_MAX(1, P / 16);
+        c->vis_patches = P;
+        c->vis_sink[0] = 0, c->vis_local[0] = OC_MAX(1, P / 4);
+        c->vis_sink[1] = s, c->vis_local[1] = OC_MAX(1, P / 4);
+        c->vis_sink[2] = s, c->vis_local[2] = OC_MAX(1, P / 2);
+    }
+    if (v->n_kv != c->vis_patches) {
+        if (v->layer == 0) c->n_vision_skipped++;
+        return;
+    }
+    if (v->layer == 0) c->n_vision_images++;
+    for (int32_t i = 0; i < v->n_kv; i++) c->seg_start[i] = c->seg_end[i] = i;   /* no segment: itself */
+    for (int32_t s = 0; s < v->n_segments; s++) {
+        int32_t lo = OC_MAX(0, v->segments[2 * s]), hi = OC_MIN(v->n_kv, v->segments[2 * s + 1]);
+        for (int32_t i = lo; i < hi; i++) {
+            c->seg_start[i] = lo;
+            c->seg_end[i] = hi;
+        }
+    }
+    for (int32_t i = 0; i < v->n_kv; i++)
+        if (c->seg_end[i] == i) c->seg_end[i] = i + 1;   /* a patch in no segment sees itself (never happens) */
+    for (int32_t h = 0; h < c->VH; h++) {
+        oc_calib_head hd = { v->n_q, 0, v->n_kv, c->VD, v->q + (size_t)h * c->VD, (int64_t)c->VH * c->VD,
+                             v->k + (size_t)h * c->VD, v->v + (size_t)h * c->VD, (int64_t)c->VH * c->VD,
+                             (float)pow((double)c->VD, -0.5) };
+        double err[OC_CALIB_VISION_N_CAND] = { 0, 0, 0 }, ref = 0.0;
+        oc_calib_vision_errors(&hd, c->seg_start, c->seg_end, OC_CALIB_VISION_N_CAND, c->vis_sink, c->vis_local, err,
+                               &ref, c->scratch);
+        size_t lh = (size_t)v->layer * c->VH + h;
+        int choice = 0;
+        for (int m = 0; m < OC_CALIB_VISION_N_CAND; m++) {
+            double nmse = ref > 0.0 ? err[m] / ref : 0.0;
+            c->vis_nmse[lh * OC_CALIB_VISION_N_CAND + m] += nmse;
+            if (!choice && nmse < c->p.bs_alpha) choice = m + 1;
+        }
+        c->vis_votes[lh * (1 + OC_CALIB_VISION_N_CAND) + choice]++;
+    }
+}
+
+/* The vision aggregation (calib.h): 0 dense, else candidate index + 1. */
+static int vision_choice(const oc_calib *c, size_t lh) {
+    const int32_t *v = c->vis_votes + lh * (1 + OC_CALIB_VISION_N_CAND);
+    double n = (double)c->n_vision_images;
+    if (n <= 0 || v[0] / n > c->p.bs_gamma_d) return 0;
+    int32_t cum = 0;
+    for (int m = 1; m <= OC_CALIB_VISION_N_CAND; m++) {
+        cum += v[m];
+        if (cum / n > c->p.bs_gamma_s) return m;
+    }
+    return OC_CALIB_VISION_N_CAND;
+}
+
+void oc_calib_observe(void *user, const struct oc_attn_view *v) {
+    oc_calib *c = user;
+    if (v->stack == 1) {
+        if (c->p.methods & OC_CALIB_VISION) observe_vision(c, v);
+        return;
+    }
+    if (v->stack != 0) return;
+    if (v->n_head != c->H || v->n_head_kv != c->HKV || v->head_dim != c->D || v->layer < 0 || v->layer >= c->L ||
+        v->n_kv > c->max_tokens)
+        return;   /* not the model this run was opened for: oc_calib_item_end reports nothing new */
+    if (!c->tokens_ready) build_tokens(c, v);
+    oc_calib_tokens tok = { c->n_prompt, c->image_of, c->is_sink };
+    int32_t l = v->layer, rep = c->H / c->HKV, last = c->n_prompt - 1;
+    int32_t q_end = v->q_first + v->n_q;
+    int has_last = last >= v->q_first && last < q_end;
+    /* ZipVL Eq. 6-7 over the whole prompt: only when the prompt is one forward call (calibrate opens
+     * its context so), since the column sums need every row */
+    int zipvl = (c->p.methods & OC_CALIB_ZIPVL) && v->q_first == 0 && v->n_q == c->n_prompt;
+    if (zipvl) {
+        memset(c->col_sum, 0, sizeof(double) * (size_t)v->n_kv);
+        memset(c->col_nnz, 0, sizeof(int64_t) * (size_t)v->n_kv);
+    }
+    for (int32_t h = 0; h < c->H; h++) {
+        oc_calib_head hd;
+        hd.n_q = v->n_q;
+        hd.q_first = v->q_first;
+        hd.n_kv = v->n_kv;
+        hd.head_dim = c->D;
+        hd.q = v->q + (size_t)h * (size_t)c->D;
+        hd.q_stride = (int64_t)c->H * c->D;
+        hd.k = v->k + (size_t)(h / rep) * (size_t)c->D;
+        hd.v = v->v + (size_t)(h / rep) * (size_t)c->D;
+        hd.kv_stride = (int64_t)c->HKV * c->D;
+        hd.scale = 1.0f / sqrtf((float)c->D);
+        size_t lh = (size_t)l * (size_t)c->H + (size_t)h;
+        /* BlindSight Alg. 1 over the prompt's rows (prefill is what the categories sparsify) */
+        if ((c->p.methods & OC_CALIB_BLINDSIGHT) && v->q_first < c->n_prompt) {
+            oc_calib_head pre = hd;
+            pre.n_q = OC_MIN(v->n_q, c->n_prompt - v->q_first);
+            oc_calib_mask_errors(&pre, &tok, c->item_err + lh * 3, c->item_ref + lh, c->scratch);
+        }
+        if (zipvl) oc_calib_column_mass(&hd, c->col_sum, c->col_nnz, c->scratch);
+        /* SparseMM Eq. 3-4: the rows that predict answer tokens: the prompt's last row, then each
+         * decode row (whether its token belongs to the answer is known at item end) */
+        if ((c->p.methods & OC_CALIB_SPARSEMM) && c->n_region > 0)
+            for (int32_t p = OC_MAX(v->q_first, last); p < q_end && p - last < MAX_ANSWER_ROWS; p++) {
+                int32_t arg = oc_calib_row_argmax(&hd, p - v->q_first, c->scratch);
+                c->row_hits[((size_t)(p - last) * (size_t)c->L + (size_t)l) * (size_t)c->H + (size_t)h] +=
+                    oc_calib_hit(arg, c->in_region, c->n_region);
+            }
+        /* Q-Cache Eq. 3: the layer's last prompt row a^l, the mean of its heads' distributions
+         * (the paper compares layers, and head h of one layer has no counterpart in the next) */
+        if ((c->p.methods & OC_CALIB_QCACHE) && has_last) {
+            double *cur = c->last_probs + (size_t)(l % 2) * (size_t)c->max_tokens, *row = c->row_probs;
+            oc_calib_row_probs(&hd, last - v->q_first, row, c->scratch);
+            if (h == 0) memset(cur, 0, sizeof(double) * (size_t)(last + 1));
+            for (int32_t j = 0; j <= last; j++) cur[j] += row[j] / c->H;
+        }
+    }
+    if (zipvl) {   /* the head mean of A: its column sums add up to n (each row sums to 1) */
+        int32_t n = v->n_kv;
+        for (int32_t j = 0; j < n; j++) c->col_sum[j] /= c->H;
+        c->zv_ratio[2 * l] += (double)oc_calib_zipvl_p(c->col_sum, n, n, OC_CALIB_ZIPVL_TAU, c->col_sorted) / n;
+        c->zv_ratio[2 * l + 1] += (double)oc_calib_zipvl_p(c->col_sum, n, n, OC_CALIB_ZIPVL_TAU_LOW, c->col_sorted) / n;
+        if (l == c->L - 1) c->n_zipvl_items++;
+    }
+    if ((c->p.methods & OC_CALIB_QCACHE) && has_last) {
+        if (l > 0)
+            c->js_item[l - 1] = oc_calib_jsd(c->last_probs + (size_t)((l - 1) % 2) * (size_t)c->max_tokens,
+                                             c->last_probs + (size_t)(l % 2) * (size_t)c->max_tokens, last + 1);
+        c->last_row_seen = 1;
+    }
+}
+
+void oc_calib_item_end(oc_calib *c, int answer_right, int32_t n_answer_tokens) {
+    size_t LH = (size_t)c->L * (size_t)c->H;
+    if (!c->tokens_ready) return;   /* the forward never ran */
+    c->n_items++;
+    c->prompt_tokens_sum += c->n_prompt;
+    if (c->p.methods & OC_CALIB_BLINDSIGHT)
+        for (size_t lh = 0; lh < LH; lh++) {
+            oc_pattern_kind k = oc_calib_bs_choose(c->item_err + lh * 3, c->item_ref[lh], c->p.bs_alpha);
+            c->votes[lh * OC_PATTERN_COUNT + k]++;
+            for (int m = 0; m < 3; m++)
+                c->nmse_sum[lh * 3 + m] += c->item_ref[lh] > 0.0 ? c->item_err[lh * 3 + m] / c->item_ref[lh] : 0.0;
+        }
+    if ((c->p.methods & OC_CALIB_SPARSEMM) && answer_right && c->n_region > 0) {
+        int32_t n_rows = OC_MIN(n_answer_tokens, MAX_ANSWER_ROWS);
+        for (int32_t r = 0; r < n_rows; r++)
+            for (size_t lh = 0; lh < LH; lh++) c->head_scores[lh] += c->row_hits[(size_t)r * LH + lh];
+        c->n_scored_tokens += n_rows;
+        c->n_right++;
+    }
+    if ((c->p.methods & OC_CALIB_QCACHE) && c->last_row_seen) {
+        for (int32_t l = 0; l + 1 < c->L; l++) c->js_sum[l] += c->js_item[l];
+        c->n_js_items++;
+    }
+}
+
+/* ---- results ------------------------------------------------------------------------------------ */
+
+static void kv_scores(const oc_calib *c, double *out) {
+    oc_calib_kv_scores(c->head_scores, c->L, c->H, c->HKV, out);
+}
+
+const double *oc_calib_visual_scores(oc_calib *c) {
+    kv_scores(c, c->kvs);
+    return c->kvs;
+}
+
+oc_status oc_calib_to_plan(const oc_calib *c, oc_plan *plan, oc_error *err) {
+    oc_stack_plan *s = &plan->stacks[OC_PLAN_DECODER];
+    if (s->shape.n_layers != c->L || s->shape.n_heads != c->H || s->shape.n_kv_heads != c->HKV)
+        return oc_fail(err, OC_ERR_INVALID, "calibrate: the plan's decoder shape differs from the model's");
+    if (!c->n_items && (c->p.methods & ~(unsigned)OC_CALIB_VISION))
+        return oc_fail(err, OC_ERR_INVALID, "calibrate: no item was calibrated");
+    plan->sink_fraction_ppm = c->p.sink_fraction_ppm;
+    plan->kv_window_tokens = c->p.kv_window;
+    if (c->p.methods & OC_CALIB_BLINDSIGHT)
+        for (int32_t l = 0; l < c->L; l++)
+            for (int32_t h = 0; h < c->H; h++) {
+                const int32_t *v = c->votes + ((size_t)l * c->H + h) * OC_PATTERN_COUNT;
+                oc_head_pattern *hp = oc_plan_head(plan, OC_PLAN_DECODER, l, h);
+                memset(hp, 0, sizeof *hp);
+                hp->kind = oc_calib_bs_aggregate(v, (int32_t)c->n_items, c->p.bs_gamma_d, c->p.bs_gamma_s,
+                                                 c->p.bs_gamma_i);
+            }
+    if (c->p.methods & OC_CALIB_SPARSEMM) {
+        int32_t n = c->L * c->HKV;
+        if (!c->n_scored_tokens)
+            return oc_fail(err, OC_ERR_INVALID, "calibrate: SparseMM saw no grounded answer token (no item answered "
+                           "right with a grounding region)");
+        kv_scores(c, c->kvs);
+        for (int32_t i = 0; i < n; i++) s->visual_score_ppm[i] = (int32_t)lround(c->kvs[i] * OC_PLAN_PPM);
+        double per_head = c->p.kv_budget_tokens > 0
+                              ? (double)c->p.kv_budget_tokens
+                              : c->p.kv_budget_fraction * (double)c->prompt_tokens_sum / (double)c->n_items;
+        int64_t total = (int64_t)llround(per_head * n);
+        if (total < (int64_t)n * c->p.kv_window) total = (int64_t)n * c->p.kv_window;
+        /* from the stored (rounded) scores, so the plan's budgets are what re-budgeting it gives */
+        oc_status st = oc_calib_plan_budgets(plan, total, c->p.kv_rho, err);
+        if (st) return st;
+    }
+    if (c->p.methods & OC_CALIB_ZIPVL) {
+        if (!c->n_zipvl_items)
+            return oc_fail(err, OC_ERR_INVALID, "calibrate: ZipVL needs each prompt in one forward call");
+        for (int32_t l = 0; l < c->L; l++) {
+            double tau = oc_calib_zipvl_tau(c->zv_ratio[2 * l], c->zv_ratio[2 * l + 1]);
+            s->zipvl_tau_ppm[l] = (int32_t)lround(tau * OC_PLAN_PPM);
+        }
+    }
+    if (c->p.methods & OC_CALIB_VISION) {
+        oc_stack_plan *vs = &plan->stacks[OC_PLAN_VISION];
+        if (!c->VL || vs->shape.n_layers != c->VL || vs->shape.n_heads != c->VH)
+            return oc_fail(err, OC_ERR_INVALID, "calibrate: vision heads asked for, but the plan or model has no "
+                           "matching vision encoder");
+        if (!c->n_vision_images) return oc_fail(err, OC_ERR_INVALID, "calibrate: no image reached the vision encoder");
+        for (int32_t l = 0; l < c->VL; l++)
+            for (int32_t h = 0; h < c->VH; h++) {
+                int m = vision_choice(c, (size_t)l * c->VH + h);
+                oc_head_pattern *hp = oc_plan_head(plan, OC_PLAN_VISION, l, h);
+                memset(hp, 0, sizeof *hp);
+                if (m) {
+                    hp->kind = OC_PATTERN_A_SHAPE;
+                    hp->n_sink = c->vis_sink[m - 1];
+                    hp->n_local = c->vis_local[m - 1];
+                }
+            }
+    }
+    if (c->p.methods & OC_CALIB_QCACHE) {
+        if (!c->n_js_items) return oc_fail(err, OC_ERR_INVALID, "calibrate: Q-Cache saw no last prompt row");
+        double s_adj[OC_PLAN_MAX_LAYERS];
+        int32_t first[OC_PLAN_MAX_LAYERS], last[OC_PLAN_MAX_LAYERS];
+        for (int32_t l = 0; l + 1 < c->L; l++) s_adj[l] = c->js_sum[l] / (double)c->n_js_items;
+        int32_t n = oc_calib_qc_groups(s_adj, c->L, c->p.qc_epsilon, c->p.qc_max_group, first, last);
+        for (int32_t g = 0; g < n; g++) {
+            oc_status st = oc_plan_add_lazy_group(plan, OC_PLAN_DECODER, first[g], last[g], c->p.qc_mode, err);
+            if (st) return st;
+            /* a lazy layer attends with its first layer's Q/K, so it keeps the first layer's tokens:
+             * the runtime requires its kv budgets and tau to be the first layer's (kvcache/kv_cache.h) */
+            for (int32_t l = first[g] + 1; l <= last[g]; l++) {
+                memcpy(s->kv_budget_tokens + (size_t)l * c->HKV, s->kv_budget_tokens + (size_t)first[g] * c->HKV,
+                       sizeof(int32_t) * (size_t)c->HKV);
+                s->zipvl_tau_ppm[l] = s->zipvl_tau_ppm[first[g]];
+            }
+        }
+    }
+    return OC_OK;
+}
+
+void oc_calib_report(oc_calib *c, FILE *f) {
+    static const char *short_name[OC_PATTERN_COUNT] = { "dense", "sink", "intra", "intra+sink", "a-shape" };
+    fprintf(f, "# ocellus calibrate report: %lld items, %.1f prompt tokens on average\n", (long long)c->n_items,
+            c->n_items ? (double)c->prompt_tokens_sum / (double)c->n_items : 0.0);
+    if (c->p.methods & OC_CALIB_BLINDSIGHT) {
+        fprintf(f, "\n## BlindSight (alpha %.3g, gamma_d %.3g, gamma_s %.3g, gamma_i %.3g)\n", c->p.bs_alpha,
+                c->p.bs_gamma_d, c->p.bs_gamma_s, c->p.bs_gamma_i);
+        fprintf(f, "layer head  mean NMSE: sink  intra  intra+sink | votes: dense sink intra intra+sink -> choice\n");
+        for (int32_t l = 0; l < c->L; l++)
+            for (int32_t h = 0; h < c->H; h++) {
+                size_t lh = (size_t)l * c->H + h;
+                const int32_t *v = c->votes + lh * OC_PATTERN_COUNT;
+                double n = c->n_items ? (double)c->n_items : 1.0;
+                oc_pattern_kind k = oc_calib_bs_aggregate(v, (int32_t)c->n_items, c->p.bs_gamma_d, c->p.bs_gamma_s,
+                                                          c->p.bs_gamma_i);
+                fprintf(f, "%5d %4d  %10.4f %6.4f %6.4f | %5d %4d %5d %5d -> %s\n", (int)l, (int)h,
+                        c->nmse_sum[lh * 3] / n, c->nmse_sum[lh * 3 + 1] / n, c->nmse_sum[lh * 3 + 2] / n,
+                        (int)v[0], (int)v[1], (int)v[2], (int)v[3], short_name[k]);
+            }
+    }
+    if (c->p.methods & OC_CALIB_SPARSEMM) {
+        fprintf(f, "\n## SparseMM visual scores (%lld grounded answer tokens of %lld right answers), per kv head\n",
+                (long long)c->n_scored_tokens, (long long)c->n_right);
+        kv_scores(c, c->kvs);
+        for (int32_t l = 0; l < c->L; l++) {
+            fprintf(f, "layer %3d:", (int)l);
+            for (int32_t g = 0; g < c->HKV; g++) fprintf(f, " %.4f", c->kvs[(size_t)l * c->HKV + g]);
+            fprintf(f, "\n");
+        }
+    }
+    if (c->p.methods & OC_CALIB_ZIPVL) {
+        double n = c->n_zipvl_items ? (double)c->n_zipvl_items : 1.0;
+        fprintf(f, "\n## ZipVL: mean important-token ratio p/n (Eq. 7) per layer at tau %.3f and %.3f -> tau\n",
+                OC_CALIB_ZIPVL_TAU, OC_CALIB_ZIPVL_TAU_LOW);
+        for (int32_t l = 0; l < c->L; l++) {
+            double r0 = c->zv_ratio[2 * l] / n, r1 = c->zv_ratio[2 * l + 1] / n;
+            double tau = oc_calib_zipvl_tau(c->zv_ratio[2 * l], c->zv_ratio[2 * l + 1]);
+            fprintf(f, "layer %3d: %.3f %.3f -> %.3f%s\n", (int)l, r0, r1, tau,
+                    tau < OC_CALIB_ZIPVL_TAU ? " (lowered: saves >= 10% of the tokens)" : "");
+        }
+    }
+    if ((c->p.methods & OC_CALIB_VISION) && c->VL) {
+        fprintf(f, "\n## Vision encoder: %lld images of %d patches (%lld of other sizes skipped); mean NMSE of\n"
+                   "## local(%d) | a-shape(%d,%d) | a-shape(%d,%d) | votes: dense, each -> choice (alpha %.3g)\n",
+                (long long)c->n_vision_images, (int)c->vis_patches, (long long)c->n_vision_skipped, (int)c->vis_local[0],
+                (int)c->vis_sink[1], (int)c->vis_local[1], (int)c->vis_sink[2], (int)c->vis_local[2], c->p.bs_alpha);
+        double n = c->n_vision_images ? (double)c->n_vision_images : 1.0;
+        for (int32_t l = 0; l < c->VL; l++)
+            for (int32_t h = 0; h < c->VH; h++) {
+                size_t lh = (size_t)l * c->VH + h;
+                const double *e = c->vis_nmse + lh * OC_CALIB_VISION_N_CAND;
+                const int32_t *v = c->vis_votes + lh * (1 + OC_CALIB_VISION_N_CAND);
+                int m = vision_choice(c, lh);
+                fprintf(f, "%5d %4d  %7.4f %7.4f %7.4f | %4d %4d %4d %4d -> %s\n", (int)l, (int)h, e[0] / n, e[1] / n,
+                        e[2] / n, (int)v[0], (int)v[1], (int)v[2], (int)v[3],
+                        m == 0 ? "dense" : m == 1 ? "local" : m == 2 ? "a-shape P/4" : "a-shape P/2");
+            }
+    }
+    if (c->p.methods & OC_CALIB_QCACHE) {
+        fprintf(f, "\n## Q-Cache: mean JS divergence (bits) of the last prompt row, layer l vs l+1 (epsilon %.3g, "
+                "blocks of at most %d)\n", c->p.qc_epsilon, (int)c->p.qc_max_group);
+        for (int32_t l = 0; l + 1 < c->L; l++)
+            fprintf(f, "S(%d,%d) = %.4f\n", (int)l, (int)l + 1,
+                    c->n_js_items ? c->js_sum[l] / (double)c->n_js_items : 0.0);
+    }
+}

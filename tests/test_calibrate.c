@@ -1,0 +1,763 @@
+/* test_calibrate.c: the calibration algorithms (examples/tools/calib*.c). Each tiled statistic
+ * against a naive double-precision reference that builds the whole score matrix (fine at test
+ * sizes), on random heads with outputs poisoned first; then each method on synthetic attention
+ * inputs whose right answer is known by construction (issue 18, must-show 1): a head that only
+ * looks inside its image comes out intra-image, two identical layers group, a head whose argmax
+ * always hits the grounded region gets the top visual score. */
+#include "check.h"
+#include "ocellus.h"
+#include "kvcache/kv_cache.h"
+#include "tools/calib.h"
+#include "tools/calib_scenes.h"
+#include "tools/plan_svg.h"
+#include "tools/scene_eval.h"
+#include "tools/scene_ground.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- a synthetic prompt: text 0-3, image 0 at 4-13 (2x5), text 14-15, image 1 at 16-25, text 26-29 */
+#define N_TOK 30
+#define HD 16
+static const int32_t images_[2][4] = { { 4, 10, 2, 5 }, { 16, 10, 2, 5 } };
+
+static void tokens_of(int32_t *image_of, uint8_t *is_sink, oc_calib_tokens *t) {
+    for (int32_t i = 0; i < N_TOK; i++) {
+        image_of[i] = -1;
+        is_sink[i] = 0;
+    }
+    for (int g = 0; g < 2; g++)
+        for (int32_t k = 0; k < images_[g][1]; k++) {
+            image_of[images_[g][0] + k] = g;
+            is_sink[images_[g][0] + k] = k == 0;   /* ceil(10% of 10) = 1 sink token */
+        }
+    t->n_tokens = N_TOK;
+    t->image_of = image_of;
+    t->is_sink = is_sink;
+}
+
+static void fill(check_rng *r, float *p, size_t n, float lo, float hi) {
+    for (size_t i = 0; i < n; i++) p[i] = check_rng_uniform(r, lo, hi);
+}
+
+/* naive: the scaled score matrix of one head, rows x keys, in double */
+static void naive_scores(const oc_calib_head *h, double *s) {
+    for (int32_t i = 0; i < h->n_q; i++)
+        for (int32_t j = 0; j < h->n_kv; j++) {
+            double dot = 0.0;
+            for (int32_t d = 0; d < h->head_dim; d++)
+                dot += (double)h->q[i * h->q_stride + d] * (double)h->k[j * h->kv_stride + d];
+            s[i * h->n_kv + j] = dot * h->scale;
+        }
+}
+
+/* naive: softmax over the kept keys of row i, then the output row */
+static void naive_output(const oc_calib_head *h, const oc_calib_tokens *t, oc_pattern_kind kind, const double *s,
+                         int32_t i, double *out) {
+    int32_t p = h->q_first + i;
+    double m = -INFINITY, l = 0.0;
+    for (int32_t j = 0; j < h->n_kv; j++)
+        if (oc_calib_keeps(t, kind, p, j)) m = fmax(m, s[i * h->n_kv + j]);
+    for (int32_t d = 0; d < h->head_dim; d++) out[d] = 0.0;
+    for (int32_t j = 0; j < h->n_kv; j++) {
+        if (!oc_calib_keeps(t, kind, p, j)) continue;
+        double e = exp(s[i * h->n_kv + j] - m);
+        l += e;
+        for (int32_t d = 0; d < h->head_dim; d++) out[d] += e * h->v[j * h->kv_stride + d];
+    }
+    for (int32_t d = 0; d < h->head_dim; d++) out[d] /= l;
+}
+
+static double rel(double got, double ref) {
+    if (!isfinite(got)) return INFINITY;
+    return fabs(got - ref) / fmax(fabs(ref), 1e-300);
+}
+
+/* a random head over N_TOK keys, n_q query rows ending at the last token */
+typedef struct rhead { float q[N_TOK * HD], k[N_TOK * HD], v[N_TOK * HD]; oc_calib_head h; } rhead;
+static void random_head(check_rng *r, rhead *x, int32_t n_q, float spread) {
+    fill(r, x->q, N_TOK * HD, -spread, spread);
+    fill(r, x->k, N_TOK * HD, -spread, spread);
+    fill(r, x->v, N_TOK * HD, -1.0f, 1.0f);
+    x->h = (oc_calib_head){ n_q, N_TOK - n_q, N_TOK, HD, x->q, HD, x->k, x->v, HD, 0.25f };
+}
+
+static void test_keeps_rule(void) {
+    int32_t image_of[N_TOK];
+    uint8_t is_sink[N_TOK];
+    oc_calib_tokens t;
+    tokens_of(image_of, is_sink, &t);
+    CHECK(!oc_calib_keeps(&t, OC_PATTERN_DENSE, 5, 6));                /* causal */
+    CHECK(oc_calib_keeps(&t, OC_PATTERN_SINK, 20, 2));                 /* image query keeps text */
+    CHECK(oc_calib_keeps(&t, OC_PATTERN_SINK, 20, 4));                 /* ... and image 0's sink */
+    CHECK(!oc_calib_keeps(&t, OC_PATTERN_SINK, 20, 5));
+    CHECK(!oc_calib_keeps(&t, OC_PATTERN_SINK, 20, 18));               /* not its own non-sink */
+    CHECK(oc_calib_keeps(&t, OC_PATTERN_INTRA_IMAGE, 20, 18));
+    CHECK(!oc_calib_keeps(&t, OC_PATTERN_INTRA_IMAGE, 20, 4));         /* no sinks of image 0 */
+    CHECK(oc_calib_keeps(&t, OC_PATTERN_INTRA_IMAGE_SINK, 20, 4));
+    CHECK(oc_calib_keeps(&t, OC_PATTERN_INTRA_IMAGE, 27, 5));          /* text queries stay dense */
+}
+
+static void test_mask_errors_match_naive(void) {
+    check_rng r = { 0x5eed1 };
+    int32_t image_of[N_TOK];
+    uint8_t is_sink[N_TOK];
+    oc_calib_tokens t;
+    tokens_of(image_of, is_sink, &t);
+    double scratch[4 * HD + OC_CALIB_TILE_KEYS], s[N_TOK * N_TOK], o_ref[HD], o_m[HD];
+    static const oc_pattern_kind kinds[3] = { OC_PATTERN_SINK, OC_PATTERN_INTRA_IMAGE, OC_PATTERN_INTRA_IMAGE_SINK };
+    for (int trial = 0; trial < 20; trial++) {
+        rhead x;
+        int32_t n_q = check_rng_int(&r, 1, N_TOK);
+        random_head(&r, &x, n_q, trial % 2 ? 3.0f : 0.5f);
+        double err[3] = { 0.0, 0.0, 0.0 }, ref = 0.0;   /* the helper adds to these */
+        oc_calib_mask_errors(&x.h, &t, err, &ref, scratch);
+        double e_ref[3] = { 0, 0, 0 }, r_ref = 0.0;
+        naive_scores(&x.h, s);
+        for (int32_t i = 0; i < n_q; i++) {
+            naive_output(&x.h, &t, OC_PATTERN_DENSE, s, i, o_ref);
+            for (int d = 0; d < HD; d++) r_ref += o_ref[d] * o_ref[d];
+            for (int m = 0; m < 3; m++) {
+                naive_output(&x.h, &t, kinds[m], s, i, o_m);
+                for (int d = 0; d < HD; d++) e_ref[m] += (o_m[d] - o_ref[d]) * (o_m[d] - o_ref[d]);
+            }
+        }
+        CHECKF(rel(ref, r_ref) < 1e-9, "trial %d: ref %g vs %g", trial, ref, r_ref);
+        for (int m = 0; m < 3; m++)
+            CHECKF(e_ref[m] == 0.0 ? err[m] < 1e-20 : rel(err[m], e_ref[m]) < 1e-7,
+                   "trial %d mask %d: %g vs %g", trial, m, err[m], e_ref[m]);
+    }
+}
+
+static void test_row_stats_match_naive(void) {
+    check_rng r = { 0x5eed2 };
+    double scratch[4 * HD + OC_CALIB_TILE_KEYS], s[N_TOK * N_TOK], probs[N_TOK], col[N_TOK];
+    int64_t nnz[N_TOK];
+    for (int trial = 0; trial < 20; trial++) {
+        rhead x;
+        int32_t n_q = check_rng_int(&r, 1, N_TOK);
+        random_head(&r, &x, n_q, 2.0f);
+        naive_scores(&x.h, s);
+        double col_ref[N_TOK] = { 0 };
+        int64_t nnz_ref[N_TOK] = { 0 };
+        for (int32_t i = 0; i < n_q; i++) {
+            int32_t p = x.h.q_first + i, arg = 0;
+            double m = -INFINITY, l = 0.0;
+            for (int32_t j = 0; j <= p; j++)
+                if (s[i * N_TOK + j] > m) { m = s[i * N_TOK + j]; arg = j; }
+            for (int32_t j = 0; j <= p; j++) l += exp(s[i * N_TOK + j] - m);
+            for (int32_t j = 0; j < N_TOK; j++) probs[j] = NAN;   /* poison */
+            oc_calib_row_probs(&x.h, i, probs, scratch);
+            for (int32_t j = 0; j < N_TOK; j++) {
+                double want = j <= p ? exp(s[i * N_TOK + j] - m) / l : 0.0;
+                CHECKF(want == 0.0 ? probs[j] == 0.0 : rel(probs[j], want) < 1e-10, "row %d key %d: %g vs %g", i, j,
+                       probs[j], want);
+                if (j <= p) { col_ref[j] += want; nnz_ref[j]++; }
+            }
+            CHECKF(oc_calib_row_argmax(&x.h, i, scratch) == arg, "row %d argmax", i);
+        }
+        memset(col, 0, sizeof col);
+        memset(nnz, 0, sizeof nnz);
+        oc_calib_column_mass(&x.h, col, nnz, scratch);
+        for (int32_t j = 0; j < N_TOK; j++) {
+            CHECK(nnz[j] == nnz_ref[j]);
+            CHECKF(col_ref[j] == 0.0 ? col[j] == 0.0 : rel(col[j], col_ref[j]) < 1e-10, "column %d", j);
+        }
+    }
+}
+
+static void test_jsd(void) {
+    double p[4] = { 0.5, 0.5, 0, 0 }, q[4] = { 0, 0, 0.5, 0.5 }, u[4] = { 0.25, 0.25, 0.25, 0.25 };
+    CHECK(fabs(oc_calib_jsd(p, q, 4) - 1.0) < 1e-12);   /* disjoint supports: 1 bit */
+    CHECK(oc_calib_jsd(p, p, 4) == 0.0);
+    /* naive: 0.5 KL(p||m) + 0.5 KL(u||m), m = (p+u)/2 */
+    double want = 0.0;
+    for (int j = 0; j < 4; j++) {
+        double m = 0.5 * (p[j] + u[j]);
+        if (p[j] > 0) want += 0.5 * p[j] * log2(p[j] / m);
+        want += 0.5 * u[j] * log2(u[j] / m);
+    }
+    CHECK(rel(oc_calib_jsd(p, u, 4), want) < 1e-12);
+}
+
+static void test_blindsight_rules(void) {
+    double e[3] = { 0.5, 0.05, 0.01 };
+    CHECK(oc_calib_bs_choose(e, 1.0, 0.1) == OC_PATTERN_INTRA_IMAGE);   /* the first below alpha */
+    e[0] = 0.09;
+    CHECK(oc_calib_bs_choose(e, 1.0, 0.1) == OC_PATTERN_SINK);
+    e[0] = e[1] = e[2] = 0.2;
+    CHECK(oc_calib_bs_choose(e, 1.0, 0.1) == OC_PATTERN_DENSE);
+    int32_t c[OC_PATTERN_COUNT] = { 3, 7, 0, 0, 0 };
+    CHECK(oc_calib_bs_aggregate(c, 10, 0.25, 0.6, 0.6) == OC_PATTERN_DENSE);   /* 30% dense > 25% */
+    int32_t c2[OC_PATTERN_COUNT] = { 2, 7, 1, 0, 0 };
+    CHECK(oc_calib_bs_aggregate(c2, 10, 0.25, 0.6, 0.6) == OC_PATTERN_SINK);
+    int32_t c3[OC_PATTERN_COUNT] = { 2, 2, 6, 0, 0 };                        /* 60% is not > 60% */
+    CHECK(oc_calib_bs_aggregate(c3, 10, 0.25, 0.6, 0.6) == OC_PATTERN_INTRA_IMAGE_SINK);
+    int32_t c4[OC_PATTERN_COUNT] = { 1, 1, 8, 0, 0 };
+    CHECK(oc_calib_bs_aggregate(c4, 10, 0.25, 0.6, 0.6) == OC_PATTERN_INTRA_IMAGE);
+}
+
+static void test_kv_budgets(void) {
+    double sc[6] = { 0.5, 0.0, 0.25, 0.125, 0.125, 0.0 };
+    int32_t b[6];
+    int64_t total = 6 * 100;
+    REQUIRE(oc_calib_kv_budgets(sc, 6, total, 32, 0.1, b, NULL) == OC_OK);
+    int64_t sum = 0;
+    for (int i = 0; i < 6; i++) {
+        /* Eq. 5-9 in double: w + rho (B - Nw) / N + (1 - rho)(B - Nw) s / sum s */
+        double want = 32 + 0.1 * (600 - 192) / 6.0 + 0.9 * (600 - 192) * sc[i];
+        CHECKF(fabs(b[i] - want) < 1.0, "kv head %d: %d vs %g", i, b[i], want);
+        CHECK(b[i] >= 32);
+        sum += b[i];
+    }
+    CHECK(sum == total);
+    CHECK(oc_calib_kv_budgets(sc, 6, 6 * 31, 32, 0.1, b, NULL) == OC_ERR_INVALID);
+    double h[2 * 4] = { 1, 0, 3, 0, 0, 0, 0, 4 }, kv[2 * 2];   /* 2 layers x 4 heads, 2 kv heads */
+    oc_calib_kv_scores(h, 2, 4, 2, kv);
+    CHECK(fabs(kv[0] - 0.125) < 1e-12 && fabs(kv[1] - 0.375) < 1e-12 && kv[2] == 0.0 && fabs(kv[3] - 0.5) < 1e-12);
+}
+
+static void test_zipvl(void) {
+    double col[6] = { 0.5, 3.0, 0.25, 1.5, 0.5, 0.25 }, scratch[6];   /* sums to 6 = n */
+    /* sorted: 3, 1.5, 0.5, 0.5, 0.25, 0.25; prefixes 3, 4.5, 5, 5.5, 5.75, 6 */
+    CHECK(oc_calib_zipvl_p(col, 6, 6.0, 0.5, scratch) == 1);
+    CHECK(oc_calib_zipvl_p(col, 6, 6.0, 0.75, scratch) == 2);     /* 4.5 >= 4.5 */
+    CHECK(oc_calib_zipvl_p(col, 6, 6.0, 0.9, scratch) == 4);      /* 5.4 needs 5.5 */
+    CHECK(oc_calib_zipvl_p(col, 6, 6.0, 0.975, scratch) == 6);    /* 5.85 needs 6 */
+    CHECK(col[1] == 3.0);                                          /* the input is left alone */
+    CHECK(oc_calib_zipvl_tau(0.8, 0.78) == OC_CALIB_ZIPVL_TAU);   /* 2.5% fewer: keep 0.975 */
+    CHECK(oc_calib_zipvl_tau(0.8, 0.70) == OC_CALIB_ZIPVL_TAU_LOW);
+}
+
+static void test_qc_groups(void) {
+    double s[7] = { 0.01, 0.02, 0.5, 0.01, 0.01, 0.01, 0.3 };   /* 8 layers */
+    int32_t f[4], l[4];
+    int32_t n = oc_calib_qc_groups(s, 8, 0.1, 3, f, l);
+    REQUIRE(n == 2);
+    CHECK(f[0] == 0 && l[0] == 2);   /* 0-1-2, stopped by S(2,3) */
+    CHECK(f[1] == 3 && l[1] == 5);   /* capped at three layers; 6 alone is no block */
+}
+
+/* ---- the whole observer on synthetic layers -------------------------------------------------- */
+
+#define SL 3
+#define SH 4
+#define SKV 2
+typedef struct synth {
+    float q[N_TOK * SH * HD], k[N_TOK * SKV * HD], v[N_TOK * SKV * HD];
+} synth;
+
+static void unit(float *x, int dim, float len) {
+    memset(x, 0, sizeof(float) * HD);
+    x[dim] = len;
+}
+
+/* Layer where head 1 looks only inside its own image (its kv head 0), head 2 (kv head 1) puts the
+ * last row's argmax on image 1 and the others look at text. `variant` changes layer 2's last rows
+ * so that it differs from layers 0 and 1. */
+static void make_layer(synth *s, check_rng *r, int variant) {
+    for (int32_t t = 0; t < N_TOK; t++) {
+        int32_t g = t >= 4 && t < 14 ? 0 : t >= 16 && t < 26 ? 1 : -1;
+        for (int kv = 0; kv < SKV; kv++) {
+            float *k = s->k + ((size_t)t * SKV + kv) * HD, *v = s->v + ((size_t)t * SKV + kv) * HD;
+            fill(r, k, HD, -0.05f, 0.05f);
+            if (g >= 0) k[g] += 1.0f; else k[4] += 1.0f;   /* image g along axis g, text along axis 4 */
+            fill(r, v, HD, -1.0f, 1.0f);
+        }
+        for (int h = 0; h < SH; h++) {
+            float *q = s->q + ((size_t)t * SH + h) * HD;
+            if (h == 1 && g >= 0) unit(q, g, 40.0f);                   /* own image only */
+            else if (h == 2 && t == N_TOK - 1) unit(q, 1, 40.0f);      /* last row -> image 1 */
+            else unit(q, 4, 40.0f);                                    /* text */
+            if (variant && t == N_TOK - 1 && h != 2) unit(q, 0, 40.0f);   /* layer 2: last row on image 0 */
+        }
+    }
+}
+
+static void observe_synth(oc_calib *c, synth *s, int32_t layer) {
+    oc_attn_view v;
+    memset(&v, 0, sizeof v);
+    v.layer = layer;
+    v.n_q = N_TOK;
+    v.q_first = 0;
+    v.n_kv = N_TOK;
+    v.n_head = SH;
+    v.n_head_kv = SKV;
+    v.head_dim = HD;
+    v.q = s->q;
+    v.k = s->k;
+    v.v = s->v;
+    v.n_prompt_tokens = N_TOK;
+    v.n_images = 2;
+    v.images = &images_[0][0];
+    oc_calib_observe(c, &v);
+}
+
+static void test_calibration_on_synthetic_layers(void) {
+    static synth s[SL];
+    check_rng r = { 0x5eed3 };
+    oc_plan_shape shape = { SL, SH, SKV, HD };
+    oc_calib_params p;
+    oc_calib_params_default(&p);
+    p.kv_budget_tokens = 40;
+    oc_calib *c;
+    check_alloc ca;
+    memset(&ca, 0, sizeof ca);
+    oc_allocator counting = { check_alloc_fn, &ca };
+    REQUIRE(oc_calib_open(&c, &p, &shape, 64, NULL, 0, &counting, NULL) == OC_OK);
+    CHECKF(ca.bytes_live <= oc_calib_bytes(&shape, 64, NULL, 0), "%zu bytes live", ca.bytes_live);   /* the stated bound */
+    long calls_after_open = ca.n_calls;
+    /* the grounding: every cell of image 1's 5x5 scene grid (the 2x5 token grid maps into it) */
+    uint8_t none[25] = { 0 }, all[25];
+    memset(all, 1, sizeof all);
+    const uint8_t *cells[2] = { none, all };
+    for (int item = 0; item < 3; item++) {
+        oc_calib_item_begin(c, cells, 5);
+        for (int l = 0; l < SL; l++) {
+            if (l < 2) {
+                if (l == 0) make_layer(&s[0], &r, 0);
+                else s[1] = s[0];   /* layer 1 identical to layer 0 */
+            } else {
+                make_layer(&s[2], &r, 1);
+            }
+            observe_synth(c, &s[l], l);
+        }
+        oc_calib_item_end(c, 1, 1);
+    }
+    CHECKF(ca.n_calls == calls_after_open, "observing called the allocator %ld times", ca.n_calls - calls_after_open);
+    oc_plan *plan;
+    REQUIRE(oc_plan_create(&plan, &shape, NULL, NULL, NULL) == OC_OK);
+    oc_error e;
+    oc_status st = oc_calib_to_plan(c, plan, &e);
+    CHECKF(st == OC_OK, "%s", e.message);
+    for (int l = 0; l < SL; l++) {
+        oc_pattern_kind k1 = oc_plan_head(plan, OC_PLAN_DECODER, l, 1)->kind;
+        CHECKF(k1 == OC_PATTERN_INTRA_IMAGE, "layer %d head 1: %s, want intra-image", l, oc_plan_pattern_name(k1));
+        oc_pattern_kind k0 = oc_plan_head(plan, OC_PLAN_DECODER, l, 0)->kind;
+        CHECKF(k0 == OC_PATTERN_SINK, "layer %d head 0 (text only): %s, want sink", l, oc_plan_pattern_name(k0));
+    }
+    /* visual scores: kv head 1 (holding head 2) tops every layer */
+    const double *vs = oc_calib_visual_scores(c);
+    for (int l = 0; l < SL; l++) {
+        CHECKF(vs[l * SKV + 1] > 0.3 && vs[l * SKV + 0] == 0.0, "layer %d scores %g %g", l, vs[l * SKV],
+               vs[l * SKV + 1]);
+        const int32_t *b = plan->stacks[OC_PLAN_DECODER].kv_budget_tokens + l * SKV;
+        CHECKF(b[1] > b[0] && b[0] >= 32, "layer %d budgets %d %d", l, b[0], b[1]);
+    }
+    /* Q-Cache: layers 0 and 1 are identical (S = 0), layer 2 differs */
+    const oc_stack_plan *dp = &plan->stacks[OC_PLAN_DECODER];
+    REQUIRE(dp->n_lazy_groups == 1);
+    CHECK(dp->lazy_groups[0].first_layer == 0 && dp->lazy_groups[0].last_layer == 1);
+    CHECK(dp->lazy_groups[0].mode == OC_LAZY_VLA);
+    /* the lazy layer keeps its first layer's tokens (the runtime's rule) */
+    CHECK(!memcmp(dp->kv_budget_tokens + SKV, dp->kv_budget_tokens, sizeof(int32_t) * SKV));
+    CHECK(dp->zipvl_tau_ppm[1] == dp->zipvl_tau_ppm[0]);
+    static oc_kv_policy pol;   /* and the runtime takes the plan */
+    CHECKF(oc_kv_policy_build(&pol, dp, SL, SKV, plan->kv_window_tokens, "t", &e) == OC_OK, "%s", e.message);
+    for (int l = 0; l < SL; l++)   /* ZipVL: every layer gets a threshold, the paper's or the knee */
+        CHECK(dp->zipvl_tau_ppm[l] == 975000 || dp->zipvl_tau_ppm[l] == 970000);
+    CHECK(oc_plan_validate(plan, NULL) == OC_OK);
+    oc_plan_free(plan);
+    oc_calib_close(c);
+    CHECK(ca.n_live == 0);
+    /* out of memory at open, at each allocation: a status, nothing leaked */
+    for (long k = 1; k <= 2; k++) {
+        memset(&ca, 0, sizeof ca);
+        ca.fail_at = k;
+        oc_calib *x = NULL;
+        CHECK(oc_calib_open(&x, &p, &shape, 64, NULL, 0, &counting, NULL) == OC_ERR_NOMEM && x == NULL);
+        CHECK(ca.n_live == 0);
+    }
+}
+
+/* ---- the library's observation hook on the demo model ----------------------------------------- */
+
+typedef struct hook_log {
+    int32_t n_calls, n_prefill_calls, bad, n_vision_calls;
+    int32_t last_n_kv[8];
+    double q_sum;
+    char answer[64];
+    size_t n_answer;
+} hook_log;
+
+static void on_attention(void *user, const oc_attn_view *v) {
+    hook_log *g = user;
+    if (v->stack == 1) {   /* one image through one encoder layer: segments cover the patches */
+        g->n_vision_calls++;
+        int32_t covered = 0;
+        for (int32_t s = 0; s < v->n_segments; s++) covered += v->segments[2 * s + 1] - v->segments[2 * s];
+        if (v->n_q != v->n_kv || v->q_first != 0 || covered != v->n_kv || v->n_head != v->n_head_kv) g->bad++;
+        return;
+    }
+    g->n_calls++;
+    if (v->layer < 0 || v->layer >= 8 || v->n_kv != v->q_first + v->n_q || v->n_head % v->n_head_kv) g->bad++;
+    if (v->q_first == 0) g->n_prefill_calls++;
+    if (v->layer >= 0 && v->layer < 8) {
+        if (g->last_n_kv[v->layer] >= v->n_kv) g->bad++;   /* the cache grows call by call */
+        g->last_n_kv[v->layer] = v->n_kv;
+    }
+    /* the images sit inside the prompt */
+    for (int32_t i = 0; i < v->n_images; i++)
+        if (v->images[4 * i] < 0 || v->images[4 * i] + v->images[4 * i + 1] > v->n_prompt_tokens ||
+            v->images[4 * i + 1] != v->images[4 * i + 2] * v->images[4 * i + 3])
+            g->bad++;
+    for (size_t i = 0; i < (size_t)v->n_q * (size_t)v->n_head * (size_t)v->head_dim; i++) g->q_sum += v->q[i];
+    for (size_t i = 0; i < (size_t)v->n_kv * (size_t)v->n_head_kv * (size_t)v->head_dim; i++)
+        if (!isfinite(v->k[i]) || !isfinite(v->v[i])) { g->bad++; break; }
+}
+
+static int collect_text(void *user, const char *text, size_t n) {
+    hook_log *g = user;
+    if (g->n_answer + n < sizeof g->answer) {
+        memcpy(g->answer + g->n_answer, text, n);
+        g->n_answer += n;
+        g->answer[g->n_answer] = '\0';
+    }
+    return 0;
+}
+
+/* Ask test_demo.c's item 9 ("What color is the circle in image 1?" -> green) with and without
+ * the observer: the same answer, and the observer sees every layer of every forward call. */
+static void test_hook_on_demo_model(void) {
+    oc_error e;
+    oc_model *m = NULL;
+    if (oc_model_open(&m, "examples/demo/ocellus-demo.gguf", "examples/demo/ocellus-demo-mmproj.gguf", NULL, &e)) {
+        check_skip("demo model: %s", e.message);
+        return;
+    }
+    static uint8_t rgb[OC_SCENE_MAX_IMAGES * 112 * 112 * 3];
+    oc_scene_item it;
+    REQUIRE(oc_scene_make(77, 9, 1, 2, 112, &it, rgb) == 0);   /* test_demo.c's item */
+    oc_image_rgb img[2];
+    for (int32_t i = 0; i < it.n_images; i++) img[i] = (oc_image_rgb){ rgb + (size_t)i * 112 * 112 * 3, 112, 112, 112 * 3 };
+    hook_log with, without;
+    for (int observe = 0; observe < 2; observe++) {
+        hook_log *g = observe ? &with : &without;
+        memset(g, 0, sizeof *g);
+        oc_context_params cp;
+        oc_context_params_default(&cp);
+        oc_scene_eval_context_params(&cp, 2, 112);
+        cp.n_threads = 2;
+        cp.batch_tokens = 16;   /* prefill in several calls */
+        if (observe) {
+            cp.on_attention = on_attention;
+            cp.attention_user = g;
+        }
+        oc_context *ctx = NULL;
+        REQUIREF(oc_context_open(&ctx, m, &cp, &e) == OC_OK, "%s", e.message);
+        oc_request r;
+        oc_request_default(&r);
+        r.question = it.question;
+        r.images = img;
+        r.n_images = it.n_images;
+        r.max_new_tokens = 4;
+        r.on_text = collect_text;
+        r.user = g;
+        CHECKF(oc_ask(ctx, &r, &e) == OC_OK, "%s", e.message);
+        oc_stats st;
+        oc_context_get_stats(ctx, &st);
+        if (observe) {
+            int32_t n_prefill_calls = (st.n_prompt_tokens + 15) / 16;
+            /* 6 layers per forward call: the prefill calls plus one per generated token but the last */
+            CHECKF(g->n_calls == 6 * (n_prefill_calls + st.n_generated - 1 + (st.n_generated < 4 ? 1 : 0)) ||
+                   g->n_calls == 6 * (n_prefill_calls + st.n_generated),
+                   "%d calls for %d prefill calls and %d tokens", g->n_calls, n_prefill_calls, st.n_generated);
+            CHECK(g->n_prefill_calls == 6);
+            oc_model_info mi;
+            oc_model_get_info(m, &mi);
+            CHECKF(g->n_vision_calls == mi.vision_layers * it.n_images, "%d vision calls", g->n_vision_calls);
+            CHECK(g->bad == 0);
+            CHECK(isfinite(g->q_sum) && g->q_sum != 0.0);
+        }
+        oc_context_close(ctx);
+    }
+    CHECKF(!strcmp(with.answer, without.answer), "'%s' vs '%s'", with.answer, without.answer);
+    CHECKF(oc_scene_answer_ok("green", with.answer), "answer '%s'", with.answer);
+    oc_model_close(m);
+}
+
+/* The scene grounding: the named shape's cell for a colour question. */
+static void test_scene_grounding(void) {
+    oc_scene_desc d;
+    oc_scene_item it;
+    uint8_t cells[OC_SCENE_MAX_IMAGES * 16];
+    int32_t n_checked = 0;
+    for (uint64_t i = 0; i < 200; i++) {
+        REQUIRE(oc_scene_describe(7, i, 1, 4, 112, &d, &it) == 0);
+        int32_t n = oc_scene_ground(&d, &it, cells);
+        if (d.q.type != OC_SCENE_COLOR) continue;
+        REQUIRE(n == 1);
+        const oc_scene_image *im = &d.images[d.q.image_a];
+        for (int32_t s2 = 0; s2 < im->n_shapes; s2++)
+            if (im->shapes[s2].kind == d.q.kind) {
+                CHECK(cells[d.q.image_a * 16 + im->shapes[s2].row * 4 + im->shapes[s2].col] == 1);
+                CHECK(!strcmp(it.answer, oc_scene_color_name(im->shapes[s2].color)));
+            }
+        n_checked++;
+    }
+    CHECK(n_checked > 10);
+}
+
+/* ---- the plan lines calibration adds: calibration, visual-score ------------------------------- */
+
+static const char calibrated_plan[] =
+    "ocellus-plan 1\n"
+    "calibration tool=ocellus-calibrate methods=blindsight,sparsemm  model=x.gguf fnv1a64=00ff\n"
+    "shape decoder layers 3 heads 4 kv-heads 2 head-dim 16\n"
+    "decoder default sink\n"
+    "decoder layer 0-1 visual-score 0.5 0  # scores of kv heads 0 and 1\n"
+    "decoder layer 2 visual-score 0.25 0.25\n";
+
+static void test_plan_calibration_lines(void) {
+    oc_plan *p = NULL, *q = NULL;
+    oc_error e;
+    REQUIREF(oc_plan_parse(&p, calibrated_plan, sizeof calibrated_plan - 1, "t", NULL, &e) == OC_OK, "%s", e.message);
+    CHECK(!strcmp(p->calibration, "tool=ocellus-calibrate methods=blindsight,sparsemm model=x.gguf fnv1a64=00ff"));
+    const int32_t *vs = p->stacks[OC_PLAN_DECODER].visual_score_ppm;
+    CHECK(vs[0] == 500000 && vs[1] == 0 && vs[2] == 500000 && vs[4] == 250000 && vs[5] == 250000);
+    /* canonical text reads back into equal data */
+    size_t n;
+    static char text[8192];
+    REQUIRE(oc_plan_write(p, text, sizeof text, &n, &e) == OC_OK);
+    REQUIREF(oc_plan_parse(&q, text, n, "w", NULL, &e) == OC_OK, "%s", e.message);
+    CHECK(oc_plan_equal(p, q));
+    q->stacks[OC_PLAN_DECODER].visual_score_ppm[3] = 1;
+    CHECK(!oc_plan_equal(p, q));
+    oc_plan_free(q);
+    /* re-budgeting from the stored scores (Eq. 5-9): the half-score kv heads get the most */
+    REQUIRE(oc_calib_plan_budgets(p, 6 * 100, OC_CALIB_KV_RHO, &e) == OC_OK);
+    const int32_t *b = p->stacks[OC_PLAN_DECODER].kv_budget_tokens;
+    CHECK(b[0] > b[4] && b[4] > b[1] && b[1] >= 32 && b[0] + b[1] + b[2] + b[3] + b[4] + b[5] == 600);
+    /* the SVG names every pattern and draws the bars */
+    FILE *f = tmpfile();
+    REQUIRE(f);
+    CHECK(oc_plan_svg_write(p, "t <&>", f) == 0);
+    long size = ftell(f);
+    rewind(f);
+    static char svg[65536];
+    size_t got = fread(svg, 1, sizeof svg - 1, f);
+    svg[got] = '\0';
+    fclose(f);
+    CHECK(size > 1000 && strstr(svg, "</svg>") && strstr(svg, "intra-image+sink") && strstr(svg, "budget 1") &&
+          strstr(svg, "t &lt;&amp;&gt;"));
+    oc_plan_free(p);
+    /* errors name their line */
+    static const struct { const char *text, *msg; } bad[] = {
+        { "ocellus-plan 1\ncalibration\nshape decoder layers 1 heads 2 kv-heads 1 head-dim 8\n", "t:2: empty calibration" },
+        { "ocellus-plan 1\ncalibration a=b\ncalibration c=d\nshape decoder layers 1 heads 2 kv-heads 1 head-dim 8\n",
+          "t:3: duplicate calibration" },
+        { "ocellus-plan 1\ncalibration novalue\nshape decoder layers 1 heads 2 kv-heads 1 head-dim 8\n",
+          "t:2: bad calibration word" },
+        { "ocellus-plan 1\nshape decoder layers 1 heads 2 kv-heads 1 head-dim 8\ndecoder layer 0 visual-score 0.5 0.5\n",
+          "t:3: decoder layer 0 lists 2 visual-scores" },
+        { "ocellus-plan 1\nshape decoder layers 1 heads 2 kv-heads 1 head-dim 8\ndecoder layer 0 visual-score 1.5\n",
+          "t:3: visual-score 1.5 out of range" },
+        { "ocellus-plan 1\nshape decoder layers 2 heads 2 kv-heads 1 head-dim 8\ndecoder layer 0-1 visual-score 0.5\n"
+          "decoder layer 1 visual-score 0.5\n", "t:4: decoder layer 1 kv-head 0 visual-score already set on line 3" },
+        { "ocellus-plan 1\nshape decoder layers 1 heads 2 kv-heads 1 head-dim 8\nshape vision layers 1 heads 2 head-dim 8\n"
+          "vision layer 0 visual-score 0.5\n", "t:4: visual-score is for decoder layers" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        p = NULL;
+        oc_status st = oc_plan_parse(&p, bad[i].text, strlen(bad[i].text), "t", NULL, &e);
+        CHECKF(st == OC_ERR_FORMAT && p == NULL && !strncmp(e.message, bad[i].msg, strlen(bad[i].msg)),
+               "case %zu: got '%s', want '%s...'", i, st ? e.message : "OK", bad[i].msg);
+        oc_plan_free(p);
+    }
+    /* validation refuses a calibration text the parser could not read back */
+    oc_plan_shape sh = { 1, 2, 1, 8 };
+    REQUIRE(oc_plan_create(&p, &sh, NULL, NULL, NULL) == OC_OK);
+    snprintf(p->calibration, sizeof p->calibration, "a=b #c");
+    CHECK(oc_plan_validate(p, NULL) == OC_ERR_INVALID);
+    snprintf(p->calibration, sizeof p->calibration, "a=b c=d");
+    CHECK(oc_plan_validate(p, NULL) == OC_OK);
+    oc_plan_free(p);
+}
+
+/* --data DIR: items.jsonl as `ocellus scene` writes it, read and calibrated; a bad line names itself. */
+static void write_file(const char *path, const char *text, const uint8_t *rgb, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    if (text) fputs(text, f);
+    if (rgb) fwrite(rgb, 1, n, f);
+    fclose(f);
+}
+
+static void test_calibrate_data_folder(void) {
+    oc_error e;
+    oc_model *m = NULL;
+    if (oc_model_open(&m, "examples/demo/ocellus-demo.gguf", "examples/demo/ocellus-demo-mmproj.gguf", NULL, &e)) {
+        check_skip("demo model: %s", e.message);
+        return;
+    }
+    const char *dir = "build/tests";   /* exists: this program lives there */
+    static uint8_t rgb[112 * 112 * 3 * OC_SCENE_MAX_IMAGES];
+    oc_scene_item it;
+    REQUIRE(oc_scene_make(77, 9, 1, 1, 112, &it, rgb) == 0);   /* a colour question, one image */
+    write_file("build/tests/calib_0.ppm", "P6\n112 112\n255\n", NULL, 0);
+    FILE *f = fopen("build/tests/calib_0.ppm", "ab");
+    REQUIRE(f);
+    fwrite(rgb, 1, 112 * 112 * 3, f);
+    fclose(f);
+    char jsonl[1024];
+    snprintf(jsonl, sizeof jsonl,
+             "{\"images\":[\"calib_0.ppm\"],\"question\":\"%s\",\"answer\":\"%s\",\"grid\":4,"
+             "\"grounding\":[[0,0,0],[0,1,1],[0,2,2],[0,3,3]]}\n\n"
+             "{\"images\":[\"calib_0.ppm\"],\"question\":\"%s\",\"answer\":\"%s\"}\n",
+             it.question, it.answer, it.question, it.answer);
+    write_file("build/tests/items.jsonl", jsonl, NULL, 0);
+    oc_plan_shape shape = { 6, 4, 2, 64 };
+    oc_calib_params cp;
+    oc_calib_params_default(&cp);
+    oc_context_params ctxp;
+    oc_context_params_default(&ctxp);
+    oc_scene_eval_context_params(&ctxp, 2, 112);
+    ctxp.n_threads = 2;
+    ctxp.on_attention = oc_calib_observe;
+    oc_calib *c = NULL;
+    oc_context *ctx = NULL;
+    REQUIRE(oc_calib_open(&c, &cp, &shape, ctxp.max_context_tokens, NULL, 0, NULL, &e) == OC_OK);
+    ctxp.attention_user = c;
+    REQUIREF(oc_context_open(&ctx, m, &ctxp, &e) == OC_OK, "%s", e.message);
+    oc_calib_scene_params sp;
+    oc_calib_scene_params_default(&sp);
+    int64_t n = 0, right = 0;
+    CHECKF(oc_calib_data(ctx, c, dir, &sp, &n, &right, &e) == OC_OK, "%s", e.message);
+    CHECK(n == 2 && right == 2 && oc_calib_n_items(c) == 2);
+    static const char *const bad[] = {
+        "{\"images\":[\"calib_0.ppm\"],\"question\":\"q\"}\n",                       /* no answer */
+        "{\"images\":[\"../calib_0.ppm\"],\"question\":\"q\",\"answer\":\"a\"}\n",   /* a path */
+        "{\"images\":[\"calib_0.ppm\"],\"question\":\"q\",\"answer\":\"a\",\"grid\":4,\"grounding\":[[0,4,0]]}\n",
+        "{\"images\":[\"missing.ppm\"],\"question\":\"q\",\"answer\":\"a\"}\n",
+        "{\"images\":[\"calib_0.ppm\"],\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_file("build/tests/items.jsonl", bad[i], NULL, 0);
+        oc_status st = oc_calib_data(ctx, c, dir, &sp, &n, &right, &e);
+        CHECKF(st != OC_OK && strstr(e.message, "items.jsonl:1: "), "case %zu: %s", i, st ? e.message : "OK");
+    }
+    remove("build/tests/items.jsonl");
+    remove("build/tests/calib_0.ppm");
+    oc_context_close(ctx);
+    oc_calib_close(c);
+    oc_model_close(m);
+}
+
+/* ---- vision encoder heads ---------------------------------------------------------------------- */
+
+static int vision_keeps(int32_t i, int32_t j, int32_t lo, int32_t hi, int32_t sink, int32_t local, int dense) {
+    if (j < lo || j >= hi) return 0;
+    return dense || j < sink || (j > i - local && j <= i);
+}
+
+static void test_vision_errors_match_naive(void) {
+    check_rng r = { 0x5eed4 };
+    double scratch[4 * HD + OC_CALIB_TILE_KEYS], s[N_TOK * N_TOK];
+    int32_t seg_start[N_TOK], seg_end[N_TOK], sink[3] = { 0, 2, 3 }, local[3] = { 4, 4, 9 };
+    for (int32_t i = 0; i < N_TOK; i++) {   /* segments [0,12), [12,30) */
+        seg_start[i] = i < 12 ? 0 : 12;
+        seg_end[i] = i < 12 ? 12 : N_TOK;
+    }
+    for (int trial = 0; trial < 10; trial++) {
+        rhead x;
+        random_head(&r, &x, N_TOK, trial % 2 ? 3.0f : 0.5f);
+        double err[3] = { 0, 0, 0 }, ref = 0.0;
+        oc_calib_vision_errors(&x.h, seg_start, seg_end, 3, sink, local, err, &ref, scratch);
+        naive_scores(&x.h, s);
+        double e_ref[3] = { 0, 0, 0 }, r_ref = 0.0;
+        for (int32_t i = 0; i < N_TOK; i++) {
+            double o[4][HD];
+            for (int m = 0; m < 4; m++) {
+                double mx = -INFINITY, l = 0.0;
+                for (int32_t j = 0; j < N_TOK; j++)
+                    if (vision_keeps(i, j, seg_start[i], seg_end[i], m ? sink[m - 1] : 0, m ? local[m - 1] : 0, m == 0))
+                        mx = fmax(mx, s[i * N_TOK + j]);
+                for (int d = 0; d < HD; d++) o[m][d] = 0.0;
+                for (int32_t j = 0; j < N_TOK; j++) {
+                    if (!vision_keeps(i, j, seg_start[i], seg_end[i], m ? sink[m - 1] : 0, m ? local[m - 1] : 0, m == 0))
+                        continue;
+                    double ex = exp(s[i * N_TOK + j] - mx);
+                    l += ex;
+                    for (int d = 0; d < HD; d++) o[m][d] += ex * x.v[j * HD + d];
+                }
+                for (int d = 0; d < HD; d++) o[m][d] /= l;
+            }
+            for (int d = 0; d < HD; d++) {
+                r_ref += o[0][d] * o[0][d];
+                for (int m = 1; m < 4; m++) e_ref[m - 1] += (o[m][d] - o[0][d]) * (o[m][d] - o[0][d]);
+            }
+        }
+        CHECKF(rel(ref, r_ref) < 1e-9, "trial %d ref", trial);
+        for (int m = 0; m < 3; m++) CHECKF(rel(err[m], e_ref[m]) < 1e-7, "trial %d cand %d: %g vs %g", trial, m, err[m], e_ref[m]);
+    }
+}
+
+/* Head 0 of a 1-layer encoder looks only at its own patch (a local window keeps it); head 1 looks
+ * 8 patches away (past the query or beyond every window: only dense has it). 16 patches, one key
+ * axis each. */
+static void test_vision_heads_on_synthetic_images(void) {
+    oc_plan_shape dec = { 1, 2, 1, HD }, vis = { 1, 2, 2, HD };
+    oc_calib_params p;
+    oc_calib_params_default(&p);
+    p.methods = OC_CALIB_VISION;
+    oc_calib *c;
+    REQUIRE(oc_calib_open(&c, &p, &dec, 64, &vis, 64, NULL, NULL) == OC_OK);
+    enum { P = 16 };
+    static float q[P * 2 * HD], k[P * 2 * HD], v[P * 2 * HD];
+    int32_t seg[2] = { 0, P };
+    check_rng r = { 0x5eed5 };
+    for (int image = 0; image < 4; image++) {
+        fill(&r, v, (size_t)P * 2 * HD, -1.0f, 1.0f);
+        fill(&r, k, (size_t)P * 2 * HD, -0.05f, 0.05f);
+        for (int32_t t = 0; t < P; t++) {
+            float *q0 = q + (size_t)t * 2 * HD, *q1 = q0 + HD, *k0 = k + (size_t)t * 2 * HD, *k1 = k0 + HD;
+            k0[t] += 1.0f;                   /* head 0: key t along axis t */
+            unit(q0, t, 40.0f);              /* ... and query t looks for itself */
+            k1[t] += 1.0f;
+            unit(q1, (t + 8) % HD, 40.0f);   /* head 1: the key 8 patches away */
+        }
+        oc_attn_view view;
+        memset(&view, 0, sizeof view);
+        view.stack = 1;
+        view.n_q = view.n_kv = view.n_prompt_tokens = P;
+        view.n_head = view.n_head_kv = 2;
+        view.head_dim = HD;
+        view.q = q;
+        view.k = k;
+        view.v = v;
+        view.n_segments = 1;
+        view.segments = seg;
+        oc_calib_observe(c, &view);
+    }
+    oc_plan *plan;
+    REQUIRE(oc_plan_create(&plan, &dec, &vis, NULL, NULL) == OC_OK);
+    oc_error e;
+    REQUIREF(oc_calib_to_plan(c, plan, &e) == OC_OK, "%s", e.message);
+    const oc_head_pattern *h0 = oc_plan_head(plan, OC_PLAN_VISION, 0, 0), *h1 = oc_plan_head(plan, OC_PLAN_VISION, 0, 1);
+    CHECKF(h0->kind == OC_PATTERN_A_SHAPE && h0->n_sink == 0 && h0->n_local == P / 4, "head 0: %s sink %d local %d",
+           oc_plan_pattern_name(h0->kind), h0->n_sink, h0->n_local);
+    CHECKF(h1->kind == OC_PATTERN_DENSE, "head 1: %s", oc_plan_pattern_name(h1->kind));
+    CHECK(oc_plan_validate(plan, NULL) == OC_OK);
+    oc_plan_free(plan);
+    oc_calib_close(c);
+}
+
+int main(void) {
+    CHECK_RUN(test_keeps_rule);
+    CHECK_RUN(test_mask_errors_match_naive);
+    CHECK_RUN(test_row_stats_match_naive);
+    CHECK_RUN(test_jsd);
+    CHECK_RUN(test_blindsight_rules);
+    CHECK_RUN(test_kv_budgets);
+    CHECK_RUN(test_qc_groups);
+    CHECK_RUN(test_zipvl);
+    CHECK_RUN(test_vision_errors_match_naive);
+    CHECK_RUN(test_vision_heads_on_synthetic_images);
+    CHECK_RUN(test_calibration_on_synthetic_layers);
+    CHECK_RUN(test_hook_on_demo_model);
+    CHECK_RUN(test_scene_grounding);
+    CHECK_RUN(test_plan_calibration_lines);
+    CHECK_RUN(test_calibrate_data_folder);
+    return check_finish();
+}

@@ -1,0 +1,46 @@
+#!/bin/sh
+# test_calibrate_cli.sh: `ocellus calibrate` end to end on the demo model (a few prompts of the
+# built-in suite and of a folder `ocellus scene` wrote): the plan it writes loads, names its
+# calibration, the runtime takes it (`ocellus plan` exits 0), the same plan comes out with 1 and 2
+# threads, `ocellus plan show --svg` draws it, and bad arguments exit 2 with a message.
+. tests/support/testlib.sh
+bin=./ocellus
+
+out=$(run_target $bin calibrate --suite demo --items 4 -t 1 -o "$tmp_dir/t1.plan" --report "$tmp_dir/r.txt" 2>&1); rc=$?
+printf '%s\n' "$out" | tail -n 2 | sed 's/^/# /'
+if [ "$rc" -eq 0 ] && grep -q '^calibration tool=ocellus-calibrate methods=' "$tmp_dir/t1.plan" &&
+   grep -q '^## BlindSight' "$tmp_dir/r.txt" && run_target $bin plan "$tmp_dir/t1.plan" >/dev/null 2>&1; then
+  pass calibrate_suite_plan_loads
+else
+  fail calibrate_suite_plan_loads "exit status $rc, or the plan lacks its calibration line, or ocellus plan refused it"
+fi
+
+run_target $bin calibrate --suite demo --items 4 -t 2 -o "$tmp_dir/t2.plan" >/dev/null 2>&1
+if cmp -s "$tmp_dir/t1.plan" "$tmp_dir/t2.plan"; then
+  pass calibrate_thread_count_independent
+else
+  fail calibrate_thread_count_independent "-t 1 and -t 2 wrote different plans"
+fi
+
+run_target $bin scene -o "$tmp_dir/scenes" --items 3 --seed 9 >/dev/null 2>&1
+out=$(run_target $bin calibrate --data "$tmp_dir/scenes" --methods blindsight,sparsemm -t 2 -o "$tmp_dir/d.plan" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -q 'data=' "$tmp_dir/d.plan" && grep -q 'kv-budget' "$tmp_dir/d.plan"; then
+  pass calibrate_data_folder
+else
+  fail calibrate_data_folder "exit status $rc: $out"
+fi
+
+if run_target $bin plan show "$tmp_dir/t1.plan" --svg "$tmp_dir/p.svg" >/dev/null 2>&1 && grep -q '</svg>' "$tmp_dir/p.svg"; then
+  pass plan_show_svg
+else
+  fail plan_show_svg "no SVG written"
+fi
+
+out=$(run_target $bin calibrate --suite demo --methods nonsense -o "$tmp_dir/x.plan" 2>&1); rc=$?
+out2=$(run_target $bin calibrate --data "$tmp_dir/missing" -o "$tmp_dir/x.plan" 2>&1); rc2=$?
+if [ "$rc" -eq 2 ] && [ "$rc2" -eq 1 ] && printf '%s' "$out2" | grep -q 'missing/items.jsonl'; then
+  pass calibrate_bad_arguments
+else
+  fail calibrate_bad_arguments "exit statuses $rc and $rc2 (want 2 and 1): $out $out2"
+fi
+exit $failed
