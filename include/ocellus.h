@@ -152,6 +152,8 @@ typedef struct oc_model_info {
     const char *projector;            /* "qwen2vl_merger", "qwen2.5vl_merger" or "" */
     int32_t vision_layers, vision_hidden, vision_heads;
     int32_t n_ctx_train;              /* the model's context length (qwen2vl.context_length) */
+    size_t memory_bytes;              /* what the model holds: its mapped files plus what opening
+                                         allocated (a read copy of the files included) */
 } oc_model_info;
 OC_API void oc_model_get_info(const oc_model *model, oc_model_info *out);
 
@@ -218,6 +220,9 @@ typedef struct oc_context_params {
      * nothing. It must not call back into the context. */
     oc_attn_observer_fn on_attention;
     void *attention_user;
+    int64_t max_image_pixels;     /* the buffer oc_ask decodes oc_request.image_paths into: this
+                                     many RGB8 pixels (default 0: none, images come as pixels);
+                                     larger images are decoded at reduced scale to fit, or refused */
 } oc_context_params;
 OC_API void oc_context_params_default(oc_context_params *params);
 /* The host bytes oc_context_open will allocate for these limits (KV cache, activations, scratch,
@@ -247,6 +252,51 @@ typedef struct oc_image_rgb {
     size_t stride_bytes;
 } oc_image_rgb;
 
+/* ---- decoding images ----------------------------------------------------------------------------
+ * PNM (P2, P3, P5, P6), JPEG (libjpeg) and PNG (libpng) when the build has them, always to RGB8
+ * as Pillow's convert("RGB") gives (alpha over white). A decoder checks the declared size against
+ * the limits before it allocates anything: a small file that declares a huge image (a
+ * decompression bomb: a 1 MB PNG of 16384 x 16384 pixels would need 805 MB) is refused, or with
+ * reduce_to_pixels decoded at reduced scale. */
+typedef struct oc_image {
+    uint8_t *rgb;              /* row y starts at rgb + y * stride_bytes */
+    int32_t width_px;
+    int32_t height_px;
+    size_t stride_bytes;
+    size_t alloc_bytes;        /* bytes owned by this image (0: a borrowed view) */
+    oc_allocator alloc;        /* the allocator that owns rgb when alloc_bytes != 0 */
+} oc_image;
+
+#define OC_IMAGE_DEFAULT_MAX_SIDE_PX 16384
+typedef struct oc_image_limits {
+    int64_t max_width_px;      /* declared sides beyond these are refused (default 16384) */
+    int64_t max_height_px;
+    int64_t max_pixels;        /* decoded pixels at most: 3 bytes each (default 16384^2) */
+    int64_t reduce_to_pixels;  /* 0 (default): an image of more than max_pixels is refused
+                                  (OC_ERR_RANGE). > 0: JPEG is decoded at 1/2, 1/4 or 1/8 scale
+                                  (libjpeg's DCT scaling) to the smallest size that keeps at least
+                                  this many pixels and fits max_pixels; a non-interlaced PNG that
+                                  does not fit is averaged over f x f blocks as its rows arrive,
+                                  with the smallest f that fits. PNM and interlaced PNG are refused. */
+} oc_image_limits;
+OC_API void oc_image_limits_default(oc_image_limits *limits);
+
+/* Decode any supported format (detected by magic bytes). limits may be NULL (defaults), alloc NULL
+ * (malloc). On failure *out is zeroed and owns nothing.
+ * [alloc: the pixels and the decoder's state through alloc; libjpeg and libpng also allocate
+ * their own working memory (rows, tables: O(width)) with malloc]
+ * [errors: OC_ERR_FORMAT, OC_ERR_RANGE (limits), OC_ERR_UNSUPPORTED (a format this build lacks),
+ *  OC_ERR_NOMEM, OC_ERR_INVALID] */
+OC_API oc_status oc_image_decode(oc_image *out, const void *bytes, size_t n_bytes,
+                                 const oc_image_limits *limits, const oc_allocator *alloc, oc_error *err);
+/* Read the file at path and decode it; messages name the path. [errors: as above + OC_ERR_IO] */
+OC_API oc_status oc_image_load(oc_image *out, const char *path, const oc_image_limits *limits,
+                               const oc_allocator *alloc, oc_error *err);
+/* Release what the image owns and zero it. NULL is a no-op. */
+OC_API void oc_image_free(oc_image *img);
+/* A view of img for oc_request.images (borrowed: valid while img is). */
+OC_API oc_image_rgb oc_image_view(const oc_image *img);
+
 /* temperature <= 0 (the default) or top_k == 1: greedy. Otherwise top-k (0: off), softmax with
  * the temperature, top-p, then a draw from a generator seeded with seed. */
 typedef struct oc_sampling {
@@ -272,6 +322,10 @@ typedef struct oc_request {
     oc_sampling sampling;
     oc_text_fn on_text;           /* may be NULL */
     void *user;
+    /* With images NULL: n_images image files (PNM, JPEG, PNG) that oc_ask decodes itself, one at
+     * a time just before encoding each, into the context's image buffer (max_image_pixels: part
+     * of the context's memory bound), a JPEG straight at the model's input size (DCT scaling). */
+    const char *const *image_paths;
 } oc_request;
 OC_API void oc_request_default(oc_request *req);
 
@@ -297,6 +351,7 @@ typedef struct oc_stats {
                                      the keys Q-Cache GLA lazy layers share */
     size_t kv_capacity_bytes;     /* what the KV cache buffers take (fixed at open, part of
                                      context_bytes or device_bytes) */
+    uint64_t peak_rss_bytes;      /* the whole process's peak resident set so far (0: unknown) */
 } oc_stats;
 OC_API void oc_context_get_stats(const oc_context *ctx, oc_stats *out);
 /* The logits at the last prompt position of the latest oc_ask ([n_vocab] floats), or NULL. */

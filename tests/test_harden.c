@@ -5,10 +5,12 @@
  *  4. a FIFO given as a model, image or plan path hung in open();
  *  5. a model file truncated while mapped killed the process (SIGBUS): the model can now be read
  *     into memory instead (OC_LOAD_READ);
+ *  2. decompression bombs: image files are decoded by oc_ask into the context's budget, reduced;
  *  6. -c beyond the model's context, and image references beyond the images given;
  *  7. NFD text tokenized unlike Hugging Face (whose Qwen2 tokenizer normalizes to NFC). */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
+#include "config.h"
 #include "image/image.h"
 #include "ocellus.h"
 
@@ -22,6 +24,9 @@
 #include <sys/wait.h>
 #include <signal.h>
 #include <unistd.h>
+#if OC_HAVE_LIBPNG
+#include <png.h>
+#endif
 
 #define DIR "tests/data/models/"
 
@@ -284,11 +289,107 @@ static void test_model_survives_truncation_when_read(void) {
     CHECK(oc_model_open_params(&m, &mp, &e) == OC_ERR_INVALID);
 }
 
+#if OC_HAVE_LIBPNG
+/* A decompression bomb: side x side black RGB pixels (side * side * 3 bytes decoded) in a PNG of a
+ * few KB, written row by row so the test never holds the pixels either. */
+static int write_png_bomb(const char *path, uint32_t side) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    uint8_t *row = calloc(side, 3);
+    int ok = png && info && row && !setjmp(png_jmpbuf(png));
+    if (ok) {
+        png_init_io(png, f);
+        png_set_IHDR(png, info, side, side, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+                     PNG_FILTER_TYPE_DEFAULT);
+        png_write_info(png, info);
+        for (uint32_t y = 0; y < side; y++) png_write_row(png, row);
+        png_write_end(png, NULL);
+    }
+    png_destroy_write_struct(&png, info ? &info : NULL);
+    free(row);
+    return fclose(f) == 0 && ok;
+}
+#endif
+
+typedef struct live_count { size_t n_calls, live_bytes, peak_bytes; } live_count;
+
+static void *live_fn(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
+    live_count *c = user;
+    c->n_calls++;
+    c->live_bytes = c->live_bytes - old_bytes + new_bytes;
+    if (c->live_bytes > c->peak_bytes) c->peak_bytes = c->live_bytes;
+    if (new_bytes == 0) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, new_bytes);
+}
+
+/* Finding 2: a 2048 x 2048 PNG bomb (12 MiB of pixels) asked about through image_paths: oc_ask
+ * decodes it itself, reduced to the context's pixel budget (256 x 256), inside the context's
+ * image buffer, so the embedder's allocator never sees the pixels; before, the CLI decoded every
+ * image whole before the model opened. */
+static void test_image_bomb_stays_in_budget(void) {
+#if !OC_HAVE_LIBPNG
+    check_skip("built without libpng");
+#else
+    const char *bomb = "build/tests/harden_bomb.png";
+    REQUIRE(write_png_bomb(bomb, 2048));
+    live_count cnt = { 0, 0, 0 };
+    oc_allocator a = { live_fn, &cnt };
+    oc_model_params mp;
+    oc_model_params_default(&mp);
+    mp.text_path = "examples/demo/ocellus-demo.gguf";
+    mp.mmproj_path = "examples/demo/ocellus-demo-mmproj.gguf";
+    mp.alloc = &a;
+    oc_model *m;
+    oc_error e;
+    REQUIREF(oc_model_open_params(&m, &mp, &e) == OC_OK, "%s", e.message);
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.max_context_tokens = 512;
+    cp.max_images = 1;
+    cp.max_image_tokens = 64;
+    cp.max_image_pixels = 256 * 256;
+    cp.n_threads = 1;
+    cp.alloc = &a;
+    oc_context *c;
+    REQUIREF(oc_context_open(&c, m, &cp, &e) == OC_OK, "%s", e.message);
+    size_t before = cnt.live_bytes;
+    cnt.peak_bytes = before;
+    oc_request r;
+    oc_request_default(&r);
+    r.question = "What color is the square in image 1?";
+    r.image_paths = &bomb;
+    r.n_images = 1;
+    r.max_new_tokens = 2;
+    REQUIREF(oc_ask(c, &r, &e) == OC_OK, "%s", e.message);
+    oc_stats st;
+    oc_context_get_stats(c, &st);
+    CHECKF(st.n_image_tokens > 0 && st.n_image_tokens <= 64, "%d image tokens", st.n_image_tokens);
+    CHECKF(cnt.peak_bytes - before < (size_t)2048 * 2048 * 3 / 8, "ask took %zu bytes beyond the context",
+           cnt.peak_bytes - before);
+    /* the smallest budget the CLI allows (784 pixels): 2048 / 74 gives 28 x 28 */
+    cp.max_image_pixels = 784;
+    oc_context *small;
+    REQUIREF(oc_context_open(&small, m, &cp, &e) == OC_OK, "%s", e.message);
+    CHECKF(oc_ask(small, &r, &e) == OC_OK, "%s", e.message);
+    oc_context_close(small);
+    oc_context_close(c);
+    oc_model_close(m);
+    CHECK(cnt.live_bytes == 0);
+    remove(bomb);
+#endif
+}
+
 int main(void) {
     CHECK_RUN(test_text_cannot_place_image_tokens);
     CHECK_RUN(test_fifo_paths_do_not_hang);
     CHECK_RUN(test_context_clamped_to_model);
     CHECK_RUN(test_reference_to_missing_image);
     CHECK_RUN(test_model_survives_truncation_when_read);
+    CHECK_RUN(test_image_bomb_stays_in_budget);
     return check_finish();
 }

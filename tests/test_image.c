@@ -195,7 +195,7 @@ static void test_pnm_errors(void) {
 }
 
 static void test_pnm_limits(void) {
-    oc_image_limits lim = { 4, 3, 8 };
+    oc_image_limits lim = { 4, 3, 8, 0 };
     oc_image img;
     oc_error e;
     CHECK(oc_image_decode(&img, "P5 4 3 255\n", 11, &lim, NULL, &e) == OC_ERR_RANGE);
@@ -369,7 +369,7 @@ static void test_jpeg(void) {
         CHECKF(strcmp(e.message, "jpeg: data ends early (truncated file)") == 0, "%s", e.message);
 
         /* limits are checked from the header, before decoding */
-        oc_image_limits lim = { 16, 16, 1000 };
+        oc_image_limits lim = { 16, 16, 1000, 0 };
         CHECK(oc_image_decode(&img, jpg, n, &lim, &a, &e) == OC_ERR_RANGE);
         CHECKF(strcmp(e.message, "jpeg: image: size 24x16 exceeds the limit 16x16") == 0, "%s", e.message);
         /* damage the entropy-coded data: an error or a decoded image, never a crash or leak */
@@ -478,7 +478,7 @@ static void test_png(void) {
     CHECK(oc_image_decode(&img, png, n, NULL, &a, &e) == OC_ERR_FORMAT);
     CHECKF(strncmp(e.message, "png: IDAT: ", 11) == 0, "%s", e.message);   /* zlib or CRC complaint */
     png[idat + 10] ^= 1;
-    oc_image_limits lim = { 100, 100, 50 };
+    oc_image_limits lim = { 100, 100, 50, 0 };
     CHECK(oc_image_decode(&img, png, n, &lim, &a, &e) == OC_ERR_RANGE);
     CHECKF(strcmp(e.message, "png: image: size 13x7 exceeds the limit of 50 pixels") == 0, "%s", e.message);
     free(png);
@@ -514,6 +514,92 @@ static void test_png(void) {
 #endif
 }
 
+/* Issue 21 finding 2 (decompression bombs): with reduce_to_pixels, a JPEG over the pixel budget is
+ * decoded by libjpeg's DCT scaling, and toward the target size even when it fits; a PNG over the
+ * budget is averaged over f x f blocks as its rows stream in (the pixels of the full decode, block
+ * means rounded). Without reduce_to_pixels both are refused as before. */
+static void test_reduced_decoding(void) {
+#if OC_HAVE_LIBJPEG
+    {
+        enum { W = 64, H = 48 };
+        static uint8_t px[W * H * 3];
+        smooth_pattern(px, W, H, 3);
+        unsigned long n = 0;
+        unsigned char *jpg = encode_jpeg(px, W, H, 3, JCS_RGB, 0, &n);
+        REQUIRE(jpg);
+        counter c = { 0, 0 };
+        oc_allocator a = { counting_alloc, &c };
+        oc_image full, img;
+        oc_error e;
+        REQUIRE(oc_image_decode(&full, jpg, n, NULL, &a, &e) == OC_OK);
+        oc_image_limits lim = { 4096, 4096, 1000, 1 };   /* 3072 px: 1/2 fits, 1/8 keeps 1 px */
+        REQUIREF(oc_image_decode(&img, jpg, n, &lim, &a, &e) == OC_OK, "%s", e.message);
+        CHECKF(img.width_px == 8 && img.height_px == 6, "%dx%d", img.width_px, img.height_px);
+        oc_image_free(&img);
+        lim.reduce_to_pixels = 700;   /* 1/2 (768 px) keeps 700, 1/4 (192) would not */
+        REQUIRE(oc_image_decode(&img, jpg, n, &lim, &a, &e) == OC_OK);
+        CHECKF(img.width_px == 32 && img.height_px == 24, "%dx%d", img.width_px, img.height_px);
+        /* each pixel is about the mean of its 2 x 2 block (an IDCT of the low frequencies) */
+        int worst = 0;
+        for (int y = 0; y < 24; y++)
+            for (int x = 0; x < 32; x++)
+                for (int ch = 0; ch < 3; ch++) {
+                    int sum = 0;
+                    for (int k = 0; k < 4; k++)
+                        sum += full.rgb[(size_t)(2 * y + k / 2) * full.stride_bytes + 3 * (size_t)(2 * x + k % 2) + (size_t)ch];
+                    int d = abs(img.rgb[(size_t)y * img.stride_bytes + 3 * (size_t)x + (size_t)ch] - (sum + 2) / 4);
+                    if (d > worst) worst = d;
+                }
+        CHECKF(worst <= 3, "DCT-scaled pixels differ from the block means by up to %d", worst);
+        oc_image_free(&img);
+        lim.reduce_to_pixels = 0;
+        CHECK(oc_image_decode(&img, jpg, n, &lim, &a, &e) == OC_ERR_RANGE);
+        lim.reduce_to_pixels = 1;
+        lim.max_pixels = 5;   /* even 1/8 (8 x 6) is too many */
+        CHECK(oc_image_decode(&img, jpg, n, &lim, &a, &e) == OC_ERR_RANGE);
+        CHECKF(strstr(e.message, "even at 1/8 scale") != NULL, "%s", e.message);
+        oc_image_free(&full);
+        CHECK(c.n_live == 0);
+        free(jpg);
+    }
+#endif
+#if OC_HAVE_LIBPNG
+    for (int alpha = 0; alpha <= 1; alpha++) {
+        enum { W = 13, H = 7 };
+        uint8_t px[W * H * 4];
+        for (int i = 0; i < W * H * 4; i++) px[i] = (uint8_t)(i * 37 + 11);
+        size_t n = 0;
+        void *png = encode_png(px, W, H, alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB, &n);
+        REQUIRE(png);
+        counter c = { 0, 0 };
+        oc_allocator a = { counting_alloc, &c };
+        oc_image full, img;
+        oc_error e;
+        REQUIRE(oc_image_decode(&full, png, n, NULL, &a, &e) == OC_OK);
+        oc_image_limits lim = { 100, 100, 20, 1 };   /* 91 px: 2 x 2 gives 28, 3 x 3 gives 15 */
+        REQUIREF(oc_image_decode(&img, png, n, &lim, &a, &e) == OC_OK, "%s", e.message);
+        REQUIRE(img.width_px == 5 && img.height_px == 3);
+        int bad = 0;
+        for (int y = 0; y < 3; y++)
+            for (int x = 0; x < 5; x++)
+                for (int ch = 0; ch < 3; ch++) {
+                    int sum = 0, cnt = 0;
+                    for (int yy = 3 * y; yy < OC_MIN(3 * y + 3, H); yy++)
+                        for (int xx = 3 * x; xx < OC_MIN(3 * x + 3, W); xx++, cnt++)
+                            sum += full.rgb[(size_t)yy * full.stride_bytes + 3 * (size_t)xx + (size_t)ch];
+                    bad += img.rgb[(size_t)y * img.stride_bytes + 3 * (size_t)x + (size_t)ch] != (sum + cnt / 2) / cnt;
+                }
+        CHECKF(bad == 0, "alpha %d: %d reduced samples are not the block means", alpha, bad);
+        oc_image_free(&img);
+        oc_image_free(&full);
+        lim.reduce_to_pixels = 0;
+        CHECK(oc_image_decode(&img, png, n, &lim, &a, &e) == OC_ERR_RANGE);
+        CHECK(c.n_live == 0);
+        free(png);
+    }
+#endif
+}
+
 int main(void) {
     CHECK_RUN(test_detect);
     CHECK_RUN(test_pnm_p6_basic);
@@ -528,5 +614,6 @@ int main(void) {
     CHECK_RUN(test_wrap_rgb8);
     CHECK_RUN(test_jpeg);
     CHECK_RUN(test_png);
+    CHECK_RUN(test_reduced_decoding);
     return check_finish();
 }

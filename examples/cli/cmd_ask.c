@@ -1,11 +1,11 @@
 /* cmd_ask.c: `ocellus ask`: answer a question about images with a Qwen2-VL / Qwen2.5-VL model,
  * streaming the answer to stdout. Progress goes to stderr when stderr is a terminal; --stats
  * prints the timings (vision, time to first token, prefill and decode speed), the attention
- * FLOPs the plan skipped and the peak memory. Every error is one line and exit status 1. */
+ * FLOPs the plan skipped and the peak memory against the bound printed up front. Images are
+ * decoded by oc_ask, one at a time, into the context's image buffer (--max-image-pixels).
+ * Every error is one line and exit status 1. */
 #include "cli.h"
-#include "image/image.h"
 #include "ocellus.h"
-#include "port.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,8 +33,11 @@ static void usage(FILE *f) {
             "  -t N                 threads (default: all CPUs)\n"
             "  -c N                 context size in tokens (default 4096)\n"
             "  --max-image-tokens N tokens per image at most (default 1280); larger images are scaled down\n"
+            "  --max-image-pixels N the image buffer, in pixels (default 16777216 = 48 MiB of RGB); a\n"
+            "                       larger JPEG or PNG is decoded at reduced scale, other images refused\n"
             CLI_BACKEND_HELP("          ")
-            "  --stats              print timings and memory to stderr at the end\n"
+            "  --stats              print the memory bound (model + context) first, then timings and the\n"
+            "                       peak memory at the end, to stderr\n"
             "  --dump-logits FILE   write the last prompt position's logits (raw little-endian f32)\n");
 }
 
@@ -88,6 +91,7 @@ int cmd_ask(int argc, char **argv) {
     oc_context_params_default(&cp);
     oc_model_params mp;
     oc_model_params_default(&mp);
+    cp.max_image_pixels = (int64_t)1 << 24;
     oc_request req;
     oc_request_default(&req);
     for (int i = 1; i < argc; i++) {
@@ -114,6 +118,7 @@ int cmd_ask(int argc, char **argv) {
         else if (!strcmp(a, "-t") && parse_int(v, 1, 1024, &n)) { cp.n_threads = (int)n; i++; }
         else if (!strcmp(a, "-c") && parse_int(v, 16, 1 << 24, &n)) { cp.max_context_tokens = (int32_t)n; i++; }
         else if (!strcmp(a, "--max-image-tokens") && parse_int(v, 4, 1 << 20, &n)) { cp.max_image_tokens = (int32_t)n; i++; }
+        else if (!strcmp(a, "--max-image-pixels") && parse_int(v, 784, 0x7fffffffL, &n)) { cp.max_image_pixels = n; i++; }
         else if (!strcmp(a, "--top-k") && parse_int(v, 0, 1 << 24, &n)) { req.sampling.top_k = (int32_t)n; i++; }
         else if (!strcmp(a, "--seed") && parse_int(v, 0, 0x7fffffffL, &n)) { req.sampling.seed = (uint64_t)n; i++; }
         else if (!strcmp(a, "--temp") && parse_float(v, &x)) { req.sampling.temperature = (float)x; i++; }
@@ -136,25 +141,24 @@ int cmd_ask(int argc, char **argv) {
     oc_error err;
     oc_model *model = NULL;
     oc_context *ctx = NULL;
-    oc_image decoded[MAX_IMAGES];
-    oc_image_rgb views[MAX_IMAGES];
-    int n_decoded = 0, rc = 1;
-    memset(decoded, 0, sizeof decoded);
-    for (int i = 0; i < n_images; i++, n_decoded++) {
-        if (oc_image_load(&decoded[i], images[i], NULL, NULL, &err)) { fail(err.message); goto done; }
-        views[i].rgb = decoded[i].rgb;
-        views[i].width_px = decoded[i].width_px;
-        views[i].height_px = decoded[i].height_px;
-        views[i].stride_bytes = decoded[i].stride_bytes;
-    }
+    int rc = 1;
     mp.text_path = text_path;
     mp.mmproj_path = mmproj;
     if (oc_model_open_params(&model, &mp, &err)) { fail(err.message); goto done; }
     if (oc_context_open(&ctx, model, &cp, &err)) { fail(err.message); goto done; }
     fprintf(stderr, "backend: %s\n", oc_context_backend_name(ctx));
+    if (stats) {
+        oc_model_info mi;
+        oc_stats s0;
+        oc_model_get_info(model, &mi);
+        oc_context_get_stats(ctx, &s0);
+        fprintf(stderr, "memory bound: model %.1f MiB + context %.1f MiB = %.1f MiB (host)\n",
+                (double)mi.memory_bytes / 1048576.0, (double)s0.context_bytes / 1048576.0,
+                (double)(mi.memory_bytes + s0.context_bytes) / 1048576.0);
+    }
     req.system = system;
     req.question = prompt;
-    req.images = views;
+    req.image_paths = images;
     req.n_images = n_images;
     req.on_text = on_text;
     req.user = &ps;
@@ -190,7 +194,7 @@ int cmd_ask(int argc, char **argv) {
                 s.prefill_ms > 0 ? 1000.0 * s.n_prompt_tokens / s.prefill_ms : 0.0, s.ttft_ms,
                 s.n_generated > 1 && s.decode_ms > 0 ? 1000.0 * (s.n_generated - 1) / s.decode_ms : 0.0,
                 skipped, (double)s.context_bytes / 1048576.0, (double)s.device_bytes / 1048576.0,
-                (double)oc_port_peak_rss_bytes() / 1048576.0, (double)s.kv_bytes / 1048576.0,
+                (double)s.peak_rss_bytes / 1048576.0, (double)s.kv_bytes / 1048576.0,
                 (double)s.kv_capacity_bytes / 1048576.0,
                 s.kv_capacity_bytes ? 100.0 * (double)s.kv_bytes / (double)s.kv_capacity_bytes : 0.0);
     }
@@ -198,6 +202,5 @@ int cmd_ask(int argc, char **argv) {
 done:
     oc_context_close(ctx);
     oc_model_close(model);
-    for (int i = 0; i < n_decoded; i++) oc_image_free(&decoded[i]);
     return rc;
 }

@@ -37,4 +37,8 @@ static inline int oc_gguf_pad_u64(uint64_t x, uint64_t align, uint64_t *out) {
     return 1;
 }
 
+/* Bytes of the file mapped for g (0 for a read copy or bytes given by the caller: those are
+ * the caller's or the allocator's memory). */
+size_t oc_gguf_mapped_bytes(const oc_gguf *g);
+
 #endif

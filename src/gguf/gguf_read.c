@@ -497,6 +497,10 @@ oc_status oc_gguf_open_bytes(oc_gguf **out, const void *bytes, size_t n_bytes,
     return OC_OK;
 }
 
+size_t oc_gguf_mapped_bytes(const oc_gguf *g) {
+    return g && g->map.data && g->map.is_mapped != 2 ? g->map.n_bytes : 0;
+}
+
 static void *alloc_from(void *user, size_t n_bytes) { return oc_mem_alloc(user, n_bytes); }
 
 /* Map the file, or with read_copy read it into memory from g's allocator (oc_gguf_open_read). */

@@ -7,10 +7,11 @@
 
 #include <string.h>
 
-void oc_image_limits_default(oc_image_limits *limits) {
+OC_API void oc_image_limits_default(oc_image_limits *limits) {
     limits->max_width_px = OC_IMAGE_DEFAULT_MAX_SIDE_PX;
     limits->max_height_px = OC_IMAGE_DEFAULT_MAX_SIDE_PX;
     limits->max_pixels = (int64_t)OC_IMAGE_DEFAULT_MAX_SIDE_PX * OC_IMAGE_DEFAULT_MAX_SIDE_PX;
+    limits->reduce_to_pixels = 0;
 }
 
 oc_image_format oc_image_detect(const void *bytes, size_t n_bytes) {
@@ -33,9 +34,10 @@ const char *oc_image_format_name(oc_image_format format) {
     return "unknown";
 }
 
-/* The one size check every path goes through, so the messages read the same everywhere. */
-static oc_status check_size(int64_t width_px, int64_t height_px, const oc_image_limits *limits,
-                            oc_error *err) {
+/* The one size check every path goes through, so the messages read the same everywhere. With
+ * check_pixels 0 only the sides are checked (a decoder that may reduce checks the pixels after). */
+static oc_status check_dims(int64_t width_px, int64_t height_px, const oc_image_limits *limits,
+                            int check_pixels, oc_error *err) {
     oc_image_limits def;
     if (!limits) {
         oc_image_limits_default(&def);
@@ -50,9 +52,48 @@ static oc_status check_size(int64_t width_px, int64_t height_px, const oc_image_
                        (long long)limits->max_height_px);
     /* both sides are <= INT32_MAX here only if the limits are; guard the product explicitly */
     if (width_px > INT32_MAX || height_px > INT32_MAX || width_px > INT64_MAX / height_px ||
-        width_px * height_px > limits->max_pixels)
+        (check_pixels && width_px * height_px > limits->max_pixels))
         return oc_fail(err, OC_ERR_RANGE, "image: size %lldx%lld exceeds the limit of %lld pixels",
                        (long long)width_px, (long long)height_px, (long long)limits->max_pixels);
+    return OC_OK;
+}
+
+static oc_status check_size(int64_t width_px, int64_t height_px, const oc_image_limits *limits,
+                            oc_error *err) {
+    return check_dims(width_px, height_px, limits, 1, err);
+}
+
+static int64_t reduced_pixels(int64_t width_px, int64_t height_px, int64_t f) {
+    return ((width_px + f - 1) / f) * ((height_px + f - 1) / f);
+}
+
+oc_status oc_image_scale_for(int64_t width_px, int64_t height_px, const oc_image_limits *limits,
+                             int32_t max_factor, int pow2, int toward_target, int32_t *factor,
+                             oc_error *err) {
+    oc_image_limits def;
+    if (!limits) {
+        oc_image_limits_default(&def);
+        limits = &def;
+    }
+    *factor = 1;
+    if (limits->reduce_to_pixels <= 0) return check_size(width_px, height_px, limits, err);
+    oc_status st = check_dims(width_px, height_px, limits, 0, err);
+    if (st) return st;
+    int32_t f = 1;
+    while (reduced_pixels(width_px, height_px, f) > limits->max_pixels) {
+        if (f >= max_factor)
+            return oc_fail(err, OC_ERR_RANGE, "image: size %lldx%lld exceeds the limit of %lld pixels even "
+                           "at 1/%d scale", (long long)width_px, (long long)height_px,
+                           (long long)limits->max_pixels, (int)max_factor);
+        f = pow2 ? 2 * f : f + 1;
+    }
+    /* a smaller scale costs less to decode and to resize; keep what the model will look at */
+    while (toward_target && f < max_factor) {
+        int32_t g = pow2 ? 2 * f : f + 1;
+        if (reduced_pixels(width_px, height_px, g) < limits->reduce_to_pixels) break;
+        f = g;
+    }
+    *factor = f;
     return OC_OK;
 }
 
@@ -104,13 +145,43 @@ oc_status oc_image_wrap_rgb8(oc_image *out, const uint8_t *rgb, int32_t width_px
     return OC_OK;
 }
 
-void oc_image_free(oc_image *img) {
+size_t oc_image_decode_bytes(const oc_image_limits *limits) {
+    oc_image_limits def;
+    if (!limits) {
+        oc_image_limits_default(&def);
+        limits = &def;
+    }
+    if (limits->max_pixels <= 0 || limits->max_width_px <= 0 || limits->max_height_px <= 0) return 0;
+    size_t px = (size_t)limits->max_pixels, w = (size_t)limits->max_width_px, h = (size_t)limits->max_height_px;
+    size_t out, full, reduced, total;
+    /* PNG at full size: RGBA copy (4 bytes a pixel) + row pointers; reduced: a source row
+     * (4 bytes a pixel) + block sums (3 x uint32 per output pixel, at most one per source pixel) */
+    if (!oc_mul_size(px, 3, &out) || !oc_mul_size(px, 4, &full) || !oc_mul_size(w, 16, &reduced) ||
+        !oc_add_size(full, h * sizeof(void *), &full) || !oc_add_size(out, OC_MAX(full, reduced), &total) ||
+        !oc_add_size(total, OC_IMAGE_STATE_BYTES, &total))
+        return SIZE_MAX;
+    return total;
+}
+
+OC_API oc_image_rgb oc_image_view(const oc_image *img) {
+    oc_image_rgb v;
+    memset(&v, 0, sizeof v);
+    if (img) {
+        v.rgb = img->rgb;
+        v.width_px = img->width_px;
+        v.height_px = img->height_px;
+        v.stride_bytes = img->stride_bytes;
+    }
+    return v;
+}
+
+OC_API void oc_image_free(oc_image *img) {
     if (!img) return;
     if (img->alloc_bytes) oc_mem_free(&img->alloc, img->rgb, img->alloc_bytes);
     memset(img, 0, sizeof *img);
 }
 
-oc_status oc_image_decode(oc_image *out, const void *bytes, size_t n_bytes,
+OC_API oc_status oc_image_decode(oc_image *out, const void *bytes, size_t n_bytes,
                           const oc_image_limits *limits, const oc_allocator *alloc, oc_error *err) {
     if (!out) return oc_fail(err, OC_ERR_INVALID, "image: NULL output");
     memset(out, 0, sizeof *out);
@@ -128,7 +199,7 @@ oc_status oc_image_decode(oc_image *out, const void *bytes, size_t n_bytes,
                    n_bytes > 2 ? ((const uint8_t *)bytes)[2] : 0, n_bytes > 3 ? ((const uint8_t *)bytes)[3] : 0);
 }
 
-oc_status oc_image_load(oc_image *out, const char *path, const oc_image_limits *limits,
+OC_API oc_status oc_image_load(oc_image *out, const char *path, const oc_image_limits *limits,
                         const oc_allocator *alloc, oc_error *err) {
     if (!out) return oc_fail(err, OC_ERR_INVALID, "image: NULL output");
     memset(out, 0, sizeof *out);

@@ -12,24 +12,17 @@
 
 /* ---- images ----------------------------------------------------------------------------------- */
 
-typedef struct oc_image {
-    uint8_t *rgb;              /* row y starts at rgb + y * stride_bytes */
-    int32_t width_px;
-    int32_t height_px;
-    size_t stride_bytes;
-    size_t alloc_bytes;        /* bytes owned by this image (0: a borrowed view) */
-    oc_allocator alloc;        /* the allocator that owns rgb when alloc_bytes != 0 */
-} oc_image;
+/* oc_image, oc_image_limits and OC_IMAGE_DEFAULT_MAX_SIDE_PX are public (include/ocellus.h). */
 
-/* Decoded images larger than these are refused (OC_ERR_RANGE) before any pixel memory is taken. */
-typedef struct oc_image_limits {
-    int64_t max_width_px;      /* default 16384 */
-    int64_t max_height_px;     /* default 16384 */
-    int64_t max_pixels;        /* default 16384 * 16384 = 256 Mi pixels */
-} oc_image_limits;
-
-#define OC_IMAGE_DEFAULT_MAX_SIDE_PX 16384
-void oc_image_limits_default(oc_image_limits *limits);
+/* The scale a decoder that can reduce uses for a declared w x h image: *factor = 1 when it fits
+ * limits->max_pixels (or reducing is off: limits->reduce_to_pixels == 0, then a larger image is
+ * OC_ERR_RANGE as before). Otherwise the smallest factor f <= max_factor (a power of two when
+ * pow2: libjpeg's DCT scaling) whose ceil(w/f) x ceil(h/f) fits; with toward_target, then the
+ * largest f that still keeps reduce_to_pixels pixels. Sides are checked against the limits first.
+ * [errors: OC_ERR_INVALID (empty), OC_ERR_RANGE] */
+oc_status oc_image_scale_for(int64_t width_px, int64_t height_px, const oc_image_limits *limits,
+                             int32_t max_factor, int pow2, int toward_target, int32_t *factor,
+                             oc_error *err);
 
 typedef enum oc_image_format {
     OC_IMAGE_FORMAT_UNKNOWN = 0,
@@ -42,16 +35,16 @@ typedef enum oc_image_format {
 oc_image_format oc_image_detect(const void *bytes, size_t n_bytes);
 const char *oc_image_format_name(oc_image_format format);
 
-/* Decode any supported format (detected by magic bytes). limits may be NULL (defaults), alloc NULL
- * (malloc). On failure *out is zeroed and owns nothing. A JPEG or PNG input in a build without
- * that library gives OC_ERR_UNSUPPORTED.
- * [alloc: one pixel buffer, plus the library's own internal allocations for JPEG/PNG]
- * [errors: OC_ERR_FORMAT, OC_ERR_RANGE, OC_ERR_UNSUPPORTED, OC_ERR_NOMEM, OC_ERR_INVALID] */
-oc_status oc_image_decode(oc_image *out, const void *bytes, size_t n_bytes,
-                          const oc_image_limits *limits, const oc_allocator *alloc, oc_error *err);
-/* Map the file at path and decode it; messages name the path. [errors: as above + OC_ERR_IO] */
-oc_status oc_image_load(oc_image *out, const char *path, const oc_image_limits *limits,
-                        const oc_allocator *alloc, oc_error *err);
+/* oc_image_decode, oc_image_load, oc_image_free, oc_image_limits_default: include/ocellus.h. */
+
+/* The decoders' state structs fit in this many bytes (each decoder checks at compile time). */
+#define OC_IMAGE_STATE_BYTES 8192
+/* The most memory oc_image_decode takes from its allocator under these limits (limits NULL:
+ * defaults), whatever the input: the pixels (3 bytes each), a PNG's RGBA copy or row buffers, the
+ * row pointers and the decoder's state, in at most OC_IMAGE_DECODE_BLOCKS allocations of
+ * oc_mem_alloc. SIZE_MAX when it overflows. libjpeg/libpng's own working memory is not in it. */
+#define OC_IMAGE_DECODE_BLOCKS 4
+size_t oc_image_decode_bytes(const oc_image_limits *limits);
 
 /* One decoder each (oc_image_decode dispatches to them). */
 oc_status oc_image_decode_pnm(oc_image *out, const void *bytes, size_t n_bytes,
@@ -77,8 +70,6 @@ oc_status oc_image_check_size(int64_t width_px, int64_t height_px, const oc_imag
 oc_status oc_image_alloc(oc_image *out, int32_t width_px, int32_t height_px,
                          const oc_image_limits *limits, const oc_allocator *alloc, oc_error *err);
 
-/* Release what the image owns (nothing for a view) and zero it. NULL is a no-op. */
-void oc_image_free(oc_image *img);
 
 /* ---- resampling -------------------------------------------------------------------------------- */
 

@@ -4,7 +4,9 @@
  * Messages are formatted by libjpeg and never printed. Truncated or corrupt entropy data, which
  * libjpeg only warns about (and then fills with grey), is treated as an error here, and
  * progressive files are limited to MAX_SCANS scans (libjpeg-turbo's advice against scan bombs).
- * libjpeg's own working memory comes from its allocator, not from the oc_allocator. */
+ * libjpeg's own working memory comes from its allocator, not from the oc_allocator. With
+ * limits->reduce_to_pixels, a large JPEG is decoded at 1/2, 1/4 or 1/8 scale by libjpeg's DCT
+ * scaling (the IDCT of fewer coefficients: no full-size image ever exists). */
 #include "image/image.h"
 
 #include <string.h>
@@ -31,6 +33,7 @@ typedef struct jpeg_state {
     const oc_allocator *alloc;
     oc_image *out;
 } jpeg_state;
+_Static_assert(sizeof(jpeg_state) <= OC_IMAGE_STATE_BYTES, "OC_IMAGE_STATE_BYTES too small");
 
 /* cinfo is the first member, so libjpeg's j_common_ptr leads back to the state. */
 static jpeg_state *state_of(j_common_ptr c) { return (jpeg_state *)(void *)c; }
@@ -101,16 +104,20 @@ static int run_decode(jpeg_state *s) {
         return 1;
     }
     oc_error e = { OC_OK, "" };
-    s->status = oc_image_check_size(s->cinfo.image_width, s->cinfo.image_height, s->limits, &e);
+    int32_t f = 1;   /* libjpeg's DCT scaling: 1/f of each side, computed while decoding */
+    s->status = oc_image_scale_for(s->cinfo.image_width, s->cinfo.image_height, s->limits, 8, 1, 1, &f, &e);
     if (s->status) {
         if (s->status == OC_ERR_INVALID) s->status = OC_ERR_FORMAT;
         snprintf(s->message, sizeof s->message, "jpeg: %s", e.message);
         return 1;
     }
+    s->cinfo.scale_num = 1;
+    s->cinfo.scale_denom = (unsigned)f;
     s->cinfo.out_color_space = JCS_RGB;   /* grey is expanded to RGB by libjpeg */
     jpeg_start_decompress(&s->cinfo);
-    if (s->cinfo.output_components != 3 || s->cinfo.output_width != s->cinfo.image_width ||
-        s->cinfo.output_height != s->cinfo.image_height) {
+    unsigned want_w = (s->cinfo.image_width + (unsigned)f - 1) / (unsigned)f;
+    unsigned want_h = (s->cinfo.image_height + (unsigned)f - 1) / (unsigned)f;
+    if (s->cinfo.output_components != 3 || s->cinfo.output_width != want_w || s->cinfo.output_height != want_h) {
         s->status = OC_ERR_FORMAT;
         snprintf(s->message, sizeof s->message, "jpeg: unexpected output geometry %ux%u with %d components",
                  s->cinfo.output_width, s->cinfo.output_height, s->cinfo.output_components);

@@ -5,7 +5,8 @@
  * Pillow does not: here palette, low-bit grey and tRNS are expanded, 16-bit samples keep their
  * high byte (as Pillow does), grey becomes RGB, and alpha is composited onto white with Pillow's
  * integer alpha_composite arithmetic — what HF's convert_to_rgb does before preprocessing.
- * libpng's own working memory comes from its allocator, not from the oc_allocator. */
+ * libpng's own working memory comes from its allocator, not from the oc_allocator. Beyond the
+ * pixel budget (limits->reduce_to_pixels), a non-interlaced image is averaged down as it streams. */
 #include "image/image.h"
 
 #include <string.h>
@@ -14,6 +15,9 @@
 
 #include <png.h>
 #include <stdio.h>
+
+/* Largest block side a non-interlaced PNG may be averaged over (sums of f*f bytes fit 32 bits). */
+#define MAX_REDUCE 256
 
 typedef struct png_state {
     png_structp png;
@@ -30,6 +34,7 @@ typedef struct png_state {
     png_bytep *rows;                  /* row pointers for png_read_image */
     size_t rows_bytes;
 } png_state;
+_Static_assert(sizeof(png_state) <= OC_IMAGE_STATE_BYTES, "OC_IMAGE_STATE_BYTES too small");
 
 static void on_png_error(png_structp png, png_const_charp msg) {
     png_state *s = png_get_error_ptr(png);
@@ -56,6 +61,51 @@ static uint8_t over_white(uint32_t c, uint32_t a) {
     return (uint8_t)((((t >> 8) + t) >> 8) >> 7);
 }
 
+/* A decompression bomb (a small file declaring a huge image) within the sides the limits allow
+ * but over their pixel budget: each f x f block of composited pixels becomes its mean (rounded),
+ * read one row at a time, so memory is the reduced image plus O(width). Called inside run_decode's
+ * setjmp; the row and sums live in s (freed by the caller). */
+static int read_reduced(png_state *s, png_uint_32 width, png_uint_32 height, int channels, int32_t f) {
+    oc_error e = { OC_OK, "" };
+    int32_t out_w = (int32_t)((width + (png_uint_32)f - 1) / (png_uint_32)f);
+    int32_t out_h = (int32_t)((height + (png_uint_32)f - 1) / (png_uint_32)f);
+    s->status = oc_image_alloc(s->out, out_w, out_h, s->limits, s->alloc, &e);
+    if (s->status) {
+        snprintf(s->message, sizeof s->message, "png: %s", e.message);
+        return 1;
+    }
+    s->rgba_bytes = (size_t)width * (size_t)channels;            /* one source row */
+    s->rows_bytes = (size_t)out_w * 3 * sizeof(uint32_t);          /* block sums of one output row */
+    s->rgba = oc_mem_alloc(s->alloc, s->rgba_bytes);
+    s->rows = oc_mem_calloc(s->alloc, s->rows_bytes);
+    if (!s->rgba || !s->rows) {
+        s->status = OC_ERR_NOMEM;
+        snprintf(s->message, sizeof s->message, "png: cannot allocate %zu bytes of row buffers",
+                 s->rgba_bytes + s->rows_bytes);
+        return 1;
+    }
+    uint32_t *sum = (uint32_t *)(void *)s->rows;
+    for (png_uint_32 y = 0; y < height; y++) {
+        png_read_row(s->png, s->rgba, NULL);
+        const uint8_t *src = s->rgba;
+        for (png_uint_32 x = 0; x < width; x++, src += channels) {
+            uint32_t *acc = sum + 3 * (x / (png_uint_32)f);
+            for (int c = 0; c < 3; c++) acc[c] += channels == 4 ? over_white(src[c], src[3]) : src[c];
+        }
+        if ((y + 1) % (png_uint_32)f && y + 1 < height) continue;
+        uint32_t rows_in = (y % (png_uint_32)f) + 1;
+        uint8_t *dst = s->out->rgb + (size_t)(y / (png_uint_32)f) * s->out->stride_bytes;
+        for (int32_t ox = 0; ox < out_w; ox++) {
+            uint32_t cols_in = OC_MIN((png_uint_32)f, width - (png_uint_32)ox * (png_uint_32)f);
+            uint32_t n = rows_in * cols_in;
+            for (int c = 0; c < 3; c++) dst[3 * ox + c] = (uint8_t)((sum[3 * ox + c] + n / 2) / n);
+        }
+        memset(sum, 0, s->rows_bytes);
+    }
+    png_read_end(s->png, NULL);
+    return 0;
+}
+
 static int run_decode(png_state *s) {
     if (setjmp(png_jmpbuf(s->png))) return 1;
     png_set_read_fn(s->png, s, on_png_read);
@@ -72,7 +122,10 @@ static int run_decode(png_state *s) {
     png_uint_32 width = png_get_image_width(s->png, s->info);
     png_uint_32 height = png_get_image_height(s->png, s->info);
     oc_error e = { OC_OK, "" };
-    s->status = oc_image_check_size(width, height, s->limits, &e);
+    /* interlaced rows arrive in 7 passes, so only a non-interlaced image can be reduced as it streams */
+    int interlaced = png_get_interlace_type(s->png, s->info) != PNG_INTERLACE_NONE;
+    int32_t f = 1;
+    s->status = oc_image_scale_for(width, height, s->limits, interlaced ? 1 : MAX_REDUCE, 0, 0, &f, &e);
     if (s->status) {
         if (s->status == OC_ERR_INVALID) s->status = OC_ERR_FORMAT;
         snprintf(s->message, sizeof s->message, "png: %s", e.message);
@@ -92,6 +145,7 @@ static int run_decode(png_state *s) {
                  channels, rowbytes);
         return 1;
     }
+    if (f > 1) return read_reduced(s, width, height, channels, f);
     s->status = oc_image_alloc(s->out, (int32_t)width, (int32_t)height, s->limits, s->alloc, &e);
     if (s->status) {
         snprintf(s->message, sizeof s->message, "png: %s", e.message);

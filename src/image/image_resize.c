@@ -145,7 +145,7 @@ oc_status oc_image_resize_bicubic(oc_image *out, const oc_image *in, int32_t out
     if (out_width_px <= 0 || out_height_px <= 0)
         return oc_fail(err, OC_ERR_INVALID, "resize: target size %dx%d is empty", out_width_px, out_height_px);
     /* sizes here come from smart_resize (bounded by max_pixels); only memory arithmetic limits them */
-    const oc_image_limits no_limits = { INT32_MAX, INT32_MAX, INT64_MAX };
+    const oc_image_limits no_limits = { INT32_MAX, INT32_MAX, INT64_MAX, 0 };
     oc_status st;
     if (out_width_px == in->width_px && out_height_px == in->height_px) {   /* Pillow copies */
         if ((st = oc_image_alloc(out, out_width_px, out_height_px, &no_limits, alloc, err))) return st;

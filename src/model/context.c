@@ -12,6 +12,7 @@
  * (no device, a program that does not build, a model it cannot run), opens the CPU instead. */
 #include "image/image.h"
 #include "attention/layout.h"
+#include "core/arena.h"
 #include "model/model.h"
 #include "kvcache/kv_cache.h"
 #include "plan/plan.h"
@@ -41,6 +42,7 @@ struct oc_context {
     float *batch_embd;           /* [batch_tokens][n_embd] */
     int32_t *batch_ids;          /* [batch_tokens] */
     float *logits, *prompt_logits;   /* [n_vocab] each */
+    oc_arena image_arena;        /* the image buffer request.image_paths decode into (max_image_pixels) */
     size_t buf_bytes;
     void *buf;
     int has_prompt_logits;
@@ -85,6 +87,9 @@ static oc_status check_params(const oc_model *m, const oc_context_params *p, oc_
         p->max_image_tokens > (1 << 20))
         return oc_fail(err, OC_ERR_INVALID, "context: image token limits %d..%d are invalid",
                        p->min_image_tokens, p->max_image_tokens);
+    if (p->max_image_pixels < 0 || p->max_image_pixels > ((int64_t)1 << 32))
+        return oc_fail(err, OC_ERR_INVALID, "context: max_image_pixels %lld is out of range [0, 2^32]",
+                       (long long)p->max_image_pixels);
     if (p->batch_tokens < 1)
         return oc_fail(err, OC_ERR_INVALID, "context: batch_tokens must be >= 1");
     return OC_OK;
@@ -103,14 +108,36 @@ static oc_context_params effective_params(const oc_model *m, const oc_context_pa
 static int32_t batch_of(const oc_context_params *p) { return OC_MIN(p->batch_tokens, p->max_context_tokens); }
 static int32_t max_images_of(const oc_model *m, const oc_context_params *p) { return m->vision ? p->max_images : 0; }
 
-/* The context's own buffers (image embeddings, batch, logits) in one block. */
+/* Limits for decoding request.image_paths: the context's pixel budget, and a JPEG decoded at the
+ * smallest DCT scale that still has the pixels the model will look at (max_image_tokens). */
+static oc_image_limits decode_limits(const oc_model *m, const oc_context_params *p) {
+    oc_image_limits lim;
+    oc_image_limits_default(&lim);
+    lim.max_pixels = p->max_image_pixels;
+    if (m->vision) {
+        const oc_vision_hparams *vh = oc_vision_model_hparams(m->vision);
+        int64_t unit = (int64_t)vh->patch_size * vh->merge_size;
+        lim.reduce_to_pixels = (int64_t)p->max_image_tokens * unit * unit;
+    }
+    return lim;
+}
+
+/* The image buffer's bytes: 0 without decoding (no vision, no images or no pixel budget). */
+static size_t image_buffer_bytes(const oc_model *m, const oc_context_params *p) {
+    if (!m->vision || max_images_of(m, p) == 0 || p->max_image_pixels <= 0) return 0;
+    oc_image_limits lim = decode_limits(m, p);
+    size_t payload = oc_image_decode_bytes(&lim);
+    return payload == SIZE_MAX ? SIZE_MAX : oc_arena_bytes_for(payload, OC_IMAGE_DECODE_BLOCKS);
+}
+
+/* The context's own buffers (image embeddings, batch, logits, the image buffer) in one block. */
 static int own_bytes(const oc_model *m, const oc_context_params *p, size_t *out) {
     size_t d = (size_t)m->text->hp.n_embd, V = (size_t)m->text->hp.n_vocab, B = (size_t)batch_of(p);
     size_t img_rows, img, total;
     if (!oc_mul_size((size_t)max_images_of(m, p), (size_t)p->max_image_tokens, &img_rows) ||
         !oc_mul_size(img_rows, d * sizeof(float), &img))
         return 0;
-    total = img + B * d * sizeof(float) + B * sizeof(int32_t) + 2 * V * sizeof(float) + 5 * OC_MEM_ALIGN;
+    total = img + B * d * sizeof(float) + B * sizeof(int32_t) + 2 * V * sizeof(float) + 6 * OC_MEM_ALIGN;
     if (total < img) return 0;
     if (p->on_attention) {   /* the observation copies */
         size_t kvd = (size_t)m->text->hp.n_head_kv * (size_t)m->text->hp.head_dim, kv;
@@ -119,6 +146,8 @@ static int own_bytes(const oc_model *m, const oc_context_params *p, size_t *out)
                          ((size_t)p->max_image_tokens + 1) * 8 + 4 * OC_MEM_ALIGN, &total))
             return 0;
     }
+    size_t decode = image_buffer_bytes(m, p);
+    if (decode == SIZE_MAX || !oc_add_size(total, decode, &total)) return 0;
     *out = total;
     return 1;
 }
@@ -296,6 +325,10 @@ OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_c
         TAKE(c->obs_images, (size_t)OC_MAX(1, max_images_of(m, p)) * 16);
         TAKE(c->obs_segments, ((size_t)p->max_image_tokens + 1) * 8);
     }
+    size_t image_bytes = image_buffer_bytes(m, p);
+    void *image_base;
+    TAKE(image_base, image_bytes);
+    oc_arena_init(&c->image_arena, image_base, image_bytes);
 #undef TAKE
     *out = c;
     return OC_OK;
@@ -320,6 +353,7 @@ OC_API void oc_context_close(oc_context *c) {
 OC_API void oc_context_get_stats(const oc_context *c, oc_stats *out) {
     *out = c->stats;
     oc_text_ctx_kv_bytes(c->text, &out->kv_bytes, &out->kv_capacity_bytes);
+    out->peak_rss_bytes = oc_port_peak_rss_bytes();
 }
 
 OC_API const char *oc_context_backend_name(const oc_context *c) { return c->backend_name; }
@@ -550,8 +584,10 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     c->has_prompt_logits = 0;
     if (!r->question || !r->question[strspn(r->question, " \t\r\n")])
         return oc_fail(err, OC_ERR_INVALID, "the prompt is empty: ask a question");
-    if (r->n_images < 0 || (r->n_images > 0 && !r->images))
+    if (r->n_images < 0 || (r->n_images > 0 && !r->images && !r->image_paths))
         return oc_fail(err, OC_ERR_INVALID, "oc_ask: bad image list");
+    if (r->n_images > 0 && !r->images && c->image_arena.cap_bytes == 0)
+        return oc_fail(err, OC_ERR_INVALID, "image files need a context with max_image_pixels > 0");
     if (r->n_images > 0 && !m->vision)
         return oc_fail(err, OC_ERR_UNSUPPORTED, "images need the vision encoder: give the mmproj file too");
     if (r->n_images > c->p.max_images)
@@ -573,7 +609,20 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     int32_t grids[2 * 1024], row = 0;
     for (int32_t i = 0; i < r->n_images; i++) {
         progress(c, "vision", i, r->n_images);
-        if ((st = encode_image(c, &r->images[i], i, &row, grids + 2 * i, &as, err))) return st;
+        if (r->images) {
+            if ((st = encode_image(c, &r->images[i], i, &row, grids + 2 * i, &as, err))) return st;
+            continue;
+        }
+        /* decoded now, into the context's image buffer, and gone before the next one */
+        oc_image img;
+        oc_image_limits lim = decode_limits(m, &c->p);
+        oc_allocator arena = oc_arena_allocator(&c->image_arena);
+        oc_arena_reset(&c->image_arena);
+        if ((st = oc_image_load(&img, r->image_paths[i], &lim, &arena, err))) return st;
+        oc_image_rgb view = oc_image_view(&img);
+        st = encode_image(c, &view, i, &row, grids + 2 * i, &as, err);
+        oc_image_free(&img);
+        if (st) return st;
     }
     if (r->n_images) progress(c, "vision", r->n_images, r->n_images);
     c->stats.vision_ms = ms_since(t0);

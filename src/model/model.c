@@ -2,6 +2,7 @@
  * optional mmproj GGUF (vision encoder), and checks that the two belong together (the merger's
  * output width is the language model's hidden size). */
 #include "model/model.h"
+#include "gguf/gguf.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +23,14 @@ static int template_labels_images(const oc_gguf *g) {
     oc_error e;
     if (oc_gguf_get_str(g, "tokenizer.chat_template", &t, &e) != OC_OK) return 0;
     return span_has(t, "Picture ") && !span_has(t, "add_vision_id");
+}
+
+/* The model's allocator: counts the bytes open takes (oc_model_info.memory_bytes) and passes every
+ * call to the user's. After open the count is frozen, so threads sharing the model never write it. */
+static void *counting_fn(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
+    oc_model *m = user;
+    if (m->counting) m->heap_bytes = m->heap_bytes - old_bytes + new_bytes;
+    return m->user_alloc.fn(m->user_alloc.user, ptr, old_bytes, new_bytes);
 }
 
 OC_API void oc_model_params_default(oc_model_params *p) { memset(p, 0, sizeof *p); }
@@ -49,7 +58,10 @@ OC_API oc_status oc_model_open_params(oc_model **out, const oc_model_params *p, 
     if (!text_path || !*text_path) return oc_fail(err, OC_ERR_INVALID, "no model file given");
     oc_model *m = oc_mem_calloc(alloc, sizeof *m);
     if (!m) return oc_fail(err, OC_ERR_NOMEM, "out of memory");
-    m->alloc = alloc ? *alloc : *oc_default_allocator();
+    m->user_alloc = alloc && alloc->fn ? *alloc : *oc_default_allocator();
+    m->alloc = (oc_allocator){ counting_fn, m };
+    m->heap_bytes = sizeof *m + OC_MEM_ALIGN;
+    m->counting = 1;
     oc_status st;
     if ((st = open_file(&m->text_file, text_path, p->load, &m->alloc, err))) goto fail;
     if ((st = oc_text_model_load(&m->text, m->text_file, text_path, &m->alloc, err))) goto fail;
@@ -85,6 +97,7 @@ OC_API oc_status oc_model_open_params(oc_model **out, const oc_model_params *p, 
         snprintf(m->projector, sizeof m->projector, "%s",
                  vh->kind == OC_VISION_QWEN25VL ? "qwen2.5vl_merger" : "qwen2vl_merger");
     }
+    m->counting = 0;
     *out = m;
     return OC_OK;
 fail:
@@ -94,7 +107,7 @@ fail:
 
 OC_API void oc_model_close(oc_model *m) {
     if (!m) return;
-    oc_allocator a = m->alloc;
+    oc_allocator a = m->user_alloc;
     oc_vision_model_free(m->vision);
     oc_text_model_free(m->text);
     oc_tokenizer_close(m->tok);
@@ -114,6 +127,7 @@ OC_API void oc_model_get_info(const oc_model *m, oc_model_info *out) {
     out->head_dim = hp->head_dim;
     out->n_ff = hp->n_ff;
     out->n_ctx_train = hp->n_ctx_train;
+    out->memory_bytes = m->heap_bytes + oc_gguf_mapped_bytes(m->text_file) + oc_gguf_mapped_bytes(m->vision_file);
     out->projector = m->projector;
     if (m->vision) {
         const oc_vision_hparams *vh = oc_vision_model_hparams(m->vision);

@@ -11,7 +11,10 @@
 #include "model/vision_model.h"
 
 struct oc_model {
-    oc_allocator alloc;
+    oc_allocator alloc;          /* counts what open allocates (heap_bytes), then passes through */
+    oc_allocator user_alloc;
+    size_t heap_bytes;           /* allocated while opening, this struct included */
+    int counting;                /* only during oc_model_open: the model is read-only after it */
     oc_gguf *text_file, *vision_file;
     oc_text_model *text;
     oc_vision_model *vision;     /* NULL: text only */

@@ -7,7 +7,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     oc_image img;
     oc_error e;
-    oc_image_limits lim = { 4096, 4096, 1 << 22 };
+    oc_image_limits lim = { 4096, 4096, 1 << 22, 0 };
     if (oc_image_decode_png(&img, data, size, &lim, NULL, &e) == OC_OK) oc_image_free(&img);
     return 0;
 }

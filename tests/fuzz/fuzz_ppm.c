@@ -7,7 +7,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     oc_image img;
     oc_error e;
-    oc_image_limits lim = { 4096, 4096, 1 << 20 };
+    oc_image_limits lim = { 4096, 4096, 1 << 20, 0 };
     if (oc_image_decode_pnm(&img, data, size, &lim, NULL, &e) != OC_OK) return 0;
     oc_qwen2vl_prep_params p;
     oc_qwen2vl_prep_defaults(&p);
