@@ -527,8 +527,8 @@ static void test_reduced_decoding(void) {
         unsigned long n = 0;
         unsigned char *jpg = encode_jpeg(px, W, H, 3, JCS_RGB, 0, &n);
         REQUIRE(jpg);
-        counter c = { 0, 0 };
-        oc_allocator a = { counting_alloc, &c };
+        check_alloc c = { 0 };
+        oc_allocator a = { check_alloc_fn, &c };
         oc_image full, img;
         oc_error e;
         REQUIRE(oc_image_decode(&full, jpg, n, NULL, &a, &e) == OC_OK);
@@ -571,8 +571,8 @@ static void test_reduced_decoding(void) {
         size_t n = 0;
         void *png = encode_png(px, W, H, alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB, &n);
         REQUIRE(png);
-        counter c = { 0, 0 };
-        oc_allocator a = { counting_alloc, &c };
+        check_alloc c = { 0 };
+        oc_allocator a = { check_alloc_fn, &c };
         oc_image full, img;
         oc_error e;
         REQUIRE(oc_image_decode(&full, png, n, NULL, &a, &e) == OC_OK);
