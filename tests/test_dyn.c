@@ -414,6 +414,23 @@ static void run_pattern_case(const pcase *pc, int seed, const pools *ps) {
                             em[((size_t)h * c.n_q + i) * c.n_kv + j] =
                                 (uint8_t)keep_dyn(&c, &pat[h], &dyn->heads[h], c.q_offset + i, j);
                 uint64_t kept = ref_attention(&c, em, ref);
+                /* a Grid head's estimate covers only the keys its search views: the same choice as
+                 * the search over the full column scores */
+                size_t one_bytes = oc_attn_dyn_bytes(&dm, 1);
+                void *one = aligned(one_bytes);
+                float *vert = malloc(sizeof(float) * (size_t)c.n_kv), *sl = malloc(sizeof(float) * (size_t)(2 * c.n_kv));
+                double *gw = malloc(sizeof(double) * (size_t)(c.n_kv + 1));
+                for (int h = 0; h < c.n_head; h++) {
+                    if (pat[h].kind != OC_PATTERN_GRID) continue;
+                    REQUIRE(oc_attn_dyn_scores(&a.c, &a.mem, a.isa, h, one, one_bytes, vert, sl, NULL) == OC_OK);
+                    int32_t gs, gp;
+                    oc_dyn_grid_search(vert, c.n_kv, pat[h].grid_stride, pat[h].grid_max_stride, gw, &gs, &gp);
+                    CHECKF(gs == dyn->heads[h].stride && gp == dyn->heads[h].phase,
+                           "seed %d head %d: grid (%d, %d) from the view, (%d, %d) from all columns", seed, h,
+                           (int)dyn->heads[h].stride, (int)dyn->heads[h].phase, (int)gs, (int)gp);
+                }
+                oc_port_aligned_free(one);
+                free(vert); free(sl); free(gw);
                 double e = check_rel_err_f32(sparse, ref, n_out);
                 CHECKF(e < 1e-5, "seed %d d=%d isa=%s: pattern vs double reference %.3g", seed, c.d,
                        oc_isa_name((oc_isa)isa), e);

@@ -68,6 +68,10 @@ int32_t oc_dyn_top_k(const float *score, int32_t n, int32_t k, int32_t force, in
 void oc_dyn_grid_search(const float *vertical, int32_t n, int32_t fixed_stride, int32_t max_stride,
                         double *work, int32_t *stride, int32_t *phase);
 
+/* The keys [*j0, *j1) the grid search views for a prompt of n keys (see above); only their column
+ * scores are read, so the estimate computes no others for a Grid head. [alloc: no] */
+void oc_dyn_grid_view(int32_t n, int32_t fixed_stride, int32_t max_stride, int32_t *j0, int32_t *j1);
+
 /* Q-Boundary / 2D-Boundary permutation (mminference.txt Sec. 3.2, Alg. 2-3): the tokens grouped by
  * modality, stably: perm[start[m] .. start[m + 1]) lists the positions of modality m in order.
  * modality[i] < n_modalities for every i; start has n_modalities + 1 entries.

@@ -109,10 +109,12 @@ static void score_tile(const oc_attn_call *a, const oc_attn_kernels *kn, est_wor
         for (int32_t c = 0; c < OC_DYN_LAST_Q && j0 + t > p0 + c; c++) w->s[t * OC_DYN_LAST_Q + c] = -INFINITY;
 }
 
-/* Column and diagonal scores of head h: vs[j] = sum_r A^[r, j] for j < n_kv, ss[o + n_kv - 1] =
- * sum_r A^[r, p_r - o]. The rows are the last 64 queries of the call. */
+/* Column and diagonal scores of head h: vs[j] = sum_r A^[r, j], ss[o + n_kv - 1] =
+ * sum_r A^[r, p_r - o]. The rows are the last 64 queries of the call. Pass 2 (the scores) covers
+ * the keys [lo2, hi2) only (whole tiles, so pass 1's maxima hold exactly); the rest of vs is 0, and
+ * ss is computed only when slash is set (a Grid head reads the columns of its view alone). */
 static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_attn_kernels *kn, est_work *w,
-                     int32_t h) {
+                     int32_t h, int32_t lo2, int32_t hi2, int slash) {
     int32_t n_kv = a->n_kv, d = a->head_dim, g = h / (a->n_head / a->n_head_kv);
     int32_t i0 = a->n_q - OC_DYN_LAST_Q, p0 = a->q_offset + i0;
     int64_t eb = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
@@ -137,8 +139,8 @@ static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_at
     float inv_l[OC_DYN_LAST_Q];
     for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) inv_l[c] = w->l[c] > 0.0f ? 1.0f / w->l[c] : 0.0f;
     for (int32_t j = 0; j < n_kv; j++) w->vs[j] = 0.0f;
-    for (int32_t o = 0; o < 2 * n_kv - 1; o++) w->ss[o] = 0.0f;
-    for (int32_t j0 = 0; j0 < key_end; j0 += EST_TILE) {
+    for (int32_t o = 0; slash && o < 2 * n_kv - 1; o++) w->ss[o] = 0.0f;
+    for (int32_t j0 = lo2 - lo2 % EST_TILE; j0 < OC_MIN(key_end, hi2); j0 += EST_TILE) {
         int32_t nk = OC_MIN(EST_TILE, key_end - j0);
         score_tile(a, kn, w, kbase, ks, j0, nk, p0);
         for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
@@ -150,10 +152,14 @@ static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_at
             int32_t j = j0 + t;
             const float *row = w->s + (int64_t)t * OC_DYN_LAST_Q;
             float col = 0.0f;
-            for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
-                float p = row[c] * inv_l[c];
-                col += p;
-                w->ss[p0 + c - j + n_kv - 1] += p;
+            if (slash) {
+                for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
+                    float p = row[c] * inv_l[c];
+                    col += p;
+                    w->ss[p0 + c - j + n_kv - 1] += p;
+                }
+            } else {
+                for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) col += row[c] * inv_l[c];
             }
             w->vs[j] += col;
         }
@@ -184,8 +190,10 @@ static void build_task(void *ctx, int64_t task, int thread) {
     out->stride = 1;
     if (!head_is_dynamic(a, h) || n_kv == 0) return;
     est_work w = est_work_at(&x->g, x->base, thread);
-    estimate(a, x->mem, x->kern, &w, h);
     const oc_head_pattern *pat = &a->patterns[h];
+    int32_t lo2 = 0, hi2 = n_kv;
+    if (pat->kind == OC_PATTERN_GRID) oc_dyn_grid_view(n_kv, pat->grid_stride, pat->grid_max_stride, &lo2, &hi2);
+    estimate(a, x->mem, x->kern, &w, h, lo2, hi2, pat->kind == OC_PATTERN_VERTICAL_SLASH);
     int32_t *idx = (int32_t *)(x->base + x->g.off_idx) + (size_t)h * x->g.idx_per_head;
     if (pat->kind == OC_PATTERN_VERTICAL_SLASH) {
         int32_t *vert = idx, *slash = idx + n_kv;
@@ -258,7 +266,7 @@ oc_status oc_attn_dyn_scores(const oc_attn_call *a, const oc_attn_host *mem, oc_
     if (!dyn_geom_init(&g, &dims, 1) || !dyn_mem || dyn_bytes < g.total || (uintptr_t)dyn_mem % OC_MEM_ALIGN)
         return oc_fail(err, OC_ERR_INVALID, "attn dyn: memory too small for these dimensions");
     est_work w = est_work_at(&g, dyn_mem, 0);
-    estimate(a, mem, kern, &w, head);
+    estimate(a, mem, kern, &w, head, 0, a->n_kv, 1);
     memcpy(vertical, w.vs, (size_t)a->n_kv * sizeof(float));
     memcpy(slash, w.ss, (size_t)(2 * a->n_kv - 1) * sizeof(float));
     return OC_OK;

@@ -75,18 +75,34 @@ static double best_phase(const float *vertical, int32_t j0, int32_t j1, int32_t 
     return best;
 }
 
+/* The candidate strides: a stride of n or more puts one line of each kind in the prompt, the same
+ * mask as stride n. */
+static void stride_range(int32_t n, int32_t fixed_stride, int32_t max_stride, int32_t *s_lo, int32_t *s_hi) {
+    *s_lo = fixed_stride > 0 ? OC_MIN(fixed_stride, n) : 2;
+    *s_hi = fixed_stride > 0 ? *s_lo : OC_MIN(max_stride, n);
+}
+
+void oc_dyn_grid_view(int32_t n, int32_t fixed_stride, int32_t max_stride, int32_t *j0, int32_t *j1) {
+    *j0 = 0;
+    *j1 = n;
+    if (n < 2) return;
+    int32_t s_lo, s_hi;
+    stride_range(n, fixed_stride, max_stride, &s_lo, &s_hi);
+    /* dyn.h: without the first and last min(s_hi, n / 4) keys, and at most the last
+     * OC_DYN_GRID_PERIODS periods of the largest stride before the end */
+    int32_t edge = OC_MIN(s_hi, n / 4);
+    *j1 = n - edge;
+    *j0 = (int32_t)OC_MAX((int64_t)edge, (int64_t)*j1 - (int64_t)OC_DYN_GRID_PERIODS * s_hi);
+}
+
 void oc_dyn_grid_search(const float *vertical, int32_t n, int32_t fixed_stride, int32_t max_stride,
                         double *work, int32_t *stride, int32_t *phase) {
     *stride = 1;
     *phase = 0;
     if (n < 2) return;
-    /* a stride of n or more puts one line of each kind in the prompt, the same mask as stride n */
-    int32_t s_lo = fixed_stride > 0 ? OC_MIN(fixed_stride, n) : 2;
-    int32_t s_hi = fixed_stride > 0 ? s_lo : OC_MIN(max_stride, n);
-    /* The view covers keys [j0, j1) (dyn.h): without the first and last min(s_hi, n / 4) keys, and
-     * at most the last OC_DYN_GRID_PERIODS periods of the largest stride before j1. */
-    int32_t edge = OC_MIN(s_hi, n / 4), j1 = n - edge;
-    int32_t j0 = (int32_t)OC_MAX((int64_t)edge, (int64_t)j1 - (int64_t)OC_DYN_GRID_PERIODS * s_hi);
+    int32_t s_lo, s_hi, j0, j1;
+    stride_range(n, fixed_stride, max_stride, &s_lo, &s_hi);
+    oc_dyn_grid_view(n, fixed_stride, max_stride, &j0, &j1);
     double mean = 0.0;
     for (int32_t j = j0; j < j1; j++) mean += (double)rank_of(vertical[j]);
     mean /= (double)(j1 - j0);
