@@ -698,7 +698,13 @@ static void test_attn_patterns(void) {
     static const oc_head_pattern pat4[4] = {
         PAT(OC_PATTERN_A_SHAPE, 8, 24), PAT(OC_PATTERN_SINK, 0, 0), PAT(OC_PATTERN_DENSE, 0, 0), PAT(OC_PATTERN_INTRA_IMAGE, 0, 0),
     };
+    /* MMInference's dynamic heads are prefill patterns: a decode call runs them dense on both engines */
+    static const oc_head_pattern dyn4[4] = {
+        { .kind = OC_PATTERN_VERTICAL_SLASH, .n_vertical = 8, .n_slash = 2 }, PAT(OC_PATTERN_SINK, 0, 0),
+        { .kind = OC_PATTERN_GRID, .grid_max_stride = 16, .grid_lines = OC_GRID_VLINE }, PAT(OC_PATTERN_A_SHAPE, 2, 20),
+    };
     const attn_case cases[] = {
+        { "dynamic heads in decode: dense", 3, 300, 4, 2, 64, 297, OC_ATTN_CAUSAL, NULL, 0, dyn4, img, 3, 170, OC_DTYPE_F16, 0 },
         { "patterns prefill 200, GQA 6/2, f16", 200, 200, 6, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 180, OC_DTYPE_F16, 0 },
         { "patterns prefill d128 f32", 170, 170, 6, 3, 128, 0, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 170, OC_DTYPE_F32, 0 },
         { "patterns chunk after a cache", 60, 200, 6, 2, 64, 140, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 200, OC_DTYPE_F16, 0 },
