@@ -209,21 +209,28 @@ static uint64_t mask_cols(const run *r, int32_t r0, int32_t n_cols, const int32_
     return n_kept;
 }
 
-/* 1 when no row of the block [r0, r0 + rb) keeps any key in [k_min, k_max]: along a causal
- * diagonal or an A-shape window edge a partial tile matters to some row blocks only, and skipping
- * the others is what keeps long single-head runs cheap there. */
-static int block_misses(const run *r, int32_t r0, int32_t rb, int32_t k_min, int32_t k_max) {
+/* What the rows of the block [r0, r0 + rb) keep of a partial tile's keys [k_min, k_max] (the keys
+ * came from the class's key set, so only the rows' windows decide): BLOCK_MISSES when no row keeps
+ * any (along a causal diagonal or an A-shape window edge a partial tile matters to some row blocks
+ * only, and skipping the others keeps long single-head runs cheap there), BLOCK_KEEPS when every
+ * row keeps all of them (no per-element mask: a Grid run's rows lie stride apart, so most of its
+ * keys are partial for the run but whole for each block), else BLOCK_PARTIAL. */
+enum { BLOCK_MISSES, BLOCK_PARTIAL, BLOCK_KEEPS };
+
+static int block_class(const run *r, int32_t r0, int32_t rb, int32_t k_min, int32_t k_max) {
     int32_t first = r->i0, last = run_row(r, r->len - 1);   /* rows of the block */
     if (r0 / r->len == (r0 + rb - 1) / r->len) {
         first = run_row(r, r0);
         last = run_row(r, r0 + rb - 1);
     }
     const oc_attn_call *a = r->x->a;
-    oc_mask_ivals some;
-    oc_mask_window_span(a, r->pat, (int64_t)a->q_offset + first, (int64_t)a->q_offset + last, &some, NULL);
+    oc_mask_ivals some, all;
+    oc_mask_window_span(a, r->pat, (int64_t)a->q_offset + first, (int64_t)a->q_offset + last, &some, &all);
+    for (int k = 0; k < all.n; k++)
+        if (all.lo[k] <= k_min && k_max < all.hi[k]) return BLOCK_KEEPS;
     for (int k = 0; k < some.n; k++)
-        if (some.lo[k] <= k_max && k_min < some.hi[k]) return 0;
-    return 1;
+        if (some.lo[k] <= k_max && k_min < some.hi[k]) return BLOCK_PARTIAL;
+    return BLOCK_MISSES;
 }
 
 /* One key tile for all stacked rows: S^T = K Q^T per block of ROW_BLOCK rows, mask (partial tiles
@@ -244,11 +251,19 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial) {
     }
     kn->convert_rows(w->kt, w->kptr, nk, d, a->kv_dtype);
     kn->pack_v(w->v, w->vptr, nk, d, dpad, a->kv_dtype);
-    for (int32_t r0 = 0; r0 < r->rows; r0 += ROW_BLOCK) {
-        int32_t rb = OC_MIN(ROW_BLOCK, r->rows - r0), cols = ALIGN_UP(rb, kn->vec);
-        if (partial && a->mask != OC_ATTN_EXPLICIT && block_misses(r, r0, rb, k_min, k_max)) continue;
+    /* A Grid run's rows lie stride apart, so a block's causal band spans block x stride positions:
+     * blocks of half the rows halve the masked lanes there. */
+    int32_t block_rows = r->step > 1 ? ROW_BLOCK / 2 : ROW_BLOCK;
+    for (int32_t r0 = 0; r0 < r->rows; r0 += block_rows) {
+        int32_t rb = OC_MIN(block_rows, r->rows - r0), cols = ALIGN_UP(rb, kn->vec);
+        int exact = partial;   /* evaluate the mask per element */
+        if (partial && a->mask != OC_ATTN_EXPLICIT) {
+            int bc = block_class(r, r0, rb, k_min, k_max);
+            if (bc == BLOCK_MISSES) continue;
+            exact = bc == BLOCK_PARTIAL;
+        }
         kn->gemm(nk, cols, d, w->kt, d, 1, w->qt + (int64_t)r0 * d, w->s, ROW_BLOCK, 0);   /* S^T = K Q^T */
-        r->kept += partial ? mask_cols(r, r0, rb, idx, nk, w->s) : (uint64_t)nk * (uint64_t)rb;
+        r->kept += exact ? mask_cols(r, r0, rb, idx, nk, w->s) : (uint64_t)nk * (uint64_t)rb;
         kn->softmax_cols(w->s, ROW_BLOCK, nk, cols, w->m + r0, w->l + r0, w->alpha);
         for (int32_t k = 0; k < rb; k++) {
             float *o = w->o + (int64_t)(r0 + k) * dpad;
@@ -463,10 +478,10 @@ static void do_grid_head(const run_ctx *x, work *w, int32_t g, int32_t h, int32_
     const oc_attn_call *a = x->a;
     const oc_head_pattern *pat = &a->patterns[h];
     const oc_dyn_head *dh = &a->dyn->heads[h];
-    /* A class's rows lie `stride` positions apart, so a run of r rows spans r * stride positions and
-     * every key past its first row is partial (exact mask per element, masked lanes computed): about
-     * 2 r keys for a class of lines, r * stride for the dense rows of a horizontal line. Runs of 32
-     * rows (16 on horizontal lines) keep that band small next to the keys a row keeps. */
+    /* A class's rows lie `stride` positions apart, so a run spans many positions and most of its keys
+     * are partial for the run; block_class finds them whole for each 64-row block, and only the
+     * causal band of each block is masked per element. Runs are as long as for dense heads, so each
+     * converted K/V tile serves as many rows. */
     int32_t s = dh->stride;
     oc_mask_class cls = { 0, a->n_kv, -1, 0, 0 };
     w->heads[0] = h;
@@ -475,7 +490,7 @@ static void do_grid_head(const run_ctx *x, work *w, int32_t g, int32_t h, int32_
         int64_t first = (((int64_t)rq + dh->phase - a->q_offset) % s + s) % s;   /* first row of the class */
         int64_t count = first < a->n_q ? (a->n_q - 1 - first) / s + 1 : 0;
         int64_t ka = OC_MAX((int64_t)i0, base) - base, kb = OC_MIN((int64_t)i1, base + count) - base;
-        int64_t piece = (pat->grid_lines & OC_GRID_HLINE) && rq == 0 ? 16 : 32;
+        int64_t piece = x->g.rows_max;
         int64_t n_pieces = kb > ka ? (kb - ka + piece - 1) / piece : 0;   /* balanced: no 3-row tail run */
         for (int64_t p = 0; p < n_pieces; p++) {
             int64_t k0 = ka + (kb - ka) * p / n_pieces, k1 = ka + (kb - ka) * (p + 1) / n_pieces;
