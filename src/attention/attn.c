@@ -485,11 +485,14 @@ static void do_grid_head(const run_ctx *x, work *w, int32_t g, int32_t h, int32_
     int32_t s = dh->stride;
     oc_mask_class cls = { 0, a->n_kv, -1, 0, 0 };
     w->heads[0] = h;
+    /* The tasks take row blocks from the end (the longest causal rows first); mirrored, the first
+     * tasks take the permuted order's start, where the dense rows of the horizontal lines are. */
+    int64_t lo = (int64_t)a->n_q - i1, hi = (int64_t)a->n_q - i0;
     int64_t base = 0;
-    for (int32_t rq = 0; rq < s && base < i1; rq++) {
+    for (int32_t rq = 0; rq < s && base < hi; rq++) {
         int64_t first = (((int64_t)rq + dh->phase - a->q_offset) % s + s) % s;   /* first row of the class */
         int64_t count = first < a->n_q ? (a->n_q - 1 - first) / s + 1 : 0;
-        int64_t ka = OC_MAX((int64_t)i0, base) - base, kb = OC_MIN((int64_t)i1, base + count) - base;
+        int64_t ka = OC_MAX(lo, base) - base, kb = OC_MIN(hi, base + count) - base;
         int64_t piece = x->g.rows_max;
         int64_t n_pieces = kb > ka ? (kb - ka + piece - 1) / piece : 0;   /* balanced: no 3-row tail run */
         for (int64_t p = 0; p < n_pieces; p++) {
