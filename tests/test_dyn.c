@@ -294,7 +294,7 @@ static void test_grid_search(void) {
      * the search must not follow to the largest stride): it finds (s, phase), not a multiple of s */
     int n = 900;
     float v[1000];
-    double work[1001];
+    double work[2000];
     int strides[] = { 2, 7, 32, 100 };
     for (int t = 0; t < 4; t++) {
         int s = strides[t], f = (3 * t + 1) % s;
@@ -419,7 +419,7 @@ static void run_pattern_case(const pcase *pc, int seed, const pools *ps) {
                 size_t one_bytes = oc_attn_dyn_bytes(&dm, 1);
                 void *one = aligned(one_bytes);
                 float *vert = malloc(sizeof(float) * (size_t)c.n_kv), *sl = malloc(sizeof(float) * (size_t)(2 * c.n_kv));
-                double *gw = malloc(sizeof(double) * (size_t)(c.n_kv + 1));
+                double *gw = malloc(sizeof(double) * (size_t)(2 * c.n_kv));
                 for (int h = 0; h < c.n_head; h++) {
                     if (pat[h].kind != OC_PATTERN_GRID) continue;
                     REQUIRE(oc_attn_dyn_scores(&a.c, &a.mem, a.isa, h, one, one_bytes, vert, sl, NULL) == OC_OK);

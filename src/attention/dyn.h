@@ -63,7 +63,7 @@ int32_t oc_dyn_top_k(const float *score, int32_t n, int32_t k, int32_t force, in
 
 /* Alg. 1's stride and phase search over column scores vertical[0..n) (see above). fixed_stride > 0
  * tries that stride only (capped at n: the same mask); else strides 2 .. min(max_stride, n). work
- * holds min(max(fixed_stride, max_stride), n) doubles.
+ * holds 2 n doubles.
  * With n < 2 the result is stride 1, phase 0. [alloc: no] */
 void oc_dyn_grid_search(const float *vertical, int32_t n, int32_t fixed_stride, int32_t max_stride,
                         double *work, int32_t *stride, int32_t *phase);

@@ -56,7 +56,7 @@ static int dyn_geom_init(dyn_geom *g, const oc_attn_dims *dims, int n_threads) {
     g->t_vs = take(&t, nkv * sizeof(float));
     g->t_ss = take(&t, 2 * nkv * sizeof(float));
     g->t_work = take(&t, 2 * nkv * sizeof(int32_t));
-    g->t_grid = take(&t, (nkv + 1) * sizeof(double));
+    g->t_grid = take(&t, 2 * nkv * sizeof(double));
     g->thread_bytes = t;
     size_t threads;
     if (!oc_mul_size(t, (size_t)n_threads, &threads) || !oc_add_size(off, threads, &g->total)) return 0;

@@ -53,23 +53,26 @@ int32_t oc_dyn_top_k(const float *score, int32_t n, int32_t k, int32_t force, in
     return k;
 }
 
-/* The best phase of stride s over keys [j0, j1) and its score: how far the mean column score of
- * the keys j = f (mod s) stands above the window's mean, in standard errors, (mean_f - mean) *
- * sqrt(count_f) (the common deviation left out); lowest f on ties; -inf when no phase has a key
- * there. work: s doubles. */
-static double best_phase(const float *vertical, int32_t j0, int32_t j1, int32_t s, double mean, double *work,
+/* The best phase of stride s over the viewed columns view[0..n_view) (key j0 + t at t) and its
+ * score: how far the mean column score of the keys j = f (mod s) stands above the view's mean, in
+ * standard errors, (mean_f - mean) * sqrt(count_f) (the common deviation left out); lowest f on
+ * ties; -inf when no phase has a key there. sums: s doubles. */
+static double best_phase(const double *view, int32_t j0, int32_t n_view, int32_t s, double mean, double *sums,
                          int32_t *phase) {
-    for (int32_t f = 0; f < s; f++) work[f] = 0.0;
-    int32_t base = j0 - j0 % s;   /* a multiple of s, so key j sits at phase j - base */
-    for (int32_t f = j0 - base; base < j1; base += s, f = 0)
-        for (; f < s && base + f < j1; f++) work[f] += (double)rank_of(vertical[base + f]);
+    for (int32_t f = 0; f < s; f++) sums[f] = 0.0;
+    int32_t f0 = j0 % s;   /* the phase of the view's first key */
+    for (int32_t t = 0, f = f0; t < n_view;) {   /* one period at a time: a branch-free inner loop */
+        int32_t m = OC_MIN(s - f, n_view - t);
+        for (int32_t u = 0; u < m; u++) sums[f + u] += view[t + u];
+        t += m;
+        f = 0;
+    }
     double best = -INFINITY;
     for (int32_t f = 0; f < s; f++) {
-        int64_t first = (int64_t)j0 - j0 % s + f;   /* the phase's first key at or after j0 */
-        if (first < j0) first += s;
-        if (first >= j1) continue;
-        double count = (double)((j1 - 1 - first) / s + 1);
-        double score = (work[f] / count - mean) * sqrt(count);
+        int32_t first = f >= f0 ? f - f0 : f - f0 + s;   /* the phase's first key, as an index into view */
+        if (first >= n_view) continue;
+        double count = (double)((n_view - 1 - first) / s + 1);
+        double score = (sums[f] / count - mean) * sqrt(count);
         if (score > best) { best = score; *phase = f; }
     }
     return best;
@@ -103,13 +106,14 @@ void oc_dyn_grid_search(const float *vertical, int32_t n, int32_t fixed_stride, 
     int32_t s_lo, s_hi, j0, j1;
     stride_range(n, fixed_stride, max_stride, &s_lo, &s_hi);
     oc_dyn_grid_view(n, fixed_stride, max_stride, &j0, &j1);
-    double mean = 0.0;
-    for (int32_t j = j0; j < j1; j++) mean += (double)rank_of(vertical[j]);
+    /* the viewed columns once as doubles (a NaN ranks as -inf), after the s_hi sums */
+    double *view = work + s_hi, mean = 0.0;
+    for (int32_t j = j0; j < j1; j++) mean += view[j - j0] = (double)rank_of(vertical[j]);
     mean /= (double)(j1 - j0);
     double best = -INFINITY;
     for (int32_t s = s_lo; s <= s_hi; s++) {
         int32_t f = 0;
-        double score = best_phase(vertical, j0, j1, s, mean, work, &f);
+        double score = best_phase(view, j0, j1 - j0, s, mean, work, &f);
         if (score > best) {   /* strictly better: ties keep the smaller stride */
             best = score;
             *stride = s;
