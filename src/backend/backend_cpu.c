@@ -206,10 +206,11 @@ oc_status oc_backend_cpu_open(oc_backend **out, const oc_backend_spec *spec, con
         cpu_close(&c->base);
         return oc_fail(err, OC_ERR_NOMEM, "backend cpu: out of memory for %zu bytes of attention scratch", attn_bytes);
     }
-    c->dyn_bytes = dyn_bytes_for(lim, n_threads);
-    if (c->dyn_bytes && !(c->dyn_mem = oc_mem_alloc(alloc, c->dyn_bytes))) {
+    size_t dyn_bytes = dyn_bytes_for(lim, n_threads);
+    c->dyn_bytes = dyn_bytes;
+    if (dyn_bytes && !(c->dyn_mem = oc_mem_alloc(alloc, dyn_bytes))) {
         cpu_close(&c->base);
-        return oc_fail(err, OC_ERR_NOMEM, "backend cpu: out of memory for %zu bytes of attention index", c->dyn_bytes);
+        return oc_fail(err, OC_ERR_NOMEM, "backend cpu: out of memory for %zu bytes of attention index", dyn_bytes);
     }
     oc_status st = oc_matmul_ctx_open(&c->mm, k, spec->pool, lim->max_n_in, lim->max_n_tok, &c->alloc, err);
     if (st) {
