@@ -3,7 +3,8 @@
  *  1. Estimate A^ = softmax(Q[-last_q:] K^T + causal mask) with last_q = 64, tile by tile, never
  *     holding more than one key tile of scores: pass 1 finds each row's max and sum (online
  *     softmax), pass 2 recomputes the tile and adds A^ into a column score per key (vertical) and a
- *     diagonal score per offset o = p - j (slash).
+ *     diagonal score per offset o = p - j (slash); for a Grid head only over the keys its search
+ *     views, and only the columns.
  *  2. Vertical-Slash: keep the n_vertical best columns and the n_slash best diagonals (ties go to
  *     the lower index, so the choice is deterministic). Offset 0 is always among the diagonals, so
  *     every query keeps its own block and no row is left empty (our choice: the paper is silent).
@@ -30,7 +31,9 @@
  *    engine walks them together (Alg. 1's row permutation, done by loading rows s apart instead of
  *    copying Q).
  * Both AND the base mask (causal or bidirectional). Memory: oc_attn_dyn_bytes, fixed by the call's
- * largest dimensions, nothing else is allocated. */
+ * largest dimensions, nothing else is allocated.
+ * Not run yet: the Q-Boundary / 2D-Boundary variants (Sec. 3.2, Alg. 2-3: one index per modality,
+ * estimated from that modality's last queries); oc_dyn_modality_perm below is their permutation. */
 #ifndef OC_DYN_H
 #define OC_DYN_H
 
