@@ -227,7 +227,8 @@ static void test_estimate_equals_double(void) {
                 check_poison_f32(ev, (size_t)c.n_kv);
                 check_poison_f32(es, (size_t)(2 * c.n_kv - 1));
                 oc_error err = { OC_OK, "" };
-                REQUIREF(oc_attn_dyn_scores(&a.c, &a.mem, a.isa, h, mem, n_bytes, ev, es, &err) == OC_OK, "%s", err.message);
+                REQUIREF(oc_attn_dyn_scores(&a.c, &a.mem, a.isa, h, mem, n_bytes, ev, es, &err) == OC_OK, "%s",
+                         err.message);
                 double e1 = check_rel_err_f32(ev, rv, (size_t)c.n_kv);
                 double e2 = check_rel_err_f32(es, rs, (size_t)(2 * c.n_kv - 1));
                 CHECKF(e1 < 2e-6 && e2 < 2e-6, "k=%d isa=%s head %d: vertical error %.3g, slash error %.3g", k,
@@ -358,7 +359,11 @@ static void make_dyn_patterns(oc_head_pattern *pat, int n_head, int seed) {
     for (int h = 0; h < n_head; h++) {
         memset(&pat[h], 0, sizeof pat[h]);
         switch ((h + seed) % 4) {
-        case 0: pat[h].kind = OC_PATTERN_VERTICAL_SLASH; pat[h].n_vertical = 13 + 29 * h; pat[h].n_slash = 3 + h % 3; break;
+        case 0:
+            pat[h].kind = OC_PATTERN_VERTICAL_SLASH;
+            pat[h].n_vertical = 13 + 29 * h;
+            pat[h].n_slash = 3 + h % 3;
+            break;
         case 1:
             pat[h].kind = OC_PATTERN_GRID;
             pat[h].grid_max_stride = 40;
@@ -418,7 +423,8 @@ static void run_pattern_case(const pcase *pc, int seed, const pools *ps) {
                  * the search over the full column scores */
                 size_t one_bytes = oc_attn_dyn_bytes(&dm, 1);
                 void *one = aligned(one_bytes);
-                float *vert = malloc(sizeof(float) * (size_t)c.n_kv), *sl = malloc(sizeof(float) * (size_t)(2 * c.n_kv));
+                float *vert = malloc(sizeof(float) * (size_t)c.n_kv);
+                float *sl = malloc(sizeof(float) * (size_t)(2 * c.n_kv));
                 double *gw = malloc(sizeof(double) * (size_t)(2 * c.n_kv));
                 for (int h = 0; h < c.n_head; h++) {
                     if (pat[h].kind != OC_PATTERN_GRID) continue;

@@ -5,7 +5,8 @@
  * mminference.txt Table 3; Grid (stride auto up to 1024, h+v+s lines), Table 3's search space.
  * The sparse times include building the index (oc_attn_dyn_build: the estimate from the last 64
  * queries, top-k or the stride search), and their FLOPs include the estimate's (64 rows x 2d per
- * key, over every key and again over the keys the pattern reads); "kept" alone is shown too. Runs alternate dense, VS, Grid; medians.
+ * key, over every key and again over the keys the pattern reads); "kept" alone is shown too. Runs
+ * alternate dense, VS, Grid; medians.
  *
  * Random Q/K would give an index with nothing to find, so the data has the structure the patterns
  * are for (synthetic, documented here): a RoPE-like positional part (pairs of dims rotating with

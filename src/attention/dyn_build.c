@@ -260,7 +260,8 @@ oc_status oc_attn_dyn_scores(const oc_attn_call *a, const oc_attn_host *mem, oc_
     if (a->n_q < OC_DYN_LAST_Q)
         return oc_fail(err, OC_ERR_INVALID, "attn dyn: %d queries, the estimate needs at least %d", (int)a->n_q,
                        OC_DYN_LAST_Q);
-    if (head < 0 || head >= a->n_head) return oc_fail(err, OC_ERR_INVALID, "attn dyn: head %d of %d", (int)head, (int)a->n_head);
+    if (head < 0 || head >= a->n_head)
+        return oc_fail(err, OC_ERR_INVALID, "attn dyn: head %d of %d", (int)head, (int)a->n_head);
     oc_attn_dims dims = { a->n_q, a->n_kv, a->n_head, a->n_head_kv, a->head_dim };
     dyn_geom g;
     if (!dyn_geom_init(&g, &dims, 1) || !dyn_mem || dyn_bytes < g.total || (uintptr_t)dyn_mem % OC_MEM_ALIGN)

@@ -55,7 +55,8 @@ oc_status oc_mask_check_dyn(const oc_attn_call *a, int need_index, const char *w
     for (int32_t h = 0; a->patterns && h < a->n_head; h++) n_dynamic += oc_pattern_is_dynamic(a->patterns[h].kind);
     if (!n_dynamic || a->n_q < OC_DYN_LAST_Q) return OC_OK;   /* none, or all run dense (decode) */
     if (a->mask != OC_ATTN_CAUSAL && a->mask != OC_ATTN_BIDIRECTIONAL)
-        return oc_fail(err, OC_ERR_INVALID, "%s: vertical-slash and grid heads need a causal or bidirectional base", who);
+        return oc_fail(err, OC_ERR_INVALID, "%s: vertical-slash and grid heads need a causal or bidirectional base",
+                       who);
     if ((int64_t)a->q_offset + a->n_q > a->n_kv)
         return oc_fail(err, OC_ERR_INVALID, "%s: vertical-slash and grid heads need the queries' own keys "
                        "(q_offset %d + n_q %d > n_kv %d)", who, (int)a->q_offset, (int)a->n_q, (int)a->n_kv);

@@ -321,7 +321,9 @@ static oc_status parse_params(parser *ps, tok t, const char *name, const char *c
             return fail(ps, "bad %s '%s' (expected %s)", name, show(t).s, usage);
         p += n_key + 1;
         const char *stop = k + 1 < n ? memchr(p, ',', (size_t)(end - p)) : end;
-        if (!stop || stop == p || memchr(p, ',', (size_t)(stop - p)) || (k + 1 == n && memchr(p, ',', (size_t)(end - p))))
+        /* a value is non-empty, and only the last runs to the ')' (no further comma) */
+        if (!stop || stop == p || memchr(p, ',', (size_t)(stop - p)) ||
+            (k + 1 == n && memchr(p, ',', (size_t)(end - p))))
             return fail(ps, "bad %s '%s' (expected %s)", name, show(t).s, usage);
         vals[k] = (tok){ p, (size_t)(stop - p) };
         p = stop + (k + 1 < n);
