@@ -306,7 +306,7 @@ static void make_layout(ref_layout *L, int n_tokens, int n_images, int permille,
 
 static void make_patterns(oc_head_pattern *pat, int n_head, int shift, check_rng *rng) {
     for (int h = 0; h < n_head; h++) {
-        pat[h].kind = (oc_pattern_kind)((h + shift) % OC_PATTERN_COUNT);
+        pat[h].kind = (oc_pattern_kind)((h + shift) % (OC_PATTERN_A_SHAPE + 1));   /* the static kinds (test_dyn.c: the rest) */
         pat[h].n_sink = check_rng_int(rng, 0, 20);
         pat[h].n_local = check_rng_int(rng, 1, 70);
     }
@@ -571,7 +571,7 @@ static void test_fully_masked_rows(void) {
         if (k == 4) { c.n_q = 3; c.n_kv = 700; }   /* the flash-decoding path */
         oc_token_span seg[2] = { { 10, 30 }, { 50, 60 } };
         uint8_t *em = NULL;
-        oc_head_pattern pat[2] = { { OC_PATTERN_A_SHAPE, 0, 5 }, { OC_PATTERN_DENSE, 0, 0 } };
+        oc_head_pattern pat[2] = { { .kind = OC_PATTERN_A_SHAPE, .n_sink = 0, .n_local = 5 }, { .kind = OC_PATTERN_DENSE, .n_sink = 0, .n_local = 0 } };
         if (k == 0) { c.mask = OC_ATTN_SEGMENTS; c.seg = seg; c.n_seg = 2; }
         if (k == 1 || k == 4) {
             c.mask = OC_ATTN_EXPLICIT;
@@ -766,7 +766,7 @@ static void test_bad_arguments(void) {
     a.c.mask = (oc_attn_mask_kind)9;
     CHECK(run_call(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
     a.c.mask = OC_ATTN_CAUSAL;
-    oc_head_pattern pat[2] = { { OC_PATTERN_A_SHAPE, 4, 0 }, { OC_PATTERN_DENSE, 0, 0 } };
+    oc_head_pattern pat[2] = { { .kind = OC_PATTERN_A_SHAPE, .n_sink = 4, .n_local = 0 }, { .kind = OC_PATTERN_DENSE } };
     a.c.patterns = pat;
     CHECK(run_call(&a, NULL, scratch, n_bytes, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "head 0"));
     pat[0].kind = (oc_pattern_kind)OC_PATTERN_COUNT;
@@ -792,7 +792,7 @@ static void test_flop_counts(void) {
     ref_case c;
     memset(&c, 0, sizeof c);
     c.n_head_kv = 1; c.n_head = 2; c.d = 64; c.n_q = c.n_kv = 300; c.mask = OC_ATTN_CAUSAL;
-    oc_head_pattern pat[2] = { { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_A_SHAPE, 4, 16 } };
+    oc_head_pattern pat[2] = { { .kind = OC_PATTERN_DENSE, .n_sink = 0, .n_local = 0 }, { .kind = OC_PATTERN_A_SHAPE, .n_sink = 4, .n_local = 16 } };
     c.pat = pat;
     check_rng rng = { 99 };
     bufs b;

@@ -313,7 +313,7 @@ static void case_attention(fx *f, int32_t kv_dtype) {
     /* a sparse pattern: A-shape (1 sink, window 2) on head 1 keeps fewer pairs, the others the same */
     oc_head_pattern pat[H];
     memset(pat, 0, sizeof pat);
-    pat[1] = (oc_head_pattern){ OC_PATTERN_A_SHAPE, 1, 2 };
+    pat[1] = (oc_head_pattern){ .kind = OC_PATTERN_A_SHAPE, .n_sink = 1, .n_local = 2 };
     a.patterns = pat;
     oc_attn_stats sp = { 0, 0, 0 };
     float sparse_out[NQ * H * D];

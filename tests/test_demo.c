@@ -115,24 +115,29 @@ static void three_questions(oc_backend_choice backend) {
 static void test_three_questions(void) { three_questions(OC_BACKEND_CPU); }
 static void test_three_questions_opencl(void) { three_questions(OC_BACKEND_OPENCL); }
 
-/* The demo model's hand-written BlindSight plan (examples/plans/demo-blindsight.plan) fits the
- * model, skips attention work, and leaves the two-image position answer as it was. */
+/* The demo model's hand-written plans (examples/plans/demo-blindsight.plan: BlindSight categories;
+ * demo-mminference.plan: Vertical-Slash decoder heads and a Grid vision head, whose index is built
+ * per prompt) fit the model, skip attention work, and leave the two-image position answer as it was. */
 static void test_demo_plan(void) {
-    oc_model *m = NULL;
-    oc_context *ctx = NULL;
-    open_demo(&m, &ctx, OC_BACKEND_CPU, "examples/plans/demo-blindsight.plan");
-    uint8_t *rgb = malloc((size_t)OC_SCENE_MAX_IMAGES * SIDE * SIDE * 3);
-    REQUIRE(rgb);
-    oc_scene_item it;
-    char got[64];
-    ask_item(ctx, 5, rgb, &it, got, sizeof got);
-    oc_stats st;
-    oc_context_get_stats(ctx, &st);
-    CHECKF(!strcmp(got, "right"), "with the plan: '%s'", got);
-    CHECKF(st.attn_flops_skipped > 0, "the plan skipped nothing");
-    free(rgb);
-    oc_context_close(ctx);
-    oc_model_close(m);
+    static const char *const plans[] = { "examples/plans/demo-blindsight.plan",
+                                         "examples/plans/demo-mminference.plan" };
+    for (int k = 0; k < 2; k++) {
+        oc_model *m = NULL;
+        oc_context *ctx = NULL;
+        open_demo(&m, &ctx, OC_BACKEND_CPU, plans[k]);
+        uint8_t *rgb = malloc((size_t)OC_SCENE_MAX_IMAGES * SIDE * SIDE * 3);
+        REQUIRE(rgb);
+        oc_scene_item it;
+        char got[64];
+        ask_item(ctx, 5, rgb, &it, got, sizeof got);
+        oc_stats st;
+        oc_context_get_stats(ctx, &st);
+        CHECKF(!strcmp(got, "right"), "with %s: '%s'", plans[k], got);
+        CHECKF(st.attn_flops_skipped > 0, "%s skipped nothing", plans[k]);
+        free(rgb);
+        oc_context_close(ctx);
+        oc_model_close(m);
+    }
 }
 
 static void test_readme_image_is_item_9(void) {

@@ -25,6 +25,9 @@
 #include "port.h"
 #include "kernels/quant.h"
 
+/* A static pattern (the dynamic kinds take their own fields; see test_dyn.c). */
+#define PAT(kind_, sink_, local_) { .kind = (kind_), .n_sink = (sink_), .n_local = (local_) }
+
 #define NAN_BITS 0x7fc00000u
 
 static oc_cl_device *g_dev;
@@ -689,13 +692,19 @@ static void test_attn_patterns(void) {
     /* 3 images: 40 + 55 + 37 tokens, sinks 4, 6, 4 */
     static const oc_token_span img[3] = { { 5, 45 }, { 47, 102 }, { 130, 167 } };
     static const oc_head_pattern pat6[6] = {
-        { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_SINK, 0, 0 }, { OC_PATTERN_INTRA_IMAGE, 0, 0 },
-        { OC_PATTERN_INTRA_IMAGE_SINK, 0, 0 }, { OC_PATTERN_A_SHAPE, 4, 16 }, { OC_PATTERN_A_SHAPE, 0, 40 },
+        PAT(OC_PATTERN_DENSE, 0, 0), PAT(OC_PATTERN_SINK, 0, 0), PAT(OC_PATTERN_INTRA_IMAGE, 0, 0),
+        PAT(OC_PATTERN_INTRA_IMAGE_SINK, 0, 0), PAT(OC_PATTERN_A_SHAPE, 4, 16), PAT(OC_PATTERN_A_SHAPE, 0, 40),
     };
     static const oc_head_pattern pat4[4] = {
-        { OC_PATTERN_A_SHAPE, 8, 24 }, { OC_PATTERN_SINK, 0, 0 }, { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_INTRA_IMAGE, 0, 0 },
+        PAT(OC_PATTERN_A_SHAPE, 8, 24), PAT(OC_PATTERN_SINK, 0, 0), PAT(OC_PATTERN_DENSE, 0, 0), PAT(OC_PATTERN_INTRA_IMAGE, 0, 0),
+    };
+    /* MMInference's dynamic heads are prefill patterns: a decode call runs them dense on both engines */
+    static const oc_head_pattern dyn4[4] = {
+        { .kind = OC_PATTERN_VERTICAL_SLASH, .n_vertical = 8, .n_slash = 2 }, PAT(OC_PATTERN_SINK, 0, 0),
+        { .kind = OC_PATTERN_GRID, .grid_max_stride = 16, .grid_lines = OC_GRID_VLINE }, PAT(OC_PATTERN_A_SHAPE, 2, 20),
     };
     const attn_case cases[] = {
+        { "dynamic heads in decode: dense", 3, 300, 4, 2, 64, 297, OC_ATTN_CAUSAL, NULL, 0, dyn4, img, 3, 170, OC_DTYPE_F16, 0 },
         { "patterns prefill 200, GQA 6/2, f16", 200, 200, 6, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 180, OC_DTYPE_F16, 0 },
         { "patterns prefill d128 f32", 170, 170, 6, 3, 128, 0, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 170, OC_DTYPE_F32, 0 },
         { "patterns chunk after a cache", 60, 200, 6, 2, 64, 140, OC_ATTN_CAUSAL, NULL, 0, pat6, img, 3, 200, OC_DTYPE_F16, 0 },
@@ -716,8 +725,8 @@ static void test_attn_tiles(void) {
     if (!need_dev()) return;
     static const oc_token_span img[3] = { { 5, 45 }, { 47, 102 }, { 130, 167 } };
     static const oc_head_pattern pat6[6] = {
-        { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_SINK, 0, 0 }, { OC_PATTERN_INTRA_IMAGE, 0, 0 },
-        { OC_PATTERN_INTRA_IMAGE_SINK, 0, 0 }, { OC_PATTERN_A_SHAPE, 4, 16 }, { OC_PATTERN_A_SHAPE, 0, 40 },
+        PAT(OC_PATTERN_DENSE, 0, 0), PAT(OC_PATTERN_SINK, 0, 0), PAT(OC_PATTERN_INTRA_IMAGE, 0, 0),
+        PAT(OC_PATTERN_INTRA_IMAGE_SINK, 0, 0), PAT(OC_PATTERN_A_SHAPE, 4, 16), PAT(OC_PATTERN_A_SHAPE, 0, 40),
     };
     const attn_case cases[] = {
         { "causal prefix, d128", 40, 90, 4, 2, 128, 50, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
@@ -779,7 +788,7 @@ static void test_attn_reuse(void) {
     if (!need_dev()) return;
     static const oc_token_span img[2] = { { 10, 60 }, { 70, 100 } };
     static const oc_head_pattern pat4[4] = {
-        { OC_PATTERN_SINK, 0, 0 }, { OC_PATTERN_A_SHAPE, 2, 20 }, { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_INTRA_IMAGE_SINK, 0, 0 },
+        PAT(OC_PATTERN_SINK, 0, 0), PAT(OC_PATTERN_A_SHAPE, 2, 20), PAT(OC_PATTERN_DENSE, 0, 0), PAT(OC_PATTERN_INTRA_IMAGE_SINK, 0, 0),
     };
     const attn_case a = { "reuse A: prefill", 120, 120, 4, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 2, 110, OC_DTYPE_F16, 0 };
     const attn_case b = { "reuse B: decode", 1, 121, 4, 2, 64, 120, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 2, 110, OC_DTYPE_F16, 0 };
@@ -841,7 +850,7 @@ static void test_attn_errors(void) {
     s.k_stride_head = s.v_stride_head = 64;
     CHECK(oc_cl_attn_run(at, &s, &io, NULL, &err) == OC_ERR_RANGE);
     CHECK(oc_cl_attn_run(at, &s, NULL, NULL, &err) == OC_ERR_INVALID);
-    oc_head_pattern badp = { OC_PATTERN_A_SHAPE, 4, 0 };
+    oc_head_pattern badp = PAT(OC_PATTERN_A_SHAPE, 4, 0);
     CHECK(oc_cl_patterns_write(g_dev, small, 0, &badp, 1, &err) == OC_ERR_INVALID);
     oc_cl_buf_free(small);
     oc_cl_attn_close(at);

@@ -9,6 +9,7 @@
 #define EXAMPLE_PATH "examples/plans/qwen2vl-2b-example.plan"
 #define HDR "ocellus-plan 1\nshape decoder layers 4 heads 4 kv-heads 2 head-dim 64\n"
 #define HDR_V HDR "shape vision layers 4 heads 2 head-dim 32\n"
+#define HDR2 "ocellus-plan 2\nshape decoder layers 4 heads 4 kv-heads 2 head-dim 64\n"
 
 
 static char *read_text(const char *path, size_t *n_bytes) {
@@ -215,6 +216,13 @@ static void test_round_trip_random(void) {
                 if (k == OC_PATTERN_A_SHAPE) {
                     p->n_sink = wide ? check_rng_int(&rng, 0, OC_PLAN_MAX_TOKENS) : 128;
                     p->n_local = wide ? check_rng_int(&rng, 1, OC_PLAN_MAX_TOKENS) : 1024 << check_rng_int(&rng, 0, 2);
+                } else if (k == OC_PATTERN_VERTICAL_SLASH) {   /* Table 3 sizes, or anything in range */
+                    p->n_vertical = wide ? check_rng_int(&rng, 0, OC_PLAN_MAX_TOKENS) : 1000 * check_rng_int(&rng, 1, 2);
+                    p->n_slash = wide ? check_rng_int(&rng, 1, OC_PLAN_MAX_TOKENS) : 1024 << check_rng_int(&rng, 0, 2);
+                } else if (k == OC_PATTERN_GRID) {
+                    p->grid_stride = check_rng_int(&rng, 0, 1) ? 0 : check_rng_int(&rng, 1, wide ? OC_PLAN_MAX_TOKENS : 1024);
+                    p->grid_max_stride = wide ? check_rng_int(&rng, 2, OC_PLAN_MAX_TOKENS) : 1024;
+                    p->grid_lines = check_rng_int(&rng, 1, 7);
                 }
             }
             for (int32_t l = 0; l < sp->shape.n_layers; l++) {
@@ -258,8 +266,9 @@ static void test_bad_plans(void) {
           "plan:1: missing header: a plan starts with the line 'ocellus-plan 1'" },
         { "\nocellus-plan 1\n", 0, "plan:1: missing header: a plan starts with the line 'ocellus-plan 1'" },
         { "\xef\xbb\xbfocellus-plan 1\n", 0, "plan:1: non-ASCII byte 0xef in column 1 (only comments may hold UTF-8)" },
-        { "ocellus-plan 2\n", 0, "plan:1: unsupported plan version '2' (this build reads version 1)" },
-        { "ocellus-plan 1.0\n", 0, "plan:1: unsupported plan version '1.0' (this build reads version 1)" },
+        { "ocellus-plan 3\n", 0, "plan:1: unsupported plan version '3' (this build reads versions 1 and 2)" },
+        { "ocellus-plan 2\n", 0, "plan: missing 'shape decoder ...' line (a plan states the decoder it fits)" },
+        { "ocellus-plan 1.0\n", 0, "plan:1: unsupported plan version '1.0' (this build reads versions 1 and 2)" },
         { "ocellus-plan\n", 0, "plan:1: missing version after 'ocellus-plan'" },
         { "ocellus-plan 1 extra\n", 0, "plan:1: unexpected 'extra' at end of statement" },
         { "ocellus-plan 1\n", 0, "plan: missing 'shape decoder ...' line (a plan states the decoder it fits)" },
@@ -369,7 +378,38 @@ static void test_bad_plans(void) {
         /* vision restrictions */
         { HDR_V "vision layer 0 heads 0 sink\n", 0,
           "plan:4: pattern 'sink' is for decoder heads only (BlindSight masks need text and image spans); "
-          "vision heads take dense or a-shape" },
+          "vision heads take dense, a-shape, vertical-slash or grid" },
+        /* version 2: MMInference's dynamic patterns (mminference.txt Table 3) */
+        { HDR "decoder default vertical-slash(vertical=1000,slash=1024)\n", 0,
+          "plan:3: pattern 'vertical-slash' needs format version 2 (the header 'ocellus-plan 2')" },
+        { HDR "decoder default grid(stride=auto,lines=h,max-stride=1024)\n", 0,
+          "plan:3: pattern 'grid' needs format version 2 (the header 'ocellus-plan 2')" },
+        { HDR2 "decoder default vertical-slash\n", 0,
+          "plan:3: vertical-slash needs its parameters: vertical-slash(vertical=N,slash=N)" },
+        { HDR2 "decoder default vertical-slash(slash=1,vertical=2)\n", 0,
+          "plan:3: bad vertical-slash 'vertical-slash(slash=1,vertical=2)' (expected "
+          "vertical-slash(vertical=N,slash=N))" },
+        { HDR2 "decoder default vertical-slash(vertical=1,slash=0)\n", 0,
+          "plan:3: vertical-slash slash 0 out of range (1..16777216)" },
+        { HDR2 "decoder default vertical-slash(vertical=1,slash=2,x=3)\n", 0,
+          "plan:3: bad vertical-slash 'vertical-slash(vertical=1,slash=2,x=3)' (expected "
+          "vertical-slash(vertical=N,slash=N))" },
+        { HDR2 "decoder default vertical-slash(vertical=,slash=2)\n", 0,
+          "plan:3: bad vertical-slash 'vertical-slash(vertical=,slash=2)' (expected vertical-slash(vertical=N,slash=N))" },
+        { HDR2 "decoder default vertical-slashes(vertical=1,slash=2)\n", 0,
+          "plan:3: unknown pattern 'vertical-slashes(vertical=1,slash=2)' (expected dense, sink, intra-image, "
+          "intra-image+sink, a-shape, vertical-slash, grid)" },
+        { HDR2 "decoder default grid(stride=auto,lines=s+v,max-stride=1024)\n", 0,
+          "plan:3: bad grid lines 's+v' (expected h, v, s or a combination in that order such as v+s)" },
+        { HDR2 "decoder default grid(stride=auto,lines=,max-stride=1024)\n", 0,
+          "plan:3: bad grid 'grid(stride=auto,lines=,max-stride=1024)' (expected "
+          "grid(stride=N|auto,lines=h+v+s,max-stride=N))" },
+        { HDR2 "decoder default grid(stride=0,lines=h,max-stride=1024)\n", 0,
+          "plan:3: grid stride 0 out of range (1..16777216)" },
+        { HDR2 "decoder default grid(stride=auto,lines=h+v,max-stride=1)\n", 0,
+          "plan:3: grid max-stride 1 out of range (2..16777216)" },
+        { HDR2 "decoder default grid(stride=auto,lines=h+h,max-stride=8)\n", 0,
+          "plan:3: bad grid lines 'h+h' (expected h, v, s or a combination in that order such as v+s)" },
         { HDR_V "vision layer 0 kv-budget 64 64\n", 0,
           "plan:4: kv-budget is for decoder layers (the vision encoder keeps no KV cache)" },
         { HDR_V "vision lazy-group 0-1 mode vla\n", 0,
@@ -457,7 +497,32 @@ static void test_accepted_forms(void) {
     oc_plan_free(plan);
     /* a custom source name prefixes messages */
     st = oc_plan_parse(&plan, "ocellus-plan 9\n", 15, "x.plan", NULL, &err);
-    CHECK(st == OC_ERR_FORMAT && strcmp(err.message, "x.plan:1: unsupported plan version '9' (this build reads version 1)") == 0);
+    CHECK(st == OC_ERR_FORMAT &&
+          strcmp(err.message, "x.plan:1: unsupported plan version '9' (this build reads versions 1 and 2)") == 0);
+    /* version 2: the dynamic patterns, in both stacks; the writer says version 2 only when needed */
+    st = parse_str(&plan, HDR2 "shape vision layers 2 heads 2 head-dim 32\n"
+                              "decoder default vertical-slash(vertical=1000,slash=1024)\n"
+                              "decoder layer 1 heads 0-1 grid(stride=32,lines=v+s,max-stride=1024)\n"
+                              "vision layer 0 heads 1 grid(stride=auto,lines=h+v+s,max-stride=1024)\n", &err);
+    REQUIREF(st == OC_OK, "%s", err.message);
+    const oc_head_pattern *vs = oc_plan_head(plan, OC_PLAN_DECODER, 0, 0), *gd = oc_plan_head(plan, OC_PLAN_DECODER, 1, 1);
+    const oc_head_pattern *gv = oc_plan_head(plan, OC_PLAN_VISION, 0, 1);
+    CHECK(vs->kind == OC_PATTERN_VERTICAL_SLASH && vs->n_vertical == 1000 && vs->n_slash == 1024);
+    CHECK(gd->kind == OC_PATTERN_GRID && gd->grid_stride == 32 && gd->grid_lines == (OC_GRID_VLINE | OC_GRID_SLASH) &&
+          gd->grid_max_stride == 1024);
+    CHECK(gv->kind == OC_PATTERN_GRID && gv->grid_stride == 0 && gv->grid_lines == 7);
+    CHECK(oc_plan_format_version(plan) == 2);
+    size_t n_text;
+    char text[4096];
+    REQUIRE(oc_plan_write(plan, text, sizeof text, &n_text, &err) == OC_OK);
+    CHECK(strncmp(text, "ocellus-plan 2\n", 15) == 0);
+    CHECK(strstr(text, "grid(stride=auto,lines=h+v+s,max-stride=1024)") != NULL);
+    oc_plan_free(plan);
+    st = parse_str(&plan, HDR2, &err);   /* a version-2 header on a plan that needs only version 1 */
+    REQUIREF(st == OC_OK, "%s", err.message);
+    REQUIRE(oc_plan_write(plan, text, sizeof text, &n_text, &err) == OC_OK);
+    CHECK(oc_plan_format_version(plan) == 1 && strncmp(text, "ocellus-plan 1\n", 15) == 0);
+    oc_plan_free(plan);
     st = oc_plan_load_file(&plan, "tests/no-such.plan", NULL, &err);
     CHECK(st == OC_ERR_IO && plan == NULL && strstr(err.message, "tests/no-such.plan"));
 }

@@ -509,8 +509,8 @@ static void test_quantized_weights(void) {
 static void test_plan_a_shape(void) {
     oc_head_pattern pat[3 * 2];
     memset(pat, 0, sizeof pat);
-    pat[1 * 2 + 0] = (oc_head_pattern){ OC_PATTERN_A_SHAPE, 3, 10 };
-    pat[2 * 2 + 1] = (oc_head_pattern){ OC_PATTERN_A_SHAPE, 1, 4 };
+    pat[1 * 2 + 0] = (oc_head_pattern){ .kind = OC_PATTERN_A_SHAPE, .n_sink = 3, .n_local = 10 };
+    pat[2 * 2 + 1] = (oc_head_pattern){ .kind = OC_PATTERN_A_SHAPE, .n_sink = 1, .n_local = 4 };
     run_forward_case(&S2, 6, 8, pat, TOL, "qwen2vl a-shape");
 }
 

@@ -7,6 +7,8 @@
 #include <stdint.h>
 
 #include "attention/layout.h"
+#include "core/isa.h"
+#include "core/pool.h"
 #include "plan/pattern.h"
 
 int bench_matmul(int argc, char **argv);   /* argv[0] is "matmul" */
@@ -23,6 +25,8 @@ int bench_matmul_cl(int argc, char **argv);      /* bench matmul --backend openc
 int bench_decoder_layout(int n_images, int image_tokens, oc_token_layout **out, int *n_tokens);
 extern const oc_head_pattern bench_sparse_plan[12];
 int bench_kernels(int argc, char **argv);   /* argv[0] is "kernels" */
+/* Case (d) of bench attention: MMInference's dynamic patterns vs dense (bench_mminf.c). */
+int bench_mminf(oc_pool *pool, int n_threads, oc_isa isa, int quick, int reps);
 
 /* Writes DIR/qwen2vl-2b-TYPE.gguf and DIR/mmproj-qwen2vl-2b-TYPE.gguf (TYPE f16 or q8_0): random
  * weights with Qwen2-VL-2B shapes, tokenizer keys copied from tok_path (synth_qwen2vl.c). */

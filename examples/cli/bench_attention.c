@@ -4,7 +4,9 @@
  *      and 16 x 2048 + 100 (skipped by --quick), each dense and with a plan of 7 of 12 heads sparse
  *      (Sink, Intra-Image, Intra-Image+Sink, A-shape(128, 1024));
  *  (b) vision layer, 16 heads, d 80, 4096 patches, bidirectional (and d 72 at 1024 patches);
- *  (c) decode, one query against 16384 keys, 12 / 2 heads, d 128.
+ *  (c) decode, one query against 16384 keys, 12 / 2 heads, d 128;
+ *  (d) only with --only d: MMInference's Vertical-Slash and Grid vs dense at 8K, 33K and 66K tokens
+ *      (bench_mminf.c).
  * Useful FLOPs = 4 * d per kept (query, key) pair (halved by causality, as the anchors count them).
  * The peak comes from examples/tools/roofline.h, the same measurement `ocellus bench matmul` reports. */
 #include "attention/attn.h"
@@ -22,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#define PAT(kind_, sink_, local_) { .kind = (kind_), .n_sink = (sink_), .n_local = (local_) }
 
 /* ---- attention cases --------------------------------------------------------------------------------- */
 
@@ -113,10 +117,10 @@ static void print_row(const char *name, const char *shape, const bench_result *r
 
 /* 7 of 12 heads sparse, every category, both kv groups mixed */
 const oc_head_pattern bench_sparse_plan[12] = {
-    { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_SINK, 0, 0 },
-    { OC_PATTERN_INTRA_IMAGE, 0, 0 }, { OC_PATTERN_INTRA_IMAGE_SINK, 0, 0 }, { OC_PATTERN_A_SHAPE, 128, 1024 },
-    { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_DENSE, 0, 0 }, { OC_PATTERN_DENSE, 0, 0 },
-    { OC_PATTERN_SINK, 0, 0 }, { OC_PATTERN_INTRA_IMAGE_SINK, 0, 0 }, { OC_PATTERN_INTRA_IMAGE, 0, 0 },
+    PAT(OC_PATTERN_DENSE, 0, 0), PAT(OC_PATTERN_DENSE, 0, 0), PAT(OC_PATTERN_SINK, 0, 0),
+    PAT(OC_PATTERN_INTRA_IMAGE, 0, 0), PAT(OC_PATTERN_INTRA_IMAGE_SINK, 0, 0), PAT(OC_PATTERN_A_SHAPE, 128, 1024),
+    PAT(OC_PATTERN_DENSE, 0, 0), PAT(OC_PATTERN_DENSE, 0, 0), PAT(OC_PATTERN_DENSE, 0, 0),
+    PAT(OC_PATTERN_SINK, 0, 0), PAT(OC_PATTERN_INTRA_IMAGE_SINK, 0, 0), PAT(OC_PATTERN_INTRA_IMAGE, 0, 0),
 };
 
 /* 20 text tokens, then per image: <vision_start>, the image, <vision_end>; then text to 100. */
@@ -254,7 +258,8 @@ int bench_attention(int argc, char **argv) {
                             "       ocellus bench attention --backend opencl [--device N|NAME] [--quick] ...\n"
                             "  -t N     threads (default: all CPUs)\n"
                             "  --quick  skip the 16 x 2048 image prompt (33K tokens)\n"
-                            "  --only LETTERS  run only some of the cases a, b, c (e.g. --only b)\n"
+                            "  --only LETTERS  run only some of the cases a, b, c, d (e.g. --only b; d, the\n"
+                            "           MMInference patterns at 8K/33K/66K tokens, runs only when named)\n"
                             "  --images N --image-tokens M  the first decoder prompt (default 8 x 1024)\n"
                             "  --reps N  best of up to N runs per case (default 5; long cases stop after 2 s)\n");
             return !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help") ? 0 : 2;
@@ -296,6 +301,7 @@ int bench_attention(int argc, char **argv) {
     if (ok && strchr(only, 'b'))   /* ggml runs head dims that are not a multiple of 16 on a scalar path */
         ok = bench_vision(pool, n_threads, isa, peak, reps, 1024, 72, "(b) head dim 72, 1024 patches");
     if (ok && strchr(only, 'c')) ok = bench_decode(pool, n_threads, isa, peak);
+    if (ok && strchr(only, 'd')) ok = bench_mminf(pool, n_threads, isa, quick, reps);
     double peak_end = oc_roofline_fma_gflops(pool, roof_isa);
     printf("\nFMA peak measured again after the cases: %.1f GFLOP/s (fractions above use %.1f)\n", peak_end, peak);
     oc_pool_close(pool);

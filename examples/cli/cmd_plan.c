@@ -143,7 +143,7 @@ int cmd_plan(int argc, char **argv) {
         fprintf(stderr, "ocellus plan: %s\n", err.message);
         return 1;
     }
-    printf("plan %s (format version %d)\n", path, OC_PLAN_VERSION);
+    printf("plan %s (format version %d)\n", path, oc_plan_format_version(plan));
     if (plan->calibration[0]) printf("calibrated: %s\n", plan->calibration);
     else printf("hand-written (no calibration line)\n");
     print_stack(plan, OC_PLAN_DECODER);

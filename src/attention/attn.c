@@ -169,17 +169,22 @@ static work work_at(const run_ctx *x, int thread) {
 
 /* ---- one run of query rows ----------------------------------------------------------------------- */
 
-/* A run: rows i0 .. i0+len-1 of one class, for the stacked heads w->heads[0..n_heads) of kv head g.
- * Stacked row r is head w->heads[r / len], query row i0 + r % len. */
+/* A run: rows i0, i0 + step, .., i0 + (len-1) step of one class, for the stacked heads
+ * w->heads[0..n_heads) of kv head g. Stacked row r is head w->heads[r / len], query row
+ * i0 + (r % len) step. step is 1 except for a Grid head, whose runs are one residue class (Alg. 1's
+ * row permutation, done by loading rows step apart). */
 typedef struct run {
     const run_ctx *x;
     work *w;
     const oc_head_pattern *pat;
-    int32_t n_heads, i0, len, rows;
+    const oc_dyn_head *dyn;               /* the head's index (dynamic patterns) */
+    int32_t n_heads, i0, len, rows, step;
     const unsigned char *kbase, *vbase;   /* kv head g's rows */
     int32_t n_full, n_part;                /* keys waiting in the two tile builders */
     uint64_t kept, executed;
 } run;
+
+static int32_t run_row(const run *r, int32_t row) { return r->i0 + (row % r->len) * r->step; }
 
 /* The exact mask over a partial tile for stacked rows r0 .. r0+n_cols-1 (columns of the S^T block):
  * keys were drawn from the class's key set, so only each row's window (and an explicit mask)
@@ -188,7 +193,7 @@ static uint64_t mask_cols(const run *r, int32_t r0, int32_t n_cols, const int32_
     const oc_attn_call *a = r->x->a;
     uint64_t n_kept = 0;
     for (int32_t k = 0; k < n_cols; k++) {
-        int32_t row = r0 + k, i = r->i0 + row % r->len;
+        int32_t row = r0 + k, i = run_row(r, row);
         oc_mask_window win = oc_mask_row_window(a, r->pat, (int64_t)a->q_offset + i);
         const uint8_t *em = NULL;
         if (a->mask == OC_ATTN_EXPLICIT)
@@ -204,21 +209,28 @@ static uint64_t mask_cols(const run *r, int32_t r0, int32_t n_cols, const int32_
     return n_kept;
 }
 
-/* 1 when no row of the block [r0, r0 + rb) keeps any key in [k_min, k_max]: along a causal
- * diagonal or an A-shape window edge a partial tile matters to some row blocks only, and skipping
- * the others is what keeps long single-head runs cheap there. */
-static int block_misses(const run *r, int32_t r0, int32_t rb, int32_t k_min, int32_t k_max) {
-    int32_t first = r->i0, last = r->i0 + r->len - 1;   /* positions of the block's rows */
+/* What the rows of the block [r0, r0 + rb) keep of a partial tile's keys [k_min, k_max] (the keys
+ * came from the class's key set, so only the rows' windows decide): BLOCK_MISSES when no row keeps
+ * any (along a causal diagonal or an A-shape window edge a partial tile matters to some row blocks
+ * only, and skipping the others keeps long single-head runs cheap there), BLOCK_KEEPS when every
+ * row keeps all of them (no per-element mask: a Grid run's rows lie stride apart, so most of its
+ * keys are partial for the run but whole for each block), else BLOCK_PARTIAL. */
+enum { BLOCK_MISSES, BLOCK_PARTIAL, BLOCK_KEEPS };
+
+static int block_class(const run *r, int32_t r0, int32_t rb, int32_t k_min, int32_t k_max) {
+    int32_t first = r->i0, last = run_row(r, r->len - 1);   /* rows of the block */
     if (r0 / r->len == (r0 + rb - 1) / r->len) {
-        first = r->i0 + r0 % r->len;
-        last = r->i0 + (r0 + rb - 1) % r->len;
+        first = run_row(r, r0);
+        last = run_row(r, r0 + rb - 1);
     }
     const oc_attn_call *a = r->x->a;
-    oc_mask_ivals some;
-    oc_mask_window_span(a, r->pat, (int64_t)a->q_offset + first, (int64_t)a->q_offset + last, &some, NULL);
+    oc_mask_ivals some, all;
+    oc_mask_window_span(a, r->pat, (int64_t)a->q_offset + first, (int64_t)a->q_offset + last, &some, &all);
+    for (int k = 0; k < all.n; k++)
+        if (all.lo[k] <= k_min && k_max < all.hi[k]) return BLOCK_KEEPS;
     for (int k = 0; k < some.n; k++)
-        if (some.lo[k] <= k_max && k_min < some.hi[k]) return 0;
-    return 1;
+        if (some.lo[k] <= k_max && k_min < some.hi[k]) return BLOCK_PARTIAL;
+    return BLOCK_MISSES;
 }
 
 /* One key tile for all stacked rows: S^T = K Q^T per block of ROW_BLOCK rows, mask (partial tiles
@@ -239,11 +251,19 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial) {
     }
     kn->convert_rows(w->kt, w->kptr, nk, d, a->kv_dtype);
     kn->pack_v(w->v, w->vptr, nk, d, dpad, a->kv_dtype);
-    for (int32_t r0 = 0; r0 < r->rows; r0 += ROW_BLOCK) {
-        int32_t rb = OC_MIN(ROW_BLOCK, r->rows - r0), cols = ALIGN_UP(rb, kn->vec);
-        if (partial && a->mask != OC_ATTN_EXPLICIT && block_misses(r, r0, rb, k_min, k_max)) continue;
+    /* A Grid run's rows lie stride apart, so a block's causal band spans block x stride positions:
+     * blocks of half the rows halve the masked lanes there. */
+    int32_t block_rows = r->step > 1 ? ROW_BLOCK / 2 : ROW_BLOCK;
+    for (int32_t r0 = 0; r0 < r->rows; r0 += block_rows) {
+        int32_t rb = OC_MIN(block_rows, r->rows - r0), cols = ALIGN_UP(rb, kn->vec);
+        int exact = partial;   /* evaluate the mask per element */
+        if (partial && a->mask != OC_ATTN_EXPLICIT) {
+            int bc = block_class(r, r0, rb, k_min, k_max);
+            if (bc == BLOCK_MISSES) continue;
+            exact = bc == BLOCK_PARTIAL;
+        }
         kn->gemm(nk, cols, d, w->kt, d, 1, w->qt + (int64_t)r0 * d, w->s, ROW_BLOCK, 0);   /* S^T = K Q^T */
-        r->kept += partial ? mask_cols(r, r0, rb, idx, nk, w->s) : (uint64_t)nk * (uint64_t)rb;
+        r->kept += exact ? mask_cols(r, r0, rb, idx, nk, w->s) : (uint64_t)nk * (uint64_t)rb;
         kn->softmax_cols(w->s, ROW_BLOCK, nk, cols, w->m + r0, w->l + r0, w->alpha);
         for (int32_t k = 0; k < rb; k++) {
             float *o = w->o + (int64_t)(r0 + k) * dpad;
@@ -296,8 +316,66 @@ static void emit_keys(run *r, int64_t lo, int64_t hi, const oc_mask_ivals *all, 
     if (pos < hi) add_keys(r, pos, hi, 0);
 }
 
-static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, int32_t n_heads, int32_t g,
-                        int32_t i0, int32_t i1, const oc_mask_class *cls, int32_t kw0, int32_t kw1, int32_t chunk) {
+/* Vertical-Slash keys of the run's query block b (dyn.h): the diagonal runs [b - o, b + B - 1 - o]
+ * of the chosen offsets, merged, and the chosen columns outside them, each key once, within
+ * [lo, hi). Offsets ascend, so walking them backwards gives the runs in ascending key order. */
+static void emit_vertical_slash(run *r, int64_t lo, int64_t hi, const oc_mask_ivals *all) {
+    const oc_dyn_head *dh = r->dyn;
+    int64_t b = (int64_t)r->x->a->q_offset + r->i0;
+    b -= b % OC_DYN_BLOCK;
+    int32_t nv = dh->n_vertical, vi = 0;
+    while (vi < nv && dh->vertical[vi] < lo) vi++;
+    int64_t cs = 0, ce = 0;   /* the merged run being built, [cs, ce) */
+    for (int32_t k = dh->n_slash; k >= 0; k--) {
+        int64_t s = 0, e = 0;
+        if (k > 0) {
+            int64_t o = dh->slash[k - 1];
+            s = OC_MAX(b - o, lo);
+            e = OC_MIN(b + OC_DYN_BLOCK - o, hi);
+            if (s >= e) continue;
+            if (cs < ce && s <= ce) {   /* overlaps or touches the current run */
+                ce = OC_MAX(ce, e);
+                continue;
+            }
+        }
+        if (cs < ce) {   /* close the current run: columns before it, then the run itself */
+            for (; vi < nv && dh->vertical[vi] < cs; vi++) emit_keys(r, dh->vertical[vi], dh->vertical[vi] + 1, all, 0);
+            for (; vi < nv && dh->vertical[vi] < ce; vi++) {}
+            emit_keys(r, cs, ce, all, 0);
+        }
+        cs = s;
+        ce = e;
+    }
+    for (; vi < nv && dh->vertical[vi] < hi; vi++) emit_keys(r, dh->vertical[vi], dh->vertical[vi] + 1, all, 0);
+}
+
+/* Grid keys of the run's residue class within [lo, hi) (dyn.h): every key on a horizontal line's
+ * row; else the vertical lines j = phase and the diagonals j = p (mod stride), merged. */
+static void emit_grid(run *r, int64_t lo, int64_t hi, const oc_mask_ivals *all) {
+    const oc_dyn_head *dh = r->dyn;
+    int lines = r->pat->grid_lines;
+    int64_t s = dh->stride, p = (int64_t)r->x->a->q_offset + r->i0;
+    int64_t rq = ((p - dh->phase) % s + s) % s;   /* the rows' residue, relative to the phase */
+    if ((lines & OC_GRID_HLINE) && rq == 0) {
+        emit_keys(r, lo, hi, all, 0);
+        return;
+    }
+    int64_t fv = INT64_MAX, fs = INT64_MAX;   /* the next vertical-line key and diagonal key >= lo */
+    if (lines & OC_GRID_VLINE) fv = lo + ((dh->phase - lo) % s + s) % s;
+    if (lines & OC_GRID_SLASH) fs = lo + ((p - lo) % s + s) % s;
+    while (fv < hi || fs < hi) {
+        int64_t j = OC_MIN(fv, fs);
+        emit_keys(r, j, j + 1, all, 0);
+        if (fv == j) fv += s;
+        if (fs == j) fs += s;
+    }
+}
+
+/* Rows i0, i0 + step, .., i0 + (len-1) step of one class (see struct run); dh: the head's dynamic
+ * index when pat is VERTICAL_SLASH or GRID (then n_heads is 1). */
+static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, const oc_dyn_head *dh,
+                        int32_t n_heads, int32_t g, int32_t i0, int32_t len, int32_t step, const oc_mask_class *cls,
+                        int32_t kw0, int32_t kw1, int32_t chunk) {
     const oc_attn_call *a = x->a;
     int32_t d = a->head_dim, dpad = x->dpad;
     run r;
@@ -305,9 +383,11 @@ static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, i
     r.x = x;
     r.w = w;
     r.pat = pat;
+    r.dyn = dh;
     r.n_heads = n_heads;
     r.i0 = i0;
-    r.len = i1 - i0;
+    r.len = len;
+    r.step = step;
     r.rows = n_heads * r.len;
     r.kbase = x->k + g * a->k_stride_head * x->elem_bytes;
     r.vbase = x->v + g * a->v_stride_head * x->elem_bytes;
@@ -315,7 +395,7 @@ static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, i
     /* Q^T, scaled (attn_kernels.h pack_qt): column = stacked row */
     int32_t cols = ALIGN_UP(r.rows, x->kern->vec);
     for (int32_t row = 0; row < r.rows; row++)
-        w->qptr[row] = x->q + (int64_t)(i0 + row % r.len) * a->q_stride_token +
+        w->qptr[row] = x->q + (int64_t)run_row(&r, row) * a->q_stride_token +
                        (int64_t)w->heads[row / r.len] * a->q_stride_head;
     x->kern->pack_qt(w->qt, w->qptr, r.rows, cols, d, x->qscale);
     for (int32_t k = 0; k < cols; k++) {
@@ -327,13 +407,18 @@ static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, i
     /* Window union (some row keeps) and intersection (every row keeps) from the first and last
      * rows: both window bounds grow with the position. */
     oc_mask_ivals some, all;
-    oc_mask_window_span(a, pat, (int64_t)a->q_offset + i0, (int64_t)a->q_offset + i1 - 1, &some, &all);
+    oc_mask_window_span(a, pat, (int64_t)a->q_offset + i0, (int64_t)a->q_offset + run_row(&r, len - 1), &some, &all);
     int64_t lo = OC_MAX(kw0, cls->c0), hi = OC_MIN(kw1, cls->c1);
     if (some.n) {
         lo = OC_MAX(lo, some.lo[0]);
         hi = OC_MIN(hi, some.hi[some.n - 1]);
     }
-    if (some.n && lo < hi) {
+    if (some.n && lo < hi && dh) {
+        /* dynamic patterns have one window interval (no A-shape sinks), so [lo, hi) is all of it */
+        if (pat->kind == OC_PATTERN_VERTICAL_SLASH) emit_vertical_slash(&r, lo, hi, &all);
+        else emit_grid(&r, lo, hi, &all);
+        flush_keys(&r);
+    } else if (some.n && lo < hi) {
         oc_mask_keys it;
         oc_mask_keys_init(&it, a, cls, (int32_t)lo, (int32_t)hi);
         int32_t ca, cb;
@@ -347,7 +432,7 @@ static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, i
     }
 
     for (int32_t row = 0; row < r.rows; row++) {
-        int32_t h = w->heads[row / r.len], i = i0 + row % r.len;
+        int32_t h = w->heads[row / r.len], i = run_row(&r, row);
         const float *o = w->o + (int64_t)row * dpad;
         if (chunk < 0) {
             float *dst = x->out + (int64_t)i * a->out_stride_token + (int64_t)h * a->out_stride_head;
@@ -369,10 +454,53 @@ static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, i
 
 /* ---- tasks ------------------------------------------------------------------------------------------ */
 
-static const oc_head_pattern dense_pattern = { OC_PATTERN_DENSE, 0, 0 };
+static const oc_head_pattern dense_pattern = { .kind = OC_PATTERN_DENSE };
 
+int oc_attn_wants_dyn(const oc_attn_call *a) { return a->n_q >= OC_DYN_LAST_Q; }
+
+/* A dynamic head runs dense in a call too short for its estimate (decode; pattern.h). */
 static const oc_head_pattern *pattern_of(const oc_attn_call *a, int32_t h) {
-    return a->patterns ? &a->patterns[h] : &dense_pattern;
+    if (!a->patterns) return &dense_pattern;
+    const oc_head_pattern *p = &a->patterns[h];
+    return oc_pattern_is_dynamic(p->kind) && !oc_attn_wants_dyn(a) ? &dense_pattern : p;
+}
+
+/* Heads with the same static pattern share K/V tiles; a dynamic head has its own index, so it
+ * only matches itself. */
+static int same_group(const oc_head_pattern *p, const oc_head_pattern *q) {
+    return oc_pattern_is_dynamic(p->kind) ? p == q : oc_pattern_same(p, q);
+}
+
+/* A Grid head's slice [i0, i1) of the query rows in permuted order (Alg. 1): residue class by
+ * residue class ((p - phase) mod stride), positions ascending within a class. Each class keeps one
+ * key set, so its rows run together, loaded `stride` apart. */
+static void do_grid_head(const run_ctx *x, work *w, int32_t g, int32_t h, int32_t i0, int32_t i1) {
+    const oc_attn_call *a = x->a;
+    const oc_head_pattern *pat = &a->patterns[h];
+    const oc_dyn_head *dh = &a->dyn->heads[h];
+    /* A class's rows lie `stride` positions apart, so a run spans many positions and most of its keys
+     * are partial for the run; block_class finds them whole for each 64-row block, and only the
+     * causal band of each block is masked per element. Runs are as long as for dense heads, so each
+     * converted K/V tile serves as many rows. */
+    int32_t s = dh->stride;
+    oc_mask_class cls = { 0, a->n_kv, -1, 0, 0 };
+    w->heads[0] = h;
+    /* The tasks take row blocks from the end (the longest causal rows first); mirrored, the first
+     * tasks take the permuted order's start, where the dense rows of the horizontal lines are. */
+    int64_t lo = (int64_t)a->n_q - i1, hi = (int64_t)a->n_q - i0;
+    int64_t base = 0;
+    for (int32_t rq = 0; rq < s && base < hi; rq++) {
+        int64_t first = (((int64_t)rq + dh->phase - a->q_offset) % s + s) % s;   /* first row of the class */
+        int64_t count = first < a->n_q ? (a->n_q - 1 - first) / s + 1 : 0;
+        int64_t ka = OC_MAX(lo, base) - base, kb = OC_MIN(hi, base + count) - base;
+        int64_t piece = x->g.rows_max;
+        int64_t n_pieces = kb > ka ? (kb - ka + piece - 1) / piece : 0;   /* balanced: no 3-row tail run */
+        for (int64_t p = 0; p < n_pieces; p++) {
+            int64_t k0 = ka + (kb - ka) * p / n_pieces, k1 = ka + (kb - ka) * (p + 1) / n_pieces;
+            process_run(x, w, pat, dh, 1, g, (int32_t)(first + k0 * s), (int32_t)(k1 - k0), s, &cls, 0, a->n_kv, -1);
+        }
+        base += count;
+    }
 }
 
 /* Query rows [i0, i1) and keys [kw0, kw1) for every query head of kv head g. */
@@ -382,17 +510,22 @@ static void do_group(const run_ctx *x, work *w, int32_t g, int32_t i0, int32_t i
     int32_t n_rep = x->g.n_rep, h_first = g * n_rep;
     for (int32_t lead = 0; lead < n_rep; lead++) {
         const oc_head_pattern *pat = pattern_of(a, h_first + lead);
+        const oc_dyn_head *dh = oc_pattern_is_dynamic(pat->kind) ? &a->dyn->heads[h_first + lead] : NULL;
+        if (pat->kind == OC_PATTERN_GRID) {
+            do_grid_head(x, w, g, h_first + lead, i0, i1);
+            continue;
+        }
         int seen = 0;
-        for (int32_t e = 0; e < lead && !seen; e++) seen = oc_pattern_same(pattern_of(a, h_first + e), pat);
+        for (int32_t e = 0; e < lead && !seen; e++) seen = same_group(pattern_of(a, h_first + e), pat);
         if (seen) continue;
         int32_t n_heads = 0;
         for (int32_t e = lead; e < n_rep; e++)
-            if (oc_pattern_same(pattern_of(a, h_first + e), pat)) w->heads[n_heads++] = h_first + e;
+            if (same_group(pattern_of(a, h_first + e), pat)) w->heads[n_heads++] = h_first + e;
         int32_t piece = OC_MAX(1, x->g.rows_max / n_heads);
         for (int32_t i = i0; i < i1;) {
             oc_mask_class cls;
             int32_t end = oc_mask_classify(a, pat, i, OC_MIN(i1, i + piece), &cls);
-            process_run(x, w, pat, n_heads, g, i, end, &cls, kw0, kw1, chunk);
+            process_run(x, w, pat, dh, n_heads, g, i, end - i, 1, &cls, kw0, kw1, chunk);
             i = end;
         }
     }
@@ -444,8 +577,9 @@ static void merge_fn(void *ctx, int64_t task, int thread) {
 
 /* ---- entry point -------------------------------------------------------------------------------------- */
 
-static oc_status check_args(const oc_attn_call *a, const oc_attn_host *mem, oc_error *err) {
+oc_status oc_attn_check_call(const oc_attn_call *a, const oc_attn_host *mem, int need_index, oc_error *err) {
     oc_status st = oc_mask_check(a, "attn", err);
+    if (st == OC_OK) st = oc_mask_check_dyn(a, need_index, "attn", err);
     if (st != OC_OK) return st;
     if (!mem) return oc_fail(err, OC_ERR_INVALID, "attn: no tensors");
     if (a->n_q > 0 && (!mem->q || !mem->out)) return oc_fail(err, OC_ERR_INVALID, "attn: q or out is NULL");
@@ -457,7 +591,7 @@ static oc_status check_args(const oc_attn_call *a, const oc_attn_host *mem, oc_e
 
 oc_status oc_attn_run(const oc_attn_call *a, const oc_attn_host *mem, oc_isa isa, oc_pool *pool, void *scratch,
                       size_t scratch_bytes, oc_attn_stats *stats, oc_error *err) {
-    oc_status st = check_args(a, mem, err);
+    oc_status st = oc_attn_check_call(a, mem, 1, err);
     if (st != OC_OK) return st;
     const oc_attn_kernels *kern = oc_attn_kernels_for(isa);
     if (!kern) return oc_fail(err, OC_ERR_UNSUPPORTED, "attn: no %s kernels in this build", oc_isa_name(isa));

@@ -25,6 +25,10 @@
  *    n_tokens are text.
  *  - A_SHAPE (mminference.txt C.2-C.3): key j < n_sink or p - n_local < j <= p, for text and image
  *    queries alike; the window ends at the query under every base mask.
+ *  - VERTICAL_SLASH / GRID (mminference.txt Sec. 3.1, C.3; masks defined in dyn.h): prefill only.
+ *    A call with n_q >= OC_DYN_LAST_Q needs call->dyn from oc_attn_dyn_build on the same call
+ *    and a causal or bidirectional base; a call with fewer queries (decode, tiny prompts) runs
+ *    these heads dense, since MMInference sparsifies the pre-filling stage only.
  *  - A query outside every segment (OC_ATTN_SEGMENTS) keeps nothing. */
 #ifndef OC_ATTN_H
 #define OC_ATTN_H
@@ -33,6 +37,7 @@
 #include "core/isa.h"
 #include "core/pool.h"
 #include "attention/attn_call.h"
+#include "attention/dyn.h"
 
 /* Where the CPU engine finds the call's tensors: host memory that the call's offsets and strides
  * (attn_call.h) index, q and out f32, k and v of the call's kv_dtype. */
@@ -67,6 +72,32 @@ size_t oc_attn_scratch_bytes(const oc_attn_dims *dims, int n_threads);
  * OC_ERR_UNSUPPORTED when isa is not built or does not run here] */
 oc_status oc_attn_run(const oc_attn_call *call, const oc_attn_host *mem, oc_isa isa, oc_pool *pool, void *scratch,
                       size_t scratch_bytes, oc_attn_stats *stats, oc_error *err);
+
+/* ---- dynamic indices (dyn.h) --------------------------------------------------------------------- */
+
+/* 1 when the call runs its VERTICAL_SLASH / GRID heads sparse (n_q >= OC_DYN_LAST_Q), so it needs
+ * call->dyn; 0 when they run dense (decode). */
+int oc_attn_wants_dyn(const oc_attn_call *call);
+/* Bytes of the block oc_attn_dyn_build needs for calls up to dims (0 on overflow): per head
+ * 12 * max_n_kv for the index, per thread about 28 * max_n_kv plus a few tiles. [alloc: no] */
+size_t oc_attn_dyn_bytes(const oc_attn_dims *dims, int n_threads);
+/* Estimate and choose the index of every dynamic head of this call into dyn_mem
+ * (OC_MEM_ALIGN-aligned, oc_attn_dyn_bytes(dims of this call, oc_pool_n_threads(pool)) bytes), with
+ * the kernels of isa. *out points into dyn_mem; set call->dyn to it for oc_attn_run.
+ * [alloc: no] [threads: the pool's] [errors: OC_ERR_INVALID (bad arguments, a dynamic head with
+ * n_q < 64, q_offset + n_q > n_kv, a segments or explicit base, memory too small),
+ * OC_ERR_UNSUPPORTED (isa)] */
+oc_status oc_attn_dyn_build(const oc_attn_call *call, const oc_attn_host *mem, oc_isa isa, oc_pool *pool,
+                            void *dyn_mem, size_t dyn_bytes, const oc_attn_dyn **out, oc_error *err);
+/* The raw estimate of one head, for tests and calibration: vertical[0..n_kv) column scores and
+ * slash[0..2 n_kv - 1) diagonal scores, offset o at o + n_kv - 1. dyn_mem: oc_attn_dyn_bytes for
+ * one thread. [alloc: no] [errors: as oc_attn_dyn_build] */
+oc_status oc_attn_dyn_scores(const oc_attn_call *call, const oc_attn_host *mem, oc_isa isa, int32_t head,
+                             void *dyn_mem, size_t dyn_bytes, float *vertical, float *slash, oc_error *err);
+
+/* The argument checks of oc_attn_run (need_index 0: without the dynamic index, as
+ * oc_attn_dyn_build needs them). [errors: OC_ERR_INVALID] */
+oc_status oc_attn_check_call(const oc_attn_call *call, const oc_attn_host *mem, int need_index, oc_error *err);
 
 /* Name of the kernels an ISA would use, or NULL when that ISA's kernels are not built. */
 const char *oc_attn_kernels_name(oc_isa isa);

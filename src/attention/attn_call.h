@@ -7,8 +7,6 @@
  *  - per-head KV lengths (SparseMM: sparsemm.txt Sec. 3.3; ZipVL: zipvl.txt Sec. 4.2): n_kv
  *    per kv head, the engine's key range of head g cut to it;
  *  - lazy layers sharing Q/K (qcache.txt): a layer pointer whose scores this call reuses;
- *  - dynamic vertical / slash index lists (mminference.txt App. C.3): per-head sorted key lists
- *    that mask.c turns into candidate intervals like the BlindSight classes.
  *
  * What lives where: the call holds shapes, element offsets and strides, the mask description and the
  * head patterns. Where the tensors' memory is belongs to the executor and is passed beside the call
@@ -60,6 +58,9 @@ typedef struct oc_attn_call {
     const oc_head_pattern *patterns;   /* [n_head], or NULL: every head dense */
     const oc_token_layout *layout;     /* for the BlindSight patterns; NULL: every token is text */
     /* new sparse methods: fields here, zero = off (see the header comment) */
+    /* MMInference's per-prompt indices of the VERTICAL_SLASH / GRID heads (attention/dyn.h, built
+     * by oc_attn_dyn_build for this call); NULL when no head is dynamic or the call is a decode */
+    const struct oc_attn_dyn *dyn;
 } oc_attn_call;
 
 #endif

@@ -42,7 +42,36 @@ oc_status oc_mask_check(const oc_attn_call *a, const char *who, oc_error *err) {
         if (!oc_pattern_valid(p))
             return oc_fail(err, OC_ERR_INVALID,
                            "%s: head %d has a bad pattern (kind %d; A-shape needs n_sink >= 0 and n_local >= 1, "
-                           "got %d, %d)", who, (int)h, (int)p->kind, (int)p->n_sink, (int)p->n_local);
+                           "got %d, %d; vertical-slash vertical >= 0 and slash >= 1, got %d, %d; grid a stride or "
+                           "max stride and lines 1..7, got %d, %d, %d)", who, (int)h, (int)p->kind, (int)p->n_sink,
+                           (int)p->n_local, (int)p->n_vertical, (int)p->n_slash, (int)p->grid_stride,
+                           (int)p->grid_max_stride, (int)p->grid_lines);
+    }
+    return OC_OK;
+}
+
+oc_status oc_mask_check_dyn(const oc_attn_call *a, int need_index, const char *who, oc_error *err) {
+    int n_dynamic = 0;
+    for (int32_t h = 0; a->patterns && h < a->n_head; h++) n_dynamic += oc_pattern_is_dynamic(a->patterns[h].kind);
+    if (!n_dynamic || a->n_q < OC_DYN_LAST_Q) return OC_OK;   /* none, or all run dense (decode) */
+    if (a->mask != OC_ATTN_CAUSAL && a->mask != OC_ATTN_BIDIRECTIONAL)
+        return oc_fail(err, OC_ERR_INVALID, "%s: vertical-slash and grid heads need a causal or bidirectional base",
+                       who);
+    if ((int64_t)a->q_offset + a->n_q > a->n_kv)
+        return oc_fail(err, OC_ERR_INVALID, "%s: vertical-slash and grid heads need the queries' own keys "
+                       "(q_offset %d + n_q %d > n_kv %d)", who, (int)a->q_offset, (int)a->n_q, (int)a->n_kv);
+    if (!need_index) return OC_OK;
+    if (!a->dyn || a->dyn->n_head != a->n_head || !a->dyn->heads)
+        return oc_fail(err, OC_ERR_INVALID, "%s: vertical-slash or grid heads but no index for this call "
+                       "(oc_attn_dyn_build)", who);
+    for (int32_t h = 0; h < a->n_head; h++) {
+        const oc_dyn_head *dh = &a->dyn->heads[h];
+        if (a->patterns[h].kind == OC_PATTERN_GRID && (dh->stride < 1 || dh->phase < 0 || dh->phase >= dh->stride))
+            return oc_fail(err, OC_ERR_INVALID, "%s: head %d grid index stride %d phase %d", who, (int)h,
+                           (int)dh->stride, (int)dh->phase);
+        if (a->patterns[h].kind == OC_PATTERN_VERTICAL_SLASH &&
+            (dh->n_vertical < 0 || dh->n_slash < 0 || (dh->n_vertical && !dh->vertical) || (dh->n_slash && !dh->slash)))
+            return oc_fail(err, OC_ERR_INVALID, "%s: head %d vertical-slash index is broken", who, (int)h);
     }
     return OC_OK;
 }
@@ -71,6 +100,8 @@ int32_t oc_mask_classify(const oc_attn_call *a, const oc_head_pattern *pat, int3
     cls->c1 = a->n_kv;
     cls->image = -1;
     cls->sinks = cls->intra = 0;
+    if (pat && pat->kind == OC_PATTERN_VERTICAL_SLASH)   /* the rows of one block share its diagonal runs */
+        end = OC_MIN(end, (p / OC_DYN_BLOCK + 1) * OC_DYN_BLOCK);
     if (a->mask == OC_ATTN_SEGMENTS) {
         int32_t s = segment_find(a->segments, a->n_segments, (int32_t)p);
         if (s < a->n_segments && a->segments[s].start <= p) {

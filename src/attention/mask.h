@@ -8,6 +8,7 @@
 #define OC_MASK_H
 
 #include "attention/attn_call.h"
+#include "attention/dyn.h"
 
 /* ---- checks -------------------------------------------------------------------------------------- */
 
@@ -15,6 +16,10 @@
  * tensors or executor limits). who prefixes the message ("attn", "opencl attn").
  * [errors: OC_ERR_INVALID naming the bad field] */
 oc_status oc_mask_check(const oc_attn_call *a, const char *who, oc_error *err);
+/* The conditions of VERTICAL_SLASH / GRID heads in a call with n_q >= OC_DYN_LAST_Q (dyn.h): a
+ * causal or bidirectional base and the queries' own keys in the cache; with need_index also a
+ * well-formed call->dyn. [errors: OC_ERR_INVALID] */
+oc_status oc_mask_check_dyn(const oc_attn_call *a, int need_index, const char *who, oc_error *err);
 
 /* ---- row classes ---------------------------------------------------------------------------------- */
 
@@ -27,9 +32,9 @@ typedef struct oc_mask_class {
 } oc_mask_class;
 
 /* Classify query row i (position q_offset + i) for head pattern pat and return the first row after
- * i that may be of another class, capped by i_end: rows are cut at segment edges, and at image
- * edges when pat is a BlindSight pattern or NULL (NULL: a class for every pattern, as the OpenCL
- * runs need; then sinks and intra are 0). */
+ * i that may be of another class, capped by i_end: rows are cut at segment edges, at the 64-query
+ * blocks of a VERTICAL_SLASH pattern (dyn.h), and at image edges when pat is a BlindSight pattern
+ * or NULL (NULL: a class for every pattern, as the OpenCL runs need; then sinks and intra are 0). */
 int32_t oc_mask_classify(const oc_attn_call *a, const oc_head_pattern *pat, int32_t i, int32_t i_end,
                          oc_mask_class *cls);
 

@@ -15,12 +15,22 @@ static oc_backend_cpu *cpu(oc_backend *be) { return (oc_backend_cpu *)(void *)be
 
 /* ---- sizes, open, close ------------------------------------------------------------------------ */
 
+/* The block for MMInference's per-prompt indices (attention/dyn.h): reserved whenever a call can
+ * have 64 queries (a prefill), so a plan with vertical-slash or grid heads needs no other memory;
+ * about 12 bytes per head and 28 per thread per cache token (6.5 MB for the 2B decoder at 32K
+ * tokens, under 1% of its KV cache). 0 when no call reaches 64 queries. */
+static size_t dyn_bytes_for(const oc_backend_limits *lim, int n_threads) {
+    return lim->attn.max_n_q >= OC_DYN_LAST_Q ? oc_attn_dyn_bytes(&lim->attn, n_threads) : 0;
+}
+
 size_t oc_backend_cpu_bytes(const oc_backend_limits *lim, int n_threads, oc_isa isa) {
     const oc_matmul_kernels *k = oc_matmul_kernels_for(isa);
     if (!k) return 0;
     size_t mm = oc_matmul_scratch_bytes(k, n_threads, lim->max_n_in, lim->max_n_tok);
     size_t attn = oc_attn_scratch_bytes(&lim->attn, n_threads), total;
-    if (!mm || !attn || !oc_add_size(mm, attn, &total) || !oc_add_size(total, sizeof(oc_backend_cpu), &total))
+    size_t dyn = dyn_bytes_for(lim, n_threads);
+    if (!mm || !attn || (lim->attn.max_n_q >= OC_DYN_LAST_Q && !dyn) || !oc_add_size(mm, attn, &total) ||
+        !oc_add_size(total, dyn, &total) || !oc_add_size(total, sizeof(oc_backend_cpu), &total))
         return 0;
     return total;
 }
@@ -30,6 +40,7 @@ static void cpu_close(oc_backend *be) {
     oc_allocator a = c->alloc;
     oc_matmul_ctx_close(c->mm);
     if (c->attn_scratch) oc_mem_free(&a, c->attn_scratch, c->attn_scratch_bytes);
+    if (c->dyn_mem) oc_mem_free(&a, c->dyn_mem, c->dyn_bytes);
     oc_mem_free(&a, c, sizeof *c);
 }
 
@@ -151,7 +162,16 @@ static oc_status cpu_attention(oc_backend *be, const oc_attn_call *a, const oc_a
         !(mem.k = oc_bt_cpu_span(t->k, 0, k_n, kv_bytes, "attention k", err)) ||
         !(mem.v = oc_bt_cpu_span(t->v, 0, v_n, kv_bytes, "attention v", err)))
         return OC_ERR_INVALID;
-    return oc_attn_run(a, &mem, c->isa, c->pool, c->attn_scratch, c->attn_scratch_bytes, stats, err);
+    int dynamic = 0;
+    for (int32_t h = 0; a->patterns && h < a->n_head && !dynamic; h++)
+        dynamic = oc_pattern_is_dynamic(a->patterns[h].kind);
+    if (!dynamic || !oc_attn_wants_dyn(a))
+        return oc_attn_run(a, &mem, c->isa, c->pool, c->attn_scratch, c->attn_scratch_bytes, stats, err);
+    /* a prefill with vertical-slash / grid heads: their index from this prompt first (dyn.h) */
+    oc_attn_call with_index = *a;
+    oc_status st = oc_attn_dyn_build(a, &mem, c->isa, c->pool, c->dyn_mem, c->dyn_bytes, &with_index.dyn, err);
+    if (st != OC_OK) return st;
+    return oc_attn_run(&with_index, &mem, c->isa, c->pool, c->attn_scratch, c->attn_scratch_bytes, stats, err);
 }
 
 /* ---- the table and open ------------------------------------------------------------------------ */
@@ -186,6 +206,12 @@ oc_status oc_backend_cpu_open(oc_backend **out, const oc_backend_spec *spec, con
     if (!c->attn_scratch) {
         cpu_close(&c->base);
         return oc_fail(err, OC_ERR_NOMEM, "backend cpu: out of memory for %zu bytes of attention scratch", attn_bytes);
+    }
+    size_t dyn_bytes = dyn_bytes_for(lim, n_threads);
+    c->dyn_bytes = dyn_bytes;
+    if (dyn_bytes && !(c->dyn_mem = oc_mem_alloc(alloc, dyn_bytes))) {
+        cpu_close(&c->base);
+        return oc_fail(err, OC_ERR_NOMEM, "backend cpu: out of memory for %zu bytes of attention index", dyn_bytes);
     }
     oc_status st = oc_matmul_ctx_open(&c->mm, k, spec->pool, lim->max_n_in, lim->max_n_tok, &c->alloc, err);
     if (st) {

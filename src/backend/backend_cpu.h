@@ -14,6 +14,9 @@ typedef struct oc_backend_cpu {
     oc_matmul_ctx *mm;
     void *attn_scratch;          /* OC_MEM_ALIGN-aligned, attn_scratch_bytes */
     size_t attn_scratch_bytes;
+    void *dyn_mem;               /* the per-prompt index of VERTICAL_SLASH / GRID heads (attention/dyn.h),
+                                    OC_MEM_ALIGN-aligned, dyn_bytes; NULL when no call reaches 64 queries */
+    size_t dyn_bytes;
 } oc_backend_cpu;
 
 size_t oc_backend_cpu_bytes(const oc_backend_limits *lim, int n_threads, oc_isa isa);

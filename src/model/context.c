@@ -204,6 +204,12 @@ static oc_status check_plan_features(const oc_model *m, const oc_plan *plan, con
     if (what)
         return oc_fail(err, OC_ERR_UNSUPPORTED, "%s: 'vision ... %s' lines are not applied by this version of "
                        "ocellus (the runtime runs them in the decoder)", path, what);
+    if (m->vision && oc_vision_model_hparams(m->vision)->kind == OC_VISION_QWEN25VL &&
+        ps.n_per_pattern[OC_PATTERN_VERTICAL_SLASH] + ps.n_per_pattern[OC_PATTERN_GRID] > 0)
+        /* their index is estimated over one causal or bidirectional sequence (attention/dyn.h);
+         * Qwen2.5-VL's window layers attend within windows (segments) */
+        return oc_fail(err, OC_ERR_UNSUPPORTED, "%s: vertical-slash and grid vision heads need full-attention "
+                       "layers; this Qwen2.5-VL encoder attends within windows", path);
     oc_kv_policy *pol = oc_mem_alloc(&plan->alloc, sizeof *pol);   /* ~10 KB: not on the stack */
     if (!pol) return oc_fail(err, OC_ERR_NOMEM, "context: out of memory");
     const oc_text_hparams *hp = &m->text->hp;

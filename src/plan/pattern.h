@@ -6,6 +6,15 @@
  *                       of earlier images (SINK), their own image causally (INTRA_IMAGE), or both
  *   A_SHAPE             MMInference (mminference.txt Sec. 3, Table 3): the first n_sink keys plus a
  *                       local window of n_local keys before each query
+ *   VERTICAL_SLASH      MMInference/MInference (mminference.txt Sec. 3, C.3, Table 3): n_vertical key
+ *                       columns plus n_slash diagonals, chosen per prompt from the last 64 queries
+ *   GRID                MMInference (mminference.txt Sec. 3.1, Alg. 1, Table 3): lines every `stride`
+ *                       tokens (horizontal: whole query rows; vertical: key columns; slash:
+ *                       diagonals), stride and phase found per prompt from the last 64 queries
+ * VERTICAL_SLASH and GRID are prefill patterns (MMInference sparsifies the pre-filling stage only):
+ * their index is built from the prompt at run time (attention/dyn.h) and a call with fewer queries
+ * than that estimate uses (decode) runs them dense. A_SHAPE is static and applies in decode too: a
+ * stated choice, since its window is also a KV policy (StreamingLLM) and needs no estimate.
  * Per-head KV budgets (SparseMM) and lazy-layer groups (Q-Cache) live beside the pattern in the
  * plan, not here. */
 #ifndef OC_PATTERN_H
@@ -19,6 +28,8 @@ typedef enum oc_pattern_kind {
     OC_PATTERN_INTRA_IMAGE,
     OC_PATTERN_INTRA_IMAGE_SINK,
     OC_PATTERN_A_SHAPE,
+    OC_PATTERN_VERTICAL_SLASH,
+    OC_PATTERN_GRID,
     OC_PATTERN_COUNT
 } oc_pattern_kind;
 
@@ -26,20 +37,51 @@ typedef struct oc_head_pattern {
     oc_pattern_kind kind;
     int32_t n_sink;    /* A_SHAPE: leading keys every query keeps (MMInference: 128) */
     int32_t n_local;   /* A_SHAPE: keys before and including the query's own (1024, 2048, 4096) */
+    int32_t n_vertical;     /* VERTICAL_SLASH: key columns kept (Table 3: 1000, 2000, 3500) */
+    int32_t n_slash;        /* VERTICAL_SLASH: diagonals kept (Table 3: 200 .. 4096) */
+    int32_t grid_stride;    /* GRID: a fixed stride (Table 3's frame_stride), or 0: search 2..max */
+    int32_t grid_max_stride;   /* GRID: largest stride the search tries (Table 3: 1024) */
+    int32_t grid_lines;     /* GRID: OC_GRID_HLINE | OC_GRID_VLINE | OC_GRID_SLASH, at least one */
 } oc_head_pattern;
 
-/* 1 when an executor can run p: a known kind, and for A_SHAPE n_sink >= 0 and n_local >= 1 (the
- * sizes of the other kinds are not read). Plans are stricter (plan.h oc_plan_validate). */
-static inline int oc_pattern_valid(const oc_head_pattern *p) {
-    if ((int)p->kind < 0 || p->kind >= OC_PATTERN_COUNT) return 0;
-    return p->kind != OC_PATTERN_A_SHAPE || (p->n_sink >= 0 && p->n_local >= 1);
+/* Grid line kinds (Table 3's use-hline, use-vline, use-slash flags). */
+#define OC_GRID_HLINE 1
+#define OC_GRID_VLINE 2
+#define OC_GRID_SLASH 4
+
+/* 1 for the patterns whose index is built per prompt (VERTICAL_SLASH, GRID). */
+static inline int oc_pattern_is_dynamic(oc_pattern_kind kind) {
+    return kind == OC_PATTERN_VERTICAL_SLASH || kind == OC_PATTERN_GRID;
 }
 
-/* 1 when p and q keep the same keys: the same kind and, for A_SHAPE, the same sizes. The one
- * definition of "same pattern": heads grouped by the engine, plan equality and plan writing. */
+/* 1 when an executor can run p: a known kind, for A_SHAPE n_sink >= 0 and n_local >= 1, for
+ * VERTICAL_SLASH n_vertical >= 0 and n_slash >= 1, for GRID a stride >= 1 or a max stride >= 2 to
+ * search and at least one line kind (the sizes of the other kinds are not read). Plans are stricter
+ * (plan.h oc_plan_validate). */
+static inline int oc_pattern_valid(const oc_head_pattern *p) {
+    if ((int)p->kind < 0 || p->kind >= OC_PATTERN_COUNT) return 0;
+    if (p->kind == OC_PATTERN_A_SHAPE) return p->n_sink >= 0 && p->n_local >= 1;
+    if (p->kind == OC_PATTERN_VERTICAL_SLASH) return p->n_vertical >= 0 && p->n_slash >= 1;
+    if (p->kind == OC_PATTERN_GRID)
+        return p->grid_stride >= 0 && (p->grid_stride > 0 || p->grid_max_stride >= 2) && p->grid_lines >= 1 &&
+               p->grid_lines <= (OC_GRID_HLINE | OC_GRID_VLINE | OC_GRID_SLASH);
+    return 1;
+}
+
+/* 1 when p and q are the same pattern: the same kind and the same sizes of that kind. The one
+ * definition of "same pattern" for plan equality and plan writing, and for the engine's head
+ * groups of static patterns (two dynamic heads with the same sizes still get different indices,
+ * so the engine never groups those). */
 static inline int oc_pattern_same(const oc_head_pattern *p, const oc_head_pattern *q) {
     if (p->kind != q->kind) return 0;
-    return p->kind != OC_PATTERN_A_SHAPE || (p->n_sink == q->n_sink && p->n_local == q->n_local);
+    switch (p->kind) {
+    case OC_PATTERN_A_SHAPE: return p->n_sink == q->n_sink && p->n_local == q->n_local;
+    case OC_PATTERN_VERTICAL_SLASH: return p->n_vertical == q->n_vertical && p->n_slash == q->n_slash;
+    case OC_PATTERN_GRID:
+        return p->grid_stride == q->grid_stride && p->grid_max_stride == q->grid_max_stride &&
+               p->grid_lines == q->grid_lines;
+    default: return 1;
+    }
 }
 
 #endif

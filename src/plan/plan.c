@@ -5,7 +5,12 @@
  * Contents: the format and its grammar; tokens; numbers; layer ranges and head lists; patterns;
  * statements; the line loop (oc_plan_parse) and file loading. */
 
-/* ==== The plan text format, version 1 ============================================================
+/* ==== The plan text format, versions 1 and 2 =====================================================
+ *
+ * Version 2 is version 1 plus the MMInference dynamic patterns (vertical-slash, grid); a version-1
+ * file keeps its meaning and still loads, a dynamic pattern in it is an error naming version 2, and
+ * the writer emits version 1 whenever a plan has no dynamic pattern, so older readers keep reading
+ * what they can run.
  *
  * Lines of ASCII text. '#' starts a comment that runs to the end of the line (comments may hold
  * UTF-8); blank lines are ignored; words are separated by spaces or tabs. Lines end with LF; a
@@ -14,7 +19,7 @@
  * errors.
  *
  *   plan       = header { line }
- *   header     = "ocellus-plan" "1"                          on line 1: the format version
+ *   header     = "ocellus-plan" ( "1" | "2" )                on line 1: the format version
  *   line       = [ statement ] [ "#" comment ]
  *   statement  = "shape" "decoder" "layers" N "heads" N "kv-heads" N "head-dim" N
  *              | "shape" "vision" "layers" N "heads" N "head-dim" N
@@ -34,6 +39,9 @@
  *   HEADS      = "all" | ITEM { "," ITEM },   ITEM = N | N "-" N     e.g. 0-3,7
  *   PATTERN    = "dense" | "sink" | "intra-image" | "intra-image+sink"
  *              | "a-shape(sink=" N ",local=" N ")"              e.g. a-shape(sink=128,local=1024)
+ *              | "vertical-slash(vertical=" N ",slash=" N ")"   version 2, e.g. (1000, 1024) of Table 3
+ *              | "grid(stride=" ( N | "auto" ) ",lines=" LINES ",max-stride=" N ")"      version 2
+ *   LINES      = "h" | "v" | "s" | "h+v" | "h+s" | "v+s" | "h+v+s"  horizontal, vertical, slash lines
  *   BUDGET     = N | "full"                                   tokens kept, or the whole cache
  *   N          = decimal digits, no sign;   FRACTION = digits [ "." 1 to 6 digits ]
  *   SCORE      = FRACTION or 0;   WORD = KEY "=" VALUE, KEY of a-z 0-9 _ -, VALUE printable ASCII
@@ -49,6 +57,11 @@
  *    categories (blindsight.txt Sec. 3.2, App. L), decoder only, since they need text and image
  *    spans; a-shape = MMInference/StreamingLLM (mminference.txt Table 3): the first `sink` keys plus
  *    a window of `local` keys up to the query; sink 0..16777216, local 1..16777216.
+ *  - vertical-slash and grid (mminference.txt Sec. 3.1, C.3, Alg. 1, Table 3; attention/dyn.h) choose
+ *    their keys per prompt from the last 64 queries, in prefill only (decode runs them dense):
+ *    vertical-slash keeps `vertical` key columns (0..16777216) and `slash` diagonals (1..16777216);
+ *    grid keeps lines every `stride` tokens (1..16777216, or auto: searched over 2..max-stride, with
+ *    max-stride 2..16777216; Table 3 uses 1024). Both are allowed in the decoder and vision stacks.
  *  - kv-budget (SparseMM Eq. 5-9) is per decoder kv head (GQA heads share a cache, sparsemm.txt
  *    App. A.1) and includes the local window: kv-window <= budget <= 16777216; the vision encoder
  *    keeps no KV cache. FRACTION values satisfy 0 < value <= 1.
@@ -110,6 +123,7 @@ typedef struct parser {
     oc_error *err;
     const char *source;
     uint32_t line;             /* 1-based; 0 for whole-file problems */
+    int version;               /* the header's format version */
     const char *cur, *end;     /* unread part of this line's statement */
     uint32_t sink_fraction_line, kv_window_line, calibration_line;
     stack_scratch st[OC_PLAN_N_STACKS];
@@ -292,23 +306,88 @@ static oc_status parse_a_shape(parser *ps, tok t, oc_head_pattern *out) {
     return st;
 }
 
+/* NAME(k1=v1,k2=v2,...) with exactly the n keys given, in that order: the values as tokens. */
+static oc_status parse_params(parser *ps, tok t, const char *name, const char *const *keys, int n, tok *vals,
+                              const char *usage) {
+    size_t n_name = strlen(name);
+    const char *p = t.p + n_name + 1, *end = t.p + t.n;
+    if (t.n == n_name) return fail(ps, "%s needs its parameters: %s", name, usage);
+    if (t.n < n_name + 2 || t.p[n_name] != '(' || end[-1] != ')')
+        return fail(ps, "bad %s '%s' (expected %s)", name, show(t).s, usage);
+    end--;   /* at the ')' */
+    for (int k = 0; k < n; k++) {
+        size_t n_key = strlen(keys[k]);
+        if ((size_t)(end - p) < n_key + 1 || memcmp(p, keys[k], n_key) != 0 || p[n_key] != '=')
+            return fail(ps, "bad %s '%s' (expected %s)", name, show(t).s, usage);
+        p += n_key + 1;
+        const char *stop = k + 1 < n ? memchr(p, ',', (size_t)(end - p)) : end;
+        /* a value is non-empty, and only the last runs to the ')' (no further comma) */
+        if (!stop || stop == p || memchr(p, ',', (size_t)(stop - p)) ||
+            (k + 1 == n && memchr(p, ',', (size_t)(end - p))))
+            return fail(ps, "bad %s '%s' (expected %s)", name, show(t).s, usage);
+        vals[k] = (tok){ p, (size_t)(stop - p) };
+        p = stop + (k + 1 < n);
+    }
+    return OC_OK;
+}
+
+static oc_status parse_vertical_slash(parser *ps, tok t, oc_head_pattern *out) {
+    static const char *const keys[] = { "vertical", "slash" };
+    tok v[2];
+    oc_status st = parse_params(ps, t, "vertical-slash", keys, 2, v, "vertical-slash(vertical=N,slash=N)");
+    if (st == OC_OK) st = parse_int(ps, v[0], "vertical-slash vertical", 0, OC_PLAN_MAX_TOKENS, &out->n_vertical);
+    if (st == OC_OK) st = parse_int(ps, v[1], "vertical-slash slash", 1, OC_PLAN_MAX_TOKENS, &out->n_slash);
+    return st;
+}
+
+static oc_status parse_grid(parser *ps, tok t, oc_head_pattern *out) {
+    static const char *const keys[] = { "stride", "lines", "max-stride" };
+    static const char usage[] = "grid(stride=N|auto,lines=h+v+s,max-stride=N)";
+    tok v[3];
+    oc_status st = parse_params(ps, t, "grid", keys, 3, v, usage);
+    if (st != OC_OK) return st;
+    if (is(v[0], "auto")) out->grid_stride = 0;
+    else if ((st = parse_int(ps, v[0], "grid stride", 1, OC_PLAN_MAX_TOKENS, &out->grid_stride))) return st;
+    /* LINES: h, v, s in this order, each at most once, joined by '+': bit k of the index is line k */
+    int32_t lines = 0;
+    for (int32_t k = 1; k <= 7 && !lines; k++)
+        if (is(v[1], oc_plan_grid_lines_name(k))) lines = k;
+    if (!lines)
+        return fail(ps, "bad grid lines '%s' (expected h, v, s or a combination in that order such as v+s)",
+                    show(v[1]).s);
+    out->grid_lines = lines;
+    return parse_int(ps, v[2], "grid max-stride", 2, OC_PLAN_MAX_TOKENS, &out->grid_max_stride);
+}
+
+static int starts(tok t, const char *word) {
+    size_t n = strlen(word);
+    return t.n >= n && memcmp(t.p, word, n) == 0 && (t.n == n || t.p[n] == '(');
+}
+
 static oc_status parse_pattern(parser *ps, oc_plan_stack stack, tok t, oc_head_pattern *out) {
-    *out = (oc_head_pattern){ OC_PATTERN_DENSE, 0, 0 };
+    memset(out, 0, sizeof *out);
     if (!t.n) return fail(ps, "missing pattern at end of line");
     oc_pattern_kind kind = OC_PATTERN_COUNT;
+    oc_status st = OC_OK;
     for (int k = 0; k < OC_PATTERN_A_SHAPE; k++)
         if (is(t, oc_plan_pattern_name((oc_pattern_kind)k))) kind = (oc_pattern_kind)k;
     if (kind == OC_PATTERN_COUNT && t.n >= 7 && memcmp(t.p, "a-shape", 7) == 0) {
-        oc_status st = parse_a_shape(ps, t, out);
-        if (st != OC_OK) return st;
+        st = parse_a_shape(ps, t, out);
         kind = OC_PATTERN_A_SHAPE;
+    } else if (kind == OC_PATTERN_COUNT && (starts(t, "vertical-slash") || starts(t, "grid"))) {
+        kind = starts(t, "grid") ? OC_PATTERN_GRID : OC_PATTERN_VERTICAL_SLASH;
+        if (ps->version < 2)
+            return fail(ps, "pattern '%s' needs format version 2 (the header 'ocellus-plan 2')",
+                        oc_plan_pattern_name(kind));
+        st = kind == OC_PATTERN_GRID ? parse_grid(ps, t, out) : parse_vertical_slash(ps, t, out);
     }
+    if (st != OC_OK) return st;
     if (kind == OC_PATTERN_COUNT)
-        return fail(ps, "unknown pattern '%s' (expected dense, sink, intra-image, intra-image+sink, a-shape)",
-                    show(t).s);
+        return fail(ps, "unknown pattern '%s' (expected dense, sink, intra-image, intra-image+sink, a-shape%s)",
+                    show(t).s, ps->version >= 2 ? ", vertical-slash, grid" : "");
     if (!oc_plan_pattern_allowed(stack, kind))
         return fail(ps, "pattern '%s' is for decoder heads only (BlindSight masks need text and image "
-                    "spans); vision heads take dense or a-shape", show(t).s);
+                    "spans); vision heads take dense, a-shape, vertical-slash or grid", show(t).s);
     out->kind = kind;
     return OC_OK;
 }
@@ -612,7 +691,9 @@ static oc_status header(parser *ps) {
     if (!is(t, "ocellus-plan")) return fail(ps, "missing header: a plan starts with the line 'ocellus-plan 1'");
     t = next(ps);
     if (!t.n) return fail(ps, "missing version after 'ocellus-plan'");
-    if (!is(t, "1")) return fail(ps, "unsupported plan version '%s' (this build reads version 1)", show(t).s);
+    if (is(t, "1")) ps->version = 1;
+    else if (is(t, "2")) ps->version = 2;
+    else return fail(ps, "unsupported plan version '%s' (this build reads versions 1 and 2)", show(t).s);
     return expect_end(ps);
 }
 

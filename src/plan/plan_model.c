@@ -7,8 +7,24 @@
 #include <string.h>
 
 static const char *const pattern_names[OC_PATTERN_COUNT] = {
-    "dense", "sink", "intra-image", "intra-image+sink", "a-shape",
+    "dense", "sink", "intra-image", "intra-image+sink", "a-shape", "vertical-slash", "grid",
 };
+
+/* Indexed by OC_GRID_* bits: h = horizontal, v = vertical, s = slash lines. */
+static const char *const grid_lines_names[8] = { "?", "h", "v", "h+v", "s", "h+s", "v+s", "h+v+s" };
+
+const char *oc_plan_grid_lines_name(int32_t lines) {
+    return lines >= 1 && lines <= 7 ? grid_lines_names[lines] : "?";
+}
+
+int oc_plan_format_version(const oc_plan *plan) {
+    for (int s = 0; s < OC_PLAN_N_STACKS; s++) {
+        const oc_stack_plan *sp = &plan->stacks[s];
+        for (size_t i = 0; i < (size_t)sp->shape.n_layers * (size_t)sp->shape.n_heads; i++)
+            if (oc_pattern_is_dynamic(sp->heads[i].kind)) return 2;
+    }
+    return 1;
+}
 
 const char *oc_plan_pattern_name(oc_pattern_kind kind) {
     return (unsigned)kind < OC_PATTERN_COUNT ? pattern_names[kind] : "?";
@@ -22,10 +38,28 @@ const char *oc_plan_lazy_mode_name(oc_lazy_mode mode) { return mode == OC_LAZY_V
 
 /* BlindSight masks (blindsight.txt Sec. 3.2, App. L) are built from text and image spans of the
  * decoder prompt; inside the vision encoder every token belongs to one image and there is no text,
- * so only the model's own mask and the position-only A-shape make sense there. */
+ * so only the model's own mask, the position-only A-shape and MMInference's dynamic patterns (built
+ * from the heads' own scores, bidirectional there) make sense there. */
 int oc_plan_pattern_allowed(oc_plan_stack stack, oc_pattern_kind kind) {
     if ((unsigned)kind >= OC_PATTERN_COUNT) return 0;
-    return stack == OC_PLAN_DECODER || kind == OC_PATTERN_DENSE || kind == OC_PATTERN_A_SHAPE;
+    return stack == OC_PLAN_DECODER || kind == OC_PATTERN_DENSE || kind == OC_PATTERN_A_SHAPE ||
+           oc_pattern_is_dynamic(kind);
+}
+
+/* NULL when a pattern's sizes fit its kind (and every field another kind owns is 0). */
+const char *oc_plan_pattern_problem(const oc_head_pattern *p) {
+    int ashape = p->kind == OC_PATTERN_A_SHAPE, vs = p->kind == OC_PATTERN_VERTICAL_SLASH, grid = p->kind == OC_PATTERN_GRID;
+    if (ashape ? p->n_sink < 0 || p->n_sink > OC_PLAN_MAX_TOKENS || p->n_local < 1 || p->n_local > OC_PLAN_MAX_TOKENS
+               : p->n_sink != 0 || p->n_local != 0)
+        return "bad a-shape sizes";
+    if (vs ? p->n_vertical < 0 || p->n_vertical > OC_PLAN_MAX_TOKENS || p->n_slash < 1 || p->n_slash > OC_PLAN_MAX_TOKENS
+           : p->n_vertical != 0 || p->n_slash != 0)
+        return "bad vertical-slash sizes";
+    if (grid ? p->grid_stride < 0 || p->grid_stride > OC_PLAN_MAX_TOKENS || p->grid_max_stride < 2 ||
+                   p->grid_max_stride > OC_PLAN_MAX_TOKENS || p->grid_lines < 1 || p->grid_lines > 7
+             : p->grid_stride != 0 || p->grid_max_stride != 0 || p->grid_lines != 0)
+        return "bad grid sizes";
+    return NULL;
 }
 
 /* A calibration text: words "key=value" separated by single spaces, key of [a-z0-9_-], value of
@@ -189,13 +223,9 @@ static oc_status validate_stack(const oc_plan *plan, oc_plan_stack stack, oc_err
             if (!oc_plan_pattern_allowed(stack, p->kind))
                 return oc_fail(err, OC_ERR_INVALID, "plan: %s layer %d head %d: pattern '%s' not allowed here",
                                name, (int)l, (int)h, oc_plan_pattern_name(p->kind));
-            int sizes_ok = p->kind == OC_PATTERN_A_SHAPE
-                ? p->n_sink >= 0 && p->n_sink <= OC_PLAN_MAX_TOKENS && p->n_local >= 1 &&
-                  p->n_local <= OC_PLAN_MAX_TOKENS
-                : p->n_sink == 0 && p->n_local == 0;
-            if (!sizes_ok)
-                return oc_fail(err, OC_ERR_INVALID, "plan: %s layer %d head %d: bad sizes sink=%d local=%d for %s",
-                               name, (int)l, (int)h, (int)p->n_sink, (int)p->n_local,
+            const char *bad = oc_plan_pattern_problem(p);
+            if (bad)
+                return oc_fail(err, OC_ERR_INVALID, "plan: %s layer %d head %d: %s for %s", name, (int)l, (int)h, bad,
                                oc_plan_pattern_name(p->kind));
         }
         int32_t tau = s->zipvl_tau_ppm[l];

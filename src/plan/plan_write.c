@@ -43,6 +43,21 @@ static void put_pattern(out *o, const oc_head_pattern *p) {
         put(o, ",local=");
         put_int(o, p->n_local);
         put(o, ")");
+    } else if (p->kind == OC_PATTERN_VERTICAL_SLASH) {
+        put(o, "(vertical=");
+        put_int(o, p->n_vertical);
+        put(o, ",slash=");
+        put_int(o, p->n_slash);
+        put(o, ")");
+    } else if (p->kind == OC_PATTERN_GRID) {
+        put(o, "(stride=");
+        if (p->grid_stride) put_int(o, p->grid_stride);
+        else put(o, "auto");
+        put(o, ",lines=");
+        put(o, oc_plan_grid_lines_name(p->grid_lines));
+        put(o, ",max-stride=");
+        put_int(o, p->grid_max_stride);
+        put(o, ")");
     }
 }
 static size_t pattern_len(const oc_head_pattern *p) {
@@ -248,6 +263,12 @@ static void put_stack(out *o, const oc_stack_plan *s, oc_plan_stack stack) {
     }
 }
 
+/* Version 2 adds MMInference's dynamic patterns; its text says so first (version-1 text is unchanged). */
+static const char *const header_comment_v2 =
+    "# version 2: vertical-slash(vertical=V,slash=S) and grid(stride=N|auto,lines=h+v+s,max-stride=M)\n"
+    "#   (MMInference, prefill only: V key columns and S diagonals, or lines every N tokens, chosen\n"
+    "#   per prompt from the last 64 queries; decode runs these heads dense)\n";
+
 /* The fixed comment block: enough for a reader without the docs. */
 static const char *const header_comment =
     "# ocellus attention plan. '#' starts a comment; the full grammar is at the top of src/plan/plan.c.\n"
@@ -271,12 +292,14 @@ oc_status oc_plan_write(const oc_plan *plan, char *buf, size_t buf_bytes, size_t
     oc_status st = oc_plan_validate(plan, err);
     if (st != OC_OK) return st;
     out o = { buf, buf ? buf_bytes : 0, 0 };
-    put(&o, "ocellus-plan 1\n");
+    int version = oc_plan_format_version(plan);
+    put(&o, version == 2 ? "ocellus-plan 2\n" : "ocellus-plan 1\n");
     if (plan->calibration[0]) {
         put(&o, "calibration ");
         put(&o, plan->calibration);
         put(&o, "\n");
     }
+    if (version == 2) put(&o, header_comment_v2);
     put(&o, header_comment);
     for (int i = 0; i < OC_PLAN_N_STACKS; i++) {
         const oc_plan_shape *s = &plan->stacks[i].shape;

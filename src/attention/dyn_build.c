@@ -1,0 +1,274 @@
+/* dyn_build.c: builds the per-prompt indices of the VERTICAL_SLASH and GRID heads (dyn.h) before
+ * oc_attn_run: the online estimate of A^ from the last 64 queries (mminference.txt Sec. 4.1, C.3),
+ * computed tile by tile with the same ISA micro-kernels as the engine (attn_kernels.h), then the
+ * Vertical-Slash top-k or the Grid search (dyn_index.c). One task per dynamic head, each writing
+ * only its own index, so the result does not depend on the thread count. Nothing is allocated:
+ * everything lives in the caller's block of oc_attn_dyn_bytes bytes:
+ *   header | heads[n_head] | per head: vertical[n_kv], slash[2 n_kv] (int32) | per thread: work */
+#include "attention/attn.h"
+#include "attention/attn_kernels.h"
+#include "attention/mask.h"
+
+#include <math.h>
+#include <string.h>
+
+#define EST_TILE 128        /* keys per score tile: S^T is EST_TILE x 64 floats (32 KiB) */
+#define LOG2E 1.44269504088896340736f
+#define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
+
+/* ---- memory layout ------------------------------------------------------------------------------ */
+
+typedef struct dyn_geom {
+    size_t off_heads, off_idx, off_threads, thread_bytes, total;
+    size_t idx_per_head;   /* int32 per head: n_kv vertical + 2 n_kv slash */
+    size_t t_qt, t_qptr, t_kt, t_kptr, t_s, t_m, t_l, t_m2, t_l2, t_alpha, t_vs, t_ss, t_work, t_grid;
+} dyn_geom;
+
+static size_t take(size_t *off, size_t n_bytes) {
+    size_t at = *off;
+    *off = ALIGN_UP(at + n_bytes, OC_MEM_ALIGN);
+    return at;
+}
+
+static int dyn_geom_init(dyn_geom *g, const oc_attn_dims *dims, int n_threads) {
+    if (!dims || dims->n_head < 1 || dims->n_head > (1 << 16) || dims->head_dim < 1 || dims->head_dim > (1 << 16) ||
+        dims->max_n_kv < 0 || dims->max_n_kv > (1 << 28) || n_threads < 1 || n_threads > 1024)
+        return 0;
+    memset(g, 0, sizeof *g);
+    size_t nkv = (size_t)OC_MAX(dims->max_n_kv, 1), d = (size_t)dims->head_dim;
+    size_t off = 0;
+    take(&off, sizeof(oc_attn_dyn));
+    g->off_heads = take(&off, (size_t)dims->n_head * sizeof(oc_dyn_head));
+    g->idx_per_head = 3 * nkv;
+    g->off_idx = take(&off, (size_t)dims->n_head * g->idx_per_head * sizeof(int32_t));
+    g->off_threads = off;
+    size_t t = 0;
+    g->t_qt = take(&t, OC_DYN_LAST_Q * d * sizeof(float));
+    g->t_qptr = take(&t, OC_DYN_LAST_Q * sizeof(float *));
+    g->t_kt = take(&t, EST_TILE * d * sizeof(float));
+    g->t_kptr = take(&t, EST_TILE * sizeof(void *));
+    g->t_s = take(&t, EST_TILE * OC_DYN_LAST_Q * sizeof(float));
+    g->t_m = take(&t, OC_DYN_LAST_Q * sizeof(float));
+    g->t_l = take(&t, OC_DYN_LAST_Q * sizeof(float));
+    g->t_m2 = take(&t, OC_DYN_LAST_Q * sizeof(float));
+    g->t_l2 = take(&t, OC_DYN_LAST_Q * sizeof(float));
+    g->t_alpha = take(&t, OC_DYN_LAST_Q * sizeof(float));
+    g->t_vs = take(&t, nkv * sizeof(float));
+    g->t_ss = take(&t, 2 * nkv * sizeof(float));
+    g->t_work = take(&t, 2 * nkv * sizeof(int32_t));
+    g->t_grid = take(&t, 2 * nkv * sizeof(double));
+    g->thread_bytes = t;
+    size_t threads;
+    if (!oc_mul_size(t, (size_t)n_threads, &threads) || !oc_add_size(off, threads, &g->total)) return 0;
+    return 1;
+}
+
+size_t oc_attn_dyn_bytes(const oc_attn_dims *dims, int n_threads) {
+    dyn_geom g;
+    return dyn_geom_init(&g, dims, n_threads) ? g.total : 0;
+}
+
+/* ---- the estimate ------------------------------------------------------------------------------ */
+
+typedef struct est_work {
+    float *qt, *kt, *s, *m, *l, *m2, *l2, *alpha, *vs, *ss;
+    const float **qptr;
+    const void **kptr;
+    int32_t *work;
+    double *grid;
+} est_work;
+
+static est_work est_work_at(const dyn_geom *g, unsigned char *base, int thread) {
+    unsigned char *b = base + g->off_threads + (size_t)thread * g->thread_bytes;
+    est_work w;
+    w.qt = (float *)(b + g->t_qt);
+    w.qptr = (const float **)(b + g->t_qptr);
+    w.kt = (float *)(b + g->t_kt);
+    w.kptr = (const void **)(b + g->t_kptr);
+    w.s = (float *)(b + g->t_s);
+    w.m = (float *)(b + g->t_m);
+    w.l = (float *)(b + g->t_l);
+    w.m2 = (float *)(b + g->t_m2);
+    w.l2 = (float *)(b + g->t_l2);
+    w.alpha = (float *)(b + g->t_alpha);
+    w.vs = (float *)(b + g->t_vs);
+    w.ss = (float *)(b + g->t_ss);
+    w.work = (int32_t *)(b + g->t_work);
+    w.grid = (double *)(b + g->t_grid);
+    return w;
+}
+
+/* Keys [j0, j0 + nk) against the estimate rows: S^T (nk x 64, base-2 scaled scores), causal cut. */
+static void score_tile(const oc_attn_call *a, const oc_attn_kernels *kn, est_work *w, const unsigned char *kbase,
+                       int64_t ks, int32_t j0, int32_t nk, int32_t p0) {
+    for (int32_t t = 0; t < nk; t++) w->kptr[t] = kbase + (int64_t)(j0 + t) * ks;
+    kn->convert_rows(w->kt, w->kptr, nk, a->head_dim, a->kv_dtype);
+    kn->gemm(nk, OC_DYN_LAST_Q, a->head_dim, w->kt, a->head_dim, 1, w->qt, w->s, OC_DYN_LAST_Q, 0);
+    if (a->mask != OC_ATTN_CAUSAL) return;
+    for (int32_t t = 0; t < nk; t++)
+        for (int32_t c = 0; c < OC_DYN_LAST_Q && j0 + t > p0 + c; c++) w->s[t * OC_DYN_LAST_Q + c] = -INFINITY;
+}
+
+/* Column and diagonal scores of head h: vs[j] = sum_r A^[r, j], ss[o + n_kv - 1] =
+ * sum_r A^[r, p_r - o]. The rows are the last 64 queries of the call. Pass 2 (the scores) covers
+ * the keys [lo2, hi2) only (whole tiles, so pass 1's maxima hold exactly); the rest of vs is 0, and
+ * ss is computed only when slash is set (a Grid head reads the columns of its view alone). */
+static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_attn_kernels *kn, est_work *w,
+                     int32_t h, int32_t lo2, int32_t hi2, int slash) {
+    int32_t n_kv = a->n_kv, d = a->head_dim, g = h / (a->n_head / a->n_head_kv);
+    int32_t i0 = a->n_q - OC_DYN_LAST_Q, p0 = a->q_offset + i0;
+    int64_t eb = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
+    const unsigned char *kbase = (const unsigned char *)mem->k + (a->k_off + (int64_t)g * a->k_stride_head) * eb;
+    int64_t ks = a->k_stride_token * eb;
+    int32_t key_end = a->mask == OC_ATTN_CAUSAL ? OC_MIN(n_kv, p0 + OC_DYN_LAST_Q) : n_kv;
+    for (int32_t c = 0; c < OC_DYN_LAST_Q; c++)
+        w->qptr[c] = mem->q + a->q_off + (int64_t)(i0 + c) * a->q_stride_token + (int64_t)h * a->q_stride_head;
+    kn->pack_qt(w->qt, w->qptr, OC_DYN_LAST_Q, OC_DYN_LAST_Q, d, a->scale * LOG2E);
+    for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
+        w->m[c] = -INFINITY;
+        w->l[c] = 0.0f;
+    }
+    /* pass 1: each row's max and sum, online */
+    for (int32_t j0 = 0; j0 < key_end; j0 += EST_TILE) {
+        int32_t nk = OC_MIN(EST_TILE, key_end - j0);
+        score_tile(a, kn, w, kbase, ks, j0, nk, p0);
+        kn->softmax_cols(w->s, OC_DYN_LAST_Q, nk, OC_DYN_LAST_Q, w->m, w->l, w->alpha);
+    }
+    /* pass 2: the same tiles again; softmax_cols with the final max gives 2^(s - m) exactly (the
+     * max cannot grow), and 1 / l normalizes the row */
+    float inv_l[OC_DYN_LAST_Q];
+    for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) inv_l[c] = w->l[c] > 0.0f ? 1.0f / w->l[c] : 0.0f;
+    for (int32_t j = 0; j < n_kv; j++) w->vs[j] = 0.0f;
+    for (int32_t o = 0; slash && o < 2 * n_kv - 1; o++) w->ss[o] = 0.0f;
+    for (int32_t j0 = lo2 - lo2 % EST_TILE; j0 < OC_MIN(key_end, hi2); j0 += EST_TILE) {
+        int32_t nk = OC_MIN(EST_TILE, key_end - j0);
+        score_tile(a, kn, w, kbase, ks, j0, nk, p0);
+        for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
+            w->m2[c] = w->m[c];
+            w->l2[c] = 0.0f;
+        }
+        kn->softmax_cols(w->s, OC_DYN_LAST_Q, nk, OC_DYN_LAST_Q, w->m2, w->l2, w->alpha);
+        for (int32_t t = 0; t < nk; t++) {
+            int32_t j = j0 + t;
+            const float *row = w->s + (int64_t)t * OC_DYN_LAST_Q;
+            float col = 0.0f;
+            if (slash) {
+                for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
+                    float p = row[c] * inv_l[c];
+                    col += p;
+                    w->ss[p0 + c - j + n_kv - 1] += p;
+                }
+            } else {
+                for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) col += row[c] * inv_l[c];
+            }
+            w->vs[j] += col;
+        }
+    }
+}
+
+/* ---- build ------------------------------------------------------------------------------------- */
+
+typedef struct build_ctx {
+    const oc_attn_call *a;
+    const oc_attn_host *mem;
+    const oc_attn_kernels *kern;
+    dyn_geom g;
+    unsigned char *base;
+    oc_dyn_head *heads;
+} build_ctx;
+
+static int head_is_dynamic(const oc_attn_call *a, int32_t h) {
+    return a->patterns && oc_pattern_is_dynamic(a->patterns[h].kind);
+}
+
+static void build_task(void *ctx, int64_t task, int thread) {
+    build_ctx *x = ctx;
+    const oc_attn_call *a = x->a;
+    int32_t h = (int32_t)task, n_kv = a->n_kv;
+    oc_dyn_head *out = &x->heads[h];
+    memset(out, 0, sizeof *out);
+    out->stride = 1;
+    if (!head_is_dynamic(a, h) || n_kv == 0) return;
+    est_work w = est_work_at(&x->g, x->base, thread);
+    const oc_head_pattern *pat = &a->patterns[h];
+    int32_t lo2 = 0, hi2 = n_kv;
+    if (pat->kind == OC_PATTERN_GRID) oc_dyn_grid_view(n_kv, pat->grid_stride, pat->grid_max_stride, &lo2, &hi2);
+    estimate(a, x->mem, x->kern, &w, h, lo2, hi2, pat->kind == OC_PATTERN_VERTICAL_SLASH);
+    int32_t *idx = (int32_t *)(x->base + x->g.off_idx) + (size_t)h * x->g.idx_per_head;
+    if (pat->kind == OC_PATTERN_VERTICAL_SLASH) {
+        int32_t *vert = idx, *slash = idx + n_kv;
+        out->n_vertical = oc_dyn_top_k(w.vs, n_kv, pat->n_vertical, -1, w.work, vert);
+        /* offset 0 sits at index n_kv - 1 of the diagonal scores (dyn.h: always kept) */
+        int32_t n_s = oc_dyn_top_k(w.ss, 2 * n_kv - 1, pat->n_slash, n_kv - 1, w.work, slash);
+        for (int32_t k = 0; k < n_s; k++) slash[k] -= n_kv - 1;
+        out->n_slash = n_s;
+        out->vertical = vert;
+        out->slash = slash;
+    } else {
+        oc_dyn_grid_search(w.vs, n_kv, pat->grid_stride, pat->grid_max_stride, w.grid, &out->stride, &out->phase);
+    }
+}
+
+/* The checks of oc_attn_run (without the index) plus: the call has enough queries to estimate. */
+static oc_status check_build(const oc_attn_call *a, const oc_attn_host *mem, oc_isa isa, const oc_attn_kernels **kern,
+                             oc_error *err) {
+    oc_status st = oc_attn_check_call(a, mem, 0, err);
+    if (st != OC_OK) return st;
+    for (int32_t h = 0; a->patterns && h < a->n_head; h++)
+        if (oc_pattern_is_dynamic(a->patterns[h].kind) && !oc_attn_wants_dyn(a))
+            return oc_fail(err, OC_ERR_INVALID, "attn dyn: %d queries, the estimate needs at least %d", (int)a->n_q,
+                           OC_DYN_LAST_Q);
+    *kern = oc_attn_kernels_for(isa);
+    if (!*kern) return oc_fail(err, OC_ERR_UNSUPPORTED, "attn dyn: no %s kernels in this build", oc_isa_name(isa));
+    return OC_OK;
+}
+
+oc_status oc_attn_dyn_build(const oc_attn_call *a, const oc_attn_host *mem, oc_isa isa, oc_pool *pool,
+                            void *dyn_mem, size_t dyn_bytes, const oc_attn_dyn **out, oc_error *err) {
+    if (!out) return oc_fail(err, OC_ERR_INVALID, "attn dyn: out is NULL");
+    *out = NULL;
+    const oc_attn_kernels *kern = NULL;
+    oc_status st = check_build(a, mem, isa, &kern, err);
+    if (st != OC_OK) return st;
+    int n_threads = oc_pool_n_threads(pool);
+    oc_attn_dims dims = { a->n_q, a->n_kv, a->n_head, a->n_head_kv, a->head_dim };
+    build_ctx x;
+    memset(&x, 0, sizeof x);
+    if (!dyn_geom_init(&x.g, &dims, n_threads))
+        return oc_fail(err, OC_ERR_INVALID, "attn dyn: memory size overflows for these dimensions");
+    if (!dyn_mem || dyn_bytes < x.g.total || (uintptr_t)dyn_mem % OC_MEM_ALIGN)
+        return oc_fail(err, OC_ERR_INVALID, "attn dyn: %zu bytes given, this call needs %zu aligned bytes", dyn_bytes,
+                       x.g.total);
+    x.a = a;
+    x.mem = mem;
+    x.kern = kern;
+    x.base = dyn_mem;
+    x.heads = (oc_dyn_head *)(x.base + x.g.off_heads);
+    oc_attn_dyn *dyn = dyn_mem;
+    dyn->n_head = a->n_head;
+    dyn->heads = x.heads;
+    oc_pool_run(pool, a->n_head, build_task, &x);
+    *out = dyn;
+    return OC_OK;
+}
+
+oc_status oc_attn_dyn_scores(const oc_attn_call *a, const oc_attn_host *mem, oc_isa isa, int32_t head,
+                             void *dyn_mem, size_t dyn_bytes, float *vertical, float *slash, oc_error *err) {
+    const oc_attn_kernels *kern = NULL;
+    oc_status st = check_build(a, mem, isa, &kern, err);
+    if (st != OC_OK) return st;
+    if (a->n_q < OC_DYN_LAST_Q)
+        return oc_fail(err, OC_ERR_INVALID, "attn dyn: %d queries, the estimate needs at least %d", (int)a->n_q,
+                       OC_DYN_LAST_Q);
+    if (head < 0 || head >= a->n_head)
+        return oc_fail(err, OC_ERR_INVALID, "attn dyn: head %d of %d", (int)head, (int)a->n_head);
+    oc_attn_dims dims = { a->n_q, a->n_kv, a->n_head, a->n_head_kv, a->head_dim };
+    dyn_geom g;
+    if (!dyn_geom_init(&g, &dims, 1) || !dyn_mem || dyn_bytes < g.total || (uintptr_t)dyn_mem % OC_MEM_ALIGN)
+        return oc_fail(err, OC_ERR_INVALID, "attn dyn: memory too small for these dimensions");
+    est_work w = est_work_at(&g, dyn_mem, 0);
+    estimate(a, mem, kern, &w, head, 0, a->n_kv, 1);
+    memcpy(vertical, w.vs, (size_t)a->n_kv * sizeof(float));
+    memcpy(slash, w.ss, (size_t)(2 * a->n_kv - 1) * sizeof(float));
+    return OC_OK;
+}

@@ -1,0 +1,142 @@
+/* dyn_index.c: the index choices of dyn.h that need no attention scores: top-k selection for
+ * Vertical-Slash, the grid stride and phase search (mminference.txt Alg. 1) and the modality
+ * permutation of Q-Boundary and 2D-Boundary heads (Alg. 2-3). Pure functions on caller memory. */
+#include "attention/dyn.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* NaN ranks last so a bad score can never break the ordering the selection relies on. */
+static float rank_of(float x) { return x == x ? x : -INFINITY; }
+
+/* a before b: the forced index first, then higher score, then lower index. */
+static int before(const float *score, int32_t force, int32_t a, int32_t b) {
+    if (a == force || b == force) return a == force && b != force;
+    float sa = rank_of(score[a]), sb = rank_of(score[b]);
+    return sa > sb || (sa == sb && a < b);
+}
+
+static void swap_i32(int32_t *x, int32_t *y) {
+    int32_t t = *x;
+    *x = *y;
+    *y = t;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+int32_t oc_dyn_top_k(const float *score, int32_t n, int32_t k, int32_t force, int32_t *work, int32_t *out) {
+    if (k > n) k = n;
+    if (k <= 0) return 0;
+    if (force >= n) force = -1;
+    for (int32_t i = 0; i < n; i++) work[i] = i;
+    /* Quickselect: afterwards work[0..k) are the k first in `before` order (not sorted). */
+    int32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        /* median of three as pivot, moved to hi */
+        if (before(score, force, work[mid], work[lo])) swap_i32(&work[mid], &work[lo]);
+        if (before(score, force, work[hi], work[lo])) swap_i32(&work[hi], &work[lo]);
+        if (before(score, force, work[mid], work[hi])) swap_i32(&work[mid], &work[hi]);
+        int32_t pivot = work[hi], store = lo;
+        for (int32_t i = lo; i < hi; i++)
+            if (before(score, force, work[i], pivot)) swap_i32(&work[i], &work[store++]);
+        swap_i32(&work[store], &work[hi]);
+        if (store == k - 1 || store == k) break;
+        if (store < k) lo = store + 1;
+        else hi = store - 1;
+    }
+    for (int32_t i = 0; i < k; i++) out[i] = work[i];
+    qsort(out, (size_t)k, sizeof *out, cmp_i32);
+    return k;
+}
+
+/* The best phase of stride s over the viewed columns view[0..n_view) (key j0 + t at t) and its
+ * score: how far the mean column score of the keys j = f (mod s) stands above the view's mean, in
+ * standard errors, (mean_f - mean) * sqrt(count_f) (the common deviation left out); lowest f on
+ * ties; -inf when no phase has a key there. sums: s doubles. */
+static double best_phase(const double *view, int32_t j0, int32_t n_view, int32_t s, double mean, double *sums,
+                         int32_t *phase) {
+    for (int32_t f = 0; f < s; f++) sums[f] = 0.0;
+    int32_t f0 = j0 % s;   /* the phase of the view's first key */
+    for (int32_t t = 0, f = f0; t < n_view;) {   /* one period at a time: a branch-free inner loop */
+        int32_t m = OC_MIN(s - f, n_view - t);
+        for (int32_t u = 0; u < m; u++) sums[f + u] += view[t + u];
+        t += m;
+        f = 0;
+    }
+    double best = -INFINITY;
+    for (int32_t f = 0; f < s; f++) {
+        int32_t first = f >= f0 ? f - f0 : f - f0 + s;   /* the phase's first key, as an index into view */
+        if (first >= n_view) continue;
+        double count = (double)((n_view - 1 - first) / s + 1);
+        double score = (sums[f] / count - mean) * sqrt(count);
+        if (score > best) { best = score; *phase = f; }
+    }
+    return best;
+}
+
+/* The candidate strides: a stride of n or more puts one line of each kind in the prompt, the same
+ * mask as stride n. */
+static void stride_range(int32_t n, int32_t fixed_stride, int32_t max_stride, int32_t *s_lo, int32_t *s_hi) {
+    *s_lo = fixed_stride > 0 ? OC_MIN(fixed_stride, n) : 2;
+    *s_hi = fixed_stride > 0 ? *s_lo : OC_MIN(max_stride, n);
+}
+
+void oc_dyn_grid_view(int32_t n, int32_t fixed_stride, int32_t max_stride, int32_t *j0, int32_t *j1) {
+    *j0 = 0;
+    *j1 = n;
+    if (n < 2) return;
+    int32_t s_lo, s_hi;
+    stride_range(n, fixed_stride, max_stride, &s_lo, &s_hi);
+    /* dyn.h: without the first and last min(s_hi, n / 4) keys, and at most the last
+     * OC_DYN_GRID_PERIODS periods of the largest stride before the end */
+    int32_t edge = OC_MIN(s_hi, n / 4);
+    *j1 = n - edge;
+    *j0 = (int32_t)OC_MAX((int64_t)edge, (int64_t)*j1 - (int64_t)OC_DYN_GRID_PERIODS * s_hi);
+}
+
+void oc_dyn_grid_search(const float *vertical, int32_t n, int32_t fixed_stride, int32_t max_stride,
+                        double *work, int32_t *stride, int32_t *phase) {
+    *stride = 1;
+    *phase = 0;
+    if (n < 2) return;
+    int32_t s_lo, s_hi, j0, j1;
+    stride_range(n, fixed_stride, max_stride, &s_lo, &s_hi);
+    oc_dyn_grid_view(n, fixed_stride, max_stride, &j0, &j1);
+    /* the viewed columns once as doubles (a NaN ranks as -inf), after the s_hi sums */
+    double *view = work + s_hi, mean = 0.0;
+    for (int32_t j = j0; j < j1; j++) mean += view[j - j0] = (double)rank_of(vertical[j]);
+    mean /= (double)(j1 - j0);
+    double best = -INFINITY;
+    for (int32_t s = s_lo; s <= s_hi; s++) {
+        int32_t f = 0;
+        double score = best_phase(view, j0, j1 - j0, s, mean, work, &f);
+        if (score > best) {   /* strictly better: ties keep the smaller stride */
+            best = score;
+            *stride = s;
+            *phase = f;
+        }
+    }
+}
+
+oc_status oc_dyn_modality_perm(const uint8_t *modality, int32_t n, int32_t n_modalities, int32_t *perm,
+                               int32_t *start, oc_error *err) {
+    if (n < 0 || n_modalities < 1 || n_modalities > 255)
+        return oc_fail(err, OC_ERR_INVALID, "modality perm: %d tokens, %d modalities", (int)n, (int)n_modalities);
+    for (int32_t m = 0; m <= n_modalities; m++) start[m] = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (modality[i] >= n_modalities)
+            return oc_fail(err, OC_ERR_INVALID, "modality perm: token %d has modality %d of %d", (int)i,
+                           (int)modality[i], (int)n_modalities);
+        start[modality[i] + 1]++;
+    }
+    for (int32_t m = 0; m < n_modalities; m++) start[m + 1] += start[m];
+    /* stable counting sort; start[m] runs ahead while filling and is restored after */
+    for (int32_t i = 0; i < n; i++) perm[start[modality[i]]++] = i;
+    for (int32_t m = n_modalities; m > 0; m--) start[m] = start[m - 1];
+    start[0] = 0;
+    return OC_OK;
+}
