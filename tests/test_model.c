@@ -131,7 +131,7 @@ static void check_image_labels(oc_model *m, const int32_t *grids, const char *qu
     oc_error e;
     oc_prompt lp;
     REQUIRE(oc_prompt_init(&lp, 256, 2, NULL, &e) == OC_OK);
-    REQUIRE(oc_prompt_chat(&lp, m->tok, &m->chat, NULL, grids, 2, 1, question, &e) == OC_OK);
+    REQUIRE(oc_prompt_chat(&lp, m->tok, NULL, &m->chat, NULL, grids, 2, 1, question, &e) == OC_OK);
     int32_t label[16], j = 0, ok = 1, n_images = 0;
     size_t n_label;
     for (int32_t i = 0; i < plain->n_tokens && ok; i++) {
@@ -208,7 +208,7 @@ static void parity(const char *name, oc_backend_choice backend) {
     }
     oc_prompt p;
     REQUIRE(oc_prompt_init(&p, 256, 2, NULL, &e) == OC_OK);
-    REQUIRE(oc_prompt_chat(&p, m->tok, &m->chat, NULL, grids, 2, 0, question, &e) == OC_OK);
+    REQUIRE(oc_prompt_chat(&p, m->tok, NULL, &m->chat, NULL, grids, 2, 0, question, &e) == OC_OK);
     REQUIREF((size_t)p.n_tokens == n_ids, "%s: %d tokens, HF %zu", name, p.n_tokens, n_ids);
     int ids_ok = 1;
     for (size_t i = 0; i < n_ids; i++)

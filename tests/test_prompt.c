@@ -137,7 +137,7 @@ static void test_hf_fixture(void) {
     }
     if (oc_gguf_open(&g, path, NULL, &e) || oc_tokenizer_open_gguf(&tok, g, NULL, &e) ||
         oc_chat_tokens_find(&ct, tok, &e) || oc_prompt_init(&p, 4096, 8, NULL, &e) ||
-        oc_prompt_chat(&p, tok, &ct, system, grids, n_images, 0, question, &e)) {
+        oc_prompt_chat(&p, tok, NULL, &ct, system, grids, n_images, 0, question, &e)) {
         check_fail_at(__FILE__, __LINE__, "%s", e.message);
         goto done;
     }

@@ -179,6 +179,29 @@ static void test_tiny_encode(void) {
     CHECK(oc_tokenizer_encode(tok, "", 0, 0, NULL, 0, &n_ids, NULL) == OC_OK && n_ids == 0);
     CHECK(oc_tokenizer_encode(tok, NULL, 3, 0, ids, 16, &n_ids, NULL) == OC_ERR_INVALID);
 
+    /* the caller's scratch: the same ids, the tokenizer only read (a model's contexts share it) */
+    check_alloc sa = { 0 };
+    oc_allocator salloc = { check_alloc_fn, &sa };
+    oc_tok_scratch *s1 = NULL, *s2 = NULL;
+    REQUIRE(oc_tok_scratch_open(&s1, &salloc, &err) == OC_OK && oc_tok_scratch_open(&s2, &salloc, &err) == OC_OK);
+    int32_t ids1[16], ids2[16];
+    size_t n1 = 0, n2 = 0;
+    CHECK(oc_tokenizer_encode_with(tok, s1, text, strlen(text), 0, ids1, 16, &n1, &err) == OC_OK);
+    CHECK(oc_tokenizer_encode_with(tok, s2, chat, strlen(chat), OC_TOK_PARSE_SPECIAL, ids2, 16, &n2, &err) == OC_OK);
+    CHECK(n1 == 6 && !memcmp(ids1, want, sizeof want) && n2 == 3 && ids2[2] == TINY_ID_THINK);
+    CHECK(oc_tokenizer_encode_with(tok, NULL, text, strlen(text), 0, ids1, 16, &n1, NULL) == OC_ERR_INVALID);
+    oc_tok_scratch_close(s1);
+    oc_tok_scratch_close(s2);
+    oc_tok_scratch_close(NULL);
+    CHECK(sa.n_live == 0 && sa.bytes_live == 0);
+    for (long k = 1; k <= 6; k++) {   /* every allocation of a scratch fails cleanly */
+        check_alloc fa = { .fail_at = k };
+        oc_allocator falloc = { check_alloc_fn, &fa };
+        oc_tok_scratch *sf = NULL;
+        oc_status st = oc_tok_scratch_open(&sf, &falloc, &err);
+        CHECKF(st == OC_ERR_NOMEM && !sf && fa.n_live == 0, "fail_at %ld: %d, %ld live", k, (int)st, fa.n_live);
+    }
+
     /* decode errors */
     int32_t bad = TINY_N_TOKENS;
     char out[8];

@@ -33,7 +33,7 @@ struct oc_context {
     oc_backend_device *dev;      /* OpenCL: the device both graphs run on; NULL on the CPU */
     char backend_name[OC_ERROR_MESSAGE_BYTES + 64];
     oc_plan *plan;
-    oc_tokenizer *tok;           /* this context's own: encoding needs scratch memory */
+    oc_tok_scratch *tok_scratch; /* encode scratch: the model's tokenizer is shared, read-only */
     oc_text_ctx *text;
     oc_vision_ctx *vision;
     oc_prompt prompt;
@@ -292,7 +292,7 @@ OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_c
         }
         if ((st = check_plan_features(m, c->plan, p->plan_path, err))) goto fail;
     }
-    if ((st = oc_tokenizer_open_gguf(&c->tok, m->text_file, &c->alloc, err))) goto fail;
+    if ((st = oc_tok_scratch_open(&c->tok_scratch, &c->alloc, err))) goto fail;
     st = open_engines(c, kind, p->device, err);
     if (st && p->backend == OC_BACKEND_AUTO && kind != OC_BACKEND_KIND_CPU) {
         char why[OC_ERROR_MESSAGE_BYTES];
@@ -350,7 +350,7 @@ OC_API void oc_context_close(oc_context *c) {
     oc_sampler_free(&c->sampler);
     oc_prompt_free(&c->prompt);
     close_engines(c);
-    oc_tokenizer_close(c->tok);
+    oc_tok_scratch_close(c->tok_scratch);
     oc_plan_free(c->plan);
     oc_pool_close(c->pool);
     oc_mem_free(&a, c, sizeof *c);
@@ -558,7 +558,7 @@ static oc_status generate(oc_context *c, const oc_request *r, uint64_t t_start, 
     for (int32_t g = 0; g < r->max_new_tokens && !stop; g++) {
         if (is_stop(m, tok)) break;
         size_t n_out = 0;
-        if ((st = oc_tok_decoder_push(&dec, c->tok, tok, piece, sizeof piece, &n_out, err))) break;
+        if ((st = oc_tok_decoder_push(&dec, m->tok, tok, piece, sizeof piece, &n_out, err))) break;
         c->stats.n_generated++;
         if (n_out && r->on_text && r->on_text(r->user, piece, n_out)) stop = 1;
         if (g + 1 == r->max_new_tokens || stop) break;
@@ -638,7 +638,7 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     oc_prompt_reset(&c->prompt);
     oc_text_ctx_reset(c->text);
     oc_error e;
-    if ((st = oc_prompt_chat(&c->prompt, c->tok, &m->chat, r->system, grids, r->n_images,
+    if ((st = oc_prompt_chat(&c->prompt, m->tok, c->tok_scratch, &m->chat, r->system, grids, r->n_images,
                                r->image_labels < 0 ? m->image_labels : r->image_labels != 0, r->question, &e))) {
         if (st == OC_ERR_RANGE)
             return oc_fail(err, st, "context overflow: the prompt does not fit in %d tokens (%s); raise the "

@@ -18,7 +18,8 @@ struct oc_model {
     oc_gguf *text_file, *vision_file;
     oc_text_model *text;
     oc_vision_model *vision;     /* NULL: text only */
-    oc_tokenizer *tok;
+    oc_tokenizer *tok;           /* read once per model; contexts share it, each with its own
+                                    oc_tok_scratch (oc_tokenizer_encode_with) */
     oc_chat_tokens chat;
     int image_labels;            /* the chat template labels images "Picture N: " unconditionally */
     int32_t stop_ids[3];         /* <|im_end|>, <|endoftext|>, the file's eos (may repeat) */

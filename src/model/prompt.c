@@ -69,11 +69,13 @@ oc_status oc_prompt_add_ids(oc_prompt *p, const int32_t *ids, int32_t n_ids, oc_
     return OC_OK;
 }
 
-oc_status oc_prompt_add_text(oc_prompt *p, oc_tokenizer *tok, const char *text, size_t n_bytes,
-                             int flags, oc_error *err) {
+oc_status oc_prompt_add_text(oc_prompt *p, oc_tokenizer *tok, oc_tok_scratch *scratch, const char *text,
+                             size_t n_bytes, int flags, oc_error *err) {
     int32_t first = p->n_tokens;
     size_t room = (size_t)(p->max_tokens - first), n_ids = 0;
-    oc_status st = oc_tokenizer_encode(tok, text, n_bytes, flags, p->ids + first, room, &n_ids, err);
+    int32_t *dst = p->ids + first;
+    oc_status st = scratch ? oc_tokenizer_encode_with(tok, scratch, text, n_bytes, flags, dst, room, &n_ids, err)
+                           : oc_tokenizer_encode(tok, text, n_bytes, flags, dst, room, &n_ids, err);
     if (st == OC_ERR_RANGE) return overflow(p, (int64_t)n_ids, err);
     if (st != OC_OK) return st;
     p->n_tokens += (int32_t)n_ids;
@@ -125,10 +127,10 @@ oc_status oc_chat_tokens_find(oc_chat_tokens *out, const oc_tokenizer *tok, oc_e
 
 /* Appends one template token followed by literal template text (no special parsing needed: the
  * template's own specials are appended as ids). */
-static oc_status add_special_then_text(oc_prompt *p, oc_tokenizer *tok, int32_t special,
+static oc_status add_special_then_text(oc_prompt *p, oc_tokenizer *tok, oc_tok_scratch *scratch, int32_t special,
                                        const char *text, oc_error *err) {
     oc_status st = oc_prompt_add_ids(p, &special, 1, err);
-    if (st == OC_OK && text[0]) st = oc_prompt_add_text(p, tok, text, strlen(text), 0, err);
+    if (st == OC_OK && text[0]) st = oc_prompt_add_text(p, tok, scratch, text, strlen(text), 0, err);
     return st;
 }
 
@@ -168,7 +170,7 @@ static oc_status check_pads_placed(const oc_prompt *p, const oc_chat_tokens *ct,
     return OC_OK;
 }
 
-oc_status oc_prompt_chat(oc_prompt *p, oc_tokenizer *tok, const oc_chat_tokens *ct,
+oc_status oc_prompt_chat(oc_prompt *p, oc_tokenizer *tok, oc_tok_scratch *scratch, const oc_chat_tokens *ct,
                          const char *system, const int32_t *grids, int32_t n_images,
                          int label_images, const char *question, oc_error *err) {
     if (!question || n_images < 0 || (n_images && !grids))
@@ -176,21 +178,21 @@ oc_status oc_prompt_chat(oc_prompt *p, oc_tokenizer *tok, const oc_chat_tokens *
     if (!system) system = DEFAULT_SYSTEM;
     /* Hugging Face splits the rendered text at special tokens before BPE, so tokenizing each piece
      * between specials separately gives the same ids as tokenizing the rendered string. */
-    oc_status st = add_special_then_text(p, tok, ct->im_start, "system\n", err);
-    if (st == OC_OK) st = oc_prompt_add_text(p, tok, system, strlen(system), 0, err);
-    if (st == OC_OK) st = add_special_then_text(p, tok, ct->im_end, "\n", err);
-    if (st == OC_OK) st = add_special_then_text(p, tok, ct->im_start, "user\n", err);
+    oc_status st = add_special_then_text(p, tok, scratch, ct->im_start, "system\n", err);
+    if (st == OC_OK) st = oc_prompt_add_text(p, tok, scratch, system, strlen(system), 0, err);
+    if (st == OC_OK) st = add_special_then_text(p, tok, scratch, ct->im_end, "\n", err);
+    if (st == OC_OK) st = add_special_then_text(p, tok, scratch, ct->im_start, "user\n", err);
     for (int32_t i = 0; st == OC_OK && i < n_images; i++) {
         if (label_images) {
             char label[32];
             int n = snprintf(label, sizeof label, "Picture %d: ", (int)i + 1);
-            st = oc_prompt_add_text(p, tok, label, (size_t)n, 0, err);
+            st = oc_prompt_add_text(p, tok, scratch, label, (size_t)n, 0, err);
         }
         if (st == OC_OK) st = oc_prompt_add_image(p, ct, grids[2 * i], grids[2 * i + 1], err);
     }
-    if (st == OC_OK) st = oc_prompt_add_text(p, tok, question, strlen(question), 0, err);
-    if (st == OC_OK) st = add_special_then_text(p, tok, ct->im_end, "\n", err);
-    if (st == OC_OK) st = add_special_then_text(p, tok, ct->im_start, "assistant\n", err);
+    if (st == OC_OK) st = oc_prompt_add_text(p, tok, scratch, question, strlen(question), 0, err);
+    if (st == OC_OK) st = add_special_then_text(p, tok, scratch, ct->im_end, "\n", err);
+    if (st == OC_OK) st = add_special_then_text(p, tok, scratch, ct->im_start, "assistant\n", err);
     if (st == OC_OK) st = check_pads_placed(p, ct, err);
     return st;
 }

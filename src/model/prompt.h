@@ -48,10 +48,11 @@ oc_status oc_chat_tokens_find(oc_chat_tokens *out, const oc_tokenizer *tok, oc_e
 
 /* Append text tokens (positions continue from next_pos). [alloc: no] [errors: OC_ERR_RANGE] */
 oc_status oc_prompt_add_ids(oc_prompt *p, const int32_t *ids, int32_t n_ids, oc_error *err);
-/* Tokenize and append text; flags as oc_tokenizer_encode (OC_TOK_PARSE_SPECIAL or 0).
- * [alloc: no] [errors: OC_ERR_RANGE ("prompt too long ..."), tokenizer errors] */
-oc_status oc_prompt_add_text(oc_prompt *p, oc_tokenizer *tok, const char *text, size_t n_bytes,
-                             int flags, oc_error *err);
+/* Tokenize and append text; flags as oc_tokenizer_encode (OC_TOK_PARSE_SPECIAL or 0). scratch: the
+ * caller's encode scratch (a context's, so contexts share the model's tokenizer), or NULL for the
+ * tokenizer's own. [alloc: no] [errors: OC_ERR_RANGE ("prompt too long ..."), tokenizer errors] */
+oc_status oc_prompt_add_text(oc_prompt *p, oc_tokenizer *tok, oc_tok_scratch *scratch, const char *text,
+                             size_t n_bytes, int flags, oc_error *err);
 /* Append <|vision_start|>, grid_h*grid_w <|image_pad|> tokens, <|vision_end|> for an image whose
  * merged token grid is grid_h x grid_w (= the patch grid of image_grid_thw divided by 2).
  * [alloc: no] [errors: OC_ERR_INVALID, OC_ERR_RANGE] */
@@ -67,9 +68,10 @@ oc_status oc_prompt_add_image(oc_prompt *p, const oc_chat_tokens *ct, int32_t gr
  * contains "<|im_end|>" cannot end the turn (llama.cpp's mtmd-cli parses them; we choose safety
  * for input that may come from outside, e.g. a robot's operator console).
  * grids: n_images pairs (grid_h, grid_w) of merged tokens. label_images: "Picture N: " before
- * image N (Qwen2-VL's template with add_vision_id). Appends to p (normally empty).
+ * image N (Qwen2-VL's template with add_vision_id). scratch as for oc_prompt_add_text. Appends to p
+ * (normally empty).
  * [alloc: no] [errors: OC_ERR_RANGE, OC_ERR_INVALID, tokenizer errors] */
-oc_status oc_prompt_chat(oc_prompt *p, oc_tokenizer *tok, const oc_chat_tokens *ct,
+oc_status oc_prompt_chat(oc_prompt *p, oc_tokenizer *tok, oc_tok_scratch *scratch, const oc_chat_tokens *ct,
                          const char *system, const int32_t *grids, int32_t n_images,
                          int label_images, const char *question, oc_error *err);
 

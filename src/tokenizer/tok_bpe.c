@@ -89,14 +89,14 @@ static inline void emit(int32_t id, int32_t *ids, size_t max_ids, size_t *n_ids)
     (*n_ids)++;
 }
 
-void oc_bpe_piece(oc_tokenizer *tok, const uint8_t *s, size_t n, int32_t *ids, size_t max_ids,
-                  size_t *n_ids) {
+void oc_bpe_piece(const oc_tokenizer *tok, oc_tok_scratch *sc, const uint8_t *s, size_t n, int32_t *ids,
+                  size_t max_ids, size_t *n_ids) {
     if (n == 1) {
         emit(tok->byte_id[s[0]], ids, max_ids, n_ids);
         return;
     }
-    int32_t *id = tok->sym_id, *prev = tok->sym_prev, *next = tok->sym_next;
-    uint64_t *heap = tok->heap;
+    int32_t *id = sc->sym_id, *prev = sc->sym_prev, *next = sc->sym_next;
+    uint64_t *heap = sc->heap;
     size_t n_heap = 0;
     uint32_t rank;
     int32_t merged;

@@ -46,11 +46,16 @@ struct oc_tokenizer {
 
     oc_tokenizer_special ids;
 
-    /* encode scratch for one piece of up to OC_TOKENIZER_MAX_PIECE_BYTES bytes */
+    int nfc;                                 /* normalize text to NFC before encoding (Qwen2's default) */
+    oc_tok_scratch *scratch;                 /* its own, for oc_tokenizer_encode */
+};
+
+/* Encode scratch for one piece of up to OC_TOKENIZER_MAX_PIECE_BYTES bytes and one NFC window:
+ * the only memory an encode writes, so a tokenizer shared by several users stays read-only. */
+struct oc_tok_scratch {
+    oc_allocator alloc;
     int32_t *sym_id, *sym_prev, *sym_next;   /* [MAX_PIECE] linked list of symbols */
     uint64_t *heap;                          /* [3 * MAX_PIECE] candidate merges (rank << 32 | left) */
-
-    int nfc;                                 /* normalize text to NFC before encoding (Qwen2's default) */
     uint8_t *nfc_buf;                        /* [3 * OC_TOKENIZER_NFC_WINDOW_BYTES] one normalized window */
 };
 
@@ -71,8 +76,8 @@ oc_status oc_bpe_table_alloc(oc_tokenizer *tok, size_t n_merges, oc_error *err);
 void oc_bpe_table_insert(oc_tokenizer *tok, int32_t left, int32_t right, int32_t merged, uint32_t rank);
 /* BPE of one piece s[0..n) (1 <= n <= OC_TOKENIZER_MAX_PIECE_BYTES): appends its ids to
  * ids[*n_ids ..] while they fit in max_ids, and always advances *n_ids. */
-void oc_bpe_piece(oc_tokenizer *tok, const uint8_t *s, size_t n, int32_t *ids, size_t max_ids,
-                  size_t *n_ids);
+void oc_bpe_piece(const oc_tokenizer *tok, oc_tok_scratch *sc, const uint8_t *s, size_t n, int32_t *ids,
+                  size_t max_ids, size_t *n_ids);
 
 /* ---- tok_decode.c ---- */
 /* GPT-2 byte-level mapping: the code point that stands for byte b in token texts ... */

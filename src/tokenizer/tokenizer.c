@@ -89,11 +89,7 @@ void oc_tokenizer_close(oc_tokenizer *tok) {
     if (tok->text_hash) oc_mem_free(a, tok->text_hash, ((size_t)tok->text_hash_mask + 1) * sizeof(int32_t));
     if (tok->merges) oc_mem_free(a, tok->merges, ((size_t)tok->merge_mask + 1) * sizeof(oc_merge_slot));
     oc_mem_free(a, tok->special, tok->n_special * sizeof(int32_t));
-    oc_mem_free(a, tok->sym_id, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
-    oc_mem_free(a, tok->sym_prev, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
-    oc_mem_free(a, tok->sym_next, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
-    oc_mem_free(a, tok->heap, (size_t)OC_TOK_HEAP_PER_BYTE * OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(uint64_t));
-    oc_mem_free(a, tok->nfc_buf, 3 * (size_t)OC_TOKENIZER_NFC_WINDOW_BYTES);
+    oc_tok_scratch_close(tok->scratch);
     oc_allocator saved = tok->alloc;
     oc_mem_free(&saved, tok, sizeof *tok);
 }
@@ -295,15 +291,7 @@ oc_status oc_tokenizer_open_gguf(oc_tokenizer **out, const oc_gguf *g, const oc_
     st = load_tokens(tok, g, ki_tokens, err);
     if (!st) st = load_merges(tok, g, err);
     if (!st) st = load_special(tok, err);
-    if (!st) {
-        tok->sym_id = oc_mem_alloc(alloc, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
-        tok->sym_prev = oc_mem_alloc(alloc, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
-        tok->sym_next = oc_mem_alloc(alloc, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
-        tok->heap = oc_mem_alloc(alloc, (size_t)OC_TOK_HEAP_PER_BYTE * OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(uint64_t));
-        tok->nfc_buf = oc_mem_alloc(alloc, 3 * (size_t)OC_TOKENIZER_NFC_WINDOW_BYTES);
-        if (!tok->sym_id || !tok->sym_prev || !tok->sym_next || !tok->heap || !tok->nfc_buf)
-            st = oc_fail(err, OC_ERR_NOMEM, "tokenizer: no memory for the encode scratch");
-    }
+    if (!st) st = oc_tok_scratch_open(&tok->scratch, alloc, err);
     if (st) {
         oc_tokenizer_close(tok);
         return st;
@@ -357,8 +345,40 @@ oc_tokenizer_special oc_tokenizer_special_ids(const oc_tokenizer *tok) {
 
 /* ---- encode --------------------------------------------------------------------------------------- */
 
+void oc_tok_scratch_close(oc_tok_scratch *sc) {
+    if (!sc) return;
+    oc_allocator a = sc->alloc;
+    oc_mem_free(&a, sc->sym_id, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
+    oc_mem_free(&a, sc->sym_prev, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
+    oc_mem_free(&a, sc->sym_next, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
+    oc_mem_free(&a, sc->heap, (size_t)OC_TOK_HEAP_PER_BYTE * OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(uint64_t));
+    oc_mem_free(&a, sc->nfc_buf, 3 * (size_t)OC_TOKENIZER_NFC_WINDOW_BYTES);
+    oc_mem_free(&a, sc, sizeof *sc);
+}
+
+oc_status oc_tok_scratch_open(oc_tok_scratch **out, const oc_allocator *alloc, oc_error *err) {
+    *out = NULL;
+    if (!alloc || !alloc->fn) alloc = oc_default_allocator();
+    oc_tok_scratch *sc = oc_mem_calloc(alloc, sizeof *sc);
+    if (!sc) return oc_fail(err, OC_ERR_NOMEM, "tokenizer: no memory for the encode scratch");
+    sc->alloc = *alloc;
+    sc->sym_id = oc_mem_alloc(alloc, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
+    sc->sym_prev = oc_mem_alloc(alloc, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
+    sc->sym_next = oc_mem_alloc(alloc, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
+    sc->heap = oc_mem_alloc(alloc, (size_t)OC_TOK_HEAP_PER_BYTE * OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(uint64_t));
+    sc->nfc_buf = oc_mem_alloc(alloc, 3 * (size_t)OC_TOKENIZER_NFC_WINDOW_BYTES);
+    if (!sc->sym_id || !sc->sym_prev || !sc->sym_next || !sc->heap || !sc->nfc_buf) {
+        oc_tok_scratch_close(sc);
+        return oc_fail(err, OC_ERR_NOMEM, "tokenizer: no memory for the encode scratch");
+    }
+    *out = sc;
+    return OC_OK;
+}
+
+size_t oc_tok_scratch_bytes(void) { return OC_TOK_SCRATCH_BYTES; }
+
 /* Pre-tokenize one fragment (text between special tokens) and BPE each piece. */
-static void encode_fragment(oc_tokenizer *tok, const uint8_t *s, size_t n, int32_t *ids, size_t max_ids,
+static void encode_fragment(const oc_tokenizer *tok, oc_tok_scratch *sc, const uint8_t *s, size_t n, int32_t *ids, size_t max_ids,
                             size_t *n_ids) {
     size_t i = 0;
     while (i < n) {
@@ -367,10 +387,10 @@ static void encode_fragment(oc_tokenizer *tok, const uint8_t *s, size_t n, int32
         while (end - i > OC_TOKENIZER_MAX_PIECE_BYTES) {
             size_t cut = OC_TOKENIZER_MAX_PIECE_BYTES;
             for (int back = 0; back < 3 && (s[i + cut] & 0xC0) == 0x80; back++) cut--;
-            oc_bpe_piece(tok, s + i, cut, ids, max_ids, n_ids);
+            oc_bpe_piece(tok, sc, s + i, cut, ids, max_ids, n_ids);
             i += cut;
         }
-        oc_bpe_piece(tok, s + i, end - i, ids, max_ids, n_ids);
+        oc_bpe_piece(tok, sc, s + i, end - i, ids, max_ids, n_ids);
         i = end;
     }
 }
@@ -389,12 +409,12 @@ static size_t nfc_window_end(const uint8_t *s, size_t n) {
 }
 
 /* Encode one fragment (text between special tokens), normalized to NFC in windows when nfc is set. */
-static void encode_text(oc_tokenizer *tok, const uint8_t *s, size_t n, int nfc, int32_t *ids, size_t max_ids,
+static void encode_text(const oc_tokenizer *tok, oc_tok_scratch *sc, const uint8_t *s, size_t n, int nfc, int32_t *ids, size_t max_ids,
                         size_t *n_ids) {
     size_t i = 0;
     while (nfc && i < n && s[i] < 0x80) i++;
     if (!nfc || i == n) {   /* as is, or ASCII (NFC already) */
-        encode_fragment(tok, s, n, ids, max_ids, n_ids);
+        encode_fragment(tok, sc, s, n, ids, max_ids, n_ids);
         return;
     }
     for (i = 0; i < n;) {
@@ -409,8 +429,8 @@ static void encode_text(oc_tokenizer *tok, const uint8_t *s, size_t n, int nfc, 
         }
         size_t n_norm = 0;
         /* cannot fail: 3 bytes of output per byte of input is NFC's bound (unicode.h) */
-        oc_utf8_nfc(s + i, len, tok->nfc_buf, 3 * (size_t)OC_TOKENIZER_NFC_WINDOW_BYTES, &n_norm, NULL);
-        encode_fragment(tok, tok->nfc_buf, n_norm, ids, max_ids, n_ids);
+        oc_utf8_nfc(s + i, len, sc->nfc_buf, 3 * (size_t)OC_TOKENIZER_NFC_WINDOW_BYTES, &n_norm, NULL);
+        encode_fragment(tok, sc, sc->nfc_buf, n_norm, ids, max_ids, n_ids);
         i += len;
     }
 }
@@ -431,7 +451,12 @@ static size_t match_special(const oc_tokenizer *tok, const uint8_t *s, size_t n,
 
 oc_status oc_tokenizer_encode(oc_tokenizer *tok, const char *text, size_t n_bytes, int flags,
                               int32_t *ids, size_t max_ids, size_t *n_ids, oc_error *err) {
-    if (!tok || !n_ids || (n_bytes && !text) || (max_ids && !ids))
+    return oc_tokenizer_encode_with(tok, tok ? tok->scratch : NULL, text, n_bytes, flags, ids, max_ids, n_ids, err);
+}
+
+oc_status oc_tokenizer_encode_with(const oc_tokenizer *tok, oc_tok_scratch *sc, const char *text, size_t n_bytes,
+                                   int flags, int32_t *ids, size_t max_ids, size_t *n_ids, oc_error *err) {
+    if (!tok || !sc || !n_ids || (n_bytes && !text) || (max_ids && !ids))
         return oc_fail(err, OC_ERR_INVALID, "tokenizer: encode: NULL argument");
     const uint8_t *s = (const uint8_t *)text;
     size_t count = 0, frag = 0;
@@ -443,7 +468,7 @@ oc_status oc_tokenizer_encode(oc_tokenizer *tok, const char *text, size_t n_byte
             size_t len;
             if ((tok->special_first[s[i] >> 5] >> (s[i] & 31) & 1) &&
                 (len = match_special(tok, s + i, n_bytes - i, parse_control, &id)) != 0) {
-                encode_text(tok, s + frag, i - frag, nfc, ids, max_ids, &count);
+                encode_text(tok, sc, s + frag, i - frag, nfc, ids, max_ids, &count);
                 if (count < max_ids) ids[count] = id;
                 count++;
                 i += len;
@@ -453,7 +478,7 @@ oc_status oc_tokenizer_encode(oc_tokenizer *tok, const char *text, size_t n_byte
             }
         }
     }
-    encode_text(tok, s + frag, n_bytes - frag, nfc, ids, max_ids, &count);
+    encode_text(tok, sc, s + frag, n_bytes - frag, nfc, ids, max_ids, &count);
     *n_ids = count;
     if (count > max_ids)
         return oc_fail(err, OC_ERR_RANGE, "tokenizer: %zu tokens do not fit in a buffer of %zu", count, max_ids);

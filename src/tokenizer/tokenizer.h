@@ -19,7 +19,9 @@
  *  - Special tokens are matched leftmost-longest.
  *
  * Threads: everything but oc_tokenizer_encode is read-only and may be called from any thread.
- * oc_tokenizer_encode uses the tokenizer's scratch memory: one encode at a time per tokenizer.
+ * oc_tokenizer_encode uses the tokenizer's own scratch memory: one encode at a time per tokenizer.
+ * oc_tokenizer_encode_with takes the caller's scratch instead, so one tokenizer serves several
+ * users at once (a model's contexts share its tokenizer, each with its own oc_tok_scratch).
  * Memory, all allocated at open (Qwen2, 151,936 tokens, 151,387 merges): about 10 MB: the merge
  * table 4 MiB, the text hash 1 MiB, token texts in stored and decoded form 2 x 1.3 MB, offsets
  * 1.2 MB, encode scratch 624 KiB (OC_TOK_SCRATCH_BYTES, fixed whatever the text length).
@@ -75,6 +77,18 @@ void oc_tokenizer_close(oc_tokenizer *tok);
  * [alloc: no] [thread: one encode at a time per tokenizer] [errors: OC_ERR_INVALID, OC_ERR_RANGE] */
 oc_status oc_tokenizer_encode(oc_tokenizer *tok, const char *text, size_t n_bytes, int flags,
                               int32_t *ids, size_t max_ids, size_t *n_ids, oc_error *err);
+
+/* Encode scratch of one user (OC_TOK_SCRATCH_BYTES, fixed): what oc_tokenizer_encode_with
+ * writes. [alloc: yes, once] [errors: OC_ERR_NOMEM] */
+typedef struct oc_tok_scratch oc_tok_scratch;
+oc_status oc_tok_scratch_open(oc_tok_scratch **out, const oc_allocator *alloc, oc_error *err);
+void oc_tok_scratch_close(oc_tok_scratch *sc);   /* NULL is a no-op */
+size_t oc_tok_scratch_bytes(void);               /* its buffers' bytes, not the small header */
+/* oc_tokenizer_encode with the caller's scratch: tok is only read.
+ * [alloc: no] [thread: one encode at a time per scratch] [errors: as oc_tokenizer_encode] */
+oc_status oc_tokenizer_encode_with(const oc_tokenizer *tok, oc_tok_scratch *scratch, const char *text,
+                                   size_t n_bytes, int flags, int32_t *ids, size_t max_ids, size_t *n_ids,
+                                   oc_error *err);
 
 int32_t oc_tokenizer_n_vocab(const oc_tokenizer *tok);
 /* The token's text as stored in the GGUF (byte-level form: "Ġthe" for " the"); {NULL, 0} when id is
