@@ -89,18 +89,27 @@ static oc_status check_params(const oc_qwen2vl_prep_params *p, oc_error *err) {
     return OC_OK;
 }
 
+/* The arguments both entry points share: *p (NULL: the defaults, written to def) passes
+ * check_params and img is a non-empty RGB image whose rows hold its width. */
+static oc_status check_input(const oc_qwen2vl_prep_params **p, oc_qwen2vl_prep_params *def, const oc_image *img,
+                             const char *who, oc_error *err) {
+    if (!*p) {
+        oc_qwen2vl_prep_defaults(def);
+        *p = def;
+    }
+    oc_status st = check_params(*p, err);
+    if (st) return st;
+    if (!img || !img->rgb || img->width_px <= 0 || img->height_px <= 0 || img->stride_bytes / 3 < (size_t)img->width_px)
+        return oc_fail(err, OC_ERR_INVALID, "%s: invalid image", who);
+    return OC_OK;
+}
+
 oc_status oc_qwen2vl_patchify(float *dst, size_t dst_n_floats, const oc_image *img,
                               const oc_qwen2vl_prep_params *p, oc_error *err) {
     oc_qwen2vl_prep_params def;
-    if (!p) {
-        oc_qwen2vl_prep_defaults(&def);
-        p = &def;
-    }
-    oc_status st = check_params(p, err);
+    if (!dst) return oc_fail(err, OC_ERR_INVALID, "patchify: invalid image or output");
+    oc_status st = check_input(&p, &def, img, "patchify", err);
     if (st) return st;
-    if (!dst || !img || !img->rgb || img->width_px <= 0 || img->height_px <= 0 ||
-        img->stride_bytes / 3 < (size_t)img->width_px)
-        return oc_fail(err, OC_ERR_INVALID, "patchify: invalid image or output");
     const int32_t ps = p->patch_size, m = p->merge_size, tp = p->temporal_patch_size;
     const int32_t unit = ps * m;
     if (img->width_px % unit || img->height_px % unit)
@@ -154,15 +163,8 @@ oc_status oc_qwen2vl_preprocess(oc_qwen2vl_pixels *out, const oc_image *img,
     if (!out) return oc_fail(err, OC_ERR_INVALID, "preprocess: NULL output");
     memset(out, 0, sizeof *out);
     oc_qwen2vl_prep_params def;
-    if (!p) {
-        oc_qwen2vl_prep_defaults(&def);
-        p = &def;
-    }
-    oc_status st = check_params(p, err);
+    oc_status st = check_input(&p, &def, img, "preprocess", err);
     if (st) return st;
-    if (!img || !img->rgb || img->width_px <= 0 || img->height_px <= 0 ||
-        img->stride_bytes / 3 < (size_t)img->width_px)
-        return oc_fail(err, OC_ERR_INVALID, "preprocess: invalid image");
     const int32_t unit = p->patch_size * p->merge_size;
     int32_t rh = img->height_px, rw = img->width_px;
     if (p->do_resize) {
