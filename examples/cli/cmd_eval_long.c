@@ -38,7 +38,9 @@ typedef struct long_result {
     int64_t n_items, n_correct, n_items_of[OC_LONG_N_TYPES], n_correct_of[OC_LONG_N_TYPES];
     double prompt_tokens, generated_tokens, vision_ms, prefill_ms, decode_ms, ttft_ms;
     uint64_t flops_kept, flops_skipped;
-    size_t context_bytes, device_bytes;
+    double kv_bytes;                 /* sum over items of the KV cache held at the end of the request */
+    size_t context_bytes, device_bytes, kv_capacity_bytes;
+    uint64_t peak_rss_bytes;
 } long_result;
 
 typedef struct answer_buf {
@@ -106,10 +108,12 @@ static void print_result(FILE *f, const long_result *r, int json, unsigned long 
                     (long long)r->n_correct_of[t], (long long)r->n_items_of[t]);
         fprintf(f, "},\"mean_prompt_tokens\":%.2f,\"mean_generated_tokens\":%.2f,\"attn_flops_kept\":%llu,"
                 "\"attn_flops_skipped\":%llu,\"mean_vision_ms\":%.3f,\"mean_prefill_ms\":%.3f,\"mean_decode_ms\":%.3f,"
-                "\"mean_ttft_ms\":%.3f,\"context_bytes\":%zu,\"device_bytes\":%zu,\"wall_s\":%.3f}\n",
+                "\"mean_ttft_ms\":%.3f,\"mean_kv_bytes_end\":%.0f,\"kv_capacity_bytes\":%zu,\"context_bytes\":%zu,"
+                "\"device_bytes\":%zu,\"peak_rss_bytes\":%llu,\"wall_s\":%.3f}\n",
                 r->prompt_tokens / n, r->generated_tokens / n, (unsigned long long)r->flops_kept,
                 (unsigned long long)r->flops_skipped, r->vision_ms / n, r->prefill_ms / n, r->decode_ms / n,
-                r->ttft_ms / n, r->context_bytes, r->device_bytes, wall_s);
+                r->ttft_ms / n, r->kv_bytes / n, r->kv_capacity_bytes, r->context_bytes, r->device_bytes,
+                (unsigned long long)r->peak_rss_bytes, wall_s);
         return;
     }
     fprintf(f, "ocellus eval --suite long: %lld items of seed %llu, 8-%d images of 224-448 px, %s attention\n",
@@ -127,8 +131,10 @@ static void print_result(FILE *f, const long_result *r, int json, unsigned long 
             (double)r->flops_kept, (double)r->flops_skipped, flops ? 100.0 * (double)r->flops_skipped / (double)flops : 0.0);
     fprintf(f, "mean per item: vision %.1f ms, prefill %.1f ms, decode %.1f ms, TTFT %.1f ms\n",
             r->vision_ms / n, r->prefill_ms / n, r->decode_ms / n, r->ttft_ms / n);
-    fprintf(f, "context memory (allocated up front, KV cache included): %.1f MiB host, %.1f MiB device\n",
-            (double)r->context_bytes / 1048576.0, (double)r->device_bytes / 1048576.0);
+    fprintf(f, "KV cache at the end of decode: %.2f MiB per item (buffers %.1f MiB)\n", r->kv_bytes / n / 1048576.0,
+            (double)r->kv_capacity_bytes / 1048576.0);
+    fprintf(f, "context memory (allocated up front, KV cache included): %.1f MiB host, %.1f MiB device; peak RSS %.1f MiB\n",
+            (double)r->context_bytes / 1048576.0, (double)r->device_bytes / 1048576.0, (double)r->peak_rss_bytes / 1048576.0);
     fprintf(f, "wall time: %.1f s\n", wall_s);
 }
 
@@ -236,6 +242,9 @@ int cmd_eval_long(int argc, char **argv) {
         res.flops_skipped += s.attn_flops_skipped;
         res.context_bytes = s.context_bytes;
         res.device_bytes = s.device_bytes;
+        res.kv_bytes += (double)s.kv_bytes;
+        res.kv_capacity_bytes = s.kv_capacity_bytes;
+        res.peak_rss_bytes = s.peak_rss_bytes;
         if (verbose) {
             for (char *c = got; *c; c++)
                 if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
