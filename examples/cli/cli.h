@@ -39,5 +39,7 @@ int cmd_convert(int argc, char **argv);
 int cmd_scene(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
+/* `ocellus eval --suite long` (cmd_eval_long.c); cmd_eval hands over when it sees --suite long. */
+int cmd_eval_long(int argc, char **argv);
 
 #endif

@@ -25,6 +25,8 @@ static void usage(FILE *f) {
             "  --images-per-item A-B  images per item, uniform in A..B within 1..8 (default 1-8)\n"
             "  --side PX              image side, a multiple of 28 in 56..1792 (default 112)\n"
             "  --plan FILE            attention plan (default: dense attention)\n"
+            "  --suite S              demo (these items, default) or long (8-32 images of 224-448 px:\n"
+            "                         ocellus eval --suite long --help)\n"
             "  -t N                   threads (default: all CPUs)\n"
             CLI_BACKEND_HELP("            ")
             "  --verbose              print each item's question, expected and generated answer\n");
@@ -107,6 +109,8 @@ int cmd_eval(int argc, char **argv) {
     oc_scene_eval_params_default(&ep);
     oc_model_params mp;
     oc_model_params_default(&mp);
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--suite") && !strcmp(argv[i + 1], "long")) return cmd_eval_long(argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long n;
@@ -115,6 +119,7 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--no-mmap")) mp.load = OC_LOAD_READ;
         else if (a[0] != '-') { fprintf(stderr, "ocellus eval: unexpected argument '%s'\n", a); return 2; }
         else if (!v) { fprintf(stderr, "ocellus eval: option %s needs a value\n", a); return 2; }
+        else if (!strcmp(a, "--suite") && !strcmp(v, "demo")) i++;
         else if (!strcmp(a, "-m")) { text_path = v; i++; }
         else if (!strcmp(a, "--mmproj")) { mmproj = v; i++; }
         else if (!strcmp(a, "--plan")) { plan = v; i++; }

@@ -5,10 +5,14 @@
  * (grounding: the cells of the G x G grid of 28 px cells that hold the answer, scene_ground.h; what
  * `ocellus calibrate --data DIR` scores SparseMM's visual heads with)
  * and the images as binary PPM (P6) files next to it. The same seed and index give the same
- * item as `ocellus eval` and the ctypes interface of the training script. */
+ * item as `ocellus eval` and the ctypes interface of the training script.
+ * --suite long writes the long suite (examples/tools/scene_long.h) the same way, each line with
+ *   "side_px", "grid" and "grounding" as above (each item has one side, so one grid) and
+ *   "answer_image" (-1 when the answer is spread over images). */
 #include "cli.h"
 #include "tools/scene.h"
 #include "tools/scene_ground.h"
+#include "tools/scene_long.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -25,7 +29,9 @@ static void usage(FILE *f) {
             "  --seed S               item stream (default 0; `ocellus eval` uses 1000001)\n"
             "  --start I              first item index (default 0)\n"
             "  --images-per-item A-B  images per item, uniform in A..B within 1..8 (default 1-8)\n"
-            "  --side PX              image side, a multiple of 28 in 56..1792 (default 112)\n");
+            "  --side PX              image side, a multiple of 28 in 56..1792 (default 112)\n"
+            "  --suite long           the long suite: 8-32 images (--images-per-item within 8..32,\n"
+            "                         default 8-32) of 224-448 px drawn per item (--side is ignored)\n");
 }
 
 static int parse_u64(const char *s, unsigned long long hi, unsigned long long *out) {
@@ -37,7 +43,7 @@ static int parse_u64(const char *s, unsigned long long hi, unsigned long long *o
     return 1;
 }
 
-static int parse_range(const char *s, int32_t *lo, int32_t *hi) {
+static int parse_range(const char *s, int32_t *lo, int32_t *hi, long max) {
     char *end;
     long a = strtol(s, &end, 10), b = a;
     if (end == s) return 0;
@@ -46,7 +52,7 @@ static int parse_range(const char *s, int32_t *lo, int32_t *hi) {
         b = strtol(t, &end, 10);
         if (end == t) return 0;
     }
-    if (*end != '\0' || a < 1 || b < a || b > OC_SCENE_MAX_IMAGES) return 0;
+    if (*end != '\0' || a < 1 || b < a || b > max) return 0;
     *lo = (int32_t)a;
     *hi = (int32_t)b;
     return 1;
@@ -72,30 +78,75 @@ static int write_ppm(const char *path, const uint8_t *rgb, int32_t w, int32_t h)
     return fclose(f) == 0 && ok;
 }
 
+/* One long-suite item: its images and its JSONL line. Returns 0 or 1 (said why). */
+static int write_long_item(FILE *jsonl, const char *dir, char *path, size_t path_bytes, unsigned long long seed,
+                           unsigned long long index, int32_t min_images, int32_t max_images, uint8_t *rgb) {
+    oc_long_item item;
+    if (oc_long_make(seed, index, min_images, max_images, OC_LONG_MIN_SIDE_PX, OC_LONG_MAX_SIDE_PX, 0, &item, rgb)) {
+        fprintf(stderr, "ocellus scene: the generator refused item %llu\n", index);
+        return 1;
+    }
+    size_t image_bytes = (size_t)item.side_px * (size_t)item.side_px * 3;
+    fprintf(jsonl, "{\"index\":%llu,\"side_px\":%d,\"images\":[", index, (int)item.side_px);
+    for (int32_t k = 0; k < item.n_images; k++) {
+        snprintf(path, path_bytes, "%s/%llu_%d.ppm", dir, index, (int)k);
+        if (!write_ppm(path, rgb + (size_t)k * image_bytes, item.side_px, item.side_px)) {
+            fprintf(stderr, "ocellus scene: cannot write %s: %s\n", path, strerror(errno));
+            return 1;
+        }
+        fprintf(jsonl, "%s\"%llu_%d.ppm\"", k ? "," : "", index, (int)k);
+    }
+    fprintf(jsonl, "],\"question\":");
+    put_json_str(jsonl, item.question);
+    fprintf(jsonl, ",\"answer\":");
+    put_json_str(jsonl, item.answer);
+    fprintf(jsonl, ",\"type\":\"%s\",\"answer_image\":%d,\"grid\":%d,\"grounding\":[", oc_long_type_name(item.type),
+            (int)item.answer_image, (int)(item.side_px / OC_SCENE_CELL_PX));
+    for (int32_t c = 0; c < item.n_answer_cells; c++)
+        fprintf(jsonl, "%s[%d,%d,%d]", c ? "," : "", (int)item.answer_cells[c].image, (int)item.answer_cells[c].row,
+                (int)item.answer_cells[c].col);
+    fprintf(jsonl, "]}\n");
+    return 0;
+}
+
 int cmd_scene(int argc, char **argv) {
     const char *dir = NULL;
     unsigned long long n_items = 100, seed = 0, start = 0, side = 112;
     int32_t min_images = 1, max_images = OC_SCENE_MAX_IMAGES;
+    int long_suite = 0, range_given = 0;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--suite") && !strcmp(argv[i + 1], "long")) long_suite = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (a[0] != '-') { fprintf(stderr, "ocellus scene: unexpected argument '%s'\n", a); return 2; }
         else if (!v) { fprintf(stderr, "ocellus scene: option %s needs a value\n", a); return 2; }
         else if (!strcmp(a, "-o")) { dir = v; i++; }
+        else if (!strcmp(a, "--suite") && (!strcmp(v, "long") || !strcmp(v, "demo"))) i++;
         else if (!strcmp(a, "--items") && parse_u64(v, 1ULL << 40, &n_items)) i++;
         else if (!strcmp(a, "--seed") && parse_u64(v, ~0ULL, &seed)) i++;
         else if (!strcmp(a, "--start") && parse_u64(v, ~0ULL, &start)) i++;
         else if (!strcmp(a, "--side") && parse_u64(v, OC_SCENE_MAX_SIDE_PX, &side) && side >= 56 && side % OC_SCENE_CELL_PX == 0) i++;
-        else if (!strcmp(a, "--images-per-item") && parse_range(v, &min_images, &max_images)) i++;
+        else if (!strcmp(a, "--images-per-item") &&
+                 parse_range(v, &min_images, &max_images, long_suite ? OC_LONG_MAX_IMAGES : OC_SCENE_MAX_IMAGES)) {
+            range_given = 1;
+            i++;
+        }
         else { fprintf(stderr, "ocellus scene: bad option or value: %s %s\n", a, v); return 2; }
     }
     if (!dir) { usage(stderr); return 2; }
+    if (long_suite && !range_given) {
+        min_images = OC_LONG_MIN_IMAGES;
+        max_images = OC_LONG_MAX_IMAGES;
+    }
+    if (long_suite && min_images < 2) { fprintf(stderr, "ocellus scene: the long suite needs >= 2 images per item\n"); return 2; }
+    if (long_suite) side = OC_LONG_MAX_SIDE_PX;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "ocellus scene: cannot create directory %s: %s\n", dir, strerror(errno));
         return 1;
     }
     size_t image_bytes = (size_t)side * (size_t)side * 3;
-    uint8_t *rgb = malloc(image_bytes * OC_SCENE_MAX_IMAGES);
+    uint8_t *rgb = malloc(image_bytes * (size_t)max_images);
     size_t path_bytes = strlen(dir) + 64;
     char *path = malloc(path_bytes);
     FILE *jsonl = NULL;
@@ -108,6 +159,11 @@ int cmd_scene(int argc, char **argv) {
     }
     for (unsigned long long i = 0; i < n_items; i++) {
         unsigned long long index = start + i;
+        if (long_suite) {
+            if (write_long_item(jsonl, dir, path, path_bytes, seed, index, min_images, max_images, rgb)) goto done;
+            if (tty && (i % 8 == 7 || i + 1 == n_items)) fprintf(stderr, "\rwriting items %llu/%llu", i + 1, n_items);
+            continue;
+        }
         oc_scene_item item;
         if (oc_scene_make(seed, index, min_images, max_images, (int32_t)side, &item, rgb)) {
             fprintf(stderr, "ocellus scene: the generator refused item %llu\n", index);

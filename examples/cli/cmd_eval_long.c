@@ -1,0 +1,273 @@
+/* cmd_eval_long.c: `ocellus eval --suite long`: scores a model on the long-prompt suite
+ * (examples/tools/scene_long.h: 8-32 images of 224-448 px, prompts of 1K-8K tokens) with greedy
+ * decoding: accuracy per question type, mean prompt tokens, the attention FLOPs kept and skipped,
+ * vision / prefill / decode time, and the context's memory, as text and (--json) for scripts.
+ * A progress bar goes to stderr when it is a terminal. Memory: one pixel buffer for the largest
+ * item (32 x 448 x 448 x 3 bytes, 18.4 MiB), allocated once. */
+#include "cli.h"
+#include "ocellus.h"
+#include "port/port.h"
+#include "tools/scene.h"
+#include "tools/scene_long.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_NEW_TOKENS 96            /* a list answer is at most ~60 tokens */
+#define GOT_BYTES 256
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ocellus eval --suite long -m TEXT.gguf --mmproj VISION.gguf [options]\n"
+            "  --items N              number of items (default 500)\n"
+            "  --seed S               item stream (default 1000001, never used in training)\n"
+            "  --types A,B,...        question types (detail, which_image, count_all, code, compare,\n"
+            "                         list; default all)\n"
+            "  --max-images N         images per item 8..N, N in 8..32 (default 32)\n"
+            "  --plan FILE            attention plan (default: dense attention)\n"
+            "  --json FILE            also write the numbers as JSON\n"
+            "  -t N                   threads (default: all CPUs)\n"
+            CLI_BACKEND_HELP("            ")
+            "  --verbose              print each item's question, expected and generated answer\n");
+}
+
+typedef struct long_result {
+    int64_t n_items, n_correct, n_items_of[OC_LONG_N_TYPES], n_correct_of[OC_LONG_N_TYPES];
+    double prompt_tokens, generated_tokens, vision_ms, prefill_ms, decode_ms, ttft_ms;
+    uint64_t flops_kept, flops_skipped;
+    double kv_bytes;                 /* sum over items of the KV cache held at the end of the request */
+    size_t context_bytes, device_bytes, kv_capacity_bytes;
+    uint64_t peak_rss_bytes;
+} long_result;
+
+typedef struct answer_buf {
+    char text[GOT_BYTES];
+    size_t n_bytes;
+} answer_buf;
+
+static int collect(void *user, const char *text, size_t n_bytes) {
+    answer_buf *a = user;
+    size_t room = sizeof a->text - 1 - a->n_bytes, n = n_bytes < room ? n_bytes : room;
+    memcpy(a->text + a->n_bytes, text, n);
+    a->n_bytes += n;
+    a->text[a->n_bytes] = '\0';
+    return n < n_bytes;
+}
+
+static int parse_ll(const char *s, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || errno || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+/* "detail,code" -> a bit mask; 0 on an unknown name */
+static uint32_t parse_types(const char *s) {
+    uint32_t mask = 0;
+    char name[32];
+    while (*s) {
+        size_t n = strcspn(s, ",");
+        if (n == 0 || n >= sizeof name) return 0;
+        memcpy(name, s, n);
+        name[n] = '\0';
+        int32_t t = oc_long_type_from_name(name);
+        if (t < 0) return 0;
+        mask |= 1u << t;
+        s += n + (s[n] == ',');
+    }
+    return mask;
+}
+
+static void progress(int64_t done, int64_t total, int64_t correct) {
+    int64_t width = 30, filled = total ? done * width / total : width;
+    char bar[31];
+    for (int64_t k = 0; k < width; k++) bar[k] = k < filled ? '#' : '.';
+    bar[width] = '\0';
+    fprintf(stderr, "\r[%s] %lld/%lld  accuracy %.1f%%", bar, (long long)done, (long long)total,
+            done ? 100.0 * (double)correct / (double)done : 0.0);
+    fflush(stderr);
+}
+
+static double pct(int64_t num, int64_t den) { return den ? 100.0 * (double)num / (double)den : 0.0; }
+
+static void print_result(FILE *f, const long_result *r, int json, unsigned long long seed, int max_images,
+                         const char *plan, double wall_s) {
+    double n = r->n_items ? (double)r->n_items : 1.0;
+    uint64_t flops = r->flops_kept + r->flops_skipped;
+    if (json) {
+        fprintf(f, "{\"suite\":\"long\",\"seed\":%llu,\"max_images\":%d,\"attention\":\"%s\",\"items\":%lld,"
+                "\"correct\":%lld,\"accuracy\":%.6f,\"types\":{", seed, max_images, plan ? "planned" : "dense",
+                (long long)r->n_items, (long long)r->n_correct, pct(r->n_correct, r->n_items) / 100.0);
+        for (int t = 0; t < OC_LONG_N_TYPES; t++)
+            fprintf(f, "%s\"%s\":{\"correct\":%lld,\"total\":%lld}", t ? "," : "", oc_long_type_name(t),
+                    (long long)r->n_correct_of[t], (long long)r->n_items_of[t]);
+        fprintf(f, "},\"mean_prompt_tokens\":%.2f,\"mean_generated_tokens\":%.2f,\"attn_flops_kept\":%llu,"
+                "\"attn_flops_skipped\":%llu,\"mean_vision_ms\":%.3f,\"mean_prefill_ms\":%.3f,\"mean_decode_ms\":%.3f,"
+                "\"mean_ttft_ms\":%.3f,\"mean_kv_bytes_end\":%.0f,\"kv_capacity_bytes\":%zu,\"context_bytes\":%zu,"
+                "\"device_bytes\":%zu,\"peak_rss_bytes\":%llu,\"wall_s\":%.3f}\n",
+                r->prompt_tokens / n, r->generated_tokens / n, (unsigned long long)r->flops_kept,
+                (unsigned long long)r->flops_skipped, r->vision_ms / n, r->prefill_ms / n, r->decode_ms / n,
+                r->ttft_ms / n, r->kv_bytes / n, r->kv_capacity_bytes, r->context_bytes, r->device_bytes,
+                (unsigned long long)r->peak_rss_bytes, wall_s);
+        return;
+    }
+    fprintf(f, "ocellus eval --suite long: %lld items of seed %llu, 8-%d images of 224-448 px, %s attention\n",
+            (long long)r->n_items, seed, max_images, plan ? "planned" : "dense");
+    fprintf(f, "%-12s %8s %6s %9s\n", "type", "correct", "total", "accuracy");
+    for (int t = 0; t < OC_LONG_N_TYPES; t++) {
+        fprintf(f, "%-12s %8lld %6lld ", oc_long_type_name(t), (long long)r->n_correct_of[t], (long long)r->n_items_of[t]);
+        if (r->n_items_of[t]) fprintf(f, "%8.1f%%\n", pct(r->n_correct_of[t], r->n_items_of[t]));
+        else fprintf(f, "%9s\n", "-");
+    }
+    fprintf(f, "%-12s %8lld %6lld %8.1f%%\n", "overall", (long long)r->n_correct, (long long)r->n_items,
+            pct(r->n_correct, r->n_items));
+    fprintf(f, "mean prompt tokens per item: %.1f, generated: %.1f\n", r->prompt_tokens / n, r->generated_tokens / n);
+    fprintf(f, "attention FLOPs (vision + prefill + decode): kept %.4g, skipped %.4g (%.1f%%)\n",
+            (double)r->flops_kept, (double)r->flops_skipped, flops ? 100.0 * (double)r->flops_skipped / (double)flops : 0.0);
+    fprintf(f, "mean per item: vision %.1f ms, prefill %.1f ms, decode %.1f ms, TTFT %.1f ms\n",
+            r->vision_ms / n, r->prefill_ms / n, r->decode_ms / n, r->ttft_ms / n);
+    fprintf(f, "KV cache at the end of decode: %.2f MiB per item (buffers %.1f MiB)\n", r->kv_bytes / n / 1048576.0,
+            (double)r->kv_capacity_bytes / 1048576.0);
+    fprintf(f, "context memory (allocated up front, KV cache included): %.1f MiB host, %.1f MiB device; peak RSS %.1f MiB\n",
+            (double)r->context_bytes / 1048576.0, (double)r->device_bytes / 1048576.0, (double)r->peak_rss_bytes / 1048576.0);
+    fprintf(f, "wall time: %.1f s\n", wall_s);
+}
+
+static int fail(const char *msg) {
+    fprintf(stderr, "ocellus eval: %s\n", msg);
+    return 1;
+}
+
+int cmd_eval_long(int argc, char **argv) {
+    const char *text_path = NULL, *mmproj = NULL, *plan = NULL, *device = NULL, *json_path = NULL;
+    int verbose = 0, n_threads = 0;
+    long long n_items = 500, max_images = OC_LONG_MAX_IMAGES, v_ll;
+    unsigned long long seed = 1000001;
+    uint32_t types = 0;
+    oc_backend_choice backend = OC_BACKEND_CPU;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "--verbose")) verbose = 1;
+        else if (a[0] != '-') { fprintf(stderr, "ocellus eval: unexpected argument '%s'\n", a); return 2; }
+        else if (!v) { fprintf(stderr, "ocellus eval: option %s needs a value\n", a); return 2; }
+        else if (!strcmp(a, "--suite") && !strcmp(v, "long")) i++;
+        else if (!strcmp(a, "-m")) { text_path = v; i++; }
+        else if (!strcmp(a, "--mmproj")) { mmproj = v; i++; }
+        else if (!strcmp(a, "--plan")) { plan = v; i++; }
+        else if (!strcmp(a, "--json")) { json_path = v; i++; }
+        else if (!strcmp(a, "--backend") && cli_parse_backend(v, &backend)) i++;
+        else if (!strcmp(a, "--device")) { device = v; i++; }
+        else if (!strcmp(a, "--items") && parse_ll(v, 0, 1LL << 40, &n_items)) i++;
+        else if (!strcmp(a, "--seed") && parse_ll(v, 0, 1LL << 62, &v_ll)) { seed = (unsigned long long)v_ll; i++; }
+        else if (!strcmp(a, "--max-images") && parse_ll(v, OC_LONG_MIN_IMAGES, OC_LONG_MAX_IMAGES, &max_images)) i++;
+        else if (!strcmp(a, "--types") && (types = parse_types(v)) != 0) i++;
+        else if (!strcmp(a, "-t") && parse_ll(v, 1, 1024, &v_ll)) { n_threads = (int)v_ll; i++; }
+        else { fprintf(stderr, "ocellus eval: bad option or value: %s %s\n", a, v); return 2; }
+    }
+    if (!text_path || !mmproj) return fail("the long suite needs -m TEXT.gguf --mmproj MMPROJ.gguf (examples/long/)");
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    int32_t max_tokens_per_image = (OC_LONG_MAX_SIDE_PX / OC_SCENE_CELL_PX) * (OC_LONG_MAX_SIDE_PX / OC_SCENE_CELL_PX);
+    cp.max_images = (int32_t)max_images;
+    /* each image: its tokens, <|vision_start|>, <|vision_end|> and its "Picture N: " label (< 8
+     * tokens); 512 more for the template, the question and a long answer */
+    cp.max_context_tokens = (int32_t)max_images * (max_tokens_per_image + 10) + 512;
+    if (cp.max_image_tokens < max_tokens_per_image) cp.max_image_tokens = max_tokens_per_image;
+    if (cp.min_image_tokens > 64) cp.min_image_tokens = 64;
+    cp.n_threads = n_threads;
+    cp.plan_path = plan;
+    cp.backend = backend;
+    cp.device = device;
+    size_t rgb_bytes = (size_t)max_images * OC_LONG_MAX_SIDE_PX * OC_LONG_MAX_SIDE_PX * 3;
+    uint8_t *rgb = malloc(rgb_bytes);
+    oc_error err;
+    oc_model *model = NULL;
+    oc_context *ctx = NULL;
+    long_result res;
+    memset(&res, 0, sizeof res);
+    int rc = 1, tty = isatty(2);
+    if (!rgb) { fail("out of memory for the pixel buffer"); goto done; }
+    if (oc_model_open(&model, text_path, mmproj, NULL, &err)) { fail(err.message); goto done; }
+    if (oc_context_open(&ctx, model, &cp, &err)) { fail(err.message); goto done; }
+    fprintf(stderr, "backend: %s\n", oc_context_backend_name(ctx));
+    double t0 = (double)oc_port_now_ns() / 1e6;
+    for (long long i = 0; i < n_items; i++) {
+        oc_long_item item;
+        if (oc_long_make(seed, (uint64_t)i, OC_LONG_MIN_IMAGES, (int32_t)max_images, OC_LONG_MIN_SIDE_PX,
+                         OC_LONG_MAX_SIDE_PX, types, &item, rgb)) {
+            fail("the long scene generator refused an item");
+            goto done;
+        }
+        oc_image_rgb views[OC_LONG_MAX_IMAGES];
+        size_t image_bytes = (size_t)item.side_px * (size_t)item.side_px * 3;
+        for (int32_t k = 0; k < item.n_images; k++) {
+            views[k].rgb = rgb + (size_t)k * image_bytes;
+            views[k].width_px = item.side_px;
+            views[k].height_px = item.side_px;
+            views[k].stride_bytes = (size_t)item.side_px * 3;
+        }
+        answer_buf answer = { { 0 }, 0 };
+        oc_request req;
+        oc_request_default(&req);
+        req.question = item.question;
+        req.images = views;
+        req.n_images = item.n_images;
+        req.max_new_tokens = MAX_NEW_TOKENS;
+        req.sampling.temperature = 0.0f;
+        req.on_text = collect;
+        req.user = &answer;
+        if (oc_ask(ctx, &req, &err)) { fail(err.message); goto done; }
+        oc_stats s;
+        oc_context_get_stats(ctx, &s);
+        char got[GOT_BYTES];
+        oc_scene_normalize(answer.text, got, sizeof got);
+        int correct = strcmp(got, item.answer) == 0;
+        res.n_items++;
+        res.n_correct += correct;
+        res.n_items_of[item.type]++;
+        res.n_correct_of[item.type] += correct;
+        res.prompt_tokens += s.n_prompt_tokens;
+        res.generated_tokens += s.n_generated;
+        res.vision_ms += s.vision_ms;
+        res.prefill_ms += s.prefill_ms;
+        res.decode_ms += s.decode_ms;
+        res.ttft_ms += s.ttft_ms;
+        res.flops_kept += s.attn_flops_kept;
+        res.flops_skipped += s.attn_flops_skipped;
+        res.context_bytes = s.context_bytes;
+        res.device_bytes = s.device_bytes;
+        res.kv_bytes += (double)s.kv_bytes;
+        res.kv_capacity_bytes = s.kv_capacity_bytes;
+        res.peak_rss_bytes = s.peak_rss_bytes;
+        if (verbose) {
+            for (char *c = got; *c; c++)
+                if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+            if (tty) fprintf(stderr, "\r%70s\r", "");
+            printf("%5lld %-11s %2d x %3d px %s | expected %s | got %s%s\n", i, oc_long_type_name(item.type),
+                   (int)item.n_images, (int)item.side_px, item.question, item.answer, got, correct ? "" : "  (wrong)");
+            fflush(stdout);
+        }
+        if (tty) progress(i + 1, n_items, res.n_correct);
+    }
+    double wall_s = ((double)oc_port_now_ns() / 1e6 - t0) / 1000.0;
+    if (tty) fprintf(stderr, "\r%70s\r", "");
+    print_result(stdout, &res, 0, seed, (int)max_images, plan, wall_s);
+    if (json_path) {
+        FILE *f = fopen(json_path, "w");
+        if (!f) { fprintf(stderr, "ocellus eval: cannot write %s: %s\n", json_path, strerror(errno)); goto done; }
+        print_result(f, &res, 1, seed, (int)max_images, plan, wall_s);
+        if (fclose(f) != 0) { fprintf(stderr, "ocellus eval: cannot write %s\n", json_path); goto done; }
+    }
+    rc = 0;
+done:
+    oc_context_close(ctx);
+    oc_model_close(model);
+    free(rgb);
+    return rc;
+}
