@@ -17,7 +17,7 @@ The recipe is the demo model's (examples/demo/train.py, TRAINING.md), adapted to
   distribution), so the vision tower runs batched and text padding stays small; the batch size
   follows a token budget (--batch-tokens).
 - Curriculum: the image count and side ramp from 8 images of 224 px to the full 8-32 x 224-448
-  over the first --ramp share of the steps (long items from the start were slower to learn in
+  over the first --ramp-steps batches (long items from the start were slower to learn in
   the demo's runs; the short ones teach the vision tower to see).
 - Model: transformers' Qwen2_5_VLForConditionalGeneration (window attention + full-attention
   blocks in the vision tower), bf16 autocast, sdpa attention.
@@ -203,8 +203,8 @@ def curriculum(step, ramp_steps, rnd):
     return rnd.randint(MIN_IMAGES, hi_n), 28 * rnd.randint(MIN_SIDE // 28, hi_s)
 
 
-def items_per_batch(n_images, side, budget):
-    tokens = n_images * (side // 28) ** 2 + 40 + 12 * n_images
+def items_per_batch(n_images, side, budget, branches=1):
+    tokens = n_images * (side // 28) ** 2 + 40 + 12 * n_images + 24 * branches
     return max(1, budget // tokens)
 
 
@@ -293,56 +293,128 @@ def question_labels(ids, vision_end_id, im_end_id):
     return lab
 
 
+def extra_questions(d, rnd, n):
+    """Up to n more (question, answer, type) of the final scene d, derived without editing it (so
+    they all hold at once): the generator's own question texts, kept only where the answer is
+    unique (detail, which_image, compare) or in the suite's range (count_all 0-6)."""
+    out = []
+    imgs = [d.images[k] for k in range(d.n_images)]
+    shapes = lambda im: [im.shapes[j] for j in range(im.n_shapes)]
+    for _ in range(4 * n):
+        if len(out) >= n:
+            break
+        t = rnd.randrange(len(TYPE_NAMES))
+        if t == 0:
+            k = rnd.randrange(d.n_images)
+            sh = rnd.choice(shapes(imgs[k]))
+            if sum(o.kind == sh.kind for o in shapes(imgs[k])) == 1:
+                out.append(("What color is the %s in image %d?" % (KIND_NAMES[sh.kind], k + 1), COLOR_NAMES[sh.color], t))
+        elif t == 1:
+            k = rnd.randrange(d.n_images)
+            sh = rnd.choice(shapes(imgs[k]))
+            if sum(o.kind == sh.kind and o.color == sh.color for im in imgs for o in shapes(im)) == 1:
+                c = COLOR_NAMES[sh.color]
+                out.append(("Which image has %s %s %s?" % ("an" if c[0] == "o" else "a", c, KIND_NAMES[sh.kind]),
+                            str(k + 1), t))
+        elif t == 2:
+            c, kd = rnd.randrange(7), rnd.randrange(4)
+            n_match = sum(o.kind == kd and o.color == c for im in imgs for o in shapes(im))
+            if n_match <= 6:
+                out.append(("How many %s %ss are there in all images?" % (COLOR_NAMES[c], KIND_NAMES[kd]), str(n_match), t))
+        elif t == 3:
+            coded = [k for k in range(d.n_images) if imgs[k].has_code]
+            if coded:
+                k = rnd.choice(coded)
+                out.append(("What is the code in image %d?" % (k + 1), "".join(GLYPHS[g] for g in imgs[k].code), t))
+        elif t == 4:
+            a, b = rnd.sample(range(d.n_images), 2)
+            c = rnd.randrange(7)
+            na, nb = (sum(o.color == c for o in shapes(imgs[x])) for x in (a, b))
+            if na != nb:
+                out.append(("Which image has more %s shapes, image %d or image %d?" % (COLOR_NAMES[c], a + 1, b + 1),
+                            str((a if na > nb else b) + 1), t))
+        else:
+            k = rnd.randrange(d.n_images)
+            sh = sorted(shapes(imgs[k]), key=lambda o: (o.row, o.col))
+            out.append(("List the shapes in image %d." % (k + 1), ", ".join(
+                "%s %s %d %d" % (COLOR_NAMES[o.color], KIND_NAMES[o.kind], o.row + 1, o.col + 1) for o in sh), t))
+    return out
+
+
 def make_batch(scenes, tok, seed, first, n_items, n_images, side, pad_id, im_end_id, image_token_id, mask=0,
-               cache=None):
-    """Items first.. of stream seed, all with n_images images of side px: ids, labels (answer +
-    <|im_end|>), question labels, attention mask, positions [3, B, L], images, types, cell labels."""
+               cache=None, branches=1, qa_override=None):
+    """Items first.. of stream seed, all with n_images images of side px. An item's sequence is its
+    images once, then `branches` question-answer branches (the generator's question first, then
+    extra_questions of the same scene); each branch attends to the images and to itself only, at
+    the positions a lone question would have, so K branches are K single-question items sharing
+    one prefix (the start-up check compares them). Returns ids, labels (answer + <|im_end|>),
+    question labels, the attention mask ([B, L] for one branch, else [B, 1, L, L] bool), positions
+    [3, B, L], images, types (per branch), cell labels, side, branch ids [B, L] (-1: prefix or
+    padding), validity [B, L]. qa_override: per item, the (question, answer, type) list to use."""
+    import random
     import numpy as np
     grid = side // 28
-    seqs, labels, qlabels, poss, images, types, cells = [], [], [], [], [], [], []
-    vision_end_id = image_token_id - 2
+    rows, images, types, cells = [], [], [], []
     for i in range(n_items):
         d, it = scenes.describe(seed, first + i, n_images, n_images, side, side, mask)
-        q, a = it.question.decode(), it.answer.decode()
-        key = (q, n_images, grid)
-        if cache is not None and key in cache:
-            p, ppos, ql = cache[key]
+        if qa_override is not None:
+            qas = qa_override[i]
         else:
-            p = tok.encode(prompt_text(q, n_images, grid), add_special_tokens=False).ids
+            qas = [(it.question.decode(), it.answer.decode(), it.type)]
+            if branches > 1:
+                qas += extra_questions(d, random.Random(seed * 7919 + first + i), branches - 1)
+        key = (n_images, grid)
+        if cache is not None and key in cache:
+            p, ppos = cache[key]
+        else:
+            p = tok.encode(prompt_text("", n_images, grid).split("<|im_end|>\n<|im_start|>assistant")[0],
+                           add_special_tokens=False).ids
             ppos = mrope_positions(p, image_token_id, grid)
-            ql = question_labels(p, vision_end_id, im_end_id)
             if cache is not None:
-                cache[key] = (p, ppos, ql)
-        ans = tok.encode(a, add_special_tokens=False).ids + [im_end_id]
+                cache[key] = (p, ppos)
         st = ppos[0][-1] + 1
-        seqs.append(p + ans)
-        labels.append([-100] * len(p) + ans)
-        qlabels.append(ql + [-100] * len(ans))
-        poss.append(np.concatenate([np.array(ppos, dtype=np.int64),
-                                    np.broadcast_to(st + np.arange(len(ans), dtype=np.int64), (3, len(ans)))], 1))
+        ids, lab, qlab, bid = list(p), [-100] * len(p), [-100] * len(p), [-1] * len(p)
+        tpos = list(ppos[0])
+        for b, (q, a, ty) in enumerate(qas):
+            qids = tok.encode(q + "<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False).ids
+            n_q = qids.index(im_end_id)
+            ans = tok.encode(a, add_special_tokens=False).ids + [im_end_id]
+            ids += qids + ans
+            lab += [-100] * len(qids) + ans
+            # a later branch's first question token would be "predicted" by the previous branch's
+            # last token, which does not see this branch: no label there
+            qlab += ([-100] if b else qids[:1]) + qids[1:n_q] + [-100] * (len(qids) - n_q + len(ans))
+            bid += [b] * (len(qids) + len(ans))
+            tpos += list(range(st, st + len(qids) + len(ans)))
+            types.append(ty)
+        rows.append((ids, lab, qlab, bid, ppos, tpos, len(p)))
         images.append(scenes.pixels(d))
-        types.append(it.type)
         cells.append(np.array(Scenes.cell_labels(d), dtype=np.int64))
-    L = max(len(s) for s in seqs)
-    ids = np.full((n_items, L), pad_id, dtype=np.int64)
-    lab = np.full((n_items, L), -100, dtype=np.int64)
-    qlab = np.full((n_items, L), -100, dtype=np.int64)
-    am = np.zeros((n_items, L), dtype=np.int64)
-    pos = np.ones((3, n_items, L), dtype=np.int64)
-    for i, (s, l, ql, ps) in enumerate(zip(seqs, labels, qlabels, poss)):
-        ids[i, :len(s)] = s
-        lab[i, :len(l)] = l
-        qlab[i, :len(ql)] = ql
-        am[i, :len(s)] = 1
-        pos[:, i, :len(s)] = ps
-    return (ids, lab, am, pos, np.concatenate(images, 0), np.array(types), np.concatenate(cells, 1), qlab, side)
+    L = max(len(r[0]) for r in rows)
+    B = n_items
+    ids = np.full((B, L), pad_id, dtype=np.int64)
+    lab = np.full((B, L), -100, dtype=np.int64)
+    qlab = np.full((B, L), -100, dtype=np.int64)
+    bid = np.full((B, L), -1, dtype=np.int64)
+    valid = np.zeros((B, L), dtype=np.int64)
+    pos = np.ones((3, B, L), dtype=np.int64)
+    for i, (s, l, ql, bi, ppos, tpos, n_p) in enumerate(rows):
+        n = len(s)
+        ids[i, :n], lab[i, :n], qlab[i, :n], bid[i, :n], valid[i, :n] = s, l, ql, bi, 1
+        pos[:, i, :n] = np.array(tpos, dtype=np.int64)
+        pos[1:, i, :n_p] = np.array(ppos[1:], dtype=np.int64)
+    # one branch per item: the plain padding mask; more: to_device builds the tree mask on the GPU
+    am = valid if int(bid.max()) == 0 else np.zeros(0, dtype=np.int64)
+    return (ids, lab, am, pos, np.concatenate(images, 0), np.array(types), np.concatenate(cells, 1), qlab, side,
+            bid, valid)
 
 
 class BatchStream:
     """Batches made by worker processes; batch b's shape comes from curriculum() with its own
     random stream (seed, b), so the data do not depend on the number of workers."""
 
-    def __init__(self, so_path, tok_json, seed, budget, ramp_steps, pad_id, im_end_id, image_token_id, workers):
+    def __init__(self, so_path, tok_json, seed, budget, ramp_steps, pad_id, im_end_id, image_token_id, workers,
+                 branches):
         import torch
 
         class DS(torch.utils.data.IterableDataset):
@@ -358,9 +430,9 @@ class BatchStream:
                 while True:
                     rnd = random.Random(seed * 1000003 + b)
                     n, side = curriculum(b, ramp_steps, rnd)
-                    k = items_per_batch(n, side, budget)
+                    k = items_per_batch(n, side, budget, branches)
                     yield make_batch(scenes, tok, seed, b * 4096, k, n, side, pad_id, im_end_id, image_token_id,
-                                     0, cache)
+                                     0, cache, branches)
                     b += nw
         self.loader = torch.utils.data.DataLoader(DS(), batch_size=None, num_workers=workers, prefetch_factor=4,
                                                   persistent_workers=True)
@@ -370,11 +442,18 @@ class BatchStream:
 
 
 def to_device(torch, batch, dev, mean, std):
-    ids, lab, am, pos, imgs, types, cells, qlab, side = batch
+    ids, lab, am, pos, imgs, types, cells, qlab, side, bid, valid = batch
     t = lambda a: torch.as_tensor(a).to(dev, non_blocking=True)
     pv = patchify(torch, t(imgs), mean, std)
+    if am.numel() == 0 if hasattr(am, "numel") else am.size == 0:
+        b, v = t(bid), t(valid) > 0
+        L = b.shape[1]
+        # j <= i, and j in the prefix or in i's own branch; padding rows see themselves (no NaN)
+        causal = torch.ones(L, L, dtype=torch.bool, device=dev).tril()
+        am = causal[None] & ((b[:, :, None] == b[:, None, :]) | (b[:, None, :] == -1)) & v[:, None, :] & v[:, :, None]
+        am = (am | torch.eye(L, dtype=torch.bool, device=dev)[None])[:, None]
     return (dict(ids=t(ids), mask=t(am), pos=t(pos), pv=pv, n_images=imgs.shape[0], side=int(side),
-                 cells=t(cells), qlab=t(qlab)), t(lab), torch.as_tensor(types))
+                 cells=t(cells), qlab=t(qlab), bid=t(bid), valid=t(valid)), t(lab), torch.as_tensor(types))
 
 
 def rotate_half(torch, x):
@@ -479,7 +558,7 @@ class Forward:
             with torch.no_grad():
                 a = self.hf_logits(inp).float()
                 b = self.fast_logits(inp).float()
-            m = inp["mask"].bool()
+            m = inp["valid"].bool()
             rel = float((a - b)[m].abs().max() / a[m].abs().max())
         except Exception as e:  # noqa: BLE001
             print("fast path check failed to run:", repr(e))
@@ -582,18 +661,65 @@ def save_f16(model, hf_dir):
     model.save_pretrained(hf_dir, state_dict=sd)
 
 
-def answer_loss(torch, logits, lab):
+def per_branch(torch, values, lab, bid):
+    """Sums and counts of values [B, L-1] over each (item, branch)'s labelled tokens."""
+    tgt = lab[:, 1:]
+    m = (tgt != -100)
+    key = torch.arange(lab.shape[0], device=lab.device)[:, None] * 256 + bid[:, 1:].clamp(min=0)
+    sums = torch.zeros(lab.shape[0] * 256, device=lab.device).scatter_add_(0, key[m], values[m].float())
+    cnt = torch.zeros(lab.shape[0] * 256, device=lab.device).scatter_add_(0, key[m], torch.ones_like(values[m], dtype=torch.float))
+    return sums, cnt
+
+
+def answer_loss(torch, logits, lab, bid, per_branch_out=False):
+    """Each branch's mean cross-entropy over its own answer tokens, then the mean over branches
+    (a list of ~40 tokens counts as much as a one-token answer, as the demo's per-item loss)."""
     tgt = lab[:, 1:]
     ce = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tgt.reshape(-1),
                                            ignore_index=-100, reduction="none").view(tgt.shape)
-    m = (tgt != -100).float()
-    return ((ce * m).sum(1) / m.sum(1).clamp(min=1)).mean()
+    sums, cnt = per_branch(torch, ce, lab, bid)
+    has = cnt > 0
+    if per_branch_out:
+        return sums[has] / cnt[has]
+    return (sums[has] / cnt[has]).mean()
 
 
-def answer_correct(torch, logits, lab):
-    pred = logits[:, :-1].argmax(-1)
-    tgt = lab[:, 1:]
-    return ((pred == tgt) | (tgt == -100)).all(dim=1)
+def answer_correct(torch, logits, lab, bid):
+    """Per branch (in order): every answer token is the argmax given the right prefix."""
+    wrong = (logits[:, :-1].argmax(-1) != lab[:, 1:]).long()
+    sums, cnt = per_branch(torch, wrong, lab, bid)
+    return sums[cnt > 0] == 0
+
+
+def check_branches(torch, fwd, scenes, tok, dev, mean, std, branches, ids3):
+    """The tree mask is exact: each branch's answer loss in a branched batch equals that of the
+    same question asked alone (plain padding mask)."""
+    import random
+    pad_id, im_end_id, image_token_id = ids3
+    qas = []
+    for i in range(2):
+        d, it = scenes.describe(999, i, 8, 8, 252, 252, 0)
+        qas.append([(it.question.decode(), it.answer.decode(), it.type)] +
+                   extra_questions(d, random.Random(i), branches - 1))
+    k = min(len(q) for q in qas)
+    qas = [q[:k] for q in qas]
+    try:
+        with torch.no_grad():
+            inp, lab, _ = to_device(torch, make_batch(scenes, tok, 999, 0, 2, 8, 252, pad_id, im_end_id, image_token_id,
+                                                      qa_override=qas), dev, mean, std)
+            got = answer_loss(torch, fwd(inp).float(), lab, inp["bid"], True).view(2, k)
+            want = torch.zeros(2, k, device=dev)
+            for b in range(k):
+                inp, lab, _ = to_device(torch, make_batch(scenes, tok, 999, 0, 2, 8, 252, pad_id, im_end_id,
+                                                          image_token_id, qa_override=[[q[b]] for q in qas]),
+                                        dev, mean, std)
+                want[:, b] = answer_loss(torch, fwd(inp).float(), lab, inp["bid"], True)
+        rel = float((got - want).abs().max() / want.abs().max())
+    except Exception as e:  # noqa: BLE001
+        print("branch check failed to run:", repr(e), flush=True)
+        return False
+    print("branches (%d) vs single questions: answer loss max rel diff %.3g" % (k, rel), flush=True)
+    return rel < 1e-3
 
 
 def heldout(torch, np, fwd, scenes, tok, dev, mean, std, n_items, budget, ids3):
@@ -613,7 +739,7 @@ def heldout(torch, np, fwd, scenes, tok, dev, mean, std, n_items, budget, ids3):
                 inputs, lab, types = to_device(torch, batch, dev, mean, std)
                 with torch.autocast("cuda", dtype=torch.bfloat16):
                     logits = fwd(inputs).float()
-                ok = answer_correct(torch, logits, lab).cpu().numpy()
+                ok = answer_correct(torch, logits, lab, inputs["bid"]).cpu().numpy()
                 per_type[int(types[0])] += (ok[0], 1)
     acc = {TYPE_NAMES[t]: per_type[t, 0] / max(1, per_type[t, 1]) for t in range(len(TYPE_NAMES))}
     acc["overall"] = per_type[:, 0].sum() / max(1, per_type[:, 1].sum())
@@ -659,6 +785,19 @@ def selftest():
             g = d.grid
             glyph = lab[2][c0.image * g * g + c0.row * g + c0.col] - 1
             assert GLYPHS[glyph] == it.answer.decode()[0], (it.answer, glyph)
+    n_extra = [0] * len(TYPE_NAMES)
+    for i in range(100):   # extra questions: the same texts as the generator's, answers re-derived
+        d, it = sc.describe(EVAL_SEED, i)
+        ex = extra_questions(d, random.Random(i), 11)
+        for q, a, t in ex:
+            n_extra[t] += 1
+            assert q and a, (q, a)
+        d2, it2 = sc.describe(EVAL_SEED, i)
+        q0 = (it2.question.decode(), it2.answer.decode(), it2.type)
+        for q, a, t in ex:   # a question the generator asked has the generator's answer here too
+            if q == q0[0]:
+                assert a == q0[1] or q0[2] in (2, 4), (q, a, q0)
+    print("extra questions per type (100 items x 11):", dict(zip(TYPE_NAMES, n_extra)))
     print("types", dict(zip(TYPE_NAMES, n_types)), "mean image tokens %.0f" % (sum(tokens) / len(tokens)))
     ids = [5] * 3 + [99] * 16 + [7] * 2 + [99] * 16 + [8]
     t, h, w = mrope_positions(ids, 99, 4)
@@ -693,6 +832,8 @@ def main():
     ap.add_argument("--index-loss", type=float, default=1.0)
     ap.add_argument("--index-layer", type=int, default=3)
     ap.add_argument("--workers", type=int, default=14)
+    ap.add_argument("--branches", type=int, default=12, help="question-answer branches per item sharing its "
+                    "images (make_batch); 1: one question per item (run 1)")
     ap.add_argument("--vocab", type=int, default=600, help="BPE vocabulary before the special tokens: room for "
                     "every colour, kind and question word to be one token (the probes need that)")
     args = ap.parse_args()
@@ -733,8 +874,12 @@ def main():
         if not fwd.fast:
             break
     print("forward path:", "batched vision (fast)" if fwd.fast else "transformers'", flush=True)
+    if args.branches > 1 and not check_branches(torch, fwd, scenes, tok, dev, mean, std, args.branches,
+                                                (pad_id, im_end_id, image_token_id)):
+        args.branches = 1
+    print("branches per item:", args.branches, flush=True)
     stream = BatchStream(so, tok.to_str(), args.seed, args.batch_tokens, args.ramp_steps, pad_id, im_end_id,
-                         image_token_id, args.workers)
+                         image_token_id, args.workers, args.branches)
     cell_probe = CellProbe(torch, model, tok).to(dev)
     index_probe = IndexProbe(torch, model, tok, args.index_layer, image_token_id, im_end_id).to(dev)
     fwd.want_hidden = args.index_loss > 0
@@ -782,10 +927,10 @@ def main():
         inputs, lab, types = to_device(torch, batch, dev, mean, std)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             logits = fwd(inputs).float()
-        loss = answer_loss(torch, logits, lab)
+        loss = answer_loss(torch, logits, lab, inputs["bid"])
         total = loss
         if args.question_loss > 0:
-            total = total + args.question_loss * answer_loss(torch, logits, inputs["qlab"])
+            total = total + args.question_loss * answer_loss(torch, logits, inputs["qlab"], inputs["bid"])
         if args.cell_loss > 0 and fwd.fast:
             cell = cell_probe.loss(fwd.last_feats.float(), inputs["cells"], inputs["n_images"], inputs["side"] // 28)
             total = total + args.cell_loss * cell
@@ -798,12 +943,12 @@ def main():
         total.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        ok = answer_correct(torch, logits.detach(), lab).cpu().numpy()
+        ok = answer_correct(torch, logits.detach(), lab, inputs["bid"]).cpu().numpy()
         run[0] += float(loss.detach())
         run[3] += ok.sum()
         run[4] += len(ok)
         items_seen += len(ok)
-        tokens_seen += int(inputs["mask"].sum())
+        tokens_seen += int(inputs["valid"].sum())
         run_steps += 1
         step += 1
         if step % 100 == 0 or step == 1:
