@@ -159,8 +159,9 @@ oc_status oc_calib_open(oc_calib **out, const oc_calib_params *p, const oc_plan_
     if (!c->VL) c->p.methods &= ~(unsigned)OC_CALIB_VISION;   /* no encoder: nothing to calibrate there */
     c->block_bytes = layout_block(c, NULL);
     if (!(c->block = oc_mem_calloc(&a, c->block_bytes))) {
+        size_t n_bytes = c->block_bytes;   /* read before c goes back to the allocator */
         oc_mem_free(&a, c, sizeof *c);
-        return oc_fail(err, OC_ERR_NOMEM, "calibrate: out of memory for %zu bytes", c->block_bytes);
+        return oc_fail(err, OC_ERR_NOMEM, "calibrate: out of memory for %zu bytes", n_bytes);
     }
     layout_block(c, c->block);
     *out = c;
