@@ -141,7 +141,7 @@ class Scenes:
 
 def build_scene_so(out_dir):
     so = os.path.join(out_dir, "scene.so")
-    subprocess.run(["cc", "-O2", "-std=c11", "-shared", "-fPIC", "-o", so, "examples/tools/scene.c", "-lm"], check=True)
+    subprocess.run(["cc", "-O2", "-std=c11", "-shared", "-fPIC", "-Iexamples", "-o", so, "examples/tools/scene.c", "-lm"], check=True)
     return so
 
 
