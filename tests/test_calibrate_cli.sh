@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_calibrate_cli.sh: `ocellus calibrate` end to end on the demo model (a few prompts of the
-# built-in suite and of a folder `ocellus scene` wrote): the plan it writes loads, names its
+# built-in suite and of folders `ocellus scene` wrote, the long suite's too): the plan it writes loads, names its
 # calibration, the runtime takes it (`ocellus plan` exits 0), the same plan comes out with 1 and 2
 # threads, `ocellus plan show --svg` draws it, and bad arguments exit 2 with a message.
 . tests/support/testlib.sh
@@ -28,6 +28,15 @@ if [ "$rc" -eq 0 ] && grep -q 'data=' "$tmp_dir/d.plan" && grep -q 'kv-budget' "
   pass calibrate_data_folder
 else
   fail calibrate_data_folder "exit status $rc: $out"
+fi
+
+run_target $bin scene --suite long -o "$tmp_dir/long" --items 1 --seed 4 --images-per-item 8-8 >/dev/null 2>&1
+out=$(run_target $bin calibrate --data "$tmp_dir/long" --max-images 8 --side 448 --methods blindsight -t 2 \
+      -o "$tmp_dir/long.plan" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -q '^decoder default' "$tmp_dir/long.plan"; then
+  pass calibrate_long_suite_folder
+else
+  fail calibrate_long_suite_folder "exit status $rc: $out"
 fi
 
 if run_target $bin plan show "$tmp_dir/t1.plan" --svg "$tmp_dir/p.svg" >/dev/null 2>&1 && grep -q '</svg>' "$tmp_dir/p.svg"; then

@@ -26,7 +26,9 @@ static void usage(FILE *f) {
             "  --suite demo           calibration prompts: synthetic scenes (ocellus scene), with the\n"
             "                         answer's image region known from the scene (SparseMM grounding)\n"
             "  --data DIR             calibration prompts from a folder `ocellus scene -o DIR` wrote (items.jsonl\n"
-            "                         + images; its \"grounding\" cells give SparseMM's regions)\n"
+            "                         + images; its \"grounding\" cells give SparseMM's regions); size the\n"
+            "                         context for it with --max-images N (<= 32, default 8) and --side PX (the\n"
+            "                         largest image side; `ocellus scene --suite long`: --max-images 32 --side 448)\n"
             "  --items N              prompts (default 100); --seed S item stream (default 2000002,\n"
             "                         neither a training seed of the demo model nor eval's 1000001)\n"
             "  --images-per-item A-B  images per prompt within 1..8 (default 1-8); --side PX (default 112)\n"
@@ -205,6 +207,7 @@ int cmd_calibrate(int argc, char **argv) {
     oc_calib_scene_params sp;
     oc_calib_scene_params_default(&sp);
     long long n_threads = 0, ll;
+    int32_t max_images = 0;   /* --max-images, for --data */
     char methods_buf[64];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -223,6 +226,7 @@ int cmd_calibrate(int argc, char **argv) {
         else if (!strcmp(a, "--items")) ok = parse_ll(v, 1, 1000000, &ll) && (sp.n_items = ll, 1);
         else if (!strcmp(a, "--seed")) ok = parse_ll(v, 0, 0x7fffffffffffffffLL, &ll) && (sp.seed = (uint64_t)ll, 1);
         else if (!strcmp(a, "--images-per-item")) ok = parse_range(v, &sp.min_images, &sp.max_images);
+        else if (!strcmp(a, "--max-images")) ok = parse_ll(v, 1, OC_CALIB_DATA_MAX_IMAGES, &ll) && (max_images = (int32_t)ll, 1);
         else if (!strcmp(a, "--side"))
             ok = parse_ll(v, 56, OC_SCENE_MAX_SIDE_PX, &ll) && ll % OC_SCENE_CELL_PX == 0 && (sp.side_px = (int32_t)ll, 1);
         else if (!strcmp(a, "-t")) ok = parse_ll(v, 1, 1024, &n_threads);
@@ -242,6 +246,11 @@ int cmd_calibrate(int argc, char **argv) {
         if (!ok) { fprintf(stderr, "ocellus calibrate: bad value for %s: %s\n", a, v); return 2; }
     }
     if (!out_path || !suite == !data_dir) { usage(stderr); return 2; }
+    if (max_images && !data_dir) {
+        fprintf(stderr, "ocellus calibrate: --max-images is for --data (the suite's is --images-per-item)\n");
+        return 2;
+    }
+    if (data_dir && max_images) sp.max_images = max_images;
     if (suite && strcmp(suite, "demo")) {
         fprintf(stderr, "ocellus calibrate: unknown suite '%s' (this version has: demo)\n", suite);
         return 2;

@@ -116,7 +116,7 @@ oc_status oc_calib_data_parse(const oc_json *j, int32_t max_images, uint8_t *cel
     oc_error e;
     memset(out, 0, sizeof *out);
     if (oc_json_type_of(j, imgs) != OC_JSON_ARRAY || oc_json_count(j, imgs) < 1 ||
-        oc_json_count(j, imgs) > (uint32_t)max_images || oc_json_str(j, oc_json_get(j, root, "question"), &q, &e) ||
+        oc_json_count(j, imgs) > (uint32_t)OC_MIN(max_images, OC_CALIB_DATA_MAX_IMAGES) || oc_json_str(j, oc_json_get(j, root, "question"), &q, &e) ||
         oc_json_str(j, oc_json_get(j, root, "answer"), &a, &e) || !q.ptr[0])
         return oc_fail(err, OC_ERR_FORMAT, "%s: need \"images\" (1..%d names), \"question\" and \"answer\"", where,
                        (int)max_images);
@@ -161,9 +161,9 @@ static oc_status data_item(oc_context *ctx, oc_calib *c, const char *dir, const 
     oc_calib_data_item it;
     oc_status st = oc_calib_data_parse(j, p->max_images, cells, cells_bytes, &it, where, err);
     if (st) return st;
-    oc_image img[OC_SCENE_MAX_IMAGES];
-    oc_image_rgb views[OC_SCENE_MAX_IMAGES];
-    const uint8_t *cell_of[OC_SCENE_MAX_IMAGES];
+    oc_image img[OC_CALIB_DATA_MAX_IMAGES];
+    oc_image_rgb views[OC_CALIB_DATA_MAX_IMAGES];
+    const uint8_t *cell_of[OC_CALIB_DATA_MAX_IMAGES];
     memset(img, 0, sizeof img);
     for (int32_t k = 0; k < it.n_images && !st; k++) {
         char path[4096];
@@ -194,7 +194,11 @@ oc_status oc_calib_data(oc_context *ctx, oc_calib *c, const char *dir, const oc_
         return oc_fail(err, OC_ERR_INVALID, "calibrate: folder name too long");
     FILE *f = fopen(path, "rb");
     if (!f) return oc_fail(err, OC_ERR_IO, "%s: cannot open (a folder `ocellus scene -o DIR` wrote)", path);
-    size_t cells_bytes = (size_t)OC_SCENE_MAX_IMAGES * 64 * 64;
+    size_t cells_bytes = (size_t)OC_CALIB_DATA_MAX_IMAGES * 64 * 64;
+    if (p->max_images < 1 || p->max_images > OC_CALIB_DATA_MAX_IMAGES) {
+        fclose(f);
+        return oc_fail(err, OC_ERR_INVALID, "calibrate: images per prompt must be 1..%d", OC_CALIB_DATA_MAX_IMAGES);
+    }
     char *line = oc_mem_alloc(p->alloc, DATA_LINE_BYTES);
     uint8_t *cells = oc_mem_alloc(p->alloc, cells_bytes);
     oc_status st = OC_OK;

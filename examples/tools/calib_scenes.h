@@ -7,6 +7,9 @@
 #include "tools/scene.h"
 #include "tools/json.h"
 
+/* Images per prompt of a --data folder: the long suite's items hold 8-32 (scene_long). */
+#define OC_CALIB_DATA_MAX_IMAGES 32
+
 typedef struct oc_calib_scene_params {
     uint64_t seed;                /* default 2000002: neither a training seed nor `ocellus eval`'s */
     uint64_t first_index;
@@ -36,7 +39,7 @@ oc_status oc_calib_ask_item(oc_context *ctx, oc_calib *c, const char *question, 
 /* One line of items.jsonl, checked (the strings are borrowed from the JSON document). */
 typedef struct oc_calib_data_item {
     const char *question, *answer;
-    const char *images[OC_SCENE_MAX_IMAGES];   /* plain file names in the folder */
+    const char *images[OC_CALIB_DATA_MAX_IMAGES];   /* plain file names in the folder */
     int32_t n_images;
     int32_t grid, n_cells;                     /* grid 0: no grounding */
 } oc_calib_data_item;
