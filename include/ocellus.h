@@ -215,9 +215,10 @@ typedef struct oc_context_params {
                                      first GPU. Ignored by the CPU backend. */
     /* Calibration hook, may be NULL: called for every decoder layer of every forward call and
      * every vision encoder layer of every image with the layer's queries, keys and values
-     * (oc_attn_view). When set, the context allocates two
-     * f32 copies of one layer's KV cache and one batch of queries at open; when NULL it costs
-     * nothing. It must not call back into the context. */
+     * (oc_attn_view); it describes the dense KV cache, so decoder layers whose cache a plan's KV
+     * sections evict or share (SparseMM, ZipVL, Q-Cache) are not reported. When set, the context
+     * allocates two f32 copies of one layer's KV cache and one batch of queries at open; when NULL
+     * it costs nothing. It must not call back into the context. */
     oc_attn_observer_fn on_attention;
     void *attention_user;
     int64_t max_image_pixels;     /* the buffer oc_ask decodes oc_request.image_paths into: this
