@@ -65,6 +65,9 @@ typedef enum oc_token_type {
 oc_status oc_tokenizer_open_gguf(oc_tokenizer **out, const oc_gguf *g, const oc_allocator *alloc,
                                  oc_error *err);
 void oc_tokenizer_close(oc_tokenizer *tok);
+/* Bytes open took from its allocator and holds until close (another tokenizer opened from the
+ * same file takes exactly as many): part of a context's oc_context_memory_bytes. */
+size_t oc_tokenizer_bytes(const oc_tokenizer *tok);
 
 /* Flags for oc_tokenizer_encode (1 == "parse special", so a C boolean works too). */
 #define OC_TOK_PARSE_SPECIAL 1
