@@ -175,8 +175,8 @@ static oc_status memory_bytes(const oc_model *m, const oc_context_params *p, con
         part = oc_vision_ctx_bytes_backend(m->vision, 4 * p->max_image_tokens, spec.kind, n_threads);
         if (!part || !oc_add_size(total, part, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
     }
-    /* the context's own tokenizer (encoding needs scratch): as many bytes as the model's */
-    if (!oc_add_size(total, oc_tokenizer_bytes(m->tok), &total))
+    /* the context's encode scratch (the model's tokenizer is shared) */
+    if (!oc_add_size(total, oc_tok_scratch_memory_bytes(), &total))
         return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
     /* the context struct, its thread pool, the prompt arrays (ids + 3 position streams, image
      * spans) and the sampler's arrays, each block as oc_mem_alloc asks for it (+ OC_MEM_ALIGN) */

@@ -77,30 +77,6 @@ static oc_status get_str_array(const oc_gguf *g, const char *key, int64_t *key_i
 
 /* ---- open / close ------------------------------------------------------------------------------ */
 
-/* What open took from the allocator and still holds: every block oc_tokenizer_close frees, each
- * as oc_mem_alloc asked for it (its size + OC_MEM_ALIGN). Kept beside close so the two agree. */
-size_t oc_tokenizer_bytes(const oc_tokenizer *tok) {
-    if (!tok) return 0;
-    size_t n = tok->n_vocab > 0 ? (size_t)tok->n_vocab : 0, total = 0;
-#define BLOCK(ptr, n_bytes) do { if (ptr) total += (n_bytes) + OC_MEM_ALIGN; } while (0)
-    BLOCK(tok->types, n);
-    BLOCK(tok->text_off, (n + 1) * sizeof(uint32_t));
-    BLOCK(tok->text_pool, tok->text_pool_bytes);
-    BLOCK(tok->bytes_off, (n + 1) * sizeof(uint32_t));
-    BLOCK(tok->bytes_pool, tok->bytes_pool_bytes);
-    BLOCK(tok->text_hash, ((size_t)tok->text_hash_mask + 1) * sizeof(int32_t));
-    BLOCK(tok->merges, ((size_t)tok->merge_mask + 1) * sizeof(oc_merge_slot));
-    BLOCK(tok->special, tok->n_special * sizeof(int32_t));
-    BLOCK(tok->sym_id, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
-    BLOCK(tok->sym_prev, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
-    BLOCK(tok->sym_next, OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(int32_t));
-    BLOCK(tok->heap, (size_t)OC_TOK_HEAP_PER_BYTE * OC_TOKENIZER_MAX_PIECE_BYTES * sizeof(uint64_t));
-    BLOCK(tok->nfc_buf, 3 * (size_t)OC_TOKENIZER_NFC_WINDOW_BYTES);
-    BLOCK(tok, sizeof *tok);
-#undef BLOCK
-    return total;
-}
-
 void oc_tokenizer_close(oc_tokenizer *tok) {
     if (!tok) return;
     const oc_allocator *a = &tok->alloc;
@@ -400,6 +376,9 @@ oc_status oc_tok_scratch_open(oc_tok_scratch **out, const oc_allocator *alloc, o
 }
 
 size_t oc_tok_scratch_bytes(void) { return OC_TOK_SCRATCH_BYTES; }
+
+/* The struct and its five buffers, each as oc_mem_alloc asks its allocator (+ OC_MEM_ALIGN). */
+size_t oc_tok_scratch_memory_bytes(void) { return sizeof(oc_tok_scratch) + OC_TOK_SCRATCH_BYTES + 6 * OC_MEM_ALIGN; }
 
 /* Pre-tokenize one fragment (text between special tokens) and BPE each piece. */
 static void encode_fragment(const oc_tokenizer *tok, oc_tok_scratch *sc, const uint8_t *s, size_t n, int32_t *ids, size_t max_ids,
