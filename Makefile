@@ -150,6 +150,32 @@ fuzz-run: $(FUZZ_BIN)
 	  grep -E 'stat::number_of_executed_units|stat::peak_rss' fuzz-out/$$n.log; \
 	done
 
+# make fuzz-long (not in CI): every target until FUZZ_RUNS executions (issue 21: 10^7), one at a
+# time; FUZZ_LONG_SECONDS (0: none) caps each. Figures go to fuzz-out/long.txt (TESTING.md).
+FUZZ_RUNS         ?= 10000000
+FUZZ_LONG_SECONDS ?= 0
+fuzz-long: $(FUZZ_BIN)
+	@mkdir -p fuzz-out; : >fuzz-out/long.txt
+	@for f in $(FUZZ_BIN); do \
+	  n=$$(basename $$f); mkdir -p fuzz-out/$$n; start=$$(date +%s); \
+	  $$f -runs=$(FUZZ_RUNS) -max_total_time=$(FUZZ_LONG_SECONDS) -print_final_stats=1 fuzz-out/$$n \
+	     tests/fuzz/corpus/$$n >fuzz-out/$$n.long.log 2>&1; rc=$$?; \
+	  runs=$$(sed -n 's/^stat::number_of_executed_units: *//p' fuzz-out/$$n.long.log); \
+	  echo "$$n: $$runs executions in $$(( $$(date +%s) - start )) s, exit status $$rc" | tee -a fuzz-out/long.txt; \
+	  [ $$rc -eq 0 ] || { tail -40 fuzz-out/$$n.long.log; exit 1; }; \
+	done
+
+# ---- load (not in CI) ----------------------------------------------------------------------------
+# make soak: tests/soak/soak.c, SOAK_QUESTIONS through one context and SOAK_PER_THREAD on each of
+# 8 contexts sharing one model; with ./configure --enable-tsan it runs under ThreadSanitizer.
+SOAK_QUESTIONS  ?= 10000
+SOAK_PER_THREAD ?= 100
+$(B)/soak: tests/soak/soak.c libocellus.a
+	@mkdir -p $(@D)
+	$(CC) -std=c11 $(OPT_CFLAGS) $(WARN_CFLAGS) $(SAN_FLAGS) $(USER_CFLAGS) -Iinclude -o $@ $< libocellus.a $(LINK_FLAGS) $(LIBS)
+soak: $(B)/soak
+	$(TARGET_EXEC) $(B)/soak $(SOAK_QUESTIONS) $(SOAK_PER_THREAD)
+
 # ---- install -------------------------------------------------------------------------------------
 DESTDIR ?=
 ocellus.pc: config.mk
@@ -171,7 +197,7 @@ clean:
 distclean: clean
 	rm -f config.mk config.h config.log
 
-.PHONY: all check tests fuzz fuzz-run install clean distclean ocellus.pc
+.PHONY: all check tests fuzz fuzz-run fuzz-long soak install clean distclean ocellus.pc
 .SECONDARY:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -290,6 +290,20 @@ static void test_model_survives_truncation_when_read(void) {
 }
 
 #if OC_HAVE_LIBPNG
+typedef struct live_count { size_t n_calls, live_bytes, peak_bytes; } live_count;
+
+static void *live_fn(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
+    live_count *c = user;
+    c->n_calls++;
+    c->live_bytes = c->live_bytes - old_bytes + new_bytes;
+    if (c->live_bytes > c->peak_bytes) c->peak_bytes = c->live_bytes;
+    if (new_bytes == 0) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, new_bytes);
+}
+
 /* A decompression bomb: side x side black RGB pixels (side * side * 3 bytes decoded) in a PNG of a
  * few KB, written row by row so the test never holds the pixels either. */
 static int write_png_bomb(const char *path, uint32_t side) {
@@ -312,20 +326,6 @@ static int write_png_bomb(const char *path, uint32_t side) {
     return fclose(f) == 0 && ok;
 }
 #endif
-
-typedef struct live_count { size_t n_calls, live_bytes, peak_bytes; } live_count;
-
-static void *live_fn(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
-    live_count *c = user;
-    c->n_calls++;
-    c->live_bytes = c->live_bytes - old_bytes + new_bytes;
-    if (c->live_bytes > c->peak_bytes) c->peak_bytes = c->live_bytes;
-    if (new_bytes == 0) {
-        free(ptr);
-        return NULL;
-    }
-    return realloc(ptr, new_bytes);
-}
 
 /* Finding 2: a 2048 x 2048 PNG bomb (12 MiB of pixels) asked about through image_paths: oc_ask
  * decodes it itself, reduced to the context's pixel budget (256 x 256), inside the context's

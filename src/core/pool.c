@@ -66,6 +66,11 @@ static size_t pool_bytes(int n_threads) {
     return sizeof(oc_pool) + (size_t)n_threads * (sizeof(oc_port_thread) + sizeof(worker_arg));
 }
 
+size_t oc_pool_memory_bytes(int n_threads) {
+    if (n_threads <= 0) n_threads = oc_port_n_cpus();
+    return pool_bytes(n_threads) + OC_MEM_ALIGN;
+}
+
 oc_status oc_pool_open(oc_pool **out, int n_threads, const oc_allocator *alloc, oc_error *err) {
     *out = NULL;
     if (n_threads <= 0) n_threads = oc_port_n_cpus();

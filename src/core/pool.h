@@ -15,6 +15,8 @@ typedef void (*oc_task_fn)(void *ctx, int64_t task, int thread);
 
 /* n_threads <= 0 selects the number of online CPUs. A pool of 1 thread starts no threads. */
 oc_status oc_pool_open(oc_pool **out, int n_threads, const oc_allocator *alloc, oc_error *err);
+/* What oc_pool_open(n_threads) takes from its allocator (0: every online CPU). */
+size_t oc_pool_memory_bytes(int n_threads);
 void oc_pool_close(oc_pool *pool);
 int oc_pool_n_threads(const oc_pool *pool);
 /* Runs fn for every task and returns when all are done. pool may be NULL: runs serially.

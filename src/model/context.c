@@ -168,14 +168,22 @@ static oc_status memory_bytes(const oc_model *m, const oc_context_params *p, con
     oc_backend_spec spec = { kind, p->device, NULL, oc_isa_best(&cpu), NULL };
     size_t total = 0, part;
     if (!own_bytes(m, p, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
+    total += OC_MEM_ALIGN;   /* oc_mem_alloc's header of that block */
     part = oc_text_ctx_bytes(m->text, &lim, &spec, n_threads);
     if (!part || !oc_add_size(total, part, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
     if (m->vision && p->max_images > 0) {
         part = oc_vision_ctx_bytes_backend(m->vision, 4 * p->max_image_tokens, spec.kind, n_threads);
         if (!part || !oc_add_size(total, part, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
     }
-    /* prompt arrays (ids + 3 position streams) and the sampler's arrays */
-    part = (size_t)p->max_context_tokens * 16 + (size_t)m->text->hp.n_vocab * 12;
+    /* the context's encode scratch (the model's tokenizer is shared) */
+    if (!oc_add_size(total, oc_tok_scratch_memory_bytes(), &total))
+        return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
+    /* the context struct, its thread pool, the prompt arrays (ids + 3 position streams, image
+     * spans) and the sampler's arrays, each block as oc_mem_alloc asks for it (+ OC_MEM_ALIGN) */
+    part = sizeof(struct oc_context) + OC_MEM_ALIGN + oc_pool_memory_bytes(p->n_threads) +
+           (size_t)p->max_context_tokens * 16 + 4 * OC_MEM_ALIGN +
+           (size_t)OC_MAX(1, max_images_of(m, p)) * sizeof(oc_prompt_image) + OC_MEM_ALIGN +
+           (size_t)m->text->hp.n_vocab * 12 + 2 * OC_MEM_ALIGN;
     if (!oc_add_size(total, part, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
     *bytes = total;
     return OC_OK;

@@ -377,6 +377,9 @@ oc_status oc_tok_scratch_open(oc_tok_scratch **out, const oc_allocator *alloc, o
 
 size_t oc_tok_scratch_bytes(void) { return OC_TOK_SCRATCH_BYTES; }
 
+/* The struct and its five buffers, each as oc_mem_alloc asks its allocator (+ OC_MEM_ALIGN). */
+size_t oc_tok_scratch_memory_bytes(void) { return sizeof(oc_tok_scratch) + OC_TOK_SCRATCH_BYTES + 6 * OC_MEM_ALIGN; }
+
 /* Pre-tokenize one fragment (text between special tokens) and BPE each piece. */
 static void encode_fragment(const oc_tokenizer *tok, oc_tok_scratch *sc, const uint8_t *s, size_t n, int32_t *ids, size_t max_ids,
                             size_t *n_ids) {

@@ -84,6 +84,7 @@ typedef struct oc_tok_scratch oc_tok_scratch;
 oc_status oc_tok_scratch_open(oc_tok_scratch **out, const oc_allocator *alloc, oc_error *err);
 void oc_tok_scratch_close(oc_tok_scratch *sc);   /* NULL is a no-op */
 size_t oc_tok_scratch_bytes(void);               /* its buffers' bytes, not the small header */
+size_t oc_tok_scratch_memory_bytes(void);        /* all oc_tok_scratch_open takes from its allocator */
 /* oc_tokenizer_encode with the caller's scratch: tok is only read.
  * [alloc: no] [thread: one encode at a time per scratch] [errors: as oc_tokenizer_encode] */
 oc_status oc_tokenizer_encode_with(const oc_tokenizer *tok, oc_tok_scratch *scratch, const char *text,
