@@ -4,12 +4,13 @@
 #                   the embedding example; ends with one line "N passed, N failed[, N skipped]"
 #   make fuzz       builds the libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=60 runs them
 #   make install    PREFIX=... DESTDIR=...
-# Sources are found by wildcard: a new src/<concept>/*.c, opencl/*.c, examples/tools/*.c or
+# Sources are found by wildcard: a new src/<concept>/*.c, opencl/*.c, examples/tools/{,cli/}*.c or
 # tests/test_*.c needs no Makefile edit. Files named *_avx2.c, *_avx512.c, *_neon.c hold one ISA's
 # kernels and get that ISA's flags.
 #   libocellus.a      the runtime: src/*/ (by concept), opencl/ (host code + kernels), port/
 #   build/libocellus-tools.a  examples/tools/ (converter, JSON, safetensors, scenes + eval,
-#                     roofline): linked by the CLI and the tests, never part of the runtime
+#                     roofline) and examples/tools/cli/ (the commands that need internals, behind
+#                     examples/tools/tools.h): linked by the CLI and the tests, never in the runtime
 
 -include config.mk
 ifndef CONFIG_DONE
@@ -35,7 +36,7 @@ ifeq ($(HAVE_OPENCL),1)
 LIB_SRC += $(wildcard opencl/*.c)
 endif
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
-TOOLS_SRC := $(call isa_filter,$(wildcard examples/tools/*.c))
+TOOLS_SRC := $(call isa_filter,$(wildcard examples/tools/*.c) $(wildcard examples/tools/cli/*.c))
 TOOLS_OBJ := $(TOOLS_SRC:%.c=$(B)/%.o)
 TOOLS_LIB := $(B)/libocellus-tools.a
 

@@ -35,7 +35,7 @@ static void usage(FILE *f) {
             "  --max-image-tokens N tokens per image at most (default 1280); larger images are scaled down\n"
             "  --max-image-pixels N the image buffer, in pixels (default 16777216 = 48 MiB of RGB); a\n"
             "                       larger JPEG or PNG is decoded at reduced scale, other images refused\n"
-            CLI_BACKEND_HELP("          ")
+            OC_TOOL_BACKEND_HELP("          ")
             "  --stats              print the memory bound (model + context) first, then timings and the\n"
             "                       peak memory at the end, to stderr\n"
             "  --dump-logits FILE   write the last prompt position's logits (raw little-endian f32)\n");
@@ -108,7 +108,7 @@ int cmd_ask(int argc, char **argv) {
         else if (!strcmp(a, "--system")) { system = v; i++; }
         else if (!strcmp(a, "--plan")) { cp.plan_path = v; i++; }
         else if (!strcmp(a, "--dump-logits")) { dump = v; i++; }
-        else if (!strcmp(a, "--backend") && cli_parse_backend(v, &cp.backend)) i++;
+        else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &cp.backend)) i++;
         else if (!strcmp(a, "--device")) { cp.device = v; i++; }
         else if (!strcmp(a, "-i")) {
             if (n_images == MAX_IMAGES) { fprintf(stderr, "ocellus ask: at most %d images\n", MAX_IMAGES); return 2; }
@@ -127,7 +127,7 @@ int cmd_ask(int argc, char **argv) {
         else if (!prompt) prompt = a;
         else { fprintf(stderr, "ocellus ask: unexpected argument '%s' (quote the question)\n", a); return 2; }
     }
-    if (!text_path && !mmproj && !cli_demo_model(&text_path, &mmproj))
+    if (!text_path && !mmproj && !oc_tool_demo_model(&text_path, &mmproj))
         return fail("no model: pass -m TEXT.gguf [--mmproj VISION.gguf] (the demo model " OC_DEMO_TEXT
                     " is found only from the source tree's root)");
     if (!text_path) { usage(stderr); return 2; }

@@ -1,4 +1,5 @@
-/* main.c: the ocellus command-line tool: dispatches `ocellus COMMAND ...` to cmd_*.c files. */
+/* main.c: the ocellus command-line tool: dispatches `ocellus COMMAND ...` to cmd_ask.c and the
+ * commands of the tools library (tools/tools.h). */
 #include "cli.h"
 
 #include <stdio.h>
@@ -6,15 +7,15 @@
 
 static const cli_command commands[] = {
     { "ask", "answer a question about images: ocellus ask -m M --mmproj V -i IMG PROMPT", cmd_ask },
-    { "version", "print the version and this CPU's kernel paths", cmd_version },
-    { "plan", "check an attention plan file and summarize it", cmd_plan },
-    { "info", "print the keys and tensor table of a GGUF file", cmd_info },
-    { "tokenize", "tokenize a text with a model's vocabulary", cmd_tokenize },
-    { "convert", "Hugging Face Qwen2-VL checkpoint -> text + mmproj GGUF", cmd_convert },
-    { "bench", "benchmarks: ocellus bench matmul|attention [-t N] ...", cmd_bench },
-    { "scene", "write synthetic scene items (images + question/answer) to a directory", cmd_scene },
-    { "eval", "accuracy on fresh synthetic scenes: ocellus eval [-m M --mmproj V] [--items N]", cmd_eval },
-    { "calibrate", "compute an attention plan: ocellus calibrate [-m M --mmproj V] --suite demo -o OUT.plan", cmd_calibrate },
+    { "version", "print the version and this CPU's kernel paths", oc_tool_version },
+    { "plan", "check an attention plan file and summarize it", oc_tool_plan },
+    { "info", "print the keys and tensor table of a GGUF file", oc_tool_info },
+    { "tokenize", "tokenize a text with a model's vocabulary", oc_tool_tokenize },
+    { "convert", "Hugging Face Qwen2-VL checkpoint -> text + mmproj GGUF", oc_tool_convert },
+    { "bench", "benchmarks: ocellus bench matmul|attention [-t N] ...", oc_tool_bench },
+    { "scene", "write synthetic scene items (images + question/answer) to a directory", oc_tool_scene },
+    { "eval", "accuracy on fresh synthetic scenes: ocellus eval [-m M --mmproj V] [--items N]", oc_tool_eval },
+    { "calibrate", "compute an attention plan: ocellus calibrate [-m M --mmproj V] --suite demo -o OUT.plan", oc_tool_calibrate },
 };
 
 static void usage(FILE *f) {

@@ -13,7 +13,7 @@
  * device opened again, forced to it: opencl/cl_device.h oc_cl_options) and ends with the best tile
  * per case; a tile whose local memory exceeds the device's at a case's head dim prints n/a. */
 #include "bench.h"
-#include "cli.h"
+#include "tools/tools.h"
 #include "core/core.h"
 
 #include <stdio.h>
@@ -277,9 +277,9 @@ int bench_attention_cl(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-        else if (!strcmp(argv[i], "--images") && i + 1 < argc) { if (!cli_int_arg("bench attention", argv[i], argv[i + 1], 1, 1024, &n_images)) return 2; i++; }
-        else if (!strcmp(argv[i], "--image-tokens") && i + 1 < argc) { if (!cli_int_arg("bench attention", argv[i], argv[i + 1], 1, 1048576, &image_tokens)) return 2; i++; }
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) { if (!cli_int_arg("bench attention", argv[i], argv[i + 1], 1, 200, &reps)) return 2; i++; }
+        else if (!strcmp(argv[i], "--images") && i + 1 < argc) { if (!oc_tool_int_arg("bench attention", argv[i], argv[i + 1], 1, 1024, &n_images)) return 2; i++; }
+        else if (!strcmp(argv[i], "--image-tokens") && i + 1 < argc) { if (!oc_tool_int_arg("bench attention", argv[i], argv[i + 1], 1, 1048576, &image_tokens)) return 2; i++; }
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) { if (!oc_tool_int_arg("bench attention", argv[i], argv[i + 1], 1, 200, &reps)) return 2; i++; }
         else if (!strcmp(argv[i], "--tiles") && i + 1 < argc) tiles = argv[++i];
         else {
             fprintf(stderr, "usage: ocellus bench attention --backend opencl [--device N|NAME] [--quick] [--only abc]\n"

@@ -1,6 +1,6 @@
 /* cmd_tokenize.c: `ocellus tokenize`: tokenizes a text with a model's GGUF vocabulary and prints
  * the tokens, or only their ids. --time reports the encode time (a benchmark, not a test). */
-#include "cli.h"
+#include "tools/tools.h"
 #include "ocellus.h"
 #include "port.h"
 #include "tokenizer/tokenizer.h"
@@ -38,7 +38,7 @@ static void print_piece(const char *p, size_t n) {
     putchar('\'');
 }
 
-int cmd_tokenize(int argc, char **argv) {
+int oc_tool_tokenize(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *text = NULL;
     int flags = OC_TOK_PARSE_SPECIAL, ids_only = 0, n_time = 0;
     for (int i = 1; i < argc; i++) {
@@ -51,10 +51,10 @@ int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(argv[i], "--time")) {
             n_time = 1;
             if (i + 1 < argc && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9') {
-                if (!cli_int_arg("tokenize", "--time", argv[i + 1], 1, 1000000, &n_time)) return 2;
+                if (!oc_tool_int_arg("tokenize", "--time", argv[i + 1], 1, 1000000, &n_time)) return 2;
                 i++;
             } else if (i + 1 < argc && argv[i + 1][0] == '-' && argv[i + 1][1] >= '0' && argv[i + 1][1] <= '9') {
-                cli_int_arg("tokenize", "--time", argv[i + 1], 1, 1000000, &n_time);
+                oc_tool_int_arg("tokenize", "--time", argv[i + 1], 1, 1000000, &n_time);
                 return 2;
             }
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }

@@ -2,7 +2,7 @@
  * overall and per question type, mean prompt tokens per item, the attention FLOPs a plan skipped
  * and the mean time to first token. A progress bar goes to stderr when it is a terminal;
  * --verbose prints every item. The scoring loop is oc_scene_eval (examples/tools/scene_eval.c). */
-#include "cli.h"
+#include "tools/tools.h"
 #include "ocellus.h"
 #include "tools/scene_eval.h"
 
@@ -28,7 +28,7 @@ static void usage(FILE *f) {
             "  --suite S              demo (these items, default) or long (8-32 images of 224-448 px:\n"
             "                         ocellus eval --suite long --help)\n"
             "  -t N                   threads (default: all CPUs)\n"
-            CLI_BACKEND_HELP("            ")
+            OC_TOOL_BACKEND_HELP("            ")
             "  --verbose              print each item's question, expected and generated answer\n");
 }
 
@@ -101,7 +101,7 @@ static int fail(const char *msg) {
     return 1;
 }
 
-int cmd_eval(int argc, char **argv) {
+int oc_tool_eval(int argc, char **argv) {
     const char *text_path = NULL, *mmproj = NULL, *plan = NULL, *device = NULL;
     int verbose = 0, n_threads = 0;
     oc_backend_choice backend = OC_BACKEND_CPU;
@@ -110,7 +110,7 @@ int cmd_eval(int argc, char **argv) {
     oc_model_params mp;
     oc_model_params_default(&mp);
     for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--suite") && !strcmp(argv[i + 1], "long")) return cmd_eval_long(argc, argv);
+        if (!strcmp(argv[i], "--suite") && !strcmp(argv[i + 1], "long")) return oc_tool_eval_long(argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long n;
@@ -123,7 +123,7 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "-m")) { text_path = v; i++; }
         else if (!strcmp(a, "--mmproj")) { mmproj = v; i++; }
         else if (!strcmp(a, "--plan")) { plan = v; i++; }
-        else if (!strcmp(a, "--backend") && cli_parse_backend(v, &backend)) i++;
+        else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &backend)) i++;
         else if (!strcmp(a, "--device")) { device = v; i++; }
         else if (!strcmp(a, "--items") && parse_int(v, 0, 1LL << 40, &n)) { ep.n_items = n; i++; }
         else if (!strcmp(a, "--seed") && parse_u64(v, &ep.seed)) i++;
@@ -132,7 +132,7 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--images-per-item") && parse_range(v, &ep.min_images, &ep.max_images)) i++;
         else { fprintf(stderr, "ocellus eval: bad option or value: %s %s\n", a, v); return 2; }
     }
-    if (!text_path && !mmproj && !cli_demo_model(&text_path, &mmproj))
+    if (!text_path && !mmproj && !oc_tool_demo_model(&text_path, &mmproj))
         return fail("no demo model at " OC_DEMO_TEXT " and " OC_DEMO_MMPROJ ": pass -m TEXT.gguf --mmproj MMPROJ.gguf");
     if (!text_path || !mmproj) return fail("give both -m TEXT.gguf and --mmproj MMPROJ.gguf (the items have images)");
 

@@ -1,10 +1,10 @@
-/* cli_backend.c: the --backend / --device options that ask, eval and bench vlm share (cli.h):
- * one parser for the names, so every command spells them the same. */
-#include "cli.h"
+/* backend_arg.c: the --backend / --device options that ask, eval and bench vlm share
+ * (tools/tools.h): one parser for the names, so every command spells them the same. */
+#include "tools/tools.h"
 
 #include <string.h>
 
-int cli_parse_backend(const char *name, oc_backend_choice *out) {
+int oc_tool_parse_backend(const char *name, oc_backend_choice *out) {
     static const struct { const char *name; oc_backend_choice choice; } names[] = {
         { "cpu", OC_BACKEND_CPU }, { "opencl", OC_BACKEND_OPENCL }, { "auto", OC_BACKEND_AUTO },
     };

@@ -4,7 +4,7 @@
  * each section (it refuses impossible combinations of the KV cache methods on one layer), given a
  * model shape whether the plan fits it, draws it as SVG, or re-budgets its SparseMM kv heads from
  * its visual scores. Exit 1 on a bad plan. */
-#include "cli.h"
+#include "tools/tools.h"
 #include "kvcache/kv_cache.h"
 #include "plan/plan.h"
 #include "tools/calib.h"
@@ -92,7 +92,7 @@ static void print_stack(const oc_plan *plan, oc_plan_stack stack) {
     }
 }
 
-int cmd_plan(int argc, char **argv) {
+int oc_tool_plan(int argc, char **argv) {
     const char *path = NULL, *svg_path = NULL, *out_path = NULL;
     long long kv_budget = 0;
     oc_plan_model_shape model;

@@ -1,7 +1,7 @@
 /* cmd_info.c: `ocellus info FILE.gguf`: the header, every key (arrays abbreviated to their first
  * elements) and the tensor table of a GGUF file, plus how long opening it took. For checking
  * files by hand and for error messages on broken ones. */
-#include "cli.h"
+#include "tools/tools.h"
 #include "ocellus.h"
 #include "port.h"
 
@@ -49,7 +49,7 @@ static void print_array(const oc_gguf *g, int64_t k, const char *key) {
     printf("%s]", n > SHOW_ELEMS ? ", ..." : "");
 }
 
-int cmd_info(int argc, char **argv) {
+int oc_tool_info(int argc, char **argv) {
     if (argc != 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fprintf(argc == 2 ? stdout : stderr, "usage: ocellus info FILE.gguf\n"
                 "Prints the keys (arrays abbreviated) and the tensor table of a GGUF file.\n");

@@ -9,7 +9,7 @@
  * --suite long writes the long suite (examples/tools/scene_long.h) the same way, each line with
  *   "side_px", "grid" and "grounding" as above (each item has one side, so one grid) and
  *   "answer_image" (-1 when the answer is spread over images). */
-#include "cli.h"
+#include "tools/tools.h"
 #include "tools/scene.h"
 #include "tools/scene_ground.h"
 #include "tools/scene_long.h"
@@ -109,7 +109,7 @@ static int write_long_item(FILE *jsonl, const char *dir, char *path, size_t path
     return 0;
 }
 
-int cmd_scene(int argc, char **argv) {
+int oc_tool_scene(int argc, char **argv) {
     const char *dir = NULL;
     unsigned long long n_items = 100, seed = 0, start = 0, side = 112;
     int32_t min_images = 1, max_images = OC_SCENE_MAX_IMAGES;

@@ -3,7 +3,7 @@
  * x 1536 -> 8960) in GFLOP/s and fraction of the peak, and the decode GEMV (1 token) in GB/s of
  * weight bytes read. F32 runs twice: through CLBlast (when built) and through opencl/kernels/matmul.cl.
  * Best of the runs, timed from enqueue to clFinish. */
-#include "cli.h"
+#include "tools/tools.h"
 #include "bench.h"
 #include "core/core.h"
 
@@ -46,7 +46,7 @@ int bench_matmul_cl(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--backend") && i + 1 < argc) i++;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) { if (!cli_int_arg("bench matmul", argv[i], argv[i + 1], 1, 200, &reps)) return 2; i++; }
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) { if (!oc_tool_int_arg("bench matmul", argv[i], argv[i + 1], 1, 200, &reps)) return 2; i++; }
         else {
             fprintf(stderr, "usage: ocellus bench matmul --backend opencl [--device N|NAME] [--reps N]\n");
             return !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help") ? 0 : 2;

@@ -2,7 +2,7 @@
  * Qwen2.5-VL checkpoint directory -> OUT_PREFIX.gguf (text) + OUT_PREFIX-mmproj.gguf (vision), as
  * llama.cpp's convert_hf_to_gguf.py writes them (examples/tools/convert.h). Prints what it wrote, the time it
  * took and the peak memory. */
-#include "cli.h"
+#include "tools/tools.h"
 #include "tools/convert.h"
 #include "port.h"
 
@@ -20,7 +20,7 @@ static void usage(FILE *f) {
             "               kernels are f16 for f16, else f32 (as llama.cpp's converter)\n");
 }
 
-int cmd_convert(int argc, char **argv) {
+int oc_tool_convert(int argc, char **argv) {
     const char *dir = NULL, *prefix = NULL, *type = "f16";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {

@@ -1,5 +1,5 @@
 /* cmd_version.c: `ocellus version`: version, build features and the kernels this CPU will use. */
-#include "cli.h"
+#include "tools/tools.h"
 #include "config.h"
 #include "core/isa.h"
 #include "kernels/matmul.h"
@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-int cmd_version(int argc, char **argv) {
+int oc_tool_version(int argc, char **argv) {
     (void)argc; (void)argv;
     oc_cpu_features f;
     oc_port_cpu_features(&f);

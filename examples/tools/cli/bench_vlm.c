@@ -8,10 +8,10 @@
  * process got in each phase (from the progress callback; below ~95% other processes took the
  * cores), peak RSS (process, so far); and the FP32 FMA peak
  * (examples/tools/roofline.h; on OpenCL the device's, opencl/kernels/peak.cl) measured in the same run, before and
- * after the cases. --backend / --device choose where the model runs (cli.h). FLOPs are counted from the
+ * after the cases. --backend / --device choose where the model runs (tools/tools.h). FLOPs are counted from the
  * shapes (2 per multiply-add; attention 4 d per query-key pair, halved when causal, as anchors.md). */
 #include "bench.h"
-#include "cli.h"
+#include "tools/tools.h"
 #include "core/isa.h"
 #include "ocellus.h"
 #include "core/pool.h"
@@ -42,7 +42,7 @@ static void usage(FILE *f) {
             "                   4096,16384) with a dense cache, SparseMM 10%% budgets, ZipVL and Q-Cache\n"
             "                   lazy groups over half the layers (bench_kv.c; the cache is filled\n"
             "                   synthetically, no prefill); -n decode steps (default 32), --rounds N (5)\n"
-            CLI_BACKEND_HELP("      "));
+            OC_TOOL_BACKEND_HELP("      "));
 }
 
 /* A deterministic 448x448 RGB test card: gradients, a checkerboard and noise, different per index. */
@@ -359,19 +359,19 @@ int bench_vlm(int argc, char **argv) {
         else if (!strcmp(a, "--tokenizer")) tok_path = v;
         else if (!strcmp(a, "--seed")) {
             int s32;
-            if (!cli_int_arg("bench vlm", a, v, 0, 0x7fffffffL, &s32)) return 2;
+            if (!oc_tool_int_arg("bench vlm", a, v, 0, 0x7fffffffL, &s32)) return 2;
             seed = (uint64_t)s32;
         }
         else if (!strcmp(a, "-m")) text = v;
         else if (!strcmp(a, "--mmproj")) mmproj = v;
         else if (!strcmp(a, "--images")) images = v;
-        else if (!strcmp(a, "-t")) { if (!cli_int_arg("bench vlm", a, v, 1, 1024, &n_threads)) return 2; }
-        else if (!strcmp(a, "-n")) { if (!cli_int_arg("bench vlm", a, v, 0, 16777216, &n_new)) return 2; }
-        else if (!strcmp(a, "--pp")) { if (!cli_int_arg("bench vlm", a, v, 0, 16777216, &pp)) return 2; }
+        else if (!strcmp(a, "-t")) { if (!oc_tool_int_arg("bench vlm", a, v, 1, 1024, &n_threads)) return 2; }
+        else if (!strcmp(a, "-n")) { if (!oc_tool_int_arg("bench vlm", a, v, 0, 16777216, &n_new)) return 2; }
+        else if (!strcmp(a, "--pp")) { if (!oc_tool_int_arg("bench vlm", a, v, 0, 16777216, &pp)) return 2; }
         else if (!strcmp(a, "--kv-context")) kv_context = v;
-        else if (!strcmp(a, "--rounds")) { if (!cli_int_arg("bench vlm", a, v, 1, 15, &rounds)) return 2; }
+        else if (!strcmp(a, "--rounds")) { if (!oc_tool_int_arg("bench vlm", a, v, 1, 15, &rounds)) return 2; }
         else if (!strcmp(a, "--device")) device = v;
-        else if (!strcmp(a, "--backend") && cli_parse_backend(v, &backend)) continue;
+        else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &backend)) continue;
         else { fprintf(stderr, "ocellus bench vlm: unknown option %s\n", a); usage(stderr); return 2; }
     }
     if (synth) return synth_qwen2vl(synth, type, tok_path, seed);

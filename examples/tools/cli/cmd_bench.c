@@ -1,13 +1,20 @@
 /* cmd_bench.c: `ocellus bench SUBCOMMAND [ARGS...]`: dispatches to the benchmarks in bench_*.c.
  * Speed is measured here, never in tests. */
 #include "bench.h"
-#include "cli.h"
+#include "tools/tools.h"
 #include "port.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static const cli_command benches[] = {
+/* One row per benchmark; argv[0] of run is the benchmark's name. */
+typedef struct bench_entry {
+    const char *name;
+    const char *help;
+    int (*run)(int argc, char **argv);
+} bench_entry;
+
+static const bench_entry benches[] = {
     { "matmul", "FP32 FMA peak, copy bandwidth, GEMM/GEMV per weight type", bench_matmul },
     { "attention", "attention engine: dense and sparse prefill, vision, decode vs FMA peak", bench_attention },
     { "vlm", "end to end on Qwen2-VL-2B shapes: images, prefill, decode (--synth writes the model)", bench_vlm },
@@ -39,7 +46,7 @@ static void usage(FILE *f) {
     for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++) fprintf(f, "  %-10s %s\n", benches[i].name, benches[i].help);
 }
 
-int cmd_bench(int argc, char **argv) {
+int oc_tool_bench(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) { usage(stdout); return 0; }
     for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)

@@ -9,7 +9,7 @@
  * --cpu-time (one thread) times everything by the thread's CPU time instead of the wall clock: on a
  * shared machine it leaves out the time the thread waited for a core. */
 #define _POSIX_C_SOURCE 200809L   /* clock_gettime */
-#include "cli.h"
+#include "tools/tools.h"
 #include "bench.h"
 #include "core/f16.h"
 #include "kernels/matmul.h"
@@ -210,10 +210,10 @@ int bench_matmul(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         if (!strcmp(a, "--cpu-time")) { cpu_time = 1; n_threads = 1; i--; continue; }
         if (!v) { usage(stderr); return 2; }
-        if (!strcmp(a, "-t")) { if (!cli_int_arg("bench matmul", a, v, 1, 1024, &n_threads)) return 2; }
+        if (!strcmp(a, "-t")) { if (!oc_tool_int_arg("bench matmul", a, v, 1, 1024, &n_threads)) return 2; }
         else if (!strcmp(a, "--isa")) isa_name = v;
-        else if (!strcmp(a, "--reps")) { if (!cli_int_arg("bench matmul", a, v, 1, 200, &reps)) return 2; }
-        else if (!strcmp(a, "--gemv-reps")) { if (!cli_int_arg("bench matmul", a, v, 1, 200, &gemv_reps)) return 2; }
+        else if (!strcmp(a, "--reps")) { if (!oc_tool_int_arg("bench matmul", a, v, 1, 200, &reps)) return 2; }
+        else if (!strcmp(a, "--gemv-reps")) { if (!oc_tool_int_arg("bench matmul", a, v, 1, 200, &gemv_reps)) return 2; }
         else if (!strcmp(a, "--types")) types = v;
         else if (!strcmp(a, "--backend")) continue;   /* cpu */
         else { usage(stderr); return 2; }

@@ -4,7 +4,7 @@
  * model runs dense through the public API with the calibration observer attached. Writes the plan
  * (its calibration line names methods, thresholds, data and the model file's hash; its
  * visual-score lines let `ocellus plan --kv-budget` re-budget without calibrating) and a report. */
-#include "cli.h"
+#include "tools/tools.h"
 #include "kvcache/kv_cache.h"
 #include "ocellus.h"
 #include "port.h"
@@ -198,7 +198,7 @@ static void calibration_text(char *buf, size_t n_bytes, const oc_calib_params *c
     }
 }
 
-int cmd_calibrate(int argc, char **argv) {
+int oc_tool_calibrate(int argc, char **argv) {
     const char *text_path = NULL, *mmproj_path = NULL, *out_path = NULL, *report_path = NULL, *suite = NULL;
     const char *data_dir = NULL;
     const char *methods = "blindsight,sparsemm,qcache,zipvl,vision";
@@ -255,7 +255,7 @@ int cmd_calibrate(int argc, char **argv) {
         fprintf(stderr, "ocellus calibrate: unknown suite '%s' (this version has: demo)\n", suite);
         return 2;
     }
-    if (!text_path && !mmproj_path && !cli_demo_model(&text_path, &mmproj_path)) {
+    if (!text_path && !mmproj_path && !oc_tool_demo_model(&text_path, &mmproj_path)) {
         fprintf(stderr, "ocellus calibrate: give -m and --mmproj (the demo model is not here)\n");
         return 2;
     }

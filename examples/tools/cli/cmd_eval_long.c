@@ -4,7 +4,7 @@
  * vision / prefill / decode time, and the context's memory, as text and (--json) for scripts.
  * A progress bar goes to stderr when it is a terminal. Memory: one pixel buffer for the largest
  * item (32 x 448 x 448 x 3 bytes, 18.4 MiB), allocated once. */
-#include "cli.h"
+#include "tools/tools.h"
 #include "ocellus.h"
 #include "port/port.h"
 #include "tools/scene.h"
@@ -30,7 +30,7 @@ static void usage(FILE *f) {
             "  --plan FILE            attention plan (default: dense attention)\n"
             "  --json FILE            also write the numbers as JSON\n"
             "  -t N                   threads (default: all CPUs)\n"
-            CLI_BACKEND_HELP("            ")
+            OC_TOOL_BACKEND_HELP("            ")
             "  --verbose              print each item's question, expected and generated answer\n");
 }
 
@@ -143,7 +143,7 @@ static int fail(const char *msg) {
     return 1;
 }
 
-int cmd_eval_long(int argc, char **argv) {
+int oc_tool_eval_long(int argc, char **argv) {
     const char *text_path = NULL, *mmproj = NULL, *plan = NULL, *device = NULL, *json_path = NULL;
     int verbose = 0, n_threads = 0;
     long long n_items = 500, max_images = OC_LONG_MAX_IMAGES, v_ll;
@@ -161,7 +161,7 @@ int cmd_eval_long(int argc, char **argv) {
         else if (!strcmp(a, "--mmproj")) { mmproj = v; i++; }
         else if (!strcmp(a, "--plan")) { plan = v; i++; }
         else if (!strcmp(a, "--json")) { json_path = v; i++; }
-        else if (!strcmp(a, "--backend") && cli_parse_backend(v, &backend)) i++;
+        else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &backend)) i++;
         else if (!strcmp(a, "--device")) { device = v; i++; }
         else if (!strcmp(a, "--items") && parse_ll(v, 0, 1LL << 40, &n_items)) i++;
         else if (!strcmp(a, "--seed") && parse_ll(v, 0, 1LL << 62, &v_ll)) { seed = (unsigned long long)v_ll; i++; }

@@ -1,13 +1,13 @@
-/* cli_args.c: the one way every command reads a number from its arguments. atoi took "-1",
+/* args.c: the one way every command reads a number from its arguments. atoi took "-1",
  * "12abc" and 99999999999 (overflowing int) without a word; here the whole text must be a number
  * within the option's range, or the command stops with one line naming the option. */
-#include "cli.h"
+#include "tools/tools.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-int cli_int_arg(const char *cmd, const char *opt, const char *value, long lo, long hi, int *out) {
+int oc_tool_int_arg(const char *cmd, const char *opt, const char *value, long lo, long hi, int *out) {
     char *end = NULL;
     errno = 0;
     long v = value ? strtol(value, &end, 10) : 0;

@@ -11,7 +11,7 @@
  * The peak comes from examples/tools/roofline.h, the same measurement `ocellus bench matmul` reports. */
 #include "attention/attn.h"
 #include "bench.h"
-#include "cli.h"
+#include "tools/tools.h"
 #include "core/isa.h"
 #include "attention/layout.h"
 #include "core/pool.h"
@@ -245,13 +245,13 @@ int bench_attention(int argc, char **argv) {
     const char *isa_name = NULL, *only = "abc";
     int n_images = 8, image_tokens = 1024, reps = 5;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-t") && i + 1 < argc) { if (!cli_int_arg("bench attention", argv[i], argv[i + 1], 1, 1024, &n_threads)) return 2; i++; }
+        if (!strcmp(argv[i], "-t") && i + 1 < argc) { if (!oc_tool_int_arg("bench attention", argv[i], argv[i + 1], 1, 1024, &n_threads)) return 2; i++; }
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--isa") && i + 1 < argc) isa_name = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-        else if (!strcmp(argv[i], "--images") && i + 1 < argc) { if (!cli_int_arg("bench attention", argv[i], argv[i + 1], 1, 1024, &n_images)) return 2; i++; }
-        else if (!strcmp(argv[i], "--image-tokens") && i + 1 < argc) { if (!cli_int_arg("bench attention", argv[i], argv[i + 1], 1, 1048576, &image_tokens)) return 2; i++; }
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) { if (!cli_int_arg("bench attention", argv[i], argv[i + 1], 1, 200, &reps)) return 2; i++; }
+        else if (!strcmp(argv[i], "--images") && i + 1 < argc) { if (!oc_tool_int_arg("bench attention", argv[i], argv[i + 1], 1, 1024, &n_images)) return 2; i++; }
+        else if (!strcmp(argv[i], "--image-tokens") && i + 1 < argc) { if (!oc_tool_int_arg("bench attention", argv[i], argv[i + 1], 1, 1048576, &image_tokens)) return 2; i++; }
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) { if (!oc_tool_int_arg("bench attention", argv[i], argv[i + 1], 1, 200, &reps)) return 2; i++; }
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc) i++;   /* cpu */
         else {
             fprintf(stderr, "usage: ocellus bench attention [-t N] [--quick] [--isa scalar|avx2|avx512|neon]\n"
