@@ -2,10 +2,11 @@
  * are device buffers (impl: the oc_cl_buf); OC_BT_HOST ones get device storage too (write uploads,
  * read downloads, bind only checks). Weights and vectors are uploaded once, weights in their own
  * type when the kernels take it (F32, F16, Q8_0, Q4_0), else dequantized to F32 (exact). Operations
- * are only enqueued: a forward pass waits for nothing but what the graph reads back (logits, image
- * embeddings). Operands outside their buffer are OC_ERR_INVALID, as on the CPU. Differences from
- * the CPU backend are noted at the op: embed, gather_rows, attention (head counts fixed at open,
- * no explicit mask, stats). */
+ * are only enqueued: a forward pass waits for nothing but what the graph reads back (logits; an
+ * oc_context keeps image embeddings on the device, in the text graph's image store). Operands
+ * outside their buffer are OC_ERR_INVALID, as on the CPU. Differences from the CPU backend are
+ * noted at the op: embed, gather_rows, attention (head counts fixed at open, no explicit mask,
+ * stats). */
 #include "opencl/cl_backend.h"
 
 #include "opencl/cl_attn.h"

@@ -387,7 +387,33 @@ static void capture_embed(void *user, int32_t layer, const float *x, int32_t n_t
     }
 }
 
-/* Encode with a pool of n_threads threads into out (poisoned first). */
+/* The encode again, into a buffer of another backend instance on the same device (as an oc_context
+ * on a device hands the image embeddings to its text graph, never through the host), 2 rows in:
+ * read back, the rows equal out bit for bit; 3 rows in they do not fit and the encode refuses. */
+static oc_status encode_to_other(oc_vision_ctx *ctx, const oc_vision_hparams *hp, const float *pix, int gh, int gw,
+                                 const oc_stack_plan *plan, const oc_backend_spec *bs, const float *out, oc_error *e) {
+    size_t n_out = (size_t)(gh * gw / 4) * (size_t)hp->proj_dim, skip = 2 * (size_t)hp->proj_dim;
+    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 }, 0, 0, 0 };   /* small: alloc and read only */
+    oc_backend *be = NULL;
+    oc_bt t;
+    memset(&t, 0, sizeof t);
+    float *back = malloc(n_out * sizeof(float));
+    oc_status s = back ? oc_backend_open(&be, bs, &lim, NULL, e) : OC_ERR_NOMEM;
+    if (!s) s = be->ops->alloc(be, &t, (skip + n_out) * sizeof(float), 0, e);
+    if (!s) s = oc_vision_encode_to(ctx, pix, gh, gw, plan, &t, 2, NULL, e);
+    if (!s) s = be->ops->read(be, &t, skip * sizeof(float), back, n_out * sizeof(float), e);
+    if (!s) {
+        CHECKF(!memcmp(back, out, n_out * sizeof(float)), "encode_to %dx%d: rows differ from encode", gh, gw);
+        oc_error e3;
+        CHECK(oc_vision_encode_to(ctx, pix, gh, gw, plan, &t, 3, NULL, &e3) == OC_ERR_INVALID);
+    }
+    if (be) be->ops->free(be, &t);
+    oc_backend_close(be);
+    free(back);
+    return s;
+}
+
+/* Encode with a pool of n_threads threads into out (poisoned first); then encode_to_other. */
 static oc_status encode(const oc_vision_model *m, const float *pix, int gh, int gw, const oc_stack_plan *plan, int n_threads,
                         int engine, float *out, embed_capture *cap, oc_error *e) {
     oc_pool *pool = NULL;
@@ -400,6 +426,7 @@ static oc_status encode(const oc_vision_model *m, const float *pix, int gh, int 
         if (cap) oc_vision_ctx_set_debug(ctx, capture_embed, cap);
         check_poison_f32(out, (size_t)(gh * gw / 4) * (size_t)hp->proj_dim);
         s = oc_vision_encode(ctx, pix, gh, gw, plan, out, NULL, e);
+        if (!s) s = encode_to_other(ctx, hp, pix, gh, gw, plan, &bs, out, e);
     }
     oc_vision_ctx_close(ctx);
     oc_pool_close(pool);

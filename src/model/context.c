@@ -245,6 +245,10 @@ static oc_status open_engines(oc_context *c, oc_backend_kind kind, const char *d
     if (!st) st = oc_text_ctx_open_backend(&c->text, m->text, &lim, &spec, &c->alloc, err);
     if (!st && m->vision && c->p.max_images > 0)
         st = oc_vision_ctx_open_backend(&c->vision, m->vision, 4 * c->p.max_image_tokens, &spec, &c->alloc, err);
+    /* on a device the image embeddings stay there, in the text context's store (the CPU reads
+     * the host store c->img_embd in place) */
+    if (!st && c->vision && kind != OC_BACKEND_KIND_CPU)
+        st = oc_text_ctx_image_store_open(c->text, max_images_of(m, &c->p) * c->p.max_image_tokens, err);
     if (st) {
         close_engines(c);
         return st;
@@ -414,7 +418,11 @@ static oc_status encode_image(oc_context *c, const oc_image_rgb *in, int32_t ind
     }
     float *dst = c->img_embd + (size_t)*row * (size_t)c->m->text->hp.n_embd;
     const oc_stack_plan *vp = c->plan ? &c->plan->stacks[OC_PLAN_VISION] : NULL;
-    st = oc_vision_encode(c->vision, px.data, px.grid_h, px.grid_w, vp, dst, as, err);
+    oc_bt *store = oc_text_ctx_image_store(c->text);
+    if (store)
+        st = oc_vision_encode_to(c->vision, px.data, px.grid_h, px.grid_w, vp, store, *row, as, err);
+    else
+        st = oc_vision_encode(c->vision, px.data, px.grid_h, px.grid_w, vp, dst, as, err);
     oc_qwen2vl_pixels_free(&px);
     if (st) return st;
     grid[0] = gh;
@@ -503,6 +511,7 @@ static oc_status prefill(oc_context *c, const oc_token_layout *layout, int32_t n
         return oc_fail(err, OC_ERR_INVALID, "prompt: %d image tokens placed for %d encoded", n_span_rows,
                        n_image_rows);
     const oc_stack_plan *dp = c->plan ? &c->plan->stacks[OC_PLAN_DECODER] : NULL;
+    int in_store = oc_text_ctx_image_store(c->text) != NULL;
     for (int32_t s = 0; s < pr->n_tokens; s += B) {
         int32_t n = OC_MIN(B, pr->n_tokens - s);
         for (int32_t i = 0; i < n; i++) {
@@ -511,8 +520,12 @@ static oc_status prefill(oc_context *c, const oc_token_layout *layout, int32_t n
                 img_row0 += pr->images[img++].n_tokens;
             if (img < pr->n_images && p >= pr->images[img].first_token) {
                 int32_t row = img_row0 + (p - pr->images[img].first_token);
-                c->batch_ids[i] = -1;
-                memcpy(c->batch_embd + (size_t)i * d, c->img_embd + (size_t)row * d, d * sizeof(float));
+                if (in_store) {   /* text_model.h: ids[i] < 0 names row -1 - ids[i] of the store */
+                    c->batch_ids[i] = -1 - row;
+                } else {
+                    c->batch_ids[i] = -1;
+                    memcpy(c->batch_embd + (size_t)i * d, c->img_embd + (size_t)row * d, d * sizeof(float));
+                }
             } else {
                 c->batch_ids[i] = pr->ids[p];
             }
@@ -522,6 +535,7 @@ static oc_status prefill(oc_context *c, const oc_token_layout *layout, int32_t n
         b.n_tokens = n;
         b.ids = c->batch_ids;
         b.embd = c->batch_embd;
+        b.embd_in_store = in_store;
         b.pos_t = pr->pos_t + s;
         b.pos_h = pr->pos_h + s;
         b.pos_w = pr->pos_w + s;

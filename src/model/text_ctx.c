@@ -9,7 +9,8 @@
 
 /* Backend buffers in the order of text_ctx.h's fields. */
 enum { BUF_K_CACHE, BUF_V_CACHE, BUF_X, BUF_XB, BUF_Q, BUF_ATT, BUF_K, BUF_V, BUF_FF_G, BUF_FF_U,
-       BUF_ROPE_COS, BUF_ROPE_SIN, BUF_IDS, BUF_LOGITS, BUF_Q_SHARE, BUF_K_SHARE, BUF_IOTA, N_BUF };
+       BUF_ROPE_COS, BUF_ROPE_SIN, BUF_IDS, BUF_LOGITS, BUF_Q_SHARE, BUF_K_SHARE, BUF_IOTA,
+       BUF_IMAGE_STORE, BUF_ZERO, N_BUF };
 
 typedef struct sizes {
     size_t buf[N_BUF];
@@ -42,7 +43,8 @@ static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, const o
         return 0;
     size_t bytes[N_BUF] = { k_cache, v_cache, B * d * 4, B * d * 4, B * d * 4, B * d * 4, B * kv * 4, B * kv * 4,
                             B * ff * 4, B * ff * 4, B * pairs * 4, B * pairs * 4, B * 4, logits,
-                            lazy ? B * d * 4 : 0, lazy ? B * kv * 4 : 0, lazy ? B * 4 : 0 };
+                            lazy ? B * d * 4 : 0, lazy ? B * kv * 4 : 0, lazy ? B * 4 : 0,
+                            0, 0 /* the image store: oc_text_ctx_image_store_open */ };
     memcpy(s->buf, bytes, sizeof bytes);
     for (int i = 0; i < N_BUF; i++) s->flags[i] = i >= BUF_ROPE_COS && i <= BUF_LOGITS ? OC_BT_HOST : 0;
     s->layers = pad(sizeof(oc_text_layer_bt) * L);
@@ -88,7 +90,7 @@ size_t oc_text_ctx_bytes(const oc_text_model *m, const oc_text_limits *lim, cons
 static oc_bt *buffer(oc_text_ctx *c, int i) {
     oc_bt *all[N_BUF] = { &c->k_cache, &c->v_cache, &c->x, &c->xb, &c->q, &c->att, &c->k, &c->v, &c->ff_g,
                           &c->ff_u, &c->rope_cos, &c->rope_sin, &c->ids, &c->logits, &c->q_share, &c->k_share,
-                          &c->iota };
+                          &c->iota, &c->image_store, &c->zero };
     return all[i];
 }
 
@@ -258,3 +260,25 @@ int32_t oc_text_ctx_kv_held(const oc_text_ctx *c, int32_t layer, int32_t kv_head
     return *oc_kv_book_n(&c->book, layer, kv_head);
 }
 int32_t oc_text_ctx_n_past(const oc_text_ctx *c) { return c->n_past; }
+
+oc_status oc_text_ctx_image_store_open(oc_text_ctx *ctx, int32_t n_rows, oc_error *err) {
+    if (!ctx || n_rows < 1 || ctx->image_store.n_bytes)
+        return oc_fail(err, OC_ERR_INVALID, "text context: image store of %d rows (or a second one)", (int)n_rows);
+    oc_backend *be = ctx->be;
+    size_t bytes;
+    int32_t zero = 0;
+    if (!oc_mul_size((size_t)n_rows * sizeof(float), (size_t)ctx->m->hp.n_embd, &bytes))
+        return oc_fail(err, OC_ERR_NOMEM, "text context: image store of %d rows overflows", (int)n_rows);
+    oc_status st;
+    if ((st = be->ops->alloc(be, &ctx->image_store, bytes, 0, err)) ||
+        (st = be->ops->alloc(be, &ctx->zero, sizeof zero, 0, err)) ||
+        (st = be->ops->write(be, &ctx->zero, 0, &zero, sizeof zero, err))) {
+        be->ops->free(be, &ctx->image_store);   /* zeroed again, so close frees nothing twice */
+        be->ops->free(be, &ctx->zero);
+        memset(&ctx->image_store, 0, sizeof ctx->image_store);
+        memset(&ctx->zero, 0, sizeof ctx->zero);
+    }
+    return st;
+}
+
+oc_bt *oc_text_ctx_image_store(oc_text_ctx *ctx) { return ctx && ctx->image_store.n_bytes ? &ctx->image_store : NULL; }

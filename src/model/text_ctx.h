@@ -39,6 +39,10 @@ struct oc_text_ctx {
     oc_bt q_share, k_share;                      /* lazy groups only: the first layer's q [B][n_embd]
                                                     and k [B][kv_dim] after RoPE (Q-Cache Eq. 5-8) */
     oc_bt iota;                                  /* lazy groups only: int32 0..B-1 (row copies) */
+    oc_bt image_store;                           /* [n_rows][n_embd] (oc_text_ctx_image_store_open),
+                                                    or absent */
+    oc_bt zero;                                  /* int32 0 with the image store: gather_rows'
+                                                    index to copy a run of rows in order */
     /* the shrinking KV cache (kvcache/kv_cache.h); the arrays below exist only when a layer evicts */
     oc_kv_policy *kvp;                           /* in the host block */
     oc_kv_book book;                             /* which tokens each (layer, kv head) holds */

@@ -36,8 +36,26 @@ static void mrope_tables(oc_text_ctx *c, const oc_text_batch *b) {
     }
 }
 
+/* Rows i..j-1 of x from the image store, rows -1 - ids[i].. of it, in runs of consecutive store
+ * rows: one gather_rows each (the index 0 with unit = the run's length copies the run in order). */
+static oc_status store_rows(oc_text_ctx *c, const int32_t *ids, int32_t i, int32_t j, oc_error *err) {
+    oc_backend *be = c->be;
+    int64_t d = c->m->hp.n_embd;
+    if (!c->image_store.n_bytes) return oc_fail(err, OC_ERR_INVALID, "text: batch reads an absent image store");
+    while (i < j) {
+        int32_t k = i + 1;
+        while (k < j && ids[k] == ids[k - 1] - 1) k++;
+        oc_status st = be->ops->gather_rows(be, &c->x, i * d, &c->image_store, (int64_t)(-1 - ids[i]) * d, &c->zero,
+                                            k - i, d, k - i, err);
+        if (st) return st;
+        i = k;
+    }
+    return OC_OK;
+}
+
 /* The batch's input rows into x: image embeddings (ids[i] < 0 or no ids) are written in runs of
- * consecutive rows, then the backend looks up every text token's embedding row. */
+ * consecutive rows (or copied from the image store), then the backend looks up every text token's
+ * embedding row. */
 static oc_status inputs(oc_text_ctx *c, const oc_text_batch *b, oc_error *err) {
     oc_backend *be = c->be;
     int32_t n = b->n_tokens;
@@ -50,9 +68,12 @@ static oc_status inputs(oc_text_ctx *c, const oc_text_batch *b, oc_error *err) {
         }
         int32_t j = i;
         while (j < n && !(b->ids && b->ids[j] >= 0)) j++;
-        if ((st = be->ops->write(be, &c->x, (size_t)i * row, (const char *)b->embd + (size_t)i * row,
-                                 (size_t)(j - i) * row, err)))
-            return st;
+        if (b->embd_in_store && b->ids)
+            st = store_rows(c, b->ids, i, j, err);
+        else
+            st = be->ops->write(be, &c->x, (size_t)i * row, (const char *)b->embd + (size_t)i * row,
+                                (size_t)(j - i) * row, err);
+        if (st) return st;
         i = j;
     }
     if (!b->ids) return OC_OK;

@@ -92,12 +92,20 @@ void oc_text_ctx_kv_bytes(const oc_text_ctx *ctx, size_t *held, size_t *capacity
  * decode steps run as usual. [alloc: no] [errors: OC_ERR_RANGE (context), backend errors] */
 oc_status oc_text_ctx_bench_fill(oc_text_ctx *ctx, const uint16_t *rows_f16, const double *mass, int32_t n_tokens,
                                  oc_error *err);
+/* The image store: n_rows rows of n_embd floats on the context's backend, which the vision encoder
+ * on the same device fills (oc_vision_encode_to) and batches with embd_in_store read, so image
+ * embeddings go from encoder to decoder without the host. oc_context makes one on a device, right
+ * after open (on the CPU the host store costs no copy). [alloc: yes, once] [errors: OC_ERR_INVALID
+ * (twice, n_rows < 1), OC_ERR_NOMEM, OC_ERR_DEVICE] */
+oc_status oc_text_ctx_image_store_open(oc_text_ctx *ctx, int32_t n_rows, oc_error *err);
+oc_bt *oc_text_ctx_image_store(oc_text_ctx *ctx);   /* NULL when none was opened */
 /* Tests: which tokens (absolute indices, ascending) (layer, kv head) holds; returns the count. */
 int32_t oc_text_ctx_kv_held(const oc_text_ctx *ctx, int32_t layer, int32_t kv_head, const int32_t **pos);
 
 /* One forward call over n tokens that follow the cached ones.
  *   ids[i] >= 0: a text token; ids[i] < 0 (or ids NULL): row i of embd (n_embd floats) is the
- *   token's input embedding (an image feature).
+ *   token's input embedding (an image feature); with embd_in_store, row -1 - ids[i] of the image
+ *   store is (copied on the backend; embd unused).
  *   pos_t/h/w: M-RoPE positions of the n tokens.
  *   plan: the decoder patterns (NULL: dense); layout: where the images are (for BlindSight).
  *   logits: NULL (none), or [n_vocab] for the last token, or [n][n_vocab] when all_logits.
@@ -106,6 +114,7 @@ typedef struct oc_text_batch {
     int32_t n_tokens;
     const int32_t *ids;
     const float *embd;
+    int embd_in_store;
     const int32_t *pos_t, *pos_h, *pos_w;
     const oc_stack_plan *plan;
     const oc_token_layout *layout;

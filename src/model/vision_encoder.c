@@ -196,26 +196,35 @@ static oc_status tables(fwd *F, int32_t grid_w) {
     return be->ops->write(be, &c->sin_t, 0, c->sin_h, tab_bytes, F->err);
 }
 
-oc_status oc_vision_encode(oc_vision_ctx *ctx, const float *pixels, int32_t grid_h, int32_t grid_w,
-                           const oc_stack_plan *plan, float *out, oc_attn_stats *stats, oc_error *err) {
+/* The arguments both entry points take, checked before anything is bound or computed. */
+static oc_status check_args(const oc_vision_ctx *ctx, const float *pixels, int32_t grid_h, int32_t grid_w,
+                            const void *out, oc_error *err) {
     if (!ctx || !pixels || !out) return oc_fail(err, OC_ERR_INVALID, "vision: NULL argument");
-    const oc_vision_hparams *hp = &ctx->m->hp;
-    int32_t merge = hp->merge_size, unit = merge * merge;
+    int32_t merge = ctx->m->hp.merge_size;
     if (grid_h < merge || grid_w < merge || grid_h % merge || grid_w % merge)
         return oc_fail(err, OC_ERR_INVALID, "vision: grid %dx%d is not a positive multiple of the merge size %d",
                        (int)grid_h, (int)grid_w, (int)merge);
     if ((int64_t)grid_h * grid_w > ctx->max_patches)
         return oc_fail(err, OC_ERR_RANGE, "vision: image of %dx%d patches exceeds the context's %d", (int)grid_h,
                        (int)grid_w, (int)ctx->max_patches);
+    return OC_OK;
+}
+
+/* The forward pass (arguments checked) into rows out_row.. of out: the context's own out, bound to
+ * the caller's memory, or another instance's buffer on the same device. */
+static oc_status encode(oc_vision_ctx *ctx, const float *pixels, int32_t grid_h, int32_t grid_w,
+                        const oc_stack_plan *plan, oc_bt *out, int64_t out_row, oc_attn_stats *stats,
+                        oc_error *err) {
+    const oc_vision_hparams *hp = &ctx->m->hp;
+    int32_t unit = hp->merge_size * hp->merge_size;
     oc_status s;
     fwd F = { ctx, ctx->be, hp, (int64_t)grid_h * grid_w, 1, plan, stats, err };
     oc_backend *be = ctx->be;
     int64_t nm = F.n / unit;
     size_t pix_bytes = sizeof(float) * (size_t)F.n * (size_t)oc_vision_patch_dim(hp);
-    size_t out_bytes = sizeof(float) * (size_t)nm * (size_t)hp->proj_dim;
+    int64_t out_off = out_row * hp->proj_dim;
     if ((s = tables(&F, grid_w)) || (s = be->ops->bind(be, &ctx->pixels, pixels, pix_bytes, err)) ||
-        (s = be->ops->write(be, &ctx->pixels, 0, pixels, pix_bytes, err)) ||
-        (s = be->ops->bind(be, &ctx->out, out, out_bytes, err)))
+        (s = be->ops->write(be, &ctx->pixels, 0, pixels, pix_bytes, err)))
         return s;
     /* patch embedding (HF Conv3d as one GEMM); 2.5-VL: then rows into window order */
     if (hp->kind == OC_VISION_QWEN25VL) {
@@ -232,11 +241,29 @@ oc_status oc_vision_encode(oc_vision_ctx *ctx, const float *pixels, int32_t grid
     if ((s = linear(&F, &ctx->mm0, &ctx->h, 0, &ctx->w, 0, nm, &ctx->mm0_b)) ||
         (s = be->ops->act(be, &ctx->w, 0, nm * ctx->mm0.w.n_out, OC_ACT_GELU_ERF, err)))
         return s;
-    if (hp->kind == OC_VISION_QWEN2VL) {
-        if ((s = linear(&F, &ctx->mm2, &ctx->w, 0, &ctx->out, 0, nm, &ctx->mm2_b))) return s;
-    } else if ((s = linear(&F, &ctx->mm2, &ctx->w, 0, &ctx->h, 0, nm, &ctx->mm2_b)) ||   /* back to grid order */
-               (s = be->ops->gather_rows(be, &ctx->out, 0, &ctx->h, 0, &ctx->inv_order, nm, hp->proj_dim, 1, err))) {
+    if (hp->kind == OC_VISION_QWEN2VL) return linear(&F, &ctx->mm2, &ctx->w, 0, out, out_off, nm, &ctx->mm2_b);
+    if ((s = linear(&F, &ctx->mm2, &ctx->w, 0, &ctx->h, 0, nm, &ctx->mm2_b))) return s;   /* back to grid order */
+    return be->ops->gather_rows(be, out, out_off, &ctx->h, 0, &ctx->inv_order, nm, hp->proj_dim, 1, err);
+}
+
+oc_status oc_vision_encode(oc_vision_ctx *ctx, const float *pixels, int32_t grid_h, int32_t grid_w,
+                           const oc_stack_plan *plan, float *out, oc_attn_stats *stats, oc_error *err) {
+    oc_status s = check_args(ctx, pixels, grid_h, grid_w, out, err);
+    if (s) return s;
+    oc_backend *be = ctx->be;
+    int32_t unit = ctx->m->hp.merge_size * ctx->m->hp.merge_size;
+    size_t out_bytes = sizeof(float) * (size_t)((int64_t)grid_h * grid_w / unit) * (size_t)ctx->m->hp.proj_dim;
+    if ((s = be->ops->bind(be, &ctx->out, out, out_bytes, err)) ||
+        (s = encode(ctx, pixels, grid_h, grid_w, plan, &ctx->out, 0, stats, err)))
         return s;
-    }
     return be->ops->read(be, &ctx->out, 0, out, out_bytes, err);
+}
+
+oc_status oc_vision_encode_to(oc_vision_ctx *ctx, const float *pixels, int32_t grid_h, int32_t grid_w,
+                              const oc_stack_plan *plan, oc_bt *dst, int64_t dst_row, oc_attn_stats *stats,
+                              oc_error *err) {
+    oc_status s = check_args(ctx, pixels, grid_h, grid_w, dst, err);
+    if (s) return s;
+    if (dst_row < 0) return oc_fail(err, OC_ERR_INVALID, "vision: negative row %lld", (long long)dst_row);
+    return encode(ctx, pixels, grid_h, grid_w, plan, dst, dst_row, stats, err);
 }

@@ -82,6 +82,13 @@ void oc_vision_ctx_set_observer(oc_vision_ctx *ctx, oc_vision_observe_fn fn, voi
  * [errors: OC_ERR_INVALID (grid), OC_ERR_RANGE (more than max_patches)] */
 oc_status oc_vision_encode(oc_vision_ctx *ctx, const float *pixels, int32_t grid_h, int32_t grid_w,
                            const oc_stack_plan *plan, float *out, oc_attn_stats *stats, oc_error *err);
+/* The same, but the merged tokens go to rows dst_row.. of dst (rows of proj_dim floats), a buffer
+ * of another backend instance on this context's device (the text context's image store,
+ * oc_text_ctx_image_store): on a device nothing comes back to the host. [alloc: no] [errors: as
+ * oc_vision_encode; OC_ERR_INVALID when the rows do not fit in dst] */
+oc_status oc_vision_encode_to(oc_vision_ctx *ctx, const float *pixels, int32_t grid_h, int32_t grid_w,
+                              const oc_stack_plan *plan, oc_bt *dst, int64_t dst_row, oc_attn_stats *stats,
+                              oc_error *err);
 
 /* ---- Qwen2.5-VL window order (vision_window.c; HF Qwen2_5_VisionTransformerPretrainedModel.
  * get_window_index) ---------------------------------------------------------------------------- */
