@@ -5,7 +5,7 @@
 # same numbers as JSON; bad options are refused with a message and status 2.
 . tests/support/testlib.sh
 
-if ./ocellus scene --suite long -o "$tmp_dir/items" --items 2 >/dev/null &&
+if run_target ./ocellus scene --suite long -o "$tmp_dir/items" --items 2 >/dev/null &&
    [ "$(wc -l <"$tmp_dir/items/items.jsonl")" -eq 2 ] &&
    grep -q '"grid":[0-9]*,"grounding":\[\[' "$tmp_dir/items/items.jsonl"; then
   pass scene_long_jsonl
@@ -13,7 +13,7 @@ else
   fail scene_long_jsonl "ocellus scene --suite long did not write 2 items with grounding cells"
 fi
 
-if ./ocellus eval --suite long -m examples/demo/ocellus-demo.gguf --mmproj examples/demo/ocellus-demo-mmproj.gguf \
+if run_target ./ocellus eval --suite long -m examples/demo/ocellus-demo.gguf --mmproj examples/demo/ocellus-demo-mmproj.gguf \
      --items 2 --max-images 8 --types detail,code -t 2 --json "$tmp_dir/r.json" >"$tmp_dir/out" 2>/dev/null &&
    grep -q '^overall  *[0-9]  *2 ' "$tmp_dir/out" && grep -q 'KV cache at the end of decode' "$tmp_dir/out" &&
    grep -q '"items":2,' "$tmp_dir/r.json" && grep -q '"list":{"correct":0,"total":0}' "$tmp_dir/r.json"; then
@@ -23,10 +23,10 @@ else
   fail eval_long_runs "ocellus eval --suite long did not report 2 items of the chosen types"
 fi
 
-./ocellus eval --suite long -m x --mmproj y --types nosuch >/dev/null 2>"$tmp_dir/err"
+run_target ./ocellus eval --suite long -m x --mmproj y --types nosuch >/dev/null 2>"$tmp_dir/err"
 rc=$?
 if [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp_dir/err")" -eq 1 ]; then pass eval_long_bad_type; else fail eval_long_bad_type "rc $rc"; fi
-./ocellus eval --suite long -m x --mmproj y --max-images 33 >/dev/null 2>&1
+run_target ./ocellus eval --suite long -m x --mmproj y --max-images 33 >/dev/null 2>&1
 rc=$?
 if [ "$rc" -eq 2 ]; then pass eval_long_bad_max_images; else fail eval_long_bad_max_images "rc $rc"; fi
 exit $failed
