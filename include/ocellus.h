@@ -224,6 +224,11 @@ typedef struct oc_context_params {
     int64_t max_image_pixels;     /* the buffer oc_ask decodes oc_request.image_paths into: this
                                      many RGB8 pixels (default 0: none, images come as pixels);
                                      larger images are decoded at reduced scale to fit, or refused */
+    int32_t max_answer_tokens;    /* with a plan's SparseMM kv budgets: the room each budgeted
+                                     layer's KV cache keeps after the prompt (default 256), so the
+                                     cache is allocated at budget + this instead of the whole
+                                     context; an answer longer than it fails with OC_ERR_RANGE.
+                                     0: the whole context (no bound) */
 } oc_context_params;
 OC_API void oc_context_params_default(oc_context_params *params);
 /* The host bytes oc_context_open will allocate for these limits (KV cache, activations, scratch,

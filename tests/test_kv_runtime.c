@@ -26,6 +26,7 @@
 #define N_DECODE 6
 #define CTX 96
 #define CHUNK 16
+#define ANSWER (N_DECODE + 2)   /* the room a budgeted layer keeps after the prompt */
 
 typedef struct demo {
     oc_gguf *g;
@@ -60,7 +61,7 @@ static void demo_close(demo *t) {
 }
 
 static oc_text_ctx *open_ctx(demo *t, const oc_plan *plan, int n_threads, oc_pool **pool) {
-    oc_text_limits lim = { CTX, CHUNK, plan };
+    oc_text_limits lim = { CTX, CHUNK, plan, ANSWER };
     oc_text_ctx *ctx = NULL;
     oc_cpu_features cpu;
     oc_error e;
@@ -74,9 +75,10 @@ static oc_text_ctx *open_ctx(demo *t, const oc_plan *plan, int n_threads, oc_poo
     return ctx;
 }
 
-/* One forward call over tokens [s, s + n); masks: per-layer per-head masks or NULL. */
-static oc_status step(demo *t, oc_text_ctx *ctx, int32_t s, int32_t n, const oc_plan *plan, float *logits,
-                      const uint8_t *const *masks, int64_t mask_stride_head) {
+/* One forward call over tokens [s, s + n); masks: per-layer per-head masks or NULL; logits of
+ * every row when all. */
+static oc_status step_rows(demo *t, oc_text_ctx *ctx, int32_t s, int32_t n, const oc_plan *plan, float *logits,
+                           const uint8_t *const *masks, int64_t mask_stride_head, int all) {
     oc_text_batch b;
     memset(&b, 0, sizeof b);
     b.n_tokens = n;
@@ -88,10 +90,22 @@ static oc_status step(demo *t, oc_text_ctx *ctx, int32_t s, int32_t n, const oc_
     b.prompt_tokens = s < N_PROMPT ? N_PROMPT : 0;
     b.layer_masks = masks;
     b.layer_mask_stride_head = mask_stride_head;
+    b.all_logits = all;
     oc_error e;
     oc_status st = oc_text_forward(ctx, &b, NULL, &e);
     if (st) check_fail_at(__FILE__, __LINE__, "%s", e.message);
     return st;
+}
+
+static oc_status step(demo *t, oc_text_ctx *ctx, int32_t s, int32_t n, const oc_plan *plan, float *logits,
+                      const uint8_t *const *masks, int64_t mask_stride_head) {
+    return step_rows(t, ctx, s, n, plan, logits, masks, mask_stride_head, 0);
+}
+
+/* Tokens the next call takes from s: a context that prefills by layer takes the prompt whole. */
+static int32_t next_n(oc_text_ctx *ctx, int32_t s) {
+    if (s >= N_PROMPT) return 1;
+    return oc_text_ctx_prefills_by_layer(ctx) ? N_PROMPT - s : OC_MIN(CHUNK, N_PROMPT - s);
 }
 
 static oc_plan *new_plan(const oc_text_model *m, int32_t window) {
@@ -103,10 +117,12 @@ static oc_plan *new_plan(const oc_text_model *m, int32_t window) {
     return p;
 }
 
-/* Prefill both contexts in chunks, then decode N_DECODE tokens: `evict` runs its plan, `dense`
- * the plan without eviction (the same lazy groups) with every dropped key masked per head from
- * evict's book. Prefill logits must be bitwise equal (prefill is dense in both), decode logits
- * within rounding (the masked dense call tiles the keys differently). */
+/* Prefill both contexts, then decode N_DECODE tokens: `evict` runs its plan (the prompt whole,
+ * segment by segment, into staging and then its bounded regions), `dense` the plan without
+ * eviction (the same lazy groups) in chunks, with every dropped key masked per head from evict's
+ * book. Prefill logits of every prompt row must be bitwise equal (prefill is dense in both, and
+ * by layer computes what by chunk does), decode logits within rounding (the masked dense call
+ * tiles the keys differently). */
 static void compare_with_masked_dense(const char *what, const oc_plan *evict_plan, const oc_plan *dense_plan,
                                       int32_t visual_from, int32_t visual_to) {
     demo t;
@@ -115,16 +131,18 @@ static void compare_with_masked_dense(const char *what, const oc_plan *evict_pla
     size_t V = (size_t)hp->n_vocab;
     oc_pool *pa, *pb;
     oc_text_ctx *a = open_ctx(&t, evict_plan, 2, &pa), *b = open_ctx(&t, dense_plan, 1, &pb);
-    float *la = malloc(V * 4), *lb = malloc(V * 4);
+    float *la = malloc(V * 4 * N_PROMPT), *lb = malloc(V * 4 * CHUNK);
     uint8_t *mask_rows = malloc((size_t)hp->n_layers * hp->n_head * CTX);
     const uint8_t *masks[OC_PLAN_MAX_LAYERS];
     if (!a || !b || !la || !lb || !mask_rows) goto done;
+    CHECKF(oc_text_ctx_prefills_by_layer(a) && !oc_text_ctx_prefills_by_layer(b), "%s: prefill modes", what);
+    check_poison_f32(la, V * N_PROMPT);
+    if (step_rows(&t, a, 0, N_PROMPT, evict_plan, la, NULL, 0, 1)) goto done;
     for (int32_t s = 0; s < N_PROMPT; s += CHUNK) {
         int32_t n = OC_MIN(CHUNK, N_PROMPT - s);
-        check_poison_f32(la, V);
-        check_poison_f32(lb, V);
-        if (step(&t, a, s, n, evict_plan, la, NULL, 0) || step(&t, b, s, n, dense_plan, lb, NULL, 0)) goto done;
-        CHECKF(!memcmp(la, lb, V * 4), "%s: prefill logits differ at chunk %d", what, s);
+        check_poison_f32(lb, V * CHUNK);
+        if (step_rows(&t, b, s, n, dense_plan, lb, NULL, 0, 1)) goto done;
+        CHECKF(!memcmp(la + (size_t)s * V, lb, V * 4 * (size_t)n), "%s: prefill logits differ in chunk %d", what, s);
     }
     int32_t n_evicted = 0;
     for (int32_t k = 0; k < N_DECODE; k++) {
@@ -266,7 +284,9 @@ static void test_qcache_semantics(void) {
     }
 }
 
-/* Held bytes follow the rules; GLA lazy layers hold no K and their K cache is not allocated. */
+/* Held bytes follow the rules; the buffers are bounded up front (kvcache/kv_cache.h "Memory"):
+ * a budgeted layer's region holds its budget + the answer room, its prompt one staging slot of the
+ * context; GLA lazy layers hold no K and their K cache is not allocated. */
 static void test_kv_bytes(void) {
     demo t;
     if (!demo_open(&t, 0, 0)) return;
@@ -283,7 +303,7 @@ static void test_kv_bytes(void) {
         oc_pool *pool;
         oc_text_ctx *c = open_ctx(&t, plans[i], 1, &pool);
         REQUIRE(c);
-        for (int32_t s = 0; s < N_PROMPT; s += CHUNK) REQUIRE(!step(&t, c, s, OC_MIN(CHUNK, N_PROMPT - s), plans[i], logits, NULL, 0));
+        for (int32_t s = 0, n; s < N_PROMPT; s += n) REQUIRE(!step(&t, c, s, n = next_n(c, s), plans[i], logits, NULL, 0));
         oc_text_ctx_kv_bytes(c, &held[i], &cap[i]);
         oc_text_ctx_close(c);
         oc_pool_close(pool);
@@ -291,12 +311,47 @@ static void test_kv_bytes(void) {
     CHECKF(held[0] == N_PROMPT * row * L * H * 2, "dense held %zu", held[0]);
     CHECKF(held[1] == 16 * row * L * H * 2, "sparsemm held %zu", held[1]);
     CHECKF(held[2] == N_PROMPT * row * (L + L - 3) * H, "gla held %zu", held[2]);
-    CHECK(cap[0] == CTX * row * L * H * 2 && cap[1] == cap[0]);
+    CHECK(cap[0] == CTX * row * L * H * 2);
+    CHECKF(cap[1] == ((16 + ANSWER) * L * 2 + 2 * CTX) * row * H, "sparsemm capacity %zu", cap[1]);
     CHECKF(cap[2] == CTX * row * (2 * L - 3) * H, "gla capacity %zu", cap[2]);
     free(logits);
     oc_plan_free(pd);
     oc_plan_free(ps);
     oc_plan_free(pg);
+    demo_close(&t);
+}
+
+/* A budgeted layer's region has room for exactly ANSWER tokens after the prompt: the next one is
+ * refused with OC_ERR_RANGE, and nothing past the region is written. */
+static void test_answer_room(void) {
+    demo t;
+    if (!demo_open(&t, 0, 0)) return;
+    const oc_text_hparams *hp = &t.m->hp;
+    oc_plan *p = new_plan(t.m, 8);
+    REQUIRE(p);
+    for (int32_t i = 0; i < hp->n_layers * hp->n_head_kv; i++) p->stacks[OC_PLAN_DECODER].kv_budget_tokens[i] = 20;
+    oc_pool *pool;
+    oc_text_ctx *c = open_ctx(&t, p, 1, &pool);
+    float *logits = malloc((size_t)hp->n_vocab * 4);
+    REQUIRE(c && logits && !step(&t, c, 0, N_PROMPT, p, logits, NULL, 0));
+    int32_t tok = 7, pos;
+    oc_text_batch b;
+    memset(&b, 0, sizeof b);
+    b.n_tokens = 1;
+    b.ids = &tok;
+    b.pos_t = b.pos_h = b.pos_w = &pos;
+    b.logits = logits;
+    oc_error e;
+    for (int32_t k = 0; k <= ANSWER; k++) {
+        pos = N_PROMPT + k;
+        oc_status st = oc_text_forward(c, &b, NULL, &e);
+        if (k < ANSWER) CHECKF(st == OC_OK, "answer token %d: %s", k, e.message);
+        else CHECKF(st == OC_ERR_RANGE && strstr(e.message, "KV cache full"), "token past the room: %d %s", st, e.message);
+    }
+    free(logits);
+    oc_text_ctx_close(c);
+    oc_pool_close(pool);
+    oc_plan_free(p);
     demo_close(&t);
 }
 
@@ -322,7 +377,7 @@ static void test_opencl_keeps_the_cpu_tokens(void) {
     for (int32_t l = 1; l <= 2; l++) p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[l] = 950000;   /* group 1-2: ZipVL */
     for (int32_t l = 3; l <= 4; l++) budget[l * 2] = 20, budget[l * 2 + 1] = 26;         /* group 3-4: SparseMM */
     p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[5] = 900000, budget[5 * 2 + 1] = 22;         /* layer 5: both */
-    oc_text_limits lim = { CTX, CHUNK, p };
+    oc_text_limits lim = { CTX, CHUNK, p, ANSWER };
     oc_cpu_features cpu;
     oc_port_cpu_features(&cpu);
     oc_backend_spec cl_spec = { OC_BACKEND_KIND_OPENCL, check_opencl_device(), NULL, oc_isa_best(&cpu), NULL };
@@ -336,8 +391,8 @@ static void test_opencl_keeps_the_cpu_tokens(void) {
     size_t V = (size_t)hp->n_vocab;
     float *la = malloc(V * 4), *lb = malloc(V * 4);
     double *ref = malloc(V * sizeof(double));
-    for (int32_t s = 0; s < N_PROMPT + N_DECODE; s += s < N_PROMPT ? CHUNK : 1) {
-        int32_t n = s < N_PROMPT ? OC_MIN(CHUNK, N_PROMPT - s) : 1;
+    for (int32_t s = 0, n; s < N_PROMPT + N_DECODE; s += n) {
+        n = next_n(a, s);
         check_poison_f32(la, V);
         check_poison_f32(lb, V);
         if (step(&t, a, s, n, p, la, NULL, 0) || step(&t, b, s, n, p, lb, NULL, 0)) break;
@@ -482,6 +537,7 @@ int main(void) {
     CHECK_RUN(test_lazy_layers_follow_their_first_layer);
     CHECK_RUN(test_qcache_semantics);
     CHECK_RUN(test_kv_bytes);
+    CHECK_RUN(test_answer_room);
     CHECK_RUN(test_opencl_keeps_the_cpu_tokens);
     CHECK_RUN(test_context_open_out_of_memory);
     CHECK_RUN(test_no_allocation_while_answering);

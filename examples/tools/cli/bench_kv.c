@@ -74,7 +74,7 @@ static int run_one(const oc_text_model *m, oc_pool *pool, oc_isa isa, int method
                    const double *mass, int n_new, float *logits, kv_result *out, int round) {
     const oc_text_hparams *hp = &m->hp;
     oc_plan *plan = method_plan(method, hp, n_ctx);
-    oc_text_limits lim = { n_ctx + n_new + 1, 1, plan };
+    oc_text_limits lim = { n_ctx + n_new + 1, 1, plan, n_new + 1 };
     oc_text_ctx *c = NULL;
     oc_error e;
     int ok = 0;
