@@ -75,10 +75,23 @@ static oc_text_ctx *open_ctx(demo *t, const oc_plan *plan, int n_threads, oc_poo
     return ctx;
 }
 
+/* ZipVL's important sets T per layer, as the prefill chose them (oc_text_batch.on_zipvl). */
+typedef struct zsets {
+    int32_t n[OC_PLAN_MAX_LAYERS];   /* -1: the layer has none */
+    int32_t pos[8][N_PROMPT];
+} zsets;
+
+static void on_zipvl(void *user, int32_t layer, const int32_t *kept, int32_t n) {
+    zsets *z = user;
+    if (layer >= 8 || n > N_PROMPT) return;
+    z->n[layer] = n;
+    memcpy(z->pos[layer], kept, (size_t)n * sizeof(int32_t));
+}
+
 /* One forward call over tokens [s, s + n); masks: per-layer per-head masks or NULL; logits of
- * every row when all. */
+ * every row when all; z: where ZipVL's sets go, or NULL. */
 static oc_status step_rows(demo *t, oc_text_ctx *ctx, int32_t s, int32_t n, const oc_plan *plan, float *logits,
-                           const uint8_t *const *masks, int64_t mask_stride_head, int all) {
+                           const uint8_t *const *masks, int64_t mask_stride_head, int all, zsets *z) {
     oc_text_batch b;
     memset(&b, 0, sizeof b);
     b.n_tokens = n;
@@ -91,6 +104,10 @@ static oc_status step_rows(demo *t, oc_text_ctx *ctx, int32_t s, int32_t n, cons
     b.layer_masks = masks;
     b.layer_mask_stride_head = mask_stride_head;
     b.all_logits = all;
+    if (z) {
+        b.on_zipvl = on_zipvl;
+        b.user = z;
+    }
     oc_error e;
     oc_status st = oc_text_forward(ctx, &b, NULL, &e);
     if (st) check_fail_at(__FILE__, __LINE__, "%s", e.message);
@@ -99,7 +116,7 @@ static oc_status step_rows(demo *t, oc_text_ctx *ctx, int32_t s, int32_t n, cons
 
 static oc_status step(demo *t, oc_text_ctx *ctx, int32_t s, int32_t n, const oc_plan *plan, float *logits,
                       const uint8_t *const *masks, int64_t mask_stride_head) {
-    return step_rows(t, ctx, s, n, plan, logits, masks, mask_stride_head, 0);
+    return step_rows(t, ctx, s, n, plan, logits, masks, mask_stride_head, 0, NULL);
 }
 
 /* Tokens the next call takes from s: a context that prefills by layer takes the prompt whole. */
@@ -119,10 +136,12 @@ static oc_plan *new_plan(const oc_text_model *m, int32_t window) {
 
 /* Prefill both contexts, then decode N_DECODE tokens: `evict` runs its plan (the prompt whole,
  * segment by segment, into staging and then its bounded regions), `dense` the plan without
- * eviction (the same lazy groups) in chunks, with every dropped key masked per head from evict's
- * book. Prefill logits of every prompt row must be bitwise equal (prefill is dense in both, and
- * by layer computes what by chunk does), decode logits within rounding (the masked dense call
- * tiles the keys differently). */
+ * eviction (the same lazy groups) in chunks, with the sparse parts written out as explicit masks:
+ * in prefill, a ZipVL layer's rows in its set T attend causally over T and the other rows attend
+ * to nothing (output 0: zipvl.txt Alg. 1, Sec. 4.2); in decode, every dropped key masked per head
+ * from evict's book. Without ZipVL the prefill logits of every prompt row must be bitwise equal
+ * (by layer computes what by chunk does); otherwise, and in decode, within rounding (the masked
+ * dense call tiles the keys differently). */
 static void compare_with_masked_dense(const char *what, const oc_plan *evict_plan, const oc_plan *dense_plan,
                                       int32_t visual_from, int32_t visual_to) {
     demo t;
@@ -132,17 +151,48 @@ static void compare_with_masked_dense(const char *what, const oc_plan *evict_pla
     oc_pool *pa, *pb;
     oc_text_ctx *a = open_ctx(&t, evict_plan, 2, &pa), *b = open_ctx(&t, dense_plan, 1, &pb);
     float *la = malloc(V * 4 * N_PROMPT), *lb = malloc(V * 4 * CHUNK);
-    uint8_t *mask_rows = malloc((size_t)hp->n_layers * hp->n_head * CTX);
+    uint8_t *mask_rows = malloc((size_t)hp->n_layers * (size_t)OC_MAX(hp->n_head, CHUNK) * CTX);
     const uint8_t *masks[OC_PLAN_MAX_LAYERS];
     if (!a || !b || !la || !lb || !mask_rows) goto done;
     CHECKF(oc_text_ctx_prefills_by_layer(a) && !oc_text_ctx_prefills_by_layer(b), "%s: prefill modes", what);
+    zsets z;
+    for (int32_t l = 0; l < OC_PLAN_MAX_LAYERS; l++) z.n[l] = -1;
     check_poison_f32(la, V * N_PROMPT);
-    if (step_rows(&t, a, 0, N_PROMPT, evict_plan, la, NULL, 0, 1)) goto done;
+    if (step_rows(&t, a, 0, N_PROMPT, evict_plan, la, NULL, 0, 1, &z)) goto done;
+    int any_zipvl = 0, n_dropped = 0;
+    for (int32_t l = 0; l < hp->n_layers; l++) {
+        any_zipvl |= z.n[l] >= 0;
+        n_dropped += z.n[l] >= 0 ? N_PROMPT - z.n[l] : 0;
+    }
+    CHECKF(!any_zipvl || n_dropped > 0, "%s: ZipVL kept every token", what);
+    /* a sparse prefill differs from the masked dense one by rounding (1e-5 here) and that grows
+     * through the layers into decode; the same prefill unmasked is 0.4-0.9 away */
+    double tol = any_zipvl ? 1e-4 : 1e-5;
     for (int32_t s = 0; s < N_PROMPT; s += CHUNK) {
-        int32_t n = OC_MIN(CHUNK, N_PROMPT - s);
+        int32_t n = OC_MIN(CHUNK, N_PROMPT - s), n_kv = s + n;
+        for (int32_t l = 0; l < hp->n_layers; l++) {   /* Alg. 1 as a mask on the dense engine */
+            masks[l] = NULL;
+            if (z.n[l] < 0) continue;
+            uint8_t *m = mask_rows + (size_t)l * CHUNK * n_kv;
+            memset(m, 0, (size_t)n * (size_t)n_kv);
+            for (int32_t i = 0; i < z.n[l]; i++) {
+                int32_t p = z.pos[l][i];
+                if (p < s || p >= n_kv) continue;
+                for (int32_t j = 0; j <= i; j++) m[(size_t)(p - s) * n_kv + z.pos[l][j]] = 1;
+            }
+            masks[l] = m;
+        }
         check_poison_f32(lb, V * CHUNK);
-        if (step_rows(&t, b, s, n, dense_plan, lb, NULL, 0, 1)) goto done;
-        CHECKF(!memcmp(la + (size_t)s * V, lb, V * 4 * (size_t)n), "%s: prefill logits differ in chunk %d", what, s);
+        if (step_rows(&t, b, s, n, dense_plan, lb, any_zipvl ? masks : NULL, 0, 1, NULL)) goto done;
+        if (!any_zipvl) {
+            CHECKF(!memcmp(la + (size_t)s * V, lb, V * 4 * (size_t)n), "%s: prefill logits differ in chunk %d", what, s);
+            continue;
+        }
+        double *ref = malloc(V * (size_t)n * sizeof(double));
+        for (size_t i = 0; i < V * (size_t)n; i++) ref[i] = lb[i];
+        double e = check_rel_err_f32(la + (size_t)s * V, ref, V * (size_t)n);
+        free(ref);
+        CHECKF(e < tol, "%s: prefill chunk %d: relative error %.3g against the masked dense prefill", what, s, e);
     }
     int32_t n_evicted = 0;
     for (int32_t k = 0; k < N_DECODE; k++) {
@@ -166,7 +216,7 @@ static void compare_with_masked_dense(const char *what, const oc_plan *evict_pla
         for (size_t i = 0; i < V; i++) ref[i] = lb[i];
         double e = check_rel_err_f32(la, ref, V);
         free(ref);
-        CHECKF(e < 1e-5, "%s: decode step %d: relative error %.3g against masked dense", what, k, e);
+        CHECKF(e < tol, "%s: decode step %d: relative error %.3g against masked dense", what, k, e);
     }
     CHECKF(n_evicted > 0, "%s: nothing was evicted", what);
 done:
@@ -224,6 +274,19 @@ static void test_lazy_layers_follow_their_first_layer(void) {
         p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[4] = 950000;   /* both on layer 4 */
         p->stacks[OC_PLAN_DECODER].kv_budget_tokens[4 * 2 + 1] = 24;
         compare_with_masked_dense(mode ? "vla + sparsemm" : "gla + sparsemm", p, d, 20, 60);
+        oc_plan_free(p);
+        oc_plan_free(d);
+    }
+    /* a group whose first layer runs ZipVL's sparse prefill: its lazy layers attend over its T */
+    for (int mode = 0; mode < 2; mode++) {
+        oc_plan *p = new_plan(t.m, 8), *d = new_plan(t.m, 8);
+        REQUIRE(p && d);
+        oc_error e;
+        oc_lazy_mode lm = mode ? OC_LAZY_VLA : OC_LAZY_GLA;
+        REQUIRE(oc_plan_add_lazy_group(p, OC_PLAN_DECODER, 2, 4, lm, &e) == OC_OK);
+        REQUIRE(oc_plan_add_lazy_group(d, OC_PLAN_DECODER, 2, 4, lm, &e) == OC_OK);
+        for (int32_t l = 2; l <= 4; l++) p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[l] = 930000;
+        compare_with_masked_dense(mode ? "vla + zipvl" : "gla + zipvl", p, d, 20, 60);
         oc_plan_free(p);
         oc_plan_free(d);
     }

@@ -36,10 +36,13 @@
  *    the first layer's (a range covering both is fine); lines that differ are refused.
  *  - Head patterns (BlindSight, A-shape) shape the dense prefill; once a layer is compacted its
  *    queries attend over every kept key (causal among new tokens): the positions a pattern is
- *    defined on are gone, and the eviction already chose the keys that matter.
- *  - Decoding over kept keys is SparseMM Sec. 3.3 and ZipVL Alg. 2; prefill stays dense (SparseMM
- *    as written; for ZipVL the runtime does not yet run prefill attention on the important tokens
- *    alone, Alg. 1: it evicts after a dense prefill). */
+ *    defined on are gone, and the eviction already chose the keys that matter. A ZipVL layer's
+ *    prefill attends over its set T densely (its head patterns are not applied).
+ *  - Prefill: SparseMM as written (dense, then each kv head keeps its budget); ZipVL Alg. 1 (T
+ *    chosen from the probe rows before the layer's attention, which then runs on T alone; rows
+ *    outside T get output 0; model/text_prefill.c). A lazy group whose first layer has ZipVL runs
+ *    its lazy layers' prefill over the same T. Decoding over kept keys is SparseMM Sec. 3.3 and
+ *    ZipVL Alg. 2. */
 #ifndef OC_KV_CACHE_H
 #define OC_KV_CACHE_H
 

@@ -29,16 +29,18 @@ static oc_status policy_of(const oc_text_model *m, const oc_text_limits *lim, oc
                               plan ? plan->kv_window_tokens : OC_PLAN_DEFAULT_KV_WINDOW_TOKENS, "plan", err);
 }
 
-/* The regions of the KV cache (kvcache/kv_cache.h "Memory"): K slot regions in layer order, then
- * the K staging slots; V the same. A segment's layers whose region is smaller than the context
- * take staging slots 0, 1, ... (a GLA lazy layer stores no K). 0 on overflow. */
-static int kv_regions(const oc_text_model *m, const oc_text_limits *lim, const oc_kv_policy *p, oc_text_kv_regions *r) {
+/* The regions of the KV cache (kvcache/kv_cache.h "Memory") with `answer` tokens of room after
+ * the prompt: K slot regions in layer order, then the K staging slots; V the same. A segment's
+ * layers whose region is smaller than the context take staging slots 0, 1, ... (a GLA lazy layer
+ * stores no K). 0 on overflow. */
+static int layout(const oc_text_model *m, const oc_text_limits *lim, const oc_kv_policy *p, int32_t answer,
+                  oc_text_kv_regions *r) {
     const oc_text_hparams *hp = &m->hp;
     int64_t C = lim->max_ctx_tokens, kvd = (int64_t)hp->n_head_kv * hp->head_dim, k = 0, v = 0;
     memset(r, 0, sizeof *r);
     for (int32_t l = 0; l < hp->n_layers; l++) {
         const oc_kv_layer *L = &p->layer[l];
-        r->rows[l] = oc_kv_policy_rows(p, l, lim->max_ctx_tokens, lim->max_answer_tokens);
+        r->rows[l] = oc_kv_policy_rows(p, l, lim->max_ctx_tokens, answer);
         if (L->lazy == OC_KV_LAZY_GLA) {
             r->k_at[l] = r->k_at[L->first];
         } else {
@@ -72,6 +74,17 @@ static int kv_regions(const oc_text_model *m, const oc_text_limits *lim, const o
     r->k_elems = k + r->n_stage_k * C * kvd;
     r->v_elems = v + r->n_stage_v * C * kvd;
     r->by_layer = p->any_evict;
+    return 1;
+}
+
+/* The bounded layout when it takes fewer bytes than the unbounded one (every region the context's
+ * size, no staging: a short context with a long answer room gains nothing from bounding). */
+static int kv_regions(const oc_text_model *m, const oc_text_limits *lim, const oc_kv_policy *p, oc_text_kv_regions *r) {
+    if (!layout(m, lim, p, 0, r)) return 0;
+    if (lim->max_answer_tokens <= 0) return 1;
+    oc_text_kv_regions bounded;   /* ~9 KB */
+    if (layout(m, lim, p, lim->max_answer_tokens, &bounded) && bounded.k_elems + bounded.v_elems < r->k_elems + r->v_elems)
+        *r = bounded;
     return 1;
 }
 

@@ -1,5 +1,6 @@
 /* text_ctx.h: what an oc_text_ctx holds, shared by text_ctx.c (sizing, opening: weight handles
- * and buffers on the backend) and text_decoder.c (the forward pass) only. Every activation lives in
+ * and buffers on the backend), text_decoder.c (the forward pass), text_prefill.c (a whole prompt
+ * by layer segment) and text_kv.c (eviction) only. Every activation lives in
  * a backend buffer; the host keeps the M-RoPE tables it computes before uploading them. */
 #ifndef OC_TEXT_CTX_H
 #define OC_TEXT_CTX_H
@@ -78,6 +79,28 @@ struct oc_text_ctx {
     float *cos_h, *sin_h;                        /* [B][head_dim / 2] */
 };
 
+/* text_decoder.c: the forward pass's steps, for text_prefill.c. Rows of x start at element xo. */
+oc_status oc_text_inputs(oc_text_ctx *c, const oc_text_batch *b, int64_t xo, oc_error *err);   /* input rows */
+oc_status oc_text_tables(oc_text_ctx *c, const oc_text_batch *b, oc_error *err);   /* M-RoPE tables */
+/* One decoder layer over the batch: x += attn(norm(x)); x += mlp(norm(x)). */
+oc_status oc_text_layer_forward(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_attn_stats *stats,
+                        oc_error *err);
+/* Its parts: xb = norm(x), q, k, v of the batch (Q-Cache sharing applied); and x += mlp(norm(x)). */
+oc_status oc_text_layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err);
+oc_status oc_text_layer_mlp(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err);
+/* The layer's causal attention call for n_q rows after n_past, over where its keys and values are
+ * now (oc_text_k_base / v_base: the prompt's rows until its eviction ran, then its region). */
+oc_attn_call oc_text_attn_call(const oc_text_ctx *c, int32_t il, int32_t n_q);
+int64_t oc_text_k_base(const oc_text_ctx *c, int32_t il);
+int64_t oc_text_v_base(const oc_text_ctx *c, int32_t il);
+/* logits [n_out][n_vocab] = norm(x rows from x_row) Wout^T (+ bias), n_out <= max_batch_tokens. */
+oc_status oc_text_head(oc_text_ctx *c, int32_t x_row, int32_t n_out, float *logits, oc_error *err);
+/* Rows [s, s + n) of a batch as a batch of their own (a chunk of a prompt given whole). */
+oc_text_batch oc_text_chunk(const oc_text_ctx *c, const oc_text_batch *b, int32_t s, int32_t n);
+
+/* text_prefill.c: a whole prompt on a context that prefills by layer (text_model.h). */
+oc_status oc_text_prefill_by_layer(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats *stats, oc_error *err);
+
 /* text_kv.c: the eviction steps of the forward pass. Before a prompt's first batch: clear the
  * scores, draw the prompt's ZipVL probes. */
 void oc_text_kv_start(oc_text_ctx *c, int32_t prompt_tokens);
@@ -86,5 +109,12 @@ oc_status oc_text_kv_score(oc_text_ctx *c, const oc_text_batch *b, int32_t il, o
 /* After the segment of layers first..last ran over the whole prompt (n_past counts it): choose
  * and keep, moving kept rows from the prefill rows (staging) to the layers' regions. */
 oc_status oc_text_kv_compact(oc_text_ctx *c, int32_t first, int32_t last, oc_error *err);
+/* ZipVL's important set T of layer il (zipvl.txt Eq. 6-9) from its probe rows' scores over the
+ * n_past prompt tokens: ascending absolute positions into c->kv_kept; returns |T|. */
+int32_t oc_text_kv_zipvl_set(oc_text_ctx *c, int32_t il);
+/* Keep rows kept[0..n_kept) (indices into the rows the prompt's tokens now take, ascending) of kv
+ * head g in every layer that follows layer first, moving them from the prompt's rows to the
+ * regions; the book follows. kept must not be c->kv_move. */
+oc_status oc_text_kv_keep(oc_text_ctx *c, int32_t first, int32_t g, const int32_t *kept, int32_t n_kept, oc_error *err);
 
 #endif

@@ -60,10 +60,7 @@ static oc_status indexed_rows(oc_text_ctx *c, const oc_text_batch *b, int32_t i,
     return OC_OK;
 }
 
-/* The batch's input rows into x from element xo: image embeddings (ids[i] < 0 or no ids) are
- * written in runs of consecutive rows (or copied from the image store), then the backend looks up
- * every text token's embedding row. */
-static oc_status inputs(oc_text_ctx *c, const oc_text_batch *b, int64_t xo, oc_error *err) {
+oc_status oc_text_inputs(oc_text_ctx *c, const oc_text_batch *b, int64_t xo, oc_error *err) {
     oc_backend *be = c->be;
     int32_t n = b->n_tokens;
     size_t row = (size_t)c->m->hp.n_embd * sizeof(float);
@@ -96,31 +93,27 @@ static int compacted(const oc_text_ctx *c, int32_t il) {
     return c->kvp->any_evict && il < c->book.n_compacted && c->kvp->layer[il].evict != OC_KV_KEEP_ALL;
 }
 
-/* Where layer il's keys and values are now: its prompt's rows (staging) until its eviction ran,
- * then its region (kvcache/kv_cache.h "Memory"). */
-static int64_t k_base(const oc_text_ctx *c, int32_t il) {
+int64_t oc_text_k_base(const oc_text_ctx *c, int32_t il) {
     return il < c->book.n_compacted ? c->reg.k_at[il] : c->reg.k_pre[il];
 }
-static int64_t v_base(const oc_text_ctx *c, int32_t il) {
+int64_t oc_text_v_base(const oc_text_ctx *c, int32_t il) {
     return il < c->book.n_compacted ? c->reg.v_at[il] : c->reg.v_pre[il];
 }
 
-static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_attn_stats *stats,
-                           oc_error *err) {
+oc_attn_call oc_text_attn_call(const oc_text_ctx *c, int32_t il, int32_t n_q) {
     const oc_text_hparams *hp = &c->m->hp;
-    const oc_kv_layer *P = &c->kvp->layer[il];
     int64_t d = hp->n_embd, hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd;
     oc_attn_call a;
     memset(&a, 0, sizeof a);
-    a.n_q = b->n_tokens;
-    a.n_kv = c->n_past + b->n_tokens;
+    a.n_q = n_q;
+    a.n_kv = c->n_past + n_q;
     a.n_head = hp->n_head;
     a.n_head_kv = hp->n_head_kv;
     a.head_dim = hp->head_dim;
     a.q_stride_token = d;
     a.q_stride_head = hd;
-    a.k_off = k_base(c, il);   /* GLA: the group's first layer's keys */
-    a.v_off = v_base(c, il);
+    a.k_off = oc_text_k_base(c, il);   /* GLA: the group's first layer's keys */
+    a.v_off = oc_text_v_base(c, il);
     a.kv_dtype = OC_DTYPE_F16;
     a.k_stride_token = a.v_stride_token = kvd;
     a.k_stride_head = a.v_stride_head = hd;
@@ -129,6 +122,15 @@ static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, o
     a.scale = 1.0f / sqrtf((float)hd);
     a.mask = OC_ATTN_CAUSAL;
     a.q_offset = c->n_past;
+    return a;
+}
+
+static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_attn_stats *stats,
+                           oc_error *err) {
+    const oc_text_hparams *hp = &c->m->hp;
+    const oc_kv_layer *P = &c->kvp->layer[il];
+    int64_t hd = hp->head_dim;
+    oc_attn_call a = oc_text_attn_call(c, il, b->n_tokens);
     a.patterns = b->plan && b->plan->shape.n_layers > 0
                      ? b->plan->heads + (size_t)il * (size_t)b->plan->shape.n_heads : NULL;
     a.layout = b->layout;
@@ -197,7 +199,7 @@ static oc_status store_kv(oc_text_ctx *c, int32_t il, int32_t n, oc_error *err) 
     const oc_backend_ops *op = c->be->ops;
     int64_t hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd;
     int store_k = P->lazy != OC_KV_LAZY_GLA;
-    int64_t kb = k_base(c, il), vb = v_base(c, il);
+    int64_t kb = oc_text_k_base(c, il), vb = oc_text_v_base(c, il);
     oc_status st;
     if (!compacted(c, il)) {
         int64_t at = (int64_t)c->n_past * kvd;
@@ -244,20 +246,17 @@ static oc_status observe(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_
     return OC_OK;
 }
 
-/* One decoder layer over the batch, whose rows start at element xo of x: x += attn(norm(x));
- * x += mlp(norm(x)). */
-static oc_status layer(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_attn_stats *stats,
-                       oc_error *err) {
+oc_status oc_text_layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     const oc_text_layer_bt *L = &c->layers[il];
     oc_backend *be = c->be;
     const oc_backend_ops *op = be->ops;
-    int64_t n = b->n_tokens, d = hp->n_embd, hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd, ff = hp->n_ff;
+    int64_t n = b->n_tokens, d = hp->n_embd, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
     const oc_kv_layer *P = &c->kvp->layer[il];
     int32_t pairs = hp->head_dim / 2;
     oc_status st;
     /* xb = norm(x); q [n][d], k, v [n][kvd] = xb W^T + b; rotate q, k (a GLA lazy layer reuses its
-     * group's q and k: Q-Cache Eq. 5-6); k, v -> cache as f16 */
+     * group's q and k: Q-Cache Eq. 5-6) */
     if ((st = op->norm(be, OC_NORM_RMS, &c->x, xo, NULL, 0, &c->xb, 0, &L->attn_norm, NULL, n, d, hp->eps, err)))
         return st;
     if (P->lazy != OC_KV_LAZY_GLA &&
@@ -273,15 +272,16 @@ static oc_status layer(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64
          (st = op->gather_rows(be, &c->k_share, 0, &c->k, 0, &c->iota, n, kvd, 1, err))))
         return st;
     if (P->lazy == OC_KV_LAZY_VLA && (st = vla_share(c, b, err))) return st;
-    if ((st = store_kv(c, il, (int32_t)n, err))) return st;
-    /* the calibration hook sees the dense cache: never with KV eviction or shared Q/K */
-    if (b->on_attn && !c->kvp->any_evict && P->lazy == OC_KV_OWN && (st = observe(c, b, il, err)))
-        return st;
-    /* att [n][d] over the cache; x += att Wo^T */
-    if ((st = attention(c, b, il, stats, err)) || (st = oc_text_kv_score(c, b, il, err)) ||
-        (st = op->matmul(be, &L->wo, &c->att, 0, d, &c->xb, 0, d, n, NULL, err)) ||
-        (st = op->add(be, &c->x, xo, &c->xb, 0, n * d, err)))
-        return st;
+    return OC_OK;
+}
+
+oc_status oc_text_layer_mlp(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
+    const oc_text_hparams *hp = &c->m->hp;
+    const oc_text_layer_bt *L = &c->layers[il];
+    oc_backend *be = c->be;
+    const oc_backend_ops *op = be->ops;
+    int64_t n = b->n_tokens, d = hp->n_embd, ff = hp->n_ff;
+    oc_status st;
     /* x += down(silu(gate(norm(x))) * up(norm(x))) */
     if ((st = op->norm(be, OC_NORM_RMS, &c->x, xo, NULL, 0, &c->xb, 0, &L->ffn_norm, NULL, n, d, hp->eps, err)) ||
         (st = op->matmul(be, &L->gate, &c->xb, 0, d, &c->ff_g, 0, ff, n, NULL, err)) ||
@@ -300,8 +300,27 @@ static oc_status layer(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64
     return OC_OK;
 }
 
-/* The batch's rows [s, s + n) as a batch of their own (a chunk of a prompt given whole). */
-static oc_text_batch chunk_of(const oc_text_ctx *c, const oc_text_batch *b, int32_t s, int32_t n) {
+oc_status oc_text_layer_forward(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_attn_stats *stats,
+                        oc_error *err) {
+    const oc_text_hparams *hp = &c->m->hp;
+    oc_backend *be = c->be;
+    const oc_backend_ops *op = be->ops;
+    int64_t n = b->n_tokens, d = hp->n_embd;
+    oc_status st;
+    /* q, k, v; k, v -> cache as f16 */
+    if ((st = oc_text_layer_qkv(c, b, il, xo, err)) || (st = store_kv(c, il, (int32_t)n, err))) return st;
+    /* the calibration hook sees the dense cache: never with KV eviction or shared Q/K */
+    if (b->on_attn && !c->kvp->any_evict && c->kvp->layer[il].lazy == OC_KV_OWN && (st = observe(c, b, il, err)))
+        return st;
+    /* att [n][d] over the cache; x += att Wo^T; the MLP */
+    if ((st = attention(c, b, il, stats, err)) || (st = oc_text_kv_score(c, b, il, err)) ||
+        (st = op->matmul(be, &c->layers[il].wo, &c->att, 0, d, &c->xb, 0, d, n, NULL, err)) ||
+        (st = op->add(be, &c->x, xo, &c->xb, 0, n * d, err)))
+        return st;
+    return oc_text_layer_mlp(c, b, il, xo, err);
+}
+
+oc_text_batch oc_text_chunk(const oc_text_ctx *c, const oc_text_batch *b, int32_t s, int32_t n) {
     oc_text_batch k = *b;
     k.n_tokens = n;
     k.ids = b->ids ? b->ids + s : NULL;
@@ -312,16 +331,14 @@ static oc_text_batch chunk_of(const oc_text_ctx *c, const oc_text_batch *b, int3
     return k;
 }
 
-/* M-RoPE tables of the batch to the backend. */
-static oc_status tables(oc_text_ctx *c, const oc_text_batch *b, oc_error *err) {
+oc_status oc_text_tables(oc_text_ctx *c, const oc_text_batch *b, oc_error *err) {
     size_t bytes = sizeof(float) * (size_t)b->n_tokens * (size_t)(c->m->hp.head_dim / 2);
     mrope_tables(c, b);
     oc_status st = c->be->ops->write(c->be, &c->rope_cos, 0, c->cos_h, bytes, err);
     return st ? st : c->be->ops->write(c->be, &c->rope_sin, 0, c->sin_h, bytes, err);
 }
 
-/* logits [n_out][n_vocab] = norm(x rows from x_row) Wout^T (+ bias), n_out <= max_batch_tokens. */
-static oc_status head(oc_text_ctx *c, int32_t x_row, int32_t n_out, float *logits, oc_error *err) {
+oc_status oc_text_head(oc_text_ctx *c, int32_t x_row, int32_t n_out, float *logits, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     oc_backend *be = c->be;
     const oc_backend_ops *op = be->ops;
@@ -335,36 +352,6 @@ static oc_status head(oc_text_ctx *c, int32_t x_row, int32_t n_out, float *logit
                          err)))
         return st;
     return op->read(be, &c->logits, 0, logits, bytes, err);
-}
-
-/* A whole prompt, segment by segment (kvcache/kv_cache.h "Memory"): every chunk of max_batch_tokens
- * through the segment's layers (its rows of x stay in the prompt-long x), then the segment scores
- * are complete and its layers evict, before the next segment's staging reuses the slots. */
-static oc_status prefill_by_layer(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats *stats, oc_error *err) {
-    const oc_text_hparams *hp = &c->m->hp;
-    int32_t P = b->n_tokens, B = c->lim.max_batch_tokens;
-    int64_t d = hp->n_embd;
-    oc_status st;
-    oc_text_kv_start(c, P);
-    oc_kv_book_append(&c->book, 0, P);
-    for (int32_t l0 = 0; l0 < hp->n_layers;) {
-        int32_t l1 = oc_kv_policy_segment_end(c->kvp, l0);
-        for (int32_t s = 0; s < P; s += B) {
-            oc_text_batch k = chunk_of(c, b, s, OC_MIN(B, P - s));
-            c->n_past = s;   /* the chunk's rows follow the prompt's rows before it */
-            if ((st = tables(c, &k, err)) || (l0 == 0 && (st = inputs(c, &k, s * d, err)))) return st;
-            for (int32_t il = l0; il <= l1; il++)
-                if ((st = layer(c, &k, il, s * d, stats, err))) return st;
-        }
-        c->n_past = P;
-        if ((st = oc_text_kv_compact(c, l0, l1, err))) return st;
-        l0 = l1 + 1;
-    }
-    if (!b->logits) return OC_OK;
-    for (int32_t s = b->all_logits ? 0 : P - 1; s < P; s += B)
-        if ((st = head(c, s, OC_MIN(B, P - s), b->logits + (b->all_logits ? (size_t)s * (size_t)hp->n_vocab : 0), err)))
-            return st;
-    return OC_OK;
 }
 
 /* A compacted layer's kv heads have rows for n more tokens (kvcache/kv_cache.h "Memory"). */
@@ -411,13 +398,13 @@ oc_status oc_text_forward(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats 
             return oc_fail(err, OC_ERR_INVALID, "text forward: token %d has no id and no embedding", i);
     }
     oc_status st;
-    if (whole_prompt) return prefill_by_layer(c, b, stats, err);
-    if ((st = check_room(c, n, err)) || (st = tables(c, b, err)) || (st = inputs(c, b, 0, err))) return st;
+    if (whole_prompt) return oc_text_prefill_by_layer(c, b, stats, err);
+    if ((st = check_room(c, n, err)) || (st = oc_text_tables(c, b, err)) || (st = oc_text_inputs(c, b, 0, err))) return st;
     for (int32_t il = 0; il < hp->n_layers; il++)
-        if ((st = layer(c, b, il, 0, stats, err))) return st;
+        if ((st = oc_text_layer_forward(c, b, il, 0, stats, err))) return st;
     if (c->kvp->any_evict) oc_kv_book_append(&c->book, c->n_past, n);
     c->n_past += n;
     if (!b->logits) return OC_OK;
     int32_t first = b->all_logits ? 0 : n - 1;
-    return head(c, first, n - first, b->logits, err);
+    return oc_text_head(c, first, n - first, b->logits, err);
 }

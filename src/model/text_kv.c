@@ -60,7 +60,7 @@ oc_status oc_text_kv_score(oc_text_ctx *c, const oc_text_batch *b, int32_t il, o
  * their V rows, their own K rows (GLA lazy layers read the first layer's), the book. Row kept[r]
  * of the prompt's rows (staging, or the region itself) moves to row r of the region: staging lies
  * after every region, so each source row is at or after its destination (kv_keep's order). */
-static oc_status keep(oc_text_ctx *c, int32_t first, int32_t g, const int32_t *kept, int32_t n_kept, oc_error *err) {
+oc_status oc_text_kv_keep(oc_text_ctx *c, int32_t first, int32_t g, const int32_t *kept, int32_t n_kept, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     const oc_text_kv_regions *R = &c->reg;
     oc_backend *be = c->be;
@@ -84,6 +84,19 @@ static oc_status keep(oc_text_ctx *c, int32_t first, int32_t g, const int32_t *k
     return OC_OK;
 }
 
+int32_t oc_text_kv_zipvl_set(oc_text_ctx *c, int32_t il) {
+    const oc_text_hparams *hp = &c->m->hp;
+    const oc_kv_layer *L = &c->kvp->layer[il];
+    int32_t n = c->n_past;
+    /* rows of every head see key j when their probe position is >= j (Eq. 8's nnz) */
+    for (int32_t j = 0, t = 0; j < n; j++) {
+        while (t < c->n_kv_probes && c->kv_probes[t] < j) t++;
+        c->kv_nnz[j] = (c->n_kv_probes - t) * hp->n_head;
+    }
+    return oc_kv_select_zipvl(c->kv_acc + (size_t)L->zipvl_row * (size_t)c->lim.max_ctx_tokens, c->kv_nnz, n,
+                              (double)c->n_kv_probes * hp->n_head, L->zipvl_tau, c->kv_kept, c->kv_order, c->kv_norm);
+}
+
 oc_status oc_text_kv_compact(oc_text_ctx *c, int32_t first, int32_t last, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     const oc_kv_policy *p = c->kvp;
@@ -94,18 +107,11 @@ oc_status oc_text_kv_compact(oc_text_ctx *c, int32_t first, int32_t last, oc_err
         if (L->first != l || L->evict == OC_KV_KEEP_ALL) continue;
         int32_t n_t = n;
         const int32_t *within = NULL;
-        if (L->zipvl_row >= 0) {   /* ZipVL: one important set T for the layer; rows of every head
-                                      see key j when their probe position is >= j */
-            for (int32_t j = 0, t = 0; j < n; j++) {
-                while (t < c->n_kv_probes && c->kv_probes[t] < j) t++;
-                c->kv_nnz[j] = (c->n_kv_probes - t) * hp->n_head;
-            }
-            n_t = oc_kv_select_zipvl(c->kv_acc + (size_t)L->zipvl_row * (size_t)C, c->kv_nnz, n,
-                                     (double)c->n_kv_probes * hp->n_head, L->zipvl_tau, c->kv_kept, c->kv_order,
-                                     c->kv_norm);
+        if (L->zipvl_row >= 0) {   /* ZipVL: one important set T for the layer */
+            n_t = oc_text_kv_zipvl_set(c, l);
             if (L->acc_row < 0) {
                 for (int32_t g = 0; g < hp->n_head_kv; g++)
-                    if ((st = keep(c, l, g, c->kv_kept, n_t, err))) return st;
+                    if ((st = oc_text_kv_keep(c, l, g, c->kv_kept, n_t, err))) return st;
                 continue;
             }
             memcpy(c->kv_nnz, c->kv_kept, (size_t)n_t * sizeof(int32_t));   /* T, for the budgets below */
@@ -119,7 +125,7 @@ oc_status oc_text_kv_compact(oc_text_ctx *c, int32_t first, int32_t last, oc_err
                                                  c->kv_scores);
             else
                 m = oc_kv_select_sparsemm(acc, n, budget, p->window, c->kv_kept, c->kv_order);
-            if ((st = keep(c, l, g, c->kv_kept, m, err))) return st;
+            if ((st = oc_text_kv_keep(c, l, g, c->kv_kept, m, err))) return st;
         }
     }
     c->book.n_compacted = last + 1;

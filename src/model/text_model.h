@@ -139,6 +139,9 @@ typedef struct oc_text_batch {
      * sparse plan can be compared with the dense engine under the same mask written out */
     const uint8_t *const *layer_masks;
     int64_t layer_mask_stride_head;   /* 0: one mask for all heads; else per head, this far apart */
+    /* optional (tests): when a ZipVL segment chose its important set T (zipvl.txt Eq. 9), called
+     * for each layer of the segment with T's absolute positions, ascending */
+    void (*on_zipvl)(void *user, int32_t layer, const int32_t *kept, int32_t n_kept);
     /* optional: after layer L, called with the [n][n_embd] residual stream (parity tests) */
     void (*on_layer)(void *user, int32_t layer, const float *x, int32_t n_tokens, int32_t n_embd);
     void *user;
