@@ -536,8 +536,10 @@ static void test_context_open_out_of_memory(void) {
 }
 
 /* The embedded promise holds with every method on: a text question with eviction and lazy layers
- * (scoring, compaction, per-kv-head decode) makes no allocator call after the context opened. */
-static void test_no_allocation_while_answering(void) {
+ * (scoring, ZipVL's sparse prefill, compaction, per-kv-head decode) makes no allocator call after
+ * the context opened, on the CPU and on OpenCL (whose keys are scored from a host copy reserved at
+ * open). */
+static void no_allocation_while_answering(int opencl) {
     oc_error e;
     oc_model *m;
     REQUIRE(oc_model_open(&m, DEMO, DEMO_MMPROJ, NULL, &e) == OC_OK);
@@ -557,6 +559,10 @@ static void test_no_allocation_while_answering(void) {
     cp.n_threads = 2;
     cp.alloc = &a;
     cp.plan_path = path;
+    if (opencl) {
+        cp.backend = OC_BACKEND_OPENCL;
+        cp.device = check_opencl_device();
+    }
     oc_context *c = NULL;
     REQUIREF(oc_context_open(&c, m, &cp, &e) == OC_OK, "%s", e.message);
     long before = cnt.n_calls;
@@ -592,6 +598,13 @@ static void test_no_allocation_while_answering(void) {
     oc_model_close(m);
     remove(path);
     CHECK(cnt.n_live == 0);
+}
+
+static void test_no_allocation_while_answering(void) {
+    no_allocation_while_answering(0);
+    const char *why = check_opencl_missing();
+    if (why) check_skip("OpenCL: %s", why);
+    else no_allocation_while_answering(1);
 }
 
 int main(void) {

@@ -16,7 +16,7 @@ typedef struct sizes {
     size_t buf[N_BUF];
     uint32_t flags[N_BUF];
     size_t layers, inv_freq, table;   /* host block parts */
-    size_t policy, book, acc, scores, scratch_d, scratch_i, kv_q;   /* shrinking KV cache parts (0: none) */
+    size_t policy, book, acc, scores, scratch_d, scratch_i, kv_q, kv_k;   /* shrinking KV cache parts (0: none) */
     size_t host;                      /* host block total */
 } sizes;
 
@@ -91,8 +91,8 @@ static int kv_regions(const oc_text_model *m, const oc_text_limits *lim, const o
 /* 0 on overflow. Every size follows from the model, the limits and the policy: the KV cache holds
  * the regions above, the score rows and selection scratch exist when a layer evicts, and a context
  * that prefills by layer keeps the whole prompt's residual stream. */
-static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, const oc_kv_policy *p, sizes *s,
-                      oc_text_kv_regions *r) {
+static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, const oc_kv_policy *p, oc_backend_kind kind,
+                      sizes *s, oc_text_kv_regions *r) {
     const oc_text_hparams *hp = &m->hp;
     size_t B = (size_t)lim->max_batch_tokens, C = (size_t)lim->max_ctx_tokens;
     size_t d = (size_t)hp->n_embd, kv = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
@@ -121,9 +121,11 @@ static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, const o
     s->scores = evict ? pad(oc_kv_score_scratch_bytes(hp->n_head / hp->n_head_kv, lim->max_ctx_tokens, hp->head_dim)) : 0;
     s->scratch_i = evict ? pad(C * 4) : 0;
     s->kv_q = evict ? pad(B * d * 4) : 0;
+    /* a device's keys are read to the host to be scored: reserved here, not mapped per layer */
+    s->kv_k = evict && kind != OC_BACKEND_KIND_CPU ? pad(C * kv * 2) : 0;
     if (evict && !s->book) return 0;
     s->host = s->layers + s->inv_freq + 2 * s->table + s->policy + s->book + s->acc + s->scores + s->scratch_d +
-              4 * s->scratch_i + s->kv_q;
+              4 * s->scratch_i + s->kv_q + s->kv_k;
     return s->host >= s->acc;   /* no wrap */
 }
 
@@ -142,7 +144,7 @@ size_t oc_text_ctx_bytes(const oc_text_model *m, const oc_text_limits *lim, cons
     sizes s;
     oc_kv_policy p;
     oc_text_kv_regions r;
-    if (policy_of(m, lim, &p, NULL) || !plan_sizes(m, lim, &p, &s, &r)) return 0;
+    if (policy_of(m, lim, &p, NULL) || !plan_sizes(m, lim, &p, spec->kind, &s, &r)) return 0;
     oc_backend_limits bl = backend_limits(m, lim, &p);
     size_t be = oc_backend_bytes(spec, &bl, n_threads), total = sizeof(oc_text_ctx) + s.host;
     if (spec->kind == OC_BACKEND_KIND_CPU && !be) return 0;
@@ -200,7 +202,7 @@ oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, co
     oc_status st = policy_of(m, lim, &pol, err);
     if (st) return st;
     oc_text_kv_regions reg;
-    if (!plan_sizes(m, lim, &pol, &s, &reg))
+    if (!plan_sizes(m, lim, &pol, spec->kind, &s, &reg))
         return oc_fail(err, OC_ERR_RANGE, "text context: %d tokens of context do not fit in memory "
                        "arithmetic", lim->max_ctx_tokens);
     oc_text_ctx *c = oc_mem_calloc(alloc, sizeof *c);
@@ -241,6 +243,8 @@ oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, co
         c->kv_move = (int32_t *)(void *)(h + 3 * s.scratch_i);
         h += 4 * s.scratch_i;
         c->kv_q = (float *)(void *)h;
+        h += s.kv_q;
+        c->kv_k = s.kv_k ? (uint16_t *)(void *)h : NULL;
     }
     oc_rope_inv_freq(c->inv_freq, m->hp.head_dim, m->hp.rope_base);
     if ((st = take_weights(c, err))) goto fail;

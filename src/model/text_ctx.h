@@ -70,6 +70,8 @@ struct oc_text_ctx {
     double *kv_norm;                             /* [C] selection scratch */
     int32_t *kv_kept, *kv_order, *kv_nnz, *kv_move;   /* [C] selection scratch */
     float *kv_q;                                 /* [B][n_embd] host copy of the rows being scored */
+    uint16_t *kv_k;                              /* on a device: [C][kv_dim] f16 host copy of the
+                                                    keys being scored (NULL on the CPU: read in place) */
     int32_t kv_probes[OC_KV_ZIPVL_RECENT_PROBES + OC_KV_ZIPVL_RANDOM_PROBES];
     int32_t n_kv_probes;
     /* host block */

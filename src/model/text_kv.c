@@ -4,7 +4,8 @@
  * rows, zipvl.txt supplement Eq. A) against the keys they see; when the batch that ends the prompt
  * is done, every evicting layer picks its tokens (Eq. 14; Eq. 6-9) and the backend compacts its
  * rows in place, together with the rows of the lazy layers that follow it. The scores read q and
- * the K cache through the backend's transfer operations (a copy on a device), once per prompt. */
+ * the K cache through the backend's transfer operations (on a device a copy into host memory
+ * reserved at open, so prefill allocates nothing there either). */
 #include "model/text_ctx.h"
 
 #include <math.h>
@@ -28,12 +29,14 @@ static oc_status score(oc_text_ctx *c, int32_t il, const int32_t *pos, int32_t n
         if ((st = be->ops->read(be, &c->q, (size_t)(pos[r] - first) * d * 4, c->kv_q + (size_t)r * d, d * 4, err)))
             return st;
     size_t k_at = (size_t)c->reg.k_pre[il] * 2, k_bytes = (size_t)end * kvd * 2;   /* the prompt's keys */
-    const uint16_t *k = be->ops->map_read(be, &c->k_cache, k_at, k_bytes, err);
-    if (!k) return err ? err->status : OC_ERR_DEVICE;
+    /* the CPU's cache is host memory, read in place; a device's is read into the reserved copy */
+    const uint16_t *k = c->kv_k;
+    if (!k && !(k = be->ops->map_read(be, &c->k_cache, k_at, k_bytes, err))) return err ? err->status : OC_ERR_DEVICE;
+    if (k == c->kv_k && (st = be->ops->read(be, &c->k_cache, k_at, c->kv_k, k_bytes, err))) return st;
     oc_kv_rows rows = { c->kv_q, (int64_t)d, hp->head_dim, pos, n_rows, k, NULL, (int64_t)kvd, hp->head_dim,
                         hp->n_head, hp->n_head_kv, hp->head_dim, 1.0f / sqrtf((float)hp->head_dim) };
     oc_kv_score_rows(&rows, acc, acc_stride_head, c->kv_scores);
-    be->ops->unmap(be, &c->k_cache, k);
+    if (k != c->kv_k) be->ops->unmap(be, &c->k_cache, k);
     return OC_OK;
 }
 
