@@ -377,7 +377,7 @@ oc_status oc_text_forward(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats 
     if (n < 1 || !b->pos_t || !b->pos_h || !b->pos_w)
         return oc_fail(err, OC_ERR_INVALID, "text forward: empty batch or missing positions");
     int whole_prompt = c->reg.by_layer && b->prompt_tokens > 0;
-    if (whole_prompt && (c->n_past != 0 || n != b->prompt_tokens || b->layer_masks || b->on_attn))
+    if (whole_prompt && (c->n_past != 0 || n != b->prompt_tokens || b->layer_masks))
         return oc_fail(err, OC_ERR_INVALID, "text forward: this context's plan evicts, so its prompt of %d tokens "
                        "goes in one call from an empty cache (got %d tokens after %d)", b->prompt_tokens, n, c->n_past);
     if (c->reg.by_layer && !whole_prompt && c->book.n_compacted < hp->n_layers)
