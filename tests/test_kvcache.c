@@ -389,12 +389,21 @@ static void test_policy_rules(void) {
     CHECK(pol.layer[3].acc_row == -1 && pol.layer[3].zipvl_row == -1);
     CHECK(oc_kv_policy_budget(&pol, 1, 0) == 64 && oc_kv_policy_budget(&pol, 1, 1) == INT32_MAX);
     CHECK(oc_kv_policy_budget(&pol, 0, 0) == INT32_MAX);
+    /* rows a region holds ("Memory"): a full head, ZipVL and dense layers take the context */
+    CHECK(oc_kv_policy_rows(&pol, 1, 1000, 50) == 1000 && oc_kv_policy_rows(&pol, 2, 1000, 50) == 1000);
+    CHECK(oc_kv_policy_segment_end(&pol, 2) == 4 && oc_kv_policy_segment_end(&pol, 1) == 1);
+    oc_plan_free(plan);
+    plan = NULL;
+    REQUIRE(policy_of(HDR "decoder layer 1 kv-budget 64 32\n", &pol, &plan, &err) == OC_OK);
+    CHECK(oc_kv_policy_rows(&pol, 1, 1000, 50) == 114 && oc_kv_policy_rows(&pol, 1, 1000, 0) == 1000);
+    CHECK(oc_kv_policy_rows(&pol, 1, 100, 50) == 100 && oc_kv_policy_rows(&pol, 0, 1000, 50) == 1000);
     oc_plan_free(plan);
     plan = NULL;
     /* both on one layer: ZipVL's set, then the budgets within it */
     REQUIRE(policy_of(HDR "decoder layer 3 kv-budget 40 40\ndecoder layer 3 zipvl-tau 0.9\n", &pol, &plan, &err) == OC_OK);
     CHECK(pol.layer[3].evict == OC_KV_ZIPVL_SPARSEMM && pol.layer[3].acc_row == 0 && pol.layer[3].zipvl_row == 2);
     CHECK(pol.n_acc_rows == 3 && oc_kv_policy_budget(&pol, 3, 1) == 40);
+    CHECK(oc_kv_policy_rows(&pol, 3, 1000, 10) == 50);   /* within ZipVL's set: still the budget */
     oc_plan_free(plan);
     plan = NULL;
     /* a lazy layer's own lines must say what its first layer's say */
