@@ -131,7 +131,7 @@ static int run_type(bench *b, int32_t dtype) {
         oc_matmul_path path = p ? OC_MATMUL_INT8 : OC_MATMUL_FLOAT;
         const char *path_name = p ? "int8" : "float";
         oc_matmul_ctx_set_path(b->ctx, path);
-        oc_weight wt = { dtype, N_IN, N_OUT, w, row_bytes };
+        oc_weight wt = { dtype, N_IN, N_OUT, w, row_bytes, NULL };
         /* a forced int8 path without an int8 kernel for the shape runs the float path: skip it */
         int run_gemm = oc_matmul_uses_int8(b->ctx, &wt, N_TOK) == p, run_gemv = oc_matmul_uses_int8(b->ctx, &wt, 1) == p;
         double gemm_s = 0, gemv_s = 0, gemm_best = 0, gemv_best = 0;
