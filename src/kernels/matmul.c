@@ -61,6 +61,7 @@ const oc_matmul_kernels *oc_matmul_kernels_for(oc_isa isa) {
 
 oc_isa oc_matmul_kernels_isa(const oc_matmul_kernels *k) { return k->isa; }
 const char *oc_matmul_kernels_name(const oc_matmul_kernels *k) { return k->name; }
+int oc_matmul_kernels_bf16(const oc_matmul_kernels *k) { return !k->gemm_bf16 ? 0 : k->bf16_gemm ? 2 : 1; }
 
 static int type_index(int32_t dtype) {
     switch (dtype) {

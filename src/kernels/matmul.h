@@ -35,6 +35,8 @@ const oc_matmul_kernels *oc_matmul_kernels_for(oc_isa isa);
 oc_isa oc_matmul_kernels_isa(const oc_matmul_kernels *k);
 /* e.g. "avx512+vnni": the ISA and the optional extensions this table uses. */
 const char *oc_matmul_kernels_name(const oc_matmul_kernels *k);
+/* The table's BF16 path: 0 none, 1 only when OC_MATMUL_BF16 forces it, 2 OC_MATMUL_AUTO takes it. */
+int oc_matmul_kernels_bf16(const oc_matmul_kernels *k);
 
 /* How products with quantized weights are computed. AUTO takes, per ISA, whichever was measured
  * faster (BENCHMARKS.md "matmul"); the other two force a path (tests, benchmarks). The int8 path
