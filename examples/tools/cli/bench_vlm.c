@@ -293,6 +293,12 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
     double peak0 = fma_peak(n_threads, peak_dev);
     printf("backend: %s\nFP32 FMA peak before: %.1f GFLOP/s%s\n", where, peak0,
            peak_dev ? " (the device's; the cpu share columns are the host's)" : "");
+    if (!peak_dev) {   /* the roof of the BF16 path (matmul.h), where the CPU has one */
+        oc_pool *bp = NULL;
+        double bf16 = oc_pool_open(&bp, n_threads, NULL, NULL) == OC_OK ? oc_roofline_bf16_gflops(bp) : 0;
+        oc_pool_close(bp);
+        if (bf16 > 0) printf("BF16 dot-product peak: %.1f GFLOP/s (%.2f x the FMA peak)\n", bf16, bf16 / peak0);
+    }
     fflush(stdout);
 
     /* Warm-up (text weights paged in) that also measures the chat template's tokens around a question. */
