@@ -48,7 +48,7 @@ void oc_port_cpu_features(oc_cpu_features *f) {
         f->avxvnni = ymm_ok && ((a1 >> 4) & 1);
         (void)b1; (void)c1; (void)d1;
     }
-    f->bf16_fast = f->avx512bf16 && strcmp(f->vendor, "AuthenticAMD") == 0;
+    f->bf16_fast = 0;   /* opt-in for now: see port.h */
     apply_env(f);
 }
 

@@ -20,7 +20,7 @@
 
 #define TOL 1e-4
 /* The BF16 path (matmul.h OC_MATMUL_BF16: F16 / BF16 matrices as bf16 x bf16 products, taken where
- * the CPU's BF16 dot products are fast, e.g. Zen 4) rounds both operands of every product to 8
+ * oc_cpu_features.bf16_fast is set: OCELLUS_CPU_FEATURES=+bf16_fast, port.h) rounds both operands of every product to 8
  * significant bits (unit roundoff 2^-8 = 3.9e-3; test_matmul checks each product against that
  * bound). Through a whole encoder this measured 2e-3 to 8.4e-3 relative error on these fixtures
  * (Emerald Rapids, forced with OCELLUS_CPU_FEATURES=+avx512bf16,+bf16_fast), so its bounds are

@@ -8,7 +8,7 @@
  * packed as w + 128 and Q4_0 as its nibble; both subtract offset * sum(x) per block.
  * With AVX512_BF16 (chosen at run time): the BF16 path's 8 tokens x 32 outputs tile, vdpbf16ps on
  * prepacked weight pairs, X rounded with vcvtne2ps2bf16; AUTO takes it where the CPU's dot products
- * are fast (oc_cpu_features.bf16_fast), otherwise only OC_MATMUL_BF16 does. */
+ * are fast (oc_cpu_features.bf16_fast, opt-in for now: port.h), otherwise only OC_MATMUL_BF16 does. */
 #include "kernels/matmul_kern.h"
 
 #include <immintrin.h>
