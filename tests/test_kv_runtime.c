@@ -22,9 +22,9 @@
 
 #define DEMO "examples/demo/ocellus-demo.gguf"
 #define DEMO_MMPROJ "examples/demo/ocellus-demo-mmproj.gguf"
-#define N_PROMPT 70
+#define N_PROMPT 140
 #define N_DECODE 6
-#define CTX 96
+#define CTX 160
 #define CHUNK 16
 #define ANSWER (N_DECODE + 2)   /* the room a budgeted layer keeps after the prompt */
 

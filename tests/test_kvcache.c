@@ -174,6 +174,7 @@ static int32_t naive_zipvl(const problem *p, const int32_t *probes, int32_t n_pr
         }
     for (int32_t j = 0; j < n; j++) imp[j] = nnz[j] ? col[j] / nnz[j] : 0;
     naive_top(imp, n, pk, mark);
+    for (int32_t j = n > OC_KV_ZIPVL_RECENT_PROBES ? n - OC_KV_ZIPVL_RECENT_PROBES : 0; j < n; j++) mark[j] = 1;
     int32_t m = 0;
     for (int32_t j = 0; j < n; j++)
         if (mark[j]) kept[m++] = j;
@@ -187,7 +188,7 @@ static void test_zipvl_keeps_the_naive_tokens(void) {
     check_rng r = { 0x21b71u };
     int32_t n_evicting = 0;   /* the test has teeth only if some trials drop tokens */
     for (int trial = 0; trial < 10; trial++) {
-        int32_t n = check_rng_int(&r, 20, MAXN), n_head = trial % 2 ? 4 : 2;
+        int32_t n = check_rng_int(&r, trial ? 120 : 20, MAXN), n_head = trial % 2 ? 4 : 2;
         double tau = trial % 3 == 0 ? 0.975 : check_rng_uniform(&r, 0.5f, 0.99f);
         make_problem(&p, &r, n, n_head, 2);
         int32_t n_probe = oc_kv_zipvl_probes(n, probes);
