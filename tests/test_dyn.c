@@ -9,6 +9,7 @@
 #include "attention/attn.h"
 #include "attention/attn_kernels.h"
 #include "check.h"
+#include "support/dyn_ref.h"
 #include "core/f16.h"
 #include "core/pool.h"
 #include "port.h"
@@ -127,24 +128,9 @@ static void ref_scores(const dcase *c, int h, double *vert, double *slash) {
     free(w);
 }
 
-/* dyn.h's masks, written from their definitions. */
+/* dyn.h's masks, written from their definitions (tests/support/dyn_ref.c). */
 static int keep_dyn(const dcase *c, const oc_head_pattern *pt, const oc_dyn_head *dh, int p, int j) {
-    if (c->mask == OC_ATTN_CAUSAL && j > p) return 0;
-    if (pt->kind == OC_PATTERN_VERTICAL_SLASH) {
-        for (int k = 0; k < dh->n_vertical; k++)
-            if (dh->vertical[k] == j) return 1;
-        int b = p - p % OC_DYN_BLOCK;
-        for (int k = 0; k < dh->n_slash; k++)
-            if (j >= b - dh->slash[k] && j <= b + OC_DYN_BLOCK - 1 - dh->slash[k]) return 1;
-        return 0;
-    }
-    if (pt->kind == OC_PATTERN_GRID) {
-        int s = dh->stride, f = dh->phase;
-        int mod_p = ((p - f) % s + s) % s, mod_j = ((j - f) % s + s) % s, mod_pj = ((p - j) % s + s) % s;
-        return ((pt->grid_lines & OC_GRID_HLINE) && mod_p == 0) || ((pt->grid_lines & OC_GRID_VLINE) && mod_j == 0) ||
-               ((pt->grid_lines & OC_GRID_SLASH) && mod_pj == 0);
-    }
-    return 1;
+    return ref_dyn_keep(c->mask, pt, dh, p, j);
 }
 
 /* out [n_q][H][d] in double under an explicit byte mask [H][n_q][n_kv]; returns kept pairs. */

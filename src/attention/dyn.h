@@ -39,6 +39,7 @@
 
 #include "core/core.h"
 #include "core/pool.h"
+#include "plan/pattern.h"
 
 #define OC_DYN_LAST_Q 64    /* mminference.txt Alg. 1, C.3: last_q = 64 */
 #define OC_DYN_BLOCK 64     /* queries that share one set of diagonal runs */
@@ -74,6 +75,15 @@ void oc_dyn_grid_search(const float *vertical, int32_t n, int32_t fixed_stride, 
 /* The keys [*j0, *j1) the grid search views for a prompt of n keys (see above); only their column
  * scores are read, so the estimate computes no others for a Grid head. [alloc: no] */
 void oc_dyn_grid_view(int32_t n, int32_t fixed_stride, int32_t max_stride, int32_t *j0, int32_t *j1);
+
+/* One head's index from its raw estimate (oc_attn_dyn_scores' layout: vertical[0..n_kv) column
+ * scores, slash[0..2 n_kv - 1) diagonal scores, offset o at o + n_kv - 1; a Grid head reads only the
+ * columns of oc_dyn_grid_view): the Vertical-Slash top-k (offset 0 forced) or the Grid search.
+ * idx holds 3 n_kv int32 (the head's arrays point into it), work 2 n_kv int32, grid 2 n_kv doubles.
+ * The one choice both executors make: the CPU (dyn_build.c) and OpenCL (opencl/cl_attn.c, from
+ * the device's estimate). [alloc: no] */
+void oc_dyn_choose(const oc_head_pattern *pat, int32_t n_kv, const float *vertical, const float *slash, int32_t *idx,
+                   int32_t *work, double *grid, oc_dyn_head *out);
 
 /* Q-Boundary / 2D-Boundary permutation (mminference.txt Sec. 3.2, Alg. 2-3): the tokens grouped by
  * modality, stably: perm[start[m] .. start[m + 1]) lists the positions of modality m in order.

@@ -195,18 +195,7 @@ static void build_task(void *ctx, int64_t task, int thread) {
     if (pat->kind == OC_PATTERN_GRID) oc_dyn_grid_view(n_kv, pat->grid_stride, pat->grid_max_stride, &lo2, &hi2);
     estimate(a, x->mem, x->kern, &w, h, lo2, hi2, pat->kind == OC_PATTERN_VERTICAL_SLASH);
     int32_t *idx = (int32_t *)(x->base + x->g.off_idx) + (size_t)h * x->g.idx_per_head;
-    if (pat->kind == OC_PATTERN_VERTICAL_SLASH) {
-        int32_t *vert = idx, *slash = idx + n_kv;
-        out->n_vertical = oc_dyn_top_k(w.vs, n_kv, pat->n_vertical, -1, w.work, vert);
-        /* offset 0 sits at index n_kv - 1 of the diagonal scores (dyn.h: always kept) */
-        int32_t n_s = oc_dyn_top_k(w.ss, 2 * n_kv - 1, pat->n_slash, n_kv - 1, w.work, slash);
-        for (int32_t k = 0; k < n_s; k++) slash[k] -= n_kv - 1;
-        out->n_slash = n_s;
-        out->vertical = vert;
-        out->slash = slash;
-    } else {
-        oc_dyn_grid_search(w.vs, n_kv, pat->grid_stride, pat->grid_max_stride, w.grid, &out->stride, &out->phase);
-    }
+    oc_dyn_choose(pat, n_kv, w.vs, w.ss, idx, w.work, w.grid, out);
 }
 
 /* The checks of oc_attn_run (without the index) plus: the call has enough queries to estimate. */

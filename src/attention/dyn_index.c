@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* NaN ranks last so a bad score can never break the ordering the selection relies on. */
 static float rank_of(float x) { return x == x ? x : -INFINITY; }
@@ -119,6 +120,25 @@ void oc_dyn_grid_search(const float *vertical, int32_t n, int32_t fixed_stride, 
             *stride = s;
             *phase = f;
         }
+    }
+}
+
+void oc_dyn_choose(const oc_head_pattern *pat, int32_t n_kv, const float *vertical, const float *slash, int32_t *idx,
+                   int32_t *work, double *grid, oc_dyn_head *out) {
+    memset(out, 0, sizeof *out);
+    out->stride = 1;
+    if (n_kv < 1) return;
+    if (pat->kind == OC_PATTERN_VERTICAL_SLASH) {
+        int32_t *vert = idx, *sl = idx + n_kv;
+        out->n_vertical = oc_dyn_top_k(vertical, n_kv, pat->n_vertical, -1, work, vert);
+        /* offset 0 sits at index n_kv - 1 of the diagonal scores (dyn.h: always kept) */
+        int32_t n_s = oc_dyn_top_k(slash, 2 * n_kv - 1, pat->n_slash, n_kv - 1, work, sl);
+        for (int32_t k = 0; k < n_s; k++) sl[k] -= n_kv - 1;
+        out->n_slash = n_s;
+        out->vertical = vert;
+        out->slash = sl;
+    } else if (pat->kind == OC_PATTERN_GRID) {
+        oc_dyn_grid_search(vertical, n_kv, pat->grid_stride, pat->grid_max_stride, grid, &out->stride, &out->phase);
     }
 }
 
