@@ -667,6 +667,18 @@ const oc_attn_kernels *oc_attn_kernels_for(oc_isa isa) {
     }
 }
 
+oc_pattern_exec oc_attn_pattern_exec(oc_pattern_kind k) {
+    switch (k) {
+    case OC_PATTERN_SINK:
+    case OC_PATTERN_INTRA_IMAGE:
+    case OC_PATTERN_INTRA_IMAGE_SINK:
+    case OC_PATTERN_A_SHAPE: return OC_EXEC_SPARSE;
+    case OC_PATTERN_VERTICAL_SLASH:
+    case OC_PATTERN_GRID: return OC_EXEC_PREFILL;
+    default: return OC_EXEC_DENSE;
+    }
+}
+
 const char *oc_attn_kernels_name(oc_isa isa) {
     const oc_attn_kernels *k = oc_attn_kernels_for(isa);
     return k ? k->name : NULL;

@@ -99,6 +99,9 @@ oc_status oc_attn_dyn_scores(const oc_attn_call *call, const oc_attn_host *mem, 
  * oc_attn_dyn_build needs them). [errors: OC_ERR_INVALID] */
 oc_status oc_attn_check_call(const oc_attn_call *call, const oc_attn_host *mem, int need_index, oc_error *err);
 
+/* How this engine runs heads of pattern kind k (pattern.h). [alloc: no] */
+oc_pattern_exec oc_attn_pattern_exec(oc_pattern_kind k);
+
 /* Name of the kernels an ISA would use, or NULL when that ISA's kernels are not built. */
 const char *oc_attn_kernels_name(oc_isa isa);
 

@@ -49,6 +49,14 @@ typedef struct oc_head_pattern {
 #define OC_GRID_VLINE 2
 #define OC_GRID_SLASH 4
 
+/* How an executor runs a head pattern (attn.h oc_attn_pattern_exec for the CPU engine, cl_attn.h
+ * oc_cl_attn_pattern_exec for OpenCL): what `ocellus plan` reports per backend. */
+typedef enum oc_pattern_exec {
+    OC_EXEC_DENSE = 0,     /* the pattern is not executed: the head runs dense */
+    OC_EXEC_SPARSE,        /* sparse in prefill and decode */
+    OC_EXEC_PREFILL        /* sparse in prefill (calls of >= 64 queries), dense in decode */
+} oc_pattern_exec;
+
 /* 1 for the patterns whose index is built per prompt (VERTICAL_SLASH, GRID). */
 static inline int oc_pattern_is_dynamic(oc_pattern_kind kind) {
     return kind == OC_PATTERN_VERTICAL_SLASH || kind == OC_PATTERN_GRID;

@@ -1,10 +1,12 @@
 /* cmd_plan.c: `ocellus plan [show] FILE [--check-shape L,H,KV,D] [--check-vision L,H,D] [--svg OUT]
  * [--kv-budget N -o OUT]`: reads an attention plan, prints what it holds (how it was made, shapes,
- * heads per pattern per stack, budgets, ZipVL layers, lazy groups), whether the runtime executes
+ * heads per pattern per stack, budgets, ZipVL layers, lazy groups), how each backend runs each
+ * pattern (asked of the executors: attn.h oc_attn_pattern_exec, cl_attn.h), whether the runtime executes
  * each section (it refuses impossible combinations of the KV cache methods on one layer), given a
  * model shape whether the plan fits it, draws it as SVG, or re-budgets its SparseMM kv heads from
  * its visual scores. Exit 1 on a bad plan. */
 #include "tools/tools.h"
+#include "attention/attn.h"
 #include "kvcache/kv_cache.h"
 #include "plan/plan.h"
 #include "tools/calib.h"
@@ -42,6 +44,24 @@ static int parse_numbers(const char *s, int32_t *v, int n) {
     return 1;
 }
 
+#if OC_HAVE_OPENCL
+#include "opencl/cl_attn.h"
+#endif
+
+static const char *exec_name(oc_pattern_exec e) {
+    return e == OC_EXEC_SPARSE ? "sparse" : e == OC_EXEC_PREFILL ? "sparse in prefill, dense in decode" : "runs dense";
+}
+
+/* "cpu: sparse; opencl: ..." for pattern kind k, from the executors themselves. */
+static void print_exec(oc_pattern_kind k) {
+    printf("; cpu: %s", exec_name(oc_attn_pattern_exec(k)));
+#if OC_HAVE_OPENCL
+    printf("; opencl: %s", exec_name(oc_cl_attn_pattern_exec(k)));
+#else
+    printf("; opencl: not built");
+#endif
+}
+
 static void print_stack(const oc_plan *plan, oc_plan_stack stack) {
     const oc_stack_plan *s = &plan->stacks[stack];
     const char *name = oc_plan_stack_name(stack);
@@ -56,11 +76,12 @@ static void print_stack(const oc_plan *plan, oc_plan_stack stack) {
     printf(", head dim %d\n", (int)s->shape.head_dim);
     for (int k = 0; k < OC_PATTERN_COUNT; k++) {
         if (!st.n_per_pattern[k]) continue;
-        printf("  %-18s %5d heads  %5.1f%%\n", oc_plan_pattern_name((oc_pattern_kind)k),
-               (int)st.n_per_pattern[k], 100.0 * st.n_per_pattern[k] / st.n_heads);
+        printf("  %-18s %5d heads  %5.1f%%", oc_plan_pattern_name((oc_pattern_kind)k), (int)st.n_per_pattern[k],
+               100.0 * st.n_per_pattern[k] / st.n_heads);
+        if (k != OC_PATTERN_DENSE) print_exec((oc_pattern_kind)k);
+        printf("\n");
     }
-    printf("  %-18s %5d heads  %5.1f%%%s\n", "sparse (not dense)", (int)st.n_sparse, 100.0 * st.n_sparse / st.n_heads,
-           st.n_sparse ? "; runtime: executes" : "");
+    printf("  %-18s %5d heads  %5.1f%%\n", "sparse (not dense)", (int)st.n_sparse, 100.0 * st.n_sparse / st.n_heads);
     if (stack == OC_PLAN_DECODER) {
         int32_t n_kv = s->shape.n_layers * s->shape.n_kv_heads;
         if (st.n_budgeted_kv_heads)
