@@ -45,6 +45,25 @@ else
   fail plan_show_svg "no SVG written"
 fi
 
+# MMInference's search (Table 3 scaled to the demo's ~150-token prompts): a plan of dynamic heads
+# the runtime runs, the same with 1 and 2 threads; blindsight + mminference is refused
+out=$(run_target $bin calibrate --suite demo --items 3 --methods mminference --mminf-scale 0.01 -t 1 \
+      -o "$tmp_dir/mm1.plan" --report "$tmp_dir/mm.txt" 2>&1); rc=$?
+run_target $bin calibrate --suite demo --items 3 --methods mminference --mminf-scale 0.01 -t 2 \
+  -o "$tmp_dir/mm2.plan" >/dev/null 2>&1
+if [ "$rc" -eq 0 ] && grep -q 'mminference=table3:scale=0.01' "$tmp_dir/mm1.plan" &&
+   grep -Eq '^decoder (default|layer).*(vertical-slash|grid|a-shape)\(' "$tmp_dir/mm1.plan" &&
+   grep -q '^## MMInference' "$tmp_dir/mm.txt" && cmp -s "$tmp_dir/mm1.plan" "$tmp_dir/mm2.plan" &&
+   run_target $bin eval --items 2 --plan "$tmp_dir/mm1.plan" -t 2 >/dev/null 2>&1; then
+  pass calibrate_mminference
+else
+  fail calibrate_mminference "exit status $rc, or the plan has no dynamic heads, differs by thread count or does not run: $out"
+fi
+run_target $bin calibrate --suite demo --methods blindsight,mminference -o "$tmp_dir/x.plan" >/dev/null 2>"$tmp_dir/err"
+rc=$?
+if [ "$rc" -eq 2 ] && grep -q 'one of them' "$tmp_dir/err"; then pass calibrate_mminference_exclusive
+else fail calibrate_mminference_exclusive "exit status $rc"; fi
+
 out=$(run_target $bin calibrate --suite demo --methods nonsense -o "$tmp_dir/x.plan" 2>&1); rc=$?
 out2=$(run_target $bin calibrate --data "$tmp_dir/missing" -o "$tmp_dir/x.plan" 2>&1); rc2=$?
 if [ "$rc" -eq 2 ] && [ "$rc2" -eq 1 ] && printf '%s' "$out2" | grep -q 'missing/items.jsonl'; then

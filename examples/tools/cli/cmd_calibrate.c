@@ -260,6 +260,11 @@ int oc_tool_calibrate(int argc, char **argv) {
         if (!ok) { fprintf(stderr, "ocellus calibrate: bad value for %s: %s\n", a, v); return 2; }
     }
     if (!out_path || !suite == !data_dir) { usage(stderr); return 2; }
+    if ((cp.methods & OC_CALIB_BLINDSIGHT) && (cp.methods & OC_CALIB_MMINFERENCE)) {
+        fprintf(stderr, "ocellus calibrate: blindsight and mminference both choose the decoder's head patterns: "
+                        "ask for one of them\n");
+        return 2;
+    }
     if (max_images && !data_dir) {
         fprintf(stderr, "ocellus calibrate: --max-images is for --data (the suite's is --images-per-item)\n");
         return 2;
