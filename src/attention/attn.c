@@ -255,22 +255,37 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial) {
      * blocks of half the rows halve the masked lanes there. */
     int32_t block_rows = r->step > 1 ? ROW_BLOCK / 2 : ROW_BLOCK;
     for (int32_t r0 = 0; r0 < r->rows; r0 += block_rows) {
-        int32_t rb = OC_MIN(block_rows, r->rows - r0), cols = ALIGN_UP(rb, kn->vec);
+        int32_t rb = OC_MIN(block_rows, r->rows - r0), cols = ALIGN_UP(rb, kn->vec), nb = nk;
         int exact = partial;   /* evaluate the mask per element */
         if (partial && a->mask != OC_ATTN_EXPLICIT) {
             int bc = block_class(r, r0, rb, k_min, k_max);
             if (bc == BLOCK_MISSES) continue;
             exact = bc == BLOCK_PARTIAL;
+            /* Keys after the last one the block's last row can keep are masked for every row of
+             * the block: the block runs only the tile's keys up to the last such key (the tile is
+             * in ascending order except a topped-up tail, so this cuts the causal band's empty
+             * triangle: a Grid run's blocks span block_rows x stride positions). Dropping keys
+             * whose probabilities are 0 changes no sum. */
+            int32_t last = r0 / r->len == (r0 + rb - 1) / r->len ? run_row(r, r0 + rb - 1) : run_row(r, r->len - 1);
+            int64_t hi = oc_mask_row_window(a, r->pat, (int64_t)a->q_offset + last).hi;
+            while (exact && nb > 0 && idx[nb - 1] > hi) nb--;
         }
-        kn->gemm(nk, cols, d, w->kt, d, 1, w->qt + (int64_t)r0 * d, w->s, ROW_BLOCK, 0);   /* S^T = K Q^T */
-        r->kept += exact ? mask_cols(r, r0, rb, idx, nk, w->s) : (uint64_t)nk * (uint64_t)rb;
-        kn->softmax_cols(w->s, ROW_BLOCK, nk, cols, w->m + r0, w->l + r0, w->alpha);
+        kn->gemm(nb, cols, d, w->kt, d, 1, w->qt + (int64_t)r0 * d, w->s, ROW_BLOCK, 0);   /* S^T = K Q^T */
+        r->kept += exact ? mask_cols(r, r0, rb, idx, nb, w->s) : (uint64_t)nb * (uint64_t)rb;
+        kn->softmax_cols(w->s, ROW_BLOCK, nb, cols, w->m + r0, w->l + r0, w->alpha);
         for (int32_t k = 0; k < rb; k++) {
             float *o = w->o + (int64_t)(r0 + k) * dpad;
             if (w->alpha[k] != 1.0f) kn->scale(o, o, dpad, w->alpha[k]);
         }
-        kn->gemm(rb, dpad, nk, w->s, 1, ROW_BLOCK, w->v, w->o + (int64_t)r0 * dpad, dpad, 1);   /* O += P V */
-        r->executed += (uint64_t)rb * (uint64_t)nk;
+        if (nb == nk) {
+            kn->gemm(rb, dpad, nk, w->s, 1, ROW_BLOCK, w->v, w->o + (int64_t)r0 * dpad, dpad, 1);   /* O += P V */
+        } else {   /* V's panels hold nk rows each (attn_kernels.h): the first nb of each panel */
+            for (int32_t c0 = 0; c0 < dpad; c0 += kn->panel) {
+                int32_t n = OC_MIN(kn->panel, dpad - c0);
+                kn->gemm(rb, n, nb, w->s, 1, ROW_BLOCK, w->v + (int64_t)c0 * nk, w->o + (int64_t)r0 * dpad + c0, dpad, 1);
+            }
+        }
+        r->executed += (uint64_t)rb * (uint64_t)nb;
     }
 }
 
