@@ -339,7 +339,7 @@ static void test_modality_perm(void) {
 
 /* ---- patterns against dense attention with the explicit mask --------------------------------------- */
 
-typedef struct pcase { int d, rep, n_kv_heads, n_q, q_offset, bidir; int32_t dtype; } pcase;
+typedef struct pcase { int d, rep, n_kv_heads, n_q, q_offset, bidir; int32_t dtype; int shared; } pcase;
 
 static void make_dyn_patterns(oc_head_pattern *pat, int n_head, int seed) {
     for (int h = 0; h < n_head; h++) {
@@ -377,6 +377,22 @@ static void run_pattern_case(const pcase *pc, int seed, const pools *ps) {
     dcase_make(&c, &rng, 4.0f);
     oc_head_pattern pat[32];
     make_dyn_patterns(pat, c.n_head, seed);
+    if (pc->shared) {   /* the heads of a kv group get one pattern and the same queries, so one index:
+                           the engine stacks them (attn.c same_group) */
+        for (int h = 0; h < c.n_head; h++) {
+            int g = h / pc->rep;
+            pat[h] = pat[g * pc->rep];
+            memset(&pat[h], 0, sizeof pat[h]);
+            if (g % 2 == 0) {
+                pat[h].kind = OC_PATTERN_VERTICAL_SLASH; pat[h].n_vertical = 21; pat[h].n_slash = 3;
+            } else {
+                pat[h].kind = OC_PATTERN_GRID; pat[h].grid_max_stride = 24; pat[h].grid_lines = 7;
+            }
+            for (int i = 0; i < c.n_q && h % pc->rep; i++)
+                memcpy(c.q + ((size_t)i * c.n_head + h) * c.d, c.q + ((size_t)i * c.n_head + g * pc->rep) * c.d,
+                       sizeof(float) * (size_t)c.d);
+        }
+    }
     size_t n_out = (size_t)c.n_q * c.n_head * c.d;
     float *first = malloc(sizeof(float) * n_out), *sparse = malloc(sizeof(float) * n_out);
     double *ref = malloc(sizeof(double) * n_out);
@@ -464,12 +480,14 @@ static void test_patterns_equal_explicit_mask(void) {
     pools ps;
     REQUIRE(pools_open(&ps));
     static const pcase cases[] = {
-        { 64, 1, 2, 131, 0, 0, OC_DTYPE_F16 },     /* odd length, MHA */
-        { 72, 3, 2, 200, 45, 0, OC_DTYPE_F32 },    /* GQA 3, a later chunk (query offset) */
-        { 80, 6, 1, 257, 0, 0, OC_DTYPE_F16 },     /* GQA 6, as the 2B decoder */
-        { 128, 2, 2, 163, 70, 0, OC_DTYPE_F16 },
-        { 80, 1, 3, 150, 0, 1, OC_DTYPE_F32 },     /* bidirectional: vision encoder heads */
-        { 128, 4, 1, 97, 0, 1, OC_DTYPE_F16 },
+        { 64, 1, 2, 131, 0, 0, OC_DTYPE_F16, 0 },     /* odd length, MHA */
+        { 72, 3, 2, 200, 45, 0, OC_DTYPE_F32, 0 },    /* GQA 3, a later chunk (query offset) */
+        { 80, 6, 1, 257, 0, 0, OC_DTYPE_F16, 0 },     /* GQA 6, as the 2B decoder */
+        { 128, 2, 2, 163, 70, 0, OC_DTYPE_F16, 0 },
+        { 80, 1, 3, 150, 0, 1, OC_DTYPE_F32, 0 },     /* bidirectional: vision encoder heads */
+        { 128, 4, 1, 97, 0, 1, OC_DTYPE_F16, 0 },
+        { 80, 3, 2, 230, 0, 0, OC_DTYPE_F16, 1 },  /* heads sharing an index: stacked */
+        { 64, 2, 2, 180, 30, 0, OC_DTYPE_F32, 1 },
     };
     for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) run_pattern_case(&cases[k], k, &ps);
     pools_close(&ps);

@@ -480,17 +480,28 @@ static const oc_head_pattern *pattern_of(const oc_attn_call *a, int32_t h) {
     return oc_pattern_is_dynamic(p->kind) && !oc_attn_wants_dyn(a) ? &dense_pattern : p;
 }
 
-/* Heads with the same static pattern share K/V tiles; a dynamic head has its own index, so it
- * only matches itself. */
-static int same_group(const oc_head_pattern *p, const oc_head_pattern *q) {
-    return oc_pattern_is_dynamic(p->kind) ? p == q : oc_pattern_same(p, q);
+/* Heads h and e (of one kv group) that keep the same keys for every query share K/V tiles: the
+ * same static pattern, or the same dynamic pattern with the same per-prompt index (a Grid stride
+ * and phase come from the input's geometry, so the heads of a group often agree: they then load
+ * each K/V tile once, as grouped-query heads of one static pattern do). */
+static int same_group(const oc_attn_call *a, int32_t h, int32_t e) {
+    const oc_head_pattern *p = pattern_of(a, h), *q = pattern_of(a, e);
+    if (!oc_pattern_same(p, q)) return 0;
+    if (!oc_pattern_is_dynamic(p->kind)) return 1;
+    const oc_dyn_head *x = &a->dyn->heads[h], *y = &a->dyn->heads[e];
+    if (p->kind == OC_PATTERN_GRID) return x->stride == y->stride && x->phase == y->phase;
+    return x->n_vertical == y->n_vertical && x->n_slash == y->n_slash &&
+           (!x->n_vertical || !memcmp(x->vertical, y->vertical, sizeof(int32_t) * (size_t)x->n_vertical)) &&
+           (!x->n_slash || !memcmp(x->slash, y->slash, sizeof(int32_t) * (size_t)x->n_slash));
 }
 
-/* A Grid head's slice [i0, i1) of the query rows in permuted order (Alg. 1): residue class by
- * residue class ((p - phase) mod stride), positions ascending within a class. Each class keeps one
- * key set, so its rows run together, loaded `stride` apart. */
-static void do_grid_head(const run_ctx *x, work *w, int32_t g, int32_t h, int32_t i0, int32_t i1) {
+/* The Grid heads w->heads[0..n_heads) (one index: same_group) over their slice [i0, i1) of the
+ * query rows in permuted order (Alg. 1): residue class by residue class ((p - phase) mod stride),
+ * positions ascending within a class. Each class keeps one key set, so its rows run together,
+ * loaded `stride` apart, the heads stacked. */
+static void do_grid_heads(const run_ctx *x, work *w, int32_t g, int32_t n_heads, int32_t i0, int32_t i1) {
     const oc_attn_call *a = x->a;
+    int32_t h = w->heads[0];
     const oc_head_pattern *pat = &a->patterns[h];
     const oc_dyn_head *dh = &a->dyn->heads[h];
     /* A class's rows lie `stride` positions apart, so a run spans many positions and most of its keys
@@ -499,7 +510,6 @@ static void do_grid_head(const run_ctx *x, work *w, int32_t g, int32_t h, int32_
      * converted K/V tile serves as many rows. */
     int32_t s = dh->stride;
     oc_mask_class cls = { 0, a->n_kv, -1, 0, 0 };
-    w->heads[0] = h;
     /* The tasks take row blocks from the end (the longest causal rows first); mirrored, the first
      * tasks take the permuted order's start, where the dense rows of the horizontal lines are. */
     int64_t lo = (int64_t)a->n_q - i1, hi = (int64_t)a->n_q - i0;
@@ -508,11 +518,12 @@ static void do_grid_head(const run_ctx *x, work *w, int32_t g, int32_t h, int32_
         int64_t first = (((int64_t)rq + dh->phase - a->q_offset) % s + s) % s;   /* first row of the class */
         int64_t count = first < a->n_q ? (a->n_q - 1 - first) / s + 1 : 0;
         int64_t ka = OC_MAX(lo, base) - base, kb = OC_MIN(hi, base + count) - base;
-        int64_t piece = x->g.rows_max;
+        int64_t piece = OC_MAX(1, x->g.rows_max / n_heads);
         int64_t n_pieces = kb > ka ? (kb - ka + piece - 1) / piece : 0;   /* balanced: no 3-row tail run */
         for (int64_t p = 0; p < n_pieces; p++) {
             int64_t k0 = ka + (kb - ka) * p / n_pieces, k1 = ka + (kb - ka) * (p + 1) / n_pieces;
-            process_run(x, w, pat, dh, 1, g, (int32_t)(first + k0 * s), (int32_t)(k1 - k0), s, &cls, 0, a->n_kv, -1);
+            process_run(x, w, pat, dh, n_heads, g, (int32_t)(first + k0 * s), (int32_t)(k1 - k0), s, &cls, 0, a->n_kv,
+                        -1);
         }
         base += count;
     }
@@ -526,16 +537,16 @@ static void do_group(const run_ctx *x, work *w, int32_t g, int32_t i0, int32_t i
     for (int32_t lead = 0; lead < n_rep; lead++) {
         const oc_head_pattern *pat = pattern_of(a, h_first + lead);
         const oc_dyn_head *dh = oc_pattern_is_dynamic(pat->kind) ? &a->dyn->heads[h_first + lead] : NULL;
-        if (pat->kind == OC_PATTERN_GRID) {
-            do_grid_head(x, w, g, h_first + lead, i0, i1);
-            continue;
-        }
         int seen = 0;
-        for (int32_t e = 0; e < lead && !seen; e++) seen = same_group(pattern_of(a, h_first + e), pat);
+        for (int32_t e = 0; e < lead && !seen; e++) seen = same_group(a, h_first + e, h_first + lead);
         if (seen) continue;
         int32_t n_heads = 0;
         for (int32_t e = lead; e < n_rep; e++)
-            if (same_group(pattern_of(a, h_first + e), pat)) w->heads[n_heads++] = h_first + e;
+            if (same_group(a, h_first + lead, h_first + e)) w->heads[n_heads++] = h_first + e;
+        if (pat->kind == OC_PATTERN_GRID) {
+            do_grid_heads(x, w, g, n_heads, i0, i1);
+            continue;
+        }
         int32_t piece = OC_MAX(1, x->g.rows_max / n_heads);
         for (int32_t i = i0; i < i1;) {
             oc_mask_class cls;
