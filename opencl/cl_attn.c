@@ -349,7 +349,7 @@ oc_status oc_cl_attn_prepare(oc_cl_attn *at, const oc_attn_call *s, oc_error *er
  * Vertical-Slash and Grid heads are dense in this table: that is what they run in decode, and in
  * prefill the per-call index table (dyn_tables) marks them and the kernel's second launch runs them. */
 static void pattern_ints(const oc_head_pattern *q, int32_t *out) {
-    out[0] = oc_pattern_is_dynamic(q->kind) ? (int32_t)OC_PATTERN_DENSE : (int32_t)q->kind;
+    out[0] = oc_pattern_is_prefill(q->kind) ? (int32_t)OC_PATTERN_DENSE : (int32_t)q->kind;
     out[1] = q->kind == OC_PATTERN_A_SHAPE ? q->n_sink : 0;
     out[2] = q->kind == OC_PATTERN_A_SHAPE ? q->n_local : 1;
 }
@@ -381,7 +381,7 @@ static oc_status pattern_slot(oc_cl_attn *at, const oc_head_pattern *p, int32_t 
     int32_t nh = at->lim.n_head, ints[OC_CL_PATTERN_INTS];
     *slot = -1;
     int dense = 1;
-    for (int32_t h = 0; h < nh && dense; h++) dense = p[h].kind == OC_PATTERN_DENSE || oc_pattern_is_dynamic(p[h].kind);
+    for (int32_t h = 0; h < nh && dense; h++) dense = p[h].kind == OC_PATTERN_DENSE || oc_pattern_is_prefill(p[h].kind);
     if (dense) return OC_OK;
     for (int32_t s = 0; s < at->pat_used; s++) {
         const int32_t *have = at->pat_host + (size_t)s * nh * OC_CL_PATTERN_INTS;

@@ -473,11 +473,11 @@ static const oc_head_pattern dense_pattern = { .kind = OC_PATTERN_DENSE };
 
 int oc_attn_wants_dyn(const oc_attn_call *a) { return a->n_q >= OC_DYN_LAST_Q; }
 
-/* A dynamic head runs dense in a call too short for its estimate (decode; pattern.h). */
+/* A prefill pattern runs dense in a call too short for its estimate (decode; pattern.h). */
 static const oc_head_pattern *pattern_of(const oc_attn_call *a, int32_t h) {
     if (!a->patterns) return &dense_pattern;
     const oc_head_pattern *p = &a->patterns[h];
-    return oc_pattern_is_dynamic(p->kind) && !oc_attn_wants_dyn(a) ? &dense_pattern : p;
+    return oc_pattern_is_prefill(p->kind) && !oc_attn_wants_dyn(a) ? &dense_pattern : p;
 }
 
 /* Heads h and e (of one kv group) that keep the same keys for every query share K/V tiles: the
@@ -487,6 +487,7 @@ static const oc_head_pattern *pattern_of(const oc_attn_call *a, int32_t h) {
 static int same_group(const oc_attn_call *a, int32_t h, int32_t e) {
     const oc_head_pattern *p = pattern_of(a, h), *q = pattern_of(a, e);
     if (!oc_pattern_same(p, q)) return 0;
+    if (p->kind == OC_PATTERN_Q_BOUNDARY) return h == e;   /* walked modality run by modality run, alone */
     if (!oc_pattern_is_dynamic(p->kind)) return 1;
     const oc_dyn_head *x = &a->dyn->heads[h], *y = &a->dyn->heads[e];
     if (p->kind == OC_PATTERN_GRID) return x->stride == y->stride && x->phase == y->phase;
@@ -529,6 +530,50 @@ static void do_grid_heads(const run_ctx *x, work *w, int32_t g, int32_t n_heads,
     }
 }
 
+/* Grid rows of one segment [i0, i1) (one class of the base mask, keys cls): residue class by residue
+ * class, rows `stride` apart, in pieces of at most rows_max rows (Alg. 1's row permutation). */
+static void grid_segment(const run_ctx *x, work *w, const oc_head_pattern *pat, const oc_dyn_head *dh, int32_t g,
+                         int32_t i0, int32_t i1, const oc_mask_class *cls) {
+    const oc_attn_call *a = x->a;
+    int32_t s = dh->stride;
+    for (int32_t rq = 0; rq < s; rq++) {
+        int64_t first = i0 + ((((int64_t)rq + dh->phase - a->q_offset - i0) % s) + s) % s;
+        if (first >= i1) continue;
+        int64_t count = (i1 - 1 - first) / s + 1, piece = x->g.rows_max;
+        int64_t n_pieces = (count + piece - 1) / piece;
+        for (int64_t p = 0; p < n_pieces; p++) {
+            int64_t k0 = count * p / n_pieces, k1 = count * (p + 1) / n_pieces;
+            process_run(x, w, pat, dh, 1, g, (int32_t)(first + k0 * s), (int32_t)(k1 - k0), s, cls, 0, a->n_kv, -1);
+        }
+    }
+}
+
+/* A Q_BOUNDARY head h over rows [i0, i1) (dyn.h; Alg. 2): the rows in runs of one modality, each
+ * with that modality's pattern and index (dense when the modality had too few queries). */
+static void do_q_boundary_head(const run_ctx *x, work *w, int32_t g, int32_t h, int32_t i0, int32_t i1) {
+    const oc_attn_call *a = x->a;
+    const oc_head_pattern *pat = &a->patterns[h];
+    w->heads[0] = h;
+    for (int32_t i = i0; i < i1;) {
+        oc_mask_class cls;
+        int32_t end = oc_mask_classify(a, pat, i, OC_MIN(i1, i + x->g.rows_max), &cls);
+        int m = cls.image >= 0 ? OC_MODALITY_VISION : OC_MODALITY_TEXT;
+        oc_head_pattern sub = oc_pattern_modal(pat, m);
+        const oc_dyn_head *dh = NULL;
+        if (oc_pattern_is_dynamic(sub.kind)) {
+            dh = m == OC_MODALITY_VISION ? &a->dyn->heads_vision[h] : &a->dyn->heads[h];
+            if (dh->dense) {
+                sub = dense_pattern;
+                dh = NULL;
+            }
+        }
+        cls.image = -1;   /* the modality's pattern keeps keys of every modality */
+        if (sub.kind == OC_PATTERN_GRID) grid_segment(x, w, &sub, dh, g, i, end, &cls);
+        else process_run(x, w, &sub, dh, 1, g, i, end - i, 1, &cls, 0, a->n_kv, -1);
+        i = end;
+    }
+}
+
 /* Query rows [i0, i1) and keys [kw0, kw1) for every query head of kv head g. */
 static void do_group(const run_ctx *x, work *w, int32_t g, int32_t i0, int32_t i1, int32_t kw0, int32_t kw1,
                      int32_t chunk) {
@@ -537,6 +582,10 @@ static void do_group(const run_ctx *x, work *w, int32_t g, int32_t i0, int32_t i
     for (int32_t lead = 0; lead < n_rep; lead++) {
         const oc_head_pattern *pat = pattern_of(a, h_first + lead);
         const oc_dyn_head *dh = oc_pattern_is_dynamic(pat->kind) ? &a->dyn->heads[h_first + lead] : NULL;
+        if (pat->kind == OC_PATTERN_Q_BOUNDARY) {   /* prefill only: no key chunks */
+            do_q_boundary_head(x, w, g, h_first + lead, i0, i1);
+            continue;
+        }
         int seen = 0;
         for (int32_t e = 0; e < lead && !seen; e++) seen = same_group(a, h_first + e, h_first + lead);
         if (seen) continue;
@@ -700,7 +749,8 @@ oc_pattern_exec oc_attn_pattern_exec(oc_pattern_kind k) {
     case OC_PATTERN_INTRA_IMAGE_SINK:
     case OC_PATTERN_A_SHAPE: return OC_EXEC_SPARSE;
     case OC_PATTERN_VERTICAL_SLASH:
-    case OC_PATTERN_GRID: return OC_EXEC_PREFILL;
+    case OC_PATTERN_GRID:
+    case OC_PATTERN_Q_BOUNDARY: return OC_EXEC_PREFILL;
     default: return OC_EXEC_DENSE;
     }
 }

@@ -32,8 +32,16 @@
  *    copying Q).
  * Both AND the base mask (causal or bidirectional). Memory: oc_attn_dyn_bytes, fixed by the call's
  * largest dimensions, nothing else is allocated.
- * Not run yet: the Q-Boundary / 2D-Boundary variants (Sec. 3.2, Alg. 2-3: one index per modality,
- * estimated from that modality's last queries); oc_dyn_modality_perm below is their permutation. */
+ * Q_BOUNDARY heads (Sec. 3.2, Alg. 2; pattern.h): a query row is vision when its position lies in
+ * one of the layout's image spans, else text; each modality's rows keep keys by that modality's
+ * pattern exactly as above (positions in the prompt's own coordinates: the keys are not permuted),
+ * and a dynamic modality pattern's index is estimated from the last 64 query rows of that modality
+ * (Alg. 2's text: "the final segment of each modality's queries"), wherever they lie. A modality
+ * with fewer than 64 query rows in the call runs dense (as a short call does). The engine walks
+ * the rows modality run by modality run (runs cut at image edges): Alg. 2's row permutation, by
+ * loading, as the paper's kernel does.
+ * Not run: 2D-Boundary heads (Alg. 3: keys permuted too, one pattern per modality pair);
+ * oc_dyn_modality_perm below is that permutation. */
 #ifndef OC_DYN_H
 #define OC_DYN_H
 
@@ -47,6 +55,8 @@
 
 /* One head's index. Arrays live in the oc_attn_dyn block. */
 typedef struct oc_dyn_head {
+    int32_t dense;             /* 1: too few queries to estimate from (a Q_BOUNDARY modality with fewer
+                                  than 64 queries in the call): its rows run dense */
     int32_t n_vertical, n_slash;
     const int32_t *vertical;   /* ascending key positions */
     const int32_t *slash;      /* ascending offsets o = p - j (negative: keys after the query) */
@@ -55,7 +65,9 @@ typedef struct oc_dyn_head {
 
 typedef struct oc_attn_dyn {   /* the struct tag is named in attn_call.h */
     int32_t n_head;
-    const oc_dyn_head *heads;  /* [n_head]; heads that are not dynamic have zero counts */
+    const oc_dyn_head *heads;  /* [n_head]; heads that are not dynamic have zero counts; a Q_BOUNDARY
+                                  head's text modality */
+    const oc_dyn_head *heads_vision;   /* [n_head]: a Q_BOUNDARY head's vision modality */
 } oc_attn_dyn;
 
 /* ---- the pieces, for tests and calibration ---------------------------------------------------- */

@@ -37,7 +37,14 @@ static void put_ppm(out *o, int32_t ppm) {
 
 static void put_pattern(out *o, const oc_head_pattern *p) {
     put(o, oc_plan_pattern_name(p->kind));
-    if (p->kind == OC_PATTERN_A_SHAPE) {
+    if (p->kind == OC_PATTERN_Q_BOUNDARY) {
+        for (int m = 0; m < OC_N_MODALITIES; m++) {
+            oc_head_pattern q = oc_pattern_modal(p, m);
+            put(o, m ? ",vision=" : "(text=");
+            put_pattern(o, &q);
+        }
+        put(o, ")");
+    } else if (p->kind == OC_PATTERN_A_SHAPE) {
         put(o, "(sink=");
         put_int(o, p->n_sink);
         put(o, ",local=");
