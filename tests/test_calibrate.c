@@ -7,6 +7,7 @@
 #include "check.h"
 #include "ocellus.h"
 #include "attention/attn.h"
+#include "attention/layout.h"
 #include "port.h"
 #include "support/dyn_ref.h"
 #include "kvcache/kv_cache.h"
@@ -778,10 +779,14 @@ static void test_mminf_search(void) {
     cand[2].kind = OC_PATTERN_GRID; cand[2].grid_max_stride = 12; cand[2].grid_lines = OC_GRID_VLINE | OC_GRID_SLASH;
     cand[3].kind = OC_PATTERN_A_SHAPE; cand[3].n_sink = NQ; cand[3].n_local = NQ;   /* keeps every key */
     void *work = malloc(oc_calib_mminf_work_bytes(NQ, D));
-    double err[4] = { 0, 0, 0, 0 }, ref = 0.0;
+    double err[4] = { 0, 0, 0, 0 }, err_modal[8] = { 0 }, ref = 0.0;
     uint64_t kept[4] = { 0, 0, 0, 0 };
     oc_error e;
-    REQUIREF(oc_calib_mminf_head(&h, cand, 4, NQ, work, err, &ref, kept, &e) == OC_OK, "%s", e.message);
+    /* one image at [20, 100): 80 vision and 70 text queries, so both modalities are indexed */
+    oc_token_span img = { 20, 100 };
+    oc_token_layout *layout = NULL;
+    REQUIRE(oc_layout_build(&layout, NQ, &img, 1, 0.1f, NULL, NULL) == OC_OK);
+    REQUIREF(oc_calib_mminf_head(&h, cand, 4, NQ, layout, work, err, err_modal, &ref, kept, &e) == OC_OK, "%s", e.message);
     /* the indices the engine builds for this head (the same call as the search makes) */
     oc_attn_call a;
     memset(&a, 0, sizeof a);
@@ -797,37 +802,54 @@ static void test_mminf_search(void) {
     double *s = malloc(sizeof(double) * NQ * NQ), *od = malloc(sizeof(double) * D), *oc = malloc(sizeof(double) * D);
     naive_scores(&h, s);
     for (int c = 0; c < 4; c++) {
-        oc_attn_call ac = a;
-        ac.patterns = &cand[c];
-        oc_dyn_head none;
-        memset(&none, 0, sizeof none);
-        const oc_dyn_head *dh = &none;
-        if (oc_pattern_is_dynamic(cand[c].kind)) {
-            REQUIRE(oc_attn_dyn_build(&ac, &mem, oc_isa_best(&cpu), NULL, dmem, db, &ac.dyn, NULL) == OC_OK);
-            dh = &ac.dyn->heads[0];
-        }
-        double want = 0.0, want_ref = 0.0;
+        double want = 0.0, want_ref = 0.0, want_modal[2] = { 0.0, 0.0 };
         uint64_t want_kept = 0;
-        for (int32_t i = 0; i < NQ; i++) {
-            for (int pass = 0; pass < 2; pass++) {   /* 0: dense, 1: the candidate's mask */
-                double m = -INFINITY, l = 0.0, *o = pass ? oc : od;
-                for (int32_t j = 0; j <= i; j++)
-                    if (!pass || ref_dyn_keep(OC_ATTN_CAUSAL, &cand[c], dh, i, j)) m = fmax(m, s[i * NQ + j]);
-                for (int x = 0; x < D; x++) o[x] = 0.0;
-                for (int32_t j = 0; j <= i; j++) {
-                    if (pass && !ref_dyn_keep(OC_ATTN_CAUSAL, &cand[c], dh, i, j)) continue;
-                    double p = exp(s[i * NQ + j] - m);
-                    l += p;
-                    want_kept += pass;
-                    for (int x = 0; x < D; x++) o[x] += p * v[j * D + x];
-                }
-                for (int x = 0; x < D; x++) o[x] = l > 0 ? o[x] / l : 0.0;
+        for (int qb = 0; qb < 2; qb++) {   /* 0: the candidate on every row; 1: as each modality's (Q-Boundary) */
+            oc_attn_call ac = a;
+            oc_head_pattern qbp;
+            memset(&qbp, 0, sizeof qbp);
+            qbp.kind = OC_PATTERN_Q_BOUNDARY;
+            qbp.modal[0] = qbp.modal[1] = oc_pattern_to_modal(&cand[c]);
+            ac.patterns = qb ? &qbp : &cand[c];
+            ac.layout = qb ? layout : NULL;
+            oc_dyn_head none;
+            memset(&none, 0, sizeof none);
+            const oc_dyn_head *dhm[2] = { &none, &none };
+            if (oc_pattern_is_dynamic(cand[c].kind)) {
+                REQUIRE(oc_attn_dyn_build(&ac, &mem, oc_isa_best(&cpu), NULL, dmem, db, &ac.dyn, NULL) == OC_OK);
+                dhm[0] = &ac.dyn->heads[0];
+                dhm[1] = qb ? &ac.dyn->heads_vision[0] : &ac.dyn->heads[0];
+                CHECK(!dhm[0]->dense && !dhm[1]->dense);
             }
-            for (int x = 0; x < D; x++) {
-                want += (oc[x] - od[x]) * (oc[x] - od[x]);
-                want_ref += od[x] * od[x];
+            for (int32_t i = 0; i < NQ; i++) {
+                int mod = i >= 20 && i < 100;
+                const oc_dyn_head *dh = dhm[mod];
+                for (int pass = 0; pass < 2; pass++) {   /* 0: dense, 1: the candidate's mask */
+                    double m = -INFINITY, l = 0.0, *o = pass ? oc : od;
+                    for (int32_t j = 0; j <= i; j++)
+                        if (!pass || ref_dyn_keep(OC_ATTN_CAUSAL, &cand[c], dh, i, j)) m = fmax(m, s[i * NQ + j]);
+                    for (int x = 0; x < D; x++) o[x] = 0.0;
+                    for (int32_t j = 0; j <= i; j++) {
+                        if (pass && !ref_dyn_keep(OC_ATTN_CAUSAL, &cand[c], dh, i, j)) continue;
+                        double p = exp(s[i * NQ + j] - m);
+                        l += p;
+                        want_kept += pass && !qb;
+                        for (int x = 0; x < D; x++) o[x] += p * v[j * D + x];
+                    }
+                    for (int x = 0; x < D; x++) o[x] = l > 0 ? o[x] / l : 0.0;
+                }
+                for (int x = 0; x < D; x++) {
+                    double sq = (oc[x] - od[x]) * (oc[x] - od[x]);
+                    if (qb) want_modal[mod] += sq;
+                    else want += sq;
+                    if (!qb) want_ref += od[x] * od[x];
+                }
             }
         }
+        for (int mod = 0; mod < 2; mod++)
+            CHECKF(fabs(err_modal[2 * c + mod] - want_modal[mod]) <= 1e-4 * want_modal[mod] + 1e-9 * want_ref,
+                   "candidate %d modality %d: squared error %.9g, naive %.9g", c, mod, err_modal[2 * c + mod],
+                   want_modal[mod]);
         CHECKF(rel(ref, want_ref) < 1e-5, "dense reference %.9g, naive %.9g", ref, want_ref);
         CHECKF(fabs(err[c] - want) <= 1e-4 * want + 1e-9 * want_ref, "candidate %d: squared error %.9g, naive %.9g", c,
                err[c], want);
@@ -835,6 +857,9 @@ static void test_mminf_search(void) {
                (unsigned long long)want_kept);
     }
     CHECK(err[0] > 0.0 && err[3] < 1e-10 * ref);
+    /* the vertical-slash candidate's modality indices differ from its whole-prompt one */
+    CHECK(err_modal[2] + err_modal[3] != err[1]);
+    oc_layout_free(layout);
     free(s); free(od); free(oc); free(scratch_out); free(work); free(q); free(k); free(v);
     oc_port_aligned_free(dmem);
 }

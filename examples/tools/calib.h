@@ -149,6 +149,8 @@ double oc_calib_zipvl_tau(double ratio_at_tau, double ratio_at_low);
 /* ---- MMInference (calib_mminf.c) ------------------------------------------------------------- */
 
 #define OC_CALIB_MMINF_MAX_CAND 24   /* Table 3: 6 + 6 Grid (fixed / searched stride), 3 A-shape, 9 VS */
+#define OC_CALIB_MMINF_MAX_IMAGES 64 /* prompts with more images skip the modality steps */
+struct oc_token_layout;
 
 /* The search space of App. C.5 Table 3 into out[0 ..), in its order; returns the count. Sizes are
  * Table 3's times scale (rounded; at least 1, a grid's max stride at least 2): the table is for
@@ -161,10 +163,14 @@ size_t oc_calib_mminf_work_bytes(int32_t max_tokens, int32_t head_dim);
 /* Alg. 4's objective for one head over its causal rows: ref_sq += sum ||O_dense||^2 and
  * err_sq[c] += sum ||O_c - O_dense||^2 for each candidate, every output computed by the runtime's
  * engine with the candidate's per-prompt index (oc_attn_dyn_build, oc_attn_run: what the plan will
- * run); kept_pairs[c] (may be NULL) += the pairs the candidate keeps. work: oc_calib_mminf_work_bytes.
- * [alloc: no] [errors: OC_ERR_INVALID (above max_tokens), the engine's] */
+ * run); kept_pairs[c] (may be NULL) += the pairs the candidate keeps. With layout (the prompt's
+ * images; NULL: skipped) also the intra-modality step: err_modal[2 c + m] += the squared error on
+ * the rows of modality m (pattern.h OC_MODALITY_*) with candidate c as modality m's pattern of a
+ * Q-Boundary head. work: oc_calib_mminf_work_bytes. [alloc: no] [errors: OC_ERR_INVALID (above
+ * max_tokens), the engine's] */
 oc_status oc_calib_mminf_head(const oc_calib_head *h, const oc_head_pattern *cand, int32_t n_cand, int32_t max_tokens,
-                              void *work, double *err_sq, double *ref_sq, uint64_t *kept_pairs, oc_error *err);
+                              const struct oc_token_layout *layout, void *work, double *err_sq, double *err_modal,
+                              double *ref_sq, uint64_t *kept_pairs, oc_error *err);
 /* Alg. 4's argmin: the candidate with the smallest mean NMSE (ties: the earlier in Table 3). */
 int32_t oc_calib_mminf_choose(const double *nmse, int32_t n_cand);
 

@@ -4,11 +4,15 @@
  * the runtime's own engine and per-prompt index (attention/attn.h: oc_attn_dyn_build, then
  * oc_attn_run), and the head takes the candidate whose attention output is closest to dense
  * attention (Alg. 4's argmin over ||sparse(Q, K, V; i) - attention(Q, K, V)||; App. A: "the
- * actual attention output as the objective", so V counts). Alg. 4's intra-/cross-modality steps
- * search the Q-/2D-Boundary heads, which this engine does not run yet: the search is over the
- * No-Boundary heads (App. B.1), whose indices span all rows. */
+ * actual attention output as the objective", so V counts). Alg. 4's steps as this engine can run
+ * them: the intra-modality search (each candidate as the pattern of one modality's queries, indexed
+ * from that modality's own last 64 queries: a Q-Boundary head), and the inter-modality choice
+ * between the best No-Boundary pattern (App. B.1: one index over all rows) and the Q-Boundary head
+ * of the two best modality patterns. The cross-modality step (2D-Boundary heads) is not searched:
+ * the engine does not run them. */
 #include "tools/calib.h"
 #include "attention/attn.h"
+#include "attention/layout.h"
 #include "port.h"
 
 #include <math.h>
@@ -89,8 +93,24 @@ static mm_work carve(void *work, int32_t max_tokens, int32_t head_dim) {
     return w;
 }
 
+/* Squared errors of out against dense, all rows into *all and per row's modality into modal[0..2)
+ * (modal NULL: not split). */
+static void sq_errors(const float *out, const float *dense, int32_t n_q, int32_t d, int32_t q_first,
+                      const oc_token_layout *layout, double *all, double *modal) {
+    for (int32_t i = 0; i < n_q; i++) {
+        double e = 0.0;
+        for (int32_t c = 0; c < d; c++) {
+            double x = (double)out[(size_t)i * d + c] - (double)dense[(size_t)i * d + c];
+            e += x * x;
+        }
+        if (all) *all += e;
+        if (modal) modal[oc_layout_image_at(layout, q_first + i) >= 0] += e;
+    }
+}
+
 oc_status oc_calib_mminf_head(const oc_calib_head *h, const oc_head_pattern *cand, int32_t n_cand, int32_t max_tokens,
-                              void *work, double *err_sq, double *ref_sq, uint64_t *kept_pairs, oc_error *err) {
+                              const oc_token_layout *layout, void *work, double *err_sq, double *err_modal,
+                              double *ref_sq, uint64_t *kept_pairs, oc_error *err) {
     if (h->n_kv > max_tokens || h->n_q > max_tokens || h->n_q < 1)
         return oc_fail(err, OC_ERR_INVALID, "calibrate mminference: %d rows / %d keys above %d", (int)h->n_q,
                        (int)h->n_kv, (int)max_tokens);
@@ -116,6 +136,7 @@ oc_status oc_calib_mminf_head(const oc_calib_head *h, const oc_head_pattern *can
     oc_status st = oc_attn_run(&a, &mem, isa, NULL, w.scratch, w.scratch_bytes, NULL, err);
     if (st != OC_OK) return st;
     size_t n_out = (size_t)h->n_q * (size_t)d;
+    (void)n_out;
     double ref = 0.0;
     for (size_t i = 0; i < n_out; i++) ref += (double)w.dense[i] * w.dense[i];
     *ref_sq += ref;
@@ -130,13 +151,25 @@ oc_status oc_calib_mminf_head(const oc_calib_head *h, const oc_head_pattern *can
         oc_attn_stats stats = { 0, 0, 0 };
         st = oc_attn_run(&ac, &mem, isa, NULL, w.scratch, w.scratch_bytes, &stats, err);
         if (st != OC_OK) return st;
-        double e = 0.0;
-        for (size_t i = 0; i < n_out; i++) {
-            double x = (double)w.sparse[i] - (double)w.dense[i];
-            e += x * x;
-        }
-        err_sq[c] += e;
+        /* a static candidate is the same pattern as each modality's: its rows' errors split */
+        int split = layout && !oc_pattern_is_dynamic(cand[c].kind);
+        sq_errors(w.sparse, w.dense, h->n_q, d, h->q_first, layout, &err_sq[c], split ? err_modal + 2 * c : NULL);
         if (kept_pairs) kept_pairs[c] += stats.flops_kept / (4 * (uint64_t)d);
+        if (!layout || split) continue;
+        /* Alg. 4's intra-modality step: the candidate as both modalities' pattern of a Q-Boundary
+         * head, each modality indexed from its own last 64 queries; the rows of modality m measure
+         * the candidate as modality m's pattern */
+        oc_head_pattern qb;
+        memset(&qb, 0, sizeof qb);
+        qb.kind = OC_PATTERN_Q_BOUNDARY;
+        qb.modal[OC_MODALITY_TEXT] = qb.modal[OC_MODALITY_VISION] = oc_pattern_to_modal(&cand[c]);
+        oc_attn_call aq = a;
+        aq.patterns = &qb;
+        aq.layout = layout;
+        if ((st = oc_attn_dyn_build(&aq, &mem, isa, NULL, w.dyn, w.dyn_bytes, &aq.dyn, err)) != OC_OK ||
+            (st = oc_attn_run(&aq, &mem, isa, NULL, w.scratch, w.scratch_bytes, NULL, err)) != OC_OK)
+            return st;
+        sq_errors(w.sparse, w.dense, h->n_q, d, h->q_first, layout, NULL, err_modal + 2 * c);
     }
     return OC_OK;
 }

@@ -57,6 +57,16 @@ struct oc_calib {
     uint64_t *mm_kept;               /* [OC_CALIB_MMINF_MAX_CAND]: pairs kept, every head and item */
     uint64_t mm_pairs;               /* causal pairs of the searched heads */
     void *mm_work;                   /* oc_calib_mminf_work_bytes */
+    double *mm_err_modal;            /* [OC_CALIB_MMINF_MAX_CAND][2]: one head's per-modality errors */
+    double *mm_qb;                   /* [L][H][OC_CALIB_MMINF_MAX_CAND][2]: NMSE of each candidate as
+                                        one modality's pattern (Q-Boundary), summed over prompts */
+    double *mm_nb_elig;              /* [L][H][OC_CALIB_MMINF_MAX_CAND]: No-Boundary NMSE on those prompts */
+    int64_t mm_qb_items;             /* prompts with >= 64 text and >= 64 image queries */
+    struct oc_token_layout *mm_layout;   /* this item's images, when it takes the modality steps */
+    unsigned char *mm_layout_mem;    /* one layout's bytes: the slot allocator's block */
+    size_t mm_layout_cap;
+    int mm_layout_used;
+    oc_allocator mm_layout_alloc;
     int64_t mm_items;
     int mm_seen;                     /* this item was searched */
     oc_status mm_status;             /* the first engine error (the observer cannot return one) */
@@ -125,6 +135,11 @@ static size_t layout_block(oc_calib *c, char *base) {
         PART(mm_err, OC_CALIB_MMINF_MAX_CAND * sizeof(double));
         PART(mm_kept, OC_CALIB_MMINF_MAX_CAND * sizeof(uint64_t));
         PART(mm_work, oc_calib_mminf_work_bytes(c->max_tokens, c->D));
+        PART(mm_err_modal, OC_CALIB_MMINF_MAX_CAND * 2 * sizeof(double));
+        PART(mm_qb, LH * OC_CALIB_MMINF_MAX_CAND * 2 * sizeof(double));
+        PART(mm_nb_elig, LH * OC_CALIB_MMINF_MAX_CAND * sizeof(double));
+        c->mm_layout_cap = oc_layout_bytes(c->max_tokens, OC_CALIB_MMINF_MAX_IMAGES) + OC_MEM_ALIGN;
+        PART(mm_layout_mem, c->mm_layout_cap);
     }
 #undef PART
     return off;
@@ -153,6 +168,20 @@ size_t oc_calib_bytes(const oc_plan_shape *dec, int32_t max_tokens, const oc_pla
 }
 
 /* ---- opening ------------------------------------------------------------------------------------ */
+
+/* The allocator of the item's layout: one block, allocated up front (nothing is allocated while
+ * observing). */
+static void *layout_slot(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
+    oc_calib *c = user;
+    (void)old_bytes;
+    if (new_bytes == 0) {
+        c->mm_layout_used = 0;
+        return NULL;
+    }
+    if (ptr || c->mm_layout_used || new_bytes > c->mm_layout_cap) return NULL;
+    c->mm_layout_used = 1;
+    return c->mm_layout_mem;
+}
 
 oc_status oc_calib_open(oc_calib **out, const oc_calib_params *p, const oc_plan_shape *dec, int32_t max_tokens,
                         const oc_plan_shape *vision, int32_t max_vision_tokens, const oc_allocator *alloc,
@@ -191,12 +220,15 @@ oc_status oc_calib_open(oc_calib **out, const oc_calib_params *p, const oc_plan_
         return oc_fail(err, OC_ERR_NOMEM, "calibrate: out of memory for %zu bytes", n_bytes);
     }
     layout_block(c, c->block);
+    c->mm_layout_alloc.fn = layout_slot;
+    c->mm_layout_alloc.user = c;
     *out = c;
     return OC_OK;
 }
 
 void oc_calib_close(oc_calib *c) {
     if (!c) return;
+    oc_layout_free(c->mm_layout);
     oc_allocator a = c->alloc;
     oc_mem_free(&a, c->block, c->block_bytes);
     oc_mem_free(&a, c, sizeof *c);
@@ -252,6 +284,21 @@ static void build_tokens(oc_calib *c, const oc_attn_view *v) {
         }
     }
     c->tokens_ready = 1;
+    /* MMInference's modality steps need both modalities' last 64 queries (dyn.h) */
+    oc_layout_free(c->mm_layout);
+    c->mm_layout = NULL;
+    int32_t n_vision = 0;
+    for (int32_t i = 0; i < n; i++) n_vision += c->image_of[i] >= 0;
+    if ((c->p.methods & OC_CALIB_MMINFERENCE) && n_vision >= OC_DYN_LAST_Q && n - n_vision >= OC_DYN_LAST_Q &&
+        v->n_images <= OC_CALIB_MMINF_MAX_IMAGES) {
+        oc_token_span spans[OC_CALIB_MMINF_MAX_IMAGES];
+        int32_t n_spans = 0;
+        for (int32_t g = 0; g < v->n_images; g++) {
+            int32_t s = v->images[4 * g], e = OC_MIN(n, s + v->images[4 * g + 1]);
+            if (s < e) spans[n_spans++] = (oc_token_span){ s, e };
+        }
+        if (oc_layout_build(&c->mm_layout, n, spans, n_spans, frac, &c->mm_layout_alloc, NULL) != OC_OK) c->mm_layout = NULL;
+    }
 }
 
 /* One vision layer of one image: each head's cheapest candidate below alpha gets the image's vote. */
@@ -317,16 +364,22 @@ static void observe_mminf(oc_calib *c, const oc_calib_head *hd, size_t lh) {
     double ref = 0.0;
     oc_error e = { OC_OK, "" };
     memset(c->mm_err, 0, sizeof(double) * OC_CALIB_MMINF_MAX_CAND);
-    oc_status st = oc_calib_mminf_head(hd, c->mm_cand, c->mm_n_cand, c->max_tokens, c->mm_work, c->mm_err, &ref,
-                                       c->mm_kept, &e);
+    memset(c->mm_err_modal, 0, sizeof(double) * OC_CALIB_MMINF_MAX_CAND * 2);
+    oc_status st = oc_calib_mminf_head(hd, c->mm_cand, c->mm_n_cand, c->max_tokens, c->mm_layout, c->mm_work, c->mm_err,
+                                       c->mm_err_modal, &ref, c->mm_kept, &e);
     if (st != OC_OK) {
         c->mm_status = st;
         snprintf(c->mm_error, sizeof c->mm_error, "%s", e.message);
         return;
     }
     c->mm_pairs += (uint64_t)hd->n_q * (uint64_t)(hd->n_q + 1) / 2;
-    for (int32_t k = 0; k < c->mm_n_cand; k++)
-        c->mm_nmse[lh * OC_CALIB_MMINF_MAX_CAND + (size_t)k] += ref > 0.0 ? c->mm_err[k] / ref : 0.0;
+    for (int32_t k = 0; k < c->mm_n_cand; k++) {
+        size_t at = lh * OC_CALIB_MMINF_MAX_CAND + (size_t)k;
+        c->mm_nmse[at] += ref > 0.0 ? c->mm_err[k] / ref : 0.0;
+        if (!c->mm_layout) continue;
+        c->mm_nb_elig[at] += ref > 0.0 ? c->mm_err[k] / ref : 0.0;
+        for (int m = 0; m < 2; m++) c->mm_qb[2 * at + (size_t)m] += ref > 0.0 ? c->mm_err_modal[2 * k + m] / ref : 0.0;
+    }
 }
 
 void oc_calib_observe(void *user, const struct oc_attn_view *v) {
@@ -436,6 +489,9 @@ void oc_calib_item_end(oc_calib *c, int answer_right, int32_t n_answer_tokens) {
         c->n_js_items++;
     }
     c->mm_items += c->mm_seen;
+    c->mm_qb_items += c->mm_seen && c->mm_layout;
+    oc_layout_free(c->mm_layout);
+    c->mm_layout = NULL;
 }
 
 /* ---- results ------------------------------------------------------------------------------------ */
@@ -447,6 +503,30 @@ static void kv_scores(const oc_calib *c, double *out) {
 const double *oc_calib_visual_scores(oc_calib *c) {
     kv_scores(c, c->kvs);
     return c->kvs;
+}
+
+/* Alg. 4's inter-modality step for head lh: the best No-Boundary candidate, or, when on the prompts
+ * that took the modality steps the two best modality patterns together lose less (summed NMSE),
+ * the Q-Boundary head of those two (a static pattern chosen for both modalities is that pattern). */
+static oc_head_pattern mminf_choice(const oc_calib *c, size_t lh) {
+    const double *nb = c->mm_nmse + lh * OC_CALIB_MMINF_MAX_CAND;
+    oc_head_pattern best = c->mm_cand[oc_calib_mminf_choose(nb, c->mm_n_cand)];
+    if (!c->mm_qb_items) return best;
+    double modal_err[2][OC_CALIB_MMINF_MAX_CAND];
+    const double *qb = c->mm_qb + lh * OC_CALIB_MMINF_MAX_CAND * 2;
+    for (int32_t k = 0; k < c->mm_n_cand; k++)
+        for (int m = 0; m < 2; m++) modal_err[m][k] = qb[2 * k + m];
+    int32_t kt = oc_calib_mminf_choose(modal_err[0], c->mm_n_cand), kv = oc_calib_mminf_choose(modal_err[1], c->mm_n_cand);
+    const double *nb_e = c->mm_nb_elig + lh * OC_CALIB_MMINF_MAX_CAND;
+    double qb_total = modal_err[0][kt] + modal_err[1][kv], nb_total = nb_e[oc_calib_mminf_choose(nb_e, c->mm_n_cand)];
+    if (!(qb_total < nb_total)) return best;
+    if (kt == kv && !oc_pattern_is_dynamic(c->mm_cand[kt].kind)) return c->mm_cand[kt];
+    oc_head_pattern q;
+    memset(&q, 0, sizeof q);
+    q.kind = OC_PATTERN_Q_BOUNDARY;
+    q.modal[OC_MODALITY_TEXT] = oc_pattern_to_modal(&c->mm_cand[kt]);
+    q.modal[OC_MODALITY_VISION] = oc_pattern_to_modal(&c->mm_cand[kv]);
+    return q;
 }
 
 oc_status oc_calib_to_plan(const oc_calib *c, oc_plan *plan, oc_error *err) {
@@ -496,11 +576,7 @@ oc_status oc_calib_to_plan(const oc_calib *c, oc_plan *plan, oc_error *err) {
             return oc_fail(err, OC_ERR_INVALID, "calibrate: the MMInference search saw no prompt of at least %d tokens",
                            OC_DYN_LAST_Q);
         for (int32_t l = 0; l < c->L; l++)
-            for (int32_t h = 0; h < c->H; h++) {
-                int32_t k = oc_calib_mminf_choose(c->mm_nmse + ((size_t)l * c->H + h) * OC_CALIB_MMINF_MAX_CAND,
-                                                  c->mm_n_cand);
-                *oc_plan_head(plan, OC_PLAN_DECODER, l, h) = c->mm_cand[k];
-            }
+            for (int32_t h = 0; h < c->H; h++) *oc_plan_head(plan, OC_PLAN_DECODER, l, h) = mminf_choice(c, (size_t)l * c->H + h);
     }
     if (c->p.methods & OC_CALIB_VISION) {
         oc_stack_plan *vs = &plan->stacks[OC_PLAN_VISION];
@@ -543,7 +619,9 @@ oc_status oc_calib_to_plan(const oc_calib *c, oc_plan *plan, oc_error *err) {
 
 /* A candidate as the plan spells it, e.g. "vertical-slash(1000,1024)" (shorter: no key names). */
 static void cand_text(const oc_head_pattern *p, char *buf, size_t n) {
-    if (p->kind == OC_PATTERN_A_SHAPE)
+    if (p->kind == OC_PATTERN_DENSE)
+        snprintf(buf, n, "dense");
+    else if (p->kind == OC_PATTERN_A_SHAPE)
         snprintf(buf, n, "a-shape(%d,%d)", (int)p->n_sink, (int)p->n_local);
     else if (p->kind == OC_PATTERN_VERTICAL_SLASH)
         snprintf(buf, n, "vertical-slash(%d,%d)", (int)p->n_vertical, (int)p->n_slash);
@@ -568,7 +646,10 @@ static void report_mminf(const oc_calib *c, FILE *f) {
         fprintf(f, "%-30s %11.3f  %d\n", name, c->mm_pairs ? (double)c->mm_kept[k] / (double)c->mm_pairs : 0.0,
                 (int)chosen);
     }
-    fprintf(f, "layer head  -> choice (mean NMSE vs dense; the best A-shape, Vertical-Slash, Grid)\n");
+    fprintf(f, "%lld prompts took the modality steps (>= %d text and >= %d image queries)\n", (long long)c->mm_qb_items,
+            OC_DYN_LAST_Q, OC_DYN_LAST_Q);
+    fprintf(f, "layer head  -> No-Boundary choice (mean NMSE vs dense; the best A-shape, Vertical-Slash, Grid)"
+               " [plan: the head's pattern when Q-Boundary wins]\n");
     for (int32_t l = 0; l < c->L; l++)
         for (int32_t h = 0; h < c->H; h++) {
             const double *e = c->mm_nmse + ((size_t)l * c->H + h) * OC_CALIB_MMINF_MAX_CAND;
@@ -579,8 +660,17 @@ static void report_mminf(const oc_calib *c, FILE *f) {
                 best[kind] = fmin(best[kind], e[j] / n);
             }
             cand_text(&c->mm_cand[k], name, sizeof name);
-            fprintf(f, "%5d %4d  -> %-28s %.4f  (%.4f %.4f %.4f)\n", (int)l, (int)h, name, e[k] / n, best[0], best[1],
+            fprintf(f, "%5d %4d  -> %-28s %.4f  (%.4f %.4f %.4f)", (int)l, (int)h, name, e[k] / n, best[0], best[1],
                     best[2]);
+            oc_head_pattern ch = mminf_choice(c, (size_t)l * c->H + h);
+            if (ch.kind == OC_PATTERN_Q_BOUNDARY) {
+                oc_head_pattern t = oc_pattern_modal(&ch, OC_MODALITY_TEXT), vi = oc_pattern_modal(&ch, OC_MODALITY_VISION);
+                char tn[64], vn[64];
+                cand_text(&t, tn, sizeof tn);
+                cand_text(&vi, vn, sizeof vn);
+                fprintf(f, " [q-boundary text=%s vision=%s]", tn, vn);
+            }
+            fprintf(f, "\n");
         }
 }
 
