@@ -2,7 +2,8 @@
 # test_calibrate_cli.sh: `ocellus calibrate` end to end on the demo model (a few prompts of the
 # built-in suite and of folders `ocellus scene` wrote, the long suite's too): the plan it writes loads, names its
 # calibration, the runtime takes it (`ocellus plan` exits 0), the same plan comes out with 1 and 2
-# threads, `ocellus plan show --svg` draws it, and bad arguments exit 2 with a message.
+# threads, `ocellus plan show --svg` draws it, `ocellus plan` says what each backend runs, and bad
+# arguments exit 2 with a message.
 . tests/support/testlib.sh
 bin=./ocellus
 
@@ -63,6 +64,21 @@ run_target $bin calibrate --suite demo --methods blindsight,mminference -o "$tmp
 rc=$?
 if [ "$rc" -eq 2 ] && grep -q 'one of them' "$tmp_dir/err"; then pass calibrate_mminference_exclusive
 else fail calibrate_mminference_exclusive "exit status $rc"; fi
+# `ocellus plan` says per section what each backend runs (issue 19), the patterns as the executors
+# report them (issue 20: VS / Grid sparse in prefill on both, Q-Boundary on the CPU only), the KV
+# cache sections on both, ZipVL and lazy groups refused for the vision encoder
+mm=$(run_target $bin plan examples/plans/demo-mminference.plan 2>&1)
+kv=$(run_target $bin plan examples/plans/demo-kvcache.plan 2>&1)
+qb=$(run_target $bin plan tests/fuzz/corpus/fuzz_plan/q-boundary.plan 2>&1)
+if printf '%s' "$mm" | grep -Eq 'vertical-slash .*runtime: CPU executes in prefill \(decode runs them dense\), OpenCL (executes in prefill \(decode runs them dense\)|not built)' &&
+   printf '%s' "$qb" | grep -Eq 'q-boundary .*runtime: CPU executes in prefill \(decode runs them dense\), OpenCL (runs them dense|not built)' &&
+   printf '%s' "$kv" | grep -q 'kv budgets: .*runtime: CPU executes, OpenCL executes' &&
+   printf '%s' "$kv" | grep -q 'zipvl-tau: .*runtime: CPU executes, OpenCL executes' &&
+   printf '%s' "$kv" | grep -q 'lazy groups: .*runtime: CPU executes, OpenCL executes'; then
+  pass plan_says_what_each_backend_runs
+else
+  fail plan_says_what_each_backend_runs "$mm $kv"
+fi
 
 out=$(run_target $bin calibrate --suite demo --methods nonsense -o "$tmp_dir/x.plan" 2>&1); rc=$?
 out2=$(run_target $bin calibrate --data "$tmp_dir/missing" -o "$tmp_dir/x.plan" 2>&1); rc2=$?

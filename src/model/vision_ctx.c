@@ -59,8 +59,23 @@ static oc_backend_limits backend_limits(const oc_vision_hparams *hp, int32_t max
     /* windows (Qwen2.5-VL) hold whole merged tokens: at most one per merged token */
     int32_t max_windows = max_patches / (hp->merge_size * hp->merge_size) + 1;
     oc_backend_limits bl = { max_n_in(hp), max_patches,
-                             { max_patches, max_patches, hp->n_heads, hp->n_heads, hp->head_dim }, 0, max_windows, 0 };
+                             { max_patches, max_patches, hp->n_heads, hp->n_heads, hp->head_dim }, 0, max_windows, 0, 1 };
     return bl;
+}
+
+/* What the backend's weight() allocates for all of m's matrices (the BF16 path's packed copies). */
+static size_t weight_bytes(const oc_vision_model *m, const oc_backend_spec *spec, const oc_backend_limits *bl) {
+    const oc_weight *top[] = { &m->patch, &m->mm0, &m->mm2 };
+    size_t t = 0;
+    for (size_t i = 0; i < OC_ARRAY_LEN(top); i++)
+        if (top[i]->data && !oc_add_size(t, oc_backend_weight_bytes(spec, bl, top[i]), &t)) return SIZE_MAX;
+    for (int32_t il = 0; il < m->hp.n_layers; il++) {
+        const oc_vision_layer *L = &m->layers[il];
+        const oc_weight *all[] = { &L->q, &L->k, &L->v, &L->o, &L->up, &L->gate, &L->down };
+        for (size_t i = 0; i < OC_ARRAY_LEN(all); i++)
+            if (all[i]->data && !oc_add_size(t, oc_backend_weight_bytes(spec, bl, all[i]), &t)) return SIZE_MAX;
+    }
+    return t;
 }
 
 size_t oc_vision_ctx_bytes_backend(const oc_vision_model *m, int32_t max_patches, oc_backend_kind kind,
@@ -73,8 +88,8 @@ size_t oc_vision_ctx_bytes_backend(const oc_vision_model *m, int32_t max_patches
     for (int isa = 0; isa < OC_ISA_COUNT; isa++) {   /* the hungriest ISA table that runs here */
         oc_backend_spec spec = { kind, NULL, NULL, (oc_isa)isa, NULL };
         if (kind == OC_BACKEND_KIND_CPU && !oc_matmul_kernels_for((oc_isa)isa)) continue;
-        size_t b = oc_backend_bytes(&spec, &bl, n_threads);
-        if (kind == OC_BACKEND_KIND_CPU && !b) return 0;
+        size_t b = oc_backend_bytes(&spec, &bl, n_threads), wb = weight_bytes(m, &spec, &bl);
+        if ((kind == OC_BACKEND_KIND_CPU && !b) || !oc_add_size(b, wb, &b)) return 0;
         be = OC_MAX(be, b);
     }
     if (!oc_add_size(t, be, &t)) return 0;
