@@ -1,5 +1,7 @@
 /* cl_attn.c: the host side of OpenCL attention (cl_attn.h): the query runs, the image table, the
- * stacked / split decisions, argument checks and the launches of opencl/kernels/attn.cl. */
+ * stacked / split decisions, argument checks and the launches of opencl/kernels/attn.cl; for
+ * MMInference's dynamic heads the estimate (opencl/kernels/dyn.cl), the index choice (the CPU's
+ * oc_dyn_choose) and the index tables the kernel reads. */
 
 /* Query runs (prepare): rows are cut wherever the class of a row changes (a segment or image
  * edge: attention/mask.h oc_mask_classify, the CPU engine's classes), and after BQ rows (plain mode) or BQ / heads-per-kv-head
@@ -21,8 +23,14 @@
 
 #include <string.h>
 
-#define RUN_INTS 5
+#define RUN_INTS 7   /* i0, len, c0, c1, image, step, head (-1: every unit of the launch) */
 #define IMG_INTS 3
+#define DYN_INTS 5   /* opencl/kernels/attn.cl: kind, then 4 ints per kind */
+#define DYN_VS 1
+#define DYN_GRID 2
+#define DYN_GRID_CLASSES 1024   /* residue classes per grid head the run table holds (Table 3's max stride) */
+#define EST_ROWS 64             /* opencl/kernels/dyn.cl: rows and keys per estimate work-group */
+#define EST_SUB 32
 #define SPLIT_MAX_Q 4
 #define SPLIT_MIN_KEYS 256
 #define SPLIT_MAX_CHUNKS 64
@@ -41,6 +49,18 @@ struct oc_cl_attn {
     int32_t *pat_host;               /* [pat_cap][n_head][OC_CL_PATTERN_INTS], mirrored in pat_buf */
     oc_cl_buf *pat_buf;
     int32_t force_chunks, forced_for;
+    /* MMInference's dynamic heads (lim.max_n_kv > 0 and max_n_q >= 64; else all NULL / 0) */
+    int32_t dyn_cap, hruns_cap, n_hruns, part_w;
+    int32_t *dyn_host;               /* [dyn_cap]: per head DYN_INTS, then columns and diagonal runs */
+    int32_t *hruns;                  /* [hruns_cap][RUN_INTS]: the dynamic heads' runs */
+    oc_dyn_head *dyn_heads;          /* [n_head]: the index oc_cl_attn_dyn_build chose */
+    int32_t *dyn_idx;                /* [n_head][3 max_n_kv]: its arrays */
+    int32_t *est_head_ids;           /* [n_head] */
+    float *est_scores;               /* [3 max_n_kv]: one head's downloaded scores */
+    int32_t *est_work;               /* [2 max_n_kv] */
+    double *est_grid;                /* [2 max_n_kv] */
+    oc_attn_dyn dyn;
+    oc_cl_buf *dyn_buf, *hruns_buf, *est_heads_buf, *est_part_buf, *est_scores_buf;
     /* the prepared call */
     int prepared, causal, stacked;
     oc_attn_mask_kind mask;
@@ -53,21 +73,61 @@ static size_t img_bytes(const oc_cl_attn *at) { return (size_t)OC_MAX(1, at->lim
 static size_t counts_bytes(const oc_cl_attn *at) { return (size_t)at->items_cap * 2 * sizeof(uint32_t); }
 static size_t pat_bytes(const oc_cl_attn *at) { return (size_t)at->pat_cap * at->lim.n_head * OC_CL_PATTERN_INTS * 4; }
 static size_t segs_bytes(const oc_cl_attn *at) { return (size_t)OC_MAX(1, at->lim.max_segments) * sizeof(oc_token_span); }
+static int has_dyn(const oc_cl_attn *at) { return at->dyn_cap > 0; }
+/* the host arrays of the dynamic heads, in the order dyn_arrays carves them */
+static size_t nkv3(const oc_cl_attn *at) { return 3 * (size_t)OC_MAX(1, at->lim.max_n_kv); }
+static size_t dyn_bytes(const oc_cl_attn *at) {
+    if (!has_dyn(at)) return 0;
+    size_t nh = (size_t)at->lim.n_head;
+    return (size_t)at->dyn_cap * 4 + (size_t)at->hruns_cap * RUN_INTS * 4 + nh * sizeof(oc_dyn_head) +
+           nh * nkv3(at) * 4 + nh * 4 + nkv3(at) * 4 + nkv3(at) / 3 * 2 * (4 + 8);
+}
 
 /* The table sizes for limits lim and bq query rows per work-group. */
 static void size_tables(oc_cl_attn *at, const oc_cl_attn_limits *lim, int32_t bq) {
     at->lim = *lim;
     /* every run ends at a multiple of bq rows or at one of <= 2 edges per image and segment */
     at->runs_cap = lim->max_n_q / bq + 2 * (lim->max_images + lim->max_segments) + 2;
-    at->items_cap = OC_MAX(at->runs_cap, SPLIT_MAX_Q * SPLIT_MAX_CHUNKS) * lim->n_head;
     at->pat_cap = OC_MAX(1, OC_MIN(OC_CL_ATTN_PATTERN_SETS, 65536 / OC_MAX(1, lim->n_head)));
+    at->dyn_cap = at->hruns_cap = 0;
+    if (lim->max_n_q >= OC_DYN_LAST_Q && lim->max_n_kv > 0) {
+        /* per head: the columns (<= n_kv) and the merged diagonal runs (<= 2 n_kv - 1, 2 ints each) */
+        at->dyn_cap = lim->n_head * (DYN_INTS + 5 * lim->max_n_kv);
+        /* per head: Vertical-Slash cuts at every block and every bq rows; Grid at every bq rows and
+         * every residue class (up to DYN_GRID_CLASSES of them) */
+        at->hruns_cap = lim->n_head * (lim->max_n_q / bq + lim->max_n_q / OC_DYN_BLOCK + 2 +
+                                       OC_MIN(lim->max_n_q, DYN_GRID_CLASSES));
+    }
+    at->items_cap = OC_MAX(at->runs_cap, SPLIT_MAX_Q * SPLIT_MAX_CHUNKS) * lim->n_head + at->hruns_cap;
 }
 
 size_t oc_cl_attn_host_bytes(const oc_cl_attn_limits *lim) {
     oc_cl_attn at;
     memset(&at, 0, sizeof at);
     size_tables(&at, lim, 16);   /* the smallest tile: the most runs */
-    return sizeof at + runs_bytes(&at) + img_bytes(&at) + counts_bytes(&at) + pat_bytes(&at) + segs_bytes(&at);
+    return sizeof at + runs_bytes(&at) + img_bytes(&at) + counts_bytes(&at) + pat_bytes(&at) + segs_bytes(&at) +
+           dyn_bytes(&at);
+}
+
+/* Carve the dynamic heads' host arrays from one aligned block of dyn_bytes: doubles and the
+ * pointer-holding heads first, then the int32 / float arrays. */
+static void dyn_arrays(oc_cl_attn *at, unsigned char *b) {
+    size_t nh = (size_t)at->lim.n_head, n3 = nkv3(at);
+    at->est_grid = (double *)b;
+    b += n3 / 3 * 2 * 8;
+    at->dyn_heads = (oc_dyn_head *)b;
+    b += nh * sizeof(oc_dyn_head);
+    at->dyn_host = (int32_t *)b;
+    b += (size_t)at->dyn_cap * 4;
+    at->hruns = (int32_t *)b;
+    b += (size_t)at->hruns_cap * RUN_INTS * 4;
+    at->dyn_idx = (int32_t *)b;
+    b += nh * n3 * 4;
+    at->est_head_ids = (int32_t *)b;
+    b += nh * 4;
+    at->est_scores = (float *)b;
+    b += n3 * 4;
+    at->est_work = (int32_t *)b;
 }
 
 /* floats of one local row of Q or K/V: an odd number of float4s, so rows start on other banks */
@@ -81,6 +141,12 @@ void oc_cl_attn_close(oc_cl_attn *at) {
     oc_cl_buf_free(at->partials_buf);
     oc_cl_buf_free(at->counts_buf);
     oc_cl_buf_free(at->pat_buf);
+    oc_cl_buf_free(at->dyn_buf);
+    oc_cl_buf_free(at->hruns_buf);
+    oc_cl_buf_free(at->est_heads_buf);
+    oc_cl_buf_free(at->est_part_buf);
+    oc_cl_buf_free(at->est_scores_buf);
+    oc_mem_free(alloc, at->est_grid, dyn_bytes(at));
     oc_mem_free(alloc, at->pat_host, pat_bytes(at));
     oc_mem_free(alloc, at->runs, runs_bytes(at));
     oc_mem_free(alloc, at->img, img_bytes(at));
@@ -93,7 +159,8 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
     *out = NULL;
     if (!lim || lim->max_n_q < 1 || lim->max_n_q > POS_LIMIT || lim->n_head < 1 || lim->n_head_kv < 1 ||
         lim->n_head % lim->n_head_kv || lim->head_dim < 1 || lim->max_images < 0 || lim->max_segments < 0 ||
-        lim->max_images > (1 << 20) || lim->max_segments > (1 << 20) || lim->n_head > (1 << 16))
+        lim->max_images > (1 << 20) || lim->max_segments > (1 << 20) || lim->n_head > (1 << 16) ||
+        lim->max_n_kv < 0 || lim->max_n_kv > POS_LIMIT / 4)
         return oc_fail(err, OC_ERR_INVALID, "opencl attn: bad limits (rows >= 1, heads a multiple of kv heads, "
                        "head_dim >= 1, images and segments >= 0)");
     if (lim->head_dim > OC_CL_ATTN_MAX_HEAD_DIM)
@@ -132,6 +199,18 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, partials, &at->partials_buf, err);
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, counts_bytes(at), &at->counts_buf, err);
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, pat_bytes(at), &at->pat_buf, err);
+    if (st == OC_OK && has_dyn(at)) {
+        unsigned char *block = oc_mem_alloc(dev->alloc, dyn_bytes(at));
+        if (!block) st = oc_fail(err, OC_ERR_NOMEM, "opencl attn: out of memory for the dynamic heads' index");
+        else dyn_arrays(at, block);
+        size_t nh = (size_t)lim->n_head, n_kv = (size_t)lim->max_n_kv;
+        at->part_w = (lim->max_n_kv + EST_ROWS - 1) / EST_ROWS;
+        if (st == OC_OK) st = oc_cl_buf_alloc(dev, (size_t)at->dyn_cap * 4, &at->dyn_buf, err);
+        if (st == OC_OK) st = oc_cl_buf_alloc(dev, (size_t)at->hruns_cap * RUN_INTS * 4, &at->hruns_buf, err);
+        if (st == OC_OK) st = oc_cl_buf_alloc(dev, nh * 4, &at->est_heads_buf, err);
+        if (st == OC_OK) st = oc_cl_buf_alloc(dev, nh * (size_t)at->part_w * EST_ROWS * 8, &at->est_part_buf, err);
+        if (st == OC_OK) st = oc_cl_buf_alloc(dev, nh * 3 * n_kv * 4, &at->est_scores_buf, err);
+    }
     if (st != OC_OK) {
         oc_cl_attn_close(at);
         return st;
@@ -187,6 +266,8 @@ static void build_runs(oc_cl_attn *at, const oc_attn_call *s, int32_t max_len) {
         r[2] = cls.c0;
         r[3] = cls.c1;
         r[4] = cls.image;
+        r[5] = 1;
+        r[6] = -1;
         n++;
         i = end;
     }
@@ -265,10 +346,10 @@ oc_status oc_cl_attn_prepare(oc_cl_attn *at, const oc_attn_call *s, oc_error *er
 }
 
 /* The ints the kernel reads for one head's pattern (a-shape sizes only for a-shape heads).
- * Vertical-Slash and Grid heads run dense here: their per-prompt index (attention/dyn.h) is built
- * and run by the CPU engine only so far, and dense is what they fall back to in decode anyway. */
+ * Vertical-Slash and Grid heads are dense in this table: that is what they run in decode, and in
+ * prefill the per-call index table (dyn_tables) marks them and the kernel's second launch runs them. */
 static void pattern_ints(const oc_head_pattern *q, int32_t *out) {
-    out[0] = oc_pattern_is_dynamic(q->kind) ? (int32_t)OC_PATTERN_DENSE : (int32_t)q->kind;
+    out[0] = oc_pattern_is_prefill(q->kind) ? (int32_t)OC_PATTERN_DENSE : (int32_t)q->kind;
     out[1] = q->kind == OC_PATTERN_A_SHAPE ? q->n_sink : 0;
     out[2] = q->kind == OC_PATTERN_A_SHAPE ? q->n_local : 1;
 }
@@ -300,7 +381,7 @@ static oc_status pattern_slot(oc_cl_attn *at, const oc_head_pattern *p, int32_t 
     int32_t nh = at->lim.n_head, ints[OC_CL_PATTERN_INTS];
     *slot = -1;
     int dense = 1;
-    for (int32_t h = 0; h < nh && dense; h++) dense = p[h].kind == OC_PATTERN_DENSE || oc_pattern_is_dynamic(p[h].kind);
+    for (int32_t h = 0; h < nh && dense; h++) dense = p[h].kind == OC_PATTERN_DENSE || oc_pattern_is_prefill(p[h].kind);
     if (dense) return OC_OK;
     for (int32_t s = 0; s < at->pat_used; s++) {
         const int32_t *have = at->pat_host + (size_t)s * nh * OC_CL_PATTERN_INTS;
@@ -335,6 +416,226 @@ static int tensor_fits(const oc_cl_buf *buf, int64_t off, int64_t st, int64_t sh
     return oc_cl_fits_i32(off, last) && (uint64_t)(off + last) <= oc_cl_buf_bytes(buf) / elem_bytes;
 }
 
+oc_pattern_exec oc_cl_attn_pattern_exec(oc_pattern_kind k) {
+    switch (k) {
+    case OC_PATTERN_SINK:
+    case OC_PATTERN_INTRA_IMAGE:
+    case OC_PATTERN_INTRA_IMAGE_SINK:
+    case OC_PATTERN_A_SHAPE: return OC_EXEC_SPARSE;
+    case OC_PATTERN_VERTICAL_SLASH:
+    case OC_PATTERN_GRID: return OC_EXEC_PREFILL;
+    default: return OC_EXEC_DENSE;
+    }
+}
+
+/* ---- dynamic heads ------------------------------------------------------------------------------------- */
+
+/* 1 when the call runs VERTICAL_SLASH / GRID heads sparse (prefill: attn.h). */
+static int call_dynamic(const oc_attn_call *a) {
+    for (int32_t h = 0; a->patterns && oc_attn_wants_dyn(a) && h < a->n_head; h++)
+        if (oc_pattern_is_dynamic(a->patterns[h].kind)) return 1;
+    return 0;
+}
+
+/* Append run (i0, len, step) of head h, cut into balanced pieces of at most bq rows (no 3-row tail). */
+static int add_head_runs(oc_cl_attn *at, const oc_attn_call *a, int32_t h, int32_t i0, int32_t len, int32_t step) {
+    int32_t n_pieces = (len + at->bq - 1) / at->bq;
+    if (at->n_hruns + n_pieces > at->hruns_cap) return 0;
+    for (int32_t p = 0; p < n_pieces; p++) {
+        int32_t k0 = (int32_t)((int64_t)len * p / n_pieces), k1 = (int32_t)((int64_t)len * (p + 1) / n_pieces);
+        int32_t *r = at->hruns + (size_t)at->n_hruns++ * RUN_INTS;
+        r[0] = i0 + k0 * step;
+        r[1] = k1 - k0;
+        r[2] = 0;
+        r[3] = a->n_kv;
+        r[4] = -1;
+        r[5] = step;
+        r[6] = h;
+    }
+    return 1;
+}
+
+/* The index table the kernel reads (cl_attn.c DYN_INTS per head, then the columns and the merged
+ * diagonal runs) and the dynamic heads' runs: a Vertical-Slash head's rows per block of
+ * OC_DYN_BLOCK positions (they share the block's diagonal runs: dyn.h), a Grid head's rows per
+ * residue class (Alg. 1's row permutation, as the CPU's do_grid_head walks them). Uploaded. */
+static oc_status dyn_tables(oc_cl_attn *at, const oc_attn_call *a, oc_error *err) {
+    int32_t nh = at->lim.n_head, used = nh * DYN_INTS, q0 = a->q_offset;
+    at->n_hruns = 0;
+    for (int32_t h = 0; h < nh; h++) {
+        int32_t *hd = at->dyn_host + (size_t)h * DYN_INTS;
+        memset(hd, 0, DYN_INTS * sizeof *hd);
+        const oc_head_pattern *pat = &a->patterns[h];
+        const oc_dyn_head *dh = &a->dyn->heads[h];
+        int ok = 1;
+        if (pat->kind == OC_PATTERN_VERTICAL_SLASH) {
+            int32_t nv = dh->n_vertical, at_v = used, at_d = used + nv, nd = 0;
+            if (nv > a->n_kv || dh->n_slash > 2 * a->n_kv - 1 || (int64_t)at_d + 2 * (int64_t)dh->n_slash > at->dyn_cap)
+                return oc_fail(err, OC_ERR_INVALID, "opencl attn: head %d index has %d columns and %d diagonals for "
+                               "%d keys", (int)h, (int)nv, (int)dh->n_slash, (int)a->n_kv);
+            for (int32_t k = 0; k < nv; k++) {
+                if (dh->vertical[k] < 0 || dh->vertical[k] >= a->n_kv || (k && dh->vertical[k] <= dh->vertical[k - 1]))
+                    return oc_fail(err, OC_ERR_INVALID, "opencl attn: head %d index columns not ascending in [0, %d)",
+                                   (int)h, (int)a->n_kv);
+                at->dyn_host[at_v + k] = dh->vertical[k];
+            }
+            /* the runs [b - o, b + B - o) relative to the block start b, ascending (offsets descending), merged */
+            int32_t *dr = at->dyn_host + at_d;
+            for (int32_t k = dh->n_slash - 1; k >= 0; k--) {
+                int32_t o = dh->slash[k];
+                if (o <= -a->n_kv || o >= a->n_kv || (k + 1 < dh->n_slash && o >= dh->slash[k + 1]))
+                    return oc_fail(err, OC_ERR_INVALID, "opencl attn: head %d index offsets not ascending in (-%d, %d)",
+                                   (int)h, (int)a->n_kv, (int)a->n_kv);
+                int32_t lo = -o, hi = OC_DYN_BLOCK - o;
+                if (nd && lo <= dr[2 * nd - 1]) {
+                    dr[2 * nd - 1] = OC_MAX(dr[2 * nd - 1], hi);
+                } else {
+                    dr[2 * nd] = lo;
+                    dr[2 * nd + 1] = hi;
+                    nd++;
+                }
+            }
+            hd[0] = DYN_VS;
+            hd[1] = nv;
+            hd[2] = at_v;
+            hd[3] = nd;
+            hd[4] = at_d;
+            used = at_d + 2 * nd;
+            for (int32_t i = 0; i < a->n_q && ok;) {
+                int32_t p = q0 + i, end = OC_MIN(a->n_q, (p / OC_DYN_BLOCK + 1) * OC_DYN_BLOCK - q0);
+                ok = add_head_runs(at, a, h, i, end - i, 1);
+                i = end;
+            }
+        } else if (pat->kind == OC_PATTERN_GRID) {
+            int32_t s = dh->stride;
+            hd[0] = DYN_GRID;
+            hd[1] = s;
+            hd[2] = dh->phase;
+            hd[3] = pat->grid_lines;
+            for (int32_t rq = 0; rq < s && ok; rq++) {
+                int32_t first = (int32_t)((((int64_t)rq + dh->phase - q0) % s + s) % s);
+                if (first < a->n_q) ok = add_head_runs(at, a, h, first, (a->n_q - 1 - first) / s + 1, s);
+            }
+        }
+        if (!ok)
+            return oc_fail(err, OC_ERR_RANGE, "opencl attn: the dynamic heads need more than %d runs (a grid stride "
+                           "above %d?)", (int)at->hruns_cap, DYN_GRID_CLASSES);
+    }
+    oc_status st = oc_cl_upload(at->dev, at->dyn_buf, 0, at->dyn_host, (size_t)used * 4, err);
+    if (st == OC_OK && at->n_hruns)
+        st = oc_cl_upload(at->dev, at->hruns_buf, 0, at->hruns, (size_t)at->n_hruns * RUN_INTS * 4, err);
+    return st;
+}
+
+/* The dynamic-head checks shared by build and run: enough room for this call. */
+static oc_status dyn_room(const oc_cl_attn *at, const oc_attn_call *a, oc_error *err) {
+    if (!has_dyn(at) || a->n_kv > at->lim.max_n_kv)
+        return oc_fail(err, OC_ERR_RANGE, "opencl attn: vertical-slash / grid heads over %d keys, the context was "
+                       "opened for %d (limits max_n_kv)", (int)a->n_kv, has_dyn(at) ? (int)at->lim.max_n_kv : 0);
+    if (at->stacked || at->n_chunks > 1)
+        return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl attn: vertical-slash / grid heads in a stacked or split call");
+    return OC_OK;
+}
+
+oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_attn_bufs *io, const oc_attn_dyn **out,
+                               oc_error *err) {
+    if (!out) return oc_fail(err, OC_ERR_INVALID, "opencl attn dyn: out is NULL");
+    *out = NULL;
+    oc_status st = oc_cl_attn_prepare(at, a, err);
+    if (st == OC_OK) st = oc_mask_check_dyn(a, 0, "opencl attn dyn", err);
+    if (st != OC_OK) return st;
+    int32_t nh = at->lim.n_head, n_dyn = 0, n_kv = a->n_kv, d = at->lim.head_dim;
+    for (int32_t h = 0; a->patterns && h < nh; h++)
+        if (oc_pattern_is_dynamic(a->patterns[h].kind)) {
+            if (!oc_attn_wants_dyn(a))
+                return oc_fail(err, OC_ERR_INVALID, "opencl attn dyn: %d queries, the estimate needs at least %d",
+                               (int)a->n_q, OC_DYN_LAST_Q);
+            at->est_head_ids[n_dyn++] = h;
+        }
+    if (n_dyn && (st = dyn_room(at, a, err)) != OC_OK) return st;
+    size_t kv_bytes = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
+    if (!io || !tensor_fits(io->q, a->q_off, a->q_stride_token, a->q_stride_head, a->n_q, nh, d, 4) ||
+        !tensor_fits(io->k, a->k_off, a->k_stride_token, a->k_stride_head, n_kv, at->lim.n_head_kv, d, kv_bytes))
+        return oc_fail(err, OC_ERR_RANGE, "opencl attn dyn: q or k (with its offset and strides) does not fit its buffer");
+    for (int32_t h = 0; h < nh && has_dyn(at); h++) {
+        memset(&at->dyn_heads[h], 0, sizeof at->dyn_heads[h]);
+        at->dyn_heads[h].stride = 1;
+    }
+    at->dyn.n_head = nh;
+    at->dyn.heads = at->dyn_heads;
+    if (n_dyn && n_kv > 0) {
+        int causal = a->mask == OC_ATTN_CAUSAL;
+        int32_t p0 = a->q_offset + a->n_q - EST_ROWS, key_end = causal ? OC_MIN(n_kv, p0 + EST_ROWS) : n_kv;
+        int32_t n_w0 = (key_end + EST_ROWS - 1) / EST_ROWS, n_w1 = (key_end + 2 * EST_ROWS - 2) / EST_ROWS;
+        size_t n3 = 3 * (size_t)n_kv;
+        st = oc_cl_upload(at->dev, at->est_heads_buf, 0, at->est_head_ids, (size_t)n_dyn * 4, err);
+        if (st == OC_OK) st = oc_cl_fill32(at->dev, at->est_scores_buf, 0, 0, (size_t)n_dyn * n3 * 4, err);
+        for (int pass = 0; pass < 2 && st == OC_OK; pass++) {
+            oc_cl_arg args[] = {
+                OC_CL_I32(pass), OC_CL_BUF(io->q), OC_CL_I32(a->q_off), OC_CL_I32(a->q_stride_token),
+                OC_CL_I32(a->q_stride_head), OC_CL_BUF(io->k), OC_CL_I32(a->k_off), OC_CL_I32(a->k_stride_token),
+                OC_CL_I32(a->k_stride_head), OC_CL_I32(a->kv_dtype == OC_DTYPE_F16), OC_CL_BUF(at->est_heads_buf),
+                OC_CL_I32(nh / at->lim.n_head_kv), OC_CL_I32(d), OC_CL_I32(a->n_q), OC_CL_I32(n_kv),
+                OC_CL_I32(a->q_offset), OC_CL_I32(causal), OC_CL_F32(a->scale * 1.44269504088896340736f),
+                OC_CL_BUF(at->est_part_buf), OC_CL_I32(n_w0), OC_CL_BUF(at->est_scores_buf),
+                OC_CL_LOCAL((size_t)EST_SUB * (size_t)d * 4), OC_CL_LOCAL((size_t)EST_ROWS * (EST_SUB + 1) * 4),
+            };
+            size_t local[2] = { EST_ROWS, 1 }, global[2] = { (size_t)(pass ? n_w1 : n_w0) * EST_ROWS, (size_t)n_dyn };
+            st = oc_cl_launch(at->dev, OC_CLK_DYN_ESTIMATE, 2, global, local, (int)OC_ARRAY_LEN(args), args, err);
+        }
+        /* the choice, head by head, with the CPU's code */
+        for (int32_t k = 0; k < n_dyn && st == OC_OK; k++) {
+            int32_t h = at->est_head_ids[k];
+            st = oc_cl_download(at->dev, at->est_scores_buf, (size_t)k * n3 * 4, at->est_scores, (n3 - 1) * 4, err);
+            if (st == OC_OK)
+                oc_dyn_choose(&a->patterns[h], n_kv, at->est_scores, at->est_scores + n_kv,
+                              at->dyn_idx + (size_t)h * nkv3(at), at->est_work, at->est_grid, &at->dyn_heads[h]);
+        }
+        if (st != OC_OK) return st;
+    }
+    *out = &at->dyn;
+    return OC_OK;
+}
+
+/* ---- the launch ------------------------------------------------------------------------------------------- */
+
+/* One launch of the kernel over runs[0..n_runs) x n_units (head_runs: the runs name their head). */
+typedef struct launch {
+    const oc_cl_buf *pats, *runs, *dyn;
+    int64_t pat_head;
+    int32_t n_runs, n_units, head_runs, count_base, want_counts;
+} launch;
+
+static oc_status launch_attn(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *io, const launch *ln,
+                             oc_error *err) {
+    const oc_cl_attn_limits *L = &at->lim;
+    int32_t d = L->head_dim;
+    size_t row = local_row_floats(d) * sizeof(float);
+    oc_cl_arg a[] = {
+        OC_CL_BUF(io->q), OC_CL_I32(call->q_off), OC_CL_I32(call->q_stride_token), OC_CL_I32(call->q_stride_head),
+        OC_CL_BUF(io->k), OC_CL_I32(call->k_off), OC_CL_I32(call->k_stride_token), OC_CL_I32(call->k_stride_head),
+        OC_CL_BUF(io->v), OC_CL_I32(call->v_off), OC_CL_I32(call->v_stride_token), OC_CL_I32(call->v_stride_head),
+        OC_CL_I32(call->kv_dtype == OC_DTYPE_F16),
+        OC_CL_BUF(io->out), OC_CL_I32(call->out_off), OC_CL_I32(call->out_stride_token), OC_CL_I32(call->out_stride_head),
+        OC_CL_BUF(at->partials_buf), OC_CL_BUF(ln->runs), OC_CL_I32(ln->n_runs), OC_CL_BUF(at->img_buf),
+        OC_CL_I32(at->n_images), OC_CL_BUF(ln->pats), OC_CL_I32(ln->pats ? ln->pat_head * OC_CL_PATTERN_INTS : 0),
+        OC_CL_I32(ln->pats != NULL), OC_CL_BUF(ln->dyn), OC_CL_I32(ln->dyn != NULL), OC_CL_I32(ln->head_runs),
+        OC_CL_BUF(at->counts_buf), OC_CL_I32(ln->count_base), OC_CL_I32(ln->want_counts),
+        OC_CL_I32(L->n_head), OC_CL_I32(L->n_head / L->n_head_kv), OC_CL_I32(d), OC_CL_I32(at->n_q), OC_CL_I32(at->n_kv),
+        OC_CL_I32(at->q_offset), OC_CL_I32(at->causal), OC_CL_I32(at->stacked), OC_CL_I32(at->chunk_keys),
+        OC_CL_F32(call->scale * 1.44269504088896340736f),
+        OC_CL_LOCAL((size_t)at->bq * row), OC_CL_LOCAL((size_t)at->bk * row),
+        OC_CL_LOCAL((size_t)at->bq * (size_t)(at->bk + 4) * 4),
+        OC_CL_LOCAL((size_t)at->bq * (size_t)at->cg * 4),
+        OC_CL_LOCAL((3 * (size_t)at->bk + (size_t)at->wg + 1) * 4),
+    };
+    /* dimension 0: (run, unit), units fastest, so every head's longest runs start first */
+    size_t local[3] = { (size_t)at->wg, 1, 1 };
+    size_t global[3] = { (size_t)ln->n_runs * (size_t)ln->n_units * (size_t)at->wg, 1,
+                         ln->head_runs ? 1 : (size_t)at->n_chunks };
+    return oc_cl_launch(at->dev, OC_CLK_ATTN, 3, global, local, (int)OC_ARRAY_LEN(a), a, err);
+}
+
 oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *io, oc_attn_stats *stats,
                          oc_error *err) {
     oc_status st = oc_cl_attn_prepare(at, call, err);
@@ -365,31 +666,22 @@ oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_a
             pat_head = (int64_t)slot * L->n_head;
         }
     }
+    int dyn_on = call_dynamic(call);
+    if (dyn_on) {   /* VERTICAL_SLASH / GRID heads: their index, then a launch of their own */
+        if ((st = oc_mask_check_dyn(call, 1, "opencl attn", err)) != OC_OK || (st = dyn_room(at, call, err)) != OC_OK ||
+            (st = dyn_tables(at, call, err)) != OC_OK)
+            return st;
+    }
     int32_t n_units = at->stacked ? L->n_head_kv : L->n_head;
-    size_t n_items = (size_t)at->n_runs * (size_t)n_units * (size_t)at->n_chunks;
+    size_t n_main = (size_t)at->n_runs * (size_t)n_units * (size_t)at->n_chunks;
+    size_t n_items = n_main + (dyn_on ? (size_t)at->n_hruns : 0);
     int want_counts = stats != NULL && n_items <= (size_t)at->items_cap;
-    size_t row = local_row_floats(d) * sizeof(float);
-    oc_cl_arg a[] = {
-        OC_CL_BUF(io->q), OC_CL_I32(call->q_off), OC_CL_I32(call->q_stride_token), OC_CL_I32(call->q_stride_head),
-        OC_CL_BUF(io->k), OC_CL_I32(call->k_off), OC_CL_I32(call->k_stride_token), OC_CL_I32(call->k_stride_head),
-        OC_CL_BUF(io->v), OC_CL_I32(call->v_off), OC_CL_I32(call->v_stride_token), OC_CL_I32(call->v_stride_head),
-        OC_CL_I32(call->kv_dtype == OC_DTYPE_F16),
-        OC_CL_BUF(io->out), OC_CL_I32(call->out_off), OC_CL_I32(call->out_stride_token), OC_CL_I32(call->out_stride_head),
-        OC_CL_BUF(at->partials_buf), OC_CL_BUF(at->runs_buf), OC_CL_I32(at->n_runs), OC_CL_BUF(at->img_buf),
-        OC_CL_I32(at->n_images), OC_CL_BUF(pats), OC_CL_I32(pats ? pat_head * OC_CL_PATTERN_INTS : 0),
-        OC_CL_I32(pats != NULL), OC_CL_BUF(at->counts_buf), OC_CL_I32(want_counts),
-        OC_CL_I32(L->n_head), OC_CL_I32(L->n_head / L->n_head_kv), OC_CL_I32(d), OC_CL_I32(at->n_q), OC_CL_I32(at->n_kv),
-        OC_CL_I32(at->q_offset), OC_CL_I32(at->causal), OC_CL_I32(at->stacked), OC_CL_I32(at->chunk_keys),
-        OC_CL_F32(call->scale * 1.44269504088896340736f),
-        OC_CL_LOCAL((size_t)at->bq * row), OC_CL_LOCAL((size_t)at->bk * row),
-        OC_CL_LOCAL((size_t)at->bq * (size_t)(at->bk + 4) * 4),
-        OC_CL_LOCAL((size_t)at->bq * (size_t)at->cg * 4),
-        OC_CL_LOCAL((3 * (size_t)at->bk + (size_t)at->wg) * 4),
-    };
-    /* dimension 0: (run, unit), units fastest, so every head's longest runs start first */
-    size_t local[3] = { (size_t)at->wg, 1, 1 };
-    size_t global[3] = { (size_t)at->n_runs * (size_t)n_units * (size_t)at->wg, 1, (size_t)at->n_chunks };
-    st = oc_cl_launch(at->dev, OC_CLK_ATTN, 3, global, local, (int)OC_ARRAY_LEN(a), a, err);
+    launch ln = { pats, at->runs_buf, dyn_on ? at->dyn_buf : NULL, pat_head, at->n_runs, n_units, 0, 0, want_counts };
+    st = launch_attn(at, call, io, &ln, err);
+    if (st == OC_OK && dyn_on && at->n_hruns) {
+        launch lh = { pats, at->hruns_buf, at->dyn_buf, pat_head, at->n_hruns, 1, 1, (int32_t)n_main, want_counts };
+        st = launch_attn(at, call, io, &lh, err);
+    }
     if (st == OC_OK && at->n_chunks > 1) {
         size_t mg[2] = { (size_t)d, (size_t)L->n_head * (size_t)at->n_q };
         oc_cl_arg m[] = { OC_CL_BUF(io->out), OC_CL_I32(call->out_off), OC_CL_I32(call->out_stride_token),

@@ -1,6 +1,7 @@
 /* cl_attn.h: attention on an OpenCL device with the CPU engine's semantics (src/attention/attn.h): base
  * mask causal / bidirectional / segments AND each head's pattern (dense, the BlindSight
- * categories from the token layout, A-shape), grouped-query heads, f16 or f32 K/V with strides,
+ * categories from the token layout, A-shape, and in prefill MMInference's Vertical-Slash and
+ * Grid from a per-prompt index: oc_cl_attn_dyn_build), grouped-query heads, f16 or f32 K/V with strides,
  * tiles a pattern drops never loaded (opencl/kernels/attn.cl explains the tiling). The explicit debug
  * mask (OC_ATTN_EXPLICIT) is CPU-only. Results depend only on the shapes and the device (the key
  * split of long decode calls follows its compute-unit count), never on timing. */
@@ -24,6 +25,8 @@ typedef struct oc_cl_attn_limits {
     int32_t head_dim;            /* 1 .. OC_CL_ATTN_MAX_HEAD_DIM */
     int32_t max_images;          /* image spans in a layout */
     int32_t max_segments;        /* segments of an OC_ATTN_SEGMENTS call */
+    int32_t max_n_kv;            /* keys per call for VERTICAL_SLASH / GRID heads in prefill (their
+                                    index and estimate are sized by it); 0: such calls are refused */
 } oc_cl_attn_limits;
 
 /* [alloc: yes, host arrays and device buffers sized by lim] [errors: OC_ERR_INVALID,
@@ -63,11 +66,29 @@ typedef struct oc_cl_attn_bufs {
 
 /* Enqueue call, preparing its geometry first unless it is the one prepared last. stats (may be
  * NULL) gets the kept / skipped / executed FLOPs as oc_attn_run counts them (4 * head_dim per
- * pair); asking for them waits for the device.
+ * pair); asking for them waits for the device. A prefill call (n_q >= 64) with VERTICAL_SLASH or
+ * GRID heads needs call->dyn (oc_cl_attn_dyn_build), uploads it (waiting for that copy) and runs
+ * those heads in a second launch; with fewer queries they run dense, as on the CPU.
  * [alloc: no] [errors: prepare's, OC_ERR_INVALID (heads or head_dim not the context's, bad
- * strides or types, a bad host pattern), OC_ERR_RANGE (a tensor outside its buffer), OC_ERR_DEVICE] */
+ * strides or types, a bad host pattern, dynamic heads without an index), OC_ERR_RANGE (a tensor
+ * outside its buffer, dynamic heads above max_n_kv or a grid with more residue-class runs than
+ * the table holds), OC_ERR_DEVICE] */
 oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *bufs, oc_attn_stats *stats,
                          oc_error *err);
+
+/* MMInference's index of the call's VERTICAL_SLASH / GRID heads (attention/dyn.h), as the CPU's
+ * oc_attn_dyn_build makes it: the estimate from the last 64 queries runs on the device
+ * (opencl/kernels/dyn.cl), the host downloads each dynamic head's column and diagonal scores and
+ * chooses with the CPU's code (oc_dyn_choose). *out is owned by at and valid until the next build;
+ * set call->dyn to it for oc_cl_attn_run (any index of the right shape works there, e.g. the
+ * CPU's). Waits for the device. [alloc: no] [errors: prepare's, OC_ERR_INVALID (as
+ * oc_attn_dyn_build), OC_ERR_RANGE (n_kv above max_n_kv, q or k outside its buffer), OC_ERR_DEVICE] */
+oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *bufs,
+                               const oc_attn_dyn **out, oc_error *err);
+
+/* How the device runs heads of pattern kind k (pattern.h): the BlindSight kinds and A-shape
+ * sparse, Vertical-Slash and Grid sparse in prefill. [alloc: no] */
+oc_pattern_exec oc_cl_attn_pattern_exec(oc_pattern_kind k);
 
 /* Pairs the base mask of the call prepared last keeps for one head (attention/mask.h). */
 uint64_t oc_cl_attn_base_pairs(const oc_cl_attn *at);

@@ -296,8 +296,16 @@ static oc_status cl_attention(oc_backend *be, const oc_attn_call *a, const oc_at
     if (b->attn_kv && a->n_head == dk->n_head && a->n_head_kv == 1 && a->head_dim == dk->head_dim)
         at = b->attn_kv;   /* one kv head of a compacted cache */
     oc_cl_attn_bufs bufs = { buf_of(t->q), buf_of(t->k), buf_of(t->v), buf_of(t->out), NULL, 0 };
-    int dense = 1;
-    for (int32_t h = 0; a->patterns && h < a->n_head; h++) dense &= a->patterns[h].kind == OC_PATTERN_DENSE;
+    int dense = 1, dynamic = 0;
+    for (int32_t h = 0; a->patterns && h < a->n_head; h++) {
+        dense &= a->patterns[h].kind == OC_PATTERN_DENSE;
+        dynamic |= oc_pattern_is_dynamic(a->patterns[h].kind);
+    }
+    oc_attn_call with_index = *a;
+    if (dynamic && oc_attn_wants_dyn(a)) {   /* a prefill with vertical-slash / grid heads: their index first */
+        if ((st = oc_cl_attn_dyn_build(at, a, &bufs, &with_index.dyn, err)) != OC_OK) return st;
+        a = &with_index;
+    }
     if ((st = oc_cl_attn_run(at, a, &bufs, dense ? NULL : stats, err)) || !stats || !dense) return st;
     uint64_t kept = oc_cl_attn_base_pairs(at) * (uint64_t)a->n_head * 4 * (uint64_t)a->head_dim;
     stats->flops_kept += kept;
@@ -390,7 +398,7 @@ static const oc_backend_ops cl_ops = {
 
 static oc_cl_attn_limits attn_limits(const oc_backend_limits *lim) {
     oc_cl_attn_limits al = { lim->attn.max_n_q, lim->attn.n_head, lim->attn.n_head_kv, lim->attn.head_dim,
-                             lim->max_images, lim->max_segments };
+                             lim->max_images, lim->max_segments, lim->attn.max_n_kv };
     return al;
 }
 
@@ -399,6 +407,8 @@ static oc_backend_limits kv_head_limits(const oc_backend_limits *lim) {
     oc_backend_limits k = *lim;
     k.attn.n_head = lim->attn.n_head / OC_MAX(1, lim->attn.n_head_kv);
     k.attn.n_head_kv = 1;
+    /* only a model with one kv head sends prefill calls (with dynamic heads) to this instance */
+    if (lim->attn.n_head_kv != 1) k.attn.max_n_kv = 0;
     return k;
 }
 

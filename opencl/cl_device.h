@@ -29,6 +29,7 @@
     X(GEMM, "matmul.cl", "oc_gemm")                   \
     X(ATTN, "attn.cl", "oc_attn")                     \
     X(ATTN_MERGE, "attn.cl", "oc_attn_merge")         \
+    X(DYN_ESTIMATE, "dyn.cl", "oc_dyn_estimate")      \
     X(FMA_PEAK, "peak.cl", "oc_fma_peak")
 
 typedef enum oc_cl_kernel_id {

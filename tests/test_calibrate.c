@@ -6,6 +6,10 @@
  * always hits the grounded region gets the top visual score. */
 #include "check.h"
 #include "ocellus.h"
+#include "attention/attn.h"
+#include "attention/layout.h"
+#include "port.h"
+#include "support/dyn_ref.h"
 #include "kvcache/kv_cache.h"
 #include "tools/calib.h"
 #include "tools/calib_scenes.h"
@@ -743,12 +747,130 @@ static void test_vision_heads_on_synthetic_images(void) {
     oc_calib_close(c);
 }
 
+/* MMInference's search (calib_mminf.c): Table 3 as written; the per-head objective against a
+ * double reference (each candidate's output under its mask, written from dyn.h's definitions with
+ * the index the engine built, tests/support/dyn_ref.c); the argmin with Table 3's order on ties. */
+static void test_mminf_search(void) {
+    oc_head_pattern sp[OC_CALIB_MMINF_MAX_CAND];
+    REQUIRE(oc_calib_mminf_space(1.0, 256, sp) == 24);
+    CHECK(sp[0].kind == OC_PATTERN_GRID && sp[0].grid_stride == 256 && sp[0].grid_lines == OC_GRID_HLINE &&
+          sp[0].grid_max_stride == 1024);
+    CHECK(sp[11].kind == OC_PATTERN_GRID && sp[11].grid_stride == 0 && sp[11].grid_lines == 7);
+    CHECK(sp[12].kind == OC_PATTERN_A_SHAPE && sp[12].n_sink == 128 && sp[12].n_local == 1024);
+    CHECK(sp[14].n_local == 4096 && sp[15].kind == OC_PATTERN_VERTICAL_SLASH && sp[15].n_vertical == 1000 &&
+          sp[15].n_slash == 1024);
+    CHECK(sp[22].n_vertical == 3500 && sp[22].n_slash == 200 && sp[23].n_vertical == 1000 && sp[23].n_slash == 2500);
+    REQUIRE(oc_calib_mminf_space(0.001, 0, sp) == 18);   /* no frame stride: no fixed-stride grids */
+    CHECK(sp[0].grid_max_stride == 2 && sp[6].n_sink == 1 && sp[6].n_local == 1 && sp[17].n_vertical == 1);
+    double tie[3] = { 0.5, 0.2, 0.2 };
+    CHECK(oc_calib_mminf_choose(tie, 3) == 1);
+
+    check_rng r = { 77 };
+    enum { NQ = 150, D = 32 };
+    float *q = malloc(sizeof(float) * NQ * D), *k = malloc(sizeof(float) * NQ * D), *v = malloc(sizeof(float) * NQ * D);
+    fill(&r, q, NQ * D, -3.0f, 3.0f);
+    fill(&r, k, NQ * D, -1.0f, 1.0f);
+    fill(&r, v, NQ * D, -1.0f, 1.0f);
+    oc_calib_head h = { NQ, 0, NQ, D, q, D, k, v, D, 1.0f / sqrtf((float)D) };
+    oc_head_pattern cand[4];
+    memset(cand, 0, sizeof cand);
+    cand[0].kind = OC_PATTERN_A_SHAPE; cand[0].n_sink = 4; cand[0].n_local = 16;
+    cand[1].kind = OC_PATTERN_VERTICAL_SLASH; cand[1].n_vertical = 8; cand[1].n_slash = 2;
+    cand[2].kind = OC_PATTERN_GRID; cand[2].grid_max_stride = 12; cand[2].grid_lines = OC_GRID_VLINE | OC_GRID_SLASH;
+    cand[3].kind = OC_PATTERN_A_SHAPE; cand[3].n_sink = NQ; cand[3].n_local = NQ;   /* keeps every key */
+    void *work = malloc(oc_calib_mminf_work_bytes(NQ, D));
+    double err[4] = { 0, 0, 0, 0 }, err_modal[8] = { 0 }, ref = 0.0;
+    uint64_t kept[4] = { 0, 0, 0, 0 };
+    oc_error e;
+    /* one image at [20, 100): 80 vision and 70 text queries, so both modalities are indexed */
+    oc_token_span img = { 20, 100 };
+    oc_token_layout *layout = NULL;
+    REQUIRE(oc_layout_build(&layout, NQ, &img, 1, 0.1f, NULL, NULL) == OC_OK);
+    REQUIREF(oc_calib_mminf_head(&h, cand, 4, NQ, layout, work, err, err_modal, &ref, kept, &e) == OC_OK, "%s", e.message);
+    /* the indices the engine builds for this head (the same call as the search makes) */
+    oc_attn_call a;
+    memset(&a, 0, sizeof a);
+    a.n_q = a.n_kv = NQ; a.n_head = a.n_head_kv = 1; a.head_dim = D; a.q_stride_token = D; a.kv_dtype = OC_DTYPE_F32;
+    a.k_stride_token = a.v_stride_token = D; a.out_stride_token = D; a.scale = h.scale; a.mask = OC_ATTN_CAUSAL;
+    oc_attn_dims dims = { NQ, NQ, 1, 1, D };
+    size_t db = oc_attn_dyn_bytes(&dims, 1);
+    void *dmem = oc_port_aligned_alloc(OC_MEM_ALIGN, db);
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    float *scratch_out = malloc(sizeof(float) * NQ * D);
+    oc_attn_host mem = { q, k, v, scratch_out };
+    double *s = malloc(sizeof(double) * NQ * NQ), *od = malloc(sizeof(double) * D), *oc = malloc(sizeof(double) * D);
+    naive_scores(&h, s);
+    for (int c = 0; c < 4; c++) {
+        double want = 0.0, want_ref = 0.0, want_modal[2] = { 0.0, 0.0 };
+        uint64_t want_kept = 0;
+        for (int qb = 0; qb < 2; qb++) {   /* 0: the candidate on every row; 1: as each modality's (Q-Boundary) */
+            oc_attn_call ac = a;
+            oc_head_pattern qbp;
+            memset(&qbp, 0, sizeof qbp);
+            qbp.kind = OC_PATTERN_Q_BOUNDARY;
+            qbp.modal[0] = qbp.modal[1] = oc_pattern_to_modal(&cand[c]);
+            ac.patterns = qb ? &qbp : &cand[c];
+            ac.layout = qb ? layout : NULL;
+            oc_dyn_head none;
+            memset(&none, 0, sizeof none);
+            const oc_dyn_head *dhm[2] = { &none, &none };
+            if (oc_pattern_is_dynamic(cand[c].kind)) {
+                REQUIRE(oc_attn_dyn_build(&ac, &mem, oc_isa_best(&cpu), NULL, dmem, db, &ac.dyn, NULL) == OC_OK);
+                dhm[0] = &ac.dyn->heads[0];
+                dhm[1] = qb ? &ac.dyn->heads_vision[0] : &ac.dyn->heads[0];
+                CHECK(!dhm[0]->dense && !dhm[1]->dense);
+            }
+            for (int32_t i = 0; i < NQ; i++) {
+                int mod = i >= 20 && i < 100;
+                const oc_dyn_head *dh = dhm[mod];
+                for (int pass = 0; pass < 2; pass++) {   /* 0: dense, 1: the candidate's mask */
+                    double m = -INFINITY, l = 0.0, *o = pass ? oc : od;
+                    for (int32_t j = 0; j <= i; j++)
+                        if (!pass || ref_dyn_keep(OC_ATTN_CAUSAL, &cand[c], dh, i, j)) m = fmax(m, s[i * NQ + j]);
+                    for (int x = 0; x < D; x++) o[x] = 0.0;
+                    for (int32_t j = 0; j <= i; j++) {
+                        if (pass && !ref_dyn_keep(OC_ATTN_CAUSAL, &cand[c], dh, i, j)) continue;
+                        double p = exp(s[i * NQ + j] - m);
+                        l += p;
+                        want_kept += pass && !qb;
+                        for (int x = 0; x < D; x++) o[x] += p * v[j * D + x];
+                    }
+                    for (int x = 0; x < D; x++) o[x] = l > 0 ? o[x] / l : 0.0;
+                }
+                for (int x = 0; x < D; x++) {
+                    double sq = (oc[x] - od[x]) * (oc[x] - od[x]);
+                    if (qb) want_modal[mod] += sq;
+                    else want += sq;
+                    if (!qb) want_ref += od[x] * od[x];
+                }
+            }
+        }
+        for (int mod = 0; mod < 2; mod++)
+            CHECKF(fabs(err_modal[2 * c + mod] - want_modal[mod]) <= 1e-4 * want_modal[mod] + 1e-9 * want_ref,
+                   "candidate %d modality %d: squared error %.9g, naive %.9g", c, mod, err_modal[2 * c + mod],
+                   want_modal[mod]);
+        CHECKF(rel(ref, want_ref) < 1e-5, "dense reference %.9g, naive %.9g", ref, want_ref);
+        CHECKF(fabs(err[c] - want) <= 1e-4 * want + 1e-9 * want_ref, "candidate %d: squared error %.9g, naive %.9g", c,
+               err[c], want);
+        CHECKF(kept[c] == want_kept, "candidate %d: kept %llu pairs, naive %llu", c, (unsigned long long)kept[c],
+               (unsigned long long)want_kept);
+    }
+    CHECK(err[0] > 0.0 && err[3] < 1e-10 * ref);
+    /* the vertical-slash candidate's modality indices differ from its whole-prompt one */
+    CHECK(err_modal[2] + err_modal[3] != err[1]);
+    oc_layout_free(layout);
+    free(s); free(od); free(oc); free(scratch_out); free(work); free(q); free(k); free(v);
+    oc_port_aligned_free(dmem);
+}
+
 int main(void) {
     CHECK_RUN(test_keeps_rule);
     CHECK_RUN(test_mask_errors_match_naive);
     CHECK_RUN(test_row_stats_match_naive);
     CHECK_RUN(test_jsd);
     CHECK_RUN(test_blindsight_rules);
+    CHECK_RUN(test_mminf_search);
     CHECK_RUN(test_kv_budgets);
     CHECK_RUN(test_qc_groups);
     CHECK_RUN(test_zipvl);

@@ -46,11 +46,32 @@ else
   fail plan_show_svg "no SVG written"
 fi
 
-# `ocellus plan` says per section what each backend runs (issue 19): VS / Grid dense on OpenCL,
-# the KV cache sections on both, ZipVL and lazy groups refused for the vision encoder
+# MMInference's search (Table 3 scaled to the demo's ~150-token prompts): a plan of dynamic heads
+# the runtime runs, the same with 1 and 2 threads; blindsight + mminference is refused
+out=$(run_target $bin calibrate --suite demo --items 3 --methods mminference --mminf-scale 0.01 -t 1 \
+      -o "$tmp_dir/mm1.plan" --report "$tmp_dir/mm.txt" 2>&1); rc=$?
+run_target $bin calibrate --suite demo --items 3 --methods mminference --mminf-scale 0.01 -t 2 \
+  -o "$tmp_dir/mm2.plan" >/dev/null 2>&1
+if [ "$rc" -eq 0 ] && grep -q 'mminference=table3:scale=0.01' "$tmp_dir/mm1.plan" &&
+   grep -Eq '^decoder (default|layer).*(vertical-slash|grid|a-shape)\(' "$tmp_dir/mm1.plan" &&
+   grep -q '^## MMInference' "$tmp_dir/mm.txt" && cmp -s "$tmp_dir/mm1.plan" "$tmp_dir/mm2.plan" &&
+   run_target $bin eval --items 2 --plan "$tmp_dir/mm1.plan" -t 2 >/dev/null 2>&1; then
+  pass calibrate_mminference
+else
+  fail calibrate_mminference "exit status $rc, or the plan has no dynamic heads, differs by thread count or does not run: $out"
+fi
+run_target $bin calibrate --suite demo --methods blindsight,mminference -o "$tmp_dir/x.plan" >/dev/null 2>"$tmp_dir/err"
+rc=$?
+if [ "$rc" -eq 2 ] && grep -q 'one of them' "$tmp_dir/err"; then pass calibrate_mminference_exclusive
+else fail calibrate_mminference_exclusive "exit status $rc"; fi
+# `ocellus plan` says per section what each backend runs (issue 19), the patterns as the executors
+# report them (issue 20: VS / Grid sparse in prefill on both, Q-Boundary on the CPU only), the KV
+# cache sections on both, ZipVL and lazy groups refused for the vision encoder
 mm=$(run_target $bin plan examples/plans/demo-mminference.plan 2>&1)
 kv=$(run_target $bin plan examples/plans/demo-kvcache.plan 2>&1)
-if printf '%s' "$mm" | grep -q 'vertical-slash / grid; runtime: CPU executes in prefill (decode runs them dense), OpenCL runs them dense' &&
+qb=$(run_target $bin plan tests/fuzz/corpus/fuzz_plan/q-boundary.plan 2>&1)
+if printf '%s' "$mm" | grep -Eq 'vertical-slash .*runtime: CPU executes in prefill \(decode runs them dense\), OpenCL (executes in prefill \(decode runs them dense\)|not built)' &&
+   printf '%s' "$qb" | grep -Eq 'q-boundary .*runtime: CPU executes in prefill \(decode runs them dense\), OpenCL (runs them dense|not built)' &&
    printf '%s' "$kv" | grep -q 'kv budgets: .*runtime: CPU executes, OpenCL executes' &&
    printf '%s' "$kv" | grep -q 'zipvl-tau: .*runtime: CPU executes, OpenCL executes' &&
    printf '%s' "$kv" | grep -q 'lazy groups: .*runtime: CPU executes, OpenCL executes'; then

@@ -8,7 +8,9 @@
  *    64, 72, 80, 128, causal with a query offset and bidirectional. */
 #include "attention/attn.h"
 #include "attention/attn_kernels.h"
+#include "attention/layout.h"
 #include "check.h"
+#include "support/dyn_ref.h"
 #include "core/f16.h"
 #include "core/pool.h"
 #include "port.h"
@@ -127,24 +129,9 @@ static void ref_scores(const dcase *c, int h, double *vert, double *slash) {
     free(w);
 }
 
-/* dyn.h's masks, written from their definitions. */
+/* dyn.h's masks, written from their definitions (tests/support/dyn_ref.c). */
 static int keep_dyn(const dcase *c, const oc_head_pattern *pt, const oc_dyn_head *dh, int p, int j) {
-    if (c->mask == OC_ATTN_CAUSAL && j > p) return 0;
-    if (pt->kind == OC_PATTERN_VERTICAL_SLASH) {
-        for (int k = 0; k < dh->n_vertical; k++)
-            if (dh->vertical[k] == j) return 1;
-        int b = p - p % OC_DYN_BLOCK;
-        for (int k = 0; k < dh->n_slash; k++)
-            if (j >= b - dh->slash[k] && j <= b + OC_DYN_BLOCK - 1 - dh->slash[k]) return 1;
-        return 0;
-    }
-    if (pt->kind == OC_PATTERN_GRID) {
-        int s = dh->stride, f = dh->phase;
-        int mod_p = ((p - f) % s + s) % s, mod_j = ((j - f) % s + s) % s, mod_pj = ((p - j) % s + s) % s;
-        return ((pt->grid_lines & OC_GRID_HLINE) && mod_p == 0) || ((pt->grid_lines & OC_GRID_VLINE) && mod_j == 0) ||
-               ((pt->grid_lines & OC_GRID_SLASH) && mod_pj == 0);
-    }
-    return 1;
+    return ref_dyn_keep(c->mask, pt, dh, p, j);
 }
 
 /* out [n_q][H][d] in double under an explicit byte mask [H][n_q][n_kv]; returns kept pairs. */
@@ -353,7 +340,7 @@ static void test_modality_perm(void) {
 
 /* ---- patterns against dense attention with the explicit mask --------------------------------------- */
 
-typedef struct pcase { int d, rep, n_kv_heads, n_q, q_offset, bidir; int32_t dtype; } pcase;
+typedef struct pcase { int d, rep, n_kv_heads, n_q, q_offset, bidir; int32_t dtype; int shared; } pcase;
 
 static void make_dyn_patterns(oc_head_pattern *pat, int n_head, int seed) {
     for (int h = 0; h < n_head; h++) {
@@ -391,6 +378,22 @@ static void run_pattern_case(const pcase *pc, int seed, const pools *ps) {
     dcase_make(&c, &rng, 4.0f);
     oc_head_pattern pat[32];
     make_dyn_patterns(pat, c.n_head, seed);
+    if (pc->shared) {   /* the heads of a kv group get one pattern and the same queries, so one index:
+                           the engine stacks them (attn.c same_group) */
+        for (int h = 0; h < c.n_head; h++) {
+            int g = h / pc->rep;
+            pat[h] = pat[g * pc->rep];
+            memset(&pat[h], 0, sizeof pat[h]);
+            if (g % 2 == 0) {
+                pat[h].kind = OC_PATTERN_VERTICAL_SLASH; pat[h].n_vertical = 21; pat[h].n_slash = 3;
+            } else {
+                pat[h].kind = OC_PATTERN_GRID; pat[h].grid_max_stride = 24; pat[h].grid_lines = 7;
+            }
+            for (int i = 0; i < c.n_q && h % pc->rep; i++)
+                memcpy(c.q + ((size_t)i * c.n_head + h) * c.d, c.q + ((size_t)i * c.n_head + g * pc->rep) * c.d,
+                       sizeof(float) * (size_t)c.d);
+        }
+    }
     size_t n_out = (size_t)c.n_q * c.n_head * c.d;
     float *first = malloc(sizeof(float) * n_out), *sparse = malloc(sizeof(float) * n_out);
     double *ref = malloc(sizeof(double) * n_out);
@@ -478,14 +481,211 @@ static void test_patterns_equal_explicit_mask(void) {
     pools ps;
     REQUIRE(pools_open(&ps));
     static const pcase cases[] = {
-        { 64, 1, 2, 131, 0, 0, OC_DTYPE_F16 },     /* odd length, MHA */
-        { 72, 3, 2, 200, 45, 0, OC_DTYPE_F32 },    /* GQA 3, a later chunk (query offset) */
-        { 80, 6, 1, 257, 0, 0, OC_DTYPE_F16 },     /* GQA 6, as the 2B decoder */
-        { 128, 2, 2, 163, 70, 0, OC_DTYPE_F16 },
-        { 80, 1, 3, 150, 0, 1, OC_DTYPE_F32 },     /* bidirectional: vision encoder heads */
-        { 128, 4, 1, 97, 0, 1, OC_DTYPE_F16 },
+        { 64, 1, 2, 131, 0, 0, OC_DTYPE_F16, 0 },     /* odd length, MHA */
+        { 72, 3, 2, 200, 45, 0, OC_DTYPE_F32, 0 },    /* GQA 3, a later chunk (query offset) */
+        { 80, 6, 1, 257, 0, 0, OC_DTYPE_F16, 0 },     /* GQA 6, as the 2B decoder */
+        { 128, 2, 2, 163, 70, 0, OC_DTYPE_F16, 0 },
+        { 80, 1, 3, 150, 0, 1, OC_DTYPE_F32, 0 },     /* bidirectional: vision encoder heads */
+        { 128, 4, 1, 97, 0, 1, OC_DTYPE_F16, 0 },
+        { 80, 3, 2, 230, 0, 0, OC_DTYPE_F16, 1 },  /* heads sharing an index: stacked */
+        { 64, 2, 2, 180, 30, 0, OC_DTYPE_F32, 1 },
     };
     for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) run_pattern_case(&cases[k], k, &ps);
+    pools_close(&ps);
+}
+
+/* ---- Q-Boundary heads (dyn.h, Alg. 2) ----------------------------------------------------------- */
+
+typedef struct qcase { int d, rep, n_kv_heads, n_q, q_offset; int32_t dtype; oc_token_span img[3]; int n_img; } qcase;
+
+static oc_modal_pattern modal(oc_pattern_kind kind, int32_t a, int32_t b, int32_t lines) {
+    oc_modal_pattern m;
+    memset(&m, 0, sizeof m);
+    m.kind = kind;
+    if (kind == OC_PATTERN_A_SHAPE) { m.n_sink = a; m.n_local = b; }
+    if (kind == OC_PATTERN_VERTICAL_SLASH) { m.n_vertical = a; m.n_slash = b; }
+    if (kind == OC_PATTERN_GRID) { m.grid_stride = a; m.grid_max_stride = b; m.grid_lines = lines; }
+    return m;
+}
+
+/* Column scores (double) of head h over the given 64 query rows, and the diagonal scores. */
+static void ref_scores_rows(const dcase *c, int h, const int *rows, double *vert, double *slash) {
+    int g = h / (c->n_head / c->n_head_kv);
+    double *w = malloc(sizeof(double) * (size_t)c->n_kv);
+    for (int j = 0; j < c->n_kv; j++) vert[j] = 0;
+    for (int o = 0; o < 2 * c->n_kv - 1; o++) slash[o] = 0;
+    for (int r = 0; r < LAST_Q; r++) {
+        int i = rows[r], p = c->q_offset + i;
+        double mx = -INFINITY, sum = 0;
+        for (int j = 0; j < c->n_kv; j++) {
+            w[j] = NAN;
+            if (j > p) continue;
+            double s = 0;
+            for (int e = 0; e < c->d; e++)
+                s += (double)c->q[((size_t)i * c->n_head + h) * c->d + e] * c->kf[((size_t)j * c->n_head_kv + g) * c->d + e];
+            w[j] = s / sqrt((double)c->d);
+            if (w[j] > mx) mx = w[j];
+        }
+        for (int j = 0; j < c->n_kv; j++) if (!isnan(w[j])) sum += exp(w[j] - mx);
+        for (int j = 0; j < c->n_kv; j++) {
+            if (isnan(w[j])) continue;
+            vert[j] += exp(w[j] - mx) / sum;
+            slash[p - j + c->n_kv - 1] += exp(w[j] - mx) / sum;
+        }
+    }
+    free(w);
+}
+
+/* The chosen ones are a top-k of ref (up to near ties): none is below the k-th best by more than tol. */
+static int is_top_k(const double *ref, int n, const int32_t *chosen, int k, int shift, double tol) {
+    double *s = malloc(sizeof(double) * (size_t)n);
+    memcpy(s, ref, sizeof(double) * (size_t)n);
+    for (int a = 0; a < k; a++)   /* partial selection sort: s[k - 1] is the k-th best */
+        for (int b = a + 1; b < n; b++)
+            if (s[b] > s[a]) { double t = s[a]; s[a] = s[b]; s[b] = t; }
+    int ok = 1;
+    for (int a = 0; a < k && ok; a++) ok = ref[chosen[a] + shift] >= s[k - 1] - tol || chosen[a] + shift == n / 2;
+    free(s);
+    return ok;
+}
+
+static void run_q_boundary_case(const qcase *qc, int seed, const pools *ps) {
+    check_rng rng = { 0x9b0ULL + (unsigned long long)seed };
+    dcase c;
+    memset(&c, 0, sizeof c);
+    c.d = qc->d; c.n_head_kv = qc->n_kv_heads; c.n_head = qc->n_kv_heads * qc->rep;
+    c.n_q = qc->n_q; c.q_offset = qc->q_offset; c.n_kv = qc->q_offset + qc->n_q;
+    c.mask = OC_ATTN_CAUSAL; c.dtype = qc->dtype;
+    dcase_make(&c, &rng, 4.0f);
+    oc_token_layout *layout = NULL;
+    REQUIRE(oc_layout_build(&layout, c.n_kv, qc->img, qc->n_img, 0.1f, NULL, NULL) == OC_OK);
+    oc_head_pattern pat[16];
+    memset(pat, 0, sizeof pat);
+    for (int h = 0; h < c.n_head; h++) {
+        oc_head_pattern *p = &pat[h];
+        p->kind = OC_PATTERN_Q_BOUNDARY;
+        switch ((h + seed) % 5) {
+        case 0: p->modal[0] = modal(OC_PATTERN_VERTICAL_SLASH, 13, 3, 0); p->modal[1] = modal(OC_PATTERN_GRID, 0, 24, 7); break;
+        case 1: p->modal[0] = modal(OC_PATTERN_A_SHAPE, 4, 20, 0); p->modal[1] = modal(OC_PATTERN_VERTICAL_SLASH, 30, 2, 0); break;
+        case 2: p->modal[0] = modal(OC_PATTERN_GRID, 7, 2, 2 + (seed & 1)); p->modal[1] = modal(OC_PATTERN_DENSE, 0, 0, 0); break;
+        case 3: p->modal[0] = modal(OC_PATTERN_DENSE, 0, 0, 0); p->modal[1] = modal(OC_PATTERN_GRID, 0, 40, 1 + seed % 7); break;
+        default: memset(p, 0, sizeof *p); p->kind = OC_PATTERN_VERTICAL_SLASH; p->n_vertical = 9; p->n_slash = 2; break;
+        }
+        REQUIRE(oc_pattern_valid(p));
+    }
+    size_t n_out = (size_t)c.n_q * c.n_head * c.d;
+    float *first = malloc(sizeof(float) * n_out), *sparse = malloc(sizeof(float) * n_out);
+    double *ref = malloc(sizeof(double) * n_out);
+    uint8_t *em = malloc((size_t)c.n_head * c.n_q * c.n_kv);
+    oc_attn_dims dm = { c.n_q, c.n_kv, c.n_head, c.n_head_kv, c.d };
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+        if (!isa_usable(isa)) continue;
+        for (int t = 0; t < 3; t++) {
+            size_t dyn_bytes = oc_attn_dyn_bytes(&dm, t + 1), sc_bytes = oc_attn_scratch_bytes(&dm, t + 1);
+            void *dmem = aligned(dyn_bytes), *scratch = aligned(sc_bytes);
+            dcall a = dcase_args(&c, pat, (oc_isa)isa);
+            a.c.layout = layout;
+            const oc_attn_dyn *dyn = NULL;
+            oc_error err = { OC_OK, "" };
+            REQUIREF(build_dcall(&a, ps->p[t], dmem, dyn_bytes, &dyn, &err) == OC_OK, "%s", err.message);
+            a.c.dyn = dyn;
+            oc_attn_stats st = { 0, 0, 0 }, st_mask = { 0, 0, 0 };
+            check_poison_f32(c.out, n_out);
+            REQUIREF(run_dcall(&a, ps->p[t], scratch, sc_bytes, &st, &err) == OC_OK, "%s", err.message);
+            memcpy(sparse, c.out, sizeof(float) * n_out);
+            if (t == 0) {
+                memcpy(first, sparse, sizeof(float) * n_out);
+                int n_dense_modalities = 0;
+                for (int h = 0; h < c.n_head; h++)
+                    for (int i = 0; i < c.n_q; i++) {
+                        int p = c.q_offset + i, m = oc_layout_image_at(layout, p) >= 0;
+                        oc_head_pattern sub = pat[h];
+                        const oc_dyn_head *dh = &dyn->heads[h];
+                        if (pat[h].kind == OC_PATTERN_Q_BOUNDARY) {
+                            sub = oc_pattern_modal(&pat[h], m);
+                            dh = m ? &dyn->heads_vision[h] : &dyn->heads[h];
+                            if (oc_pattern_is_dynamic(sub.kind) && dh->dense) {
+                                sub.kind = OC_PATTERN_DENSE;
+                                n_dense_modalities += i == 0;
+                            }
+                        }
+                        for (int j = 0; j < c.n_kv; j++)
+                            em[((size_t)h * c.n_q + i) * c.n_kv + j] = (uint8_t)ref_dyn_keep(c.mask, &sub, dh, p, j);
+                    }
+                /* each dynamic modality's index comes from that modality's own last 64 rows */
+                int rows[2][LAST_Q], n_rows[2] = { 0, 0 };
+                for (int i = c.n_q - 1; i >= 0; i--) {
+                    int m = oc_layout_image_at(layout, c.q_offset + i) >= 0;
+                    if (n_rows[m] < LAST_Q) rows[m][LAST_Q - 1 - n_rows[m]++] = i;
+                }
+                double *rv = malloc(sizeof(double) * (size_t)c.n_kv), *rs = malloc(sizeof(double) * (size_t)(2 * c.n_kv));
+                for (int h = 0; h < c.n_head; h++)
+                    for (int m = 0; m < 2 && pat[h].kind == OC_PATTERN_Q_BOUNDARY; m++) {
+                        const oc_dyn_head *dh = m ? &dyn->heads_vision[h] : &dyn->heads[h];
+                        oc_head_pattern sub = oc_pattern_modal(&pat[h], m);
+                        if (!oc_pattern_is_dynamic(sub.kind)) continue;
+                        CHECKF(dh->dense == (n_rows[m] < LAST_Q), "seed %d head %d modality %d: dense %d with %d rows",
+                               seed, h, m, (int)dh->dense, n_rows[m]);
+                        if (dh->dense || sub.kind != OC_PATTERN_VERTICAL_SLASH) continue;
+                        ref_scores_rows(&c, h, rows[m], rv, rs);
+                        CHECKF(dh->n_vertical == sub.n_vertical && is_top_k(rv, c.n_kv, dh->vertical, dh->n_vertical, 0, 1e-4),
+                               "seed %d head %d modality %d: columns are not the modality's top %d", seed, h, m,
+                               (int)sub.n_vertical);
+                        CHECKF(is_top_k(rs, 2 * c.n_kv - 1, dh->slash, dh->n_slash, c.n_kv - 1, 1e-4),
+                               "seed %d head %d modality %d: diagonals are not the modality's top %d", seed, h, m,
+                               (int)sub.n_slash);
+                    }
+                free(rv); free(rs);
+                uint64_t kept = ref_attention(&c, em, ref);
+                double e = check_rel_err_f32(sparse, ref, n_out);
+                CHECKF(e < 1e-5, "q-boundary seed %d isa=%s: vs double reference %.3g", seed, oc_isa_name((oc_isa)isa), e);
+                CHECKF(st.flops_kept == kept * 4 * (uint64_t)c.d, "q-boundary seed %d: kept %llu, reference %llu", seed,
+                       (unsigned long long)st.flops_kept, (unsigned long long)(kept * 4 * (uint64_t)c.d));
+                dcall b = dcase_args(&c, NULL, (oc_isa)isa);
+                b.c.mask = OC_ATTN_EXPLICIT;
+                b.c.explicit_mask = em;
+                b.c.explicit_stride_q = c.n_kv;
+                b.c.explicit_stride_head = (int64_t)c.n_q * c.n_kv;
+                check_poison_f32(c.out, n_out);
+                REQUIRE(run_dcall(&b, ps->p[t], scratch, sc_bytes, &st_mask, NULL) == OC_OK);
+                double num = 0, den = 0;
+                int bad = 0;
+                for (size_t x = 0; x < n_out; x++) {
+                    bad |= !isfinite(sparse[x]) || !isfinite(c.out[x]);
+                    num += (double)(sparse[x] - c.out[x]) * (sparse[x] - c.out[x]);
+                    den += (double)c.out[x] * c.out[x];
+                }
+                CHECKF(!bad && sqrt(num / den) < 2e-6, "q-boundary seed %d isa=%s: vs explicit mask %.3g", seed,
+                       oc_isa_name((oc_isa)isa), bad ? INFINITY : sqrt(num / den));
+                CHECK(st_mask.flops_kept == st.flops_kept && st.flops_executed < st_mask.flops_executed);
+                (void)n_dense_modalities;
+            } else {
+                CHECKF(memcmp(first, sparse, sizeof(float) * n_out) == 0, "q-boundary seed %d: %d threads differ", seed,
+                       t + 1);
+            }
+            oc_port_aligned_free(dmem);
+            oc_port_aligned_free(scratch);
+        }
+    }
+    free(first); free(sparse); free(ref); free(em);
+    oc_layout_free(layout);
+    dcase_free(&c);
+}
+
+static void test_q_boundary_equals_explicit_mask(void) {
+    pools ps;
+    REQUIRE(pools_open(&ps));
+    static const qcase cases[] = {
+        /* two images with text around and between: both modalities have 64 queries */
+        { 64, 2, 2, 301, 0, OC_DTYPE_F16, { { 20, 150 }, { 170, 260 } }, 2 },
+        /* a later chunk, GQA 5, d 80: the text after the image has fewer than 64 queries (dense) */
+        { 80, 5, 1, 230, 40, OC_DTYPE_F32, { { 45, 250 } }, 1 },
+        /* three images, d 128: text queries interleaved, their last 64 span several segments */
+        { 128, 3, 2, 290, 0, OC_DTYPE_F16, { { 10, 80 }, { 110, 170 }, { 200, 240 } }, 3 },
+        /* d 72 and no image in the call: every query is text */
+        { 72, 1, 3, 150, 0, OC_DTYPE_F32, { { 0, 1 } }, 0 },
+    };
+    for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) run_q_boundary_case(&cases[k], k, &ps);
     pools_close(&ps);
 }
 
@@ -551,6 +751,7 @@ int main(void) {
     CHECK_RUN(test_grid_search);
     CHECK_RUN(test_modality_perm);
     CHECK_RUN(test_patterns_equal_explicit_mask);
+    CHECK_RUN(test_q_boundary_equals_explicit_mask);
     CHECK_RUN(test_decode_dense_and_refusals);
     return check_finish();
 }

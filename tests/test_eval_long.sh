@@ -47,6 +47,18 @@ for plan in $plans; do
   fi
 done
 
+# MMInference heads over the whole prompt in one prefill call (--prefill-chunk all), as calibrate sees them
+if run_target ./ocellus eval --suite long -m examples/demo/ocellus-demo.gguf --mmproj examples/demo/ocellus-demo-mmproj.gguf \
+     --items 1 --max-images 8 -t 2 --prefill-chunk all --plan examples/plans/demo-mminference.plan >"$tmp_dir/out" 2>/dev/null &&
+   grep -Eq 'skipped [1-9][0-9.e+]* \(' "$tmp_dir/out"; then
+  pass eval_long_prefill_chunk_all
+else
+  sed 's/^/# /' "$tmp_dir/out" | head -20
+  fail eval_long_prefill_chunk_all "the long suite did not run a vertical-slash plan with the prompt in one call"
+fi
+run_target ./ocellus eval --suite long -m x --mmproj y --prefill-chunk 0 >/dev/null 2>&1
+rc=$?
+if [ "$rc" -eq 2 ]; then pass eval_long_bad_prefill_chunk; else fail eval_long_bad_prefill_chunk "rc $rc"; fi
 run_target ./ocellus eval --suite long -m x --mmproj y --types nosuch >/dev/null 2>"$tmp_dir/err"
 rc=$?
 if [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp_dir/err")" -eq 1 ]; then pass eval_long_bad_type; else fail eval_long_bad_type "rc $rc"; fi

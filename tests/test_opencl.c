@@ -11,6 +11,7 @@
  * OC_TEST_OPENCL_DEVICE=N|NAME picks the device (default: the first GPU, else the first device).
  * Under AddressSanitizer the leaks inside PoCL / LLVM are suppressed (tests/support/opencl.c). */
 #include "check.h"
+#include "support/dyn_ref.h"
 #include "core/core.h"
 
 #if OC_HAVE_OPENCL
@@ -663,7 +664,7 @@ static void run_cases(const attn_case *cases, int n, int max_images, int max_seg
     check_rng r = { 18 };
     for (int i = 0; i < n; i++) {
         const attn_case *c = &cases[i];
-        oc_cl_attn_limits lim = { OC_MAX(c->n_q, 1), c->n_head, c->n_head_kv, c->d, max_images, max_seg };
+        oc_cl_attn_limits lim = { OC_MAX(c->n_q, 1), c->n_head, c->n_head_kv, c->d, max_images, max_seg, c->n_kv };
         oc_cl_attn *at = NULL;
         oc_error err;
         CHECKF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s: %s", c->name, err.message);
@@ -717,6 +718,145 @@ static void test_attn_patterns(void) {
     run_cases(cases, (int)OC_ARRAY_LEN(cases), 3, 0);
 }
 
+/* MMInference's dynamic heads (Vertical-Slash, Grid; cl_attn.h) mixed with static ones, prefill:
+ *  - with the CPU's index (oc_attn_dyn_build) the device keeps exactly the CPU engine's pairs
+ *    (kept and skipped FLOP counters equal) and matches dense attention with that mask given
+ *    explicitly (the CPU engine's OC_ATTN_EXPLICIT path, the mask from tests/support/dyn_ref.c);
+ *  - the device's own estimate (opencl/kernels/dyn.cl) chooses the same index as the CPU's. */
+typedef struct dyn_case {
+    const char *name;
+    int n_q, n_kv, n_head, n_head_kv, d, q_offset;
+    oc_attn_mask_kind mask;
+    int32_t dtype;
+} dyn_case;
+
+static void dyn_patterns(oc_head_pattern *pat, int n_head, int seed) {
+    for (int h = 0; h < n_head; h++) {
+        memset(&pat[h], 0, sizeof pat[h]);
+        switch ((h + seed) % 5) {
+        case 0: pat[h].kind = OC_PATTERN_VERTICAL_SLASH; pat[h].n_vertical = 7 + 13 * h; pat[h].n_slash = 2 + h % 3; break;
+        case 1: pat[h].kind = OC_PATTERN_GRID; pat[h].grid_max_stride = 24; pat[h].grid_lines = 1 + (h + 3 * seed) % 7; break;
+        case 2: pat[h].kind = OC_PATTERN_GRID; pat[h].grid_stride = 5 + h; pat[h].grid_lines = 1 + (2 * h + seed) % 7; break;
+        case 3: pat[h].kind = OC_PATTERN_A_SHAPE; pat[h].n_sink = 4; pat[h].n_local = 20; break;
+        default: pat[h].kind = OC_PATTERN_DENSE; break;
+        }
+    }
+}
+
+static int same_index(const oc_dyn_head *x, const oc_dyn_head *y, oc_pattern_kind kind) {
+    if (kind == OC_PATTERN_GRID) return x->stride == y->stride && x->phase == y->phase;
+    if (kind != OC_PATTERN_VERTICAL_SLASH) return 1;
+    return x->n_vertical == y->n_vertical && x->n_slash == y->n_slash &&
+           !memcmp(x->vertical, y->vertical, sizeof(int32_t) * (size_t)x->n_vertical) &&
+           !memcmp(x->slash, y->slash, sizeof(int32_t) * (size_t)x->n_slash);
+}
+
+static void check_dyn(const dyn_case *c, int seed) {
+    check_rng r = { 0x5eedULL + (unsigned long long)seed };
+    int d = c->d, H = c->n_head;
+    int64_t qst = (int64_t)H * d + 3, ost = (int64_t)H * d + 1, kst = d + 5, ksh = (int64_t)c->n_kv * kst;
+    size_t es = c->dtype == OC_DTYPE_F16 ? 2 : 4, nq = (size_t)c->n_q, kv_elems = (size_t)c->n_head_kv * (size_t)ksh;
+    float *q = rand_f32(&r, nq * (size_t)qst, -3.0f, 3.0f);
+    unsigned char *k = malloc(es * kv_elems), *v = malloc(es * kv_elems);
+    for (size_t i = 0; i < kv_elems; i++) {
+        float x = check_rng_uniform(&r, -1.0f, 1.0f), y = check_rng_uniform(&r, -1.0f, 1.0f);
+        if (es == 2) { ((uint16_t *)k)[i] = oc_f32_to_f16(x); ((uint16_t *)v)[i] = oc_f32_to_f16(y); }
+        else { ((float *)k)[i] = x; ((float *)v)[i] = y; }
+    }
+    oc_head_pattern pat[16];
+    dyn_patterns(pat, H, seed);
+    oc_attn_call a;
+    memset(&a, 0, sizeof a);
+    a.n_q = c->n_q; a.n_kv = c->n_kv; a.n_head = H; a.n_head_kv = c->n_head_kv; a.head_dim = d;
+    a.q_stride_token = qst; a.q_stride_head = d; a.kv_dtype = c->dtype;
+    a.k_stride_token = a.v_stride_token = kst; a.k_stride_head = a.v_stride_head = ksh;
+    a.out_stride_token = ost; a.out_stride_head = d; a.scale = 1.0f / sqrtf((float)d);
+    a.mask = c->mask; a.q_offset = c->q_offset; a.patterns = pat;
+    size_t n_out = nq * (size_t)ost;
+    float *out_cpu = malloc(sizeof(float) * n_out), *out_ref = malloc(sizeof(float) * n_out);
+    oc_attn_host mem = { q, k, v, out_cpu };
+    oc_attn_dims dims = { c->n_q, c->n_kv, H, c->n_head_kv, d };
+    size_t sb = oc_attn_scratch_bytes(&dims, 1), db = oc_attn_dyn_bytes(&dims, 1);
+    void *scratch = oc_port_aligned_alloc(OC_MEM_ALIGN, sb), *dmem = oc_port_aligned_alloc(OC_MEM_ALIGN, db);
+    oc_error err = { OC_OK, "" };
+    const oc_attn_dyn *cpu_dyn = NULL;
+    REQUIREF(oc_attn_dyn_build(&a, &mem, OC_ISA_SCALAR, NULL, dmem, db, &cpu_dyn, &err) == OC_OK, "%s: %s", c->name,
+             err.message);
+    oc_attn_call ai = a;
+    ai.dyn = cpu_dyn;
+    oc_attn_stats cpu_st = { 0, 0, 0 }, dev_st = { 0, 0, 0 }, ref_st = { 0, 0, 0 };
+    check_poison_f32(out_cpu, n_out);
+    REQUIREF(oc_attn_run(&ai, &mem, OC_ISA_SCALAR, NULL, scratch, sb, &cpu_st, &err) == OC_OK, "%s: %s", c->name, err.message);
+    /* the same mask, explicit, dense */
+    uint8_t *em = malloc((size_t)H * nq * (size_t)c->n_kv);
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < c->n_q; i++)
+            for (int j = 0; j < c->n_kv; j++)
+                em[((size_t)h * nq + (size_t)i) * (size_t)c->n_kv + (size_t)j] =
+                    (uint8_t)ref_dyn_keep(c->mask, &pat[h], &cpu_dyn->heads[h], c->q_offset + i, j);
+    oc_attn_call ae = a;
+    ae.mask = OC_ATTN_EXPLICIT; ae.patterns = NULL; ae.explicit_mask = em;
+    ae.explicit_stride_q = c->n_kv; ae.explicit_stride_head = (int64_t)nq * c->n_kv;
+    oc_attn_host mem_ref = { q, k, v, out_ref };
+    check_poison_f32(out_ref, n_out);
+    REQUIRE(oc_attn_run(&ae, &mem_ref, OC_ISA_SCALAR, NULL, scratch, sb, &ref_st, &err) == OC_OK);
+    CHECKF(ref_st.flops_kept == cpu_st.flops_kept, "%s: explicit mask keeps %llu FLOPs, the sparse CPU run %llu",
+           c->name, (unsigned long long)ref_st.flops_kept, (unsigned long long)cpu_st.flops_kept);
+
+    oc_cl_attn_limits lim = { c->n_q, H, c->n_head_kv, d, 0, 0, c->n_kv };
+    oc_cl_attn *at = NULL;
+    REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s: %s", c->name, err.message);
+    oc_cl_buf *dq = dup_host(q, sizeof(float) * nq * (size_t)qst), *dk = dup_host(k, es * kv_elems),
+              *dv = dup_host(v, es * kv_elems), *dout = dbuf(sizeof(float) * n_out);
+    oc_cl_attn_bufs io = { dq, dk, dv, dout, NULL, 0 };
+    /* without an index the run is refused, with a message */
+    CHECK(oc_cl_attn_run(at, &a, &io, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "index"));
+    poison(dout);
+    CHECKF(oc_cl_attn_run(at, &ai, &io, &dev_st, &err) == OC_OK, "%s: run: %s", c->name, err.message);
+    float *out_dev = fetch(dout);
+    double worst = 0, worst_cpu = 0;
+    double *row = malloc(sizeof(double) * (size_t)d);
+    for (int i = 0; i < c->n_q; i++)
+        for (int h = 0; h < H; h++) {
+            size_t at_row = (size_t)i * (size_t)ost + (size_t)h * (size_t)d;
+            for (int e = 0; e < d; e++) row[e] = out_ref[at_row + (size_t)e];
+            double e1 = check_rel_err_f32(out_dev + at_row, row, (size_t)d), e2 = check_rel_err_f32(out_cpu + at_row, row, (size_t)d);
+            worst = e1 > worst || e1 != e1 ? e1 : worst;
+            worst_cpu = e2 > worst_cpu || e2 != e2 ? e2 : worst_cpu;
+        }
+    CHECKF(worst < 1e-4, "%s: device vs dense with the explicit mask: worst row rel err %.3g", c->name, worst);
+    CHECKF(worst_cpu < 1e-4, "%s: CPU sparse vs explicit mask: worst row rel err %.3g", c->name, worst_cpu);
+    CHECKF(dev_st.flops_kept == cpu_st.flops_kept && dev_st.flops_skipped == cpu_st.flops_skipped,
+           "%s: device kept %llu / skipped %llu FLOPs, the CPU engine %llu / %llu", c->name,
+           (unsigned long long)dev_st.flops_kept, (unsigned long long)dev_st.flops_skipped,
+           (unsigned long long)cpu_st.flops_kept, (unsigned long long)cpu_st.flops_skipped);
+    CHECK(dev_st.flops_skipped > 0 && dev_st.flops_executed >= dev_st.flops_kept);
+    /* the device's own estimate and choice */
+    const oc_attn_dyn *dev_dyn = NULL;
+    CHECKF(oc_cl_attn_dyn_build(at, &a, &io, &dev_dyn, &err) == OC_OK, "%s: dyn build: %s", c->name, err.message);
+    for (int h = 0; dev_dyn && h < H; h++)
+        CHECKF(same_index(&dev_dyn->heads[h], &cpu_dyn->heads[h], pat[h].kind),
+               "%s head %d (kind %d): the device's estimate chose another index than the CPU's", c->name, h,
+               (int)pat[h].kind);
+    free(row); free(out_dev); free(em); free(q); free(k); free(v); free(out_cpu); free(out_ref);
+    oc_port_aligned_free(scratch);
+    oc_port_aligned_free(dmem);
+    oc_cl_buf_free(dq); oc_cl_buf_free(dk); oc_cl_buf_free(dv); oc_cl_buf_free(dout);
+    oc_cl_attn_close(at);
+}
+
+static void test_attn_dynamic(void) {
+    if (!need_dev()) return;
+    static const dyn_case cases[] = {
+        { "causal 131 (odd), MHA, d64, f16", 131, 131, 4, 4, 64, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16 },
+        { "chunk after 45 keys, GQA 3, d72, f32", 200, 245, 6, 2, 72, 45, OC_ATTN_CAUSAL, OC_DTYPE_F32 },
+        { "GQA 6 (the 2B decoder), d80, f16", 257, 257, 6, 1, 80, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16 },
+        { "bidirectional (vision), d128, f32", 150, 150, 5, 5, 128, 0, OC_ATTN_BIDIRECTIONAL, OC_DTYPE_F32 },
+        { "causal 259, GQA 2, d128, f16", 259, 259, 4, 2, 128, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16 },
+    };
+    for (int k = 0; k < (int)OC_ARRAY_LEN(cases); k++) check_dyn(&cases[k], k);
+}
+
 /* Every tile shape the kernel offers (ocellus bench attention --tiles compares them), each on a
  * second device forced to it: the 16-row tile of 32 KiB devices first (it also asks for sub-group
  * reductions: where the compiler has none, PoCL, open falls back), then the larger ones. A tile
@@ -758,7 +898,7 @@ static void test_attn_tiles(void) {
         g_dev = dev;
         for (size_t i = 0; i < OC_ARRAY_LEN(cases); i++) {
             const attn_case *a = &cases[i];
-            oc_cl_attn_limits lim = { a->n_q, a->n_head, a->n_head_kv, a->d, 3, 0 };
+            oc_cl_attn_limits lim = { a->n_q, a->n_head, a->n_head_kv, a->d, 3, 0, 0 };
             oc_cl_attn *at = NULL;
             int fits = oc_cl_attn_local_bytes(c, a->d) <= c->local_mem_bytes;
             oc_status st = oc_cl_attn_open(&at, dev, &lim, &err);
@@ -792,7 +932,7 @@ static void test_attn_reuse(void) {
     };
     const attn_case a = { "reuse A: prefill", 120, 120, 4, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 2, 110, OC_DTYPE_F16, 0 };
     const attn_case b = { "reuse B: decode", 1, 121, 4, 2, 64, 120, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 2, 110, OC_DTYPE_F16, 0 };
-    oc_cl_attn_limits lim = { 120, 4, 2, 64, 2, 0 };
+    oc_cl_attn_limits lim = { 120, 4, 2, 64, 2, 0, 0 };
     oc_cl_attn *at = NULL;
     oc_error err;
     REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s", err.message);
@@ -817,7 +957,7 @@ static void test_attn_errors(void) {
     if (!need_dev()) return;
     oc_cl_attn *at = NULL;
     oc_error err;
-    oc_cl_attn_limits lim = { 16, 4, 2, 200, 0, 0 };
+    oc_cl_attn_limits lim = { 16, 4, 2, 200, 0, 0, 0 };
     CHECK(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_ERR_UNSUPPORTED && !at);
     lim.head_dim = 64;
     lim.n_head_kv = 3;
@@ -891,6 +1031,7 @@ int main(void) {
     CHECK_RUN(test_argmax);
     CHECK_RUN(test_attn_dense);
     CHECK_RUN(test_attn_patterns);
+    CHECK_RUN(test_attn_dynamic);
     CHECK_RUN(test_attn_tiles);
     CHECK_RUN(test_attn_reuse);
     CHECK_RUN(test_attn_errors);

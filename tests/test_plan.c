@@ -223,6 +223,20 @@ static void test_round_trip_random(void) {
                     p->grid_stride = check_rng_int(&rng, 0, 1) ? 0 : check_rng_int(&rng, 1, wide ? OC_PLAN_MAX_TOKENS : 1024);
                     p->grid_max_stride = wide ? check_rng_int(&rng, 2, OC_PLAN_MAX_TOKENS) : 1024;
                     p->grid_lines = check_rng_int(&rng, 1, 7);
+                } else if (k == OC_PATTERN_Q_BOUNDARY) {   /* each modality: dense, a-shape, vertical-slash or grid */
+                    for (int m = 0; m < OC_N_MODALITIES; m++) {
+                        static const oc_pattern_kind kinds[4] = { OC_PATTERN_DENSE, OC_PATTERN_A_SHAPE,
+                                                                  OC_PATTERN_VERTICAL_SLASH, OC_PATTERN_GRID };
+                        oc_modal_pattern *mp = &p->modal[m];
+                        mp->kind = kinds[check_rng_int(&rng, 0, 3)];
+                        if (mp->kind == OC_PATTERN_A_SHAPE) { mp->n_sink = check_rng_int(&rng, 0, 512); mp->n_local = check_rng_int(&rng, 1, 8192); }
+                        if (mp->kind == OC_PATTERN_VERTICAL_SLASH) { mp->n_vertical = check_rng_int(&rng, 0, 4096); mp->n_slash = check_rng_int(&rng, 1, 4096); }
+                        if (mp->kind == OC_PATTERN_GRID) {
+                            mp->grid_stride = check_rng_int(&rng, 0, 300);
+                            mp->grid_max_stride = check_rng_int(&rng, 2, 1024);
+                            mp->grid_lines = check_rng_int(&rng, 1, 7);
+                        }
+                    }
                 }
             }
             for (int32_t l = 0; l < sp->shape.n_layers; l++) {
@@ -398,7 +412,28 @@ static void test_bad_plans(void) {
           "plan:3: bad vertical-slash 'vertical-slash(vertical=,slash=2)' (expected vertical-slash(vertical=N,slash=N))" },
         { HDR2 "decoder default vertical-slashes(vertical=1,slash=2)\n", 0,
           "plan:3: unknown pattern 'vertical-slashes(vertical=1,slash=2)' (expected dense, sink, intra-image, "
-          "intra-image+sink, a-shape, vertical-slash, grid)" },
+          "intra-image+sink, a-shape, vertical-slash, grid, q-boundary)" },
+        /* q-boundary (MMInference Alg. 2): a text and a vision pattern, dense, a-shape, VS or grid */
+        { HDR "decoder default q-boundary(text=dense,vision=dense)\n", 0,
+          "plan:3: pattern 'q-boundary' needs format version 2 (the header 'ocellus-plan 2')" },
+        { HDR2 "decoder default q-boundary\n", 0,
+          "plan:3: q-boundary needs its patterns: q-boundary(text=P,vision=P), P dense, a-shape(..), "
+          "vertical-slash(..) or grid(..)" },
+        { HDR2 "decoder default q-boundary(text=dense)\n", 0,
+          "plan:3: bad q-boundary 'q-boundary(text=dense)' (expected q-boundary(text=P,vision=P), P dense, "
+          "a-shape(..), vertical-slash(..) or grid(..))" },
+        { HDR2 "decoder default q-boundary(vision=dense,text=dense)\n", 0,
+          "plan:3: bad q-boundary 'q-boundary(vision=dense,text=dense)' (expected q-boundary(text=P,vision=P), P "
+          "dense, a-shape(..), vertical-slash(..) or grid(..))" },
+        { HDR2 "decoder default q-boundary(text=sink,vision=dense)\n", 0,
+          "plan:3: q-boundary's text pattern is sink (expected dense, a-shape, vertical-slash or grid)" },
+        { HDR2 "decoder default q-boundary(text=dense,vision=q-boundary(text=dense,vision=dense))\n", 0,
+          "plan:3: q-boundary's vision pattern is q-boundary (expected dense, a-shape, vertical-slash or grid)" },
+        { HDR2 "decoder default q-boundary(text=vertical-slash(vertical=1,slash=0),vision=dense)\n", 0,
+          "plan:3: vertical-slash slash 0 out of range (1..16777216)" },
+        { HDR2 "decoder default q-boundary(text=dense,vision=dense,x=1)\n", 0,
+          "plan:3: bad q-boundary 'q-boundary(text=dense,vision=dense,x=1)' (expected q-boundary(text=P,vision=P), P "
+          "dense, a-shape(..), vertical-slash(..) or grid(..))" },
         { HDR2 "decoder default grid(stride=auto,lines=s+v,max-stride=1024)\n", 0,
           "plan:3: bad grid lines 's+v' (expected h, v, s or a combination in that order such as v+s)" },
         { HDR2 "decoder default grid(stride=auto,lines=,max-stride=1024)\n", 0,

@@ -7,6 +7,8 @@
  *   BlindSight  calib_blindsight.c Alg. 1 (per-prompt NMSE choice) and Alg. 2 (dataset vote)
  *   SparseMM    calib_sparsemm.c   Alg. 1 / Eq. 3-4 visual scores, Eq. 5-9 budgets
  *   Q-Cache     calib_qcache.c     Eq. 3 JS divergence of last rows, Eq. 4 lazy blocks
+ *   MMInference calib_mminf.c      App. A Alg. 4 / C.5 Table 3: per head the pattern of the search
+ *                                  space whose output is closest to dense attention
  *   the run     calib_run.c        the observer, per-item bookkeeping, the plan and the report
  * Memory is bounded up front by the model shape and the context length (oc_calib_bytes); the
  * statistics cost O(n_kv + head_dim) scratch per head. Results do not depend on the thread count:
@@ -144,6 +146,34 @@ int32_t oc_calib_zipvl_p(const double *col_sum, int32_t n, double total, double 
  * allows"), else the paper's default. */
 double oc_calib_zipvl_tau(double ratio_at_tau, double ratio_at_low);
 
+/* ---- MMInference (calib_mminf.c) ------------------------------------------------------------- */
+
+#define OC_CALIB_MMINF_MAX_CAND 24   /* Table 3: 6 + 6 Grid (fixed / searched stride), 3 A-shape, 9 VS */
+#define OC_CALIB_MMINF_MAX_IMAGES 64 /* prompts with more images skip the modality steps */
+struct oc_token_layout;
+
+/* The search space of App. C.5 Table 3 into out[0 ..), in its order; returns the count. Sizes are
+ * Table 3's times scale (rounded; at least 1, a grid's max stride at least 2): the table is for
+ * calibration prompts of about 25K tokens (C.5), and a smaller scale fits short prompts (ours).
+ * frame_stride: Table 3's fixed-stride grids stride by one frame; for images, one image's tokens
+ * (ours; < 1: those six candidates are left out). */
+int32_t oc_calib_mminf_space(double scale, int32_t frame_stride, oc_head_pattern *out);
+/* Bytes of the work block oc_calib_mminf_head needs for prompts of up to max_tokens. */
+size_t oc_calib_mminf_work_bytes(int32_t max_tokens, int32_t head_dim);
+/* Alg. 4's objective for one head over its causal rows: ref_sq += sum ||O_dense||^2 and
+ * err_sq[c] += sum ||O_c - O_dense||^2 for each candidate, every output computed by the runtime's
+ * engine with the candidate's per-prompt index (oc_attn_dyn_build, oc_attn_run: what the plan will
+ * run); kept_pairs[c] (may be NULL) += the pairs the candidate keeps. With layout (the prompt's
+ * images; NULL: skipped) also the intra-modality step: err_modal[2 c + m] += the squared error on
+ * the rows of modality m (pattern.h OC_MODALITY_*) with candidate c as modality m's pattern of a
+ * Q-Boundary head. work: oc_calib_mminf_work_bytes. [alloc: no] [errors: OC_ERR_INVALID (above
+ * max_tokens), the engine's] */
+oc_status oc_calib_mminf_head(const oc_calib_head *h, const oc_head_pattern *cand, int32_t n_cand, int32_t max_tokens,
+                              const struct oc_token_layout *layout, void *work, double *err_sq, double *err_modal,
+                              double *ref_sq, uint64_t *kept_pairs, oc_error *err);
+/* Alg. 4's argmin: the candidate with the smallest mean NMSE (ties: the earlier in Table 3). */
+int32_t oc_calib_mminf_choose(const double *nmse, int32_t n_cand);
+
 /* ---- a calibration run (calib_run.c) ----------------------------------------------------------- */
 
 enum {
@@ -152,6 +182,7 @@ enum {
     OC_CALIB_QCACHE = 1 << 2,
     OC_CALIB_ZIPVL = 1 << 3,
     OC_CALIB_VISION = 1 << 4,
+    OC_CALIB_MMINFERENCE = 1 << 5,   /* decoder head patterns, like BlindSight: one of the two */
 };
 
 /* Vision encoder heads (beyond the papers, issue 18): per image and head the cheapest of three
@@ -174,6 +205,7 @@ typedef struct oc_calib_params {
     double qc_epsilon;
     int32_t qc_max_group;
     oc_lazy_mode qc_mode;                  /* VLA: the paper's recommended mode (Sec. 4) */
+    double mminf_scale;                    /* Table 3's sizes times this (1: as written) */
 } oc_calib_params;
 void oc_calib_params_default(oc_calib_params *p);
 

@@ -7,9 +7,11 @@
  * Contents: the run's state and its one block | opening | per item: token maps, the vision
  * encoder's layers, the decoder's layers, closing an item | results: the plan, the report. */
 #include "tools/calib.h"
+#include "attention/dyn.h"
 #include "attention/layout.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #define MAX_ANSWER_ROWS 16   /* answer tokens whose rows SparseMM scores (the demo answers in 1-2) */
@@ -47,6 +49,28 @@ struct oc_calib {
     double *col_sum, *col_sorted;    /* [max_tokens]: this layer's column sums (head mean), sort scratch */
     int64_t *col_nnz;                /* [max_tokens] */
     double *zv_ratio;                /* [L][2]: summed p / n at tau and at the low tau */
+    /* MMInference */
+    oc_head_pattern mm_cand[OC_CALIB_MMINF_MAX_CAND];
+    int32_t mm_n_cand;               /* 0 until the first searched prompt fixes the space */
+    double *mm_nmse;                 /* [L][H][OC_CALIB_MMINF_MAX_CAND] summed over items */
+    double *mm_err;                  /* [OC_CALIB_MMINF_MAX_CAND]: one head's squared errors */
+    uint64_t *mm_kept;               /* [OC_CALIB_MMINF_MAX_CAND]: pairs kept, every head and item */
+    uint64_t mm_pairs;               /* causal pairs of the searched heads */
+    void *mm_work;                   /* oc_calib_mminf_work_bytes */
+    double *mm_err_modal;            /* [OC_CALIB_MMINF_MAX_CAND][2]: one head's per-modality errors */
+    double *mm_qb;                   /* [L][H][OC_CALIB_MMINF_MAX_CAND][2]: NMSE of each candidate as
+                                        one modality's pattern (Q-Boundary), summed over prompts */
+    double *mm_nb_elig;              /* [L][H][OC_CALIB_MMINF_MAX_CAND]: No-Boundary NMSE on those prompts */
+    int64_t mm_qb_items;             /* prompts with >= 64 text and >= 64 image queries */
+    struct oc_token_layout *mm_layout;   /* this item's images, when it takes the modality steps */
+    unsigned char *mm_layout_mem;    /* one layout's bytes: the slot allocator's block */
+    size_t mm_layout_cap;
+    int mm_layout_used;
+    oc_allocator mm_layout_alloc;
+    int64_t mm_items;
+    int mm_seen;                     /* this item was searched */
+    oc_status mm_status;             /* the first engine error (the observer cannot return one) */
+    char mm_error[OC_ERROR_MESSAGE_BYTES];
     /* vision */
     int32_t *seg_start, *seg_end;    /* [max_vision]: each patch's segment */
     int32_t *vis_votes;              /* [VL][VH][1 + OC_CALIB_VISION_N_CAND]: dense, candidates */
@@ -76,6 +100,7 @@ void oc_calib_params_default(oc_calib_params *p) {
     p->qc_epsilon = OC_CALIB_QC_EPSILON;
     p->qc_max_group = OC_CALIB_QC_MAX_GROUP;
     p->qc_mode = OC_LAZY_VLA;
+    p->mminf_scale = 1.0;
 }
 
 /* The block's layout; with base NULL only the size. */
@@ -105,6 +130,17 @@ static size_t layout_block(oc_calib *c, char *base) {
     PART(vis_nmse, (size_t)c->VL * (size_t)c->VH * OC_CALIB_VISION_N_CAND * sizeof(double));
     PART(kvs, (size_t)c->L * (size_t)c->HKV * sizeof(double));
     PART(scratch, oc_calib_scratch_doubles(OC_MAX(c->D, c->VD)) * sizeof(double));
+    if (c->p.methods & OC_CALIB_MMINFERENCE) {
+        PART(mm_nmse, LH * OC_CALIB_MMINF_MAX_CAND * sizeof(double));
+        PART(mm_err, OC_CALIB_MMINF_MAX_CAND * sizeof(double));
+        PART(mm_kept, OC_CALIB_MMINF_MAX_CAND * sizeof(uint64_t));
+        PART(mm_work, oc_calib_mminf_work_bytes(c->max_tokens, c->D));
+        PART(mm_err_modal, OC_CALIB_MMINF_MAX_CAND * 2 * sizeof(double));
+        PART(mm_qb, LH * OC_CALIB_MMINF_MAX_CAND * 2 * sizeof(double));
+        PART(mm_nb_elig, LH * OC_CALIB_MMINF_MAX_CAND * sizeof(double));
+        c->mm_layout_cap = oc_layout_bytes(c->max_tokens, OC_CALIB_MMINF_MAX_IMAGES) + OC_MEM_ALIGN;
+        PART(mm_layout_mem, c->mm_layout_cap);
+    }
 #undef PART
     return off;
 }
@@ -126,11 +162,26 @@ size_t oc_calib_bytes(const oc_plan_shape *dec, int32_t max_tokens, const oc_pla
     c.HKV = dec->n_kv_heads;
     c.D = dec->head_dim;
     c.max_tokens = max_tokens;
+    c.p.methods = ~0u;   /* the most any set of methods takes */
     set_vision(&c, vision, max_vision_tokens);
     return sizeof c + layout_block(&c, NULL) + 2 * OC_MEM_ALIGN;   /* two blocks, each aligned */
 }
 
 /* ---- opening ------------------------------------------------------------------------------------ */
+
+/* The allocator of the item's layout: one block, allocated up front (nothing is allocated while
+ * observing). */
+static void *layout_slot(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
+    oc_calib *c = user;
+    (void)old_bytes;
+    if (new_bytes == 0) {
+        c->mm_layout_used = 0;
+        return NULL;
+    }
+    if (ptr || c->mm_layout_used || new_bytes > c->mm_layout_cap) return NULL;
+    c->mm_layout_used = 1;
+    return c->mm_layout_mem;
+}
 
 oc_status oc_calib_open(oc_calib **out, const oc_calib_params *p, const oc_plan_shape *dec, int32_t max_tokens,
                         const oc_plan_shape *vision, int32_t max_vision_tokens, const oc_allocator *alloc,
@@ -145,6 +196,11 @@ oc_status oc_calib_open(oc_calib **out, const oc_calib_params *p, const oc_plan_
         p->kv_window < 1 || !(p->kv_rho >= 0.0 && p->kv_rho < 1.0))
         return oc_fail(err, OC_ERR_INVALID, "calibrate: need alpha > 0, 0 < epsilon <= 1, group cap >= 2, "
                        "kv window >= 1 and 0 <= rho < 1");
+    if ((p->methods & OC_CALIB_MMINFERENCE) && (p->methods & OC_CALIB_BLINDSIGHT))
+        return oc_fail(err, OC_ERR_INVALID, "calibrate: blindsight and mminference both choose the decoder's head "
+                       "patterns: ask for one of them");
+    if ((p->methods & OC_CALIB_MMINFERENCE) && !(p->mminf_scale > 0.0 && p->mminf_scale <= 1.0))
+        return oc_fail(err, OC_ERR_INVALID, "calibrate: the mminference scale must be in (0, 1]");
     oc_allocator a = alloc ? *alloc : *oc_default_allocator();
     oc_calib *c = oc_mem_calloc(&a, sizeof *c);
     if (!c) return oc_fail(err, OC_ERR_NOMEM, "calibrate: out of memory");
@@ -164,12 +220,15 @@ oc_status oc_calib_open(oc_calib **out, const oc_calib_params *p, const oc_plan_
         return oc_fail(err, OC_ERR_NOMEM, "calibrate: out of memory for %zu bytes", n_bytes);
     }
     layout_block(c, c->block);
+    c->mm_layout_alloc.fn = layout_slot;
+    c->mm_layout_alloc.user = c;
     *out = c;
     return OC_OK;
 }
 
 void oc_calib_close(oc_calib *c) {
     if (!c) return;
+    oc_layout_free(c->mm_layout);
     oc_allocator a = c->alloc;
     oc_mem_free(&a, c->block, c->block_bytes);
     oc_mem_free(&a, c, sizeof *c);
@@ -191,6 +250,7 @@ void oc_calib_item_begin(oc_calib *c, const uint8_t *const *cells, int32_t grid)
     memset(c->item_ref, 0, LH * sizeof(double));
     memset(c->row_hits, 0, (size_t)MAX_ANSWER_ROWS * LH * sizeof(double));
     memset(c->js_item, 0, (size_t)c->L * sizeof(double));
+    c->mm_seen = 0;
 }
 
 /* The item's token maps from the prompt's images (first view of the item). */
@@ -224,6 +284,21 @@ static void build_tokens(oc_calib *c, const oc_attn_view *v) {
         }
     }
     c->tokens_ready = 1;
+    /* MMInference's modality steps need both modalities' last 64 queries (dyn.h) */
+    oc_layout_free(c->mm_layout);
+    c->mm_layout = NULL;
+    int32_t n_vision = 0;
+    for (int32_t i = 0; i < n; i++) n_vision += c->image_of[i] >= 0;
+    if ((c->p.methods & OC_CALIB_MMINFERENCE) && n_vision >= OC_DYN_LAST_Q && n - n_vision >= OC_DYN_LAST_Q &&
+        v->n_images <= OC_CALIB_MMINF_MAX_IMAGES) {
+        oc_token_span spans[OC_CALIB_MMINF_MAX_IMAGES];
+        int32_t n_spans = 0;
+        for (int32_t g = 0; g < v->n_images; g++) {
+            int32_t s = v->images[4 * g], e = OC_MIN(n, s + v->images[4 * g + 1]);
+            if (s < e) spans[n_spans++] = (oc_token_span){ s, e };
+        }
+        if (oc_layout_build(&c->mm_layout, n, spans, n_spans, frac, &c->mm_layout_alloc, NULL) != OC_OK) c->mm_layout = NULL;
+    }
 }
 
 /* One vision layer of one image: each head's cheapest candidate below alpha gets the image's vote. */
@@ -284,6 +359,29 @@ static int vision_choice(const oc_calib *c, size_t lh) {
     return OC_CALIB_VISION_N_CAND;
 }
 
+/* One decoder head of a searched prompt: each candidate's NMSE against dense attention. */
+static void observe_mminf(oc_calib *c, const oc_calib_head *hd, size_t lh) {
+    double ref = 0.0;
+    oc_error e = { OC_OK, "" };
+    memset(c->mm_err, 0, sizeof(double) * OC_CALIB_MMINF_MAX_CAND);
+    memset(c->mm_err_modal, 0, sizeof(double) * OC_CALIB_MMINF_MAX_CAND * 2);
+    oc_status st = oc_calib_mminf_head(hd, c->mm_cand, c->mm_n_cand, c->max_tokens, c->mm_layout, c->mm_work, c->mm_err,
+                                       c->mm_err_modal, &ref, c->mm_kept, &e);
+    if (st != OC_OK) {
+        c->mm_status = st;
+        snprintf(c->mm_error, sizeof c->mm_error, "%s", e.message);
+        return;
+    }
+    c->mm_pairs += (uint64_t)hd->n_q * (uint64_t)(hd->n_q + 1) / 2;
+    for (int32_t k = 0; k < c->mm_n_cand; k++) {
+        size_t at = lh * OC_CALIB_MMINF_MAX_CAND + (size_t)k;
+        c->mm_nmse[at] += ref > 0.0 ? c->mm_err[k] / ref : 0.0;
+        if (!c->mm_layout) continue;
+        c->mm_nb_elig[at] += ref > 0.0 ? c->mm_err[k] / ref : 0.0;
+        for (int m = 0; m < 2; m++) c->mm_qb[2 * at + (size_t)m] += ref > 0.0 ? c->mm_err_modal[2 * k + m] / ref : 0.0;
+    }
+}
+
 void oc_calib_observe(void *user, const struct oc_attn_view *v) {
     oc_calib *c = user;
     if (v->stack == 1) {
@@ -302,6 +400,13 @@ void oc_calib_observe(void *user, const struct oc_attn_view *v) {
     /* ZipVL Eq. 6-7 over the whole prompt: only when the prompt is one forward call (calibrate opens
      * its context so), since the column sums need every row */
     int zipvl = (c->p.methods & OC_CALIB_ZIPVL) && v->q_first == 0 && v->n_q == c->n_prompt;
+    /* MMInference Alg. 4 over the whole prompt in one call: the runtime estimates its index from
+     * the prompt's last 64 queries, so the search needs them all at once (calibrate opens its
+     * context so), and at least 64 of them */
+    int mminf = (c->p.methods & OC_CALIB_MMINFERENCE) && c->mm_status == OC_OK && v->q_first == 0 &&
+                v->n_q == c->n_prompt && v->n_q >= OC_DYN_LAST_Q;
+    if (mminf && !c->mm_n_cand)   /* the space, fixed by the first searched prompt (calib.h) */
+        c->mm_n_cand = oc_calib_mminf_space(c->p.mminf_scale, v->n_images > 0 ? v->images[1] : 0, c->mm_cand);
     if (zipvl) {
         memset(c->col_sum, 0, sizeof(double) * (size_t)v->n_kv);
         memset(c->col_nnz, 0, sizeof(int64_t) * (size_t)v->n_kv);
@@ -342,7 +447,9 @@ void oc_calib_observe(void *user, const struct oc_attn_view *v) {
             if (h == 0) memset(cur, 0, sizeof(double) * (size_t)(last + 1));
             for (int32_t j = 0; j <= last; j++) cur[j] += row[j] / c->H;
         }
+        if (mminf) observe_mminf(c, &hd, lh);
     }
+    if (mminf && l == c->L - 1) c->mm_seen = 1;
     if (zipvl) {   /* the head mean of A: its column sums add up to n (each row sums to 1) */
         int32_t n = v->n_kv;
         for (int32_t j = 0; j < n; j++) c->col_sum[j] /= c->H;
@@ -381,6 +488,10 @@ void oc_calib_item_end(oc_calib *c, int answer_right, int32_t n_answer_tokens) {
         for (int32_t l = 0; l + 1 < c->L; l++) c->js_sum[l] += c->js_item[l];
         c->n_js_items++;
     }
+    c->mm_items += c->mm_seen;
+    c->mm_qb_items += c->mm_seen && c->mm_layout;
+    oc_layout_free(c->mm_layout);
+    c->mm_layout = NULL;
 }
 
 /* ---- results ------------------------------------------------------------------------------------ */
@@ -392,6 +503,30 @@ static void kv_scores(const oc_calib *c, double *out) {
 const double *oc_calib_visual_scores(oc_calib *c) {
     kv_scores(c, c->kvs);
     return c->kvs;
+}
+
+/* Alg. 4's inter-modality step for head lh: the best No-Boundary candidate, or, when on the prompts
+ * that took the modality steps the two best modality patterns together lose less (summed NMSE),
+ * the Q-Boundary head of those two (a static pattern chosen for both modalities is that pattern). */
+static oc_head_pattern mminf_choice(const oc_calib *c, size_t lh) {
+    const double *nb = c->mm_nmse + lh * OC_CALIB_MMINF_MAX_CAND;
+    oc_head_pattern best = c->mm_cand[oc_calib_mminf_choose(nb, c->mm_n_cand)];
+    if (!c->mm_qb_items) return best;
+    double modal_err[2][OC_CALIB_MMINF_MAX_CAND];
+    const double *qb = c->mm_qb + lh * OC_CALIB_MMINF_MAX_CAND * 2;
+    for (int32_t k = 0; k < c->mm_n_cand; k++)
+        for (int m = 0; m < 2; m++) modal_err[m][k] = qb[2 * k + m];
+    int32_t kt = oc_calib_mminf_choose(modal_err[0], c->mm_n_cand), kv = oc_calib_mminf_choose(modal_err[1], c->mm_n_cand);
+    const double *nb_e = c->mm_nb_elig + lh * OC_CALIB_MMINF_MAX_CAND;
+    double qb_total = modal_err[0][kt] + modal_err[1][kv], nb_total = nb_e[oc_calib_mminf_choose(nb_e, c->mm_n_cand)];
+    if (!(qb_total < nb_total)) return best;
+    if (kt == kv && !oc_pattern_is_dynamic(c->mm_cand[kt].kind)) return c->mm_cand[kt];
+    oc_head_pattern q;
+    memset(&q, 0, sizeof q);
+    q.kind = OC_PATTERN_Q_BOUNDARY;
+    q.modal[OC_MODALITY_TEXT] = oc_pattern_to_modal(&c->mm_cand[kt]);
+    q.modal[OC_MODALITY_VISION] = oc_pattern_to_modal(&c->mm_cand[kv]);
+    return q;
 }
 
 oc_status oc_calib_to_plan(const oc_calib *c, oc_plan *plan, oc_error *err) {
@@ -435,6 +570,14 @@ oc_status oc_calib_to_plan(const oc_calib *c, oc_plan *plan, oc_error *err) {
             s->zipvl_tau_ppm[l] = (int32_t)lround(tau * OC_PLAN_PPM);
         }
     }
+    if (c->p.methods & OC_CALIB_MMINFERENCE) {
+        if (c->mm_status != OC_OK) return oc_fail(err, c->mm_status, "calibrate: mminference: %s", c->mm_error);
+        if (!c->mm_items)
+            return oc_fail(err, OC_ERR_INVALID, "calibrate: the MMInference search saw no prompt of at least %d tokens",
+                           OC_DYN_LAST_Q);
+        for (int32_t l = 0; l < c->L; l++)
+            for (int32_t h = 0; h < c->H; h++) *oc_plan_head(plan, OC_PLAN_DECODER, l, h) = mminf_choice(c, (size_t)l * c->H + h);
+    }
     if (c->p.methods & OC_CALIB_VISION) {
         oc_stack_plan *vs = &plan->stacks[OC_PLAN_VISION];
         if (!c->VL || vs->shape.n_layers != c->VL || vs->shape.n_heads != c->VH)
@@ -472,6 +615,63 @@ oc_status oc_calib_to_plan(const oc_calib *c, oc_plan *plan, oc_error *err) {
         }
     }
     return OC_OK;
+}
+
+/* A candidate as the plan spells it, e.g. "vertical-slash(1000,1024)" (shorter: no key names). */
+static void cand_text(const oc_head_pattern *p, char *buf, size_t n) {
+    if (p->kind == OC_PATTERN_DENSE)
+        snprintf(buf, n, "dense");
+    else if (p->kind == OC_PATTERN_A_SHAPE)
+        snprintf(buf, n, "a-shape(%d,%d)", (int)p->n_sink, (int)p->n_local);
+    else if (p->kind == OC_PATTERN_VERTICAL_SLASH)
+        snprintf(buf, n, "vertical-slash(%d,%d)", (int)p->n_vertical, (int)p->n_slash);
+    else if (p->grid_stride)
+        snprintf(buf, n, "grid(%d,%s,%d)", (int)p->grid_stride, oc_plan_grid_lines_name(p->grid_lines),
+                 (int)p->grid_max_stride);
+    else
+        snprintf(buf, n, "grid(auto,%s,%d)", oc_plan_grid_lines_name(p->grid_lines), (int)p->grid_max_stride);
+}
+
+static void report_mminf(const oc_calib *c, FILE *f) {
+    double n = c->mm_items ? (double)c->mm_items : 1.0;
+    char name[64];
+    fprintf(f, "\n## MMInference (App. A Alg. 4, Table 3 x %g): %lld prompts searched\n", c->p.mminf_scale,
+            (long long)c->mm_items);
+    fprintf(f, "candidate                      kept/causal  heads choosing it\n");
+    for (int32_t k = 0; k < c->mm_n_cand; k++) {
+        int32_t chosen = 0;
+        for (size_t lh = 0; lh < (size_t)c->L * c->H; lh++)
+            chosen += oc_calib_mminf_choose(c->mm_nmse + lh * OC_CALIB_MMINF_MAX_CAND, c->mm_n_cand) == k;
+        cand_text(&c->mm_cand[k], name, sizeof name);
+        fprintf(f, "%-30s %11.3f  %d\n", name, c->mm_pairs ? (double)c->mm_kept[k] / (double)c->mm_pairs : 0.0,
+                (int)chosen);
+    }
+    fprintf(f, "%lld prompts took the modality steps (>= %d text and >= %d image queries)\n", (long long)c->mm_qb_items,
+            OC_DYN_LAST_Q, OC_DYN_LAST_Q);
+    fprintf(f, "layer head  -> No-Boundary choice (mean NMSE vs dense; the best A-shape, Vertical-Slash, Grid)"
+               " [plan: the head's pattern when Q-Boundary wins]\n");
+    for (int32_t l = 0; l < c->L; l++)
+        for (int32_t h = 0; h < c->H; h++) {
+            const double *e = c->mm_nmse + ((size_t)l * c->H + h) * OC_CALIB_MMINF_MAX_CAND;
+            int32_t k = oc_calib_mminf_choose(e, c->mm_n_cand);
+            double best[3] = { INFINITY, INFINITY, INFINITY };
+            for (int32_t j = 0; j < c->mm_n_cand; j++) {
+                int kind = c->mm_cand[j].kind == OC_PATTERN_A_SHAPE ? 0 : c->mm_cand[j].kind == OC_PATTERN_VERTICAL_SLASH ? 1 : 2;
+                best[kind] = fmin(best[kind], e[j] / n);
+            }
+            cand_text(&c->mm_cand[k], name, sizeof name);
+            fprintf(f, "%5d %4d  -> %-28s %.4f  (%.4f %.4f %.4f)", (int)l, (int)h, name, e[k] / n, best[0], best[1],
+                    best[2]);
+            oc_head_pattern ch = mminf_choice(c, (size_t)l * c->H + h);
+            if (ch.kind == OC_PATTERN_Q_BOUNDARY) {
+                oc_head_pattern t = oc_pattern_modal(&ch, OC_MODALITY_TEXT), vi = oc_pattern_modal(&ch, OC_MODALITY_VISION);
+                char tn[64], vn[64];
+                cand_text(&t, tn, sizeof tn);
+                cand_text(&vi, vn, sizeof vn);
+                fprintf(f, " [q-boundary text=%s vision=%s]", tn, vn);
+            }
+            fprintf(f, "\n");
+        }
 }
 
 void oc_calib_report(oc_calib *c, FILE *f) {
@@ -532,6 +732,7 @@ void oc_calib_report(oc_calib *c, FILE *f) {
                         m == 0 ? "dense" : m == 1 ? "local" : m == 2 ? "a-shape P/4" : "a-shape P/2");
             }
     }
+    if ((c->p.methods & OC_CALIB_MMINFERENCE) && c->mm_n_cand) report_mminf(c, f);
     if (c->p.methods & OC_CALIB_QCACHE) {
         fprintf(f, "\n## Q-Cache: mean JS divergence (bits) of the last prompt row, layer l vs l+1 (epsilon %.3g, "
                 "blocks of at most %d)\n", c->p.qc_epsilon, (int)c->p.qc_max_group);

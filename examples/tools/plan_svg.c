@@ -16,6 +16,9 @@ static const char *const fill_of[OC_PATTERN_COUNT] = {
     "#3465a4",   /* intra-image */
     "#75507b",   /* intra-image+sink */
     "#c4a000",   /* a-shape */
+    "#8f5902",   /* vertical-slash */
+    "#f57900",   /* grid */
+    "#06989a",   /* q-boundary */
 };
 
 static int stack_height(const oc_stack_plan *s) { return s->shape.n_layers ? 40 + s->shape.n_layers * CELL + 20 : 0; }
@@ -81,7 +84,7 @@ int oc_plan_svg_write(const oc_plan *plan, const char *title, FILE *f) {
         height += stack_height(&plan->stacks[i]);
     }
     int legend_y = height;
-    height += 4 * 16 + 30;
+    height += 5 * 16 + 30;
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\">\n"
                "<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n",
@@ -109,10 +112,10 @@ int oc_plan_svg_write(const oc_plan *plan, const char *title, FILE *f) {
     }
     fprintf(f, "<rect x=\"4\" y=\"%d\" width=\"24\" height=\"10\" fill=\"#cc0000\"/><text x=\"32\" y=\"%d\" "
                "font-size=\"11\">SparseMM KV budget of a kv head (pale: full cache)</text>\n",
-            legend_y + 36, legend_y + 45);
+            legend_y + 52, legend_y + 61);
     fprintf(f, "<path d=\"M12 %d H4 V%d H12\" fill=\"none\" stroke=\"#ce5c00\" stroke-width=\"2\"/><text x=\"32\" y=\"%d\" "
                "font-size=\"11\">Q-Cache lazy group: the first layer computes Q/K, the others reuse them</text>\n",
-            legend_y + 52, legend_y + 64, legend_y + 61);
+            legend_y + 68, legend_y + 80, legend_y + 77);
     fprintf(f, "</svg>\n");
     return ferror(f) ? -1 : 0;
 }

@@ -1,6 +1,7 @@
 /* attn.cl: tiled flash attention with the CPU engine's semantics (src/attention/attn.h: base mask causal,
- * bidirectional or segments, AND the head's pattern: dense, the BlindSight categories, A-shape;
- * grouped-query heads; f16 or f32 K/V with strides). Online softmax in base 2 (scale * log2 e is
+ * bidirectional or segments, AND the head's pattern: dense, the BlindSight categories, A-shape,
+ * and in prefill MMInference's Vertical-Slash and Grid from a per-prompt index; grouped-query
+ * heads; f16 or f32 K/V with strides). Online softmax in base 2 (scale * log2 e is
  * folded into Q once), f32 throughout, never an n_q x n_kv buffer. How it works: below. */
 
 /* Work items (opencl/cl_attn.c builds them): the host cuts the query rows into runs of one class
@@ -23,6 +24,17 @@
  * costs nothing. A gathered tile whose keys all lie in the windows' intersection is "full" and
  * needs no mask; only the others evaluate the mask per element. In stacked mode the rows may
  * have different patterns: C is the run's base range and every element is masked exactly.
+ *
+ * Dynamic heads (MMInference Vertical-Slash and Grid, mminference.txt Sec. 3.1, Alg. 1, App. C.3;
+ * the masks are src/attention/dyn.h's): a second launch of this kernel whose runs name their head
+ * (RUN_INTS: head >= 0) and may take rows `step` apart. A Vertical-Slash run is rows of one block
+ * of 64 positions, which share the block's diagonal runs; a Grid run is rows of one residue class
+ * (p - phase) mod stride, loaded stride apart (Alg. 1's row permutation, done by loading, as the
+ * paper's kernel does). Every row of such a run keeps the same key set, so item 0 generates it in
+ * ascending order (oc_dyn_next: merged diagonal runs and columns, or the grid's lines) into the
+ * tile's key list, and only the causal window is masked per element. The first launch skips
+ * these heads. The index comes from the host (opencl/cl_attn.c): per head DYN_INTS ints, then the
+ * columns and the merged diagonal runs.
  *
  * Tile shape (build options, opencl/cl_device.c): RG x CG items; item (rg, cg) = (lid / CG,
  * lid % CG) owns rows rg + RG a (a < RPT) and keys cg + CG b (b < KPT) of a tile, and the output
@@ -51,7 +63,11 @@
 #define P_INTRA 2
 #define P_INTRA_SINK 3
 #define P_ASHAPE 4
-#define RUN_INTS 5   /* i0, len, c0, c1, image */
+#define RUN_INTS 7   /* i0, len, c0, c1, image, step, head (-1: the launch's unit) */
+#define DYN_INTS 5   /* per head: kind, then Vertical-Slash: n_vertical, at, n_runs, at; Grid: stride, phase, lines */
+#define DYN_VS 1
+#define DYN_GRID 2
+#define DYN_BLOCK 64 /* queries that share one set of diagonal runs (src/attention/dyn.h OC_DYN_BLOCK) */
 
 /* Row p's window: keys j < sk or lo <= j <= hi (src/attention/attn.c row_window). */
 typedef struct { int sk, lo, hi; } oc_win;
@@ -140,6 +156,73 @@ inline int oc_walk(const oc_keyset *ks, int *v, int *pos, int n) {
     return -1;
 }
 
+/* The key set of a dynamic run (dyn.h), generated in ascending order from pos up to hi. */
+typedef struct {
+    int kind, pos, hi;
+    int b, nv, vi, nd, di;              /* Vertical-Slash: block start, columns, diagonal runs */
+    const __global int *v, *dr;         /* columns ascending; runs (lo, hi) relative to b, ascending */
+    int all, s, fv, fs;                 /* Grid: every key (a horizontal line's rows); stride; next
+                                           vertical-line and diagonal key, BIG when off */
+} oc_dyngen;
+
+/* kind 0 (a static head): an empty set, dyn not read (it may be NULL) */
+inline oc_dyngen oc_dyn_init(const __global int *dyn, int kind, int h, int p_first, int lo, int hi) {
+    oc_dyngen gn;
+    gn.kind = kind;
+    gn.pos = lo;
+    gn.hi = hi;
+    gn.b = p_first - p_first % DYN_BLOCK;
+    gn.nv = gn.vi = gn.nd = gn.di = 0;
+    gn.v = gn.dr = dyn;
+    gn.all = 0;
+    gn.s = 1;
+    gn.fv = gn.fs = BIG;
+    if (kind == 0) {
+        gn.hi = lo;
+        return gn;
+    }
+    const __global int *hd = dyn + DYN_INTS * h;
+    if (kind == DYN_VS) {
+        gn.nv = hd[1];
+        gn.v = dyn + hd[2];
+        gn.nd = hd[3];
+        gn.dr = dyn + hd[4];
+    } else {
+        int s = hd[1], phase = hd[2], lines = hd[3];
+        int rq = ((p_first - phase) % s + s) % s;   /* the rows' class, relative to the phase */
+        gn.s = s;
+        gn.all = (lines & 1) && rq == 0;
+        if (lines & 2) gn.fv = lo + ((phase - lo) % s + s) % s;
+        if (lines & 4) gn.fs = lo + ((p_first - lo) % s + s) % s;
+    }
+    return gn;
+}
+
+/* The next key of the set, or -1 when it ends. */
+inline int oc_dyn_next(oc_dyngen *gn) {
+    if (gn->pos >= gn->hi) return -1;
+    int j;
+    if (gn->kind == DYN_VS) {
+        while (gn->di < gn->nd && gn->b + gn->dr[2 * gn->di + 1] <= gn->pos) gn->di++;
+        while (gn->vi < gn->nv && gn->v[gn->vi] < gn->pos) gn->vi++;
+        int dj = gn->di < gn->nd ? max(gn->pos, gn->b + gn->dr[2 * gn->di]) : BIG;
+        int vj = gn->vi < gn->nv ? gn->v[gn->vi] : BIG;
+        j = min(dj, vj);
+    } else if (gn->all) {
+        j = gn->pos;
+    } else {
+        j = min(gn->fv, gn->fs);
+        if (gn->fv == j) gn->fv += gn->s;
+        if (gn->fs == j) gn->fs += gn->s;
+    }
+    if (j >= gn->hi) {
+        gn->pos = gn->hi;
+        return -1;
+    }
+    gn->pos = j + 1;
+    return j;
+}
+
 /* Four elements of a K/V or Q row starting at element at; past n_left elements: 0. */
 inline float4 oc_load4(const __global uchar *base, int f16, size_t at, int n_left) {
     if (n_left >= 4)
@@ -201,21 +284,30 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
              const __global uchar *v, int v_off, int v_st, int v_sh, int kv_f16,
              __global float *out, int o_off, int o_st, int o_sh, __global float *partials,
              const __global int *runs, int n_runs, const __global int *img, int n_img,
-             const __global int *pat_buf, int pat_off, int has_pats, __global uint *counts, int want_counts,
+             const __global int *pat_buf, int pat_off, int has_pats, const __global int *dyn, int has_dyn,
+             int head_runs, __global uint *counts, int count_base, int want_counts,
              int n_head, int n_rep, int d, int n_q, int n_kv, int q_offset, int causal, int stacked,
              int chunk_keys, float qscale,
              __local float4 *qs4, __local float4 *kvs4, __local float4 *ps4, __local float *red, __local int *kloc) {
     const int lid = get_local_id(0), rg = lid / CG, cg = lid - rg * CG;
     const __global int *pats = pat_buf + pat_off;   /* per head: kind, n_sink, n_local */
-    const int n_units = stacked ? n_head / n_rep : n_head, gid = get_group_id(0);
+    const int n_units = head_runs ? 1 : stacked ? n_head / n_rep : n_head, gid = get_group_id(0);
     const int run = n_runs - 1 - gid / n_units;   /* largest causal runs first, every unit of a run together */
     const int unit = gid - (n_runs - 1 - run) * n_units, chunk = get_group_id(2);
     const __global int *R = runs + RUN_INTS * run;
-    const int i0 = R[0], len = R[1], image = R[4];
-    const int h0 = stacked ? unit * n_rep : unit, nh = stacked ? n_rep : 1, g = stacked ? unit : unit / n_rep;
+    const int i0 = R[0], len = R[1], image = R[4], step = R[5];
+    const int h0 = head_runs ? R[6] : stacked ? unit * n_rep : unit, nh = stacked ? n_rep : 1;
+    const int g = stacked ? unit : h0 / n_rep;
     const int rows = nh * len;
+    const int dk = has_dyn && !stacked ? dyn[DYN_INTS * h0] : 0;   /* a dynamic head: its own launch */
+    const size_t item = count_base + ((size_t)chunk * n_units + unit) * n_runs + run;
+    if (dk != 0 && !head_runs) {
+        if (want_counts && lid == 0) counts[2 * item] = counts[2 * item + 1] = 0;
+        return;
+    }
     const int C4 = (d + 3) >> 2, LS4 = C4 | 1;   /* local row: float4s, odd so rows start on other banks */
     __local int *kidx = kloc, *kimg = kloc + BK, *ksink = kloc + 2 * BK, *cnt = kloc + 3 * BK;
+    __local int *dstate = kloc + 3 * BK + WG;   /* a dynamic run's key count per tile */
     __local float *ps = (__local float *)ps4;
 
     /* this item's rows: head, query index, window, BlindSight flags */
@@ -225,7 +317,7 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
         int r = rg + RG * a;
         r_ok[a] = r < rows;
         r_h[a] = h0 + (r_ok[a] ? r / len : 0);
-        r_i[a] = i0 + (r_ok[a] ? r % len : 0);
+        r_i[a] = i0 + (r_ok[a] ? r % len : 0) * step;
         int kind = has_pats ? pats[3 * r_h[a]] : 0;
         r_w[a] = oc_row_window(causal, kind, has_pats ? pats[3 * r_h[a] + 1] : 0,
                                has_pats ? pats[3 * r_h[a] + 2] : 1, q_offset + r_i[a]);
@@ -261,7 +353,7 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
         ks.sinks = kind != P_INTRA;
         ks.intra = kind != P_SINK;
         oc_win wa = oc_row_window(causal, kind, n_sink, n_local, q_offset + i0);
-        oc_win wb = oc_row_window(causal, kind, n_sink, n_local, q_offset + i0 + len - 1);
+        oc_win wb = oc_row_window(causal, kind, n_sink, n_local, q_offset + i0 + (len - 1) * step);
         oc_ivals some = oc_ivals_of(0, wb.sk, wa.lo, wb.hi + 1);
         all = oc_ivals_of(0, wa.sk, wb.lo, wa.hi + 1);
         ks.n_some = some.n;
@@ -274,7 +366,7 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
         int r = e / C4, c = (e - r * C4) * 4;
         float4 val = (float4)(0.0f);
         if (r < rows) {
-            int h = h0 + r / len, i = i0 + r % len;
+            int h = h0 + r / len, i = i0 + (r % len) * step;
             val = oc_load4((const __global uchar *)q, 0, (size_t)q_off + (size_t)i * q_st + (size_t)h * q_sh + c, d - c) * qscale;
         }
         qs4[r * LS4 + (c >> 2)] = val;
@@ -289,24 +381,41 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
     }
     uint kept = 0, executed = 0;
     int cv = 0, cpos = 0;
-    int next = oc_walk(&ks, &cv, &cpos, 0);
+    int next = dk ? 0 : oc_walk(&ks, &cv, &cpos, 0);
+    /* a dynamic run's keys: the window union (one interval: dynamic heads have no A-shape sinks) */
+    oc_dyngen gen = oc_dyn_init(dyn, dk, h0, q_offset + i0, max(ks.slo[0], ks.kw0),
+                                min(ks.n_some ? ks.shi[ks.n_some - 1] : 0, ks.kw1));
     while (next >= 0) {
         barrier(CLK_LOCAL_MEM_FENCE);   /* the previous tile is done with kvs, ps and kidx */
-        for (int t = lid; t < BK; t += WG) {
-            int cv2 = cv, cp2 = cpos;
-            int j = oc_walk(&ks, &cv2, &cp2, t);
-            kidx[t] = j;
-            if (stacked) {
-                int gi = j >= 0 ? oc_image_of(img, n_img, j) : -1;
-                kimg[t] = gi;
-                ksink[t] = gi >= 0 && j < img[3 * gi] + img[3 * gi + 2];
+        if (dk) {
+            if (lid == 0) {
+                int n = 0, j;
+                while (n < BK && (j = oc_dyn_next(&gen)) >= 0) kidx[n++] = j;
+                for (int t = n; t < BK; t++) kidx[t] = -1;
+                dstate[0] = n;
             }
+        } else {
+            for (int t = lid; t < BK; t += WG) {
+                int cv2 = cv, cp2 = cpos;
+                int j = oc_walk(&ks, &cv2, &cp2, t);
+                kidx[t] = j;
+                if (stacked) {
+                    int gi = j >= 0 ? oc_image_of(img, n_img, j) : -1;
+                    kimg[t] = gi;
+                    ksink[t] = gi >= 0 && j < img[3 * gi] + img[3 * gi + 2];
+                }
+            }
+            next = oc_walk(&ks, &cv, &cpos, BK);
         }
-        next = oc_walk(&ks, &cv, &cpos, BK);
         barrier(CLK_LOCAL_MEM_FENCE);
         int n_valid = BK;
-        if (next < 0)
+        if (dk) {
+            n_valid = dstate[0];   /* the same for every item: read after the barrier */
+            if (n_valid == 0) break;
+            if (n_valid < BK) next = -1;
+        } else if (next < 0) {
             while (n_valid > 0 && kidx[n_valid - 1] < 0) n_valid--;
+        }
         int full = !stacked && all.n > 0 &&
                    ((kidx[0] >= all.lo0 && kidx[n_valid - 1] < all.hi0) ||
                     (all.n == 2 && kidx[0] >= all.lo1 && kidx[n_valid - 1] < all.hi1));
@@ -425,7 +534,6 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
     if (want_counts && lid == 0) {
         uint sum = 0;
         for (int i = 0; i < WG; i++) sum += (uint)cnt[i];
-        size_t item = ((size_t)chunk * n_units + unit) * n_runs + run;
         counts[2 * item] = sum;
         counts[2 * item + 1] = executed;
     }

@@ -255,22 +255,37 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial) {
      * blocks of half the rows halve the masked lanes there. */
     int32_t block_rows = r->step > 1 ? ROW_BLOCK / 2 : ROW_BLOCK;
     for (int32_t r0 = 0; r0 < r->rows; r0 += block_rows) {
-        int32_t rb = OC_MIN(block_rows, r->rows - r0), cols = ALIGN_UP(rb, kn->vec);
+        int32_t rb = OC_MIN(block_rows, r->rows - r0), cols = ALIGN_UP(rb, kn->vec), nb = nk;
         int exact = partial;   /* evaluate the mask per element */
         if (partial && a->mask != OC_ATTN_EXPLICIT) {
             int bc = block_class(r, r0, rb, k_min, k_max);
             if (bc == BLOCK_MISSES) continue;
             exact = bc == BLOCK_PARTIAL;
+            /* Keys after the last one the block's last row can keep are masked for every row of
+             * the block: the block runs only the tile's keys up to the last such key (the tile is
+             * in ascending order except a topped-up tail, so this cuts the causal band's empty
+             * triangle: a Grid run's blocks span block_rows x stride positions). Dropping keys
+             * whose probabilities are 0 changes no sum. */
+            int32_t last = r0 / r->len == (r0 + rb - 1) / r->len ? run_row(r, r0 + rb - 1) : run_row(r, r->len - 1);
+            int64_t hi = oc_mask_row_window(a, r->pat, (int64_t)a->q_offset + last).hi;
+            while (exact && nb > 0 && idx[nb - 1] > hi) nb--;
         }
-        kn->gemm(nk, cols, d, w->kt, d, 1, w->qt + (int64_t)r0 * d, w->s, ROW_BLOCK, 0);   /* S^T = K Q^T */
-        r->kept += exact ? mask_cols(r, r0, rb, idx, nk, w->s) : (uint64_t)nk * (uint64_t)rb;
-        kn->softmax_cols(w->s, ROW_BLOCK, nk, cols, w->m + r0, w->l + r0, w->alpha);
+        kn->gemm(nb, cols, d, w->kt, d, 1, w->qt + (int64_t)r0 * d, w->s, ROW_BLOCK, 0);   /* S^T = K Q^T */
+        r->kept += exact ? mask_cols(r, r0, rb, idx, nb, w->s) : (uint64_t)nb * (uint64_t)rb;
+        kn->softmax_cols(w->s, ROW_BLOCK, nb, cols, w->m + r0, w->l + r0, w->alpha);
         for (int32_t k = 0; k < rb; k++) {
             float *o = w->o + (int64_t)(r0 + k) * dpad;
             if (w->alpha[k] != 1.0f) kn->scale(o, o, dpad, w->alpha[k]);
         }
-        kn->gemm(rb, dpad, nk, w->s, 1, ROW_BLOCK, w->v, w->o + (int64_t)r0 * dpad, dpad, 1);   /* O += P V */
-        r->executed += (uint64_t)rb * (uint64_t)nk;
+        if (nb == nk) {
+            kn->gemm(rb, dpad, nk, w->s, 1, ROW_BLOCK, w->v, w->o + (int64_t)r0 * dpad, dpad, 1);   /* O += P V */
+        } else {   /* V's panels hold nk rows each (attn_kernels.h): the first nb of each panel */
+            for (int32_t c0 = 0; c0 < dpad; c0 += kn->panel) {
+                int32_t n = OC_MIN(kn->panel, dpad - c0);
+                kn->gemm(rb, n, nb, w->s, 1, ROW_BLOCK, w->v + (int64_t)c0 * nk, w->o + (int64_t)r0 * dpad + c0, dpad, 1);
+            }
+        }
+        r->executed += (uint64_t)rb * (uint64_t)nb;
     }
 }
 
@@ -458,24 +473,36 @@ static const oc_head_pattern dense_pattern = { .kind = OC_PATTERN_DENSE };
 
 int oc_attn_wants_dyn(const oc_attn_call *a) { return a->n_q >= OC_DYN_LAST_Q; }
 
-/* A dynamic head runs dense in a call too short for its estimate (decode; pattern.h). */
+/* A prefill pattern runs dense in a call too short for its estimate (decode; pattern.h). */
 static const oc_head_pattern *pattern_of(const oc_attn_call *a, int32_t h) {
     if (!a->patterns) return &dense_pattern;
     const oc_head_pattern *p = &a->patterns[h];
-    return oc_pattern_is_dynamic(p->kind) && !oc_attn_wants_dyn(a) ? &dense_pattern : p;
+    return oc_pattern_is_prefill(p->kind) && !oc_attn_wants_dyn(a) ? &dense_pattern : p;
 }
 
-/* Heads with the same static pattern share K/V tiles; a dynamic head has its own index, so it
- * only matches itself. */
-static int same_group(const oc_head_pattern *p, const oc_head_pattern *q) {
-    return oc_pattern_is_dynamic(p->kind) ? p == q : oc_pattern_same(p, q);
+/* Heads h and e (of one kv group) that keep the same keys for every query share K/V tiles: the
+ * same static pattern, or the same dynamic pattern with the same per-prompt index (a Grid stride
+ * and phase come from the input's geometry, so the heads of a group often agree: they then load
+ * each K/V tile once, as grouped-query heads of one static pattern do). */
+static int same_group(const oc_attn_call *a, int32_t h, int32_t e) {
+    const oc_head_pattern *p = pattern_of(a, h), *q = pattern_of(a, e);
+    if (!oc_pattern_same(p, q)) return 0;
+    if (p->kind == OC_PATTERN_Q_BOUNDARY) return h == e;   /* walked modality run by modality run, alone */
+    if (!oc_pattern_is_dynamic(p->kind)) return 1;
+    const oc_dyn_head *x = &a->dyn->heads[h], *y = &a->dyn->heads[e];
+    if (p->kind == OC_PATTERN_GRID) return x->stride == y->stride && x->phase == y->phase;
+    return x->n_vertical == y->n_vertical && x->n_slash == y->n_slash &&
+           (!x->n_vertical || !memcmp(x->vertical, y->vertical, sizeof(int32_t) * (size_t)x->n_vertical)) &&
+           (!x->n_slash || !memcmp(x->slash, y->slash, sizeof(int32_t) * (size_t)x->n_slash));
 }
 
-/* A Grid head's slice [i0, i1) of the query rows in permuted order (Alg. 1): residue class by
- * residue class ((p - phase) mod stride), positions ascending within a class. Each class keeps one
- * key set, so its rows run together, loaded `stride` apart. */
-static void do_grid_head(const run_ctx *x, work *w, int32_t g, int32_t h, int32_t i0, int32_t i1) {
+/* The Grid heads w->heads[0..n_heads) (one index: same_group) over their slice [i0, i1) of the
+ * query rows in permuted order (Alg. 1): residue class by residue class ((p - phase) mod stride),
+ * positions ascending within a class. Each class keeps one key set, so its rows run together,
+ * loaded `stride` apart, the heads stacked. */
+static void do_grid_heads(const run_ctx *x, work *w, int32_t g, int32_t n_heads, int32_t i0, int32_t i1) {
     const oc_attn_call *a = x->a;
+    int32_t h = w->heads[0];
     const oc_head_pattern *pat = &a->patterns[h];
     const oc_dyn_head *dh = &a->dyn->heads[h];
     /* A class's rows lie `stride` positions apart, so a run spans many positions and most of its keys
@@ -484,7 +511,6 @@ static void do_grid_head(const run_ctx *x, work *w, int32_t g, int32_t h, int32_
      * converted K/V tile serves as many rows. */
     int32_t s = dh->stride;
     oc_mask_class cls = { 0, a->n_kv, -1, 0, 0 };
-    w->heads[0] = h;
     /* The tasks take row blocks from the end (the longest causal rows first); mirrored, the first
      * tasks take the permuted order's start, where the dense rows of the horizontal lines are. */
     int64_t lo = (int64_t)a->n_q - i1, hi = (int64_t)a->n_q - i0;
@@ -493,13 +519,58 @@ static void do_grid_head(const run_ctx *x, work *w, int32_t g, int32_t h, int32_
         int64_t first = (((int64_t)rq + dh->phase - a->q_offset) % s + s) % s;   /* first row of the class */
         int64_t count = first < a->n_q ? (a->n_q - 1 - first) / s + 1 : 0;
         int64_t ka = OC_MAX(lo, base) - base, kb = OC_MIN(hi, base + count) - base;
-        int64_t piece = x->g.rows_max;
+        int64_t piece = OC_MAX(1, x->g.rows_max / n_heads);
         int64_t n_pieces = kb > ka ? (kb - ka + piece - 1) / piece : 0;   /* balanced: no 3-row tail run */
         for (int64_t p = 0; p < n_pieces; p++) {
             int64_t k0 = ka + (kb - ka) * p / n_pieces, k1 = ka + (kb - ka) * (p + 1) / n_pieces;
-            process_run(x, w, pat, dh, 1, g, (int32_t)(first + k0 * s), (int32_t)(k1 - k0), s, &cls, 0, a->n_kv, -1);
+            process_run(x, w, pat, dh, n_heads, g, (int32_t)(first + k0 * s), (int32_t)(k1 - k0), s, &cls, 0, a->n_kv,
+                        -1);
         }
         base += count;
+    }
+}
+
+/* Grid rows of one segment [i0, i1) (one class of the base mask, keys cls): residue class by residue
+ * class, rows `stride` apart, in pieces of at most rows_max rows (Alg. 1's row permutation). */
+static void grid_segment(const run_ctx *x, work *w, const oc_head_pattern *pat, const oc_dyn_head *dh, int32_t g,
+                         int32_t i0, int32_t i1, const oc_mask_class *cls) {
+    const oc_attn_call *a = x->a;
+    int32_t s = dh->stride;
+    for (int32_t rq = 0; rq < s; rq++) {
+        int64_t first = i0 + ((((int64_t)rq + dh->phase - a->q_offset - i0) % s) + s) % s;
+        if (first >= i1) continue;
+        int64_t count = (i1 - 1 - first) / s + 1, piece = x->g.rows_max;
+        int64_t n_pieces = (count + piece - 1) / piece;
+        for (int64_t p = 0; p < n_pieces; p++) {
+            int64_t k0 = count * p / n_pieces, k1 = count * (p + 1) / n_pieces;
+            process_run(x, w, pat, dh, 1, g, (int32_t)(first + k0 * s), (int32_t)(k1 - k0), s, cls, 0, a->n_kv, -1);
+        }
+    }
+}
+
+/* A Q_BOUNDARY head h over rows [i0, i1) (dyn.h; Alg. 2): the rows in runs of one modality, each
+ * with that modality's pattern and index (dense when the modality had too few queries). */
+static void do_q_boundary_head(const run_ctx *x, work *w, int32_t g, int32_t h, int32_t i0, int32_t i1) {
+    const oc_attn_call *a = x->a;
+    const oc_head_pattern *pat = &a->patterns[h];
+    w->heads[0] = h;
+    for (int32_t i = i0; i < i1;) {
+        oc_mask_class cls;
+        int32_t end = oc_mask_classify(a, pat, i, OC_MIN(i1, i + x->g.rows_max), &cls);
+        int m = cls.image >= 0 ? OC_MODALITY_VISION : OC_MODALITY_TEXT;
+        oc_head_pattern sub = oc_pattern_modal(pat, m);
+        const oc_dyn_head *dh = NULL;
+        if (oc_pattern_is_dynamic(sub.kind)) {
+            dh = m == OC_MODALITY_VISION ? &a->dyn->heads_vision[h] : &a->dyn->heads[h];
+            if (dh->dense) {
+                sub = dense_pattern;
+                dh = NULL;
+            }
+        }
+        cls.image = -1;   /* the modality's pattern keeps keys of every modality */
+        if (sub.kind == OC_PATTERN_GRID) grid_segment(x, w, &sub, dh, g, i, end, &cls);
+        else process_run(x, w, &sub, dh, 1, g, i, end - i, 1, &cls, 0, a->n_kv, -1);
+        i = end;
     }
 }
 
@@ -511,16 +582,20 @@ static void do_group(const run_ctx *x, work *w, int32_t g, int32_t i0, int32_t i
     for (int32_t lead = 0; lead < n_rep; lead++) {
         const oc_head_pattern *pat = pattern_of(a, h_first + lead);
         const oc_dyn_head *dh = oc_pattern_is_dynamic(pat->kind) ? &a->dyn->heads[h_first + lead] : NULL;
-        if (pat->kind == OC_PATTERN_GRID) {
-            do_grid_head(x, w, g, h_first + lead, i0, i1);
+        if (pat->kind == OC_PATTERN_Q_BOUNDARY) {   /* prefill only: no key chunks */
+            do_q_boundary_head(x, w, g, h_first + lead, i0, i1);
             continue;
         }
         int seen = 0;
-        for (int32_t e = 0; e < lead && !seen; e++) seen = same_group(pattern_of(a, h_first + e), pat);
+        for (int32_t e = 0; e < lead && !seen; e++) seen = same_group(a, h_first + e, h_first + lead);
         if (seen) continue;
         int32_t n_heads = 0;
         for (int32_t e = lead; e < n_rep; e++)
-            if (same_group(pattern_of(a, h_first + e), pat)) w->heads[n_heads++] = h_first + e;
+            if (same_group(a, h_first + lead, h_first + e)) w->heads[n_heads++] = h_first + e;
+        if (pat->kind == OC_PATTERN_GRID) {
+            do_grid_heads(x, w, g, n_heads, i0, i1);
+            continue;
+        }
         int32_t piece = OC_MAX(1, x->g.rows_max / n_heads);
         for (int32_t i = i0; i < i1;) {
             oc_mask_class cls;
@@ -664,6 +739,19 @@ const oc_attn_kernels *oc_attn_kernels_for(oc_isa isa) {
     case OC_ISA_NEON: return oc_attn_kernels_neon();
 #endif
     default: return NULL;
+    }
+}
+
+oc_pattern_exec oc_attn_pattern_exec(oc_pattern_kind k) {
+    switch (k) {
+    case OC_PATTERN_SINK:
+    case OC_PATTERN_INTRA_IMAGE:
+    case OC_PATTERN_INTRA_IMAGE_SINK:
+    case OC_PATTERN_A_SHAPE: return OC_EXEC_SPARSE;
+    case OC_PATTERN_VERTICAL_SLASH:
+    case OC_PATTERN_GRID:
+    case OC_PATTERN_Q_BOUNDARY: return OC_EXEC_PREFILL;
+    default: return OC_EXEC_DENSE;
     }
 }
 

@@ -29,6 +29,10 @@
  *    A call with n_q >= OC_DYN_LAST_Q needs call->dyn from oc_attn_dyn_build on the same call
  *    and a causal or bidirectional base; a call with fewer queries (decode, tiny prompts) runs
  *    these heads dense, since MMInference sparsifies the pre-filling stage only.
+ *  - Q_BOUNDARY (mminference.txt Sec. 3.2, Alg. 2; dyn.h): a query inside an image span of the
+ *    layout keeps keys by the head's vision pattern, any other by its text pattern (each dense,
+ *    A_SHAPE, VERTICAL_SLASH or GRID as above), a dynamic one with that modality's own index
+ *    (call->dyn: heads for text, heads_vision for vision); prefill only, like the dynamic kinds.
  *  - A query outside every segment (OC_ATTN_SEGMENTS) keeps nothing. */
 #ifndef OC_ATTN_H
 #define OC_ATTN_H
@@ -98,6 +102,9 @@ oc_status oc_attn_dyn_scores(const oc_attn_call *call, const oc_attn_host *mem, 
 /* The argument checks of oc_attn_run (need_index 0: without the dynamic index, as
  * oc_attn_dyn_build needs them). [errors: OC_ERR_INVALID] */
 oc_status oc_attn_check_call(const oc_attn_call *call, const oc_attn_host *mem, int need_index, oc_error *err);
+
+/* How this engine runs heads of pattern kind k (pattern.h). [alloc: no] */
+oc_pattern_exec oc_attn_pattern_exec(oc_pattern_kind k);
 
 /* Name of the kernels an ISA would use, or NULL when that ISA's kernels are not built. */
 const char *oc_attn_kernels_name(oc_isa isa);

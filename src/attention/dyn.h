@@ -32,13 +32,22 @@
  *    copying Q).
  * Both AND the base mask (causal or bidirectional). Memory: oc_attn_dyn_bytes, fixed by the call's
  * largest dimensions, nothing else is allocated.
- * Not run yet: the Q-Boundary / 2D-Boundary variants (Sec. 3.2, Alg. 2-3: one index per modality,
- * estimated from that modality's last queries); oc_dyn_modality_perm below is their permutation. */
+ * Q_BOUNDARY heads (Sec. 3.2, Alg. 2; pattern.h): a query row is vision when its position lies in
+ * one of the layout's image spans, else text; each modality's rows keep keys by that modality's
+ * pattern exactly as above (positions in the prompt's own coordinates: the keys are not permuted),
+ * and a dynamic modality pattern's index is estimated from the last 64 query rows of that modality
+ * (Alg. 2's text: "the final segment of each modality's queries"), wherever they lie. A modality
+ * with fewer than 64 query rows in the call runs dense (as a short call does). The engine walks
+ * the rows modality run by modality run (runs cut at image edges): Alg. 2's row permutation, by
+ * loading, as the paper's kernel does.
+ * Not run: 2D-Boundary heads (Alg. 3: keys permuted too, one pattern per modality pair);
+ * oc_dyn_modality_perm below is that permutation. */
 #ifndef OC_DYN_H
 #define OC_DYN_H
 
 #include "core/core.h"
 #include "core/pool.h"
+#include "plan/pattern.h"
 
 #define OC_DYN_LAST_Q 64    /* mminference.txt Alg. 1, C.3: last_q = 64 */
 #define OC_DYN_BLOCK 64     /* queries that share one set of diagonal runs */
@@ -46,6 +55,8 @@
 
 /* One head's index. Arrays live in the oc_attn_dyn block. */
 typedef struct oc_dyn_head {
+    int32_t dense;             /* 1: too few queries to estimate from (a Q_BOUNDARY modality with fewer
+                                  than 64 queries in the call): its rows run dense */
     int32_t n_vertical, n_slash;
     const int32_t *vertical;   /* ascending key positions */
     const int32_t *slash;      /* ascending offsets o = p - j (negative: keys after the query) */
@@ -54,7 +65,9 @@ typedef struct oc_dyn_head {
 
 typedef struct oc_attn_dyn {   /* the struct tag is named in attn_call.h */
     int32_t n_head;
-    const oc_dyn_head *heads;  /* [n_head]; heads that are not dynamic have zero counts */
+    const oc_dyn_head *heads;  /* [n_head]; heads that are not dynamic have zero counts; a Q_BOUNDARY
+                                  head's text modality */
+    const oc_dyn_head *heads_vision;   /* [n_head]: a Q_BOUNDARY head's vision modality */
 } oc_attn_dyn;
 
 /* ---- the pieces, for tests and calibration ---------------------------------------------------- */
@@ -74,6 +87,15 @@ void oc_dyn_grid_search(const float *vertical, int32_t n, int32_t fixed_stride, 
 /* The keys [*j0, *j1) the grid search views for a prompt of n keys (see above); only their column
  * scores are read, so the estimate computes no others for a Grid head. [alloc: no] */
 void oc_dyn_grid_view(int32_t n, int32_t fixed_stride, int32_t max_stride, int32_t *j0, int32_t *j1);
+
+/* One head's index from its raw estimate (oc_attn_dyn_scores' layout: vertical[0..n_kv) column
+ * scores, slash[0..2 n_kv - 1) diagonal scores, offset o at o + n_kv - 1; a Grid head reads only the
+ * columns of oc_dyn_grid_view): the Vertical-Slash top-k (offset 0 forced) or the Grid search.
+ * idx holds 3 n_kv int32 (the head's arrays point into it), work 2 n_kv int32, grid 2 n_kv doubles.
+ * The one choice both executors make: the CPU (dyn_build.c) and OpenCL (opencl/cl_attn.c, from
+ * the device's estimate). [alloc: no] */
+void oc_dyn_choose(const oc_head_pattern *pat, int32_t n_kv, const float *vertical, const float *slash, int32_t *idx,
+                   int32_t *work, double *grid, oc_dyn_head *out);
 
 /* Q-Boundary / 2D-Boundary permutation (mminference.txt Sec. 3.2, Alg. 2-3): the tokens grouped by
  * modality, stably: perm[start[m] .. start[m + 1]) lists the positions of modality m in order.

@@ -2,9 +2,11 @@
  * oc_attn_run: the online estimate of A^ from the last 64 queries (mminference.txt Sec. 4.1, C.3),
  * computed tile by tile with the same ISA micro-kernels as the engine (attn_kernels.h), then the
  * Vertical-Slash top-k or the Grid search (dyn_index.c). One task per dynamic head, each writing
- * only its own index, so the result does not depend on the thread count. Nothing is allocated:
- * everything lives in the caller's block of oc_attn_dyn_bytes bytes:
- *   header | heads[n_head] | per head: vertical[n_kv], slash[2 n_kv] (int32) | per thread: work */
+ * only its own index, so the result does not depend on the thread count. A Q_BOUNDARY head gets
+ * one index per modality, each from that modality's last 64 query rows (dyn.h). Nothing is
+ * allocated: everything lives in the caller's block of oc_attn_dyn_bytes bytes:
+ *   header | heads[n_head] | heads_vision[n_head] | per head and modality: vertical[n_kv],
+ *   slash[2 n_kv] (int32) | per thread: work */
 #include "attention/attn.h"
 #include "attention/attn_kernels.h"
 #include "attention/mask.h"
@@ -19,9 +21,9 @@
 /* ---- memory layout ------------------------------------------------------------------------------ */
 
 typedef struct dyn_geom {
-    size_t off_heads, off_idx, off_threads, thread_bytes, total;
-    size_t idx_per_head;   /* int32 per head: n_kv vertical + 2 n_kv slash */
-    size_t t_qt, t_qptr, t_kt, t_kptr, t_s, t_m, t_l, t_m2, t_l2, t_alpha, t_vs, t_ss, t_work, t_grid;
+    size_t off_heads, off_heads_vision, off_idx, off_threads, thread_bytes, total;
+    size_t idx_per_head;   /* int32 per head and modality: n_kv vertical + 2 n_kv slash */
+    size_t t_qt, t_qptr, t_kt, t_kptr, t_s, t_m, t_l, t_m2, t_l2, t_alpha, t_vs, t_ss, t_work, t_grid, t_rows;
 } dyn_geom;
 
 static size_t take(size_t *off, size_t n_bytes) {
@@ -39,8 +41,9 @@ static int dyn_geom_init(dyn_geom *g, const oc_attn_dims *dims, int n_threads) {
     size_t off = 0;
     take(&off, sizeof(oc_attn_dyn));
     g->off_heads = take(&off, (size_t)dims->n_head * sizeof(oc_dyn_head));
+    g->off_heads_vision = take(&off, (size_t)dims->n_head * sizeof(oc_dyn_head));
     g->idx_per_head = 3 * nkv;
-    g->off_idx = take(&off, (size_t)dims->n_head * g->idx_per_head * sizeof(int32_t));
+    g->off_idx = take(&off, (size_t)dims->n_head * OC_N_MODALITIES * g->idx_per_head * sizeof(int32_t));
     g->off_threads = off;
     size_t t = 0;
     g->t_qt = take(&t, OC_DYN_LAST_Q * d * sizeof(float));
@@ -57,6 +60,7 @@ static int dyn_geom_init(dyn_geom *g, const oc_attn_dims *dims, int n_threads) {
     g->t_ss = take(&t, 2 * nkv * sizeof(float));
     g->t_work = take(&t, 2 * nkv * sizeof(int32_t));
     g->t_grid = take(&t, 2 * nkv * sizeof(double));
+    g->t_rows = take(&t, 2 * OC_DYN_LAST_Q * sizeof(int32_t));
     g->thread_bytes = t;
     size_t threads;
     if (!oc_mul_size(t, (size_t)n_threads, &threads) || !oc_add_size(off, threads, &g->total)) return 0;
@@ -76,6 +80,7 @@ typedef struct est_work {
     const void **kptr;
     int32_t *work;
     double *grid;
+    int32_t *rows, *pos;   /* [64] each: the estimate's query rows and their positions */
 } est_work;
 
 static est_work est_work_at(const dyn_geom *g, unsigned char *base, int thread) {
@@ -95,34 +100,38 @@ static est_work est_work_at(const dyn_geom *g, unsigned char *base, int thread) 
     w.ss = (float *)(b + g->t_ss);
     w.work = (int32_t *)(b + g->t_work);
     w.grid = (double *)(b + g->t_grid);
+    w.rows = (int32_t *)(b + g->t_rows);
+    w.pos = w.rows + OC_DYN_LAST_Q;
     return w;
 }
 
-/* Keys [j0, j0 + nk) against the estimate rows: S^T (nk x 64, base-2 scaled scores), causal cut. */
+/* Keys [j0, j0 + nk) against the estimate rows: S^T (nk x 64, base-2 scaled scores), causal cut
+ * (row c sits at position pos[c], ascending). */
 static void score_tile(const oc_attn_call *a, const oc_attn_kernels *kn, est_work *w, const unsigned char *kbase,
-                       int64_t ks, int32_t j0, int32_t nk, int32_t p0) {
+                       int64_t ks, int32_t j0, int32_t nk) {
     for (int32_t t = 0; t < nk; t++) w->kptr[t] = kbase + (int64_t)(j0 + t) * ks;
     kn->convert_rows(w->kt, w->kptr, nk, a->head_dim, a->kv_dtype);
     kn->gemm(nk, OC_DYN_LAST_Q, a->head_dim, w->kt, a->head_dim, 1, w->qt, w->s, OC_DYN_LAST_Q, 0);
     if (a->mask != OC_ATTN_CAUSAL) return;
     for (int32_t t = 0; t < nk; t++)
-        for (int32_t c = 0; c < OC_DYN_LAST_Q && j0 + t > p0 + c; c++) w->s[t * OC_DYN_LAST_Q + c] = -INFINITY;
+        for (int32_t c = 0; c < OC_DYN_LAST_Q && j0 + t > w->pos[c]; c++) w->s[t * OC_DYN_LAST_Q + c] = -INFINITY;
 }
 
 /* Column and diagonal scores of head h: vs[j] = sum_r A^[r, j], ss[o + n_kv - 1] =
- * sum_r A^[r, p_r - o]. The rows are the last 64 queries of the call. Pass 2 (the scores) covers
- * the keys [lo2, hi2) only (whole tiles, so pass 1's maxima hold exactly); the rest of vs is 0, and
- * ss is computed only when slash is set (a Grid head reads the columns of its view alone). */
+ * sum_r A^[r, p_r - o]. The rows are w->rows[0..64) (ascending; the last 64 queries of the call, or
+ * of one modality), at positions w->pos. Pass 2 (the scores) covers the keys [lo2, hi2) only (whole
+ * tiles, so pass 1's maxima hold exactly); the rest of vs is 0, and ss is computed only when slash
+ * is set (a Grid head reads the columns of its view alone). */
 static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_attn_kernels *kn, est_work *w,
                      int32_t h, int32_t lo2, int32_t hi2, int slash) {
     int32_t n_kv = a->n_kv, d = a->head_dim, g = h / (a->n_head / a->n_head_kv);
-    int32_t i0 = a->n_q - OC_DYN_LAST_Q, p0 = a->q_offset + i0;
     int64_t eb = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
     const unsigned char *kbase = (const unsigned char *)mem->k + (a->k_off + (int64_t)g * a->k_stride_head) * eb;
     int64_t ks = a->k_stride_token * eb;
-    int32_t key_end = a->mask == OC_ATTN_CAUSAL ? OC_MIN(n_kv, p0 + OC_DYN_LAST_Q) : n_kv;
+    for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) w->pos[c] = a->q_offset + w->rows[c];
+    int32_t key_end = a->mask == OC_ATTN_CAUSAL ? OC_MIN(n_kv, w->pos[OC_DYN_LAST_Q - 1] + 1) : n_kv;
     for (int32_t c = 0; c < OC_DYN_LAST_Q; c++)
-        w->qptr[c] = mem->q + a->q_off + (int64_t)(i0 + c) * a->q_stride_token + (int64_t)h * a->q_stride_head;
+        w->qptr[c] = mem->q + a->q_off + (int64_t)w->rows[c] * a->q_stride_token + (int64_t)h * a->q_stride_head;
     kn->pack_qt(w->qt, w->qptr, OC_DYN_LAST_Q, OC_DYN_LAST_Q, d, a->scale * LOG2E);
     for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
         w->m[c] = -INFINITY;
@@ -131,7 +140,7 @@ static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_at
     /* pass 1: each row's max and sum, online */
     for (int32_t j0 = 0; j0 < key_end; j0 += EST_TILE) {
         int32_t nk = OC_MIN(EST_TILE, key_end - j0);
-        score_tile(a, kn, w, kbase, ks, j0, nk, p0);
+        score_tile(a, kn, w, kbase, ks, j0, nk);
         kn->softmax_cols(w->s, OC_DYN_LAST_Q, nk, OC_DYN_LAST_Q, w->m, w->l, w->alpha);
     }
     /* pass 2: the same tiles again; softmax_cols with the final max gives 2^(s - m) exactly (the
@@ -142,7 +151,7 @@ static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_at
     for (int32_t o = 0; slash && o < 2 * n_kv - 1; o++) w->ss[o] = 0.0f;
     for (int32_t j0 = lo2 - lo2 % EST_TILE; j0 < OC_MIN(key_end, hi2); j0 += EST_TILE) {
         int32_t nk = OC_MIN(EST_TILE, key_end - j0);
-        score_tile(a, kn, w, kbase, ks, j0, nk, p0);
+        score_tile(a, kn, w, kbase, ks, j0, nk);
         for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
             w->m2[c] = w->m[c];
             w->l2[c] = 0.0f;
@@ -156,7 +165,7 @@ static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_at
                 for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
                     float p = row[c] * inv_l[c];
                     col += p;
-                    w->ss[p0 + c - j + n_kv - 1] += p;
+                    w->ss[w->pos[c] - j + n_kv - 1] += p;
                 }
             } else {
                 for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) col += row[c] * inv_l[c];
@@ -174,38 +183,59 @@ typedef struct build_ctx {
     const oc_attn_kernels *kern;
     dyn_geom g;
     unsigned char *base;
-    oc_dyn_head *heads;
+    oc_dyn_head *heads, *heads_vision;
 } build_ctx;
 
-static int head_is_dynamic(const oc_attn_call *a, int32_t h) {
-    return a->patterns && oc_pattern_is_dynamic(a->patterns[h].kind);
+/* The modality of query row i (dyn.h): vision inside an image span of the layout. */
+static int row_modality(const oc_attn_call *a, int32_t i) {
+    int64_t p = (int64_t)a->q_offset + i;
+    return a->layout && p < oc_layout_n_tokens(a->layout) && oc_layout_image_at(a->layout, (int32_t)p) >= 0
+               ? OC_MODALITY_VISION
+               : OC_MODALITY_TEXT;
+}
+
+/* The last 64 query rows (of modality m; m < 0: any) into w->rows ascending; 0 when there are fewer. */
+static int last_rows(const oc_attn_call *a, int m, est_work *w) {
+    int32_t n = 0;
+    for (int32_t i = a->n_q - 1; i >= 0 && n < OC_DYN_LAST_Q; i--)
+        if (m < 0 || row_modality(a, i) == m) w->rows[OC_DYN_LAST_Q - 1 - n++] = i;
+    return n == OC_DYN_LAST_Q;
+}
+
+/* Plain pattern pat's index into out from the rows in w->rows; idx: 3 n_kv int32. */
+static void build_one(build_ctx *x, est_work *w, int32_t h, const oc_head_pattern *pat, int32_t *idx, oc_dyn_head *out) {
+    int32_t n_kv = x->a->n_kv, lo2 = 0, hi2 = n_kv;
+    if (pat->kind == OC_PATTERN_GRID) oc_dyn_grid_view(n_kv, pat->grid_stride, pat->grid_max_stride, &lo2, &hi2);
+    estimate(x->a, x->mem, x->kern, w, h, lo2, hi2, pat->kind == OC_PATTERN_VERTICAL_SLASH);
+    oc_dyn_choose(pat, n_kv, w->vs, w->ss, idx, w->work, w->grid, out);
 }
 
 static void build_task(void *ctx, int64_t task, int thread) {
     build_ctx *x = ctx;
     const oc_attn_call *a = x->a;
     int32_t h = (int32_t)task, n_kv = a->n_kv;
-    oc_dyn_head *out = &x->heads[h];
-    memset(out, 0, sizeof *out);
-    out->stride = 1;
-    if (!head_is_dynamic(a, h) || n_kv == 0) return;
+    oc_dyn_head *out[OC_N_MODALITIES] = { &x->heads[h], &x->heads_vision[h] };
+    for (int m = 0; m < OC_N_MODALITIES; m++) {
+        memset(out[m], 0, sizeof *out[m]);
+        out[m]->stride = 1;
+    }
+    if (!a->patterns || !oc_pattern_needs_index(&a->patterns[h]) || n_kv == 0) return;
     est_work w = est_work_at(&x->g, x->base, thread);
     const oc_head_pattern *pat = &a->patterns[h];
-    int32_t lo2 = 0, hi2 = n_kv;
-    if (pat->kind == OC_PATTERN_GRID) oc_dyn_grid_view(n_kv, pat->grid_stride, pat->grid_max_stride, &lo2, &hi2);
-    estimate(a, x->mem, x->kern, &w, h, lo2, hi2, pat->kind == OC_PATTERN_VERTICAL_SLASH);
-    int32_t *idx = (int32_t *)(x->base + x->g.off_idx) + (size_t)h * x->g.idx_per_head;
-    if (pat->kind == OC_PATTERN_VERTICAL_SLASH) {
-        int32_t *vert = idx, *slash = idx + n_kv;
-        out->n_vertical = oc_dyn_top_k(w.vs, n_kv, pat->n_vertical, -1, w.work, vert);
-        /* offset 0 sits at index n_kv - 1 of the diagonal scores (dyn.h: always kept) */
-        int32_t n_s = oc_dyn_top_k(w.ss, 2 * n_kv - 1, pat->n_slash, n_kv - 1, w.work, slash);
-        for (int32_t k = 0; k < n_s; k++) slash[k] -= n_kv - 1;
-        out->n_slash = n_s;
-        out->vertical = vert;
-        out->slash = slash;
-    } else {
-        oc_dyn_grid_search(w.vs, n_kv, pat->grid_stride, pat->grid_max_stride, w.grid, &out->stride, &out->phase);
+    int32_t *idx = (int32_t *)(x->base + x->g.off_idx) + (size_t)h * OC_N_MODALITIES * x->g.idx_per_head;
+    if (pat->kind != OC_PATTERN_Q_BOUNDARY) {
+        last_rows(a, -1, &w);
+        build_one(x, &w, h, pat, idx, out[0]);
+        return;
+    }
+    for (int m = 0; m < OC_N_MODALITIES; m++) {   /* Alg. 2: each modality from its own last queries */
+        oc_head_pattern sub = oc_pattern_modal(pat, m);
+        if (!oc_pattern_is_dynamic(sub.kind)) continue;
+        if (!last_rows(a, m, &w)) {
+            out[m]->dense = 1;
+            continue;
+        }
+        build_one(x, &w, h, &sub, idx + (size_t)m * x->g.idx_per_head, out[m]);
     }
 }
 
@@ -215,7 +245,7 @@ static oc_status check_build(const oc_attn_call *a, const oc_attn_host *mem, oc_
     oc_status st = oc_attn_check_call(a, mem, 0, err);
     if (st != OC_OK) return st;
     for (int32_t h = 0; a->patterns && h < a->n_head; h++)
-        if (oc_pattern_is_dynamic(a->patterns[h].kind) && !oc_attn_wants_dyn(a))
+        if (oc_pattern_needs_index(&a->patterns[h]) && !oc_attn_wants_dyn(a))
             return oc_fail(err, OC_ERR_INVALID, "attn dyn: %d queries, the estimate needs at least %d", (int)a->n_q,
                            OC_DYN_LAST_Q);
     *kern = oc_attn_kernels_for(isa);
@@ -244,9 +274,11 @@ oc_status oc_attn_dyn_build(const oc_attn_call *a, const oc_attn_host *mem, oc_i
     x.kern = kern;
     x.base = dyn_mem;
     x.heads = (oc_dyn_head *)(x.base + x.g.off_heads);
+    x.heads_vision = (oc_dyn_head *)(x.base + x.g.off_heads_vision);
     oc_attn_dyn *dyn = dyn_mem;
     dyn->n_head = a->n_head;
     dyn->heads = x.heads;
+    dyn->heads_vision = x.heads_vision;
     oc_pool_run(pool, a->n_head, build_task, &x);
     *out = dyn;
     return OC_OK;
@@ -267,6 +299,7 @@ oc_status oc_attn_dyn_scores(const oc_attn_call *a, const oc_attn_host *mem, oc_
     if (!dyn_geom_init(&g, &dims, 1) || !dyn_mem || dyn_bytes < g.total || (uintptr_t)dyn_mem % OC_MEM_ALIGN)
         return oc_fail(err, OC_ERR_INVALID, "attn dyn: memory too small for these dimensions");
     est_work w = est_work_at(&g, dyn_mem, 0);
+    last_rows(a, -1, &w);
     estimate(a, mem, kern, &w, head, 0, a->n_kv, 1);
     memcpy(vertical, w.vs, (size_t)a->n_kv * sizeof(float));
     memcpy(slash, w.ss, (size_t)(2 * a->n_kv - 1) * sizeof(float));

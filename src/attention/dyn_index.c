@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* NaN ranks last so a bad score can never break the ordering the selection relies on. */
 static float rank_of(float x) { return x == x ? x : -INFINITY; }
@@ -56,24 +57,31 @@ int32_t oc_dyn_top_k(const float *score, int32_t n, int32_t k, int32_t force, in
 /* The best phase of stride s over the viewed columns view[0..n_view) (key j0 + t at t) and its
  * score: how far the mean column score of the keys j = f (mod s) stands above the view's mean, in
  * standard errors, (mean_f - mean) * sqrt(count_f) (the common deviation left out); lowest f on
- * ties; -inf when no phase has a key there. sums: s doubles. */
-static double best_phase(const double *view, int32_t j0, int32_t n_view, int32_t s, double mean, double *sums,
-                         int32_t *phase) {
-    for (int32_t f = 0; f < s; f++) sums[f] = 0.0;
-    int32_t f0 = j0 % s;   /* the phase of the view's first key */
-    for (int32_t t = 0, f = f0; t < n_view;) {   /* one period at a time: a branch-free inner loop */
-        int32_t m = OC_MIN(s - f, n_view - t);
-        for (int32_t u = 0; u < m; u++) sums[f + u] += view[t + u];
-        t += m;
-        f = 0;
+ * ties; -inf when no phase has a key there. sums: s doubles.
+ * A phase's count is q + 1 or q (q = n_view / s: the phases whose first key comes before
+ * n_view % s have one more), and the score grows with the sum among phases of one count, so only
+ * the largest sum of each count is scored: two divisions and square roots per stride. */
+static double best_phase(const double *restrict view, int32_t j0, int32_t n_view, int32_t s, double mean,
+                         double *restrict sums, int32_t *phase) {
+    for (int32_t r = 0; r < s; r++) sums[r] = 0.0;
+    for (int32_t t = 0; t < n_view; t += s) {   /* sums[r]: keys t = r (mod s) of the view */
+        int32_t m = OC_MIN(s, n_view - t);
+        const double *v = view + t;
+        for (int32_t u = 0; u < m; u++) sums[u] += v[u];
     }
+    int32_t q = n_view / s, rem = n_view % s, f0 = j0 % s;
     double best = -INFINITY;
-    for (int32_t f = 0; f < s; f++) {
-        int32_t first = f >= f0 ? f - f0 : f - f0 + s;   /* the phase's first key, as an index into view */
-        if (first >= n_view) continue;
-        double count = (double)((n_view - 1 - first) / s + 1);
-        double score = (sums[f] / count - mean) * sqrt(count);
-        if (score > best) { best = score; *phase = f; }
+    for (int g = 0; g < 2; g++) {   /* g 0: the phases r < rem (count q + 1); g 1: the rest (count q) */
+        int32_t r0 = g ? rem : 0, r1 = g ? s : rem, count = g ? q : q + 1, bf = -1;
+        if (count < 1) continue;
+        double bs = -INFINITY;
+        for (int32_t r = r0; r < r1; r++) {
+            int32_t f = r + f0 < s ? r + f0 : r + f0 - s;   /* the phase of view index r */
+            if (sums[r] > bs || (sums[r] == bs && f < bf)) { bs = sums[r]; bf = f; }
+        }
+        if (bf < 0) continue;
+        double score = (bs / count - mean) * sqrt((double)count);
+        if (score > best || (score == best && bf < *phase)) { best = score; *phase = bf; }
     }
     return best;
 }
@@ -119,6 +127,25 @@ void oc_dyn_grid_search(const float *vertical, int32_t n, int32_t fixed_stride, 
             *stride = s;
             *phase = f;
         }
+    }
+}
+
+void oc_dyn_choose(const oc_head_pattern *pat, int32_t n_kv, const float *vertical, const float *slash, int32_t *idx,
+                   int32_t *work, double *grid, oc_dyn_head *out) {
+    memset(out, 0, sizeof *out);
+    out->stride = 1;
+    if (n_kv < 1) return;
+    if (pat->kind == OC_PATTERN_VERTICAL_SLASH) {
+        int32_t *vert = idx, *sl = idx + n_kv;
+        out->n_vertical = oc_dyn_top_k(vertical, n_kv, pat->n_vertical, -1, work, vert);
+        /* offset 0 sits at index n_kv - 1 of the diagonal scores (dyn.h: always kept) */
+        int32_t n_s = oc_dyn_top_k(slash, 2 * n_kv - 1, pat->n_slash, n_kv - 1, work, sl);
+        for (int32_t k = 0; k < n_s; k++) sl[k] -= n_kv - 1;
+        out->n_slash = n_s;
+        out->vertical = vert;
+        out->slash = sl;
+    } else if (pat->kind == OC_PATTERN_GRID) {
+        oc_dyn_grid_search(vertical, n_kv, pat->grid_stride, pat->grid_max_stride, grid, &out->stride, &out->phase);
     }
 }
 

@@ -50,13 +50,22 @@ oc_status oc_mask_check(const oc_attn_call *a, const char *who, oc_error *err) {
     return OC_OK;
 }
 
+/* A plain dynamic pattern's index is well formed (dense: a Q_BOUNDARY modality that runs dense). */
+static int index_ok(oc_pattern_kind kind, const oc_dyn_head *dh) {
+    if (dh->dense) return 1;
+    if (kind == OC_PATTERN_GRID) return dh->stride >= 1 && dh->phase >= 0 && dh->phase < dh->stride;
+    if (kind == OC_PATTERN_VERTICAL_SLASH)
+        return dh->n_vertical >= 0 && dh->n_slash >= 0 && (!dh->n_vertical || dh->vertical) && (!dh->n_slash || dh->slash);
+    return 1;
+}
+
 oc_status oc_mask_check_dyn(const oc_attn_call *a, int need_index, const char *who, oc_error *err) {
     int n_dynamic = 0;
-    for (int32_t h = 0; a->patterns && h < a->n_head; h++) n_dynamic += oc_pattern_is_dynamic(a->patterns[h].kind);
+    for (int32_t h = 0; a->patterns && h < a->n_head; h++) n_dynamic += oc_pattern_needs_index(&a->patterns[h]);
     if (!n_dynamic || a->n_q < OC_DYN_LAST_Q) return OC_OK;   /* none, or all run dense (decode) */
     if (a->mask != OC_ATTN_CAUSAL && a->mask != OC_ATTN_BIDIRECTIONAL)
-        return oc_fail(err, OC_ERR_INVALID, "%s: vertical-slash and grid heads need a causal or bidirectional base",
-                       who);
+        return oc_fail(err, OC_ERR_INVALID, "%s: vertical-slash, grid and q-boundary heads with them need a causal "
+                       "or bidirectional base", who);
     if ((int64_t)a->q_offset + a->n_q > a->n_kv)
         return oc_fail(err, OC_ERR_INVALID, "%s: vertical-slash and grid heads need the queries' own keys "
                        "(q_offset %d + n_q %d > n_kv %d)", who, (int)a->q_offset, (int)a->n_q, (int)a->n_kv);
@@ -65,13 +74,15 @@ oc_status oc_mask_check_dyn(const oc_attn_call *a, int need_index, const char *w
         return oc_fail(err, OC_ERR_INVALID, "%s: vertical-slash or grid heads but no index for this call "
                        "(oc_attn_dyn_build)", who);
     for (int32_t h = 0; h < a->n_head; h++) {
-        const oc_dyn_head *dh = &a->dyn->heads[h];
-        if (a->patterns[h].kind == OC_PATTERN_GRID && (dh->stride < 1 || dh->phase < 0 || dh->phase >= dh->stride))
-            return oc_fail(err, OC_ERR_INVALID, "%s: head %d grid index stride %d phase %d", who, (int)h,
-                           (int)dh->stride, (int)dh->phase);
-        if (a->patterns[h].kind == OC_PATTERN_VERTICAL_SLASH &&
-            (dh->n_vertical < 0 || dh->n_slash < 0 || (dh->n_vertical && !dh->vertical) || (dh->n_slash && !dh->slash)))
-            return oc_fail(err, OC_ERR_INVALID, "%s: head %d vertical-slash index is broken", who, (int)h);
+        const oc_head_pattern *p = &a->patterns[h];
+        int ok = 1;
+        if (p->kind == OC_PATTERN_Q_BOUNDARY && oc_pattern_needs_index(p)) {
+            ok = a->dyn->heads_vision != NULL && index_ok(p->modal[OC_MODALITY_TEXT].kind, &a->dyn->heads[h]) &&
+                 index_ok(p->modal[OC_MODALITY_VISION].kind, &a->dyn->heads_vision[h]);
+        } else {
+            ok = index_ok(p->kind, &a->dyn->heads[h]);
+        }
+        if (!ok) return oc_fail(err, OC_ERR_INVALID, "%s: head %d has a broken dynamic index", who, (int)h);
     }
     return OC_OK;
 }
@@ -102,6 +113,10 @@ int32_t oc_mask_classify(const oc_attn_call *a, const oc_head_pattern *pat, int3
     cls->sinks = cls->intra = 0;
     if (pat && pat->kind == OC_PATTERN_VERTICAL_SLASH)   /* the rows of one block share its diagonal runs */
         end = OC_MIN(end, (p / OC_DYN_BLOCK + 1) * OC_DYN_BLOCK);
+    if (pat && pat->kind == OC_PATTERN_Q_BOUNDARY) {   /* runs of one modality (dyn.h) */
+        int m = a->layout && p < oc_layout_n_tokens(a->layout) && oc_layout_image_at(a->layout, (int32_t)p) >= 0;
+        if (pat->modal[m].kind == OC_PATTERN_VERTICAL_SLASH) end = OC_MIN(end, (p / OC_DYN_BLOCK + 1) * OC_DYN_BLOCK);
+    }
     if (a->mask == OC_ATTN_SEGMENTS) {
         int32_t s = segment_find(a->segments, a->n_segments, (int32_t)p);
         if (s < a->n_segments && a->segments[s].start <= p) {
@@ -113,12 +128,12 @@ int32_t oc_mask_classify(const oc_attn_call *a, const oc_head_pattern *pat, int3
             if (s < a->n_segments) end = OC_MIN(end, (int64_t)a->segments[s].start);
         }
     }
-    if ((!pat || is_blindsight(pat->kind)) && a->layout) {
+    if ((!pat || is_blindsight(pat->kind) || pat->kind == OC_PATTERN_Q_BOUNDARY) && a->layout) {
         int32_t img = oc_layout_image_at(a->layout, (int32_t)p);
         if (img >= 0) {
             cls->image = img;
-            cls->sinks = pat && pat->kind != OC_PATTERN_INTRA_IMAGE;
-            cls->intra = pat && pat->kind != OC_PATTERN_SINK;
+            cls->sinks = pat && is_blindsight(pat->kind) && pat->kind != OC_PATTERN_INTRA_IMAGE;
+            cls->intra = pat && is_blindsight(pat->kind) && pat->kind != OC_PATTERN_SINK;
             end = OC_MIN(end, (int64_t)oc_layout_image_span(a->layout, img).end);
         } else {
             int32_t next = oc_layout_next_image(a->layout, (int32_t)p);

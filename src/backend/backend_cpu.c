@@ -173,7 +173,7 @@ static oc_status cpu_attention(oc_backend *be, const oc_attn_call *a, const oc_a
         return OC_ERR_INVALID;
     int dynamic = 0;
     for (int32_t h = 0; a->patterns && h < a->n_head && !dynamic; h++)
-        dynamic = oc_pattern_is_dynamic(a->patterns[h].kind);
+        dynamic = oc_pattern_needs_index(&a->patterns[h]);
     if (!dynamic || !oc_attn_wants_dyn(a))
         return oc_attn_run(a, &mem, c->isa, c->pool, c->attn_scratch, c->attn_scratch_bytes, stats, err);
     /* a prefill with vertical-slash / grid heads: their index from this prompt first (dyn.h) */

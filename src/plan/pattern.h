@@ -11,9 +11,14 @@
  *   GRID                MMInference (mminference.txt Sec. 3.1, Alg. 1, Table 3): lines every `stride`
  *                       tokens (horizontal: whole query rows; vertical: key columns; slash:
  *                       diagonals), stride and phase found per prompt from the last 64 queries
- * VERTICAL_SLASH and GRID are prefill patterns (MMInference sparsifies the pre-filling stage only):
- * their index is built from the prompt at run time (attention/dyn.h) and a call with fewer queries
- * than that estimate uses (decode) runs them dense. A_SHAPE is static and applies in decode too: a
+ *   Q_BOUNDARY          MMInference (mminference.txt Sec. 3.2, Alg. 2, App. C.4): the queries
+ *                       grouped by modality (text, vision: the token layout's image spans), each
+ *                       modality with its own pattern (dense, A_SHAPE, VERTICAL_SLASH or GRID:
+ *                       modal[]) over all keys, a dynamic one indexed from that modality's own last
+ *                       64 queries ("the final segment of each modality's queries")
+ * VERTICAL_SLASH, GRID and Q_BOUNDARY are prefill patterns (MMInference sparsifies the pre-filling
+ * stage only): their index is built from the prompt at run time (attention/dyn.h) and a call with
+ * fewer queries than that estimate uses (decode) runs them dense. A_SHAPE is static and applies in decode too: a
  * stated choice, since its window is also a KV policy (StreamingLLM) and needs no estimate.
  * Per-head KV budgets (SparseMM) and lazy-layer groups (Q-Cache) live beside the pattern in the
  * plan, not here. */
@@ -30,8 +35,20 @@ typedef enum oc_pattern_kind {
     OC_PATTERN_A_SHAPE,
     OC_PATTERN_VERTICAL_SLASH,
     OC_PATTERN_GRID,
+    OC_PATTERN_Q_BOUNDARY,
     OC_PATTERN_COUNT
 } oc_pattern_kind;
+
+/* Q_BOUNDARY's modalities: query rows of the layout's image spans are vision, the rest text. */
+#define OC_MODALITY_TEXT 0
+#define OC_MODALITY_VISION 1
+#define OC_N_MODALITIES 2
+
+/* One modality's pattern inside a Q_BOUNDARY head: the fields of oc_head_pattern of that kind. */
+typedef struct oc_modal_pattern {
+    oc_pattern_kind kind;   /* DENSE, A_SHAPE, VERTICAL_SLASH or GRID */
+    int32_t n_sink, n_local, n_vertical, n_slash, grid_stride, grid_max_stride, grid_lines;
+} oc_modal_pattern;
 
 typedef struct oc_head_pattern {
     oc_pattern_kind kind;
@@ -42,6 +59,7 @@ typedef struct oc_head_pattern {
     int32_t grid_stride;    /* GRID: a fixed stride (Table 3's frame_stride), or 0: search 2..max */
     int32_t grid_max_stride;   /* GRID: largest stride the search tries (Table 3: 1024) */
     int32_t grid_lines;     /* GRID: OC_GRID_HLINE | OC_GRID_VLINE | OC_GRID_SLASH, at least one */
+    oc_modal_pattern modal[OC_N_MODALITIES];   /* Q_BOUNDARY: text, vision (else all zero) */
 } oc_head_pattern;
 
 /* Grid line kinds (Table 3's use-hline, use-vline, use-slash flags). */
@@ -49,22 +67,75 @@ typedef struct oc_head_pattern {
 #define OC_GRID_VLINE 2
 #define OC_GRID_SLASH 4
 
+/* How an executor runs a head pattern (attn.h oc_attn_pattern_exec for the CPU engine, cl_attn.h
+ * oc_cl_attn_pattern_exec for OpenCL): what `ocellus plan` reports per backend. */
+typedef enum oc_pattern_exec {
+    OC_EXEC_DENSE = 0,     /* the pattern is not executed: the head runs dense */
+    OC_EXEC_SPARSE,        /* sparse in prefill and decode */
+    OC_EXEC_PREFILL        /* sparse in prefill (calls of >= 64 queries), dense in decode */
+} oc_pattern_exec;
+
 /* 1 for the patterns whose index is built per prompt (VERTICAL_SLASH, GRID). */
 static inline int oc_pattern_is_dynamic(oc_pattern_kind kind) {
     return kind == OC_PATTERN_VERTICAL_SLASH || kind == OC_PATTERN_GRID;
+}
+
+/* 1 for the prefill-only patterns (pattern.h's header): the dynamic kinds and Q_BOUNDARY. */
+static inline int oc_pattern_is_prefill(oc_pattern_kind kind) {
+    return oc_pattern_is_dynamic(kind) || kind == OC_PATTERN_Q_BOUNDARY;
+}
+
+/* 1 when a head of pattern p needs a per-prompt index in prefill (attention/dyn.h): a dynamic kind,
+ * or a Q_BOUNDARY head with a dynamic modality pattern. */
+static inline int oc_pattern_needs_index(const oc_head_pattern *p) {
+    if (p->kind == OC_PATTERN_Q_BOUNDARY) {
+        int any = 0;
+        for (int m = 0; m < OC_N_MODALITIES; m++) any |= oc_pattern_is_dynamic(p->modal[m].kind);
+        return any;
+    }
+    return oc_pattern_is_dynamic(p->kind);
+}
+
+/* Modality m's pattern of a Q_BOUNDARY head as a plain head pattern. */
+static inline oc_head_pattern oc_pattern_modal(const oc_head_pattern *p, int m) {
+    const oc_modal_pattern *s = &p->modal[m];
+    oc_head_pattern q = { s->kind, s->n_sink, s->n_local, s->n_vertical, s->n_slash, s->grid_stride,
+                          s->grid_max_stride, s->grid_lines, { { OC_PATTERN_DENSE, 0, 0, 0, 0, 0, 0, 0 },
+                                                               { OC_PATTERN_DENSE, 0, 0, 0, 0, 0, 0, 0 } } };
+    return q;
+}
+
+/* The modal pattern holding plain pattern q's kind and sizes. */
+static inline oc_modal_pattern oc_pattern_to_modal(const oc_head_pattern *q) {
+    oc_modal_pattern s = { q->kind, q->n_sink, q->n_local, q->n_vertical, q->n_slash, q->grid_stride,
+                           q->grid_max_stride, q->grid_lines };
+    return s;
 }
 
 /* 1 when an executor can run p: a known kind, for A_SHAPE n_sink >= 0 and n_local >= 1, for
  * VERTICAL_SLASH n_vertical >= 0 and n_slash >= 1, for GRID a stride >= 1 or a max stride >= 2 to
  * search and at least one line kind (the sizes of the other kinds are not read). Plans are stricter
  * (plan.h oc_plan_validate). */
-static inline int oc_pattern_valid(const oc_head_pattern *p) {
+static inline int oc_pattern_valid_plain(const oc_head_pattern *p) {
     if ((int)p->kind < 0 || p->kind >= OC_PATTERN_COUNT) return 0;
     if (p->kind == OC_PATTERN_A_SHAPE) return p->n_sink >= 0 && p->n_local >= 1;
     if (p->kind == OC_PATTERN_VERTICAL_SLASH) return p->n_vertical >= 0 && p->n_slash >= 1;
     if (p->kind == OC_PATTERN_GRID)
         return p->grid_stride >= 0 && (p->grid_stride > 0 || p->grid_max_stride >= 2) && p->grid_lines >= 1 &&
                p->grid_lines <= (OC_GRID_HLINE | OC_GRID_VLINE | OC_GRID_SLASH);
+    return p->kind != OC_PATTERN_Q_BOUNDARY;
+}
+
+/* ... and for Q_BOUNDARY each modality's pattern valid and of kind DENSE, A_SHAPE, VERTICAL_SLASH or
+ * GRID. */
+static inline int oc_pattern_valid(const oc_head_pattern *p) {
+    if (p->kind != OC_PATTERN_Q_BOUNDARY) return oc_pattern_valid_plain(p);
+    for (int m = 0; m < OC_N_MODALITIES; m++) {
+        oc_head_pattern q = oc_pattern_modal(p, m);
+        if (!(q.kind == OC_PATTERN_DENSE || q.kind == OC_PATTERN_A_SHAPE || oc_pattern_is_dynamic(q.kind)) ||
+            !oc_pattern_valid_plain(&q))
+            return 0;
+    }
     return 1;
 }
 
@@ -75,6 +146,12 @@ static inline int oc_pattern_valid(const oc_head_pattern *p) {
 static inline int oc_pattern_same(const oc_head_pattern *p, const oc_head_pattern *q) {
     if (p->kind != q->kind) return 0;
     switch (p->kind) {
+    case OC_PATTERN_Q_BOUNDARY:
+        for (int m = 0; m < OC_N_MODALITIES; m++) {
+            oc_head_pattern a = oc_pattern_modal(p, m), b = oc_pattern_modal(q, m);
+            if (!oc_pattern_same(&a, &b)) return 0;
+        }
+        return 1;
     case OC_PATTERN_A_SHAPE: return p->n_sink == q->n_sink && p->n_local == q->n_local;
     case OC_PATTERN_VERTICAL_SLASH: return p->n_vertical == q->n_vertical && p->n_slash == q->n_slash;
     case OC_PATTERN_GRID:

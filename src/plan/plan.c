@@ -41,6 +41,8 @@
  *              | "a-shape(sink=" N ",local=" N ")"              e.g. a-shape(sink=128,local=1024)
  *              | "vertical-slash(vertical=" N ",slash=" N ")"   version 2, e.g. (1000, 1024) of Table 3
  *              | "grid(stride=" ( N | "auto" ) ",lines=" LINES ",max-stride=" N ")"      version 2
+ *              | "q-boundary(text=" MODAL ",vision=" MODAL ")"   version 2, decoder only
+ *   MODAL      = "dense" | an a-shape, vertical-slash or grid PATTERN
  *   LINES      = "h" | "v" | "s" | "h+v" | "h+s" | "v+s" | "h+v+s"  horizontal, vertical, slash lines
  *   BUDGET     = N | "full"                                   tokens kept, or the whole cache
  *   N          = decimal digits, no sign;   FRACTION = digits [ "." 1 to 6 digits ]
@@ -361,6 +363,42 @@ static oc_status parse_grid(parser *ps, tok t, oc_head_pattern *out) {
     return parse_int(ps, v[2], "grid max-stride", 2, OC_PLAN_MAX_TOKENS, &out->grid_max_stride);
 }
 
+static oc_status parse_pattern(parser *ps, oc_plan_stack stack, tok t, oc_head_pattern *out);
+
+/* q-boundary(text=P,vision=P): each P is a pattern token with parentheses of its own, so the two
+ * parts split at the one comma outside them. */
+static oc_status parse_q_boundary(parser *ps, oc_plan_stack stack, tok t, oc_head_pattern *out) {
+    static const char usage[] = "q-boundary(text=P,vision=P), P dense, a-shape(..), vertical-slash(..) or grid(..)";
+    static const char *const keys[OC_N_MODALITIES] = { "text=", "vision=" };
+    const char *p = t.p + 11, *end = t.p + t.n;   /* after "q-boundary(" */
+    if (t.n == 10) return fail(ps, "q-boundary needs its patterns: %s", usage);
+    if (t.n < 12 || t.p[10] != '(' || end[-1] != ')') return fail(ps, "bad q-boundary '%s' (expected %s)", show(t).s, usage);
+    end--;
+    for (int m = 0; m < OC_N_MODALITIES; m++) {
+        size_t n_key = strlen(keys[m]);
+        if ((size_t)(end - p) < n_key || memcmp(p, keys[m], n_key) != 0)
+            return fail(ps, "bad q-boundary '%s' (expected %s)", show(t).s, usage);
+        p += n_key;
+        const char *stop = p;
+        int depth = 0;
+        while (stop < end && (depth > 0 || *stop != ',')) {
+            depth += *stop == '(' ? 1 : *stop == ')' ? -1 : 0;
+            stop++;
+        }
+        if (stop == p || (m + 1 < OC_N_MODALITIES) != (stop < end))
+            return fail(ps, "bad q-boundary '%s' (expected %s)", show(t).s, usage);
+        oc_head_pattern sub;
+        oc_status st = parse_pattern(ps, stack, (tok){ p, (size_t)(stop - p) }, &sub);
+        if (st != OC_OK) return st;
+        if (!(sub.kind == OC_PATTERN_DENSE || sub.kind == OC_PATTERN_A_SHAPE || oc_pattern_is_dynamic(sub.kind)))
+            return fail(ps, "q-boundary's %s pattern is %s (expected dense, a-shape, vertical-slash or grid)",
+                        m ? "vision" : "text", oc_plan_pattern_name(sub.kind));
+        out->modal[m] = oc_pattern_to_modal(&sub);
+        p = stop + 1;
+    }
+    return OC_OK;
+}
+
 static int starts(tok t, const char *word) {
     size_t n = strlen(word);
     return t.n >= n && memcmp(t.p, word, n) == 0 && (t.n == n || t.p[n] == '(');
@@ -376,17 +414,22 @@ static oc_status parse_pattern(parser *ps, oc_plan_stack stack, tok t, oc_head_p
     if (kind == OC_PATTERN_COUNT && t.n >= 7 && memcmp(t.p, "a-shape", 7) == 0) {
         st = parse_a_shape(ps, t, out);
         kind = OC_PATTERN_A_SHAPE;
-    } else if (kind == OC_PATTERN_COUNT && (starts(t, "vertical-slash") || starts(t, "grid"))) {
-        kind = starts(t, "grid") ? OC_PATTERN_GRID : OC_PATTERN_VERTICAL_SLASH;
+    } else if (kind == OC_PATTERN_COUNT && (starts(t, "vertical-slash") || starts(t, "grid") || starts(t, "q-boundary"))) {
+        kind = starts(t, "grid") ? OC_PATTERN_GRID : starts(t, "q-boundary") ? OC_PATTERN_Q_BOUNDARY
+                                                                             : OC_PATTERN_VERTICAL_SLASH;
         if (ps->version < 2)
             return fail(ps, "pattern '%s' needs format version 2 (the header 'ocellus-plan 2')",
                         oc_plan_pattern_name(kind));
-        st = kind == OC_PATTERN_GRID ? parse_grid(ps, t, out) : parse_vertical_slash(ps, t, out);
+        if (kind == OC_PATTERN_Q_BOUNDARY && !oc_plan_pattern_allowed(stack, kind))
+            return fail(ps, "pattern 'q-boundary' is for decoder heads only (it groups queries by the prompt's "
+                        "text and image spans)");
+        st = kind == OC_PATTERN_GRID ? parse_grid(ps, t, out)
+           : kind == OC_PATTERN_Q_BOUNDARY ? parse_q_boundary(ps, stack, t, out) : parse_vertical_slash(ps, t, out);
     }
     if (st != OC_OK) return st;
     if (kind == OC_PATTERN_COUNT)
         return fail(ps, "unknown pattern '%s' (expected dense, sink, intra-image, intra-image+sink, a-shape%s)",
-                    show(t).s, ps->version >= 2 ? ", vertical-slash, grid" : "");
+                    show(t).s, ps->version >= 2 ? ", vertical-slash, grid, q-boundary" : "");
     if (!oc_plan_pattern_allowed(stack, kind))
         return fail(ps, "pattern '%s' is for decoder heads only (BlindSight masks need text and image "
                     "spans); vision heads take dense, a-shape, vertical-slash or grid", show(t).s);

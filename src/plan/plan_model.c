@@ -7,7 +7,7 @@
 #include <string.h>
 
 static const char *const pattern_names[OC_PATTERN_COUNT] = {
-    "dense", "sink", "intra-image", "intra-image+sink", "a-shape", "vertical-slash", "grid",
+    "dense", "sink", "intra-image", "intra-image+sink", "a-shape", "vertical-slash", "grid", "q-boundary",
 };
 
 /* Indexed by OC_GRID_* bits: h = horizontal, v = vertical, s = slash lines. */
@@ -21,7 +21,7 @@ int oc_plan_format_version(const oc_plan *plan) {
     for (int s = 0; s < OC_PLAN_N_STACKS; s++) {
         const oc_stack_plan *sp = &plan->stacks[s];
         for (size_t i = 0; i < (size_t)sp->shape.n_layers * (size_t)sp->shape.n_heads; i++)
-            if (oc_pattern_is_dynamic(sp->heads[i].kind)) return 2;
+            if (oc_pattern_is_prefill(sp->heads[i].kind)) return 2;
     }
     return 1;
 }
@@ -43,11 +43,32 @@ const char *oc_plan_lazy_mode_name(oc_lazy_mode mode) { return mode == OC_LAZY_V
 int oc_plan_pattern_allowed(oc_plan_stack stack, oc_pattern_kind kind) {
     if ((unsigned)kind >= OC_PATTERN_COUNT) return 0;
     return stack == OC_PLAN_DECODER || kind == OC_PATTERN_DENSE || kind == OC_PATTERN_A_SHAPE ||
-           oc_pattern_is_dynamic(kind);
+           oc_pattern_is_dynamic(kind);   /* q-boundary: text and image spans, decoder only */
 }
 
-/* NULL when a pattern's sizes fit its kind (and every field another kind owns is 0). */
+/* NULL when a pattern's sizes fit its kind (and every field another kind owns is 0); a q-boundary
+ * head's own sizes are 0 and its modal patterns are checked as patterns of their kinds. */
+static const char *plain_problem(const oc_head_pattern *p);
+
 const char *oc_plan_pattern_problem(const oc_head_pattern *p) {
+    static const oc_modal_pattern zero;
+    if (p->kind != OC_PATTERN_Q_BOUNDARY) {
+        for (int m = 0; m < OC_N_MODALITIES; m++)
+            if (memcmp(&p->modal[m], &zero, sizeof zero)) return "modal patterns on a head that is not q-boundary";
+        return plain_problem(p);
+    }
+    const char *why = plain_problem(p);
+    if (why) return why;
+    for (int m = 0; m < OC_N_MODALITIES; m++) {
+        oc_head_pattern q = oc_pattern_modal(p, m);
+        if (!(q.kind == OC_PATTERN_DENSE || q.kind == OC_PATTERN_A_SHAPE || oc_pattern_is_dynamic(q.kind)))
+            return "a q-boundary modality pattern that is not dense, a-shape, vertical-slash or grid";
+        if ((why = plain_problem(&q))) return why;
+    }
+    return NULL;
+}
+
+static const char *plain_problem(const oc_head_pattern *p) {
     int ashape = p->kind == OC_PATTERN_A_SHAPE, vs = p->kind == OC_PATTERN_VERTICAL_SLASH, grid = p->kind == OC_PATTERN_GRID;
     if (ashape ? p->n_sink < 0 || p->n_sink > OC_PLAN_MAX_TOKENS || p->n_local < 1 || p->n_local > OC_PLAN_MAX_TOKENS
                : p->n_sink != 0 || p->n_local != 0)

@@ -37,7 +37,14 @@ static void put_ppm(out *o, int32_t ppm) {
 
 static void put_pattern(out *o, const oc_head_pattern *p) {
     put(o, oc_plan_pattern_name(p->kind));
-    if (p->kind == OC_PATTERN_A_SHAPE) {
+    if (p->kind == OC_PATTERN_Q_BOUNDARY) {
+        for (int m = 0; m < OC_N_MODALITIES; m++) {
+            oc_head_pattern q = oc_pattern_modal(p, m);
+            put(o, m ? ",vision=" : "(text=");
+            put_pattern(o, &q);
+        }
+        put(o, ")");
+    } else if (p->kind == OC_PATTERN_A_SHAPE) {
         put(o, "(sink=");
         put_int(o, p->n_sink);
         put(o, ",local=");
@@ -267,7 +274,9 @@ static void put_stack(out *o, const oc_stack_plan *s, oc_plan_stack stack) {
 static const char *const header_comment_v2 =
     "# version 2: vertical-slash(vertical=V,slash=S) and grid(stride=N|auto,lines=h+v+s,max-stride=M)\n"
     "#   (MMInference, prefill only: V key columns and S diagonals, or lines every N tokens, chosen\n"
-    "#   per prompt from the last 64 queries; decode runs these heads dense)\n";
+    "#   per prompt from the last 64 queries; decode runs these heads dense);\n"
+    "#   q-boundary(text=P,vision=P): one such pattern (or dense, a-shape) per query modality, each\n"
+    "#   indexed from that modality's last 64 queries (decoder only)\n";
 
 /* The fixed comment block: enough for a reader without the docs. */
 static const char *const header_comment =

@@ -32,7 +32,9 @@ static void usage(FILE *f) {
             "  --items N              prompts (default 100); --seed S item stream (default 2000002,\n"
             "                         neither a training seed of the demo model nor eval's 1000001)\n"
             "  --images-per-item A-B  images per prompt within 1..8 (default 1-8); --side PX (default 112)\n"
-            "  --methods LIST         comma list of blindsight, sparsemm, qcache, zipvl, vision (default: all)\n"
+            "  --methods LIST         comma list of blindsight, sparsemm, qcache, zipvl, vision, mminference\n"
+            "                         (default: all but mminference; blindsight and mminference both choose the\n"
+            "                         decoder's head patterns, so at most one of them)\n"
             "  -o FILE                the plan to write\n"
             "  --report FILE          per-head statistics: NMSE and votes, visual scores, JS divergences\n"
             "  -t N                   threads for the model (default: all CPUs; the plan does not depend on it)\n"
@@ -44,6 +46,12 @@ static void usage(FILE *f) {
             "  layers per lazy block (default 3); mode vla (the paper's recommendation)\n"
             "ZipVL (zipvl.txt Eq. 6-7, Sec. 5.3.2): tau 0.975 per layer, lowered to 0.97 (the knee) only in\n"
             "  layers where that keeps >= 10%% fewer important tokens on the calibration prompts\n"
+            "MMInference (mminference.txt App. A Alg. 4, C.5 Table 3): per decoder head the candidate of\n"
+            "  Table 3 (grid with a fixed stride of one image's tokens or searched up to 1024, a-shape (128,\n"
+            "  1024..4096), vertical-slash (1000..3500, 200..4096)) whose attention output is closest to dense\n"
+            "  (mean NMSE over the prompts, each run by the engine with its per-prompt index); the prompt must\n"
+            "  be one forward call of >= 64 tokens. --mminf-scale F multiplies Table 3's sizes (default 1:\n"
+            "  the table is for ~25K-token prompts; e.g. 0.01 for the demo's ~150)\n"
             "Vision encoder (ours): per head the cheapest of local(P/4), a-shape(P/16,P/4), a-shape(P/16,P/2)\n"
             "  for the calibration images' P patches with output NMSE < alpha, dense when > gamma_d of the\n"
             "  images need it; the sizes fit images of the calibration size\n"
@@ -84,6 +92,7 @@ static int parse_methods(const char *s, unsigned *out) {
         else if (n == 6 && !strncmp(s, "qcache", n)) m |= OC_CALIB_QCACHE;
         else if (n == 5 && !strncmp(s, "zipvl", n)) m |= OC_CALIB_ZIPVL;
         else if (n == 6 && !strncmp(s, "vision", n)) m |= OC_CALIB_VISION;
+        else if (n == 11 && !strncmp(s, "mminference", n)) m |= OC_CALIB_MMINFERENCE;
         else return 0;
         s += n + (s[n] == ',');
     }
@@ -190,6 +199,10 @@ static void calibration_text(char *buf, size_t n_bytes, const oc_calib_params *c
         add_word(buf, n_bytes, "zipvl_tau_low_gain", v);
     }
     if (cp->methods & OC_CALIB_VISION) add_word(buf, n_bytes, "vision", "nested-a-shape");
+    if (cp->methods & OC_CALIB_MMINFERENCE) {
+        snprintf(v, sizeof v, "table3:scale=%g", cp->mminf_scale);
+        add_word(buf, n_bytes, "mminference", v);
+    }
     if (cp->methods & OC_CALIB_QCACHE) {
         snprintf(v, sizeof v, "%g", cp->qc_epsilon);
         add_word(buf, n_bytes, "epsilon", v);
@@ -234,6 +247,7 @@ int oc_tool_calibrate(int argc, char **argv) {
         else if (!strcmp(a, "--gamma-d")) ok = parse_double(v, 0, 1, &cp.bs_gamma_d);
         else if (!strcmp(a, "--gamma-s")) ok = parse_double(v, 0, 1, &cp.bs_gamma_s);
         else if (!strcmp(a, "--gamma-i")) ok = parse_double(v, 0, 1, &cp.bs_gamma_i);
+        else if (!strcmp(a, "--mminf-scale")) ok = parse_double(v, 1e-6, 1, &cp.mminf_scale);
         else if (!strcmp(a, "--epsilon")) ok = parse_double(v, 1e-9, 1, &cp.qc_epsilon);
         else if (!strcmp(a, "--max-group")) ok = parse_ll(v, 2, OC_PLAN_MAX_LAYERS, &ll) && (cp.qc_max_group = (int32_t)ll, 1);
         else if (!strcmp(a, "--kv-budget")) {
@@ -246,6 +260,11 @@ int oc_tool_calibrate(int argc, char **argv) {
         if (!ok) { fprintf(stderr, "ocellus calibrate: bad value for %s: %s\n", a, v); return 2; }
     }
     if (!out_path || !suite == !data_dir) { usage(stderr); return 2; }
+    if ((cp.methods & OC_CALIB_BLINDSIGHT) && (cp.methods & OC_CALIB_MMINFERENCE)) {
+        fprintf(stderr, "ocellus calibrate: blindsight and mminference both choose the decoder's head patterns: "
+                        "ask for one of them\n");
+        return 2;
+    }
     if (max_images && !data_dir) {
         fprintf(stderr, "ocellus calibrate: --max-images is for --data (the suite's is --images-per-item)\n");
         return 2;

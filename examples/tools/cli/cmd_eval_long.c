@@ -28,6 +28,11 @@ static void usage(FILE *f) {
             "                         list; default all)\n"
             "  --max-images N         images per item 8..N, N in 8..32 (default 32)\n"
             "  --plan FILE            attention plan (default: dense attention)\n"
+            "  --prefill-chunk N|all  prompt tokens per prefill call (default 256); all: the whole prompt\n"
+            "                         in one call, so MMInference's vertical-slash / grid / q-boundary\n"
+            "                         heads index the prompt once from its last 64 queries, as in the\n"
+            "                         paper and in ocellus calibrate (each chunk of N >= 64 rows indexes\n"
+            "                         itself from its own last 64 queries)\n"
             "  --json FILE            also write the numbers as JSON\n"
             "  -t N                   threads (default: all CPUs)\n"
             OC_TOOL_BACKEND_HELP("            ")
@@ -148,6 +153,7 @@ int oc_tool_eval_long(int argc, char **argv) {
     int verbose = 0, n_threads = 0;
     long long n_items = 500, max_images = OC_LONG_MAX_IMAGES, v_ll;
     unsigned long long seed = 1000001;
+    long long chunk = 256;   /* --prefill-chunk; 0: all */
     uint32_t types = 0;
     oc_backend_choice backend = OC_BACKEND_CPU;
     for (int i = 1; i < argc; i++) {
@@ -168,6 +174,8 @@ int oc_tool_eval_long(int argc, char **argv) {
         else if (!strcmp(a, "--max-images") && parse_ll(v, OC_LONG_MIN_IMAGES, OC_LONG_MAX_IMAGES, &max_images)) i++;
         else if (!strcmp(a, "--types") && (types = parse_types(v)) != 0) i++;
         else if (!strcmp(a, "-t") && parse_ll(v, 1, 1024, &v_ll)) { n_threads = (int)v_ll; i++; }
+        else if (!strcmp(a, "--prefill-chunk") && !strcmp(v, "all")) { chunk = 0; i++; }
+        else if (!strcmp(a, "--prefill-chunk") && parse_ll(v, 1, 1 << 20, &v_ll)) { chunk = v_ll; i++; }
         else { fprintf(stderr, "ocellus eval: bad option or value: %s %s\n", a, v); return 2; }
     }
     if (!text_path || !mmproj) return fail("the long suite needs -m TEXT.gguf --mmproj MMPROJ.gguf (examples/long/)");
@@ -180,6 +188,7 @@ int oc_tool_eval_long(int argc, char **argv) {
     cp.max_context_tokens = (int32_t)max_images * (max_tokens_per_image + 10) + 512;
     if (cp.max_image_tokens < max_tokens_per_image) cp.max_image_tokens = max_tokens_per_image;
     if (cp.min_image_tokens > 64) cp.min_image_tokens = 64;
+    cp.batch_tokens = chunk && chunk < cp.max_context_tokens ? (int32_t)chunk : cp.max_context_tokens;
     cp.n_threads = n_threads;
     cp.plan_path = plan;
     cp.backend = backend;

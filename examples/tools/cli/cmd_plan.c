@@ -1,10 +1,12 @@
 /* cmd_plan.c: `ocellus plan [show] FILE [--check-shape L,H,KV,D] [--check-vision L,H,D] [--svg OUT]
  * [--kv-budget N -o OUT]`: reads an attention plan, prints what it holds (how it was made, shapes,
- * heads per pattern per stack, budgets, ZipVL layers, lazy groups), whether the runtime executes
+ * heads per pattern per stack, budgets, ZipVL layers, lazy groups), how each backend runs each
+ * pattern (asked of the executors: attn.h oc_attn_pattern_exec, cl_attn.h), whether the runtime executes
  * each section (it refuses impossible combinations of the KV cache methods on one layer), given a
  * model shape whether the plan fits it, draws it as SVG, or re-budgets its SparseMM kv heads from
  * its visual scores. Exit 1 on a bad plan. */
 #include "tools/tools.h"
+#include "attention/attn.h"
 #include "kvcache/kv_cache.h"
 #include "plan/plan.h"
 #include "tools/calib.h"
@@ -42,6 +44,25 @@ static int parse_numbers(const char *s, int32_t *v, int n) {
     return 1;
 }
 
+#if OC_HAVE_OPENCL
+#include "opencl/cl_attn.h"
+#endif
+
+static const char *exec_name(oc_pattern_exec e) {
+    return e == OC_EXEC_SPARSE ? "executes" : e == OC_EXEC_PREFILL ? "executes in prefill (decode runs them dense)"
+                                                                   : "runs them dense";
+}
+
+/* "; runtime: CPU executes, OpenCL ..." for pattern kind k, asked of the executors themselves. */
+static void print_exec(oc_pattern_kind k) {
+    printf("; runtime: CPU %s", exec_name(oc_attn_pattern_exec(k)));
+#if OC_HAVE_OPENCL
+    printf(", OpenCL %s", exec_name(oc_cl_attn_pattern_exec(k)));
+#else
+    printf(", OpenCL not built");
+#endif
+}
+
 static void print_stack(const oc_plan *plan, oc_plan_stack stack) {
     const oc_stack_plan *s = &plan->stacks[stack];
     const char *name = oc_plan_stack_name(stack);
@@ -56,21 +77,19 @@ static void print_stack(const oc_plan *plan, oc_plan_stack stack) {
     printf(", head dim %d\n", (int)s->shape.head_dim);
     for (int k = 0; k < OC_PATTERN_COUNT; k++) {
         if (!st.n_per_pattern[k]) continue;
-        printf("  %-18s %5d heads  %5.1f%%\n", oc_plan_pattern_name((oc_pattern_kind)k),
-               (int)st.n_per_pattern[k], 100.0 * st.n_per_pattern[k] / st.n_heads);
+        printf("  %-18s %5d heads  %5.1f%%", oc_plan_pattern_name((oc_pattern_kind)k), (int)st.n_per_pattern[k],
+               100.0 * st.n_per_pattern[k] / st.n_heads);
+        if (k != OC_PATTERN_DENSE) print_exec((oc_pattern_kind)k);
+        printf("\n");
     }
-    int32_t n_dyn = st.n_per_pattern[OC_PATTERN_VERTICAL_SLASH] + st.n_per_pattern[OC_PATTERN_GRID];
-    int32_t n_static = st.n_sparse - n_dyn, n_on_zipvl = 0;
+    int32_t n_dyn = st.n_per_pattern[OC_PATTERN_VERTICAL_SLASH] + st.n_per_pattern[OC_PATTERN_GRID], n_on_zipvl = 0;
     for (int32_t l = 0; s->zipvl_tau_ppm && l < s->shape.n_layers; l++)
         for (int32_t h = 0; s->zipvl_tau_ppm[l] && h < s->shape.n_heads; h++)
             n_on_zipvl += s->heads[(size_t)l * (size_t)s->shape.n_heads + (size_t)h].kind != OC_PATTERN_DENSE;
     printf("  %-18s %5d heads  %5.1f%%\n", "sparse (not dense)", (int)st.n_sparse, 100.0 * st.n_sparse / st.n_heads);
-    if (n_static)
-        printf("    %d with fixed patterns; runtime: CPU executes, OpenCL executes\n", (int)n_static);
-    if (n_dyn)
-        printf("    %d vertical-slash / grid; runtime: CPU executes%s, OpenCL runs them dense\n", (int)n_dyn,
-               stack == OC_PLAN_DECODER ? " in prefill (decode runs them dense)"
-                                        : " (full-attention encoders; refused for Qwen2.5-VL's windows)");
+    if (stack == OC_PLAN_VISION && n_dyn)
+        printf("    vertical-slash / grid in the vision encoder: full-attention encoders only (refused for "
+               "Qwen2.5-VL's windows)\n");
     if (stack == OC_PLAN_DECODER && n_on_zipvl)
         printf("    %d of them on zipvl-tau layers: not applied there (prefill attends over ZipVL's set densely)\n",
                (int)n_on_zipvl);
