@@ -172,11 +172,19 @@ static oc_status memory_bytes(const oc_model *m, const oc_context_params *p, con
     part = oc_text_ctx_bytes(m->text, &lim, &spec, n_threads);
     if (!part || !oc_add_size(total, part, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
     if (m->vision && p->max_images > 0) {
-        part = oc_vision_ctx_bytes_backend(m->vision, 4 * p->max_image_tokens, spec.kind, n_threads);
+        part = oc_vision_ctx_bytes_backend(m->vision, 4 * p->max_image_tokens, &spec, n_threads);
         if (!part || !oc_add_size(total, part, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
+        /* on a device, the text context's image store and its zero word (open_engines) */
+        part = oc_backend_buffer_bytes(kind, 1, 0) + oc_backend_buffer_bytes(kind, sizeof(int32_t), 0);
+        if (kind != OC_BACKEND_KIND_CPU && !oc_add_size(total, part, &total))
+            return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
     }
-    /* the context's encode scratch (the model's tokenizer is shared) */
-    if (!oc_add_size(total, oc_tok_scratch_memory_bytes(), &total))
+    /* the device both graphs share (none on the CPU) */
+    if (!oc_add_size(total, oc_backend_device_host_bytes(kind), &total))
+        return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
+    /* the context's encode scratch (the model's tokenizer is shared) and its copy of the plan */
+    if (!oc_add_size(total, oc_tok_scratch_memory_bytes(), &total) ||
+        !oc_add_size(total, oc_plan_memory_bytes(plan), &total))
         return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
     /* the context struct, its thread pool, the prompt arrays (ids + 3 position streams, image
      * spans) and the sampler's arrays, each block as oc_mem_alloc asks for it (+ OC_MEM_ALIGN) */
