@@ -143,7 +143,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     for (int i = 0; i < 2; i++) {
         oc_context_params cp;
         oc_context_params_default(&cp);
-        cp.max_context_tokens = 128;
+        cp.max_context_tokens = 256;
         cp.max_images = 2;
         cp.max_image_tokens = 16;
         cp.n_threads = 1;
