@@ -226,6 +226,11 @@ typedef struct oc_context_params {
     int64_t max_image_pixels;     /* the buffer oc_ask decodes oc_request.image_paths into: this
                                      many RGB8 pixels (default 0: none, images come as pixels);
                                      larger images are decoded at reduced scale to fit, or refused */
+    int32_t max_answer_tokens;    /* with a plan's SparseMM kv budgets: the room each budgeted
+                                     layer's KV cache keeps after the prompt (default 256), so the
+                                     cache is allocated at budget + this instead of the whole
+                                     context; an answer longer than it fails with OC_ERR_RANGE.
+                                     0: the whole context (no bound) */
 } oc_context_params;
 OC_API void oc_context_params_default(oc_context_params *params);
 /* The host bytes oc_context_open will allocate for these limits (KV cache, activations, scratch,
@@ -358,8 +363,11 @@ typedef struct oc_stats {
     size_t kv_bytes;              /* f16 keys and values the decoder's KV cache holds at the end of
                                      the request: after the plan's SparseMM / ZipVL eviction, without
                                      the keys Q-Cache GLA lazy layers share */
-    size_t kv_capacity_bytes;     /* what the KV cache buffers take (fixed at open, part of
-                                     context_bytes or device_bytes) */
+    size_t kv_capacity_bytes;     /* what the KV cache buffers take (fixed at open from the plan
+                                     and the context size, part of context_bytes or device_bytes):
+                                     with SparseMM budgets, each budgeted layer's budget +
+                                     max_answer_tokens rows plus the whole prompt of one layer
+                                     (or lazy group) at a time while it is prefilled */
     uint64_t peak_rss_bytes;      /* the whole process's peak resident set so far (0: unknown) */
 } oc_stats;
 OC_API void oc_context_get_stats(const oc_context *ctx, oc_stats *out);

@@ -4,7 +4,10 @@
 #define _GNU_SOURCE
 #include "port.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+static void apply_env(oc_cpu_features *f);
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cpuid.h>
@@ -45,6 +48,8 @@ void oc_port_cpu_features(oc_cpu_features *f) {
         f->avxvnni = ymm_ok && ((a1 >> 4) & 1);
         (void)b1; (void)c1; (void)d1;
     }
+    f->bf16_fast = 0;   /* opt-in for now: see port.h */
+    apply_env(f);
 }
 
 #elif defined(__aarch64__) && defined(__linux__)
@@ -59,6 +64,7 @@ void oc_port_cpu_features(oc_cpu_features *f) {
     f->i8mm = (hw2 >> 13) & 1;         /* HWCAP2_I8MM */
     f->bf16 = (hw2 >> 14) & 1;         /* HWCAP2_BF16 */
     strcpy(f->vendor, "arm64");
+    apply_env(f);
 }
 
 #elif defined(__aarch64__)
@@ -66,6 +72,7 @@ void oc_port_cpu_features(oc_cpu_features *f) {
     memset(f, 0, sizeof *f);
     f->neon = 1;
     strcpy(f->vendor, "arm64");
+    apply_env(f);
 }
 
 #elif defined(__arm__) && defined(__linux__)
@@ -78,11 +85,34 @@ void oc_port_cpu_features(oc_cpu_features *f) {
     unsigned long hw = getauxval(AT_HWCAP);
     f->neon = ((hw >> 12) & 1) && ((hw >> 16) & 1) && ((hw >> 1) & 1);  /* NEON, VFPv4, HALF */
     strcpy(f->vendor, "arm");
+    apply_env(f);
 }
 
 #else
 void oc_port_cpu_features(oc_cpu_features *f) {
     memset(f, 0, sizeof *f);
     strcpy(f->vendor, "unknown");
+    apply_env(f);
 }
 #endif
+
+/* OCELLUS_CPU_FEATURES (port.h): bit-fields cannot be addressed, so each name has a setter. */
+#define FEATURES(X) X(avx2) X(fma) X(f16c) X(avx512f) X(avx512bw) X(avx512vl) X(avx512dq) X(avx512vnni) \
+                    X(avx512bf16) X(avxvnni) X(bf16_fast) X(neon) X(dotprod) X(fp16) X(i8mm) X(bf16)
+
+static int set_feature(oc_cpu_features *f, const char *name, size_t len, unsigned on) {
+#define SET(n) if (len == sizeof #n - 1 && memcmp(name, #n, len) == 0) { f->n = on; return 1; }
+    FEATURES(SET)
+#undef SET
+    return 0;
+}
+
+static void apply_env(oc_cpu_features *f) {
+    const char *s = getenv("OCELLUS_CPU_FEATURES");
+    while (s && *s) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        if (len > 1 && (s[0] == '+' || s[0] == '-')) set_feature(f, s + 1, len - 1, s[0] == '+');
+        s = end ? end + 1 : NULL;
+    }
+}

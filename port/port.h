@@ -63,11 +63,23 @@ typedef struct oc_cpu_features {
     unsigned avx2 : 1, fma : 1, f16c : 1;
     unsigned avx512f : 1, avx512bw : 1, avx512vl : 1, avx512dq : 1;
     unsigned avx512vnni : 1, avx512bf16 : 1, avxvnni : 1;
+    /* not a CPUID bit: vdpbf16ps delivers at least the FP32 FMA FLOP rate, so F16 matrices of the
+     * vision encoder take the BF16 path (matmul.h). Never set by detection yet, only by
+     * OCELLUS_CPU_FEATURES=+bf16_fast: an Emerald Rapids core measured half the FMA rate, the
+     * Zen 4 of issue 22 (twice the rate, per the issue) was not available to measure, and the
+     * path moves the transformers end-to-end answer of test_model's random fixture (BENCHMARKS.md
+     * "Issue 22"). Candidate rule once measured: AMD with AVX512_BF16. */
+    unsigned bf16_fast : 1;
     /* aarch64 / armv7 */
     unsigned neon : 1, dotprod : 1, fp16 : 1, i8mm : 1, bf16 : 1;
     char vendor[16];
 } oc_cpu_features;
 
+/* Detects the features, then applies the environment variable OCELLUS_CPU_FEATURES when set: a
+ * comma-separated list of +name / -name (avx2 fma f16c avx512f avx512bw avx512vl avx512dq
+ * avx512vnni avx512bf16 avxvnni bf16_fast neon dotprod fp16 i8mm bf16) that adds or removes bits,
+ * for A/B measurements and for hypervisors that hide CPUID bits the CPU executes. Adding a feature
+ * the CPU lacks makes the kernels fault (SIGILL); unknown names are ignored. */
 void oc_port_cpu_features(oc_cpu_features *out);
 
 #endif /* OC_PORT_H */

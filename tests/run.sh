@@ -4,6 +4,13 @@
 # their reasons, and ends with exactly one line
 #   N passed, N failed[, N skipped]
 exec_prefix=$1; shift
+# A slow target: OC_TEST_SLOW=1 with scalar kernels only, 2 under an emulator (qemu). Tests that
+# would take minutes there run fewer model items (test_long.c, test_eval_long.sh, test_kv_runtime.c);
+# the native SIMD configurations run them all.
+OC_TEST_SLOW=0
+[ -f config.mk ] && ! grep -q '^HAVE_\(AVX2\|NEON\) = 1' config.mk && OC_TEST_SLOW=1
+[ -n "$exec_prefix" ] && OC_TEST_SLOW=2
+export OC_TEST_SLOW
 pass=0; fail=0; skip=0
 out=$(mktemp) || exit 1
 trap 'rm -f "$out"' EXIT INT TERM

@@ -2,7 +2,8 @@
 # test_calibrate_cli.sh: `ocellus calibrate` end to end on the demo model (a few prompts of the
 # built-in suite and of folders `ocellus scene` wrote, the long suite's too): the plan it writes loads, names its
 # calibration, the runtime takes it (`ocellus plan` exits 0), the same plan comes out with 1 and 2
-# threads, `ocellus plan show --svg` draws it, and bad arguments exit 2 with a message.
+# threads, `ocellus plan show --svg` draws it, `ocellus plan` says what each backend runs, and bad
+# arguments exit 2 with a message.
 . tests/support/testlib.sh
 bin=./ocellus
 
@@ -43,6 +44,19 @@ if run_target $bin plan show "$tmp_dir/t1.plan" --svg "$tmp_dir/p.svg" >/dev/nul
   pass plan_show_svg
 else
   fail plan_show_svg "no SVG written"
+fi
+
+# `ocellus plan` says per section what each backend runs (issue 19): VS / Grid dense on OpenCL,
+# the KV cache sections on both, ZipVL and lazy groups refused for the vision encoder
+mm=$(run_target $bin plan examples/plans/demo-mminference.plan 2>&1)
+kv=$(run_target $bin plan examples/plans/demo-kvcache.plan 2>&1)
+if printf '%s' "$mm" | grep -q 'vertical-slash / grid; runtime: CPU executes in prefill (decode runs them dense), OpenCL runs them dense' &&
+   printf '%s' "$kv" | grep -q 'kv budgets: .*runtime: CPU executes, OpenCL executes' &&
+   printf '%s' "$kv" | grep -q 'zipvl-tau: .*runtime: CPU executes, OpenCL executes' &&
+   printf '%s' "$kv" | grep -q 'lazy groups: .*runtime: CPU executes, OpenCL executes'; then
+  pass plan_says_what_each_backend_runs
+else
+  fail plan_says_what_each_backend_runs "$mm $kv"
 fi
 
 out=$(run_target $bin calibrate --suite demo --methods nonsense -o "$tmp_dir/x.plan" 2>&1); rc=$?

@@ -23,6 +23,30 @@ else
   fail eval_long_runs "ocellus eval --suite long did not report 2 items of the chosen types"
 fi
 
+# every method's plan runs on the long suite (issue 19: the long model's must-show 3 needs them):
+# SparseMM, ZipVL and Q-Cache alone (written here for the demo's shape), BlindSight and MMInference
+# (the example plans); each reports a KV cache and exits 0
+head='ocellus-plan 1
+shape decoder layers 6 heads 4 kv-heads 2 head-dim 64'
+printf '%s\ndecoder layer all kv-budget 64 96\n' "$head" >"$tmp_dir/sparsemm.plan"
+printf '%s\ndecoder layer all zipvl-tau 0.95\n' "$head" >"$tmp_dir/zipvl.plan"
+printf '%s\ndecoder lazy-group 1-2 mode vla\ndecoder lazy-group 3-5 mode gla\n' "$head" >"$tmp_dir/qcache.plan"
+# (on a slow target, tests/run.sh's OC_TEST_SLOW, ZipVL's alone: it is the one that changes prefill)
+plans="$tmp_dir/sparsemm.plan $tmp_dir/zipvl.plan $tmp_dir/qcache.plan examples/plans/demo-blindsight.plan
+       examples/plans/demo-mminference.plan"
+[ "${OC_TEST_SLOW:-0}" != 0 ] && plans="$tmp_dir/zipvl.plan"
+for plan in $plans; do
+  name=$(basename "$plan" .plan)
+  if run_target ./ocellus eval --suite long -m examples/demo/ocellus-demo.gguf --mmproj examples/demo/ocellus-demo-mmproj.gguf \
+       --items 1 --max-images 8 --types detail -t 2 --plan "$plan" >"$tmp_dir/out" 2>&1 &&
+     grep -q '^overall  *[0-9]  *1 ' "$tmp_dir/out" && grep -q 'KV cache at the end of decode' "$tmp_dir/out"; then
+    pass "eval_long_plan_$name"
+  else
+    sed 's/^/# /' "$tmp_dir/out" | tail -5
+    fail "eval_long_plan_$name" "ocellus eval --suite long --plan $plan did not run"
+  fi
+done
+
 run_target ./ocellus eval --suite long -m x --mmproj y --types nosuch >/dev/null 2>"$tmp_dir/err"
 rc=$?
 if [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp_dir/err")" -eq 1 ]; then pass eval_long_bad_type; else fail eval_long_bad_type "rc $rc"; fi

@@ -22,10 +22,11 @@
 
 #define DEMO "examples/demo/ocellus-demo.gguf"
 #define DEMO_MMPROJ "examples/demo/ocellus-demo-mmproj.gguf"
-#define N_PROMPT 70
+#define N_PROMPT 100
 #define N_DECODE 6
-#define CTX 96
+#define CTX 112
 #define CHUNK 16
+#define ANSWER (N_DECODE + 2)   /* the room a budgeted layer keeps after the prompt */
 
 typedef struct demo {
     oc_gguf *g;
@@ -60,7 +61,7 @@ static void demo_close(demo *t) {
 }
 
 static oc_text_ctx *open_ctx(demo *t, const oc_plan *plan, int n_threads, oc_pool **pool) {
-    oc_text_limits lim = { CTX, CHUNK, plan };
+    oc_text_limits lim = { CTX, CHUNK, plan, ANSWER };
     oc_text_ctx *ctx = NULL;
     oc_cpu_features cpu;
     oc_error e;
@@ -74,9 +75,23 @@ static oc_text_ctx *open_ctx(demo *t, const oc_plan *plan, int n_threads, oc_poo
     return ctx;
 }
 
-/* One forward call over tokens [s, s + n); masks: per-layer per-head masks or NULL. */
-static oc_status step(demo *t, oc_text_ctx *ctx, int32_t s, int32_t n, const oc_plan *plan, float *logits,
-                      const uint8_t *const *masks, int64_t mask_stride_head) {
+/* ZipVL's important sets T per layer, as the prefill chose them (oc_text_batch.on_zipvl). */
+typedef struct zsets {
+    int32_t n[OC_PLAN_MAX_LAYERS];   /* -1: the layer has none */
+    int32_t pos[8][N_PROMPT];
+} zsets;
+
+static void on_zipvl(void *user, int32_t layer, const int32_t *kept, int32_t n) {
+    zsets *z = user;
+    if (layer >= 8 || n > N_PROMPT) return;
+    z->n[layer] = n;
+    memcpy(z->pos[layer], kept, (size_t)n * sizeof(int32_t));
+}
+
+/* One forward call over tokens [s, s + n); masks: per-layer per-head masks or NULL; logits of
+ * every row when all; z: where ZipVL's sets go, or NULL. */
+static oc_status step_rows(demo *t, oc_text_ctx *ctx, int32_t s, int32_t n, const oc_plan *plan, float *logits,
+                           const uint8_t *const *masks, int64_t mask_stride_head, int all, zsets *z) {
     oc_text_batch b;
     memset(&b, 0, sizeof b);
     b.n_tokens = n;
@@ -88,10 +103,26 @@ static oc_status step(demo *t, oc_text_ctx *ctx, int32_t s, int32_t n, const oc_
     b.prompt_tokens = s < N_PROMPT ? N_PROMPT : 0;
     b.layer_masks = masks;
     b.layer_mask_stride_head = mask_stride_head;
+    b.all_logits = all;
+    if (z) {
+        b.on_zipvl = on_zipvl;
+        b.user = z;
+    }
     oc_error e;
     oc_status st = oc_text_forward(ctx, &b, NULL, &e);
     if (st) check_fail_at(__FILE__, __LINE__, "%s", e.message);
     return st;
+}
+
+static oc_status step(demo *t, oc_text_ctx *ctx, int32_t s, int32_t n, const oc_plan *plan, float *logits,
+                      const uint8_t *const *masks, int64_t mask_stride_head) {
+    return step_rows(t, ctx, s, n, plan, logits, masks, mask_stride_head, 0, NULL);
+}
+
+/* Tokens the next call takes from s: a context that prefills by layer takes the prompt whole. */
+static int32_t next_n(oc_text_ctx *ctx, int32_t s) {
+    if (s >= N_PROMPT) return 1;
+    return oc_text_ctx_prefills_by_layer(ctx) ? N_PROMPT - s : OC_MIN(CHUNK, N_PROMPT - s);
 }
 
 static oc_plan *new_plan(const oc_text_model *m, int32_t window) {
@@ -103,10 +134,14 @@ static oc_plan *new_plan(const oc_text_model *m, int32_t window) {
     return p;
 }
 
-/* Prefill both contexts in chunks, then decode N_DECODE tokens: `evict` runs its plan, `dense`
- * the plan without eviction (the same lazy groups) with every dropped key masked per head from
- * evict's book. Prefill logits must be bitwise equal (prefill is dense in both), decode logits
- * within rounding (the masked dense call tiles the keys differently). */
+/* Prefill both contexts, then decode N_DECODE tokens: `evict` runs its plan (the prompt whole,
+ * segment by segment, into staging and then its bounded regions), `dense` the plan without
+ * eviction (the same lazy groups) in chunks, with the sparse parts written out as explicit masks:
+ * in prefill, a ZipVL layer's rows in its set T attend causally over T and the other rows attend
+ * to nothing (output 0: zipvl.txt Alg. 1, Sec. 4.2); in decode, every dropped key masked per head
+ * from evict's book. Without ZipVL the prefill logits of every prompt row must be bitwise equal
+ * (by layer computes what by chunk does); otherwise, and in decode, within rounding (the masked
+ * dense call tiles the keys differently). */
 static void compare_with_masked_dense(const char *what, const oc_plan *evict_plan, const oc_plan *dense_plan,
                                       int32_t visual_from, int32_t visual_to) {
     demo t;
@@ -115,16 +150,49 @@ static void compare_with_masked_dense(const char *what, const oc_plan *evict_pla
     size_t V = (size_t)hp->n_vocab;
     oc_pool *pa, *pb;
     oc_text_ctx *a = open_ctx(&t, evict_plan, 2, &pa), *b = open_ctx(&t, dense_plan, 1, &pb);
-    float *la = malloc(V * 4), *lb = malloc(V * 4);
-    uint8_t *mask_rows = malloc((size_t)hp->n_layers * hp->n_head * CTX);
+    float *la = malloc(V * 4 * N_PROMPT), *lb = malloc(V * 4 * CHUNK);
+    uint8_t *mask_rows = malloc((size_t)hp->n_layers * (size_t)OC_MAX(hp->n_head, CHUNK) * CTX);
     const uint8_t *masks[OC_PLAN_MAX_LAYERS];
     if (!a || !b || !la || !lb || !mask_rows) goto done;
+    CHECKF(oc_text_ctx_prefills_by_layer(a) && !oc_text_ctx_prefills_by_layer(b), "%s: prefill modes", what);
+    zsets z;
+    for (int32_t l = 0; l < OC_PLAN_MAX_LAYERS; l++) z.n[l] = -1;
+    check_poison_f32(la, V * N_PROMPT);
+    if (step_rows(&t, a, 0, N_PROMPT, evict_plan, la, NULL, 0, 1, &z)) goto done;
+    int any_zipvl = 0, n_dropped = 0;
+    for (int32_t l = 0; l < hp->n_layers; l++) {
+        any_zipvl |= z.n[l] >= 0;
+        n_dropped += z.n[l] >= 0 ? N_PROMPT - z.n[l] : 0;
+    }
+    CHECKF(!any_zipvl || n_dropped > 0, "%s: ZipVL kept every token", what);
+    /* a sparse prefill differs from the masked dense one by rounding (1e-5 here) and that grows
+     * through the layers into decode; the same prefill unmasked is 0.4-0.9 away */
+    double tol = any_zipvl ? 1e-4 : 1e-5;
     for (int32_t s = 0; s < N_PROMPT; s += CHUNK) {
-        int32_t n = OC_MIN(CHUNK, N_PROMPT - s);
-        check_poison_f32(la, V);
-        check_poison_f32(lb, V);
-        if (step(&t, a, s, n, evict_plan, la, NULL, 0) || step(&t, b, s, n, dense_plan, lb, NULL, 0)) goto done;
-        CHECKF(!memcmp(la, lb, V * 4), "%s: prefill logits differ at chunk %d", what, s);
+        int32_t n = OC_MIN(CHUNK, N_PROMPT - s), n_kv = s + n;
+        for (int32_t l = 0; l < hp->n_layers; l++) {   /* Alg. 1 as a mask on the dense engine */
+            masks[l] = NULL;
+            if (z.n[l] < 0) continue;
+            uint8_t *m = mask_rows + (size_t)l * CHUNK * n_kv;
+            memset(m, 0, (size_t)n * (size_t)n_kv);
+            for (int32_t i = 0; i < z.n[l]; i++) {
+                int32_t p = z.pos[l][i];
+                if (p < s || p >= n_kv) continue;
+                for (int32_t j = 0; j <= i; j++) m[(size_t)(p - s) * n_kv + z.pos[l][j]] = 1;
+            }
+            masks[l] = m;
+        }
+        check_poison_f32(lb, V * CHUNK);
+        if (step_rows(&t, b, s, n, dense_plan, lb, any_zipvl ? masks : NULL, 0, 1, NULL)) goto done;
+        if (!any_zipvl) {
+            CHECKF(!memcmp(la + (size_t)s * V, lb, V * 4 * (size_t)n), "%s: prefill logits differ in chunk %d", what, s);
+            continue;
+        }
+        double *ref = malloc(V * (size_t)n * sizeof(double));
+        for (size_t i = 0; i < V * (size_t)n; i++) ref[i] = lb[i];
+        double e = check_rel_err_f32(la + (size_t)s * V, ref, V * (size_t)n);
+        free(ref);
+        CHECKF(e < tol, "%s: prefill chunk %d: relative error %.3g against the masked dense prefill", what, s, e);
     }
     int32_t n_evicted = 0;
     for (int32_t k = 0; k < N_DECODE; k++) {
@@ -148,7 +216,7 @@ static void compare_with_masked_dense(const char *what, const oc_plan *evict_pla
         for (size_t i = 0; i < V; i++) ref[i] = lb[i];
         double e = check_rel_err_f32(la, ref, V);
         free(ref);
-        CHECKF(e < 1e-5, "%s: decode step %d: relative error %.3g against masked dense", what, k, e);
+        CHECKF(e < tol, "%s: decode step %d: relative error %.3g against masked dense", what, k, e);
     }
     CHECKF(n_evicted > 0, "%s: nothing was evicted", what);
 done:
@@ -203,9 +271,22 @@ static void test_lazy_layers_follow_their_first_layer(void) {
         REQUIRE(oc_plan_add_lazy_group(d, OC_PLAN_DECODER, 1, 3, lm, &e) == OC_OK);
         p->stacks[OC_PLAN_DECODER].kv_budget_tokens[1 * 2 + 0] = 20;
         p->stacks[OC_PLAN_DECODER].kv_budget_tokens[1 * 2 + 1] = 30;
-        p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[4] = 950000;   /* both on layer 4 */
+        p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[4] = 850000;   /* both on layer 4 */
         p->stacks[OC_PLAN_DECODER].kv_budget_tokens[4 * 2 + 1] = 24;
         compare_with_masked_dense(mode ? "vla + sparsemm" : "gla + sparsemm", p, d, 20, 60);
+        oc_plan_free(p);
+        oc_plan_free(d);
+    }
+    /* a group whose first layer runs ZipVL's sparse prefill: its lazy layers attend over its T */
+    for (int mode = 0; mode < 2; mode++) {
+        oc_plan *p = new_plan(t.m, 8), *d = new_plan(t.m, 8);
+        REQUIRE(p && d);
+        oc_error e;
+        oc_lazy_mode lm = mode ? OC_LAZY_VLA : OC_LAZY_GLA;
+        REQUIRE(oc_plan_add_lazy_group(p, OC_PLAN_DECODER, 2, 4, lm, &e) == OC_OK);
+        REQUIRE(oc_plan_add_lazy_group(d, OC_PLAN_DECODER, 2, 4, lm, &e) == OC_OK);
+        for (int32_t l = 2; l <= 4; l++) p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[l] = 930000;
+        compare_with_masked_dense(mode ? "vla + zipvl" : "gla + zipvl", p, d, 20, 60);
         oc_plan_free(p);
         oc_plan_free(d);
     }
@@ -266,7 +347,9 @@ static void test_qcache_semantics(void) {
     }
 }
 
-/* Held bytes follow the rules; GLA lazy layers hold no K and their K cache is not allocated. */
+/* Held bytes follow the rules; the buffers are bounded up front (kvcache/kv_cache.h "Memory"):
+ * a budgeted layer's region holds its budget + the answer room, its prompt one staging slot of the
+ * context; GLA lazy layers hold no K and their K cache is not allocated. */
 static void test_kv_bytes(void) {
     demo t;
     if (!demo_open(&t, 0, 0)) return;
@@ -283,7 +366,7 @@ static void test_kv_bytes(void) {
         oc_pool *pool;
         oc_text_ctx *c = open_ctx(&t, plans[i], 1, &pool);
         REQUIRE(c);
-        for (int32_t s = 0; s < N_PROMPT; s += CHUNK) REQUIRE(!step(&t, c, s, OC_MIN(CHUNK, N_PROMPT - s), plans[i], logits, NULL, 0));
+        for (int32_t s = 0, n; s < N_PROMPT; s += n) REQUIRE(!step(&t, c, s, n = next_n(c, s), plans[i], logits, NULL, 0));
         oc_text_ctx_kv_bytes(c, &held[i], &cap[i]);
         oc_text_ctx_close(c);
         oc_pool_close(pool);
@@ -291,12 +374,47 @@ static void test_kv_bytes(void) {
     CHECKF(held[0] == N_PROMPT * row * L * H * 2, "dense held %zu", held[0]);
     CHECKF(held[1] == 16 * row * L * H * 2, "sparsemm held %zu", held[1]);
     CHECKF(held[2] == N_PROMPT * row * (L + L - 3) * H, "gla held %zu", held[2]);
-    CHECK(cap[0] == CTX * row * L * H * 2 && cap[1] == cap[0]);
+    CHECK(cap[0] == CTX * row * L * H * 2);
+    CHECKF(cap[1] == ((16 + ANSWER) * L * 2 + 2 * CTX) * row * H, "sparsemm capacity %zu", cap[1]);
     CHECKF(cap[2] == CTX * row * (2 * L - 3) * H, "gla capacity %zu", cap[2]);
     free(logits);
     oc_plan_free(pd);
     oc_plan_free(ps);
     oc_plan_free(pg);
+    demo_close(&t);
+}
+
+/* A budgeted layer's region has room for exactly ANSWER tokens after the prompt: the next one is
+ * refused with OC_ERR_RANGE, and nothing past the region is written. */
+static void test_answer_room(void) {
+    demo t;
+    if (!demo_open(&t, 0, 0)) return;
+    const oc_text_hparams *hp = &t.m->hp;
+    oc_plan *p = new_plan(t.m, 8);
+    REQUIRE(p);
+    for (int32_t i = 0; i < hp->n_layers * hp->n_head_kv; i++) p->stacks[OC_PLAN_DECODER].kv_budget_tokens[i] = 20;
+    oc_pool *pool;
+    oc_text_ctx *c = open_ctx(&t, p, 1, &pool);
+    float *logits = malloc((size_t)hp->n_vocab * 4);
+    REQUIRE(c && logits && !step(&t, c, 0, N_PROMPT, p, logits, NULL, 0));
+    int32_t tok = 7, pos;
+    oc_text_batch b;
+    memset(&b, 0, sizeof b);
+    b.n_tokens = 1;
+    b.ids = &tok;
+    b.pos_t = b.pos_h = b.pos_w = &pos;
+    b.logits = logits;
+    oc_error e;
+    for (int32_t k = 0; k <= ANSWER; k++) {
+        pos = N_PROMPT + k;
+        oc_status st = oc_text_forward(c, &b, NULL, &e);
+        if (k < ANSWER) CHECKF(st == OC_OK, "answer token %d: %s", k, e.message);
+        else CHECKF(st == OC_ERR_RANGE && strstr(e.message, "KV cache full"), "token past the room: %d %s", st, e.message);
+    }
+    free(logits);
+    oc_text_ctx_close(c);
+    oc_pool_close(pool);
+    oc_plan_free(p);
     demo_close(&t);
 }
 
@@ -322,7 +440,7 @@ static void test_opencl_keeps_the_cpu_tokens(void) {
     for (int32_t l = 1; l <= 2; l++) p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[l] = 950000;   /* group 1-2: ZipVL */
     for (int32_t l = 3; l <= 4; l++) budget[l * 2] = 20, budget[l * 2 + 1] = 26;         /* group 3-4: SparseMM */
     p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[5] = 900000, budget[5 * 2 + 1] = 22;         /* layer 5: both */
-    oc_text_limits lim = { CTX, CHUNK, p };
+    oc_text_limits lim = { CTX, CHUNK, p, ANSWER };
     oc_cpu_features cpu;
     oc_port_cpu_features(&cpu);
     oc_backend_spec cl_spec = { OC_BACKEND_KIND_OPENCL, check_opencl_device(), NULL, oc_isa_best(&cpu), NULL };
@@ -336,8 +454,8 @@ static void test_opencl_keeps_the_cpu_tokens(void) {
     size_t V = (size_t)hp->n_vocab;
     float *la = malloc(V * 4), *lb = malloc(V * 4);
     double *ref = malloc(V * sizeof(double));
-    for (int32_t s = 0; s < N_PROMPT + N_DECODE; s += s < N_PROMPT ? CHUNK : 1) {
-        int32_t n = s < N_PROMPT ? OC_MIN(CHUNK, N_PROMPT - s) : 1;
+    for (int32_t s = 0, n; s < N_PROMPT + N_DECODE; s += n) {
+        n = next_n(a, s);
         check_poison_f32(la, V);
         check_poison_f32(lb, V);
         if (step(&t, a, s, n, p, la, NULL, 0) || step(&t, b, s, n, p, lb, NULL, 0)) break;
@@ -418,8 +536,10 @@ static void test_context_open_out_of_memory(void) {
 }
 
 /* The embedded promise holds with every method on: a text question with eviction and lazy layers
- * (scoring, compaction, per-kv-head decode) makes no allocator call after the context opened. */
-static void test_no_allocation_while_answering(void) {
+ * (scoring, ZipVL's sparse prefill, compaction, per-kv-head decode) makes no allocator call after
+ * the context opened, on the CPU and on OpenCL (whose keys are scored from a host copy reserved at
+ * open). */
+static void no_allocation_while_answering(int opencl) {
     oc_error e;
     oc_model *m;
     REQUIRE(oc_model_open(&m, DEMO, DEMO_MMPROJ, NULL, &e) == OC_OK);
@@ -439,6 +559,10 @@ static void test_no_allocation_while_answering(void) {
     cp.n_threads = 2;
     cp.alloc = &a;
     cp.plan_path = path;
+    if (opencl) {
+        cp.backend = OC_BACKEND_OPENCL;
+        cp.device = check_opencl_device();
+    }
     oc_context *c = NULL;
     REQUIREF(oc_context_open(&c, m, &cp, &e) == OC_OK, "%s", e.message);
     long before = cnt.n_calls;
@@ -476,12 +600,20 @@ static void test_no_allocation_while_answering(void) {
     CHECK(cnt.n_live == 0);
 }
 
+static void test_no_allocation_while_answering(void) {
+    no_allocation_while_answering(0);
+    const char *why = check_opencl_missing();
+    if (why) check_skip("OpenCL: %s", why);
+    else no_allocation_while_answering(1);
+}
+
 int main(void) {
     CHECK_RUN(test_sparsemm_decode_equals_masked_dense);
     CHECK_RUN(test_zipvl_decode_equals_masked_dense);
     CHECK_RUN(test_lazy_layers_follow_their_first_layer);
     CHECK_RUN(test_qcache_semantics);
     CHECK_RUN(test_kv_bytes);
+    CHECK_RUN(test_answer_room);
     CHECK_RUN(test_opencl_keeps_the_cpu_tokens);
     CHECK_RUN(test_context_open_out_of_memory);
     CHECK_RUN(test_no_allocation_while_answering);

@@ -174,6 +174,7 @@ static int32_t naive_zipvl(const problem *p, const int32_t *probes, int32_t n_pr
         }
     for (int32_t j = 0; j < n; j++) imp[j] = nnz[j] ? col[j] / nnz[j] : 0;
     naive_top(imp, n, pk, mark);
+    for (int32_t j = n > OC_KV_ZIPVL_RECENT_PROBES ? n - OC_KV_ZIPVL_RECENT_PROBES : 0; j < n; j++) mark[j] = 1;
     int32_t m = 0;
     for (int32_t j = 0; j < n; j++)
         if (mark[j]) kept[m++] = j;
@@ -187,7 +188,7 @@ static void test_zipvl_keeps_the_naive_tokens(void) {
     check_rng r = { 0x21b71u };
     int32_t n_evicting = 0;   /* the test has teeth only if some trials drop tokens */
     for (int trial = 0; trial < 10; trial++) {
-        int32_t n = check_rng_int(&r, 20, MAXN), n_head = trial % 2 ? 4 : 2;
+        int32_t n = check_rng_int(&r, trial ? 120 : 20, MAXN), n_head = trial % 2 ? 4 : 2;
         double tau = trial % 3 == 0 ? 0.975 : check_rng_uniform(&r, 0.5f, 0.99f);
         make_problem(&p, &r, n, n_head, 2);
         int32_t n_probe = oc_kv_zipvl_probes(n, probes);
@@ -389,12 +390,21 @@ static void test_policy_rules(void) {
     CHECK(pol.layer[3].acc_row == -1 && pol.layer[3].zipvl_row == -1);
     CHECK(oc_kv_policy_budget(&pol, 1, 0) == 64 && oc_kv_policy_budget(&pol, 1, 1) == INT32_MAX);
     CHECK(oc_kv_policy_budget(&pol, 0, 0) == INT32_MAX);
+    /* rows a region holds ("Memory"): a full head, ZipVL and dense layers take the context */
+    CHECK(oc_kv_policy_rows(&pol, 1, 1000, 50) == 1000 && oc_kv_policy_rows(&pol, 2, 1000, 50) == 1000);
+    CHECK(oc_kv_policy_segment_end(&pol, 2) == 4 && oc_kv_policy_segment_end(&pol, 1) == 1);
+    oc_plan_free(plan);
+    plan = NULL;
+    REQUIRE(policy_of(HDR "decoder layer 1 kv-budget 64 32\n", &pol, &plan, &err) == OC_OK);
+    CHECK(oc_kv_policy_rows(&pol, 1, 1000, 50) == 114 && oc_kv_policy_rows(&pol, 1, 1000, 0) == 1000);
+    CHECK(oc_kv_policy_rows(&pol, 1, 100, 50) == 100 && oc_kv_policy_rows(&pol, 0, 1000, 50) == 1000);
     oc_plan_free(plan);
     plan = NULL;
     /* both on one layer: ZipVL's set, then the budgets within it */
     REQUIRE(policy_of(HDR "decoder layer 3 kv-budget 40 40\ndecoder layer 3 zipvl-tau 0.9\n", &pol, &plan, &err) == OC_OK);
     CHECK(pol.layer[3].evict == OC_KV_ZIPVL_SPARSEMM && pol.layer[3].acc_row == 0 && pol.layer[3].zipvl_row == 2);
     CHECK(pol.n_acc_rows == 3 && oc_kv_policy_budget(&pol, 3, 1) == 40);
+    CHECK(oc_kv_policy_rows(&pol, 3, 1000, 10) == 50);   /* within ZipVL's set: still the budget */
     oc_plan_free(plan);
     plan = NULL;
     /* a lazy layer's own lines must say what its first layer's say */

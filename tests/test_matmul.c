@@ -199,7 +199,7 @@ static int make_weight(test_w *t, int32_t dtype, int64_t n_in, int64_t n_out, si
         for (int64_t i = 0; i < n_in; i++) t->deq[o * n_in + i] = tmp[i];
     }
     free(tmp);
-    t->w = (oc_weight){ dtype, n_in, n_out, t->bytes, rb };
+    t->w = (oc_weight){ dtype, n_in, n_out, t->bytes, rb, NULL };
     return 1;
 }
 
@@ -515,7 +515,7 @@ static void test_matmul_errors(void) {
     REQUIRE(oc_matmul_ctx_open(&ctx, k, NULL, 64, 4, NULL, &err) == OC_OK);
     static uint16_t data[64 * 4];
     float x[4 * 64] = { 0 }, y[4 * 4];
-    oc_weight w = { OC_DTYPE_F16, 64, 4, data, 128 };
+    oc_weight w = { OC_DTYPE_F16, 64, 4, data, 128, NULL };
     CHECK(oc_matmul(ctx, &w, x, 64, y, 4, 4, NULL, &err) == OC_OK);
     CHECK(oc_matmul(ctx, &w, x, 64, y, 4, 0, NULL, &err) == OC_OK);   /* no tokens: nothing to do */
     oc_weight bad = w;
@@ -609,7 +609,7 @@ static void test_zero_weights_exact(void) {
                 blk->d = d;
             }
         }
-        oc_weight wt = { dtype, N_IN, N_OUT, w, row_bytes };
+        oc_weight wt = { dtype, N_IN, N_OUT, w, row_bytes, NULL };
         for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
             const oc_matmul_kernels *k = tables[isa];
             for (int p = 0; k && p < 2; p++) {
@@ -632,8 +632,187 @@ static void test_zero_weights_exact(void) {
     }
 }
 
-int main(void) {
+/* ---- the BF16 path ------------------------------------------------------------------------------ */
+
+static double bf16_round(double v) { return oc_bf16_to_f32(oc_f32_to_bf16((float)v)); }
+
+/* The BF16 path's packed copy (64-byte aligned, as a loader allocates it) or NULL. */
+static void *pack_weight(const oc_matmul_kernels *k, oc_pool *pool, oc_weight *w) {
+    size_t n = oc_matmul_packed_bytes(w);
+    void *p = n ? aligned_alloc(64, (n + 63) / 64 * 64) : NULL;
+    oc_error err;
+    if (!p || oc_matmul_pack(k, pool, w, p, &err) != OC_OK) { free(p); return NULL; }
+    w->packed = p;
+    return p;
+}
+
+/* A BF16-path result against two references:
+ *  - the operands rounded to bf16 as the path rounds them (W once at pack, X per tile), products
+ *    and sums in double: the bound is check_y's f32 summation bound (each bf16 x bf16 product is
+ *    exact in f32), so this checks the packing, the tiling and the micro-kernel;
+ *  - the exact operands: the stated accuracy of the path. Rounding w and x to bf16 (8 significant
+ *    bits, unit roundoff 2^-8 each) moves every product by at most (2^-7 + 2^-16) |w x|, so
+ *    |y - y_exact| <= (2^-7 + 2^-16) sum |w x| + the summation bound.
+ * NaN or Inf never passes. */
+static int check_y_bf16(const char *what, const test_w *t, const float *x, size_t xs, const float *y, size_t ys,
+                        int64_t n_tok, const float *bias) {
+    int64_t n_in = t->w.n_in, n_out = t->w.n_out;
+    test_w tb = *t;
+    size_t nx = (size_t)(n_tok - 1) * xs + (size_t)n_in;
+    float *xr = malloc(nx * sizeof(float));
+    tb.deq = malloc(sizeof(double) * (size_t)(n_in * n_out));
+    if (!xr || !tb.deq) { free(xr); free(tb.deq); check_fail_at(__FILE__, __LINE__, "out of memory"); return 0; }
+    for (size_t i = 0; i < nx; i++) xr[i] = (float)bf16_round(x[i]);
+    for (int64_t i = 0; i < n_in * n_out; i++) tb.deq[i] = bf16_round(t->deq[i]);
+    char w2[200];
+    snprintf(w2, sizeof w2, "%s (bf16-rounded operands)", what);
+    int ok = check_y(w2, &tb, xr, xs, y, ys, n_tok, bias, 0);
+    int bad = 0;
+    for (int64_t tt = 0; tt < n_tok && ok; tt++)
+        for (int64_t o = 0; o < n_out; o++) {
+            const float *xt = x + (size_t)tt * xs;
+            double ref = bias ? bias[o] : 0.0, s = bias ? fabs(bias[o]) : 0.0;
+            for (int64_t i = 0; i < n_in; i++) {
+                ref += t->deq[o * n_in + i] * (double)xt[i];
+                s += fabs(t->deq[o * n_in + i] * (double)xt[i]);
+            }
+            double bound = (0x1p-7 + 0x1p-16) * s + 2.0 * (double)(n_in + 2) * 0x1p-24 * s + 1e-30;
+            float got = y[(size_t)tt * ys + (size_t)o];
+            if (!isfinite(got) || !(fabs((double)got - ref) <= bound)) {
+                if (bad++ < 3)
+                    check_fail_at(__FILE__, __LINE__, "%s: y[%lld][%lld] = %.9g, exact %.9g, beyond the bf16 bound %.3g", what,
+                                  (long long)tt, (long long)o, (double)got, ref, bound);
+            }
+        }
+    free(xr);
+    free(tb.deq);
+    return ok && !bad;
+}
+
+/* Random shapes on every table with BF16 kernels (the scalar reference always; AVX-512 where the CPU
+ * reports AVX512_BF16), F16 and BF16 weights, forced onto the path; 1 and 3 threads bitwise equal. */
+static void test_bf16_random(void) {
+    check_rng r = { 2024 };
+    static const int64_t ins[] = { 2, 8, 64, 258, 600, 1030 };   /* 1030: a KC block and a remainder */
+    static const int64_t outs[] = { 1, 7, 33, 64, 65, 130 };
+    static const int64_t toks[] = { 4, 5, 13, 70, 300 };
+    oc_pool *pool3 = NULL;
+    oc_error err;
+    REQUIRE(oc_pool_open(&pool3, 3, NULL, &err) == OC_OK);
+    int n_run = 0;
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+        const oc_matmul_kernels *k = tables[isa];
+        if (!k || !k->gemm_bf16) continue;
+        n_run++;
+        printf("  bf16 kernels: %s (AUTO %s)\n", k->name, k->bf16_gemm ? "takes them" : "does not");
+        for (int c = 0; c < 24; c++) {
+            int32_t dtype = c % 2 ? OC_DTYPE_BF16 : OC_DTYPE_F16;
+            int64_t n_in = pick(&r, ins, 6), n_out = pick(&r, outs, 6), n_tok = pick(&r, toks, 5);
+            int pad = c % 3 == 2, use_bias = c % 4 < 2;
+            size_t xs = (size_t)n_in + (pad ? 5 : 0), ys = (size_t)n_out + (pad ? 3 : 0);
+            char what[160];
+            snprintf(what, sizeof what, "%s bf16 path %s n_in %lld n_out %lld n_tok %lld", k->name, oc_dtype_name(dtype),
+                     (long long)n_in, (long long)n_out, (long long)n_tok);
+            test_w t;
+            REQUIRE(make_weight(&t, dtype, n_in, n_out, pad ? 4 : 0, &r));
+            void *packed = pack_weight(k, c % 2 ? pool3 : NULL, &t.w);
+            float *x = make_x(n_tok, n_in, xs, &r), *bias = malloc((size_t)n_out * sizeof(float));
+            size_t ny = (size_t)n_tok * ys;
+            float *y1 = malloc(ny * sizeof(float)), *y3 = malloc(ny * sizeof(float));
+            oc_matmul_ctx *c1 = NULL, *c3 = NULL;
+            if (!packed || !x || !bias || !y1 || !y3 || oc_matmul_ctx_open(&c1, k, NULL, n_in, n_tok, NULL, &err) ||
+                oc_matmul_ctx_open(&c3, k, pool3, n_in, n_tok, NULL, &err)) {
+                check_fail_at(__FILE__, __LINE__, "%s: setup failed", what);
+            } else {
+                for (int64_t o = 0; o < n_out; o++) bias[o] = check_rng_uniform(&r, -2, 2);
+                check_poison_f32(y1, ny);
+                check_poison_f32(y3, ny);
+                oc_matmul_ctx_set_path(c1, OC_MATMUL_BF16);
+                oc_matmul_ctx_set_path(c3, OC_MATMUL_BF16);
+                CHECK(oc_matmul(c1, &t.w, x, xs, y1, ys, n_tok, use_bias ? bias : NULL, &err) == OC_OK);
+                CHECK(oc_matmul(c3, &t.w, x, xs, y3, ys, n_tok, use_bias ? bias : NULL, &err) == OC_OK);
+                check_y_bf16(what, &t, x, xs, y1, ys, n_tok, use_bias ? bias : NULL);
+                CHECKF(memcmp(y1, y3, ny * sizeof(float)) == 0, "%s: 1 and 3 threads differ", what);
+                for (int64_t tt = 0; tt < n_tok; tt++)
+                    for (size_t j = (size_t)n_out; j < ys; j++)
+                        CHECKF(isnan(y1[(size_t)tt * ys + j]), "%s: wrote Y padding", what);
+                /* NaN in X reaches its row of Y and no other */
+                x[n_in / 2] = NAN;
+                CHECK(oc_matmul(c1, &t.w, x, xs, y1, ys, n_tok, NULL, &err) == OC_OK);
+                for (int64_t o = 0; o < n_out; o++) CHECKF(isnan(y1[o]), "%s: NaN lost in y[0][%lld]", what, (long long)o);
+                CHECK(!isnan(y1[ys]));
+            }
+            oc_matmul_ctx_close(c1);
+            oc_matmul_ctx_close(c3);
+            free(x); free(bias); free(y1); free(y3); free(packed);
+            free_weight(&t);
+        }
+    }
+    CHECK(n_run >= 1);
+    oc_pool_close(pool3);
+}
+
+/* Which weights have a packed form, and the errors of oc_matmul_pack; a forced BF16 path without a
+ * packed copy (or on a GEMV) runs the float path and stays exact. */
+static void test_bf16_pack_rules(void) {
+    const oc_matmul_kernels *k = tables[OC_ISA_SCALAR];
+    REQUIRE(k);
+    static uint16_t data[66 * 40];
+    oc_weight w = { OC_DTYPE_F16, 66, 40, data, 132, NULL };
+    CHECK(oc_matmul_packed_bytes(&w) == 2 * 66 * 32 * 2);   /* 40 outputs: two panels of 32 */
+    oc_weight odd = w; odd.n_in = 65;
+    CHECK(oc_matmul_packed_bytes(&odd) == 0);
+    oc_weight q = w; q.dtype = OC_DTYPE_Q8_0; q.n_in = 64;
+    CHECK(oc_matmul_packed_bytes(&q) == 0);
+    oc_weight f = w; f.dtype = OC_DTYPE_F32; f.n_in = 33;
+    CHECK(oc_matmul_packed_bytes(&f) == 0);
+    CHECK(!oc_matmul_wants_packed(k, &w));   /* the scalar table never asks for it */
+    oc_error err;
+    static _Alignas(64) uint32_t dst[2 * 33 * 32];
+    CHECK(oc_matmul_pack(k, NULL, &q, dst, &err) == OC_ERR_INVALID);
+    CHECK(oc_matmul_pack(k, NULL, &w, (char *)dst + 4, &err) == OC_ERR_INVALID && strstr(err.message, "aligned"));
+    CHECK(oc_matmul_pack(k, NULL, &w, NULL, &err) == OC_ERR_INVALID);
+    /* packing rounds to nearest even and zero-fills the outputs past n_out */
+    for (int i = 0; i < 66 * 40; i++) data[i] = oc_f32_to_f16(1.0f + (float)(i % 7) * 0x1p-9f);
+    REQUIRE(oc_matmul_pack(k, NULL, &w, dst, &err) == OC_OK);
+    uint32_t p0 = dst[0];   /* W[0][0], W[0][1] */
+    CHECK((p0 & 0xffff) == oc_f32_to_bf16(1.0f) && (p0 >> 16) == oc_f32_to_bf16(1.0f + 0x1p-9f));
+    CHECK(dst[33 * 32 + 8] == 0 && dst[33 * 32 + 31] == 0 && dst[33 * 32 + 7] != 0);   /* panel 1: 8 real rows */
+    check_rng r = { 77 };
+    for (int n_tok = 1; n_tok <= 5; n_tok += 4)   /* no packed copy; and a GEMV with one */
+        for (int with = 0; with < 2; with++) {
+            test_w t;
+            REQUIRE(make_weight(&t, OC_DTYPE_F16, 66, 40, 0, &r));
+            void *packed = with ? pack_weight(k, NULL, &t.w) : NULL;
+            if (with && n_tok > 4) { free(packed); free_weight(&t); continue; }
+            float *x = make_x(n_tok, 66, 66, &r), y[5 * 40];
+            oc_matmul_ctx *ctx = NULL;
+            REQUIRE(x && oc_matmul_ctx_open(&ctx, k, NULL, 66, n_tok, NULL, &err) == OC_OK);
+            oc_matmul_ctx_set_path(ctx, OC_MATMUL_BF16);
+            CHECK(oc_matmul(ctx, &t.w, x, 66, y, 40, n_tok, NULL, &err) == OC_OK);
+            CHECK(check_y("bf16 forced, float path taken", &t, x, 66, y, 40, n_tok, NULL, 0));
+            oc_matmul_ctx_close(ctx);
+            free(x); free(packed);
+            free_weight(&t);
+        }
+}
+
+/* `test_matmul --bf16-probe`: runs one AVX512_BF16 micro-kernel call and exits 0; dies with SIGILL
+ * where the CPU lacks the instructions (tests/test_matmul_bf16.sh asks before forcing them on). */
+static int bf16_probe(void) {
+    const oc_matmul_kernels *k = tables[OC_ISA_AVX512];
+    if (!k || !k->gemm_bf16) return 2;
+    static _Alignas(64) uint32_t panel[32];
+    uint32_t x = 0x3f803f80u;   /* (1, 1) */
+    float y[32];
+    for (int j = 0; j < 32; j++) panel[j] = 0x40003f80u;   /* (1, 2) */
+    k->gemm_bf16(1, 1, &x, 1, panel, y, 32, 0);
+    return y[0] == 3.0f ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
     load_tables();
+    if (argc > 1 && strcmp(argv[1], "--bf16-probe") == 0) return bf16_probe();
     for (int i = 0; i < OC_ISA_COUNT; i++)
         printf("# isa %s: %s\n", oc_isa_name((oc_isa)i), tables[i] ? oc_matmul_kernels_name(tables[i]) : "not run here");
     CHECK_RUN(test_dequant_by_hand);
@@ -646,5 +825,7 @@ int main(void) {
     CHECK_RUN(test_matmul_errors);
     CHECK_RUN(test_nan_propagates);
     CHECK_RUN(test_zero_weights_exact);
+    CHECK_RUN(test_bf16_random);
+    CHECK_RUN(test_bf16_pack_rules);
     return check_finish();
 }

@@ -224,7 +224,7 @@ static void parity(const char *name, oc_backend_choice backend) {
         if (tok_ids[i] < 0) memcpy(rows + i * (size_t)d, embd + (size_t)(k++) * d, sizeof(float) * (size_t)d);
     }
     CHECK(k == row);
-    oc_text_limits lim = { 256, 128, NULL };
+    oc_text_limits lim = { 256, 128, NULL, 0 };
     oc_text_ctx *tc;
     REQUIREF(oc_text_ctx_open_backend(&tc, m->text, &lim, &spec, NULL, &e) == OC_OK, "%s", e.message);
     float *logits = malloc(sizeof(float) * n_logits);

@@ -361,6 +361,7 @@ static void test_normalize(void) {
     oc_scene_normalize("  ABCDEF", small, sizeof small);
     CHECK(!strcmp(small, "abc"));
     CHECK(oc_scene_answer_ok("red", " Red."));
+    CHECK(oc_scene_answer_ok("6X7", "6X7") && oc_scene_answer_ok("6X7", "6x7"));   /* long suite codes */
     CHECK(!oc_scene_answer_ok("red", "reddish"));
     CHECK(!oc_scene_answer_ok("2", "2 "
                                    "and a long tail of text that does not fit into the normalization buffer at all"));

@@ -123,7 +123,7 @@ static float *prefill(fixture *f, oc_text_ctx *ctx, int32_t chunk, const oc_stac
 }
 
 static oc_text_ctx *open_ctx(fixture *f, oc_pool *pool, int32_t batch, oc_error *e) {
-    oc_text_limits lim = { 160, batch, NULL };
+    oc_text_limits lim = { 160, batch, NULL, 0 };
     oc_text_ctx *ctx = NULL;
     oc_cpu_features cpu;
     oc_port_cpu_features(&cpu);
@@ -296,7 +296,7 @@ static void test_errors(void) {
     oc_gguf_close(g);
     REQUIRE(oc_gguf_open(&g, "tests/data/models/qwen2vl/text.gguf", NULL, &e) == OC_OK);
     REQUIRE(oc_text_model_load(&m, g, "text.gguf", NULL, &e) == OC_OK);
-    oc_text_limits lim = { 4, 4, NULL };
+    oc_text_limits lim = { 4, 4, NULL, 0 };
     oc_text_ctx *ctx;
     REQUIRE(oc_text_ctx_open(&ctx, m, &lim, NULL, OC_ISA_SCALAR, NULL, &e) == OC_OK);
     int32_t ids[5] = { 1, 2, 3, 4, 5 }, pos[5] = { 0, 1, 2, 3, 4 };

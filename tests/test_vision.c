@@ -19,6 +19,15 @@
 #include "model/vision_model.h"
 
 #define TOL 1e-4
+/* The BF16 path (matmul.h OC_MATMUL_BF16: F16 / BF16 matrices as bf16 x bf16 products, taken where
+ * oc_cpu_features.bf16_fast is set: OCELLUS_CPU_FEATURES=+bf16_fast, port.h) rounds both operands of every product to 8
+ * significant bits (unit roundoff 2^-8 = 3.9e-3; test_matmul checks each product against that
+ * bound). Through a whole encoder this measured 2e-3 to 8.4e-3 relative error on these fixtures
+ * (Emerald Rapids, forced with OCELLUS_CPU_FEATURES=+avx512bf16,+bf16_fast), so its bounds are
+ * 2e-2 for the random models (against 1e-4) and 1e-2 for transformers' outputs (against 1e-3): of
+ * the order of the int8 path's 3e-2, and what a bf16 transformers run of the same model gives. */
+#define BF16_TOL 2e-2
+#define BF16_PARITY_TOL 1e-2
 #define MAX_T 128
 #define TMP "build/tests/test_vision.tmp.gguf"
 
@@ -365,6 +374,14 @@ static int engine_runs(int engine) {
     return g_opencl ? engine == ENGINE_OPENCL : engine < OC_ISA_COUNT && oc_isa_runs((oc_isa)engine, &cpu);
 }
 
+/* 1 when the CPU engine's matmul table takes the BF16 path for matrices of dtype (F16 or BF16). */
+static int engine_bf16(int engine, int32_t dtype) {
+    if (engine >= OC_ISA_COUNT) return 0;
+    static uint16_t dummy[64 * 32];
+    oc_weight w = { dtype, 64, 32, dummy, 128, NULL };
+    return oc_matmul_wants_packed(oc_matmul_kernels_for((oc_isa)engine), &w);
+}
+
 static const char *engine_name(int engine) { return engine == ENGINE_OPENCL ? "opencl" : oc_isa_name((oc_isa)engine); }
 
 static oc_backend_spec engine_spec(int engine, oc_pool *pool) {
@@ -393,7 +410,7 @@ static void capture_embed(void *user, int32_t layer, const float *x, int32_t n_t
 static oc_status encode_to_other(oc_vision_ctx *ctx, const oc_vision_hparams *hp, const float *pix, int gh, int gw,
                                  const oc_stack_plan *plan, const oc_backend_spec *bs, const float *out, oc_error *e) {
     size_t n_out = (size_t)(gh * gw / 4) * (size_t)hp->proj_dim, skip = 2 * (size_t)hp->proj_dim;
-    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 }, 0, 0, 0 };   /* small: alloc and read only */
+    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 }, 0, 0, 0, 0 };   /* small: alloc and read only */
     oc_backend *be = NULL;
     oc_bt t;
     memset(&t, 0, sizeof t);
@@ -468,14 +485,15 @@ static double run_forward_case(const spec *sp, int gh, int gw, const oc_head_pat
         oc_status s3 = encode(L.m, pix, gh, gw, pat ? &plan : NULL, 3, eng, out3, NULL, &e);
         CHECKF(s3 == OC_OK, "%s %s: %s", what, engine_name(eng), e.message);
         if (s1 || s3) continue;
-        double rel = check_rel_err_f32(out1, ref, (size_t)no);
-        CHECKF(rel <= tol, "%s %s: rel err %.3g > %.3g", what, engine_name(eng), rel, tol);
+        double rel = check_rel_err_f32(out1, ref, (size_t)no), etol = tol;
+        if (engine_bf16(eng, sp->wdtype)) etol = OC_MAX(tol, BF16_TOL);
+        CHECKF(rel <= etol, "%s %s: rel err %.3g > %.3g", what, engine_name(eng), rel, etol);
         CHECKF(memcmp(out1, out3, (size_t)no * sizeof(float)) == 0, "%s %s: 1 and 3 threads differ", what,
                engine_name(eng));
         if (sp->kind == OC_VISION_QWEN2VL) {   /* grid order: the embedding can be compared directly */
             CHECK(cap.got);
             double re = check_rel_err_f32(emb, ref_embed, (size_t)n * sp->hidden);
-            CHECKF(re <= tol, "%s %s: patch embedding rel err %.3g", what, engine_name(eng), re);
+            CHECKF(re <= etol, "%s %s: patch embedding rel err %.3g", what, engine_name(eng), re);
         }
         if (rel > worst) worst = rel;
     }
@@ -670,6 +688,7 @@ typedef struct block_capture {
     int32_t grid_w;
     double worst;
     int n_checked;
+    double tol;
 } block_capture;
 
 static void capture_blocks(void *user, int32_t layer, const float *x, int32_t n_tokens, int32_t hidden) {
@@ -695,7 +714,7 @@ static void capture_blocks(void *user, int32_t layer, const float *x, int32_t n_
         ref[i] = v;
     }
     double r = check_rel_err_f32(x, ref, n);
-    CHECKF(r <= 1e-3, "%s: rel err %.3g", name, r);
+    CHECKF(r <= c->tol, "%s: rel err %.3g > %.3g", name, r, c->tol);
     if (r > c->worst) c->worst = r;
     c->n_checked++;
     free(ref); free(order); free(spans);
@@ -743,7 +762,10 @@ static void parity_one(const char *dir, const char *file) {
         }
         oc_pool *pool = NULL;
         oc_vision_ctx *ctx = NULL;
-        block_capture cap = { st, oc_vision_model_hparams(m), (int32_t)gw, 0.0, 0 };
+        /* the fixtures' matrices are F16 */
+        int bf16 = !g_opencl && engine_bf16((int)best_isa(), OC_DTYPE_F16);
+        double tol = bf16 ? BF16_PARITY_TOL : 1e-3;
+        block_capture cap = { st, oc_vision_model_hparams(m), (int32_t)gw, 0.0, 0, tol };
         oc_backend_spec bs = engine_spec(g_opencl ? ENGINE_OPENCL : (int)best_isa(), NULL);
         oc_status so = oc_pool_open(&pool, 2, NULL, &e);
         bs.pool = pool;
@@ -755,11 +777,11 @@ static void parity_one(const char *dir, const char *file) {
             oc_status s = oc_vision_encode(ctx, pix, (int32_t)gh, (int32_t)gw, NULL, out, NULL, &e);
             CHECKF(s == OC_OK, "%s: %s", dir, e.message);
             double rel = check_rel_err_f32(out, ref, (size_t)ie->n_elements);
-            printf("  parity %s/%s image %d (%lldx%lld patches, %s): rel err %.3g", dir, file, img, (long long)gh,
-                   (long long)gw, g_opencl ? "opencl" : oc_isa_name(best_isa()), rel);
+            printf("  parity %s/%s image %d (%lldx%lld patches, %s%s): rel err %.3g", dir, file, img, (long long)gh,
+                   (long long)gw, g_opencl ? "opencl" : oc_isa_name(best_isa()), bf16 ? ", bf16 path" : "", rel);
             if (img == 0) printf(", worst of embedding + blocks %.3g over %d captures", cap.worst, cap.n_checked);
             printf("\n");
-            CHECKF(rel <= 1e-3, "%s/%s image %d: rel err %.3g > 1e-3", dir, file, img, rel);
+            CHECKF(rel <= tol, "%s/%s image %d: rel err %.3g > %.3g", dir, file, img, rel, tol);
         }
         oc_vision_ctx_close(ctx);
         oc_pool_close(pool);

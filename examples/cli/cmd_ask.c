@@ -134,6 +134,8 @@ int cmd_ask(int argc, char **argv) {
     if (!prompt) return fail("no question given (use -p TEXT or a last argument)");
     if (n_images > 0 && !mmproj) return fail("images need the vision encoder: add --mmproj FILE");
     cp.max_images = n_images > 0 ? n_images : 1;
+    /* room after the prompt in a plan's budgeted KV cache (ocellus.h): the answer asked for */
+    cp.max_answer_tokens = req.max_new_tokens > 0 ? req.max_new_tokens : 1;
 
     progress_state ps = { isatty(2), 0, 0 };
     cp.progress = on_progress;

@@ -3,28 +3,27 @@
 examples/tools/scene_long.c (8-32 images of 224-448 px per item, prompts of 1K-8K tokens).
 
 Run from the repository root on the GPU machine (torch + transformers + tokenizers + safetensors):
-    python3 examples/long/train.py --out /tmp/long --minutes 15
+    python3 examples/long/train.py --out /tmp/long --minutes 15                 # one GPU
+    python3 -m torch.distributed.run --standalone --nproc_per_node 4 examples/long/train.py --out /tmp/long
 It writes /tmp/long/hf (a Hugging Face checkpoint, f16) and /tmp/long/train-log.json. Then here:
     ./ocellus convert /tmp/long/hf -o examples/long/ocellus-long --type q8_0 (TRAINING.md)
-    ./ocellus eval --suite long --items 500
 `python3 examples/long/train.py --selftest` runs the data path (generator, prompts, positions,
-window layout) with the standard library only, for machines without torch.
+window layout, answer cells) with the standard library only, for machines without torch.
 
-The recipe is the demo model's (examples/demo/train.py, TRAINING.md), adapted to long prompts:
+The recipe is the demo model's (examples/demo/train.py), adapted to long prompts (TRAINING.md):
 - Data: scene.c + scene_long.c compiled alone into a shared object and called through ctypes
-  (stream seed --seed; `ocellus eval --suite long` uses seed 1000001, never trained on). A batch
-  holds items with the same image count and side (drawn per batch from the suite's
-  distribution), so the vision tower runs batched and text padding stays small; the batch size
-  follows a token budget (--batch-tokens).
-- Curriculum: the image count and side ramp from 8 images of 224 px to the full 8-32 x 224-448
-  over the first --ramp-steps batches (long items from the start were slower to learn in
-  the demo's runs; the short ones teach the vision tower to see).
-- Model: transformers' Qwen2_5_VLForConditionalGeneration (window attention + full-attention
-  blocks in the vision tower), bf16 autocast, sdpa attention.
-- Training-only aids, dropped when saving (as the demo's): a language-model loss on the
-  question's tokens, a probe on the merged image tokens tied to the word embeddings (kind,
-  colour, code glyph; row and column untied), and a probe that makes each image token's decoder
-  state name its image (tens and units digit tokens).
+  (stream seed --seed, + 100 per rank; `ocellus eval --suite long` uses seed 1000001, never
+  trained on). A batch holds items with the same image count and side, so the vision tower runs
+  batched; its size follows a token budget (--batch-tokens); each item carries --branches
+  question-answer branches over its images (a tree mask).
+- Curriculum: --sel-steps batches at 224 px (8-32 images), then the side grows to 448 px over
+  --ramp-steps batches.
+- Model: transformers' Qwen2_5_VLForConditionalGeneration, bf16 autocast, sdpa attention.
+- Training-only aids, none of them in the saved model: supervised attention in a few decoder heads
+  (AttnSupervisor: image tokens -> their label, answer positions -> the answer's cells), a
+  language-model loss on the question's tokens, a probe on the merged image tokens tied to the word
+  embeddings, and a probe that makes each image token's decoder state name its image.
+- Several GPUs (torchrun): data parallel by hand (one all-reduce of the gradients per step).
 """
 import argparse
 import ctypes
@@ -193,14 +192,17 @@ def window_slots(grid):
     return out
 
 
-def curriculum(step, ramp_steps, rnd):
-    """(n_images, side_px) of batch `step`: the full suite after ramp_steps batches; before, the
-    upper bounds grow linearly from 8 images of 224 px. (A batch count, not a share of the run:
-    the data workers cannot know how many steps the time limit will allow.)"""
-    f = 1.0 if ramp_steps <= 0 else min(1.0, step / ramp_steps)
-    hi_n = MIN_IMAGES + int(round(f * (MAX_IMAGES - MIN_IMAGES)))
+def curriculum(step, sel_steps, ramp_steps, rnd):
+    """(n_images, side_px) of batch `step`: a selection phase of sel_steps batches at 224 px with
+    the full 8-32 images (every image number and the label heads from the start, short prompts),
+    then the side's upper bound grows linearly to 448 px over ramp_steps batches. (Batch counts,
+    not shares of the run: the data workers cannot know how many steps the time limit allows.)"""
+    n = rnd.randint(MIN_IMAGES, MAX_IMAGES)
+    if step < sel_steps:
+        return n, MIN_SIDE
+    f = 1.0 if ramp_steps <= 0 else min(1.0, (step - sel_steps) / ramp_steps)
     hi_s = MIN_SIDE // 28 + int(round(f * (MAX_SIDE - MIN_SIDE) / 28))
-    return rnd.randint(MIN_IMAGES, hi_n), 28 * rnd.randint(MIN_SIDE // 28, hi_s)
+    return n, 28 * rnd.randint(MIN_SIDE // 28, hi_s)
 
 
 def items_per_batch(n_images, side, budget, branches=1):
@@ -294,9 +296,10 @@ def question_labels(ids, vision_end_id, im_end_id):
 
 
 def extra_questions(d, rnd, n):
-    """Up to n more (question, answer, type) of the final scene d, derived without editing it (so
-    they all hold at once): the generator's own question texts, kept only where the answer is
-    unique (detail, which_image, compare) or in the suite's range (count_all 0-6)."""
+    """Up to n more (question, answer, type, cells) of the final scene d, derived without editing it
+    (so they all hold at once): the generator's own question texts, kept only where the answer is
+    unique (detail, which_image, compare) or in the suite's range (count_all 0-6). cells: the
+    (image, row, col) of the merged tokens that hold the answer, as the generator's answer_cells."""
     out = []
     imgs = [d.images[k] for k in range(d.n_images)]
     shapes = lambda im: [im.shapes[j] for j in range(im.n_shapes)]
@@ -308,37 +311,50 @@ def extra_questions(d, rnd, n):
             k = rnd.randrange(d.n_images)
             sh = rnd.choice(shapes(imgs[k]))
             if sum(o.kind == sh.kind for o in shapes(imgs[k])) == 1:
-                out.append(("What color is the %s in image %d?" % (KIND_NAMES[sh.kind], k + 1), COLOR_NAMES[sh.color], t))
+                out.append(("What color is the %s in image %d?" % (KIND_NAMES[sh.kind], k + 1), COLOR_NAMES[sh.color], t,
+                            [(k, sh.row, sh.col)]))
         elif t == 1:
             k = rnd.randrange(d.n_images)
             sh = rnd.choice(shapes(imgs[k]))
             if sum(o.kind == sh.kind and o.color == sh.color for im in imgs for o in shapes(im)) == 1:
                 c = COLOR_NAMES[sh.color]
                 out.append(("Which image has %s %s %s?" % ("an" if c[0] == "o" else "a", c, KIND_NAMES[sh.kind]),
-                            str(k + 1), t))
+                            str(k + 1), t, [(k, sh.row, sh.col)]))
         elif t == 2:
             c, kd = rnd.randrange(7), rnd.randrange(4)
-            n_match = sum(o.kind == kd and o.color == c for im in imgs for o in shapes(im))
-            if n_match <= 6:
-                out.append(("How many %s %ss are there in all images?" % (COLOR_NAMES[c], KIND_NAMES[kd]), str(n_match), t))
+            cells = [(i, o.row, o.col) for i, im in enumerate(imgs) for o in shapes(im) if o.kind == kd and o.color == c]
+            if len(cells) <= 6:
+                out.append(("How many %s %ss are there in all images?" % (COLOR_NAMES[c], KIND_NAMES[kd]), str(len(cells)),
+                            t, cells))
         elif t == 3:
             coded = [k for k in range(d.n_images) if imgs[k].has_code]
             if coded:
                 k = rnd.choice(coded)
-                out.append(("What is the code in image %d?" % (k + 1), "".join(GLYPHS[g] for g in imgs[k].code), t))
+                im = imgs[k]
+                out.append(("What is the code in image %d?" % (k + 1), "".join(GLYPHS[g] for g in im.code), t,
+                            [(k, im.code_row, im.code_col + j) for j in range(3)]))
         elif t == 4:
             a, b = rnd.sample(range(d.n_images), 2)
             c = rnd.randrange(7)
             na, nb = (sum(o.color == c for o in shapes(imgs[x])) for x in (a, b))
             if na != nb:
                 out.append(("Which image has more %s shapes, image %d or image %d?" % (COLOR_NAMES[c], a + 1, b + 1),
-                            str((a if na > nb else b) + 1), t))
+                            str((a if na > nb else b) + 1), t,
+                            [(x, o.row, o.col) for x in (a, b) for o in shapes(imgs[x]) if o.color == c]))
         else:
             k = rnd.randrange(d.n_images)
             sh = sorted(shapes(imgs[k]), key=lambda o: (o.row, o.col))
             out.append(("List the shapes in image %d." % (k + 1), ", ".join(
-                "%s %s %d %d" % (COLOR_NAMES[o.color], KIND_NAMES[o.kind], o.row + 1, o.col + 1) for o in sh), t))
+                "%s %s %d %d" % (COLOR_NAMES[o.color], KIND_NAMES[o.kind], o.row + 1, o.col + 1) for o in sh), t,
+                [(k, o.row, o.col) for o in sh]))
     return out
+
+
+MAX_TARGETS = 48   # answer cells per supervised row (list: 8, compare: up to 16, count_all: 6)
+
+
+def item_cells(it):
+    return [(c.image, c.row, c.col) for c in it.answer_cells[:it.n_answer_cells]]
 
 
 def make_batch(scenes, tok, seed, first, n_items, n_images, side, pad_id, im_end_id, image_token_id, mask=0,
@@ -347,38 +363,59 @@ def make_batch(scenes, tok, seed, first, n_items, n_images, side, pad_id, im_end
     images once, then `branches` question-answer branches (the generator's question first, then
     extra_questions of the same scene); each branch attends to the images and to itself only, at
     the positions a lone question would have, so K branches are K single-question items sharing
-    one prefix (the start-up check compares them). Returns ids, labels (answer + <|im_end|>),
-    question labels, the attention mask ([B, L] for one branch, else [B, 1, L, L] bool), positions
-    [3, B, L], images, types (per branch), cell labels, side, branch ids [B, L] (-1: prefix or
-    padding), validity [B, L]. qa_override: per item, the (question, answer, type) list to use."""
+    one prefix (the start-up check compares them). qa_override: per item, the (question, answer,
+    type, cells) list to use.
+
+    Returns a dict of numpy arrays: ids, lab (answer + <|im_end|>), qlab (question tokens), am (the
+    attention mask [B, L] for one branch; empty: to_device builds the tree mask), pos [3, B, L],
+    images, types (per branch), cells (cell-probe labels), side, bid [B, L] (-1: prefix or padding),
+    valid [B, L], and the targets of the attention supervision (AttnSupervisor):
+      label_tgt [2, B, L]: for each image token, the positions of the two label tokens that name its
+        image ("Picture 12: " -> the tokens 1 and 2; "Picture 5: " -> " " and 5), else -1;
+      att_item, att_row [R] and att_tgt [R, MAX_TARGETS]: each row that predicts an answer token
+        (not the closing <|im_end|>) and the positions of the merged image tokens that hold the answer
+        (the branch's cells; -1 padding; rows of answers without cells, count 0, are left out);
+        att_w [R]: 1 / rows of the row's branch; att_type [R]: the branch's question type."""
     import random
     import numpy as np
     grid = side // 28
     rows, images, types, cells = [], [], [], []
+    att_item, att_row, att_tgt, att_w, att_type = [], [], [], [], []
     for i in range(n_items):
         d, it = scenes.describe(seed, first + i, n_images, n_images, side, side, mask)
         if qa_override is not None:
             qas = qa_override[i]
         else:
-            qas = [(it.question.decode(), it.answer.decode(), it.type)]
+            qas = [(it.question.decode(), it.answer.decode(), it.type, item_cells(it))]
             if branches > 1:
                 qas += extra_questions(d, random.Random(seed * 7919 + first + i), branches - 1)
         key = (n_images, grid)
         if cache is not None and key in cache:
-            p, ppos = cache[key]
+            p, ppos, starts = cache[key]
         else:
             p = tok.encode(prompt_text("", n_images, grid).split("<|im_end|>\n<|im_start|>assistant")[0],
                            add_special_tokens=False).ids
             ppos = mrope_positions(p, image_token_id, grid)
+            starts = [j + 1 for j in range(len(p)) if p[j] == image_token_id - 3]   # after <|vision_start|>
             if cache is not None:
-                cache[key] = (p, ppos)
+                cache[key] = (p, ppos, starts)
         st = ppos[0][-1] + 1
         ids, lab, qlab, bid = list(p), [-100] * len(p), [-100] * len(p), [-1] * len(p)
         tpos = list(ppos[0])
-        for b, (q, a, ty) in enumerate(qas):
+        for b, (q, a, ty, cl) in enumerate(qas):
             qids = tok.encode(q + "<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False).ids
             n_q = qids.index(im_end_id)
             ans = tok.encode(a, add_special_tokens=False).ids + [im_end_id]
+            a0 = len(ids) + len(qids)      # position of the first answer token
+            tg = sorted(set(starts[k] + r * grid + c for k, r, c in cl))[:MAX_TARGETS]
+            if tg:
+                n_rows = len(ans) - 1
+                for r_ in range(a0 - 1, a0 + len(ans) - 2):
+                    att_item.append(i)
+                    att_row.append(r_)
+                    att_tgt.append(tg + [-1] * (MAX_TARGETS - len(tg)))
+                    att_w.append(1.0 / n_rows)      # each branch counts once, as in answer_loss
+                    att_type.append(ty)
             ids += qids + ans
             lab += [-100] * len(qids) + ans
             # a later branch's first question token would be "predicted" by the previous branch's
@@ -387,7 +424,7 @@ def make_batch(scenes, tok, seed, first, n_items, n_images, side, pad_id, im_end
             bid += [b] * (len(qids) + len(ans))
             tpos += list(range(st, st + len(qids) + len(ans)))
             types.append(ty)
-        rows.append((ids, lab, qlab, bid, ppos, tpos, len(p)))
+        rows.append((ids, lab, qlab, bid, ppos, tpos, len(p), starts))
         images.append(scenes.pixels(d))
         cells.append(np.array(Scenes.cell_labels(d), dtype=np.int64))
     L = max(len(r[0]) for r in rows)
@@ -398,23 +435,31 @@ def make_batch(scenes, tok, seed, first, n_items, n_images, side, pad_id, im_end
     bid = np.full((B, L), -1, dtype=np.int64)
     valid = np.zeros((B, L), dtype=np.int64)
     pos = np.ones((3, B, L), dtype=np.int64)
-    for i, (s, l, ql, bi, ppos, tpos, n_p) in enumerate(rows):
+    label_tgt = np.full((2, B, L), -1, dtype=np.int64)
+    for i, (s, l, ql, bi, ppos, tpos, n_p, starts) in enumerate(rows):
         n = len(s)
         ids[i, :n], lab[i, :n], qlab[i, :n], bid[i, :n], valid[i, :n] = s, l, ql, bi, 1
         pos[:, i, :n] = np.array(tpos, dtype=np.int64)
         pos[1:, i, :n_p] = np.array(ppos[1:], dtype=np.int64)
+        for s0 in starts:   # "...Picture 1 2 : ' ' <|vision_start|>": the last digit is 4 back from s0
+            label_tgt[0, i, s0:s0 + grid * grid] = s0 - 5
+            label_tgt[1, i, s0:s0 + grid * grid] = s0 - 4
     # one branch per item: the plain padding mask; more: to_device builds the tree mask on the GPU
     am = valid if int(bid.max()) == 0 else np.zeros(0, dtype=np.int64)
-    return (ids, lab, am, pos, np.concatenate(images, 0), np.array(types), np.concatenate(cells, 1), qlab, side,
-            bid, valid)
+    R = len(att_row)
+    return dict(ids=ids, lab=lab, am=am, pos=pos, images=np.concatenate(images, 0), types=np.array(types),
+                cells=np.concatenate(cells, 1), qlab=qlab, side=side, bid=bid, valid=valid, label_tgt=label_tgt,
+                att_item=np.array(att_item, dtype=np.int64), att_row=np.array(att_row, dtype=np.int64),
+                att_tgt=np.array(att_tgt, dtype=np.int64).reshape(R, MAX_TARGETS),
+                att_w=np.array(att_w, dtype=np.float32), att_type=np.array(att_type, dtype=np.int64))
 
 
 class BatchStream:
     """Batches made by worker processes; batch b's shape comes from curriculum() with its own
     random stream (seed, b), so the data do not depend on the number of workers."""
 
-    def __init__(self, so_path, tok_json, seed, budget, ramp_steps, pad_id, im_end_id, image_token_id, workers,
-                 branches):
+    def __init__(self, so_path, tok_json, seed, budget, sel_steps, ramp_steps, pad_id, im_end_id, image_token_id,
+                 workers, branches):
         import torch
 
         class DS(torch.utils.data.IterableDataset):
@@ -429,7 +474,7 @@ class BatchStream:
                 b = wid
                 while True:
                     rnd = random.Random(seed * 1000003 + b)
-                    n, side = curriculum(b, ramp_steps, rnd)
+                    n, side = curriculum(b, sel_steps, ramp_steps, rnd)
                     k = items_per_batch(n, side, budget, branches)
                     yield make_batch(scenes, tok, seed, b * 4096, k, n, side, pad_id, im_end_id, image_token_id,
                                      0, cache, branches)
@@ -442,18 +487,23 @@ class BatchStream:
 
 
 def to_device(torch, batch, dev, mean, std):
-    ids, lab, am, pos, imgs, types, cells, qlab, side, bid, valid = batch
     t = lambda a: torch.as_tensor(a).to(dev, non_blocking=True)
-    pv = patchify(torch, t(imgs), mean, std)
-    if am.numel() == 0 if hasattr(am, "numel") else am.size == 0:
-        b, v = t(bid), t(valid) > 0
+    pv = patchify(torch, t(batch["images"]), mean, std)
+    am = batch["am"]
+    if (am.numel() if hasattr(am, "numel") else am.size) == 0:
+        b, v = t(batch["bid"]), t(batch["valid"]) > 0
         L = b.shape[1]
         # j <= i, and j in the prefix or in i's own branch; padding rows see themselves (no NaN)
         causal = torch.ones(L, L, dtype=torch.bool, device=dev).tril()
         am = causal[None] & ((b[:, :, None] == b[:, None, :]) | (b[:, None, :] == -1)) & v[:, None, :] & v[:, :, None]
         am = (am | torch.eye(L, dtype=torch.bool, device=dev)[None])[:, None]
-    return (dict(ids=t(ids), mask=t(am), pos=t(pos), pv=pv, n_images=imgs.shape[0], side=int(side),
-                 cells=t(cells), qlab=t(qlab), bid=t(bid), valid=t(valid)), t(lab), torch.as_tensor(types))
+    else:
+        am = t(am)
+    inp = dict(mask=am, pv=pv, n_images=batch["images"].shape[0], side=int(batch["side"]))
+    for k in ("ids", "pos", "cells", "qlab", "bid", "valid", "label_tgt", "att_item", "att_row", "att_tgt", "att_w",
+              "att_type"):
+        inp[k] = t(batch[k])
+    return inp, t(batch["lab"]), torch.as_tensor(batch["types"])
 
 
 def rotate_half(torch, x):
@@ -655,6 +705,160 @@ class IndexProbe:
         return F.cross_entropy(z[:, :10], first) + F.cross_entropy(z, second)
 
 
+def text_layers(model):
+    m = model.model
+    return m.language_model.layers if hasattr(m, "language_model") else m.layers
+
+
+class AttnSupervisor:
+    """Training aid: supervised attention in a few decoder heads (TRAINING.md, "attention
+    supervision"). Runs 1 and 2 learnt to see (cell probe) but never to select the image a question
+    names, and image tokens never learnt their own image number (index probe at chance): nothing
+    told a query where to look among 2K-8K image tokens. Two kinds of heads are told:
+      label heads (layer --label-layer, query heads 0 and 1): every image token attends to the two
+        label tokens in front of its image ("Picture 12: " -> 1 and 2; "Picture 5: " -> " " and 5),
+        so its state carries its image number (two heads: the sum of the two values alone could not
+        tell 12 from 21);
+      answer heads (--answer-layers, query head 0 each): every row that predicts an answer token
+        attends to the merged tokens that hold the answer (the generator's answer_cells).
+    Loss: -log of the attention mass on the targets, averaged over rows (label rows subsampled).
+    q and k are recomputed from the layer's normalized input (a pre-hook on self_attn) with this
+    file's M-RoPE; `check` compares that attention with the module's own at start-up. The
+    supervised heads stay ordinary heads of the saved model (no extra weights)."""
+
+    def __init__(self, torch, model, label_layer, answer_layers, label_rows):
+        self.torch = torch
+        cfg = model.config.text_config if hasattr(model.config, "text_config") else model.config
+        self.n_heads, self.n_kv = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim = cfg.hidden_size // cfg.num_attention_heads
+        rs = getattr(cfg, "rope_scaling", None) or getattr(cfg, "rope_parameters", None) or {}
+        self.sections = list(rs.get("mrope_section", [8, 12, 12]))
+        self.theta = float(getattr(cfg, "rope_theta", None) or rs.get("rope_theta", 1000000.0))
+        self.layers = text_layers(model)
+        self.label_layer, self.answer_layers, self.label_rows = label_layer, list(answer_layers), label_rows
+        self.h = {}
+        self.o_in = {}
+        self.enabled = True
+        for li in set([label_layer] + self.answer_layers):
+            self.layers[li].self_attn.register_forward_pre_hook(self._hook(li), with_kwargs=True)
+
+    def _hook(self, li):
+        def f(mod, args, kwargs):
+            if self.enabled:
+                self.h[li] = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+        return f
+
+    def rope(self, x, pos):
+        """x [..., n, D] at positions pos [3, ...n] (t, h, w): Qwen2.5-VL's M-RoPE (sections of the
+        D/2 frequencies: t, h, w; cos and sin repeated over both halves)."""
+        torch = self.torch
+        D = self.head_dim
+        inv = 1.0 / (self.theta ** (torch.arange(0, D, 2, dtype=torch.float32, device=x.device) / D))   # [D/2]
+        sec = torch.repeat_interleave(torch.arange(3, device=x.device), torch.tensor(self.sections, device=x.device))
+        p = pos.float()                                       # [3, N]
+        ang = p[sec] * inv[:, None]                            # [D/2, N]: frequency i uses axis sec[i]
+        ang = torch.cat([ang, ang], 0).t()                     # [N, D]
+        cos, sin = ang.cos(), ang.sin()
+        if x.dim() == 3:                                       # [H, N, D]
+            cos, sin = cos[None], sin[None]
+        xf = x.float()
+        return xf * cos + rotate_half(torch, xf) * sin
+
+    def qk(self, li, inp, rows_b, rows_i, heads):
+        """q of query heads `heads` at rows (rows_b, rows_i) -> [len(heads), R, D]; k of their KV
+        heads over the rows' items -> [len(heads), R_items..]; returns q, k [len(heads), B, L, D]."""
+        torch = self.torch
+        att = self.layers[li].self_attn
+        h = self.h[li]
+        D = self.head_dim
+        hr = h[rows_b, rows_i]                                           # [R, hid]
+        q = att.q_proj(hr).view(-1, self.n_heads, D)[:, heads].transpose(0, 1)   # [nh, R, D]
+        posr = inp["pos"][:, rows_b, rows_i]                            # [3, R]
+        q = self.rope(q, posr)
+        B, L = h.shape[0], h.shape[1]
+        k = att.k_proj(h).view(B, L, self.n_kv, D)
+        kvh = [hh // (self.n_heads // self.n_kv) for hh in heads]
+        k = k[:, :, kvh].permute(2, 0, 1, 3)                            # [nh, B, L, D]
+        posk = inp["pos"].reshape(3, B * L)
+        k = self.rope(k.reshape(len(heads), B * L, D), posk).view(len(heads), B, L, D)
+        return q, k
+
+    def mass_loss(self, li, inp, rows_b, rows_i, targets, heads):
+        """-log attention mass on targets [nh or 1, R, T] (-1: none) of query heads `heads`, per
+        row [R] (mean over heads); scores item by item ([nh, rows of the item, L])."""
+        torch = self.torch
+        q, k = self.qk(li, inp, rows_b, rows_i, heads)
+        t_all = targets.expand(len(heads), -1, -1)
+        L = k.shape[2]
+        j = torch.arange(L, device=k.device)
+        out = torch.zeros(len(rows_b), device=k.device)
+        for b in torch.unique(rows_b).tolist():
+            sel = (rows_b == b).nonzero().squeeze(1)
+            ri = rows_i[sel]
+            sc = torch.einsum("hrd,hld->hrl", q[:, sel].float(), k[:, b].float()) / math.sqrt(self.head_dim)
+            bid, valid = inp["bid"][b], inp["valid"][b] > 0
+            ok = (j[None] <= ri[:, None]) & valid[None] & ((bid[None] == -1) | (bid[None] == bid[ri][:, None]))
+            lp = torch.log_softmax(sc.masked_fill(~ok[None], float("-inf")), -1)
+            t = t_all[:, sel]
+            tl = torch.gather(lp, 2, t.clamp(min=0)).masked_fill(t < 0, float("-inf"))
+            out = out.index_put((sel,), -torch.logsumexp(tl, -1).mean(0))
+        return out
+
+    def losses(self, inp):
+        """(label loss, answer loss, answer loss per row [R] detached). A hinge at -log 0.9: a head
+        already putting 90% of its mass on the targets gets no push to sharpen further (run 3's
+        label heads went to 99.9% and the run diverged soon after at lr 2e-3)."""
+        torch = self.torch
+        lt = inp["label_tgt"]                                           # [2, B, L]
+        rb, ri = (lt[0] >= 0).nonzero(as_tuple=True)
+        if len(rb) > self.label_rows:
+            pick = torch.randperm(len(rb), device=rb.device)[:self.label_rows]
+            rb, ri = rb[pick], ri[pick]
+        tg = torch.stack([lt[0, rb, ri], lt[1, rb, ri]], 0)[:, :, None]   # [2, R, 1]: head 0 -> first, 1 -> second
+        hinge = -math.log(0.9)
+        label = self.mass_loss(self.label_layer, inp, rb, ri, tg, [0, 1]).clamp(min=hinge).mean()
+        answer = torch.zeros((), device=lt.device)
+        per_row = torch.zeros(0, device=lt.device)
+        if inp["att_row"].numel():
+            ab, ai, at, w = inp["att_item"], inp["att_row"], inp["att_tgt"][None], inp["att_w"]
+            per_row = 0
+            for li in self.answer_layers:
+                per_row = per_row + self.mass_loss(li, inp, ab, ai, at, [0]) / len(self.answer_layers)
+            answer = (per_row.clamp(min=hinge) * w).sum() / w.sum()
+            per_row = per_row.detach()
+        self.h.clear()
+        return label, answer, per_row
+
+    def check(self, model_call, inp):
+        """Start-up: this file's q/k (M-RoPE) give the module's own attention output: softmax(qk)v of
+        every head of one layer against the input of o_proj (one item, causal mask)."""
+        torch = self.torch
+        li = self.answer_layers[-1]
+        att = self.layers[li].self_attn
+        got = {}
+        hook = att.o_proj.register_forward_pre_hook(lambda m, a: got.__setitem__("x", a[0].detach()))
+        with torch.no_grad():
+            model_call(inp)
+            hook.remove()
+            h = self.h[li]
+            B, L = h.shape[0], h.shape[1]
+            bb, ii = torch.meshgrid(torch.arange(B, device=h.device), torch.arange(L, device=h.device), indexing="ij")
+            q, k = self.qk(li, inp, bb.flatten(), ii.flatten(), list(range(self.n_heads)))
+            q = q.view(self.n_heads, B, L, -1)
+            v = att.v_proj(h).view(B, L, self.n_kv, self.head_dim)
+            v = v[:, :, [hh // (self.n_heads // self.n_kv) for hh in range(self.n_heads)]].permute(2, 0, 1, 3).float()
+            sc = torch.einsum("hbid,hbjd->hbij", q, k) / math.sqrt(self.head_dim)
+            causal = torch.ones(L, L, dtype=torch.bool, device=h.device).tril()
+            sc = sc.masked_fill(~causal, float("-inf"))
+            o = torch.einsum("hbij,hbjd->hbid", torch.softmax(sc, -1), v)      # [H, B, L, D]
+            o = o.permute(1, 2, 0, 3).reshape(B, L, -1)
+            rel = float((o - got["x"].float()).abs().max() / got["x"].float().abs().max())
+        self.h.clear()
+        print("attention supervision: recomputed attention vs the module's (layer %d): max rel diff %.3g" %
+              (li, rel), flush=True)
+        return rel < 2e-3
+
+
 def save_f16(model, hf_dir):
     """f16 is what the GGUF holds anyway; a copy, so the fp32 weights being trained stay exact."""
     sd = {k: v.detach().half() for k, v in model.state_dict().items()}
@@ -699,7 +903,7 @@ def check_branches(torch, fwd, scenes, tok, dev, mean, std, branches, ids3):
     qas = []
     for i in range(2):
         d, it = scenes.describe(999, i, 8, 8, 252, 252, 0)
-        qas.append([(it.question.decode(), it.answer.decode(), it.type)] +
+        qas.append([(it.question.decode(), it.answer.decode(), it.type, item_cells(it))] +
                    extra_questions(d, random.Random(i), branches - 1))
     k = min(len(q) for q in qas)
     qas = [q[:k] for q in qas]
@@ -789,14 +993,18 @@ def selftest():
     for i in range(100):   # extra questions: the same texts as the generator's, answers re-derived
         d, it = sc.describe(EVAL_SEED, i)
         ex = extra_questions(d, random.Random(i), 11)
-        for q, a, t in ex:
+        for q, a, t, cl in ex:
             n_extra[t] += 1
             assert q and a, (q, a)
+            assert all(0 <= k < d.n_images and 0 <= r < d.grid and 0 <= c < d.grid for k, r, c in cl), cl
+            assert len(cl) == (int(a) if t == 2 else 3 if t == 3 else len(cl)) and (cl or t == 2), (q, a, cl)
         d2, it2 = sc.describe(EVAL_SEED, i)
         q0 = (it2.question.decode(), it2.answer.decode(), it2.type)
-        for q, a, t in ex:   # a question the generator asked has the generator's answer here too
+        for q, a, t, cl in ex:   # a question the generator asked has the generator's answer and cells here too
             if q == q0[0]:
                 assert a == q0[1] or q0[2] in (2, 4), (q, a, q0)
+                if a == q0[1]:
+                    assert sorted(cl) == sorted(item_cells(it2)), (q, cl, item_cells(it2))
     print("extra questions per type (100 items x 11):", dict(zip(TYPE_NAMES, n_extra)))
     print("types", dict(zip(TYPE_NAMES, n_types)), "mean image tokens %.0f" % (sum(tokens) / len(tokens)))
     ids = [5] * 3 + [99] * 16 + [7] * 2 + [99] * 16 + [8]
@@ -807,7 +1015,7 @@ def selftest():
         got = sorted(s for w_ in sl for s in w_ if s >= 0)
         assert got == list(range(g * g * 4)), g
     rnd = random.Random(1)
-    print("curriculum", [curriculum(s, 300, rnd) for s in (0, 150, 300, 900)],
+    print("curriculum", [curriculum(s, 300, 600, rnd) for s in (0, 150, 300, 600, 900)],
           "items per batch at 8x224 / 32x448:", items_per_batch(8, 224, 49152), items_per_batch(32, 448, 49152))
     print("prompt chars", len(prompt_text("What is the code in image 3?", 8, 8)))
     print("selftest ok")
@@ -817,12 +1025,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--selftest", action="store_true")
-    ap.add_argument("--steps", type=int, default=20000)
+    ap.add_argument("--steps", type=int, default=100000)
     ap.add_argument("--minutes", type=float, default=15)
     ap.add_argument("--batch-tokens", type=int, default=49152)
     ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--const-frac", type=float, default=0.6, help="share of the time at the peak learning rate "
+                    "(after 200 warm-up steps); a cosine decay to 2%% takes the rest")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--ramp-steps", type=int, default=1000)
+    ap.add_argument("--sel-steps", type=int, default=600, help="selection phase: batches at 224 px")
+    ap.add_argument("--ramp-steps", type=int, default=1200, help="then the side grows to 448 px over these")
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--ffn", type=int, default=1024)
     ap.add_argument("--vision-layers", type=int, default=6)
@@ -831,6 +1042,10 @@ def main():
     ap.add_argument("--question-loss", type=float, default=0.3)
     ap.add_argument("--index-loss", type=float, default=1.0)
     ap.add_argument("--index-layer", type=int, default=3)
+    ap.add_argument("--attn-loss", type=float, default=1.0, help="weight of the attention supervision (0: off)")
+    ap.add_argument("--label-layer", type=int, default=0)
+    ap.add_argument("--answer-layers", default="4,6,8")
+    ap.add_argument("--label-rows", type=int, default=1024)
     ap.add_argument("--workers", type=int, default=14)
     ap.add_argument("--branches", type=int, default=12, help="question-answer branches per item sharing its "
                     "images (make_batch); 1: one question per item (run 1)")
@@ -845,20 +1060,43 @@ def main():
     import torch
     import transformers
     t_start = time.time()
+    # several GPUs (torchrun): data parallel by hand: each rank draws its own batches (item stream
+    # seed + 100 * rank), gradients are averaged with one all-reduce per step, rank 0's clock
+    # decides the learning rate and the end, rank 0 logs, saves and evaluates
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    dist = None
+    if world > 1:
+        import torch.distributed as dist
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group("nccl")
     hf_dir = os.path.join(args.out, "hf")
     os.makedirs(hf_dir, exist_ok=True)
-    so = build_scene_so(args.out)
+    os.makedirs(os.path.join(args.out, "rank%d" % rank), exist_ok=True)
+    so = build_scene_so(os.path.join(args.out, "rank%d" % rank) if world > 1 else args.out)
     scenes = Scenes(so)
     torch.manual_seed(args.seed)
-    tok = build_tokenizer(scenes, args.seed, args.vocab)
+    tok_path = os.path.join(args.out, "tokenizer-trained.json")
+    if rank == 0:
+        tok = build_tokenizer(scenes, args.seed, args.vocab)
+        tok.save(tok_path)
+    if world > 1:
+        dist.barrier()
+        if rank != 0:
+            from tokenizers import Tokenizer
+            tok = Tokenizer.from_file(tok_path)
     n_tok = tok.get_vocab_size(with_added_tokens=True)
     vocab_size = (n_tok + 63) // 64 * 64
     print("tokenizer: %d tokens, vocab_size %d" % (n_tok, vocab_size), flush=True)
-    save_tokenizer_files(tok, hf_dir)
-    dev = torch.device("cuda")
+    if rank == 0:
+        save_tokenizer_files(tok, hf_dir)
+    dev = torch.device("cuda", torch.cuda.current_device())
     mean = torch.tensor(CLIP_MEAN, device=dev)
     std = torch.tensor(CLIP_STD, device=dev)
     model = make_model(tok, vocab_size, args).to(dev)
+    if world > 1:
+        for p_ in model.parameters():
+            dist.broadcast(p_.data, 0)
     n_params = sum(p.numel() for p in model.parameters())
     n_vis = sum(p.numel() for p in model.model.visual.parameters())
     print("parameters: %d (vision %d)" % (n_params, n_vis), flush=True)
@@ -866,6 +1104,15 @@ def main():
     image_token_id = tok.token_to_id("<|image_pad|>")
     if tok.token_to_id("<|vision_end|>") != image_token_id - 2:
         raise SystemExit("expects <|vision_end|> two ids before <|image_pad|>")
+    # the label heads' targets are found by offset from <|vision_start|>: check them on a 12-image item
+    probe_b = make_batch(scenes, tok, 999, 0, 1, 12, 224, pad_id, im_end_id, image_token_id)
+    ids0, lt0 = probe_b["ids"][0], probe_b["label_tgt"][:, 0]
+    img_pos = np.nonzero(lt0[0] >= 0)[0]
+    firsts = img_pos[np.r_[True, np.diff(lt0[0][img_pos]) != 0]]        # one image token per image
+    got = [tok.decode([int(ids0[lt0[0, j]]), int(ids0[lt0[1, j]])]) for j in firsts]
+    want = [" %d" % k if k < 10 else "%d" % k for k in range(1, 13)]
+    if got != want:
+        raise SystemExit("label targets: %r, expected %r" % (got, want))
     fwd = Forward(torch, model, image_token_id)
     model.eval()
     for side in (252, 224):   # a padded-window side, then a whole-window one
@@ -874,12 +1121,21 @@ def main():
         if not fwd.fast:
             break
     print("forward path:", "batched vision (fast)" if fwd.fast else "transformers'", flush=True)
+    sup = None
+    if args.attn_loss > 0:
+        sup = AttnSupervisor(torch, model, args.label_layer, [int(x) for x in args.answer_layers.split(",")],
+                             args.label_rows)
+        inp1 = to_device(torch, make_batch(scenes, tok, 999, 0, 1, 8, 224, pad_id, im_end_id, image_token_id),
+                         dev, mean, std)[0]
+        if not sup.check(fwd, inp1):
+            raise SystemExit("attention supervision: the recomputed attention differs from the model's")
+        sup.enabled = False
     if args.branches > 1 and not check_branches(torch, fwd, scenes, tok, dev, mean, std, args.branches,
                                                 (pad_id, im_end_id, image_token_id)):
         args.branches = 1
     print("branches per item:", args.branches, flush=True)
-    stream = BatchStream(so, tok.to_str(), args.seed, args.batch_tokens, args.ramp_steps, pad_id, im_end_id,
-                         image_token_id, args.workers, args.branches)
+    stream = BatchStream(so, tok.to_str(), args.seed + 100 * rank, args.batch_tokens, args.sel_steps, args.ramp_steps, pad_id,
+                         im_end_id, image_token_id, args.workers, args.branches)
     cell_probe = CellProbe(torch, model, tok).to(dev)
     index_probe = IndexProbe(torch, model, tok, args.index_layer, image_token_id, im_end_id).to(dev)
     fwd.want_hidden = args.index_loss > 0
@@ -887,19 +1143,42 @@ def main():
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0},
               {"params": cell_probe.own_parameters() + [index_probe.scale], "weight_decay": 0.0}]
+    all_params = [p_ for g in groups for p_ in g["params"]]
+    if world > 1:
+        for p_ in cell_probe.own_parameters():
+            dist.broadcast(p_.data, 0)
+
+    def reduce_grads(total_loss):
+        """Averages the gradients over ranks (one flat all-reduce) with a last element that is 1
+        where a rank's loss was not finite: then every rank skips the step."""
+        grads = [p_.grad if p_.grad is not None else torch.zeros_like(p_) for p_ in all_params]
+        bad = torch.tensor([0.0 if bool(torch.isfinite(total_loss)) else 1.0], device=dev)
+        flat = torch.cat([g.reshape(-1).float() for g in grads] + [bad])
+        if world > 1:
+            dist.all_reduce(flat)
+            flat /= world
+        off = 0
+        for p_, g in zip(all_params, grads):
+            n_ = g.numel()
+            p_.grad = flat[off:off + n_].view_as(p_).to(p_.dtype)
+            off += n_
+        return float(flat[-1]) == 0.0
+
     try:
         opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.98), eps=1e-8, fused=True)
     except (TypeError, RuntimeError):
         opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
-    sched = {"steps": args.steps}
 
-    def lr_at(step):
-        total = sched["steps"]
-        warmup = min(300, total // 10)
-        if step < warmup:
-            return args.lr * (step + 1) / warmup
-        f = min(1.0, (step - warmup) / max(1, total - warmup))
-        return args.lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * f)))
+    def lr_at(step, elapsed_s):
+        """Warm-up over 200 steps, the peak for --const-frac of the time, then a cosine to 2% at the
+        time limit (by time: the ramp makes later steps slower, so a step count would misjudge)."""
+        if step < 200:
+            return args.lr * (step + 1) / 200
+        f = elapsed_s / (args.minutes * 60)
+        if f <= args.const_frac:
+            return args.lr
+        g = min(1.0, (f - args.const_frac) / max(1e-6, 1 - args.const_frac))
+        return args.lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * g)))
 
     log = {k: v for k, v in vars(args).items()}
     log.update(versions="torch %s transformers %s" % (torch.__version__, transformers.__version__),
@@ -907,26 +1186,37 @@ def main():
     model.train()
     torch.backends.cuda.matmul.allow_tf32 = True
     t0 = time.time()
-    run = np.zeros(5)   # answer loss, cell loss, index loss, correct, items
+    names = ["answer", "cell", "index", "label_attn", "answer_attn"]
+    run = np.zeros(len(names))
+    typ = np.zeros((len(TYPE_NAMES), 2))
     run_steps, step, items_seen, tokens_seen = 0, 0, 0, 0
+    n_skipped = 0
+    att_typ = np.zeros((len(TYPE_NAMES), 2))
     for batch in stream:
         el = time.time() - t0
-        if step >= sched["steps"] or el > args.minutes * 60:
+        if world > 1:
+            el_t = torch.tensor([el], device=dev, dtype=torch.float64)
+            dist.broadcast(el_t, 0)
+            el = float(el_t)
+        if step >= args.steps or el > args.minutes * 60:
             break
-        if step == 20:
-            t20 = time.time()
-        if step in (60, 300):   # fit the schedule to the time left (the ramp makes later steps slower:
-            # the estimate uses the current rate, which is an overestimate of what fits; the time
-            # limit above still ends the run on time)
-            per_step = (time.time() - t20) / (step - 20)
-            left = args.minutes * 60 - el
-            sched["steps"] = max(step + 10, min(args.steps, step + int(0.8 * left / per_step)))
-            print("%.3f s/step at step %d: schedule %d steps" % (per_step, step, sched["steps"]), flush=True)
+        lr = lr_at(step, el)
         for g in opt.param_groups:
-            g["lr"] = lr_at(step)
+            g["lr"] = lr
         inputs, lab, types = to_device(torch, batch, dev, mean, std)
+        if sup is not None:
+            sup.enabled = True
         with torch.autocast("cuda", dtype=torch.bfloat16):
             logits = fwd(inputs).float()
+            if sup is not None:
+                la, aa, per_row = sup.losses(inputs)
+                sup.enabled = False
+                if per_row.numel():
+                    at_, w_ = inputs["att_type"].cpu().numpy(), inputs["att_w"].cpu().numpy()
+                    pr = per_row.float().cpu().numpy()
+                    for t_ in range(len(TYPE_NAMES)):
+                        m_ = at_ == t_
+                        att_typ[t_] += ((pr[m_] * w_[m_]).sum(), w_[m_].sum())
         loss = answer_loss(torch, logits, lab, inputs["bid"])
         total = loss
         if args.question_loss > 0:
@@ -939,43 +1229,72 @@ def main():
             index = index_probe.loss(fwd.last_hidden, inputs["ids"])
             total = total + args.index_loss * index
             run[2] += float(index.detach())
+        if sup is not None:
+            total = total + args.attn_loss * (la + aa)
+            run[3] += float(la.detach())
+            run[4] += float(aa.detach())
         opt.zero_grad(set_to_none=True)
         total.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        finite = reduce_grads(total.detach())
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if finite and bool(torch.isfinite(gn)):
+            opt.step()
+        else:
+            n_skipped += 1
+            opt.zero_grad(set_to_none=True)
         ok = answer_correct(torch, logits.detach(), lab, inputs["bid"]).cpu().numpy()
+        tv = types.numpy()
+        for t_ in range(len(TYPE_NAMES)):
+            typ[t_] += (ok[tv == t_].sum(), (tv == t_).sum())
         run[0] += float(loss.detach())
-        run[3] += ok.sum()
-        run[4] += len(ok)
         items_seen += len(ok)
         tokens_seen += int(inputs["valid"].sum())
         run_steps += 1
         step += 1
+        if (step % 100 == 0 or step == 1) and rank == 0:
+            acc_t = typ[:, 0] / np.maximum(1, typ[:, 1])
+            att_t = att_typ[:, 0] / np.maximum(1e-9, att_typ[:, 1])
+            print("step %5d  %s  acc %.3f [%s]  attn/type [%s]  %dx%d  lr %.2e  skipped %d  %.0f s" % (
+                step, " ".join("%s %.3f" % (n, v / run_steps) for n, v in zip(names, run)),
+                typ[:, 0].sum() / max(1, typ[:, 1].sum()), " ".join("%.2f" % a for a in acc_t),
+                " ".join("%.2f" % a for a in att_t), inputs["n_images"] // lab.shape[0], inputs["side"], lr,
+                n_skipped, time.time() - t0), flush=True)
+            log["losses"].append([step, time.time() - t0] + (run / run_steps).tolist() +
+                                 [typ[:, 0].sum() / max(1, typ[:, 1].sum())] + acc_t.tolist() + att_t.tolist())
         if step % 100 == 0 or step == 1:
-            print("step %5d  loss %.4f  cell %.4f  index %.4f  acc %.3f  shape %dx%d  lr %.2e  %.0f s" %
-                  (step, run[0] / run_steps, run[1] / run_steps, run[2] / run_steps, run[3] / max(1, run[4]),
-                   inputs["n_images"] // lab.shape[0], inputs["side"], lr_at(step - 1), time.time() - t0), flush=True)
-            log["losses"].append([step, run[0] / run_steps, run[3] / max(1, run[4]), run[1] / run_steps,
-                                  run[2] / run_steps])
             run[:] = 0
+            typ[:] = 0
+            att_typ[:] = 0
             run_steps = 0
-        if step % 1000 == 0:   # a checkpoint, in case the lease ends early
+        if step % 1000 == 0 and rank == 0:   # a checkpoint, in case the lease ends early
             save_f16(model, hf_dir)
-    log.update(steps=step, items_seen=items_seen, tokens_seen=tokens_seen, train_seconds=time.time() - t0,
+    if world > 1:
+        dist.barrier()
+        if rank != 0:
+            dist.destroy_process_group()
+            return
+    log["loss_columns"] = ["step", "seconds"] + names + ["acc"] + ["acc_" + n for n in TYPE_NAMES] + \
+        ["answer_attn_" + n for n in TYPE_NAMES]
+    log.update(steps=step, world=world, skipped_steps=n_skipped, items_seen=items_seen * world,
+               tokens_seen=tokens_seen * world, train_seconds=time.time() - t0,
                data="examples/tools/scene_long.c stream seed %d, batch b = items b*4096.. with curriculum()" % args.seed)
     save_f16(model, hf_dir)
+    save_tokenizer_files(tok, hf_dir)
+    with open(os.path.join(args.out, "train-log.json"), "w") as f:
+        json.dump(log, f, indent=1)
+    print("saved", hf_dir, flush=True)
     model.eval()
+    fwd.want_hidden = False
     acc, n = heldout(torch, np, fwd, scenes, tok, dev, mean, std, args.eval_items, args.batch_tokens,
                      (pad_id, im_end_id, image_token_id))
     log["heldout_accuracy_transformers"] = acc
     log["heldout_items"] = n
     print("held-out accuracy (transformers, %d items, seed %d): %s" % (n, EVAL_SEED,
           " ".join("%s %.3f" % kv for kv in acc.items())), flush=True)
-    save_tokenizer_files(tok, hf_dir)
     log["total_seconds"] = time.time() - t_start
     with open(os.path.join(args.out, "train-log.json"), "w") as f:
         json.dump(log, f, indent=1)
-    print("saved", hf_dir, "in %.0f s total" % log["total_seconds"], flush=True)
+    print("done in %.0f s total" % log["total_seconds"], flush=True)
 
 
 if __name__ == "__main__":

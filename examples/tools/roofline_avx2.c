@@ -1,4 +1,5 @@
-/* roofline_avx2.c: the AVX2 FMA loop of the FP32 peak measurement (roofline.h). */
+/* roofline_avx2.c: the AVX2 FMA loop of the FP32 peak measurement and the read-only loop of the
+ * read bandwidth (roofline.h). */
 #include "tools/roofline.h"
 
 #include <immintrin.h>
@@ -22,4 +23,22 @@ float oc_roofline_fma_avx2(int64_t n_iter, int *lanes) {
     s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(c8, c9), _mm256_add_ps(c10, c11)));
     *lanes = 8;
     return _mm_cvtss_f32(_mm256_castps256_ps128(s));
+}
+
+/* Four 32-byte loads per step into four xor chains: nothing is written. */
+uint64_t oc_roofline_read_avx2(const void *p, size_t n) {
+    const __m256i *v = p;
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    size_t i = 0, nv = n / 32;
+    for (; i + 4 <= nv; i += 4) {
+        a0 = _mm256_xor_si256(a0, _mm256_load_si256(v + i));
+        a1 = _mm256_xor_si256(a1, _mm256_load_si256(v + i + 1));
+        a2 = _mm256_xor_si256(a2, _mm256_load_si256(v + i + 2));
+        a3 = _mm256_xor_si256(a3, _mm256_load_si256(v + i + 3));
+    }
+    for (; i < nv; i++) a0 = _mm256_xor_si256(a0, _mm256_load_si256(v + i));
+    __m256i s = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+    uint64_t out[4];
+    _mm256_storeu_si256((__m256i *)out, s);
+    return out[0] ^ out[1] ^ out[2] ^ out[3];
 }

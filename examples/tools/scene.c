@@ -387,8 +387,10 @@ void oc_scene_normalize(const char *text, char *out, size_t out_bytes) {
 }
 
 int oc_scene_answer_ok(const char *expected, const char *got) {
-    char norm[64];
+    /* both sides normalized: the long suite's codes are upper case ("6X7") */
+    char norm_got[256], norm_want[256];
     if (!expected || !got) return 0;
-    oc_scene_normalize(got, norm, sizeof norm);
-    return strcmp(norm, expected) == 0;
+    oc_scene_normalize(got, norm_got, sizeof norm_got);
+    oc_scene_normalize(expected, norm_want, sizeof norm_want);
+    return strcmp(norm_got, norm_want) == 0;
 }

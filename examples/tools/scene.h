@@ -99,7 +99,7 @@ int oc_scene_color_rgb(int32_t color, uint8_t rgb[3]);
 /* A model's answer as it is scored: leading and trailing white space and trailing '.' removed,
  * ASCII lower-cased, truncated to out_bytes - 1 bytes. */
 void oc_scene_normalize(const char *text, char *out, size_t out_bytes);
-/* 1 if normalize(got) equals expected (an item's answer), else 0. */
+/* 1 if normalize(got) equals normalize(expected) (an item's answer; up to 255 bytes), else 0. */
 int oc_scene_answer_ok(const char *expected, const char *got);
 
 #endif /* OC_SCENE_H */

@@ -99,7 +99,7 @@ static oc_status run(oc_backend *be, job *j, int64_t n, int64_t width) {
 oc_status oc_cpu_embed(oc_backend *be, const oc_bw *table, const oc_bt *ids, int64_t n, oc_bt *dst,
                        int64_t dst_off, oc_error *err) {
     if (n <= 0) return OC_OK;
-    job j = { .op = OP_EMBED, .dim = table->w.n_in, .table = table->t.impl, .row_bytes = table->w.row_bytes,
+    job j = { .op = OP_EMBED, .dim = table->w.n_in, .table = table->w.data, .row_bytes = table->w.row_bytes,
               .to_f32 = oc_dequant_ref(table->w.dtype) };
     if (!j.to_f32 || !j.table) return oc_fail(err, OC_ERR_UNSUPPORTED, "backend cpu embed: table type %d", (int)table->w.dtype);
     SPAN(j.idx, const int32_t *, ids, 0, n, "embed ids");

@@ -6,10 +6,13 @@
  * int8 records) and sweeps its tokens with the mr x nr micro-kernel, which keeps the running sums in
  * Y between blocks. Each output element is owned by one task and summed in k order: the result does
  * not depend on the number of threads. GEMV (decode): tasks are blocks of rows; each row is read once
- * and dotted with every token. Nothing here allocates after ctx_open. */
+ * and dotted with every token. Nothing here allocates after ctx_open.
+ * BF16 path: the same tasks, but W comes prepacked (oc_matmul_pack, once at load) and each tile of
+ * X is rounded to bf16 pairs just before its micro-kernel sweeps the task's panels. */
 #include "kernels/matmul_kern.h"
 
 #include "core/dtype.h"
+#include "core/f16.h"
 #include "core/isa_built.h"
 
 #include <string.h>
@@ -58,6 +61,7 @@ const oc_matmul_kernels *oc_matmul_kernels_for(oc_isa isa) {
 
 oc_isa oc_matmul_kernels_isa(const oc_matmul_kernels *k) { return k->isa; }
 const char *oc_matmul_kernels_name(const oc_matmul_kernels *k) { return k->name; }
+int oc_matmul_kernels_bf16(const oc_matmul_kernels *k) { return !k->gemm_bf16 ? 0 : k->bf16_gemm ? 2 : 1; }
 
 static int type_index(int32_t dtype) {
     switch (dtype) {
@@ -81,12 +85,13 @@ static size_t thread_layout(const oc_matmul_kernels *k, int64_t max_n_in, size_t
                             size_t *tile_off, size_t *rowbuf_off) {
     size_t panel_f32 = (size_t)TASK_OUT * KC * sizeof(float);
     size_t panel_q8 = (size_t)(TASK_OUT / k->q8_group) * KC_BLOCKS * OC_MM_Q8_RECORD_BYTES(k->q8_group);
-    size_t tile = (size_t)OC_MAX(k->mr * k->nr, k->q8_mr * k->q8_nr) * sizeof(float);
+    size_t tile = (size_t)OC_MAX(OC_MAX(k->mr * k->nr, k->q8_mr * k->q8_nr), k->bf16_mr * OC_MM_BF16_NR) * sizeof(float);
     size_t rowbuf;
     if (!oc_mul_size((size_t)max_n_in, sizeof(float), &rowbuf)) return 0;
     size_t off = 0;
     *rows_off = off;
-    off += round_up((size_t)k->nr * KC * sizeof(float), OC_MEM_ALIGN);
+    /* rows: the f32 path's W rows, or the BF16 path's X tile (bf16_mr rows of KC bf16) */
+    off += round_up(OC_MAX((size_t)k->nr * KC * sizeof(float), (size_t)k->bf16_mr * KC * sizeof(uint16_t)), OC_MEM_ALIGN);
     *panel_off = off;
     off += round_up(OC_MAX(panel_f32, panel_q8), OC_MEM_ALIGN);
     *tile_off = off;
@@ -339,6 +344,100 @@ static void gemm_q8_task(void *arg, int64_t task, int thread) {
     add_bias(c, t0, t1, o0, o1);
 }
 
+static void gemm_bf16_task(void *arg, int64_t task, int thread) {
+    const call *c = arg;
+    const oc_matmul_kernels *k = c->k;
+    const oc_weight *w = c->w;
+    box bx = task_box(c, task);
+    int64_t o0 = bx.o0, o1 = bx.o1, t0 = bx.t0, t1 = bx.t1, n_pairs = w->n_in / 2;
+    unsigned char *s = thread_scratch(c, thread);
+    uint16_t *xb = (uint16_t *)(void *)(s + c->ctx->rows_off);   /* bf16_mr rows of KC */
+    float *tbuf = (float *)(s + c->ctx->tile_off);
+    const uint32_t *packed = c->w->packed;
+    for (int64_t k0 = 0; k0 < w->n_in; k0 += KC) {
+        int64_t kc = OC_MIN((int64_t)KC, w->n_in - k0);
+        for (int64_t t = t0; t < t1; t += k->bf16_mr) {
+            int mr = (int)OC_MIN((int64_t)k->bf16_mr, t1 - t);
+            for (int i = 0; i < mr; i++)
+                k->x_to_bf16(c->x + (size_t)(t + i) * c->x_stride + (size_t)k0, kc, xb + (size_t)i * KC);
+            for (int64_t j0 = o0; j0 < o1; j0 += OC_MM_BF16_NR) {
+                /* panel j0 / 32 from pair k0 / 2 */
+                const uint32_t *panel = packed + ((size_t)(j0 / OC_MM_BF16_NR) * (size_t)n_pairs + (size_t)k0 / 2) * OC_MM_BF16_NR;
+                tile tl = tile_at(c, t, j0, mr, o1, OC_MM_BF16_NR, tbuf);
+                float *yt = tile_begin(&tl, k0 > 0);
+                k->gemm_bf16(mr, kc / 2, (const uint32_t *)(const void *)xb, KC / 2, panel, yt,
+                             yt == tl.y ? c->y_stride : (size_t)OC_MM_BF16_NR, k0 > 0);
+                tile_end(&tl);
+            }
+        }
+    }
+    add_bias(c, t0, t1, o0, o1);
+}
+
+/* ---- the BF16 path's packed weights ------------------------------------------------------------ */
+
+size_t oc_matmul_packed_bytes(const oc_weight *w) {
+    if (!w || (w->dtype != OC_DTYPE_F16 && w->dtype != OC_DTYPE_BF16) || w->n_in < 2 || w->n_in % 2 || w->n_out < 1)
+        return 0;
+    size_t n_panels = (size_t)((w->n_out + OC_MM_BF16_NR - 1) / OC_MM_BF16_NR), n;
+    if (!oc_mul_size(n_panels, (size_t)w->n_in, &n) || !oc_mul_size(n, OC_MM_BF16_NR * sizeof(uint16_t), &n)) return 0;
+    return n;
+}
+
+int oc_matmul_wants_packed(const oc_matmul_kernels *k, const oc_weight *w) {
+    return k && k->gemm_bf16 && k->bf16_gemm && oc_matmul_packed_bytes(w) > 0;
+}
+
+typedef struct pack_job {
+    const oc_matmul_kernels *k;
+    const oc_weight *w;
+    uint32_t *dst;
+} pack_job;
+
+/* One panel of 32 outputs: KC inputs of each row to f32 (exact for F16 and BF16), then to bf16 pairs. */
+static void pack_task(void *arg, int64_t panel, int thread) {
+    (void)thread;
+    const pack_job *j = arg;
+    const oc_weight *w = j->w;
+    int type = type_index(w->dtype);
+    float rows[OC_MM_BF16_NR][KC];
+    int64_t n_pairs = w->n_in / 2, o0 = panel * OC_MM_BF16_NR;
+    int n_rows = (int)OC_MIN((int64_t)OC_MM_BF16_NR, w->n_out - o0);
+    uint32_t *dst = j->dst + (size_t)panel * (size_t)n_pairs * OC_MM_BF16_NR;
+    for (int64_t k0 = 0; k0 < w->n_in; k0 += KC) {
+        int64_t kc = OC_MIN((int64_t)KC, w->n_in - k0);
+        for (int r = 0; r < OC_MM_BF16_NR; r++) {
+            if (r < n_rows)
+                j->k->to_f32[type]((const unsigned char *)w->data + (size_t)(o0 + r) * w->row_bytes + (size_t)k0 * 2, rows[r], kc);
+            else
+                memset(rows[r], 0, sizeof rows[r]);
+        }
+        for (int64_t p = 0; p < kc / 2; p++)
+            for (int r = 0; r < OC_MM_BF16_NR; r++)
+                dst[(size_t)(k0 / 2 + p) * OC_MM_BF16_NR + (size_t)r] =
+                    (uint32_t)oc_f32_to_bf16(rows[r][2 * p]) | (uint32_t)oc_f32_to_bf16(rows[r][2 * p + 1]) << 16;
+    }
+}
+
+oc_status oc_matmul_pack(const oc_matmul_kernels *k, oc_pool *pool, const oc_weight *w, void *dst, oc_error *err) {
+    if (!k || !w || !w->data || !oc_matmul_packed_bytes(w))
+        return oc_fail(err, OC_ERR_INVALID, "matmul pack: only F16 and BF16 weights with an even n_in have a packed form");
+    if (!dst || (uintptr_t)dst % 64)
+        return oc_fail(err, OC_ERR_INVALID, "matmul pack: destination NULL or not 64-byte aligned");
+    if ((uintptr_t)w->data % 2 || w->row_bytes % 2 || w->row_bytes < oc_dtype_row_bytes(w->dtype, (uint64_t)w->n_in))
+        return oc_fail(err, OC_ERR_INVALID, "matmul pack: weight rows misaligned or shorter than n_in");
+    pack_job j = { k, w, dst };
+    oc_pool_run(pool, (w->n_out + OC_MM_BF16_NR - 1) / OC_MM_BF16_NR, pack_task, &j);
+    return OC_OK;
+}
+
+/* 1 when this call takes the BF16 path. */
+static int bf16_path(const oc_matmul_ctx *ctx, const oc_weight *w, int64_t n_tok) {
+    const oc_matmul_kernels *k = ctx->k;
+    if (!w->packed || n_tok < GEMV_MAX_TOK || !k->gemm_bf16 || !oc_matmul_packed_bytes(w)) return 0;
+    return ctx->path == OC_MATMUL_BF16 || (ctx->path == OC_MATMUL_AUTO && k->bf16_gemm);
+}
+
 /* OC_MM_I8_* when this call takes the int8 path, else -1: only where the table has an int8 kernel
  * for this type and shape (GEMM or GEMV), and the path asks for it. */
 static int int8_type(const oc_matmul_ctx *ctx, int type, int64_t n_tok) {
@@ -395,6 +494,11 @@ oc_status oc_matmul(oc_matmul_ctx *ctx, const oc_weight *w, const float *x, size
         c.gemv_rows = OC_MAX((int64_t)4, (int64_t)(GEMV_TASK_BYTES / w->row_bytes));
         c.gemv_rows = OC_MAX(unit, c.gemv_rows / unit * unit);
         oc_pool_run(ctx->pool, (w->n_out + c.gemv_rows - 1) / c.gemv_rows, gemv_task, &c);
+    } else if (bf16_path(ctx, w, n_tok)) {
+        if ((uintptr_t)w->packed % 64) return oc_fail(err, OC_ERR_INVALID, "matmul: packed weight not 64-byte aligned");
+        c.task_tok = OC_MAX((int64_t)1, (int64_t)(TASK_TOK / k->bf16_mr)) * k->bf16_mr;
+        int64_t n_tok_tasks = (n_tok + c.task_tok - 1) / c.task_tok;
+        oc_pool_run(ctx->pool, c.n_out_tasks * n_tok_tasks, gemm_bf16_task, &c);
     } else {
         int mr = i8_type >= 0 ? k->q8_mr : k->mr;
         c.task_tok = OC_MAX((int64_t)1, (int64_t)(TASK_TOK / mr)) * mr;

@@ -5,7 +5,10 @@
  * the AVX2 ones: every AVX-512 CPU runs them, and 512-bit versions would change nothing measurable.
  * Int8 without VNNI: vpmaddubsw as on AVX2; AVX-512 has no vpsignb, so the sign of w is moved onto x
  * with a masked subtract. With VNNI, vpdpbusd (u8 x s8 -> i32, no int16 saturation) takes Q8_0
- * packed as w + 128 and Q4_0 as its nibble; both subtract offset * sum(x) per block. */
+ * packed as w + 128 and Q4_0 as its nibble; both subtract offset * sum(x) per block.
+ * With AVX512_BF16 (chosen at run time): the BF16 path's 8 tokens x 32 outputs tile, vdpbf16ps on
+ * prepacked weight pairs, X rounded with vcvtne2ps2bf16; AUTO takes it where the CPU's dot products
+ * are fast (oc_cpu_features.bf16_fast, opt-in for now: port.h), otherwise only OC_MATMUL_BF16 does. */
 #include "kernels/matmul_kern.h"
 
 #include <immintrin.h>
@@ -18,6 +21,8 @@
 
 #define INLINE static inline __attribute__((always_inline))
 #define VNNI __attribute__((target("avx512vnni")))
+#define BF16 __attribute__((target("avx512bf16")))
+#define BF16_MR 8
 
 /* ---- float GEMM --------------------------------------------------------------------------------- */
 
@@ -196,6 +201,53 @@ GEMM_Q8(gemm_q4_0, gemm_q8_tile, OC_MM_I8_Q4_0, NO_ATTR)
 GEMM_Q8(gemm_q8_0_vnni, gemm_q8_tile_vnni, OC_MM_I8_Q8_0, VNNI)
 GEMM_Q8(gemm_q4_0_vnni, gemm_q8_tile_vnni, OC_MM_I8_Q4_0, VNNI)
 
+/* ---- BF16 GEMM ---------------------------------------------------------------------------------- */
+
+static BF16 void x_to_bf16(const float *x, int64_t n, uint16_t *out) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)   /* the second operand lands in the low half */
+        _mm512_storeu_si512(out + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i)));
+    for (; i + 16 <= n; i += 16) _mm256_storeu_si256((__m256i *)(out + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + i)));
+    for (; i < n; i++) out[i] = (uint16_t)_mm_cvtsi128_si32((__m128i)_mm_cvtneps_pbh(_mm_set_ss(x[i])));
+}
+
+/* mr tokens x 32 outputs: per input pair two panel vectors, one broadcast pair per token. */
+INLINE BF16 void gemm_bf16_tile(const int mr, int64_t n_pairs, const uint32_t *x, size_t xs, const uint32_t *p, float *y,
+                                size_t ys, int accumulate) {
+    const __m512 z = _mm512_setzero_ps();
+    __m512 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z;
+    __m512 c40 = z, c41 = z, c50 = z, c51 = z, c60 = z, c61 = z, c70 = z, c71 = z;
+    ROWS8(F32_LOAD)
+    const uint32_t *x0 = x, *x1 = x + xs, *x2 = x + 2 * xs, *x3 = x + 3 * xs;
+    const uint32_t *x4 = x + 4 * xs, *x5 = x + 5 * xs, *x6 = x + 6 * xs, *x7 = x + 7 * xs;
+    for (int64_t k = 0; k < n_pairs; k++) {
+        __m512bh b0 = (__m512bh)_mm512_load_si512(p + k * 32), b1 = (__m512bh)_mm512_load_si512(p + k * 32 + 16);
+#define BF16_STEP(i)                                                \
+        if (mr > i) {                                               \
+            __m512bh a = (__m512bh)_mm512_set1_epi32((int)x##i[k]); \
+            c##i##0 = _mm512_dpbf16_ps(c##i##0, a, b0);             \
+            c##i##1 = _mm512_dpbf16_ps(c##i##1, a, b1);             \
+        }
+        ROWS8(BF16_STEP)
+    }
+    ROWS8(F32_STORE)
+    (void)x0; (void)x1; (void)x2; (void)x3; (void)x4; (void)x5; (void)x6; (void)x7;
+}
+
+static BF16 void gemm_bf16(int mr, int64_t n_pairs, const uint32_t *x, size_t xs, const uint32_t *p, float *y, size_t ys,
+                           int acc) {
+    switch (mr) {
+    case 8: gemm_bf16_tile(8, n_pairs, x, xs, p, y, ys, acc); break;
+    case 7: gemm_bf16_tile(7, n_pairs, x, xs, p, y, ys, acc); break;
+    case 6: gemm_bf16_tile(6, n_pairs, x, xs, p, y, ys, acc); break;
+    case 5: gemm_bf16_tile(5, n_pairs, x, xs, p, y, ys, acc); break;
+    case 4: gemm_bf16_tile(4, n_pairs, x, xs, p, y, ys, acc); break;
+    case 3: gemm_bf16_tile(3, n_pairs, x, xs, p, y, ys, acc); break;
+    case 2: gemm_bf16_tile(2, n_pairs, x, xs, p, y, ys, acc); break;
+    default: gemm_bf16_tile(1, n_pairs, x, xs, p, y, ys, acc); break;
+    }
+}
+
 /* ---- tables ------------------------------------------------------------------------------------- */
 
 #define COMMON_FIELDS                                                                                  \
@@ -220,6 +272,28 @@ static const oc_matmul_kernels table_vnni = {
     .gemm_q8 = { gemm_q8_0_vnni, gemm_q4_0_vnni, NULL, NULL },
 };
 
+/* AVX512_BF16 CPUs all have VNNI (Cooper Lake, Sapphire Rapids, Zen 4). */
+#define BF16_FIELDS .bf16_mr = BF16_MR, .x_to_bf16 = x_to_bf16, .gemm_bf16 = gemm_bf16
+
+static const oc_matmul_kernels table_bf16 = {
+    COMMON_FIELDS,
+    .name = "avx512+vnni+bf16",
+    .pack_q8 = { pack_q8_0_biased, pack_q4_0, NULL, NULL },
+    .gemm_q8 = { gemm_q8_0_vnni, gemm_q4_0_vnni, NULL, NULL },
+    BF16_FIELDS,
+    .bf16_gemm = 1,
+};
+
+static const oc_matmul_kernels table_bf16_slow = {   /* BF16 kernels for OC_MATMUL_BF16 only */
+    COMMON_FIELDS,
+    .name = "avx512+vnni",
+    .pack_q8 = { pack_q8_0_biased, pack_q4_0, NULL, NULL },
+    .gemm_q8 = { gemm_q8_0_vnni, gemm_q4_0_vnni, NULL, NULL },
+    BF16_FIELDS,
+    .bf16_gemm = 0,
+};
+
 const oc_matmul_kernels *oc_matmul_kernels_avx512(const oc_cpu_features *cpu) {
+    if (cpu->avx512bf16 && cpu->avx512vnni) return cpu->bf16_fast ? &table_bf16 : &table_bf16_slow;
     return cpu->avx512vnni ? &table_vnni : &table_bw;
 }

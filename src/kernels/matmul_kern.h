@@ -8,7 +8,13 @@
  * blocks; the GEMV kernel (gemv_q8x) dots q8_gemv_rows weight rows at once with them; for the GEMM,
  * W blocks are packed into groups of `q8_group` outputs with 4 consecutive k per output side by
  * side (the operand shape of x86 vpmaddubsw/vpdpbusd and Arm sdot), and gemm_q8 accumulates integer
- * dots per block of 32, scaled by d_w * d_x in f32. */
+ * dots per block of 32, scaled by d_w * d_x in f32.
+ * BF16 path (F16 / BF16 weights with a packed copy, oc_matmul_pack; GEMM only): W is packed once at
+ * load in the operand shape of x86 vdpbf16ps (and Arm BFDOT): panels of OC_MM_BF16_NR outputs;
+ * in a panel, for each pair of inputs (2p, 2p + 1), one uint32 per output holding W[j][2p] in its
+ * low half and W[j][2p + 1] in its high half, rounded to bf16 (nearest even); outputs past n_out
+ * are 0. The driver rounds KC inputs of mr tokens of X to the same pairs per tile (x_to_bf16) and
+ * gemm_bf16 sums the pair products in f32. */
 #ifndef OC_MATMUL_KERN_H
 #define OC_MATMUL_KERN_H
 
@@ -64,6 +70,15 @@ typedef void (*oc_pack_q8_fn)(const void *w, size_t row_bytes, int n_rows, int64
 typedef void (*oc_gemm_q8_fn)(int mr, int64_t n_blocks, const oc_q8x *x, size_t x_stride_blocks,
                               const void *panel, float *y, size_t y_stride, int accumulate);
 
+/* BF16 path: outputs per packed panel (all tables; the packed copy does not depend on the table). */
+#define OC_MM_BF16_NR 32
+/* x[0..n) -> n bf16, nearest even (n even). */
+typedef void (*oc_x_to_bf16_fn)(const float *x, int64_t n, uint16_t *out);
+/* y[i][j] (= or +=) sum_p x_i(2p) W_j(2p) + x_i(2p+1) W_j(2p+1) for i < mr (1..bf16_mr), j < 32: x
+ * rows of bf16 pairs (uint32), x_stride pairs apart; panel: n_pairs x 32 uint32 pairs. */
+typedef void (*oc_gemm_bf16_fn)(int mr, int64_t n_pairs, const uint32_t *x, size_t x_stride, const uint32_t *panel,
+                                float *y, size_t y_stride, int accumulate);
+
 struct oc_matmul_kernels {
     oc_isa isa;
     const char *name;
@@ -81,6 +96,12 @@ struct oc_matmul_kernels {
     oc_gemm_q8_fn gemm_q8[OC_MM_I8_N];
     /* OC_MATMUL_AUTO takes the int8 path where these are 1 (measured, BENCHMARKS.md "matmul") */
     unsigned char int8_gemm[OC_MM_I8_N], int8_gemv[OC_MM_I8_N];
+    /* BF16 path (bf16_mr 0: none); AUTO takes it (and callers pack weights for it) where bf16_gemm
+     * is 1: the CPU's BF16 dot products are at least as fast as its FP32 FMA (BENCHMARKS.md) */
+    int bf16_mr;
+    unsigned char bf16_gemm;
+    oc_x_to_bf16_fn x_to_bf16;
+    oc_gemm_bf16_fn gemm_bf16;
 };
 
 /* Portable pieces that SIMD tables reuse (matmul_scalar.c). xor_q is xor-ed into every stored byte
@@ -89,6 +110,11 @@ void oc_mm_pack_f32_generic(int nr, const float *rows, size_t ld, int n_rows, in
 void oc_mm_pack_q8_generic(int i8_type, int group, int nr, unsigned xor_q, const void *w, size_t row_bytes,
                            int n_rows, int64_t n_blocks, void *panel);
 void oc_mm_quantize_q8x_scalar(const float *x, int64_t n, int group, oc_q8x *out);
+void oc_mm_x_to_bf16_scalar(const float *x, int64_t n, uint16_t *out);
+/* The reference BF16 micro-kernel (mr <= 8): every product and sum in f32 in the order vdpbf16ps
+ * takes (odd element of the pair, then even). */
+void oc_mm_gemm_bf16_scalar(int mr, int64_t n_pairs, const uint32_t *x, size_t x_stride, const uint32_t *panel,
+                            float *y, size_t y_stride, int accumulate);
 
 /* AVX2 pieces the AVX-512 table reuses where 512-bit vectors gain nothing (matmul_avx2.c; every
  * AVX-512 CPU has AVX2). pack_f32: nr a multiple of 8; pack_q8: group a multiple of 8, nr = group. */

@@ -214,6 +214,31 @@ static void gemm_q4_0(int mr, int64_t n_blocks, const oc_q8x *x, size_t xs, cons
     gemm_q8(OC_MM_I8_Q4_0, mr, n_blocks, x, xs, panel, y, ys, acc);
 }
 
+/* ---- BF16 path (the reference micro-kernel; the scalar table offers it only when forced) -------- */
+
+void oc_mm_x_to_bf16_scalar(const float *x, int64_t n, uint16_t *out) {
+    for (int64_t i = 0; i < n; i++) out[i] = oc_f32_to_bf16(x[i]);
+}
+
+void oc_mm_gemm_bf16_scalar(int mr, int64_t n_pairs, const uint32_t *x, size_t x_stride, const uint32_t *panel,
+                            float *y, size_t y_stride, int accumulate) {
+    for (int i = 0; i < mr; i++) {
+        float acc[OC_MM_BF16_NR];
+        for (int j = 0; j < OC_MM_BF16_NR; j++) acc[j] = accumulate ? y[(size_t)i * y_stride + (size_t)j] : 0.0f;
+        for (int64_t p = 0; p < n_pairs; p++) {
+            uint32_t xp = x[(size_t)i * x_stride + (size_t)p];
+            float xe = oc_bf16_to_f32((uint16_t)(xp & 0xffff)), xo = oc_bf16_to_f32((uint16_t)(xp >> 16));
+            for (int j = 0; j < OC_MM_BF16_NR; j++) {
+                uint32_t wp = panel[(size_t)p * OC_MM_BF16_NR + (size_t)j];
+                /* each bf16 x bf16 product is exact in f32: only the two sums round */
+                acc[j] += xo * oc_bf16_to_f32((uint16_t)(wp >> 16));
+                acc[j] += xe * oc_bf16_to_f32((uint16_t)(wp & 0xffff));
+            }
+        }
+        for (int j = 0; j < OC_MM_BF16_NR; j++) y[(size_t)i * y_stride + (size_t)j] = acc[j];
+    }
+}
+
 static const oc_matmul_kernels table = {
     .isa = OC_ISA_SCALAR,
     .name = "scalar",
@@ -234,6 +259,10 @@ static const oc_matmul_kernels table = {
     .gemm_q8 = { gemm_q8_0, gemm_q4_0, NULL, NULL },
     .int8_gemm = { 0, 0, 0, 0 },
     .int8_gemv = { 0, 0, 0, 0 },
+    .bf16_mr = MR,
+    .bf16_gemm = 0,
+    .x_to_bf16 = oc_mm_x_to_bf16_scalar,
+    .gemm_bf16 = oc_mm_gemm_bf16_scalar,
 };
 
 const oc_matmul_kernels *oc_matmul_kernels_scalar(void) { return &table; }

@@ -89,6 +89,22 @@ int32_t oc_kv_policy_budget(const oc_kv_policy *p, int32_t layer, int32_t kv_hea
     return b == OC_PLAN_KV_FULL ? INT32_MAX : b;
 }
 
+int32_t oc_kv_policy_rows(const oc_kv_policy *p, int32_t layer, int32_t ctx_tokens, int32_t answer_tokens) {
+    const oc_kv_layer *L = &p->layer[layer];
+    if (answer_tokens <= 0 || (L->evict != OC_KV_SPARSEMM && L->evict != OC_KV_ZIPVL_SPARSEMM)) return ctx_tokens;
+    int32_t most = 0;
+    for (int32_t g = 0; g < p->n_head_kv; g++) most = OC_MAX(most, oc_kv_policy_budget(p, layer, g));
+    if (most >= ctx_tokens - answer_tokens) return ctx_tokens;   /* also INT32_MAX: a full head */
+    return most + answer_tokens;
+}
+
+int32_t oc_kv_policy_segment_end(const oc_kv_policy *p, int32_t layer) {
+    int32_t e = layer;
+    if (p->layer[layer].lazy == OC_KV_LAZY_FIRST)
+        while (e + 1 < p->n_layers && p->layer[e + 1].first == layer) e++;
+    return e;
+}
+
 /* ---- book -------------------------------------------------------------------------------------- */
 
 static size_t pad(size_t n) { return (n + OC_MEM_ALIGN - 1) / OC_MEM_ALIGN * OC_MEM_ALIGN; }
@@ -109,7 +125,7 @@ void oc_kv_book_init(oc_kv_book *b, int32_t n_layers, int32_t n_head_kv, int32_t
 }
 
 void oc_kv_book_reset(oc_kv_book *b) {
-    b->compacted = 0;
+    b->n_compacted = 0;
     memset(b->n_held, 0, (size_t)b->n_layers * (size_t)b->n_head_kv * sizeof(int32_t));
 }
 

@@ -3,7 +3,27 @@
  * the rules for when they meet on one layer), and which tokens each (layer, kv head) holds
  * (oc_kv_book: counts and positions; the keys and values themselves stay in the backend's cache
  * buffers). Bytes are fixed when the context opens (oc_kv_book_bytes); compaction moves kept rows
- * down in place, so nothing is allocated after open.
+ * down, so nothing is allocated after open.
+ *
+ * Memory (what the context allocates, text_ctx.c): each layer's cache is a region of
+ * oc_kv_policy_rows rows per kv head, bounded up front from the plan and the context:
+ *  - a SparseMM layer (kv-budget, alone or within ZipVL's set) holds at most its largest kv head
+ *    budget of the prompt's tokens plus the answer_tokens that follow the prompt: that many rows
+ *    (the context's size when smaller, or when answer_tokens is 0: no bound asked for);
+ *  - a ZipVL-only layer holds the context's size: Eq. 7's p adapts to the prompt and may keep every
+ *    token, so no smaller bound follows from tau;
+ *  - a GLA lazy layer stores no K rows (its group's first layer's are read); a VLA lazy layer
+ *    stores its own K rows (text rows are its own, visual rows a copy of the first layer's: the
+ *    attention reads one K array);
+ *  - every other layer: the context's size.
+ * A layer whose region is smaller than the context cannot hold its whole prompt, which SparseMM
+ * scores and ZipVL selects over before anything is evicted: its prompt goes to a staging slot of
+ * the context's size (one per such layer of a segment, shared by the segments one after the
+ * other), and the prompt is prefilled segment by segment (oc_kv_policy_segment_end: a lazy group,
+ * or one layer), every chunk through the segment's layers, then the segment's eviction copies the
+ * kept rows from staging into the regions. Layer-major prefill computes exactly what chunk-major
+ * does (a layer's chunk depends on the previous layer's rows of that chunk and its own keys so far)
+ * and needs the residual stream of the whole prompt ([context][n_embd] f32) instead of a batch's.
  *
  * When the methods meet on one decoder layer (also stated with the plan grammar, src/plan/plan.c):
  *  - kv-budget and zipvl-tau on the same layer: applied in that order of scope: ZipVL first keeps
@@ -16,10 +36,13 @@
  *    the first layer's (a range covering both is fine); lines that differ are refused.
  *  - Head patterns (BlindSight, A-shape) shape the dense prefill; once a layer is compacted its
  *    queries attend over every kept key (causal among new tokens): the positions a pattern is
- *    defined on are gone, and the eviction already chose the keys that matter.
- *  - Decoding over kept keys is SparseMM Sec. 3.3 and ZipVL Alg. 2; prefill stays dense (SparseMM
- *    as written; for ZipVL the runtime does not yet run prefill attention on the important tokens
- *    alone, Alg. 1: it evicts after a dense prefill). */
+ *    defined on are gone, and the eviction already chose the keys that matter. A ZipVL layer's
+ *    prefill attends over its set T densely (its head patterns are not applied).
+ *  - Prefill: SparseMM as written (dense, then each kv head keeps its budget); ZipVL Alg. 1 (T
+ *    chosen from the probe rows before the layer's attention, which then runs on T alone; rows
+ *    outside T get output 0; model/text_prefill.c). A lazy group whose first layer has ZipVL runs
+ *    its lazy layers' prefill over the same T. Decoding over kept keys is SparseMM Sec. 3.3 and
+ *    ZipVL Alg. 2. */
 #ifndef OC_KV_CACHE_H
 #define OC_KV_CACHE_H
 
@@ -69,12 +92,20 @@ oc_status oc_kv_policy_build(oc_kv_policy *out, const oc_stack_plan *plan, int32
 /* Budget of (layer, kv head) in tokens for a SparseMM layer; INT32_MAX for a full one. */
 int32_t oc_kv_policy_budget(const oc_kv_policy *p, int32_t layer, int32_t kv_head);
 
+/* Rows per kv head layer's region holds in a context of ctx_tokens with answer_tokens after the
+ * prompt (0: unbounded), by the rules under "Memory" above; in 1..ctx_tokens. */
+int32_t oc_kv_policy_rows(const oc_kv_policy *p, int32_t layer, int32_t ctx_tokens, int32_t answer_tokens);
+
+/* The last layer of the segment that starts at layer: its lazy group's last layer, or itself. */
+int32_t oc_kv_policy_segment_end(const oc_kv_policy *p, int32_t layer);
+
 /* Which tokens every (layer, kv head) holds: n_held[layer][kv_head] and pos[...][slot], slot
  * < n_held, the absolute token index held in that cache slot (ascending). Lazy layers have their
  * own entries (equal to their first layer's). Before any compaction every entry is the identity. */
 typedef struct oc_kv_book {
     int32_t n_layers, n_head_kv, max_tokens;
-    int compacted;            /* 1 after the prompt's eviction ran: attention goes per kv head */
+    int32_t n_compacted;      /* layers 0..n_compacted-1 ran their eviction (segments compact in
+                                 order): attention goes per kv head there */
     int32_t *n_held;          /* [n_layers * n_head_kv] */
     int32_t *pos;             /* [n_layers * n_head_kv * max_tokens] */
 } oc_kv_book;

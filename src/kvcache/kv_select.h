@@ -56,8 +56,9 @@ int32_t oc_kv_select_sparsemm_within(const double *mass, const int32_t *within, 
 
 /* ZipVL important tokens (Eq. 6-9) from column sums mass[j] of n_rows softmax rows over n keys:
  * p = the fewest keys whose largest masses sum to >= tau * n_rows (Eq. 7), then the p keys with
- * the largest mass[j] / nnz[j] (Eq. 8), nnz[j] = how many of the rows see key j. Writes the kept
- * indices ascending; returns p. order: n int32 of scratch; norm: n doubles of scratch. */
+ * the largest mass[j] / nnz[j] (Eq. 8), nnz[j] = how many of the rows see key j, and the last
+ * min(n, OC_KV_ZIPVL_RECENT_PROBES) tokens (the recent probes: kv_select.c says why). Writes the
+ * kept indices ascending; returns their count. order: n int32 of scratch; norm: n doubles of scratch. */
 int32_t oc_kv_select_zipvl(const double *mass, const int32_t *nnz, int32_t n, double n_rows, double tau,
                            int32_t *kept, int32_t *order, double *norm);
 

@@ -43,7 +43,7 @@ struct oc_context {
     oc_sampler sampler;
     float *img_embd;             /* [max_images * max_image_tokens][n_embd] */
     float *batch_embd;           /* [batch_tokens][n_embd] */
-    int32_t *batch_ids;          /* [batch_tokens] */
+    int32_t *batch_ids;          /* [max_context_tokens]: a whole prompt when the plan evicts */
     float *logits, *prompt_logits;   /* [n_vocab] each */
     oc_arena work;               /* oc_ask's memory (work_bytes): one image's decoded pixels and its
                                   * preprocessing, then the prompt's token layout */
@@ -70,6 +70,7 @@ OC_API void oc_context_params_default(oc_context_params *p) {
     p->max_image_tokens = 1280;
     p->min_image_tokens = 4;
     p->batch_tokens = 256;
+    p->max_answer_tokens = 256;
 }
 
 OC_API void oc_request_default(oc_request *r) {
@@ -97,6 +98,8 @@ static oc_status check_params(const oc_model *m, const oc_context_params *p, oc_
                        (long long)p->max_image_pixels);
     if (p->batch_tokens < 1)
         return oc_fail(err, OC_ERR_INVALID, "context: batch_tokens must be >= 1");
+    if (p->max_answer_tokens < 0)
+        return oc_fail(err, OC_ERR_INVALID, "context: max_answer_tokens %d is negative", p->max_answer_tokens);
     return OC_OK;
 }
 
@@ -173,7 +176,8 @@ static int own_bytes(const oc_model *m, const oc_context_params *p, const oc_pla
     if (!oc_mul_size((size_t)max_images_of(m, p), (size_t)p->max_image_tokens, &img_rows) ||
         !oc_mul_size(img_rows, d * sizeof(float), &img))
         return 0;
-    total = img + B * d * sizeof(float) + B * sizeof(int32_t) + 2 * V * sizeof(float) + 6 * OC_MEM_ALIGN;
+    total = img + B * d * sizeof(float) + (size_t)p->max_context_tokens * sizeof(int32_t) + 2 * V * sizeof(float) +
+            6 * OC_MEM_ALIGN;
     if (total < img) return 0;
     if (p->on_attention) {   /* the observation copies */
         size_t kvd = (size_t)m->text->hp.n_head_kv * (size_t)m->text->hp.head_dim, kv;
@@ -190,7 +194,7 @@ static int own_bytes(const oc_model *m, const oc_context_params *p, const oc_pla
 
 /* plan: its KV cache sections size the cache (NULL: dense). */
 static oc_text_limits text_limits(const oc_context_params *p, const oc_plan *plan) {
-    oc_text_limits lim = { p->max_context_tokens, batch_of(p), plan };
+    oc_text_limits lim = { p->max_context_tokens, batch_of(p), plan, p->max_answer_tokens };
     return lim;
 }
 
@@ -375,7 +379,7 @@ OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_c
 #define TAKE(ptr, n_bytes) do { (ptr) = (void *)b; b += ((n_bytes) + OC_MEM_ALIGN - 1) / OC_MEM_ALIGN * OC_MEM_ALIGN; } while (0)
     TAKE(c->img_embd, (size_t)max_images_of(m, p) * (size_t)p->max_image_tokens * d * sizeof(float));
     TAKE(c->batch_embd, B * d * sizeof(float));
-    TAKE(c->batch_ids, B * sizeof(int32_t));
+    TAKE(c->batch_ids, (size_t)p->max_context_tokens * sizeof(int32_t));
     TAKE(c->logits, V * sizeof(float));
     TAKE(c->prompt_logits, V * sizeof(float));
     if (p->on_attention && c->vision) oc_vision_ctx_set_observer(c->vision, observe_vision, c);
@@ -555,6 +559,9 @@ static oc_status prefill(oc_context *c, const oc_token_layout *layout, int32_t n
                        n_image_rows);
     const oc_stack_plan *dp = c->plan ? &c->plan->stacks[OC_PLAN_DECODER] : NULL;
     int in_store = oc_text_ctx_image_store(c->text) != NULL;
+    /* a plan that evicts: the whole prompt in one call (text_model.h), image rows by index */
+    int whole = oc_text_ctx_prefills_by_layer(c->text);
+    if (whole) B = pr->n_tokens;
     for (int32_t s = 0; s < pr->n_tokens; s += B) {
         int32_t n = OC_MIN(B, pr->n_tokens - s);
         for (int32_t i = 0; i < n; i++) {
@@ -563,7 +570,7 @@ static oc_status prefill(oc_context *c, const oc_token_layout *layout, int32_t n
                 img_row0 += pr->images[img++].n_tokens;
             if (img < pr->n_images && p >= pr->images[img].first_token) {
                 int32_t row = img_row0 + (p - pr->images[img].first_token);
-                if (in_store) {   /* text_model.h: ids[i] < 0 names row -1 - ids[i] of the store */
+                if (in_store || whole) {   /* text_model.h: ids[i] < 0 names row -1 - ids[i] */
                     c->batch_ids[i] = -1 - row;
                 } else {
                     c->batch_ids[i] = -1;
@@ -577,15 +584,16 @@ static oc_status prefill(oc_context *c, const oc_token_layout *layout, int32_t n
         memset(&b, 0, sizeof b);
         b.n_tokens = n;
         b.ids = c->batch_ids;
-        b.embd = c->batch_embd;
+        b.embd = whole && !in_store ? c->img_embd : c->batch_embd;
         b.embd_in_store = in_store;
+        b.embd_indexed = whole && !in_store;
         b.pos_t = pr->pos_t + s;
         b.pos_h = pr->pos_h + s;
         b.pos_w = pr->pos_w + s;
         b.plan = dp;
         b.layout = layout;
         b.logits = s + n == pr->n_tokens ? c->logits : NULL;
-        b.prompt_tokens = pr->n_tokens;   /* the KV cache evicts after the batch that ends it */
+        b.prompt_tokens = pr->n_tokens;   /* the KV cache evicts as the prompt passes */
         observe_batch(c, &b);
         oc_status st = oc_text_forward(c->text, &b, as, err);
         if (st) return st;

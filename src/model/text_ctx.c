@@ -16,7 +16,7 @@ typedef struct sizes {
     size_t buf[N_BUF];
     uint32_t flags[N_BUF];
     size_t layers, inv_freq, table;   /* host block parts */
-    size_t policy, book, acc, scores, scratch_d, scratch_i, kv_q;   /* shrinking KV cache parts (0: none) */
+    size_t policy, book, acc, scores, scratch_d, scratch_i, kv_q, kv_k;   /* shrinking KV cache parts (0: none) */
     size_t host;                      /* host block total */
 } sizes;
 
@@ -29,19 +29,83 @@ static oc_status policy_of(const oc_text_model *m, const oc_text_limits *lim, oc
                               plan ? plan->kv_window_tokens : OC_PLAN_DEFAULT_KV_WINDOW_TOKENS, "plan", err);
 }
 
-/* 0 on overflow. Every size follows from the model, the limits and the policy: the K cache holds
- * the layers that store keys, the score rows and selection scratch exist when a layer evicts. */
-static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, const oc_kv_policy *p, sizes *s) {
+/* The regions of the KV cache (kvcache/kv_cache.h "Memory") with `answer` tokens of room after
+ * the prompt: K slot regions in layer order, then the K staging slots; V the same. A segment's
+ * layers whose region is smaller than the context take staging slots 0, 1, ... (a GLA lazy layer
+ * stores no K). 0 on overflow. */
+static int layout(const oc_text_model *m, const oc_text_limits *lim, const oc_kv_policy *p, int32_t answer,
+                  oc_text_kv_regions *r) {
+    const oc_text_hparams *hp = &m->hp;
+    int64_t C = lim->max_ctx_tokens, kvd = (int64_t)hp->n_head_kv * hp->head_dim, k = 0, v = 0;
+    memset(r, 0, sizeof *r);
+    for (int32_t l = 0; l < hp->n_layers; l++) {
+        const oc_kv_layer *L = &p->layer[l];
+        r->rows[l] = oc_kv_policy_rows(p, l, lim->max_ctx_tokens, answer);
+        if (L->lazy == OC_KV_LAZY_GLA) {
+            r->k_at[l] = r->k_at[L->first];
+        } else {
+            r->k_at[l] = k;
+            k += r->rows[l] * kvd;
+        }
+        r->v_at[l] = v;
+        v += r->rows[l] * kvd;
+        if (k < 0 || v < 0 || k > INT64_MAX / 4 || v > INT64_MAX / 4) return 0;
+    }
+    for (int32_t l0 = 0; l0 < hp->n_layers;) {
+        int32_t l1 = oc_kv_policy_segment_end(p, l0), nk = 0, nv = 0;
+        for (int32_t l = l0; l <= l1; l++) {
+            int staged = r->rows[l] < C;
+            r->k_pre[l] = p->layer[l].lazy == OC_KV_LAZY_GLA ? r->k_pre[p->layer[l].first]
+                          : staged ? (int64_t)nk++ : -1;
+            r->v_pre[l] = staged ? (int64_t)nv++ : -1;
+        }
+        r->n_stage_k = OC_MAX(r->n_stage_k, nk);
+        r->n_stage_v = OC_MAX(r->n_stage_v, nv);
+        l0 = l1 + 1;
+    }
+    for (int32_t l = 0; l < hp->n_layers; l++) {   /* slot numbers to offsets after the regions */
+        if (p->layer[l].lazy != OC_KV_LAZY_GLA) r->k_pre[l] = r->k_pre[l] < 0 ? r->k_at[l] : k + r->k_pre[l] * C * kvd;
+        else r->k_pre[l] = r->k_pre[p->layer[l].first];
+        r->v_pre[l] = r->v_pre[l] < 0 ? r->v_at[l] : v + r->v_pre[l] * C * kvd;
+    }
+    if ((double)r->n_stage_k * (double)C * (double)kvd > (double)(INT64_MAX / 4 - k) ||
+        (double)r->n_stage_v * (double)C * (double)kvd > (double)(INT64_MAX / 4 - v))
+        return 0;
+    r->k_elems = k + r->n_stage_k * C * kvd;
+    r->v_elems = v + r->n_stage_v * C * kvd;
+    r->by_layer = p->any_evict;
+    return 1;
+}
+
+/* The bounded layout when it takes fewer bytes than the unbounded one (every region the context's
+ * size, no staging: a short context with a long answer room gains nothing from bounding). */
+static int kv_regions(const oc_text_model *m, const oc_text_limits *lim, const oc_kv_policy *p, oc_text_kv_regions *r) {
+    if (!layout(m, lim, p, 0, r)) return 0;
+    if (lim->max_answer_tokens <= 0) return 1;
+    oc_text_kv_regions bounded;   /* ~9 KB */
+    if (layout(m, lim, p, lim->max_answer_tokens, &bounded) && bounded.k_elems + bounded.v_elems < r->k_elems + r->v_elems)
+        *r = bounded;
+    return 1;
+}
+
+/* 0 on overflow. Every size follows from the model, the limits and the policy: the KV cache holds
+ * the regions above, the score rows and selection scratch exist when a layer evicts, and a context
+ * that prefills by layer keeps the whole prompt's residual stream. */
+static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, const oc_kv_policy *p, oc_backend_kind kind,
+                      sizes *s, oc_text_kv_regions *r) {
     const oc_text_hparams *hp = &m->hp;
     size_t B = (size_t)lim->max_batch_tokens, C = (size_t)lim->max_ctx_tokens;
     size_t d = (size_t)hp->n_embd, kv = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
     size_t ff = (size_t)hp->n_ff, pairs = (size_t)hp->head_dim / 2, L = (size_t)hp->n_layers;
-    size_t k_cache, v_cache, logits, acc;
+    size_t k_cache, v_cache, logits, acc, x;
     int lazy = p->any_lazy, evict = p->any_evict;
-    if (!oc_mul_size((size_t)p->n_k_slots * kv * 2, C, &k_cache) || !oc_mul_size(L * kv * 2, C, &v_cache) ||
-        !oc_mul_size(B * 4, (size_t)hp->n_vocab, &logits) || !oc_mul_size((size_t)p->n_acc_rows * 8, C, &acc))
+    if (!kv_regions(m, lim, p, r) || !oc_mul_size((size_t)r->k_elems, 2, &k_cache) ||
+        !oc_mul_size((size_t)r->v_elems, 2, &v_cache) ||
+        !oc_mul_size(B * 4, (size_t)hp->n_vocab, &logits) || !oc_mul_size((size_t)p->n_acc_rows * 8, C, &acc) ||
+        !oc_mul_size((r->by_layer ? C : B) * 4, d, &x))
         return 0;
-    size_t bytes[N_BUF] = { k_cache, v_cache, B * d * 4, B * d * 4, B * d * 4, B * d * 4, B * kv * 4, B * kv * 4,
+    (void)L;
+    size_t bytes[N_BUF] = { k_cache, v_cache, x, B * d * 4, B * d * 4, B * d * 4, B * kv * 4, B * kv * 4,
                             B * ff * 4, B * ff * 4, B * pairs * 4, B * pairs * 4, B * 4, logits,
                             lazy ? B * d * 4 : 0, lazy ? B * kv * 4 : 0, lazy ? B * 4 : 0,
                             0, 0 /* the image store: oc_text_ctx_image_store_open */ };
@@ -57,9 +121,11 @@ static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, const o
     s->scores = evict ? pad(oc_kv_score_scratch_bytes(hp->n_head / hp->n_head_kv, lim->max_ctx_tokens, hp->head_dim)) : 0;
     s->scratch_i = evict ? pad(C * 4) : 0;
     s->kv_q = evict ? pad(B * d * 4) : 0;
+    /* a device's keys are read to the host to be scored: reserved here, not mapped per layer */
+    s->kv_k = evict && kind != OC_BACKEND_KIND_CPU ? pad(C * kv * 2) : 0;
     if (evict && !s->book) return 0;
     s->host = s->layers + s->inv_freq + 2 * s->table + s->policy + s->book + s->acc + s->scores + s->scratch_d +
-              3 * s->scratch_i + s->kv_q;
+              4 * s->scratch_i + s->kv_q + s->kv_k;
     return s->host >= s->acc;   /* no wrap */
 }
 
@@ -69,7 +135,7 @@ static oc_backend_limits backend_limits(const oc_text_model *m, const oc_text_li
      * allows at most 1024 images; an evicting layer attends per kv head once compacted */
     oc_backend_limits bl = { OC_MAX((int64_t)hp->n_embd, (int64_t)hp->n_ff), lim->max_batch_tokens,
                              { lim->max_batch_tokens, lim->max_ctx_tokens, hp->n_head, hp->n_head_kv, hp->head_dim },
-                             OC_MIN(lim->max_ctx_tokens, 1024), 0, p->any_evict };
+                             OC_MIN(lim->max_ctx_tokens, 1024), 0, p->any_evict, 0 };
     return bl;
 }
 
@@ -87,7 +153,8 @@ size_t oc_text_ctx_bytes(const oc_text_model *m, const oc_text_limits *lim, cons
                          int n_threads) {
     sizes s;
     oc_kv_policy p;
-    if (policy_of(m, lim, &p, NULL) || !plan_sizes(m, lim, &p, &s)) return 0;
+    oc_text_kv_regions r;
+    if (policy_of(m, lim, &p, NULL) || !plan_sizes(m, lim, &p, spec->kind, &s, &r)) return 0;
     oc_backend_limits bl = backend_limits(m, lim, &p);
     size_t be = oc_backend_bytes(spec, &bl, n_threads), total = be;
     if (spec->kind == OC_BACKEND_KIND_CPU && !be) return 0;
@@ -146,7 +213,8 @@ oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, co
     oc_kv_policy pol;
     oc_status st = policy_of(m, lim, &pol, err);
     if (st) return st;
-    if (!plan_sizes(m, lim, &pol, &s))
+    oc_text_kv_regions reg;
+    if (!plan_sizes(m, lim, &pol, spec->kind, &s, &reg))
         return oc_fail(err, OC_ERR_RANGE, "text context: %d tokens of context do not fit in memory "
                        "arithmetic", lim->max_ctx_tokens);
     oc_text_ctx *c = oc_mem_calloc(alloc, sizeof *c);
@@ -155,6 +223,7 @@ oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, co
     c->m = m;
     c->lim = *lim;
     c->kind = spec->kind;
+    c->reg = reg;
     oc_backend_limits bl = backend_limits(m, lim, &pol);
     st = oc_backend_open(&c->be, spec, &bl, &c->alloc, err);
     if (st) goto fail;
@@ -183,8 +252,11 @@ oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, co
         c->kv_kept = (int32_t *)(void *)h;
         c->kv_order = (int32_t *)(void *)(h + s.scratch_i);
         c->kv_nnz = (int32_t *)(void *)(h + 2 * s.scratch_i);
-        h += 3 * s.scratch_i;
+        c->kv_move = (int32_t *)(void *)(h + 3 * s.scratch_i);
+        h += 4 * s.scratch_i;
         c->kv_q = (float *)(void *)h;
+        h += s.kv_q;
+        c->kv_k = s.kv_k ? (uint16_t *)(void *)h : NULL;
     }
     oc_rope_inv_freq(c->inv_freq, m->hp.head_dim, m->hp.rope_base);
     if ((st = take_weights(c, err))) goto fail;
@@ -247,6 +319,8 @@ void oc_text_ctx_close(oc_text_ctx *c) {
     oc_mem_free(&a, c, sizeof *c);
 }
 
+int oc_text_ctx_prefills_by_layer(const oc_text_ctx *c) { return c->reg.by_layer; }
+
 void oc_text_ctx_reset(oc_text_ctx *c) {
     c->n_past = 0;
     if (c->kvp->any_evict) oc_kv_book_reset(&c->book);
@@ -264,7 +338,7 @@ void oc_text_ctx_kv_bytes(const oc_text_ctx *c, size_t *held, size_t *capacity) 
 }
 
 int32_t oc_text_ctx_kv_held(const oc_text_ctx *c, int32_t layer, int32_t kv_head, const int32_t **pos) {
-    if (!c->kvp->any_evict || !c->book.compacted || c->kvp->layer[layer].evict == OC_KV_KEEP_ALL) {
+    if (!c->kvp->any_evict || layer >= c->book.n_compacted || c->kvp->layer[layer].evict == OC_KV_KEEP_ALL) {
         *pos = NULL;   /* every token 0..n_past-1 */
         return c->n_past;
     }

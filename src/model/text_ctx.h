@@ -1,5 +1,6 @@
 /* text_ctx.h: what an oc_text_ctx holds, shared by text_ctx.c (sizing, opening: weight handles
- * and buffers on the backend) and text_decoder.c (the forward pass) only. Every activation lives in
+ * and buffers on the backend), text_decoder.c (the forward pass), text_prefill.c (a whole prompt
+ * by layer segment) and text_kv.c (eviction) only. Every activation lives in
  * a backend buffer; the host keeps the M-RoPE tables it computes before uploading them. */
 #ifndef OC_TEXT_CTX_H
 #define OC_TEXT_CTX_H
@@ -7,6 +8,19 @@
 #include "kvcache/kv_cache.h"
 #include "kvcache/kv_select.h"
 #include "model/text_model.h"
+
+/* The KV cache's regions (kvcache/kv_cache.h "Memory"), element offsets into k_cache / v_cache:
+ * where layer l's K (its k slot's; a GLA lazy layer's is its first layer's) and V rows live
+ * (rows[l] per kv head, kv_dim apart), and where its prompt goes while it is prefilled (a staging
+ * slot of C rows when rows[l] < C, else its region). */
+typedef struct oc_text_kv_regions {
+    int64_t k_at[OC_PLAN_MAX_LAYERS], v_at[OC_PLAN_MAX_LAYERS];
+    int64_t k_pre[OC_PLAN_MAX_LAYERS], v_pre[OC_PLAN_MAX_LAYERS];
+    int32_t rows[OC_PLAN_MAX_LAYERS];
+    int64_t k_elems, v_elems;                    /* the buffers' f16 elements */
+    int32_t n_stage_k, n_stage_v;                /* staging slots of C rows */
+    int by_layer;                                /* oc_text_ctx_prefills_by_layer */
+} oc_text_kv_regions;
 
 /* One layer's weights as the backend holds them (text_model.h oc_text_layer). */
 typedef struct oc_text_layer_bt {
@@ -27,10 +41,13 @@ struct oc_text_ctx {
     int output_tied;                             /* output is token_embd's handle (freed once) */
     oc_bt output_norm, output_bias;
     /* backend buffers, B = max_batch_tokens, C = max_ctx_tokens */
-    oc_bt k_cache;                               /* f16 [kvp->n_k_slots][C][kv_dim] (GLA lazy layers
-                                                    read their group's first layer's slot) */
-    oc_bt v_cache;                               /* f16 [n_layers][C][kv_dim] */
-    oc_bt x, xb, q, att;                         /* [B][n_embd] */
+    oc_bt k_cache;                               /* f16: per k slot (layers that store keys; GLA
+                                                    lazy layers read their group's first layer's)
+                                                    [rows[l]][kv_dim], then staging [C][kv_dim] slots */
+    oc_bt v_cache;                               /* f16: per layer [rows[l]][kv_dim], then staging */
+    oc_bt x;                                     /* [B][n_embd]; [C][n_embd] when prefilling by
+                                                    layer: the whole prompt's residual stream */
+    oc_bt xb, q, att;                            /* [B][n_embd] */
     oc_bt k, v;                                  /* [B][kv_dim] */
     oc_bt ff_g, ff_u;                            /* [B][n_ff] */
     oc_bt rope_cos, rope_sin;                    /* OC_BT_HOST on cos_h / sin_h */
@@ -43,6 +60,7 @@ struct oc_text_ctx {
                                                     or absent */
     oc_bt zero;                                  /* int32 0 with the image store: gather_rows'
                                                     index to copy a run of rows in order */
+    oc_text_kv_regions reg;                      /* where each layer's keys and values live */
     /* the shrinking KV cache (kvcache/kv_cache.h); the arrays below exist only when a layer evicts */
     oc_kv_policy *kvp;                           /* in the host block */
     oc_kv_book book;                             /* which tokens each (layer, kv head) holds */
@@ -50,8 +68,10 @@ struct oc_text_ctx {
                                                     prompt's window / probe rows per key */
     double *kv_scores;                           /* oc_kv_score_scratch_bytes: scoring scratch */
     double *kv_norm;                             /* [C] selection scratch */
-    int32_t *kv_kept, *kv_order, *kv_nnz;        /* [C] selection scratch */
+    int32_t *kv_kept, *kv_order, *kv_nnz, *kv_move;   /* [C] selection scratch */
     float *kv_q;                                 /* [B][n_embd] host copy of the rows being scored */
+    uint16_t *kv_k;                              /* on a device: [C][kv_dim] f16 host copy of the
+                                                    keys being scored (NULL on the CPU: read in place) */
     int32_t kv_probes[OC_KV_ZIPVL_RECENT_PROBES + OC_KV_ZIPVL_RANDOM_PROBES];
     int32_t n_kv_probes;
     /* host block */
@@ -61,12 +81,42 @@ struct oc_text_ctx {
     float *cos_h, *sin_h;                        /* [B][head_dim / 2] */
 };
 
+/* text_decoder.c: the forward pass's steps, for text_prefill.c. Rows of x start at element xo. */
+oc_status oc_text_inputs(oc_text_ctx *c, const oc_text_batch *b, int64_t xo, oc_error *err);   /* input rows */
+oc_status oc_text_tables(oc_text_ctx *c, const oc_text_batch *b, oc_error *err);   /* M-RoPE tables */
+/* One decoder layer over the batch: x += attn(norm(x)); x += mlp(norm(x)). */
+oc_status oc_text_layer_forward(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_attn_stats *stats,
+                        oc_error *err);
+/* Its parts: xb = norm(x), q, k, v of the batch (Q-Cache sharing applied); and x += mlp(norm(x)). */
+oc_status oc_text_layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err);
+oc_status oc_text_layer_mlp(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err);
+/* The layer's causal attention call for n_q rows after n_past, over where its keys and values are
+ * now (oc_text_k_base / v_base: the prompt's rows until its eviction ran, then its region). */
+oc_attn_call oc_text_attn_call(const oc_text_ctx *c, int32_t il, int32_t n_q);
+int64_t oc_text_k_base(const oc_text_ctx *c, int32_t il);
+int64_t oc_text_v_base(const oc_text_ctx *c, int32_t il);
+/* logits [n_out][n_vocab] = norm(x rows from x_row) Wout^T (+ bias), n_out <= max_batch_tokens. */
+oc_status oc_text_head(oc_text_ctx *c, int32_t x_row, int32_t n_out, float *logits, oc_error *err);
+/* Rows [s, s + n) of a batch as a batch of their own (a chunk of a prompt given whole). */
+oc_text_batch oc_text_chunk(const oc_text_ctx *c, const oc_text_batch *b, int32_t s, int32_t n);
+
+/* text_prefill.c: a whole prompt on a context that prefills by layer (text_model.h). */
+oc_status oc_text_prefill_by_layer(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats *stats, oc_error *err);
+
 /* text_kv.c: the eviction steps of the forward pass. Before a prompt's first batch: clear the
  * scores, draw the prompt's ZipVL probes. */
 void oc_text_kv_start(oc_text_ctx *c, int32_t prompt_tokens);
 /* After layer il ran on a prompt batch: add the observed rows' attention to the layer's scores. */
 oc_status oc_text_kv_score(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_error *err);
-/* After the batch that ends the prompt (n_past counts it): choose and compact, every layer. */
-oc_status oc_text_kv_compact(oc_text_ctx *c, oc_error *err);
+/* After the segment of layers first..last ran over the whole prompt (n_past counts it): choose
+ * and keep, moving kept rows from the prefill rows (staging) to the layers' regions. */
+oc_status oc_text_kv_compact(oc_text_ctx *c, int32_t first, int32_t last, oc_error *err);
+/* ZipVL's important set T of layer il (zipvl.txt Eq. 6-9) from its probe rows' scores over the
+ * n_past prompt tokens: ascending absolute positions into c->kv_kept; returns |T|. */
+int32_t oc_text_kv_zipvl_set(oc_text_ctx *c, int32_t il);
+/* Keep rows kept[0..n_kept) (indices into the rows the prompt's tokens now take, ascending) of kv
+ * head g in every layer that follows layer first, moving them from the prompt's rows to the
+ * regions; the book follows. kept must not be c->kv_move. */
+oc_status oc_text_kv_keep(oc_text_ctx *c, int32_t first, int32_t g, const int32_t *kept, int32_t n_kept, oc_error *err);
 
 #endif

@@ -36,27 +36,31 @@ static void mrope_tables(oc_text_ctx *c, const oc_text_batch *b) {
     }
 }
 
-/* Rows i..j-1 of x from the image store, rows -1 - ids[i].. of it, in runs of consecutive store
- * rows: one gather_rows each (the index 0 with unit = the run's length copies the run in order). */
-static oc_status store_rows(oc_text_ctx *c, const int32_t *ids, int32_t i, int32_t j, oc_error *err) {
+/* Rows i..j-1 of x (from element xo) from the image store, or from embd when the batch indexes it,
+ * rows -1 - ids[i].. of it, in runs of consecutive rows: one gather_rows each (the index 0 with
+ * unit = the run's length copies the run in order), or one write. */
+static oc_status indexed_rows(oc_text_ctx *c, const oc_text_batch *b, int32_t i, int32_t j, int64_t xo, oc_error *err) {
     oc_backend *be = c->be;
     int64_t d = c->m->hp.n_embd;
-    if (!c->image_store.n_bytes) return oc_fail(err, OC_ERR_INVALID, "text: batch reads an absent image store");
+    const int32_t *ids = b->ids;
+    if (b->embd_in_store && !c->image_store.n_bytes)
+        return oc_fail(err, OC_ERR_INVALID, "text: batch reads an absent image store");
     while (i < j) {
         int32_t k = i + 1;
         while (k < j && ids[k] == ids[k - 1] - 1) k++;
-        oc_status st = be->ops->gather_rows(be, &c->x, i * d, &c->image_store, (int64_t)(-1 - ids[i]) * d, &c->zero,
-                                            k - i, d, k - i, err);
+        int64_t row = -1 - (int64_t)ids[i];
+        oc_status st = b->embd_in_store
+                           ? be->ops->gather_rows(be, &c->x, xo + i * d, &c->image_store, row * d, &c->zero, k - i,
+                                                  d, k - i, err)
+                           : be->ops->write(be, &c->x, (size_t)(xo + i * d) * sizeof(float), b->embd + row * d,
+                                            (size_t)(k - i) * (size_t)d * sizeof(float), err);
         if (st) return st;
         i = k;
     }
     return OC_OK;
 }
 
-/* The batch's input rows into x: image embeddings (ids[i] < 0 or no ids) are written in runs of
- * consecutive rows (or copied from the image store), then the backend looks up every text token's
- * embedding row. */
-static oc_status inputs(oc_text_ctx *c, const oc_text_batch *b, oc_error *err) {
+oc_status oc_text_inputs(oc_text_ctx *c, const oc_text_batch *b, int64_t xo, oc_error *err) {
     oc_backend *be = c->be;
     int32_t n = b->n_tokens;
     size_t row = (size_t)c->m->hp.n_embd * sizeof(float);
@@ -68,10 +72,10 @@ static oc_status inputs(oc_text_ctx *c, const oc_text_batch *b, oc_error *err) {
         }
         int32_t j = i;
         while (j < n && !(b->ids && b->ids[j] >= 0)) j++;
-        if (b->embd_in_store && b->ids)
-            st = store_rows(c, b->ids, i, j, err);
+        if ((b->embd_in_store || b->embd_indexed) && b->ids)
+            st = indexed_rows(c, b, i, j, xo, err);
         else
-            st = be->ops->write(be, &c->x, (size_t)i * row, (const char *)b->embd + (size_t)i * row,
+            st = be->ops->write(be, &c->x, (size_t)xo * sizeof(float) + (size_t)i * row, (const char *)b->embd + (size_t)i * row,
                                 (size_t)(j - i) * row, err);
         if (st) return st;
         i = j;
@@ -81,30 +85,35 @@ static oc_status inputs(oc_text_ctx *c, const oc_text_batch *b, oc_error *err) {
     if ((st = be->ops->bind(be, &c->ids, b->ids, ids_bytes, err)) ||
         (st = be->ops->write(be, &c->ids, 0, b->ids, ids_bytes, err)))
         return st;
-    return be->ops->embed(be, &c->token_embd, &c->ids, n, &c->x, 0, err);
+    return be->ops->embed(be, &c->token_embd, &c->ids, n, &c->x, xo, err);
 }
 
 /* A layer attends over a compacted cache once its eviction ran (kvcache/kv_cache.h). */
 static int compacted(const oc_text_ctx *c, int32_t il) {
-    return c->kvp->any_evict && c->book.compacted && c->kvp->layer[il].evict != OC_KV_KEEP_ALL;
+    return c->kvp->any_evict && il < c->book.n_compacted && c->kvp->layer[il].evict != OC_KV_KEEP_ALL;
 }
 
-static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_attn_stats *stats,
-                           oc_error *err) {
+int64_t oc_text_k_base(const oc_text_ctx *c, int32_t il) {
+    return il < c->book.n_compacted ? c->reg.k_at[il] : c->reg.k_pre[il];
+}
+int64_t oc_text_v_base(const oc_text_ctx *c, int32_t il) {
+    return il < c->book.n_compacted ? c->reg.v_at[il] : c->reg.v_pre[il];
+}
+
+oc_attn_call oc_text_attn_call(const oc_text_ctx *c, int32_t il, int32_t n_q) {
     const oc_text_hparams *hp = &c->m->hp;
-    const oc_kv_layer *P = &c->kvp->layer[il];
-    int64_t d = hp->n_embd, hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd, C = c->lim.max_ctx_tokens;
+    int64_t d = hp->n_embd, hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd;
     oc_attn_call a;
     memset(&a, 0, sizeof a);
-    a.n_q = b->n_tokens;
-    a.n_kv = c->n_past + b->n_tokens;
+    a.n_q = n_q;
+    a.n_kv = c->n_past + n_q;
     a.n_head = hp->n_head;
     a.n_head_kv = hp->n_head_kv;
     a.head_dim = hp->head_dim;
     a.q_stride_token = d;
     a.q_stride_head = hd;
-    a.k_off = (int64_t)P->k_slot * C * kvd;   /* GLA: the group's first layer's keys */
-    a.v_off = (int64_t)il * C * kvd;
+    a.k_off = oc_text_k_base(c, il);   /* GLA: the group's first layer's keys */
+    a.v_off = oc_text_v_base(c, il);
     a.kv_dtype = OC_DTYPE_F16;
     a.k_stride_token = a.v_stride_token = kvd;
     a.k_stride_head = a.v_stride_head = hd;
@@ -113,6 +122,15 @@ static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, o
     a.scale = 1.0f / sqrtf((float)hd);
     a.mask = OC_ATTN_CAUSAL;
     a.q_offset = c->n_past;
+    return a;
+}
+
+static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_attn_stats *stats,
+                           oc_error *err) {
+    const oc_text_hparams *hp = &c->m->hp;
+    const oc_kv_layer *P = &c->kvp->layer[il];
+    int64_t hd = hp->head_dim;
+    oc_attn_call a = oc_text_attn_call(c, il, b->n_tokens);
     a.patterns = b->plan && b->plan->shape.n_layers > 0
                      ? b->plan->heads + (size_t)il * (size_t)b->plan->shape.n_heads : NULL;
     a.layout = b->layout;
@@ -179,14 +197,14 @@ static oc_status store_kv(oc_text_ctx *c, int32_t il, int32_t n, oc_error *err) 
     const oc_text_hparams *hp = &c->m->hp;
     const oc_kv_layer *P = &c->kvp->layer[il];
     const oc_backend_ops *op = c->be->ops;
-    int64_t hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd, C = c->lim.max_ctx_tokens;
+    int64_t hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd;
     int store_k = P->lazy != OC_KV_LAZY_GLA;
-    int64_t k_base = (int64_t)P->k_slot * C * kvd, v_base = (int64_t)il * C * kvd;
+    int64_t kb = oc_text_k_base(c, il), vb = oc_text_v_base(c, il);
     oc_status st;
     if (!compacted(c, il)) {
         int64_t at = (int64_t)c->n_past * kvd;
-        if ((store_k && (st = op->kv_store(c->be, &c->k, 0, &c->k_cache, k_base + at, n * kvd, err))) ||
-            (st = op->kv_store(c->be, &c->v, 0, &c->v_cache, v_base + at, n * kvd, err)))
+        if ((store_k && (st = op->kv_store(c->be, &c->k, 0, &c->k_cache, kb + at, n * kvd, err))) ||
+            (st = op->kv_store(c->be, &c->v, 0, &c->v_cache, vb + at, n * kvd, err)))
             return st;
         return OC_OK;
     }
@@ -194,8 +212,8 @@ static oc_status store_kv(oc_text_ctx *c, int32_t il, int32_t n, oc_error *err) 
         int64_t at = (int64_t)*oc_kv_book_n(&c->book, il, g) * kvd + g * hd;
         for (int32_t i = 0; i < n; i++) {
             int64_t src = i * kvd + g * hd, dst = at + i * kvd;
-            if ((store_k && (st = op->kv_store(c->be, &c->k, src, &c->k_cache, k_base + dst, hd, err))) ||
-                (st = op->kv_store(c->be, &c->v, src, &c->v_cache, v_base + dst, hd, err)))
+            if ((store_k && (st = op->kv_store(c->be, &c->k, src, &c->k_cache, kb + dst, hd, err))) ||
+                (st = op->kv_store(c->be, &c->v, src, &c->v_cache, vb + dst, hd, err)))
                 return st;
         }
     }
@@ -228,19 +246,18 @@ static oc_status observe(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_
     return OC_OK;
 }
 
-/* One decoder layer over the batch: x += attn(norm(x)); x += mlp(norm(x)). */
-static oc_status layer(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_attn_stats *stats, oc_error *err) {
+oc_status oc_text_layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     const oc_text_layer_bt *L = &c->layers[il];
     oc_backend *be = c->be;
     const oc_backend_ops *op = be->ops;
-    int64_t n = b->n_tokens, d = hp->n_embd, hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd, ff = hp->n_ff;
+    int64_t n = b->n_tokens, d = hp->n_embd, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
     const oc_kv_layer *P = &c->kvp->layer[il];
     int32_t pairs = hp->head_dim / 2;
     oc_status st;
     /* xb = norm(x); q [n][d], k, v [n][kvd] = xb W^T + b; rotate q, k (a GLA lazy layer reuses its
-     * group's q and k: Q-Cache Eq. 5-6); k, v -> cache as f16 */
-    if ((st = op->norm(be, OC_NORM_RMS, &c->x, 0, NULL, 0, &c->xb, 0, &L->attn_norm, NULL, n, d, hp->eps, err)))
+     * group's q and k: Q-Cache Eq. 5-6) */
+    if ((st = op->norm(be, OC_NORM_RMS, &c->x, xo, NULL, 0, &c->xb, 0, &L->attn_norm, NULL, n, d, hp->eps, err)))
         return st;
     if (P->lazy != OC_KV_LAZY_GLA &&
         ((st = op->matmul(be, &L->wq, &c->xb, 0, d, &c->q, 0, d, n, oc_bt_opt(&L->bq), err)) ||
@@ -255,29 +272,100 @@ static oc_status layer(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_at
          (st = op->gather_rows(be, &c->k_share, 0, &c->k, 0, &c->iota, n, kvd, 1, err))))
         return st;
     if (P->lazy == OC_KV_LAZY_VLA && (st = vla_share(c, b, err))) return st;
-    if ((st = store_kv(c, il, (int32_t)n, err))) return st;
-    /* the calibration hook sees the dense cache: never with KV eviction or shared Q/K */
-    if (b->on_attn && !c->kvp->any_evict && P->lazy == OC_KV_OWN && (st = observe(c, b, il, err)))
-        return st;
-    /* att [n][d] over the cache; x += att Wo^T */
-    if ((st = attention(c, b, il, stats, err)) || (st = oc_text_kv_score(c, b, il, err)) ||
-        (st = op->matmul(be, &L->wo, &c->att, 0, d, &c->xb, 0, d, n, NULL, err)) ||
-        (st = op->add(be, &c->x, 0, &c->xb, 0, n * d, err)))
-        return st;
+    return OC_OK;
+}
+
+oc_status oc_text_layer_mlp(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
+    const oc_text_hparams *hp = &c->m->hp;
+    const oc_text_layer_bt *L = &c->layers[il];
+    oc_backend *be = c->be;
+    const oc_backend_ops *op = be->ops;
+    int64_t n = b->n_tokens, d = hp->n_embd, ff = hp->n_ff;
+    oc_status st;
     /* x += down(silu(gate(norm(x))) * up(norm(x))) */
-    if ((st = op->norm(be, OC_NORM_RMS, &c->x, 0, NULL, 0, &c->xb, 0, &L->ffn_norm, NULL, n, d, hp->eps, err)) ||
+    if ((st = op->norm(be, OC_NORM_RMS, &c->x, xo, NULL, 0, &c->xb, 0, &L->ffn_norm, NULL, n, d, hp->eps, err)) ||
         (st = op->matmul(be, &L->gate, &c->xb, 0, d, &c->ff_g, 0, ff, n, NULL, err)) ||
         (st = op->matmul(be, &L->up, &c->xb, 0, d, &c->ff_u, 0, ff, n, NULL, err)) ||
         (st = op->glu(be, &c->ff_g, 0, &c->ff_u, 0, n * ff, OC_ACT_SILU, err)) ||
         (st = op->matmul(be, &L->down, &c->ff_g, 0, ff, &c->xb, 0, d, n, NULL, err)) ||
-        (st = op->add(be, &c->x, 0, &c->xb, 0, n * d, err)))
+        (st = op->add(be, &c->x, xo, &c->xb, 0, n * d, err)))
         return st;
     if (b->on_layer) {   /* tests: the residual stream, through a host view */
         size_t x_bytes = sizeof(float) * (size_t)(n * d);
-        const float *x = op->map_read(be, &c->x, 0, x_bytes, err);
+        const float *x = op->map_read(be, &c->x, (size_t)xo * sizeof(float), x_bytes, err);
         if (!x) return err ? err->status : OC_ERR_DEVICE;
         b->on_layer(b->user, il, x, (int32_t)n, (int32_t)d);
         op->unmap(be, &c->x, x);
+    }
+    return OC_OK;
+}
+
+oc_status oc_text_layer_forward(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_attn_stats *stats,
+                        oc_error *err) {
+    const oc_text_hparams *hp = &c->m->hp;
+    oc_backend *be = c->be;
+    const oc_backend_ops *op = be->ops;
+    int64_t n = b->n_tokens, d = hp->n_embd;
+    oc_status st;
+    /* q, k, v; k, v -> cache as f16 */
+    if ((st = oc_text_layer_qkv(c, b, il, xo, err)) || (st = store_kv(c, il, (int32_t)n, err))) return st;
+    /* the calibration hook sees the dense cache: never with KV eviction or shared Q/K */
+    if (b->on_attn && !c->kvp->any_evict && c->kvp->layer[il].lazy == OC_KV_OWN && (st = observe(c, b, il, err)))
+        return st;
+    /* att [n][d] over the cache; x += att Wo^T; the MLP */
+    if ((st = attention(c, b, il, stats, err)) || (st = oc_text_kv_score(c, b, il, err)) ||
+        (st = op->matmul(be, &c->layers[il].wo, &c->att, 0, d, &c->xb, 0, d, n, NULL, err)) ||
+        (st = op->add(be, &c->x, xo, &c->xb, 0, n * d, err)))
+        return st;
+    return oc_text_layer_mlp(c, b, il, xo, err);
+}
+
+oc_text_batch oc_text_chunk(const oc_text_ctx *c, const oc_text_batch *b, int32_t s, int32_t n) {
+    oc_text_batch k = *b;
+    k.n_tokens = n;
+    k.ids = b->ids ? b->ids + s : NULL;
+    k.embd = b->embd && !b->embd_indexed ? b->embd + (size_t)s * (size_t)c->m->hp.n_embd : b->embd;
+    k.pos_t = b->pos_t + s;
+    k.pos_h = b->pos_h + s;
+    k.pos_w = b->pos_w + s;
+    return k;
+}
+
+oc_status oc_text_tables(oc_text_ctx *c, const oc_text_batch *b, oc_error *err) {
+    size_t bytes = sizeof(float) * (size_t)b->n_tokens * (size_t)(c->m->hp.head_dim / 2);
+    mrope_tables(c, b);
+    oc_status st = c->be->ops->write(c->be, &c->rope_cos, 0, c->cos_h, bytes, err);
+    return st ? st : c->be->ops->write(c->be, &c->rope_sin, 0, c->sin_h, bytes, err);
+}
+
+oc_status oc_text_head(oc_text_ctx *c, int32_t x_row, int32_t n_out, float *logits, oc_error *err) {
+    const oc_text_hparams *hp = &c->m->hp;
+    oc_backend *be = c->be;
+    const oc_backend_ops *op = be->ops;
+    int64_t d = hp->n_embd;
+    size_t bytes = sizeof(float) * (size_t)n_out * (size_t)hp->n_vocab;
+    oc_status st;
+    if ((st = op->bind(be, &c->logits, logits, bytes, err)) ||
+        (st = op->norm(be, OC_NORM_RMS, &c->x, x_row * d, NULL, 0, &c->xb, 0, &c->output_norm, NULL, n_out, d,
+                       hp->eps, err)) ||
+        (st = op->matmul(be, &c->output, &c->xb, 0, d, &c->logits, 0, hp->n_vocab, n_out, oc_bt_opt(&c->output_bias),
+                         err)))
+        return st;
+    return op->read(be, &c->logits, 0, logits, bytes, err);
+}
+
+/* A compacted layer's kv heads have rows for n more tokens (kvcache/kv_cache.h "Memory"). */
+static oc_status check_room(const oc_text_ctx *c, int32_t n, oc_error *err) {
+    const oc_text_hparams *hp = &c->m->hp;
+    for (int32_t il = 0; il < c->book.n_compacted; il++) {
+        if (!compacted(c, il)) continue;
+        for (int32_t g = 0; g < hp->n_head_kv; g++) {
+            int32_t held = *oc_kv_book_n(&c->book, il, g);
+            if (held + n > c->reg.rows[il])
+                return oc_fail(err, OC_ERR_RANGE, "KV cache full: decoder layer %d kv head %d holds %d of its %d rows "
+                               "(the plan's budget + %d answer tokens)", il, g, held, c->reg.rows[il],
+                               c->lim.max_answer_tokens);
+        }
     }
     return OC_OK;
 }
@@ -288,7 +376,14 @@ oc_status oc_text_forward(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats 
     int32_t n = b->n_tokens;
     if (n < 1 || !b->pos_t || !b->pos_h || !b->pos_w)
         return oc_fail(err, OC_ERR_INVALID, "text forward: empty batch or missing positions");
-    if (n > c->lim.max_batch_tokens)
+    int whole_prompt = c->reg.by_layer && b->prompt_tokens > 0;
+    if (whole_prompt && (c->n_past != 0 || n != b->prompt_tokens || b->layer_masks))
+        return oc_fail(err, OC_ERR_INVALID, "text forward: this context's plan evicts, so its prompt of %d tokens "
+                       "goes in one call from an empty cache (got %d tokens after %d)", b->prompt_tokens, n, c->n_past);
+    if (c->reg.by_layer && !whole_prompt && c->book.n_compacted < hp->n_layers)
+        return oc_fail(err, OC_ERR_INVALID, "text forward: this context's plan evicts: give the prompt first "
+                       "(prompt_tokens)");
+    if (n > c->lim.max_batch_tokens && !whole_prompt)
         return oc_fail(err, OC_ERR_RANGE, "text forward: batch of %d tokens exceeds the limit %d", n,
                        c->lim.max_batch_tokens);
     if (n > c->lim.max_ctx_tokens - c->n_past)
@@ -299,35 +394,17 @@ oc_status oc_text_forward(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats 
         if (id >= hp->n_vocab)
             return oc_fail(err, OC_ERR_INVALID, "text forward: token id %d is outside the vocabulary "
                            "of %d", id, hp->n_vocab);
-        if (id < 0 && !b->embd)
+        if (id < 0 && !b->embd && !b->embd_in_store)
             return oc_fail(err, OC_ERR_INVALID, "text forward: token %d has no id and no embedding", i);
     }
-    oc_backend *be = c->be;
-    const oc_backend_ops *op = be->ops;
-    int64_t d = hp->n_embd;
-    size_t table_bytes = sizeof(float) * (size_t)n * (size_t)(hp->head_dim / 2);
     oc_status st;
-    mrope_tables(c, b);
-    if ((st = inputs(c, b, err)) || (st = op->write(be, &c->rope_cos, 0, c->cos_h, table_bytes, err)) ||
-        (st = op->write(be, &c->rope_sin, 0, c->sin_h, table_bytes, err)))
-        return st;
-    int evicts = c->kvp->any_evict && b->prompt_tokens > 0 && !c->book.compacted;
-    if (evicts && c->n_past == 0) oc_text_kv_start(c, b->prompt_tokens);
+    if (whole_prompt) return oc_text_prefill_by_layer(c, b, stats, err);
+    if ((st = check_room(c, n, err)) || (st = oc_text_tables(c, b, err)) || (st = oc_text_inputs(c, b, 0, err))) return st;
     for (int32_t il = 0; il < hp->n_layers; il++)
-        if ((st = layer(c, b, il, stats, err))) return st;
+        if ((st = oc_text_layer_forward(c, b, il, 0, stats, err))) return st;
     if (c->kvp->any_evict) oc_kv_book_append(&c->book, c->n_past, n);
     c->n_past += n;
-    /* the prompt is complete: every evicting layer keeps its tokens (the logits below need only x) */
-    if (evicts && c->n_past == b->prompt_tokens && (st = oc_text_kv_compact(c, err))) return st;
     if (!b->logits) return OC_OK;
-    /* logits [n_out][n_vocab] = norm(x of the rows asked for) Wout^T (+ bias) */
-    int32_t first = b->all_logits ? 0 : n - 1, n_out = n - first;
-    size_t logits_bytes = sizeof(float) * (size_t)n_out * (size_t)hp->n_vocab;
-    if ((st = op->bind(be, &c->logits, b->logits, logits_bytes, err)) ||
-        (st = op->norm(be, OC_NORM_RMS, &c->x, first * d, NULL, 0, &c->xb, 0, &c->output_norm, NULL, n_out, d,
-                       hp->eps, err)) ||
-        (st = op->matmul(be, &c->output, &c->xb, 0, d, &c->logits, 0, hp->n_vocab, n_out, oc_bt_opt(&c->output_bias),
-                         err)))
-        return st;
-    return op->read(be, &c->logits, 0, b->logits, logits_bytes, err);
+    int32_t first = b->all_logits ? 0 : n - 1;
+    return oc_text_head(c, first, n - first, b->logits, err);
 }

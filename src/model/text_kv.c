@@ -4,7 +4,8 @@
  * rows, zipvl.txt supplement Eq. A) against the keys they see; when the batch that ends the prompt
  * is done, every evicting layer picks its tokens (Eq. 14; Eq. 6-9) and the backend compacts its
  * rows in place, together with the rows of the lazy layers that follow it. The scores read q and
- * the K cache through the backend's transfer operations (a copy on a device), once per prompt. */
+ * the K cache through the backend's transfer operations (on a device a copy into host memory
+ * reserved at open, so prefill allocates nothing there either). */
 #include "model/text_ctx.h"
 
 #include <math.h>
@@ -17,87 +18,103 @@ void oc_text_kv_start(oc_text_ctx *c, int32_t prompt_tokens) {
 
 /* Adds the attention of the batch's rows at positions pos[0..n_rows) to acc (stride_head: 0 sums
  * every head into one row, C gives one row per kv head). */
-static oc_status score(oc_text_ctx *c, const oc_kv_layer *P, const int32_t *pos, int32_t n_rows, double *acc,
+static oc_status score(oc_text_ctx *c, int32_t il, const int32_t *pos, int32_t n_rows, double *acc,
                        int64_t acc_stride_head, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     oc_backend *be = c->be;
-    int32_t first = c->n_past, end = pos[n_rows - 1] + 1, C = c->lim.max_ctx_tokens;
+    int32_t first = c->n_past, end = pos[n_rows - 1] + 1;
     size_t d = (size_t)hp->n_embd, kvd = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
     oc_status st;
     for (int32_t r = 0; r < n_rows; r++)   /* the observed q rows, to host */
         if ((st = be->ops->read(be, &c->q, (size_t)(pos[r] - first) * d * 4, c->kv_q + (size_t)r * d, d * 4, err)))
             return st;
-    size_t k_at = (size_t)P->k_slot * (size_t)C * kvd * 2, k_bytes = (size_t)end * kvd * 2;
-    const uint16_t *k = be->ops->map_read(be, &c->k_cache, k_at, k_bytes, err);
-    if (!k) return err ? err->status : OC_ERR_DEVICE;
+    size_t k_at = (size_t)c->reg.k_pre[il] * 2, k_bytes = (size_t)end * kvd * 2;   /* the prompt's keys */
+    /* the CPU's cache is host memory, read in place; a device's is read into the reserved copy */
+    const uint16_t *k = c->kv_k;
+    if (!k && !(k = be->ops->map_read(be, &c->k_cache, k_at, k_bytes, err))) return err ? err->status : OC_ERR_DEVICE;
+    if (k == c->kv_k && (st = be->ops->read(be, &c->k_cache, k_at, c->kv_k, k_bytes, err))) return st;
     oc_kv_rows rows = { c->kv_q, (int64_t)d, hp->head_dim, pos, n_rows, k, NULL, (int64_t)kvd, hp->head_dim,
                         hp->n_head, hp->n_head_kv, hp->head_dim, 1.0f / sqrtf((float)hp->head_dim) };
     oc_kv_score_rows(&rows, acc, acc_stride_head, c->kv_scores);
-    be->ops->unmap(be, &c->k_cache, k);
+    if (k != c->kv_k) be->ops->unmap(be, &c->k_cache, k);
     return OC_OK;
 }
 
 oc_status oc_text_kv_score(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_error *err) {
     const oc_kv_layer *P = &c->kvp->layer[il];
-    if ((P->acc_row < 0 && P->zipvl_row < 0) || b->prompt_tokens <= 0 || c->book.compacted) return OC_OK;
+    if ((P->acc_row < 0 && P->zipvl_row < 0) || b->prompt_tokens <= 0 || il < c->book.n_compacted) return OC_OK;
     int32_t first = c->n_past, end = first + b->n_tokens, C = c->lim.max_ctx_tokens, n_rows = 0;
     int32_t *pos = c->kv_order;
     oc_status st;
     if (P->acc_row >= 0) {   /* SparseMM: the prompt's last w queries (Eq. 11) */
         for (int32_t p = OC_MAX(first, b->prompt_tokens - c->kvp->window); p < end; p++) pos[n_rows++] = p;
-        if (n_rows && (st = score(c, P, pos, n_rows, c->kv_acc + (size_t)P->acc_row * (size_t)C, C, err))) return st;
+        if (n_rows && (st = score(c, il, pos, n_rows, c->kv_acc + (size_t)P->acc_row * (size_t)C, C, err))) return st;
     }
     n_rows = 0;
     if (P->zipvl_row >= 0) {   /* ZipVL: the probe rows in this batch */
         for (int32_t t = 0; t < c->n_kv_probes; t++)
             if (c->kv_probes[t] >= first && c->kv_probes[t] < end) pos[n_rows++] = c->kv_probes[t];
-        if (n_rows && (st = score(c, P, pos, n_rows, c->kv_acc + (size_t)P->zipvl_row * (size_t)C, 0, err))) return st;
+        if (n_rows && (st = score(c, il, pos, n_rows, c->kv_acc + (size_t)P->zipvl_row * (size_t)C, 0, err))) return st;
     }
     return OC_OK;
 }
 
 /* Keep kept[0..n_kept) of kv head g in every layer that follows layer `first` (itself included):
- * their V rows, their own K rows (GLA lazy layers read the first layer's), the book. */
-static oc_status keep(oc_text_ctx *c, int32_t first, int32_t g, const int32_t *kept, int32_t n_kept, oc_error *err) {
+ * their V rows, their own K rows (GLA lazy layers read the first layer's), the book. Row kept[r]
+ * of the prompt's rows (staging, or the region itself) moves to row r of the region: staging lies
+ * after every region, so each source row is at or after its destination (kv_keep's order). */
+oc_status oc_text_kv_keep(oc_text_ctx *c, int32_t first, int32_t g, const int32_t *kept, int32_t n_kept, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
+    const oc_text_kv_regions *R = &c->reg;
     oc_backend *be = c->be;
-    int64_t C = c->lim.max_ctx_tokens, hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd;
+    int64_t hd = hp->head_dim, kvd = (int64_t)hp->n_head_kv * hd;
     oc_status st;
     for (int32_t l = first; l < hp->n_layers; l++) {
         const oc_kv_layer *L = &c->kvp->layer[l];
         if (L->first != first) continue;
-        if (L->lazy != OC_KV_LAZY_GLA &&
-            (st = be->ops->kv_keep(be, &c->k_cache, L->k_slot * C * kvd + g * hd, kvd, (int32_t)hd, kept, n_kept, err)))
-            return st;
-        if ((st = be->ops->kv_keep(be, &c->v_cache, l * C * kvd + g * hd, kvd, (int32_t)hd, kept, n_kept, err)))
+        if (L->lazy != OC_KV_LAZY_GLA) {
+            int32_t shift = (int32_t)((R->k_pre[l] - R->k_at[l]) / kvd);
+            for (int32_t r = 0; r < n_kept; r++) c->kv_move[r] = kept[r] + shift;
+            if ((st = be->ops->kv_keep(be, &c->k_cache, R->k_at[l] + g * hd, kvd, (int32_t)hd, c->kv_move, n_kept, err)))
+                return st;
+        }
+        int32_t shift = (int32_t)((R->v_pre[l] - R->v_at[l]) / kvd);
+        for (int32_t r = 0; r < n_kept; r++) c->kv_move[r] = kept[r] + shift;
+        if ((st = be->ops->kv_keep(be, &c->v_cache, R->v_at[l] + g * hd, kvd, (int32_t)hd, c->kv_move, n_kept, err)))
             return st;
         oc_kv_book_keep(&c->book, l, g, kept, n_kept);
     }
     return OC_OK;
 }
 
-oc_status oc_text_kv_compact(oc_text_ctx *c, oc_error *err) {
+int32_t oc_text_kv_zipvl_set(oc_text_ctx *c, int32_t il) {
+    const oc_text_hparams *hp = &c->m->hp;
+    const oc_kv_layer *L = &c->kvp->layer[il];
+    int32_t n = c->n_past;
+    /* rows of every head see key j when their probe position is >= j (Eq. 8's nnz) */
+    for (int32_t j = 0, t = 0; j < n; j++) {
+        while (t < c->n_kv_probes && c->kv_probes[t] < j) t++;
+        c->kv_nnz[j] = (c->n_kv_probes - t) * hp->n_head;
+    }
+    return oc_kv_select_zipvl(c->kv_acc + (size_t)L->zipvl_row * (size_t)c->lim.max_ctx_tokens, c->kv_nnz, n,
+                              (double)c->n_kv_probes * hp->n_head, L->zipvl_tau, c->kv_kept, c->kv_order, c->kv_norm);
+}
+
+oc_status oc_text_kv_compact(oc_text_ctx *c, int32_t first, int32_t last, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     const oc_kv_policy *p = c->kvp;
     int32_t n = c->n_past, C = c->lim.max_ctx_tokens;
     oc_status st;
-    for (int32_t l = 0; l < hp->n_layers; l++) {
+    for (int32_t l = first; l <= last; l++) {
         const oc_kv_layer *L = &p->layer[l];
         if (L->first != l || L->evict == OC_KV_KEEP_ALL) continue;
         int32_t n_t = n;
         const int32_t *within = NULL;
-        if (L->zipvl_row >= 0) {   /* ZipVL: one important set T for the layer; rows of every head
-                                      see key j when their probe position is >= j */
-            for (int32_t j = 0, t = 0; j < n; j++) {
-                while (t < c->n_kv_probes && c->kv_probes[t] < j) t++;
-                c->kv_nnz[j] = (c->n_kv_probes - t) * hp->n_head;
-            }
-            n_t = oc_kv_select_zipvl(c->kv_acc + (size_t)L->zipvl_row * (size_t)C, c->kv_nnz, n,
-                                     (double)c->n_kv_probes * hp->n_head, L->zipvl_tau, c->kv_kept, c->kv_order,
-                                     c->kv_norm);
+        if (L->zipvl_row >= 0) {   /* ZipVL: one important set T for the layer */
+            n_t = oc_text_kv_zipvl_set(c, l);
             if (L->acc_row < 0) {
                 for (int32_t g = 0; g < hp->n_head_kv; g++)
-                    if ((st = keep(c, l, g, c->kv_kept, n_t, err))) return st;
+                    if ((st = oc_text_kv_keep(c, l, g, c->kv_kept, n_t, err))) return st;
                 continue;
             }
             memcpy(c->kv_nnz, c->kv_kept, (size_t)n_t * sizeof(int32_t));   /* T, for the budgets below */
@@ -111,39 +128,45 @@ oc_status oc_text_kv_compact(oc_text_ctx *c, oc_error *err) {
                                                  c->kv_scores);
             else
                 m = oc_kv_select_sparsemm(acc, n, budget, p->window, c->kv_kept, c->kv_order);
-            if ((st = keep(c, l, g, c->kv_kept, m, err))) return st;
+            if ((st = oc_text_kv_keep(c, l, g, c->kv_kept, m, err))) return st;
         }
     }
-    c->book.compacted = 1;
+    c->book.n_compacted = last + 1;
     return OC_OK;
 }
 
 oc_status oc_text_ctx_bench_fill(oc_text_ctx *c, const uint16_t *rows_f16, const double *mass, int32_t n, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     const oc_kv_policy *p = c->kvp;
+    const oc_text_kv_regions *R = &c->reg;
     int32_t C = c->lim.max_ctx_tokens;
     if (n < 1 || n >= C) return oc_fail(err, OC_ERR_RANGE, "bench fill: %d tokens do not fit a context of %d", n, C);
     oc_text_ctx_reset(c);
-    size_t kvd = (size_t)hp->n_head_kv * (size_t)hp->head_dim, layer_bytes = (size_t)C * kvd * 2;
+    size_t kvd = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
     oc_status st;
-    for (int32_t l = 0; l < hp->n_layers; l++) {
-        const oc_kv_layer *L = &p->layer[l];
-        if ((L->lazy != OC_KV_LAZY_GLA &&
-             (st = c->be->ops->write(c->be, &c->k_cache, (size_t)L->k_slot * layer_bytes, rows_f16, (size_t)n * kvd * 2, err))) ||
-            (st = c->be->ops->write(c->be, &c->v_cache, (size_t)l * layer_bytes, rows_f16, (size_t)n * kvd * 2, err)))
-            return st;
+    if (p->any_evict) {
+        oc_kv_book_append(&c->book, 0, n);
+        oc_text_kv_start(c, n);
+        double sum = 0;
+        for (int32_t j = 0; j < n; j++) sum += mass[j];
+        for (int32_t r = 0; r < p->n_acc_rows; r++) {
+            /* SparseMM rows: mean over the window (any scale ranks the same); the ZipVL row: the
+             * probe rows' total, n_probes x n_head, as real softmax rows would sum to (Eq. 7) */
+            double scale = (double)c->n_kv_probes * hp->n_head / sum;
+            for (int32_t j = 0; j < n; j++) c->kv_acc[(size_t)r * (size_t)C + (size_t)j] = mass[j] * scale;
+        }
     }
     c->n_past = n;
-    if (!p->any_evict) return OC_OK;
-    oc_kv_book_append(&c->book, 0, n);
-    oc_text_kv_start(c, n);
-    double sum = 0;
-    for (int32_t j = 0; j < n; j++) sum += mass[j];
-    for (int32_t r = 0; r < p->n_acc_rows; r++) {
-        /* SparseMM rows: mean over the window (any scale ranks the same); the ZipVL row: the probe
-         * rows' total, n_probes x n_head, as real softmax rows would sum to (Eq. 7) */
-        double scale = (double)c->n_kv_probes * hp->n_head / sum;
-        for (int32_t j = 0; j < n; j++) c->kv_acc[(size_t)r * (size_t)C + (size_t)j] = mass[j] * scale;
+    /* segment by segment, as a prefill by layer stages and evicts them */
+    for (int32_t l0 = 0; l0 < hp->n_layers;) {
+        int32_t l1 = oc_kv_policy_segment_end(p, l0);
+        for (int32_t l = l0; l <= l1; l++)
+            if ((p->layer[l].lazy != OC_KV_LAZY_GLA &&
+                 (st = c->be->ops->write(c->be, &c->k_cache, (size_t)R->k_pre[l] * 2, rows_f16, (size_t)n * kvd * 2, err))) ||
+                (st = c->be->ops->write(c->be, &c->v_cache, (size_t)R->v_pre[l] * 2, rows_f16, (size_t)n * kvd * 2, err)))
+                return st;
+        if (p->any_evict && (st = oc_text_kv_compact(c, l0, l1, err))) return st;
+        l0 = l1 + 1;
     }
-    return oc_text_kv_compact(c, err);
+    return OC_OK;
 }

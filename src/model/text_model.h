@@ -62,6 +62,10 @@ typedef struct oc_text_limits {
     /* The plan whose SparseMM kv budgets, ZipVL thresholds and Q-Cache lazy groups shape the KV
      * cache (kvcache/kv_cache.h), or NULL: a dense cache. Borrowed: must outlive the context. */
     const oc_plan *kv_plan;
+    /* Tokens that may follow the prompt (its answer): with it a SparseMM layer's cache holds its
+     * budget plus these rows instead of the whole context (kvcache/kv_cache.h "Memory"); a forward
+     * call past it fails with OC_ERR_RANGE. 0: the rest of the context (no bound). */
+    int32_t max_answer_tokens;
 } oc_text_limits;
 
 typedef struct oc_text_ctx oc_text_ctx;
@@ -99,6 +103,10 @@ oc_status oc_text_ctx_bench_fill(oc_text_ctx *ctx, const uint16_t *rows_f16, con
  * (twice, n_rows < 1), OC_ERR_NOMEM, OC_ERR_DEVICE] */
 oc_status oc_text_ctx_image_store_open(oc_text_ctx *ctx, int32_t n_rows, oc_error *err);
 oc_bt *oc_text_ctx_image_store(oc_text_ctx *ctx);   /* NULL when none was opened */
+/* 1 when a prompt goes in one oc_text_forward call (n_tokens == prompt_tokens, it may exceed
+ * max_batch_tokens), prefilled segment by segment (kvcache/kv_cache.h "Memory"): every context
+ * whose plan evicts. */
+int oc_text_ctx_prefills_by_layer(const oc_text_ctx *ctx);
 /* Tests: which tokens (absolute indices, ascending) (layer, kv head) holds; returns the count. */
 int32_t oc_text_ctx_kv_held(const oc_text_ctx *ctx, int32_t layer, int32_t kv_head, const int32_t **pos);
 
@@ -115,20 +123,25 @@ typedef struct oc_text_batch {
     const int32_t *ids;
     const float *embd;
     int embd_in_store;
+    int embd_indexed;                 /* ids[i] < 0 names row -1 - ids[i] of embd (host), not row i */
     const int32_t *pos_t, *pos_h, *pos_w;
     const oc_stack_plan *plan;
     const oc_token_layout *layout;
     float *logits;
     int all_logits;
-    /* The prompt this batch belongs to has prompt_tokens tokens (0: not a prompt batch). Layers
-     * that evict (SparseMM, ZipVL) score the prompt's window / probe rows as their batches pass
-     * and compact the cache when the batch that ends the prompt is done. */
+    /* The prompt this batch belongs to has prompt_tokens tokens (0: not a prompt batch). On a
+     * context that prefills by layer (oc_text_ctx_prefills_by_layer) the whole prompt is one
+     * batch: each segment of layers runs over it in chunks of max_batch_tokens, scores the
+     * prompt's window / probe rows (SparseMM, ZipVL) and evicts before the next segment. */
     int32_t prompt_tokens;
     /* tests only: layer_masks[L] != NULL replaces layer L's attention mask (causal base and plan
      * patterns) by an explicit byte mask [n_tokens][n_past + n_tokens] shared by all heads, so a
      * sparse plan can be compared with the dense engine under the same mask written out */
     const uint8_t *const *layer_masks;
     int64_t layer_mask_stride_head;   /* 0: one mask for all heads; else per head, this far apart */
+    /* optional (tests): when a ZipVL segment chose its important set T (zipvl.txt Eq. 9), called
+     * for each layer of the segment with T's absolute positions, ascending */
+    void (*on_zipvl)(void *user, int32_t layer, const int32_t *kept, int32_t n_kept);
     /* optional: after layer L, called with the [n][n_embd] residual stream (parity tests) */
     void (*on_layer)(void *user, int32_t layer, const float *x, int32_t n_tokens, int32_t n_embd);
     void *user;

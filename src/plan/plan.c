@@ -75,15 +75,17 @@
  *    only (text keeps its own Q/K). Vision groups must be gla (every vision token is visual).
  * How the runtime applies the KV cache sections (src/kvcache/kv_cache.h; `ocellus plan` says it):
  *  - kv-budget: after a dense prefill each decoder kv head keeps the last kv-window tokens plus the
- *    keys the prompt's last kv-window queries attend to most (sparsemm.txt Eq. 10-14).
- *  - zipvl-tau: after a dense prefill the layer keeps its important tokens, p of them from the
- *    probe rows' (64 recent + 64 random queries) cumulative mass >= tau (zipvl.txt Eq. 6-9).
- *  - Both on one layer: ZipVL's set first, then each kv head's budget within it.
+ *    keys the prompt's last kv-window queries attend to most (sparsemm.txt Eq. 10-14); its cache
+ *    is allocated at the largest budget + the context's answer room (max_answer_tokens).
+ *  - zipvl-tau: the layer's important tokens T, p of them from the probe rows' (64 recent + 64
+ *    random queries) cumulative mass >= tau (zipvl.txt Eq. 6-9), are chosen before its attention;
+ *    prefill attention runs over T alone (rows outside T get 0, Alg. 1) and only T is cached.
+ *  - Both on one layer: ZipVL's set first (prefill over T), then each kv head's budget within it.
  *  - lazy-group: a lazy layer holds exactly its group's first layer's tokens, so its own
  *    kv-budget / zipvl-tau lines must equal that layer's (else the runtime refuses the plan,
  *    naming both lines' layers); decoder only (vision lazy-group and zipvl-tau lines are refused).
- *  - Head patterns shape the prefill; once a layer's cache is compacted its queries attend to
- *    every key it kept.
+ *  - Head patterns shape the prefill, except on zipvl-tau layers (attention over T is dense);
+ *    once a layer's cache is compacted its queries attend to every key it kept.
  * Example:
  *   ocellus-plan 1
  *   shape decoder layers 28 heads 12 kv-heads 2 head-dim 128

@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const oc_text_hparams *hp = &m->hp;
         if ((int64_t)hp->n_embd * hp->n_ff <= (1 << 22) && (int64_t)hp->n_embd * hp->n_vocab <= (1 << 22) &&
             hp->n_layers <= 8) {
-            oc_text_limits lim = { 4, 2, NULL };
+            oc_text_limits lim = { 4, 2, NULL, 0 };
             oc_text_ctx *ctx;
             if (oc_text_ctx_open(&ctx, m, &lim, NULL, OC_ISA_SCALAR, NULL, &e) == OC_OK) {
                 int32_t ids[2] = { 0, hp->n_vocab - 1 }, pos[2] = { 0, 1 };

@@ -16,6 +16,15 @@ int bench_attention(int argc, char **argv);   /* argv[0] is "attention" */
 int bench_vlm(int argc, char **argv);   /* argv[0] is "vlm" */
 /* bench_kv.c: bench vlm --kv-context: KV bytes and decode speed per KV cache method. */
 int bench_vlm_kv(const char *text_path, int n_threads, const char *ctx_list, int n_new, int n_rounds);
+/* bench_llama.c: bench vlm --compare-llama DIR: llama.cpp's llama-mtmd-cli / llama-bench from DIR on the
+ * same files, next to ocellus's rows (one per case: images 0 is the text-only pp case). */
+typedef struct bench_vlm_row {
+    char name[32];
+    int n_images;
+    double vision_ms, ttft_ms, prefill_tok_s, decode_tok_s;
+} bench_vlm_row;
+int bench_vlm_compare_llama(const char *dir, const char *text, const char *mmproj, int n_threads, int n_new, int pp,
+                            const bench_vlm_row *rows, int n_rows, const uint8_t *const *pixels, int n_pixels, int px);
 int bench_attention_cl(int argc, char **argv);   /* the same with --backend opencl */
 int bench_matmul_cl(int argc, char **argv);      /* bench matmul --backend opencl */
 

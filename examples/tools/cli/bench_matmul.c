@@ -76,6 +76,8 @@ typedef struct bench {
     unsigned char *copy_dst;   /* GEMV_ROTATE_BYTES / 2: where the paired copies write */
     int reps, gemv_reps, cpu_time;
     double peak_gflops, copy_gbps;
+    const oc_matmul_kernels *k;
+    double bf16_peak_gflops, read_gbps;   /* 0: not measured */
 } bench;
 
 static uint64_t now_ns(const bench *b) {
@@ -127,13 +129,21 @@ static int run_type(bench *b, int32_t dtype) {
     fill_weight(dtype, w, row_bytes, N_IN, N_OUT, &seed);
     for (size_t c = 1; c < n_copies; c++) memcpy(w + c * w_bytes, w, w_bytes);
     int is_q = oc_dtype_get(dtype)->block_elems > 1;
-    for (int p = 0; p < (is_q ? 2 : 1); p++) {
-        oc_matmul_path path = p ? OC_MATMUL_INT8 : OC_MATMUL_FLOAT;
-        const char *path_name = p ? "int8" : "float";
+    /* the BF16 path: the weight packed once, as the CPU backend does at load */
+    oc_weight wp = { dtype, N_IN, N_OUT, w, row_bytes, NULL };
+    size_t packed_bytes = oc_matmul_kernels_bf16(b->k) ? oc_matmul_packed_bytes(&wp) : 0;
+    void *packed = packed_bytes ? oc_mem_alloc(NULL, packed_bytes) : NULL;
+    if (packed && oc_matmul_pack(b->k, b->pool, &wp, packed, &err) != OC_OK) { oc_mem_free(NULL, packed, packed_bytes); packed = NULL; }
+    for (int p = 0; p < 3; p++) {
+        if ((p == 1 && !is_q) || (p == 2 && !packed)) continue;
+        oc_matmul_path path = p == 2 ? OC_MATMUL_BF16 : p ? OC_MATMUL_INT8 : OC_MATMUL_FLOAT;
+        const char *path_name = p == 2 ? "bf16" : p ? "int8" : "float";
         oc_matmul_ctx_set_path(b->ctx, path);
-        oc_weight wt = { dtype, N_IN, N_OUT, w, row_bytes };
-        /* a forced int8 path without an int8 kernel for the shape runs the float path: skip it */
-        int run_gemm = oc_matmul_uses_int8(b->ctx, &wt, N_TOK) == p, run_gemv = oc_matmul_uses_int8(b->ctx, &wt, 1) == p;
+        oc_weight wt = { dtype, N_IN, N_OUT, w, row_bytes, p == 2 ? packed : NULL };
+        /* a forced int8 path without an int8 kernel for the shape runs the float path: skip it; the
+         * BF16 path has no GEMV (decode reads the F16 rows) */
+        int run_gemm = p == 2 || oc_matmul_uses_int8(b->ctx, &wt, N_TOK) == p;
+        int run_gemv = p != 2 && oc_matmul_uses_int8(b->ctx, &wt, 1) == p;
         double gemm_s = 0, gemv_s = 0, gemm_best = 0, gemv_best = 0;
         /* GEMM: one warm-up, then the median of reps */
         for (int r = 0; run_gemm && r <= b->reps; r++) {
@@ -172,21 +182,27 @@ static int run_type(bench *b, int32_t dtype) {
         double floor_s = (double)w_bytes / (b->copy_gbps * 1e9), gflops = 2.0 * N_TOK * N_IN * N_OUT / gemm_s * 1e-9;
         oc_matmul_ctx_set_path(b->ctx, OC_MATMUL_AUTO);
         wt.data = w;
-        const char *auto_gemm = oc_matmul_uses_int8(b->ctx, &wt, N_TOK) ? "int8" : "float";
+        wt.packed = oc_matmul_wants_packed(b->k, &wt) ? packed : NULL;
+        const char *auto_gemm = oc_matmul_uses_int8(b->ctx, &wt, N_TOK) ? "int8" : wt.packed ? "bf16" : "float";
         const char *auto_gemv = oc_matmul_uses_int8(b->ctx, &wt, 1) ? "int8" : "float";
         printf("%-5s %-5s | ", oc_dtype_name(dtype), path_name);
+        /* the BF16 path against the BF16 peak; everything else against the FP32 FMA peak */
+        double peak = p == 2 && b->bf16_peak_gflops > 0 ? b->bf16_peak_gflops : b->peak_gflops;
         if (run_gemm)
-            printf("%7.1f %7.1f %5.0f%% %5.0f%% %s | ", gemm_s * 1e3, gflops, 100.0 * gflops / b->peak_gflops,
-                   100.0 * gflops * gemm_s / gemm_best / b->peak_gflops, strcmp(auto_gemm, path_name) ? "    " : "auto");
+            printf("%7.1f %7.1f %5.0f%% %5.0f%% %s | ", gemm_s * 1e3, gflops, 100.0 * gflops / peak,
+                   100.0 * gflops * gemm_s / gemm_best / peak, strcmp(auto_gemm, path_name) ? "    " : "auto");
         else
             printf("%7s %7s %6s %6s %4s | ", "-", "-", "-", "-", "");
+        double read_floor_s = b->read_gbps > 0 ? (double)w_bytes / (b->read_gbps * 1e9) : 0;
         if (run_gemv)
-            printf("%7.0f %6.2f %7.0f %5.2f %5.2f %6.2f %s\n", gemv_s * 1e6, (double)w_bytes / 1e6, floor_s * 1e6,
-                   gemv_s / floor_s, gemv_best / floor_s, paired, strcmp(auto_gemv, path_name) ? "" : "auto");
+            printf("%7.0f %6.2f %7.0f %5.2f %5.2f %6.2f | %5.1f %5.2f %s\n", gemv_s * 1e6, (double)w_bytes / 1e6, floor_s * 1e6,
+                   gemv_s / floor_s, gemv_best / floor_s, paired, (double)w_bytes / gemv_s * 1e-9,
+                   read_floor_s > 0 ? gemv_s / read_floor_s : 0.0, strcmp(auto_gemv, path_name) ? "" : "auto");
         else
             printf("%7s\n", "-");
         fflush(stdout);
     }
+    if (packed) oc_mem_free(NULL, packed, packed_bytes);
     free(w);
     return 0;
 }
@@ -235,15 +251,22 @@ int bench_matmul(int argc, char **argv) {
     if (oc_pool_open(&pool, n_threads, NULL, &err) != OC_OK) { fprintf(stderr, "bench matmul: %s\n", err.message); return 1; }
     char cpu_name[256];
     bench_cpu_name(cpu_name, sizeof cpu_name);
-    bench b = { NULL, pool, NULL, NULL, NULL, reps, gemv_reps, cpu_time, 0, 0 };
+    bench b = { NULL, pool, NULL, NULL, NULL, reps, gemv_reps, cpu_time, 0, 0, k, 0, 0 };
     int rc = 1;
     printf("cpu: %s; kernels %s; %d threads; timed by %s\n", cpu_name, oc_matmul_kernels_name(k), oc_pool_n_threads(pool),
            cpu_time ? "thread CPU time" : "wall clock");
     b.peak_gflops = cpu_time ? peak_cpu_time(&b, isa) : oc_roofline_fma_gflops(pool, isa);
     printf("FP32 FMA peak (%s, %d threads, %d chains each): %.1f GFLOP/s\n", oc_isa_name(isa), oc_pool_n_threads(pool),
            OC_ROOFLINE_CHAINS, b.peak_gflops);
+    double bf16_peak = cpu_time ? 0 : oc_roofline_bf16_gflops(pool);
+    if (bf16_peak > 0)
+        printf("BF16 dot-product peak (vdpbf16ps, %d threads): %.1f GFLOP/s = %.2f x the FMA peak\n", oc_pool_n_threads(pool),
+               bf16_peak, bf16_peak / b.peak_gflops);
+    b.bf16_peak_gflops = bf16_peak;
     b.copy_gbps = cpu_time ? copy_cpu_time(&b) : oc_roofline_copy_gbps(pool, NULL);
     printf("copy bandwidth (memcpy of 256 MiB, read + write bytes): %.1f GB/s\n", b.copy_gbps);
+    b.read_gbps = cpu_time ? 0 : oc_roofline_read_gbps(pool, NULL);
+    if (b.read_gbps > 0) printf("read-only bandwidth (a reduction over 512 MiB, nothing written): %.1f GB/s\n", b.read_gbps);
     b.x = malloc(sizeof(float) * N_TOK * N_IN);
     b.y = malloc(sizeof(float) * N_TOK * N_OUT);
     b.copy_dst = malloc(GEMV_ROTATE_BYTES / 2);
@@ -257,10 +280,10 @@ int bench_matmul(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)N_TOK * N_IN; i++) b.x[i] = rng_unit(&seed);
     printf("\nGEMM %dx%dx%d (n_tok x n_in x n_out), median of %d | GEMV 1x%dx%d, median of %d, W from DRAM\n",
            N_TOK, N_IN, N_OUT, reps, N_IN, N_OUT, gemv_reps);
-    printf("%-5s %-5s | %7s %7s %6s %6s %4s | %7s %6s %7s %5s %5s %6s\n", "", "", "median", "median", "of", "best", "",
-           "median", "", "floor", "ratio", "ratio", "ratio");
-    printf("%-5s %-5s | %7s %7s %6s %6s %4s | %7s %6s %7s %5s %5s %6s\n", "type", "path", "ms", "GFLOP/s", "peak", "of pk",
-           "", "us", "W MB", "us", "med", "best", "paired");
+    printf("%-5s %-5s | %7s %7s %6s %6s %4s | %7s %6s %7s %5s %5s %6s | %5s %5s\n", "", "", "median", "median", "of", "best", "",
+           "median", "", "floor", "ratio", "ratio", "ratio", "W", "read");
+    printf("%-5s %-5s | %7s %7s %6s %6s %4s | %7s %6s %7s %5s %5s %6s | %5s %5s\n", "type", "path", "ms", "GFLOP/s", "peak", "of pk",
+           "", "us", "W MB", "us", "med", "best", "paired", "GB/s", "ratio");
     rc = 0;
     char list[256];
     snprintf(list, sizeof list, "%s", types);
@@ -276,7 +299,8 @@ int bench_matmul(int argc, char **argv) {
     if (rc == 0)
         printf("('auto': the path OC_MATMUL_AUTO takes for that shape; 'best of pk': the fastest repetition; ratio: time /\n"
                " floor, floor = W bytes / copy bandwidth; paired: median over calls of GEMV time / time of a copy moving\n"
-               " as many bytes, taken next to it)\n");
+               " as many bytes, taken next to it; W GB/s: W bytes / median GEMV time; read ratio: median GEMV time /\n"
+               " (W bytes / read-only bandwidth); the bf16 path's 'of peak' is of the BF16 peak)\n");
 done:
     oc_matmul_ctx_close(b.ctx);
     oc_pool_close(pool);

@@ -9,7 +9,8 @@
  * cores), peak RSS (process, so far); and the FP32 FMA peak
  * (examples/tools/roofline.h; on OpenCL the device's, opencl/kernels/peak.cl) measured in the same run, before and
  * after the cases. --backend / --device choose where the model runs (tools/tools.h). FLOPs are counted from the
- * shapes (2 per multiply-add; attention 4 d per query-key pair, halved when causal, as anchors.md). */
+ * shapes (2 per multiply-add; attention 4 d per query-key pair, halved when causal, as anchors.md).
+ * --compare-llama DIR adds llama.cpp's numbers on the same files (bench_llama.c). */
 #include "bench.h"
 #include "tools/tools.h"
 #include "core/isa.h"
@@ -37,6 +38,8 @@ static void usage(FILE *f) {
             "  -t N             threads (default 2)\n"
             "  --images LIST    image counts, one case each (default 1,4); 0 or '' for none\n"
             "  -n N             new tokens per case, greedy (default 32)\n"
+            "  --compare-llama DIR  afterwards run llama.cpp's llama-mtmd-cli and llama-bench from DIR on\n"
+            "                   the same files and print both columns and the ratios (bench_llama.c)\n"
             "  --pp N           prompt tokens of the text-only case (default 512; 0 skips it)\n"
             "  --kv-context LIST  instead: KV bytes and decode tok/s at these context lengths (e.g.\n"
             "                   4096,16384) with a dense cache, SparseMM 10%% budgets, ZipVL and Q-Cache\n"
@@ -224,7 +227,7 @@ static double fma_peak(int n_threads, const char *device) {
 
 static int run_bench(const char *text_path, const char *mmproj, int n_threads, oc_backend_choice backend,
                      const char *device, const char *images_list,
-                     int n_new, int pp_tokens) {
+                     int n_new, int pp_tokens, const char *llama_dir) {
     int counts[MAX_CASES], n_counts = 0, max_images = 0;
     for (const char *p = images_list; *p && n_counts < MAX_CASES - 2;) {
         char *end;
@@ -290,6 +293,12 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
     double peak0 = fma_peak(n_threads, peak_dev);
     printf("backend: %s\nFP32 FMA peak before: %.1f GFLOP/s%s\n", where, peak0,
            peak_dev ? " (the device's; the cpu share columns are the host's)" : "");
+    if (!peak_dev) {   /* the roof of the BF16 path (matmul.h), where the CPU has one */
+        oc_pool *bp = NULL;
+        double bf16 = oc_pool_open(&bp, n_threads, NULL, NULL) == OC_OK ? oc_roofline_bf16_gflops(bp) : 0;
+        oc_pool_close(bp);
+        if (bf16 > 0) printf("BF16 dot-product peak: %.1f GFLOP/s (%.2f x the FMA peak)\n", bf16, bf16 / peak0);
+    }
     fflush(stdout);
 
     /* Warm-up (text weights paged in) that also measures the chat template's tokens around a question. */
@@ -328,6 +337,21 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
            peak0 > peak1 ? peak0 : peak1);
     print_table(cases, n_cases, peak0 > peak1 ? peak0 : peak1, peak_dev != NULL);
     rc = 0;
+    if (llama_dir) {
+        bench_vlm_row rows[MAX_CASES];
+        for (int i = 0; i < n_cases; i++) {
+            const oc_stats *s = &cases[i].st;
+            memset(&rows[i], 0, sizeof rows[i]);
+            memcpy(rows[i].name, cases[i].name, sizeof rows[i].name);
+            rows[i].n_images = s->n_images;
+            rows[i].vision_ms = s->vision_ms;
+            rows[i].ttft_ms = s->ttft_ms;
+            rows[i].prefill_tok_s = s->prefill_ms > 0 ? 1000.0 * s->n_prompt_tokens / s->prefill_ms : 0;
+            rows[i].decode_tok_s = s->n_generated > 1 && s->decode_ms > 0 ? 1000.0 * (s->n_generated - 1) / s->decode_ms : 0;
+        }
+        rc = bench_vlm_compare_llama(llama_dir, text_path, mmproj, n_threads, n_new, pp_tokens, rows, n_cases,
+                                     (const uint8_t *const *)pixels, n_pix, IMAGE_PX);
+    }
     goto done;
 fail:
     fprintf(stderr, "ocellus bench vlm: %s\n", err.message);
@@ -347,7 +371,7 @@ int bench_vlm(int argc, char **argv) {
     int n_threads = 2, n_new = 32, pp = 512, rounds = 5;
     const char *kv_context = NULL;
     unsigned long long seed = 1;
-    const char *device = NULL;
+    const char *device = NULL, *llama_dir = NULL;
     oc_backend_choice backend = OC_BACKEND_CPU;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -371,11 +395,12 @@ int bench_vlm(int argc, char **argv) {
         else if (!strcmp(a, "--kv-context")) kv_context = v;
         else if (!strcmp(a, "--rounds")) { if (!oc_tool_int_arg("bench vlm", a, v, 1, 15, &rounds)) return 2; }
         else if (!strcmp(a, "--device")) device = v;
+        else if (!strcmp(a, "--compare-llama")) llama_dir = v;
         else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &backend)) continue;
         else { fprintf(stderr, "ocellus bench vlm: unknown option %s\n", a); usage(stderr); return 2; }
     }
     if (synth) return synth_qwen2vl(synth, type, tok_path, seed);
     if (!text || n_threads < 1 || n_new < 0 || pp < 0) { usage(stderr); return 2; }
     if (kv_context) return bench_vlm_kv(text, n_threads, kv_context, n_new, rounds);
-    return run_bench(text, mmproj, n_threads, backend, device, images, n_new, pp);
+    return run_bench(text, mmproj, n_threads, backend, device, images, n_new, pp, llama_dir);
 }

@@ -225,9 +225,9 @@ int oc_tool_eval_long(int argc, char **argv) {
         if (oc_ask(ctx, &req, &err)) { fail(err.message); goto done; }
         oc_stats s;
         oc_context_get_stats(ctx, &s);
+        int correct = oc_scene_answer_ok(item.answer, answer.text);   /* both sides normalized */
         char got[GOT_BYTES];
         oc_scene_normalize(answer.text, got, sizeof got);
-        int correct = strcmp(got, item.answer) == 0;
         res.n_items++;
         res.n_correct += correct;
         res.n_items_of[item.type]++;

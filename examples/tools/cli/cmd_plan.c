@@ -59,13 +59,27 @@ static void print_stack(const oc_plan *plan, oc_plan_stack stack) {
         printf("  %-18s %5d heads  %5.1f%%\n", oc_plan_pattern_name((oc_pattern_kind)k),
                (int)st.n_per_pattern[k], 100.0 * st.n_per_pattern[k] / st.n_heads);
     }
-    printf("  %-18s %5d heads  %5.1f%%%s\n", "sparse (not dense)", (int)st.n_sparse, 100.0 * st.n_sparse / st.n_heads,
-           st.n_sparse ? "; runtime: executes" : "");
+    int32_t n_dyn = st.n_per_pattern[OC_PATTERN_VERTICAL_SLASH] + st.n_per_pattern[OC_PATTERN_GRID];
+    int32_t n_static = st.n_sparse - n_dyn, n_on_zipvl = 0;
+    for (int32_t l = 0; s->zipvl_tau_ppm && l < s->shape.n_layers; l++)
+        for (int32_t h = 0; s->zipvl_tau_ppm[l] && h < s->shape.n_heads; h++)
+            n_on_zipvl += s->heads[(size_t)l * (size_t)s->shape.n_heads + (size_t)h].kind != OC_PATTERN_DENSE;
+    printf("  %-18s %5d heads  %5.1f%%\n", "sparse (not dense)", (int)st.n_sparse, 100.0 * st.n_sparse / st.n_heads);
+    if (n_static)
+        printf("    %d with fixed patterns; runtime: CPU executes, OpenCL executes\n", (int)n_static);
+    if (n_dyn)
+        printf("    %d vertical-slash / grid; runtime: CPU executes%s, OpenCL runs them dense\n", (int)n_dyn,
+               stack == OC_PLAN_DECODER ? " in prefill (decode runs them dense)"
+                                        : " (full-attention encoders; refused for Qwen2.5-VL's windows)");
+    if (stack == OC_PLAN_DECODER && n_on_zipvl)
+        printf("    %d of them on zipvl-tau layers: not applied there (prefill attends over ZipVL's set densely)\n",
+               (int)n_on_zipvl);
     if (stack == OC_PLAN_DECODER) {
         int32_t n_kv = s->shape.n_layers * s->shape.n_kv_heads;
         if (st.n_budgeted_kv_heads)
-            printf("  kv budgets: %d of %d kv heads, %d..%d tokens (mean %.0f), window %d; runtime: executes "
-                   "(SparseMM eviction after prefill)\n",
+            printf("  kv budgets: %d of %d kv heads, %d..%d tokens (mean %.0f), window %d; runtime: CPU executes, "
+                   "OpenCL executes (SparseMM eviction after a dense prefill; the cache is allocated at the largest "
+                   "budget + the answer room, oc_context_params.max_answer_tokens)\n",
                    (int)st.n_budgeted_kv_heads, (int)n_kv, (int)st.min_budget_tokens, (int)st.max_budget_tokens,
                    (double)st.sum_budget_tokens / st.n_budgeted_kv_heads, (int)plan->kv_window_tokens);
         else
@@ -80,15 +94,17 @@ static void print_stack(const oc_plan *plan, oc_plan_stack stack) {
             else printf(" %d", (int)l);
             printf(" tau %g", (double)s->zipvl_tau_ppm[l] / OC_PLAN_PPM);
         }
-        printf(stack == OC_PLAN_DECODER ? "; runtime: executes (KV eviction after a dense prefill)\n"
-                                        : "; runtime: refused (the vision encoder keeps no KV cache)\n");
+        printf(stack == OC_PLAN_DECODER ? "; runtime: CPU executes, OpenCL executes (zipvl.txt Alg. 1: prefill "
+                                          "attention over the important set T, only T cached)\n"
+                                        : "; runtime: refused on every backend (the vision encoder keeps no KV cache)\n");
     }
     if (s->n_lazy_groups) {
         printf("  lazy groups: %d (%d layers reuse Q/K):", (int)s->n_lazy_groups, (int)st.n_lazy_layers);
         for (int32_t i = 0; i < s->n_lazy_groups; i++)
             printf(" %d-%d %s", (int)s->lazy_groups[i].first_layer, (int)s->lazy_groups[i].last_layer,
                    oc_plan_lazy_mode_name(s->lazy_groups[i].mode));
-        printf(stack == OC_PLAN_DECODER ? "; runtime: executes\n" : "; runtime: refused (decoder only)\n");
+        printf(stack == OC_PLAN_DECODER ? "; runtime: CPU executes, OpenCL executes\n"
+                                        : "; runtime: refused on every backend (decoder only)\n");
     }
 }
 
