@@ -123,6 +123,7 @@ check: all $(TEST_BIN) $(EMBED_BIN)
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS   := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+                -fsanitize-coverage-ignorelist=tests/fuzz/coverage_ignore.txt \
                 -I. -Iinclude -Isrc -Iport -Iexamples -pthread -DOC_FUZZING
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
@@ -132,7 +133,7 @@ FUZZ_LIB_SRC := $(filter-out %_avx2.c %_avx512.c %_neon.c,$(wildcard src/*/*.c) 
 
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(B)/fuzz/lib/%.o)
 
-$(B)/fuzz/lib/%.o: %.c config.h
+$(B)/fuzz/lib/%.o: %.c config.h tests/fuzz/coverage_ignore.txt
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(subst fuzzer,fuzzer-no-link,$(FUZZ_FLAGS)) $(DEP_CFLAGS) -c $< -o $@
 

@@ -117,8 +117,10 @@ typedef struct oc_allocator {
 /* A model is the text GGUF (arch "qwen2vl") plus, for images, its mmproj GGUF, as llama.cpp's
  * converter or `ocellus convert` write them. It is read-only once open: any number of contexts,
  * in any threads, may use one model at the same time. A context holds everything one
- * conversation mutates (KV cache, activations, scratch); its memory is computed from its limits
- * and allocated when it opens, and generating a token allocates nothing. */
+ * conversation mutates (KV cache, activations, scratch, image work); its memory is computed from
+ * its limits and allocated when it opens (oc_context_memory_bytes says how much, to the byte),
+ * and oc_ask allocates nothing: not per image, not per token. (libjpeg and libpng, decoding
+ * oc_request.image_paths, keep their own working rows with malloc.) */
 typedef struct oc_model oc_model;
 typedef struct oc_context oc_context;
 
@@ -232,7 +234,10 @@ typedef struct oc_context_params {
 } oc_context_params;
 OC_API void oc_context_params_default(oc_context_params *params);
 /* The host bytes oc_context_open will allocate for these limits (KV cache, activations, scratch,
- * image buffers), without allocating. On OpenCL the KV cache, activations and weights live in
+ * image work), without allocating: exactly what open takes from the allocator, oc_mem headers
+ * included. The image work is sized for the worst image the limits let through: any shape with
+ * sides up to OC_IMAGE_DEFAULT_MAX_SIDE_PX, resized to at most max_image_tokens (its patches,
+ * 24 bytes per resized pixel, dominate), plus one decoded file when max_image_pixels > 0. On OpenCL the KV cache, activations and weights live in
  * device memory (oc_stats.device_bytes) and this counts the host side only (not the driver's own
  * memory); for OC_BACKEND_AUTO it is the CPU figure, the larger one.
  * [errors: OC_ERR_INVALID, OC_ERR_RANGE, OC_ERR_UNSUPPORTED (backend not available)] */
@@ -329,8 +334,9 @@ typedef struct oc_request {
     oc_text_fn on_text;           /* may be NULL */
     void *user;
     /* With images NULL: n_images image files (PNM, JPEG, PNG) that oc_ask decodes itself, one at
-     * a time just before encoding each, into the context's image buffer (max_image_pixels: part
-     * of the context's memory bound), a JPEG straight at the model's input size (DCT scaling). */
+     * a time just before encoding each, into the context's image work memory (max_image_pixels:
+     * part of the context's memory bound), a JPEG straight at the model's input size (DCT
+     * scaling). */
     const char *const *image_paths;
 } oc_request;
 OC_API void oc_request_default(oc_request *req);
@@ -338,8 +344,10 @@ OC_API void oc_request_default(oc_request *req);
 /* One single-turn question (the context's previous conversation is dropped): encodes the
  * images, builds the Qwen2-VL chat prompt, prefills, and generates until <|im_end|>,
  * <|endoftext|>, max_new_tokens or on_text asks to stop.
- * [errors: OC_ERR_INVALID (empty question, bad image), OC_ERR_RANGE (too many images, context
- * full), OC_ERR_UNSUPPORTED (images without an mmproj), OC_ERR_NOMEM] */
+ * [alloc: no] [errors: OC_ERR_INVALID (empty question, bad image), OC_ERR_RANGE (too many
+ * images, an image larger than the limits: sides above OC_IMAGE_DEFAULT_MAX_SIDE_PX, or more
+ * than max_image_tokens after resizing, which smart_resize gives near aspect 200; context full),
+ * OC_ERR_UNSUPPORTED (images without an mmproj)] */
 OC_API oc_status oc_ask(oc_context *ctx, const oc_request *req, oc_error *err);
 
 typedef struct oc_stats {

@@ -101,12 +101,27 @@ static void size_tables(oc_cl_attn *at, const oc_cl_attn_limits *lim, int32_t bq
     at->items_cap = OC_MAX(at->runs_cap, SPLIT_MAX_Q * SPLIT_MAX_CHUNKS) * lim->n_head + at->hruns_cap;
 }
 
+/* The tables are sized for tiles of TABLE_BQ query rows (the smallest any device gets: the most
+ * runs) whatever the device's tile, so their host bytes follow from the limits alone and
+ * oc_cl_attn_host_bytes is exact before a device is open. */
+#define TABLE_BQ 16
+
 size_t oc_cl_attn_host_bytes(const oc_cl_attn_limits *lim) {
     oc_cl_attn at;
     memset(&at, 0, sizeof at);
-    size_tables(&at, lim, 16);   /* the smallest tile: the most runs */
-    return sizeof at + runs_bytes(&at) + img_bytes(&at) + counts_bytes(&at) + pat_bytes(&at) + segs_bytes(&at) +
-           dyn_bytes(&at);
+    size_tables(&at, lim, TABLE_BQ);
+    size_t total = 5 * oc_cl_buf_host_bytes();   /* runs, img, partials, counts, pat on the device */
+    oc_add_block(&total, sizeof at);
+    oc_add_block(&total, runs_bytes(&at));
+    oc_add_block(&total, img_bytes(&at));
+    oc_add_block(&total, counts_bytes(&at));
+    oc_add_block(&total, segs_bytes(&at));
+    oc_add_block(&total, pat_bytes(&at));
+    if (has_dyn(&at)) {   /* the dynamic heads' host block and its 5 device buffers */
+        total += 5 * oc_cl_buf_host_bytes();
+        oc_add_block(&total, dyn_bytes(&at));
+    }
+    return total;
 }
 
 /* Carve the dynamic heads' host arrays from one aligned block of dyn_bytes: doubles and the
@@ -184,7 +199,7 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
     at->bk = bk;
     at->wg = wg;
     at->cg = c->attn_key_groups;
-    size_tables(at, lim, bq);
+    size_tables(at, lim, OC_MIN(bq, TABLE_BQ));
     at->runs = oc_mem_alloc(dev->alloc, runs_bytes(at));
     at->img = oc_mem_calloc(dev->alloc, img_bytes(at));
     at->counts = oc_mem_alloc(dev->alloc, counts_bytes(at));

@@ -74,6 +74,14 @@ void oc_cl_backend_device_close(oc_backend_device *d) {
 const char *oc_cl_backend_device_name(const oc_backend_device *d) { return d->name; }
 size_t oc_cl_backend_device_bytes(const oc_backend_device *d) { return d->device_bytes; }
 
+size_t oc_cl_backend_buffer_host_bytes(void) { return oc_cl_buf_host_bytes(); }
+
+size_t oc_cl_backend_device_host_bytes(void) {
+    size_t total = oc_cl_device_host_bytes();
+    oc_add_block(&total, sizeof(oc_backend_device));
+    return total;
+}
+
 /* ---- memory ------------------------------------------------------------------------------------ */
 
 /* [off, off + n) elements of elem_bytes lie inside t (n may be 0). */
@@ -414,7 +422,9 @@ static oc_backend_limits kv_head_limits(const oc_backend_limits *lim) {
 
 size_t oc_cl_backend_bytes(const oc_backend_limits *lim) {
     oc_cl_attn_limits al = attn_limits(lim);
-    size_t n = sizeof(cl_backend) + (size_t)OC_MAX((int64_t)1, lim->max_n_tok) * sizeof(int32_t);
+    size_t n = 0;   /* the instance and its index array, each an oc_mem_alloc block */
+    oc_add_block(&n, sizeof(cl_backend));
+    oc_add_block(&n, (size_t)OC_MAX((int64_t)1, lim->max_n_tok) * sizeof(int32_t));
     if (lim->attn.n_head > 0 && lim->per_kv_head) {
         oc_backend_limits k = kv_head_limits(lim);
         oc_cl_attn_limits akl = attn_limits(&k);

@@ -480,6 +480,18 @@ void oc_cl_buf_free(oc_cl_buf *b) {
 
 size_t oc_cl_buf_bytes(const oc_cl_buf *b) { return b->n_bytes; }
 
+size_t oc_cl_buf_host_bytes(void) {
+    size_t total = 0;
+    oc_add_block(&total, sizeof(oc_cl_buf));
+    return total;
+}
+
+size_t oc_cl_device_host_bytes(void) {
+    size_t total = 0;
+    oc_add_block(&total, sizeof(oc_cl_device));
+    return total;
+}
+
 static oc_status check_range(const oc_cl_buf *b, size_t off, size_t n, const char *what, oc_error *err) {
     if (!b || off > b->n_bytes || n > b->n_bytes - off)
         return oc_fail(err, OC_ERR_RANGE, "opencl: %s of %zu bytes at %zu outside a buffer of %zu bytes", what, n, off,

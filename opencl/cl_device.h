@@ -116,6 +116,10 @@ void oc_cl_use_clblast(oc_cl_device *dev, int on);
 oc_status oc_cl_buf_alloc(oc_cl_device *dev, size_t n_bytes, oc_cl_buf **out, oc_error *err);
 void oc_cl_buf_free(oc_cl_buf *buf);   /* NULL is a no-op */
 size_t oc_cl_buf_bytes(const oc_cl_buf *buf);
+/* What oc_cl_buf_alloc takes from the device's allocator per buffer (its handle, with
+ * oc_mem_alloc's header), and what oc_cl_open takes for the device: host bytes only. */
+size_t oc_cl_buf_host_bytes(void);
+size_t oc_cl_device_host_bytes(void);
 
 /* Copy host -> device (returns when src may be reused) and device -> host (returns when the
  * queued work before it is done and dst holds the data). [errors: OC_ERR_RANGE (outside the

@@ -45,6 +45,10 @@ typedef struct check_alloc {
 } check_alloc;
 void *check_alloc_fn(void *user, void *ptr, size_t old_bytes, size_t new_bytes);
 
+/* A decompression bomb (tests/support/png_bomb.c): width x height black RGB pixels in a PNG of a
+ * few KB, written row by row. 0 when it could not be written or the build has no libpng. */
+int check_write_png_bomb(const char *path, unsigned width_px, unsigned height_px);
+
 /* Does ../shared/data exist? Returns the directory or NULL. */
 const char *check_shared_data_dir(void);
 

@@ -28,9 +28,13 @@ int32_t oc_layout_sink_count(int32_t n_image_tokens, float sink_fraction) {
 }
 
 size_t oc_layout_bytes(int32_t n_tokens, int32_t n_images) {
-    if (n_tokens < 0 || n_images < 0) return 0;
-    return sizeof(oc_token_layout) + (size_t)n_images * (sizeof(oc_token_span) + sizeof(int32_t)) +
-           (size_t)n_tokens * sizeof(int32_t);
+    size_t spans, codes, total;
+    if (n_tokens < 0 || n_images < 0 ||
+        !oc_mul_size((size_t)n_images, sizeof(oc_token_span) + sizeof(int32_t), &spans) ||
+        !oc_mul_size((size_t)n_tokens, sizeof(int32_t), &codes) || !oc_add_size(spans, codes, &total) ||
+        !oc_add_size(total, sizeof(oc_token_layout), &total))
+        return 0;
+    return total;
 }
 
 oc_status oc_layout_build(oc_token_layout **out, int32_t n_tokens, const oc_token_span *images,
@@ -52,7 +56,7 @@ oc_status oc_layout_build(oc_token_layout **out, int32_t n_tokens, const oc_toke
                            (int)g, (int)s.start, (int)s.end, (int)g - 1);
     }
     size_t n_bytes = oc_layout_bytes(n_tokens, n_images);
-    oc_token_layout *l = oc_mem_alloc(alloc, n_bytes);
+    oc_token_layout *l = n_bytes ? oc_mem_alloc(alloc, n_bytes) : NULL;
     if (!l) return oc_fail(err, OC_ERR_NOMEM, "layout: out of memory for %d tokens", (int)n_tokens);
     l->alloc = alloc;
     l->n_bytes = n_bytes;

@@ -24,7 +24,8 @@ oc_status oc_layout_build(oc_token_layout **out, int32_t n_tokens, const oc_toke
                           int32_t n_images, float sink_fraction, const oc_allocator *alloc,
                           oc_error *err);
 void oc_layout_free(oc_token_layout *layout);   /* NULL is a no-op */
-/* The bytes oc_layout_build asks oc_mem_alloc for (0 on overflow). [alloc: no] */
+/* The one block oc_layout_build allocates for n_tokens and n_images (grows with both); 0 when
+ * negative or on overflow. */
 size_t oc_layout_bytes(int32_t n_tokens, int32_t n_images);
 
 int32_t oc_layout_n_tokens(const oc_token_layout *layout);

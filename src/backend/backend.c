@@ -84,9 +84,27 @@ size_t oc_backend_bytes(const oc_backend_spec *spec, const oc_backend_limits *li
 }
 
 size_t oc_backend_buffer_bytes(oc_backend_kind kind, size_t n_bytes, uint32_t flags) {
-    if (kind != OC_BACKEND_KIND_CPU || (flags & OC_BT_HOST)) return 0;
-    size_t padded = (n_bytes + OC_MEM_ALIGN - 1) / OC_MEM_ALIGN * OC_MEM_ALIGN;
-    return padded < n_bytes ? SIZE_MAX : padded;
+    size_t total = 0;
+    if (!n_bytes) return 0;
+    if (kind != OC_BACKEND_KIND_CPU) return oc_backend_tensor_bytes(kind);
+    if (flags & OC_BT_HOST) return 0;
+    return oc_add_block(&total, n_bytes) ? total : SIZE_MAX;   /* one oc_mem_alloc block */
+}
+
+size_t oc_backend_tensor_bytes(oc_backend_kind kind) {
+#if OC_BUILT_OPENCL
+    if (kind == OC_BACKEND_KIND_OPENCL) return oc_cl_backend_buffer_host_bytes();
+#endif
+    (void)kind;
+    return 0;
+}
+
+size_t oc_backend_device_host_bytes(oc_backend_kind kind) {
+#if OC_BUILT_OPENCL
+    if (kind == OC_BACKEND_KIND_OPENCL) return oc_cl_backend_device_host_bytes();
+#endif
+    (void)kind;
+    return 0;
 }
 
 size_t oc_backend_weight_bytes(const oc_backend_spec *spec, const oc_backend_limits *lim, const oc_weight *w) {

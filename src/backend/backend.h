@@ -203,12 +203,20 @@ struct oc_backend {
  * [errors: OC_ERR_INVALID (unknown value), OC_ERR_UNSUPPORTED (OpenCL not built in)] */
 oc_status oc_backend_resolve(int choice, const char *device, oc_backend_kind *out, oc_error *err);
 
-/* Host bytes an instance allocates for itself (scratch; not the buffers), with n_threads pool
- * threads; 0 on overflow. OpenCL: its tables and bookkeeping (not the driver's memory). [alloc: no] */
+/* Host bytes an instance takes from its allocator for itself (scratch; not the buffers), with
+ * n_threads pool threads, oc_mem_alloc's headers included: on CPU exactly what
+ * oc_backend_open allocates; 0 on overflow. OpenCL: its tables and bookkeeping (not the
+ * driver's memory). [alloc: no] */
 size_t oc_backend_bytes(const oc_backend_spec *spec, const oc_backend_limits *lim, int n_threads);
-/* Host bytes a buffer of n_bytes with flags costs on kind: its size rounded up to OC_MEM_ALIGN
- * on CPU, 0 for OC_BT_HOST there (bound to caller memory) and for device memory. */
+/* Host bytes a buffer of n_bytes with flags takes from the allocator on kind (0 for an empty
+ * buffer): on CPU one oc_mem_alloc block (n_bytes + its header), 0 for OC_BT_HOST there (bound
+ * to caller memory); on a device the buffer's host handle. */
 size_t oc_backend_buffer_bytes(oc_backend_kind kind, size_t n_bytes, uint32_t flags);
+/* Host bytes one weight or 1-D tensor handed over with ops->weight / ops->import (with data)
+ * takes: 0 on CPU (it reads the model's memory in place), a buffer handle on a device. */
+size_t oc_backend_tensor_bytes(oc_backend_kind kind);
+/* Host bytes oc_backend_device_open takes for kind (0 on CPU: there is no device). */
+size_t oc_backend_device_host_bytes(oc_backend_kind kind);
 
 /* Host bytes weight(w) allocates on an instance of spec with limits lim: the packed copy's size
  * rounded up to OC_MEM_ALIGN where lim->pack_weights asks for one and the CPU table wants it, else 0. */

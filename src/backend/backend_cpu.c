@@ -26,11 +26,12 @@ static size_t dyn_bytes_for(const oc_backend_limits *lim, int n_threads) {
 size_t oc_backend_cpu_bytes(const oc_backend_limits *lim, int n_threads, oc_isa isa) {
     const oc_matmul_kernels *k = oc_matmul_kernels_for(isa);
     if (!k) return 0;
-    size_t mm = oc_matmul_scratch_bytes(k, n_threads, lim->max_n_in, lim->max_n_tok);
-    size_t attn = oc_attn_scratch_bytes(&lim->attn, n_threads), total;
+    size_t mm = oc_matmul_ctx_bytes(k, n_threads, lim->max_n_in, lim->max_n_tok);
+    size_t attn = oc_attn_scratch_bytes(&lim->attn, n_threads), total = mm;
     size_t dyn = dyn_bytes_for(lim, n_threads);
-    if (!mm || !attn || (lim->attn.max_n_q >= OC_DYN_LAST_Q && !dyn) || !oc_add_size(mm, attn, &total) ||
-        !oc_add_size(total, dyn, &total) || !oc_add_size(total, sizeof(oc_backend_cpu), &total))
+    /* the blocks oc_backend_cpu_open allocates, each with oc_mem_alloc's header */
+    if (!mm || !attn || (lim->attn.max_n_q >= OC_DYN_LAST_Q && !dyn) || !oc_add_block(&total, sizeof(oc_backend_cpu)) ||
+        !oc_add_block(&total, attn) || (dyn && !oc_add_block(&total, dyn)))
         return 0;
     return total;
 }

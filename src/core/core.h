@@ -42,5 +42,12 @@ static inline int oc_add_size(size_t a, size_t b, size_t *out) {
     *out = a + b;
     return 1;
 }
+/* *total += what oc_mem_alloc(n_bytes) takes from its allocator: n_bytes plus its OC_MEM_ALIGN
+ * header. Every *_bytes function that predicts an open adds its blocks with this, so the
+ * prediction is the allocator's count exactly. 0 (and *total unchanged) on overflow. */
+static inline int oc_add_block(size_t *total, size_t n_bytes) {
+    size_t b;
+    return oc_add_size(n_bytes, OC_MEM_ALIGN, &b) && oc_add_size(*total, b, total);
+}
 
 #endif /* OC_CORE_H */

@@ -75,9 +75,15 @@ oc_status oc_image_alloc(oc_image *out, int32_t width_px, int32_t height_px,
 
 /* Resize like Pillow's Image.resize(size, Image.BICUBIC) on an RGB image (see image_resize.c for
  * the exact arithmetic); equal sizes copy. out gets a new tight image.
- * [alloc: out's pixels + coefficient tables + one intermediate image] */
+ * [alloc: out's pixels, coefficient tables, a row accumulator and a ring of one output row's taps
+ * of intermediate rows: oc_image_resize_bytes] */
 oc_status oc_image_resize_bicubic(oc_image *out, const oc_image *in, int32_t out_width_px,
                                   int32_t out_height_px, const oc_allocator *alloc, oc_error *err);
+/* What oc_image_resize_bicubic takes from its allocator for these sizes, exactly: *n_blocks
+ * oc_mem_alloc calls of *payload bytes in all (out's pixels among them; headers not included).
+ * 0 when the sizes are not positive or the arithmetic overflows. */
+int oc_image_resize_bytes(int32_t in_width_px, int32_t in_height_px, int32_t out_width_px, int32_t out_height_px,
+                          size_t *payload, size_t *n_blocks);
 
 /* ---- Qwen2-VL preprocessing (HF Qwen2VLImageProcessor, PIL path) -------------------------------- */
 
@@ -118,6 +124,18 @@ typedef struct oc_qwen2vl_pixels {
 oc_status oc_qwen2vl_preprocess(oc_qwen2vl_pixels *out, const oc_image *img,
                                 const oc_qwen2vl_prep_params *p, const oc_allocator *alloc,
                                 oc_error *err);
+/* What oc_qwen2vl_preprocess does with a width x height image before it allocates: the resized
+ * size (*out_width_px x *out_height_px) and what it will take from its allocator, exactly
+ * (*n_blocks oc_mem_alloc calls of *payload bytes, the output's patches included; headers not).
+ * p may be NULL (defaults). [alloc: no] [errors: as oc_qwen2vl_preprocess's, without NOMEM] */
+oc_status oc_qwen2vl_preprocess_bytes(int32_t width_px, int32_t height_px, const oc_qwen2vl_prep_params *p,
+                                      int32_t *out_width_px, int32_t *out_height_px, size_t *payload,
+                                      size_t *n_blocks, oc_error *err);
+/* A bound on oc_qwen2vl_preprocess_bytes over every image whose sides are at most max_side_px
+ * and whose resized area is at most p->max_pixels (larger results are refused by callers that
+ * reserve this much: oc_ask). 0 on overflow or bad parameters. */
+int oc_qwen2vl_preprocess_bound(int64_t max_side_px, const oc_qwen2vl_prep_params *p, size_t *payload,
+                                size_t *n_blocks);
 /* The normalize + patchify step alone, from an image whose sides are multiples of
  * patch_size * merge_size, into caller memory of n_patches * patch_dim floats.
  * [alloc: no] [errors: OC_ERR_INVALID] */

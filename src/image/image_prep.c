@@ -157,6 +157,76 @@ void oc_qwen2vl_pixels_free(oc_qwen2vl_pixels *px) {
     memset(px, 0, sizeof *px);
 }
 
+/* The size preprocessing resizes img's width x height to (itself without do_resize). */
+static oc_status target_size(int32_t width_px, int32_t height_px, const oc_qwen2vl_prep_params *p, int32_t *rw,
+                             int32_t *rh, oc_error *err) {
+    const int32_t unit = p->patch_size * p->merge_size;
+    *rh = height_px;
+    *rw = width_px;
+    if (p->do_resize) return oc_qwen2vl_smart_resize(height_px, width_px, unit, p->min_pixels, p->max_pixels, rh, rw, err);
+    if (*rh % unit || *rw % unit)
+        return oc_fail(err, OC_ERR_INVALID, "preprocess: without resizing, the sides must be multiples of %d (image is %dx%d)",
+                       unit, *rw, *rh);
+    return OC_OK;
+}
+
+/* The patches' floats for a resized rw x rh image; 0 on overflow. */
+static int patch_floats(int32_t rw, int32_t rh, const oc_qwen2vl_prep_params *p, size_t *n_floats, size_t *n_bytes) {
+    const size_t patch_dim = (size_t)3 * (size_t)p->temporal_patch_size * (size_t)p->patch_size * (size_t)p->patch_size;
+    const size_t grid = (size_t)(rh / p->patch_size) * (size_t)(rw / p->patch_size);
+    return oc_mul_size(grid, patch_dim, n_floats) && oc_mul_size(*n_floats, sizeof(float), n_bytes);
+}
+
+oc_status oc_qwen2vl_preprocess_bytes(int32_t width_px, int32_t height_px, const oc_qwen2vl_prep_params *p,
+                                      int32_t *out_width_px, int32_t *out_height_px, size_t *payload,
+                                      size_t *n_blocks, oc_error *err) {
+    oc_qwen2vl_prep_params def;
+    oc_status st;
+    size_t n_floats, n_bytes;
+    *payload = *n_blocks = 0;
+    if (!p) {
+        oc_qwen2vl_prep_defaults(&def);
+        p = &def;
+    }
+    if ((st = check_params(p, err))) return st;
+    if (width_px <= 0 || height_px <= 0) return oc_fail(err, OC_ERR_INVALID, "preprocess: invalid image");
+    if ((st = target_size(width_px, height_px, p, out_width_px, out_height_px, err))) return st;
+    if ((*out_width_px != width_px || *out_height_px != height_px) &&
+        !oc_image_resize_bytes(width_px, height_px, *out_width_px, *out_height_px, payload, n_blocks))
+        return oc_fail(err, OC_ERR_RANGE, "preprocess: resizing %dx%d to %dx%d overflows", width_px, height_px,
+                       *out_width_px, *out_height_px);
+    if (!patch_floats(*out_width_px, *out_height_px, p, &n_floats, &n_bytes) || !oc_add_size(*payload, n_bytes, payload))
+        return oc_fail(err, OC_ERR_RANGE, "preprocess: %dx%d gives too many patches", *out_width_px, *out_height_px);
+    (*n_blocks)++;
+    return OC_OK;
+}
+
+/* Why the bound holds (S = max_side_px, T = max_pixels, f = patch * merge: every resized side is
+ * at least f, so at most T / f; image_resize.c's allocations):
+ *  - the resized image 3 T, the patches 12 * temporal * T, the row accumulator 24 T / f;
+ *  - per axis (in -> out): out * taps int32 weights, taps <= 4 max(in / out, 1) + 3, so at most
+ *    16 max(S, T / f) + 12 T / f; the bounds 8 T / f; one sample's doubles 32 max(S / f, 1) + 24;
+ *  - the ring: 3 * out_width * vertical taps <= 12 max(out_width * H / out_height, T / f) + 9 T / f,
+ *    and smart_resize keeps out_width * H / out_height <= 2 S + 2 f: scaled down, out_height >=
+ *    H / (2 beta) and out_width <= max(f, W / beta) with f beta <= S; rounded, out_height >= H / 2
+ *    and out_width <= W + f / 2; scaled up, out_height >= H. */
+int oc_qwen2vl_preprocess_bound(int64_t max_side_px, const oc_qwen2vl_prep_params *p, size_t *payload,
+                                size_t *n_blocks) {
+    *payload = *n_blocks = 0;
+    if (!p || check_params(p, NULL) || max_side_px < 1 || max_side_px > ((int64_t)1 << 26) || p->max_pixels < 1 ||
+        p->max_pixels > ((int64_t)1 << 40))
+        return 0;
+    const uint64_t S = (uint64_t)max_side_px, T = (uint64_t)p->max_pixels;
+    const uint64_t f = (uint64_t)p->patch_size * (uint64_t)p->merge_size, Tf = T / f + 1;
+    const uint64_t axis = 16 * OC_MAX(S, Tf) + 12 * Tf + 8 * Tf + 32 * OC_MAX(S / f + 1, 1) + 24;
+    const uint64_t ring = 12 * OC_MAX(2 * S + 2 * f, Tf) + 9 * Tf;
+    const uint64_t total = 3 * T + 12 * (uint64_t)p->temporal_patch_size * T + 24 * Tf + 2 * axis + ring;
+    if (total > SIZE_MAX) return 0;
+    *payload = (size_t)total;
+    *n_blocks = 10;   /* out, 2 x 3 tables, accumulator, ring, patches */
+    return 1;
+}
+
 oc_status oc_qwen2vl_preprocess(oc_qwen2vl_pixels *out, const oc_image *img,
                                 const oc_qwen2vl_prep_params *p, const oc_allocator *alloc,
                                 oc_error *err) {
@@ -165,16 +235,8 @@ oc_status oc_qwen2vl_preprocess(oc_qwen2vl_pixels *out, const oc_image *img,
     oc_qwen2vl_prep_params def;
     oc_status st = check_input(&p, &def, img, "preprocess", err);
     if (st) return st;
-    const int32_t unit = p->patch_size * p->merge_size;
-    int32_t rh = img->height_px, rw = img->width_px;
-    if (p->do_resize) {
-        if ((st = oc_qwen2vl_smart_resize(img->height_px, img->width_px, unit, p->min_pixels, p->max_pixels,
-                                          &rh, &rw, err)))
-            return st;
-    } else if (rh % unit || rw % unit) {
-        return oc_fail(err, OC_ERR_INVALID, "preprocess: without resizing, the sides must be multiples of %d (image is %dx%d)",
-                       unit, rw, rh);
-    }
+    int32_t rh, rw;
+    if ((st = target_size(img->width_px, img->height_px, p, &rw, &rh, err))) return st;
     oc_image resized;
     memset(&resized, 0, sizeof resized);
     const oc_image *src = img;
@@ -185,8 +247,7 @@ oc_status oc_qwen2vl_preprocess(oc_qwen2vl_pixels *out, const oc_image *img,
     const int64_t grid_h = rh / p->patch_size, grid_w = rw / p->patch_size;
     const size_t patch_dim = (size_t)3 * (size_t)p->temporal_patch_size * (size_t)p->patch_size * (size_t)p->patch_size;
     size_t n_floats, n_bytes;
-    if (!oc_mul_size((size_t)grid_h * (size_t)grid_w, patch_dim, &n_floats) ||
-        !oc_mul_size(n_floats, sizeof(float), &n_bytes)) {
+    if (!patch_floats(rw, rh, p, &n_floats, &n_bytes)) {
         oc_image_free(&resized);
         return oc_fail(err, OC_ERR_RANGE, "preprocess: %dx%d gives too many patches", rw, rh);
     }

@@ -3,7 +3,10 @@
  * to 11), because HF's Qwen2VLImageProcessor resizes with Pillow and the model was trained on that.
  * Pillow's algorithm, re-implemented here from its description:
  *  - separable: a horizontal pass over only the source rows the vertical pass will read, into an
- *    8-bit intermediate, then a vertical pass; a pass whose size does not change is skipped;
+ *    8-bit intermediate, then a vertical pass; a pass whose size does not change is skipped.
+ *    Here the intermediate is a ring of as many rows as one output row's taps (the windows of
+ *    successive output rows only move down), so the memory follows the output size and the
+ *    kernel width, not the source's height (oc_image_resize_bytes states it exactly);
  *  - kernel: cubic convolution with a = -0.5, support 2, widened by the downscale factor
  *    (antialiasing); output pixel xx samples around center = (xx + 0.5) * in/out;
  *  - taps are normalized to sum 1 in double, then rounded to fixed point with 22 fraction bits
@@ -38,22 +41,32 @@ static void coeffs_free(axis_coeffs *c, const oc_allocator *alloc) {
     memset(c, 0, sizeof *c);
 }
 
+/* Pillow keeps the box in float: (double)(in1 - in0) with in0 = 0 is exact below 2^24 */
+static double axis_scale(int32_t in_size, int32_t out_size) { return (double)(float)in_size / out_size; }
+
+/* The table sizes of one axis (0 when they overflow): taps per output sample ceil(support) * 2 + 1. */
+static int coeffs_size(axis_coeffs *c, int32_t in_size, int32_t out_size) {
+    memset(c, 0, sizeof *c);
+    const double scale = axis_scale(in_size, out_size);
+    const double ksize_d = ceil(2.0 * (scale < 1.0 ? 1.0 : scale)) * 2 + 1;
+    size_t n_k;
+    if (ksize_d > (double)INT32_MAX / 4) return 0;
+    c->ksize = (int32_t)ksize_d;
+    c->tmp_bytes = (size_t)c->ksize * sizeof(double);
+    return oc_mul_size((size_t)out_size, (size_t)c->ksize, &n_k) && oc_mul_size(n_k, sizeof(int32_t), &c->k_bytes) &&
+           oc_mul_size((size_t)out_size, 2 * sizeof(int32_t), &c->bounds_bytes);
+}
+
 static oc_status coeffs_init(axis_coeffs *c, int32_t in_size, int32_t out_size,
                              const oc_allocator *alloc, oc_error *err) {
-    memset(c, 0, sizeof *c);
-    /* Pillow keeps the box in float: (double)(in1 - in0) with in0 = 0 is exact below 2^24 */
-    const double scale = (double)(float)in_size / out_size;
+    const double scale = axis_scale(in_size, out_size);
     const double filterscale = scale < 1.0 ? 1.0 : scale;
     const double support = 2.0 * filterscale;
     const double ss = 1.0 / filterscale;
-    const double ksize_d = ceil(support) * 2 + 1;
-    if (ksize_d > (double)INT32_MAX / 4) return oc_fail(err, OC_ERR_RANGE, "resize: kernel too wide");
-    c->ksize = (int32_t)ksize_d;
-    size_t n_k;
-    if (!oc_mul_size((size_t)out_size, (size_t)c->ksize, &n_k) || !oc_mul_size(n_k, sizeof(int32_t), &c->k_bytes) ||
-        !oc_mul_size((size_t)out_size, 2 * sizeof(int32_t), &c->bounds_bytes))
+    if (!coeffs_size(c, in_size, out_size)) {
+        memset(c, 0, sizeof *c);
         return oc_fail(err, OC_ERR_RANGE, "resize: coefficient table for %d -> %d overflows", in_size, out_size);
-    c->tmp_bytes = (size_t)c->ksize * sizeof(double);
+    }
     c->k = oc_mem_calloc(alloc, c->k_bytes);
     c->bounds = oc_mem_alloc(alloc, c->bounds_bytes);
     c->tmp = oc_mem_alloc(alloc, c->tmp_bytes);
@@ -95,45 +108,84 @@ static uint8_t clip8(int64_t acc) {
     return acc > 255 ? 255 : (uint8_t)acc;
 }
 
-/* dst row r <- source row (r + row_offset) resampled along x. */
-static void pass_horizontal(oc_image *dst, const oc_image *src, int32_t row_offset, const axis_coeffs *c) {
-    for (int32_t y = 0; y < dst->height_px; y++) {
-        const uint8_t *in = src->rgb + (size_t)(y + row_offset) * src->stride_bytes;
-        uint8_t *out = dst->rgb + (size_t)y * dst->stride_bytes;
-        for (int32_t xx = 0; xx < dst->width_px; xx++) {
-            const int32_t xmin = c->bounds[2 * xx], n = c->bounds[2 * xx + 1];
-            const int32_t *k = c->k + (size_t)xx * (size_t)c->ksize;
-            const uint8_t *p = in + (size_t)xmin * 3;
-            int64_t r = 1 << (PRECISION_BITS - 1), g = r, b = r;
-            for (int32_t x = 0; x < n; x++, p += 3) {
-                r += (int64_t)p[0] * k[x];
-                g += (int64_t)p[1] * k[x];
-                b += (int64_t)p[2] * k[x];
-            }
-            out[3 * xx] = clip8(r);
-            out[3 * xx + 1] = clip8(g);
-            out[3 * xx + 2] = clip8(b);
+/* One row resampled along x: out[0 .. c's out_size) <- in. */
+static void row_horizontal(uint8_t *out, const uint8_t *in, int32_t out_width, const axis_coeffs *c) {
+    for (int32_t xx = 0; xx < out_width; xx++) {
+        const int32_t xmin = c->bounds[2 * xx], n = c->bounds[2 * xx + 1];
+        const int32_t *k = c->k + (size_t)xx * (size_t)c->ksize;
+        const uint8_t *p = in + (size_t)xmin * 3;
+        int64_t r = 1 << (PRECISION_BITS - 1), g = r, b = r;
+        for (int32_t x = 0; x < n; x++, p += 3) {
+            r += (int64_t)p[0] * k[x];
+            g += (int64_t)p[1] * k[x];
+            b += (int64_t)p[2] * k[x];
         }
+        out[3 * xx] = clip8(r);
+        out[3 * xx + 1] = clip8(g);
+        out[3 * xx + 2] = clip8(b);
     }
 }
 
-/* dst row yy <- source rows bounds[yy] - row_shift ... resampled along y. Taps run in the outer
- * loop over whole rows (acc holds one output row), so every source row is read sequentially. */
-static void pass_vertical(oc_image *dst, const oc_image *src, int32_t row_shift, const axis_coeffs *c,
-                          int64_t *acc) {
+/* dst row yy <- source rows bounds[yy] ... resampled along y. Taps run in the outer loop over
+ * whole rows (acc holds one output row), so every source row is read sequentially. With ch, a
+ * source row is first resampled along x into ring slot (row % cv->ksize), once: a window never
+ * holds more than ksize rows and windows only move down, so the rows it reads are the last
+ * ksize computed. Without ch the source rows are read in place. */
+static void pass_vertical(oc_image *dst, const oc_image *src, const axis_coeffs *ch, uint8_t *ring,
+                          const axis_coeffs *cv, int64_t *acc) {
     const size_t n_bytes_row = (size_t)dst->width_px * 3;
+    int32_t next = 0;   /* the next source row the horizontal pass fills into the ring */
     for (int32_t yy = 0; yy < dst->height_px; yy++) {
-        const int32_t ymin = c->bounds[2 * yy] - row_shift, n = c->bounds[2 * yy + 1];
-        const int32_t *k = c->k + (size_t)yy * (size_t)c->ksize;
+        const int32_t ymin = cv->bounds[2 * yy], n = cv->bounds[2 * yy + 1];
+        const int32_t *k = cv->k + (size_t)yy * (size_t)cv->ksize;
+        if (ch) {
+            if (next < ymin) next = ymin;
+            for (; next < ymin + n; next++)
+                row_horizontal(ring + (size_t)(next % cv->ksize) * n_bytes_row,
+                               src->rgb + (size_t)next * src->stride_bytes, dst->width_px, ch);
+        }
         for (size_t i = 0; i < n_bytes_row; i++) acc[i] = 1 << (PRECISION_BITS - 1);
         for (int32_t y = 0; y < n; y++) {
-            const uint8_t *row = src->rgb + (size_t)(ymin + y) * src->stride_bytes;
+            const uint8_t *row = ch ? ring + (size_t)((ymin + y) % cv->ksize) * n_bytes_row
+                                    : src->rgb + (size_t)(ymin + y) * src->stride_bytes;
             const int64_t w = k[y];
             for (size_t i = 0; i < n_bytes_row; i++) acc[i] += (int64_t)row[i] * w;
         }
         uint8_t *out = dst->rgb + (size_t)yy * dst->stride_bytes;
         for (size_t i = 0; i < n_bytes_row; i++) out[i] = clip8(acc[i]);
     }
+}
+
+/* payload += n, blocks += 1 (0 on overflow). */
+static int add_block(size_t *payload, size_t *n_blocks, size_t n) {
+    (*n_blocks)++;
+    return oc_add_size(*payload, n, payload);
+}
+
+int oc_image_resize_bytes(int32_t in_width_px, int32_t in_height_px, int32_t out_width_px, int32_t out_height_px,
+                          size_t *payload, size_t *n_blocks) {
+    size_t out_bytes, acc_bytes = (size_t)out_width_px * 3 * sizeof(int64_t), ring_bytes;
+    *payload = *n_blocks = 0;
+    if (in_width_px <= 0 || in_height_px <= 0 || out_width_px <= 0 || out_height_px <= 0 ||
+        !oc_mul_size((size_t)out_width_px * 3, (size_t)out_height_px, &out_bytes) ||
+        !add_block(payload, n_blocks, out_bytes))
+        return 0;
+    if (out_width_px == in_width_px && out_height_px == in_height_px) return 1;   /* a copy */
+    axis_coeffs cv, ch;
+    if (out_width_px != in_width_px &&
+        (!coeffs_size(&ch, in_width_px, out_width_px) || !add_block(payload, n_blocks, ch.k_bytes) ||
+         !add_block(payload, n_blocks, ch.bounds_bytes) || !add_block(payload, n_blocks, ch.tmp_bytes)))
+        return 0;
+    if (out_height_px == in_height_px) return 1;   /* horizontal only: straight into out */
+    if (!coeffs_size(&cv, in_height_px, out_height_px) || !add_block(payload, n_blocks, cv.k_bytes) ||
+        !add_block(payload, n_blocks, cv.bounds_bytes) || !add_block(payload, n_blocks, cv.tmp_bytes) ||
+        !add_block(payload, n_blocks, acc_bytes))
+        return 0;
+    if (out_width_px != in_width_px &&
+        (!oc_mul_size((size_t)cv.ksize, (size_t)out_width_px * 3, &ring_bytes) ||
+         !add_block(payload, n_blocks, ring_bytes)))
+        return 0;
+    return 1;
 }
 
 oc_status oc_image_resize_bicubic(oc_image *out, const oc_image *in, int32_t out_width_px,
@@ -156,44 +208,36 @@ oc_status oc_image_resize_bicubic(oc_image *out, const oc_image *in, int32_t out
     }
     const int need_h = out_width_px != in->width_px, need_v = out_height_px != in->height_px;
     axis_coeffs cv, ch;
+    memset(&cv, 0, sizeof cv);
     memset(&ch, 0, sizeof ch);
-    oc_image tmp;
-    memset(&tmp, 0, sizeof tmp);
-    /* the vertical table is always built: it says which source rows the horizontal pass needs */
-    if ((st = coeffs_init(&cv, in->height_px, out_height_px, alloc, err))) return st;
-    const int32_t row_first = cv.bounds[0];
-    const int32_t row_last = cv.bounds[2 * (out_height_px - 1)] + cv.bounds[2 * (out_height_px - 1) + 1];
-    const oc_image *src = in;
-    int32_t row_shift = 0;
-    if (need_h) {
-        if ((st = coeffs_init(&ch, in->width_px, out_width_px, alloc, err))) goto done;
-        if (row_last <= row_first) {
-            st = oc_fail(err, OC_ERR_INVALID, "resize: empty source row range");
-            goto done;
-        }
-        if ((st = oc_image_alloc(&tmp, out_width_px, row_last - row_first, &no_limits, alloc, err))) goto done;
-        pass_horizontal(&tmp, in, row_first, &ch);
-        src = &tmp;
-        row_shift = row_first;
+    int64_t *acc = NULL;
+    uint8_t *ring = NULL;
+    size_t acc_bytes = (size_t)out_width_px * 3 * sizeof(int64_t), ring_bytes = 0;   /* fit: out was allocated */
+    if ((st = oc_image_alloc(out, out_width_px, out_height_px, &no_limits, alloc, err))) return st;
+    if (need_h && (st = coeffs_init(&ch, in->width_px, out_width_px, alloc, err))) goto done;
+    if (!need_v) {   /* horizontal only: every source row, straight into out */
+        for (int32_t y = 0; y < out_height_px; y++)
+            row_horizontal(out->rgb + (size_t)y * out->stride_bytes, in->rgb + (size_t)y * in->stride_bytes,
+                           out_width_px, &ch);
+        goto done;
     }
-    if (need_v) {
-        const size_t acc_bytes = (size_t)out_width_px * 3 * sizeof(int64_t);   /* fits: out was allocated */
-        if ((st = oc_image_alloc(out, out_width_px, out_height_px, &no_limits, alloc, err))) goto done;
-        int64_t *acc = oc_mem_alloc(alloc, acc_bytes);
-        if (!acc) {
-            oc_image_free(out);
-            st = oc_fail(err, OC_ERR_NOMEM, "resize: cannot allocate a %zu-byte row accumulator", acc_bytes);
-            goto done;
-        }
-        pass_vertical(out, src, row_shift, &cv, acc);
-        oc_mem_free(alloc, acc, acc_bytes);
-    } else {
-        *out = tmp;                       /* horizontal only: the intermediate is the result */
-        memset(&tmp, 0, sizeof tmp);
+    if ((st = coeffs_init(&cv, in->height_px, out_height_px, alloc, err))) goto done;
+    if (!(acc = oc_mem_alloc(alloc, acc_bytes))) {
+        st = oc_fail(err, OC_ERR_NOMEM, "resize: cannot allocate a %zu-byte row accumulator", acc_bytes);
+        goto done;
     }
+    if (need_h && (!oc_mul_size((size_t)cv.ksize, (size_t)out_width_px * 3, &ring_bytes) ||
+                   !(ring = oc_mem_alloc(alloc, ring_bytes)))) {
+        st = oc_fail(err, OC_ERR_NOMEM, "resize: cannot allocate %d intermediate rows of %d pixels", (int)cv.ksize,
+                     (int)out_width_px);
+        goto done;
+    }
+    pass_vertical(out, in, need_h ? &ch : NULL, ring, &cv, acc);
 done:
-    oc_image_free(&tmp);
-    coeffs_free(&ch, alloc);
+    if (ring) oc_mem_free(alloc, ring, ring_bytes);
+    if (acc) oc_mem_free(alloc, acc, acc_bytes);
     coeffs_free(&cv, alloc);
+    coeffs_free(&ch, alloc);
+    if (st) oc_image_free(out);
     return st;
 }

@@ -116,6 +116,12 @@ size_t oc_matmul_scratch_bytes(const oc_matmul_kernels *k, int n_threads, int64_
     return total;
 }
 
+size_t oc_matmul_ctx_bytes(const oc_matmul_kernels *k, int n_threads, int64_t max_n_in, int64_t max_n_tok) {
+    size_t scratch = oc_matmul_scratch_bytes(k, n_threads, max_n_in, max_n_tok), total = 0;
+    if (!scratch || !oc_add_block(&total, sizeof(oc_matmul_ctx)) || !oc_add_block(&total, scratch)) return 0;
+    return total;
+}
+
 oc_status oc_matmul_ctx_open(oc_matmul_ctx **out, const oc_matmul_kernels *k, oc_pool *pool, int64_t max_n_in,
                              int64_t max_n_tok, const oc_allocator *alloc, oc_error *err) {
     *out = NULL;

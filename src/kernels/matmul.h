@@ -52,10 +52,12 @@ typedef enum oc_matmul_path {
 
 typedef struct oc_matmul_ctx oc_matmul_ctx;
 
-/* Bytes oc_matmul_ctx_open allocates for these limits (pool threads, n_in, n_tok);
- * 0 on overflow. */
+/* The scratch block of a context for these limits (pool threads, n_in, n_tok); 0 on overflow. */
 size_t oc_matmul_scratch_bytes(const oc_matmul_kernels *k, int n_threads, int64_t max_n_in,
                                int64_t max_n_tok);
+/* Everything oc_matmul_ctx_open takes from its allocator: the context and its scratch, each with
+ * oc_mem_alloc's header; 0 on overflow. */
+size_t oc_matmul_ctx_bytes(const oc_matmul_kernels *k, int n_threads, int64_t max_n_in, int64_t max_n_tok);
 
 /* A context: the kernel table, the pool (borrowed, may be NULL: serial) and all scratch, sized for
  * calls with n_in <= max_n_in and n_tok <= max_n_tok. oc_matmul never allocates.

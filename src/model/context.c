@@ -2,11 +2,14 @@
  * oc_ask, the whole question -> answer path: image preprocessing and encoding, the chat prompt,
  * prefill in chunks through the language model, sampling and streaming the answer.
  *
- * Memory: oc_context_open allocates the KV cache, every activation and scratch buffer, the image
- * embedding store and the prompt for the stated limits (oc_context_memory_bytes says how much
- * beforehand). oc_ask then allocates only per image (the resized copy and pixel patches, in
- * proportion to the input image) and the prompt's token layout when a plan needs it; the decode
- * loop allocates nothing.
+ * Memory: oc_context_open allocates everything oc_ask will use, for the stated limits, and
+ * oc_context_memory_bytes says beforehand exactly how much (every oc_mem_alloc block with its
+ * header): the KV cache, every activation and scratch buffer, the image embedding store, the
+ * prompt, and the work arena. oc_ask allocates nothing: each image is decoded (image_paths, at
+ * most max_image_pixels) and preprocessed (resized copy, resampling tables, patches) in the work
+ * arena, one image at a time, and a plan's token layout is built there after the images; the
+ * arena is sized for the worst image the limits allow (oc_qwen2vl_preprocess_bound: sides up to
+ * OC_IMAGE_DEFAULT_MAX_SIDE_PX, max_image_tokens after resizing).
  * Backend: the text and vision graphs run on one backend; on OpenCL both instances share the one
  * device this context opens. OC_BACKEND_AUTO tries OpenCL and, when anything of it fails to open
  * (no device, a program that does not build, a model it cannot run), opens the CPU instead. */
@@ -42,7 +45,9 @@ struct oc_context {
     float *batch_embd;           /* [batch_tokens][n_embd] */
     int32_t *batch_ids;          /* [max_context_tokens]: a whole prompt when the plan evicts */
     float *logits, *prompt_logits;   /* [n_vocab] each */
-    oc_arena image_arena;        /* the image buffer request.image_paths decode into (max_image_pixels) */
+    oc_arena work;               /* oc_ask's memory (work_bytes): one image's decoded pixels and its
+                                  * preprocessing, then the prompt's token layout */
+    oc_allocator work_alloc;     /* the allocator over work */
     size_t buf_bytes;
     void *buf;
     int has_prompt_logits;
@@ -125,16 +130,47 @@ static oc_image_limits decode_limits(const oc_model *m, const oc_context_params 
     return lim;
 }
 
-/* The image buffer's bytes: 0 without decoding (no vision, no images or no pixel budget). */
-static size_t image_buffer_bytes(const oc_model *m, const oc_context_params *p) {
-    if (!m->vision || max_images_of(m, p) == 0 || p->max_image_pixels <= 0) return 0;
-    oc_image_limits lim = decode_limits(m, p);
-    size_t payload = oc_image_decode_bytes(&lim);
-    return payload == SIZE_MAX ? SIZE_MAX : oc_arena_bytes_for(payload, OC_IMAGE_DECODE_BLOCKS);
+/* Preprocessing as the model was trained: patch geometry, normalization, and the token limits as
+ * smart_resize's pixel limits. */
+static void prep_params(const oc_model *m, const oc_context_params *p, oc_qwen2vl_prep_params *pp) {
+    const oc_vision_hparams *vh = oc_vision_model_hparams(m->vision);
+    int64_t unit = (int64_t)vh->patch_size * vh->merge_size;
+    oc_qwen2vl_prep_defaults(pp);
+    pp->patch_size = vh->patch_size;
+    pp->merge_size = vh->merge_size;
+    pp->temporal_patch_size = vh->temporal_patch_size;
+    pp->min_pixels = (int64_t)p->min_image_tokens * unit * unit;
+    pp->max_pixels = (int64_t)p->max_image_tokens * unit * unit;
+    memcpy(pp->image_mean, vh->image_mean, sizeof pp->image_mean);
+    memcpy(pp->image_std, vh->image_std, sizeof pp->image_std);
 }
 
-/* The context's own buffers (image embeddings, batch, logits, the image buffer) in one block. */
-static int own_bytes(const oc_model *m, const oc_context_params *p, size_t *out) {
+/* The work arena's bytes (SIZE_MAX on overflow): the larger of one image (its decoded pixels
+ * when the context decodes files, then its preprocessing, for the worst image the limits let
+ * through) and a plan's token layout for a full context. */
+static size_t work_bytes(const oc_model *m, const oc_context_params *p, const oc_plan *plan) {
+    size_t images = 0, layout = 0, payload = 0, blocks = 0;
+    if (m->vision && max_images_of(m, p) > 0) {
+        oc_qwen2vl_prep_params pp;
+        prep_params(m, p, &pp);
+        if (!oc_qwen2vl_preprocess_bound(OC_IMAGE_DEFAULT_MAX_SIDE_PX, &pp, &payload, &blocks)) return SIZE_MAX;
+        if (p->max_image_pixels > 0) {   /* decoded first, kept while it is preprocessed */
+            oc_image_limits lim = decode_limits(m, p);
+            size_t decode = oc_image_decode_bytes(&lim);
+            if (decode == SIZE_MAX || !oc_add_size(payload, decode, &payload)) return SIZE_MAX;
+            blocks += OC_IMAGE_DECODE_BLOCKS;
+        }
+        images = oc_arena_bytes_for(payload, blocks);
+    }
+    if (plan && max_images_of(m, p) > 0) {
+        size_t n = oc_layout_bytes(p->max_context_tokens, max_images_of(m, p));
+        layout = n ? oc_arena_bytes_for(n, 1) : SIZE_MAX;
+    }
+    return OC_MAX(images, layout);
+}
+
+/* The context's own buffers (image embeddings, batch, logits, the work arena) in one block. */
+static int own_bytes(const oc_model *m, const oc_context_params *p, const oc_plan *plan, size_t *out) {
     size_t d = (size_t)m->text->hp.n_embd, V = (size_t)m->text->hp.n_vocab, B = (size_t)batch_of(p);
     size_t img_rows, img, total;
     if (!oc_mul_size((size_t)max_images_of(m, p), (size_t)p->max_image_tokens, &img_rows) ||
@@ -150,8 +186,8 @@ static int own_bytes(const oc_model *m, const oc_context_params *p, size_t *out)
                          ((size_t)p->max_image_tokens + 1) * 8 + 4 * OC_MEM_ALIGN, &total))
             return 0;
     }
-    size_t decode = image_buffer_bytes(m, p);
-    if (decode == SIZE_MAX || !oc_add_size(total, decode, &total)) return 0;
+    size_t work = work_bytes(m, p, plan);
+    if (work == SIZE_MAX || !oc_add_size(total, work, &total)) return 0;
     *out = total;
     return 1;
 }
@@ -171,16 +207,24 @@ static oc_status memory_bytes(const oc_model *m, const oc_context_params *p, con
     oc_text_limits lim = text_limits(p, plan);
     oc_backend_spec spec = { kind, p->device, NULL, oc_isa_best(&cpu), NULL };
     size_t total = 0, part;
-    if (!own_bytes(m, p, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
+    if (!own_bytes(m, p, plan, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
     total += OC_MEM_ALIGN;   /* oc_mem_alloc's header of that block */
     part = oc_text_ctx_bytes(m->text, &lim, &spec, n_threads);
     if (!part || !oc_add_size(total, part, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
     if (m->vision && p->max_images > 0) {
-        part = oc_vision_ctx_bytes_backend(m->vision, 4 * p->max_image_tokens, spec.kind, n_threads);
+        part = oc_vision_ctx_bytes_backend(m->vision, 4 * p->max_image_tokens, &spec, n_threads);
         if (!part || !oc_add_size(total, part, &total)) return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
+        /* on a device, the text context's image store and its zero word (open_engines) */
+        part = oc_backend_buffer_bytes(kind, 1, 0) + oc_backend_buffer_bytes(kind, sizeof(int32_t), 0);
+        if (kind != OC_BACKEND_KIND_CPU && !oc_add_size(total, part, &total))
+            return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
     }
-    /* the context's encode scratch (the model's tokenizer is shared) */
-    if (!oc_add_size(total, oc_tok_scratch_memory_bytes(), &total))
+    /* the device both graphs share (none on the CPU) */
+    if (!oc_add_size(total, oc_backend_device_host_bytes(kind), &total))
+        return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
+    /* the context's encode scratch (the model's tokenizer is shared) and its copy of the plan */
+    if (!oc_add_size(total, oc_tok_scratch_memory_bytes(), &total) ||
+        !oc_add_size(total, oc_plan_memory_bytes(plan), &total))
         return oc_fail(err, OC_ERR_RANGE, "context: limits too large");
     /* the context struct, its thread pool, the prompt arrays (ids + 3 position streams, image
      * spans) and the sampler's arrays, each block as oc_mem_alloc asks for it (+ OC_MEM_ALIGN) */
@@ -326,7 +370,7 @@ OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_c
         goto fail;
     oc_sampling greedy = { 0.0f, 40, 0.95f, 0 };
     if ((st = oc_sampler_init(&c->sampler, m->text->hp.n_vocab, &greedy, &c->alloc, err))) goto fail;
-    if (!own_bytes(m, p, &c->buf_bytes) || !(c->buf = oc_mem_alloc(&c->alloc, c->buf_bytes))) {
+    if (!own_bytes(m, p, c->plan, &c->buf_bytes) || !(c->buf = oc_mem_alloc(&c->alloc, c->buf_bytes))) {
         st = oc_fail(err, OC_ERR_NOMEM, "context: out of memory for %zu bytes of buffers", c->buf_bytes);
         goto fail;
     }
@@ -347,10 +391,11 @@ OC_API oc_status oc_context_open(oc_context **out, const oc_model *m, const oc_c
         TAKE(c->obs_images, (size_t)OC_MAX(1, max_images_of(m, p)) * 16);
         TAKE(c->obs_segments, ((size_t)p->max_image_tokens + 1) * 8);
     }
-    size_t image_bytes = image_buffer_bytes(m, p);
-    void *image_base;
-    TAKE(image_base, image_bytes);
-    oc_arena_init(&c->image_arena, image_base, image_bytes);
+    size_t n_work = work_bytes(m, p, c->plan);
+    void *work_base;
+    TAKE(work_base, n_work);
+    oc_arena_init(&c->work, work_base, n_work);
+    c->work_alloc = oc_arena_allocator(&c->work);
 #undef TAKE
     *out = c;
     return OC_OK;
@@ -392,7 +437,8 @@ static void progress(const oc_context *c, const char *stage, int32_t done, int32
 }
 
 /* Preprocess and encode image i into the embedding store at token row *row; grid out in merged
- * tokens. */
+ * tokens. The preprocessing takes its memory from the work arena, after whatever the image itself
+ * holds there (a decoded file); the size is checked before anything is allocated. */
 static oc_status encode_image(oc_context *c, const oc_image_rgb *in, int32_t index, int32_t *row,
                               int32_t grid[2], oc_attn_stats *as, oc_error *err) {
     const oc_vision_hparams *vh = oc_vision_model_hparams(c->m->vision);
@@ -401,25 +447,24 @@ static oc_status encode_image(oc_context *c, const oc_image_rgb *in, int32_t ind
     oc_status st = oc_image_wrap_rgb8(&img, in->rgb, in->width_px, in->height_px, in->stride_bytes, NULL, &e);
     if (st) return oc_fail(err, st, "image %d: %s", index + 1, e.message);
     oc_qwen2vl_prep_params pp;
-    oc_qwen2vl_prep_defaults(&pp);
-    int64_t unit = (int64_t)vh->patch_size * vh->merge_size;
-    pp.patch_size = vh->patch_size;
-    pp.merge_size = vh->merge_size;
-    pp.temporal_patch_size = vh->temporal_patch_size;
-    pp.min_pixels = (int64_t)c->p.min_image_tokens * unit * unit;
-    pp.max_pixels = (int64_t)c->p.max_image_tokens * unit * unit;
-    memcpy(pp.image_mean, vh->image_mean, sizeof pp.image_mean);
-    memcpy(pp.image_std, vh->image_std, sizeof pp.image_std);
-    oc_qwen2vl_pixels px;
-    if ((st = oc_qwen2vl_preprocess(&px, &img, &pp, &c->alloc, &e)))
+    prep_params(c->m, &c->p, &pp);
+    int32_t rw, rh;
+    size_t payload, blocks;
+    if ((st = oc_qwen2vl_preprocess_bytes(in->width_px, in->height_px, &pp, &rw, &rh, &payload, &blocks, &e)))
         return oc_fail(err, st, "image %d (%dx%d): %s", index + 1, in->width_px, in->height_px, e.message);
-    int32_t gh = px.grid_h / vh->merge_size, gw = px.grid_w / vh->merge_size;
-    int32_t n_tok = gh * gw;
-    if (n_tok > c->p.max_image_tokens) {
-        oc_qwen2vl_pixels_free(&px);
+    int32_t unit = vh->patch_size * vh->merge_size, n_tok = (rh / unit) * (rw / unit);
+    if (n_tok > c->p.max_image_tokens)   /* smart_resize scaling up to min_image_tokens can pass the max */
         return oc_fail(err, OC_ERR_RANGE, "image %d: %d tokens exceed the limit of %d", index + 1, n_tok,
                        c->p.max_image_tokens);
-    }
+    if (oc_arena_bytes_for(payload, blocks) > c->work.cap_bytes - c->work.used_bytes)   /* work_bytes bounds it */
+        return oc_fail(err, OC_ERR_RANGE, "image %d (%dx%d): preprocessing needs %zu bytes, the context reserved %zu",
+                       index + 1, in->width_px, in->height_px, oc_arena_bytes_for(payload, blocks),
+                       c->work.cap_bytes - c->work.used_bytes);
+    oc_qwen2vl_pixels px;
+    if ((st = oc_qwen2vl_preprocess(&px, &img, &pp, &c->work_alloc, &e)))
+        return oc_fail(err, st, "image %d (%dx%d): %s", index + 1, in->width_px, in->height_px, e.message);
+    grid[0] = px.grid_h / vh->merge_size;
+    grid[1] = px.grid_w / vh->merge_size;
     float *dst = c->img_embd + (size_t)*row * (size_t)c->m->text->hp.n_embd;
     const oc_stack_plan *vp = c->plan ? &c->plan->stacks[OC_PLAN_VISION] : NULL;
     oc_bt *store = oc_text_ctx_image_store(c->text);
@@ -429,8 +474,6 @@ static oc_status encode_image(oc_context *c, const oc_image_rgb *in, int32_t ind
         st = oc_vision_encode(c->vision, px.data, px.grid_h, px.grid_w, vp, dst, as, err);
     oc_qwen2vl_pixels_free(&px);
     if (st) return st;
-    grid[0] = gh;
-    grid[1] = gw;
     *row += n_tok;
     return OC_OK;
 }
@@ -568,8 +611,9 @@ static oc_status build_layout(oc_context *c, oc_token_layout **layout, oc_error 
         spans[i].start = c->prompt.images[i].first_token;
         spans[i].end = c->prompt.images[i].first_token + c->prompt.images[i].n_tokens;
     }
+    oc_arena_reset(&c->work);   /* the images are encoded: the arena holds the layout now */
     return oc_layout_build(layout, c->prompt.n_tokens, spans, n,
-                           (float)c->plan->sink_fraction_ppm / (float)OC_PLAN_PPM, &c->alloc, err);
+                           (float)c->plan->sink_fraction_ppm / (float)OC_PLAN_PPM, &c->work_alloc, err);
 }
 
 static oc_status generate(oc_context *c, const oc_request *r, uint64_t t_start, oc_attn_stats *as,
@@ -622,7 +666,7 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
         return oc_fail(err, OC_ERR_INVALID, "the prompt is empty: ask a question");
     if (r->n_images < 0 || (r->n_images > 0 && !r->images && !r->image_paths))
         return oc_fail(err, OC_ERR_INVALID, "oc_ask: bad image list");
-    if (r->n_images > 0 && !r->images && c->image_arena.cap_bytes == 0)
+    if (r->n_images > 0 && !r->images && c->p.max_image_pixels <= 0)
         return oc_fail(err, OC_ERR_INVALID, "image files need a context with max_image_pixels > 0");
     if (r->n_images > 0 && !m->vision)
         return oc_fail(err, OC_ERR_UNSUPPORTED, "images need the vision encoder: give the mmproj file too");
@@ -645,6 +689,7 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     int32_t grids[2 * 1024], row = 0;
     for (int32_t i = 0; i < r->n_images; i++) {
         progress(c, "vision", i, r->n_images);
+        oc_arena_reset(&c->work);   /* one image at a time */
         if (r->images) {
             if ((st = encode_image(c, &r->images[i], i, &row, grids + 2 * i, &as, err))) return st;
             continue;
@@ -652,9 +697,7 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
         /* decoded now, into the context's image buffer, and gone before the next one */
         oc_image img;
         oc_image_limits lim = decode_limits(m, &c->p);
-        oc_allocator arena = oc_arena_allocator(&c->image_arena);
-        oc_arena_reset(&c->image_arena);
-        if ((st = oc_image_load(&img, r->image_paths[i], &lim, &arena, err))) return st;
+        if ((st = oc_image_load(&img, r->image_paths[i], &lim, &c->work_alloc, err))) return st;
         oc_image_rgb view = oc_image_view(&img);
         st = encode_image(c, &view, i, &row, grids + 2 * i, &as, err);
         oc_image_free(&img);

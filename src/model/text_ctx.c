@@ -139,6 +139,16 @@ static oc_backend_limits backend_limits(const oc_text_model *m, const oc_text_li
     return bl;
 }
 
+/* The tensors take_weights hands the backend with data (each a buffer on a device). */
+static size_t n_tensors(const oc_text_model *m) {
+    size_t n = 2 + (m->output.data != m->token_embd.data) + (m->output_bias != NULL);   /* + output_norm */
+    for (int32_t il = 0; il < m->hp.n_layers; il++) {
+        const oc_text_layer *L = &m->layers[il];
+        n += 2 + 7 + (L->bq != NULL) + (L->bk != NULL) + (L->bv != NULL);   /* norms, weights, biases */
+    }
+    return n;
+}
+
 size_t oc_text_ctx_bytes(const oc_text_model *m, const oc_text_limits *lim, const oc_backend_spec *spec,
                          int n_threads) {
     sizes s;
@@ -146,9 +156,11 @@ size_t oc_text_ctx_bytes(const oc_text_model *m, const oc_text_limits *lim, cons
     oc_text_kv_regions r;
     if (policy_of(m, lim, &p, NULL) || !plan_sizes(m, lim, &p, spec->kind, &s, &r)) return 0;
     oc_backend_limits bl = backend_limits(m, lim, &p);
-    size_t be = oc_backend_bytes(spec, &bl, n_threads), total = sizeof(oc_text_ctx) + s.host;
+    size_t be = oc_backend_bytes(spec, &bl, n_threads), total = be;
     if (spec->kind == OC_BACKEND_KIND_CPU && !be) return 0;
-    if (!oc_add_size(total, be, &total)) return 0;
+    if (!oc_add_block(&total, sizeof(oc_text_ctx)) || !oc_add_block(&total, s.host) ||
+        !oc_add_size(total, n_tensors(m) * oc_backend_tensor_bytes(spec->kind), &total))
+        return 0;
     for (int i = 0; i < N_BUF; i++)
         if (!oc_add_size(total, oc_backend_buffer_bytes(spec->kind, s.buf[i], s.flags[i]), &total)) return 0;
     return total;

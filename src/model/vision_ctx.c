@@ -63,6 +63,20 @@ static oc_backend_limits backend_limits(const oc_vision_hparams *hp, int32_t max
     return bl;
 }
 
+/* The tensors take_weights hands the backend with data (each a buffer on a device). */
+static size_t n_tensors(const oc_vision_model *m) {
+    size_t n = (m->patch.data != NULL) + (m->mm0.data != NULL) + (m->mm2.data != NULL) + (m->post_ln_w != NULL) +
+               (m->post_ln_b != NULL) + (m->mm0_b != NULL) + (m->mm2_b != NULL);
+    for (int32_t il = 0; il < m->hp.n_layers; il++) {
+        const oc_vision_layer *L = &m->layers[il];
+        const void *all[] = { L->ln1_w, L->ln1_b, L->ln2_w, L->ln2_b, L->q.data, L->k.data, L->v.data, L->o.data,
+                              L->up.data, L->gate.data, L->down.data, L->q_b, L->k_b, L->v_b, L->o_b, L->up_b,
+                              L->gate_b, L->down_b };
+        for (size_t i = 0; i < OC_ARRAY_LEN(all); i++) n += all[i] != NULL;
+    }
+    return n;
+}
+
 /* What the backend's weight() allocates for all of m's matrices (the BF16 path's packed copies). */
 static size_t weight_bytes(const oc_vision_model *m, const oc_backend_spec *spec, const oc_backend_limits *bl) {
     const oc_weight *top[] = { &m->patch, &m->mm0, &m->mm2 };
@@ -78,28 +92,32 @@ static size_t weight_bytes(const oc_vision_model *m, const oc_backend_spec *spec
     return t;
 }
 
-size_t oc_vision_ctx_bytes_backend(const oc_vision_model *m, int32_t max_patches, oc_backend_kind kind,
+size_t oc_vision_ctx_bytes_backend(const oc_vision_model *m, int32_t max_patches, const oc_backend_spec *spec,
                                    int n_threads) {
-    if (!m || max_patches < 1 || n_threads < 1) return 0;
+    if (!m || !spec || max_patches < 1 || n_threads < 1) return 0;
     sizes s;
     if (!plan_sizes(&m->hp, max_patches, &s)) return 0;
     oc_backend_limits bl = backend_limits(&m->hp, max_patches);
-    size_t be = 0, t = sizeof(oc_vision_ctx) + s.host;
-    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {   /* the hungriest ISA table that runs here */
-        oc_backend_spec spec = { kind, NULL, NULL, (oc_isa)isa, NULL };
-        if (kind == OC_BACKEND_KIND_CPU && !oc_matmul_kernels_for((oc_isa)isa)) continue;
-        size_t b = oc_backend_bytes(&spec, &bl, n_threads), wb = weight_bytes(m, &spec, &bl);
-        if ((kind == OC_BACKEND_KIND_CPU && !b) || !oc_add_size(b, wb, &b)) return 0;
-        be = OC_MAX(be, b);
-    }
-    if (!oc_add_size(t, be, &t)) return 0;
+    size_t t = oc_backend_bytes(spec, &bl, n_threads), wb = weight_bytes(m, spec, &bl);
+    if (spec->kind == OC_BACKEND_KIND_CPU && !t) return 0;
+    if (wb == SIZE_MAX || !oc_add_size(t, wb, &t) || !oc_add_block(&t, sizeof(oc_vision_ctx)) ||
+        !oc_add_block(&t, s.host) || !oc_add_size(t, n_tensors(m) * oc_backend_tensor_bytes(spec->kind), &t))
+        return 0;
     for (int i = 0; i < N_BUF; i++)
-        if (!oc_add_size(t, oc_backend_buffer_bytes(kind, s.buf[i], s.flags[i]), &t)) return 0;
+        if (!oc_add_size(t, oc_backend_buffer_bytes(spec->kind, s.buf[i], s.flags[i]), &t)) return 0;
     return t;
 }
 
 size_t oc_vision_ctx_bytes(const oc_vision_model *m, int32_t max_patches, int n_threads) {
-    return oc_vision_ctx_bytes_backend(m, max_patches, OC_BACKEND_KIND_CPU, n_threads);
+    size_t most = 0;
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {   /* the hungriest ISA table that runs here */
+        oc_backend_spec spec = { OC_BACKEND_KIND_CPU, NULL, NULL, (oc_isa)isa, NULL };
+        if (!oc_matmul_kernels_for((oc_isa)isa)) continue;
+        size_t b = oc_vision_ctx_bytes_backend(m, max_patches, &spec, n_threads);
+        if (!b) return 0;
+        most = OC_MAX(most, b);
+    }
+    return most;
 }
 
 static oc_bt *buffer(oc_vision_ctx *c, int i) {

@@ -43,11 +43,12 @@ int oc_vision_model_ffn_swapped(const oc_vision_model *m);
 
 typedef struct oc_vision_ctx oc_vision_ctx;       /* per-user scratch; all memory allocated here once */
 
-/* Bytes oc_vision_ctx_open allocates for images of up to max_patches patches with a pool of
- * n_threads threads, for any ISA (within a few hundred bytes of bookkeeping; 0 on overflow). */
+/* Bytes oc_vision_ctx_open takes from its allocator for images of up to max_patches patches with
+ * a pool of n_threads threads, the most over the ISA tables that run here; 0 on overflow. */
 size_t oc_vision_ctx_bytes(const oc_vision_model *m, int32_t max_patches, int n_threads);
-/* The same for a backend kind: host bytes only (device memory is not counted). */
-size_t oc_vision_ctx_bytes_backend(const oc_vision_model *m, int32_t max_patches, oc_backend_kind kind,
+/* Exactly what oc_vision_ctx_open_backend takes on spec's backend kind and ISA (pool and device
+ * unused): host bytes only (device memory is not counted). */
+size_t oc_vision_ctx_bytes_backend(const oc_vision_model *m, int32_t max_patches, const oc_backend_spec *spec,
                                    int n_threads);
 /* Opens a backend instance (backend.h) for the context, hands it every weight once and allocates
  * every buffer. spec->pool (borrowed, may be NULL: serial) also runs the host's share of the work.

@@ -100,6 +100,9 @@ typedef struct oc_plan_stats {
 oc_status oc_plan_create(oc_plan **out, const oc_plan_shape *decoder, const oc_plan_shape *vision,
                          const oc_allocator *alloc, oc_error *err);
 void oc_plan_free(oc_plan *plan);   /* NULL is a no-op */
+/* What plan holds from its allocator (the struct and its stacks' arrays, oc_mem_alloc's headers
+ * included): its share of a context's memory. NULL: 0. */
+size_t oc_plan_memory_bytes(const oc_plan *plan);
 
 /* Add a lazy group; checks range, size >= 2, overlap and (vision) mode GLA. Keeps groups sorted.
  * [errors: OC_ERR_INVALID] */

@@ -119,6 +119,22 @@ static void stack_free(const oc_allocator *alloc, oc_stack_plan *s) {
     memset(s, 0, sizeof *s);
 }
 
+size_t oc_plan_memory_bytes(const oc_plan *plan) {
+    size_t total = 0;
+    if (!plan) return 0;
+    oc_add_block(&total, sizeof *plan);
+    for (int i = 0; i < OC_PLAN_N_STACKS; i++) {   /* the blocks oc_plan_stack_init allocated */
+        const oc_stack_plan *s = &plan->stacks[i];
+        if (!s->heads) continue;
+        oc_add_block(&total, heads_bytes(&s->shape));
+        oc_add_block(&total, (size_t)s->shape.n_layers * sizeof(int32_t));
+        if (s->kv_budget_tokens) oc_add_block(&total, budget_bytes(&s->shape));
+        if (s->visual_score_ppm) oc_add_block(&total, budget_bytes(&s->shape));
+        if (s->lazy_groups) oc_add_block(&total, (size_t)s->lazy_groups_cap * sizeof(oc_lazy_group));
+    }
+    return total;
+}
+
 void oc_plan_free(oc_plan *plan) {
     if (!plan) return;
     oc_allocator alloc = plan->alloc;

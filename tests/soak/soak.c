@@ -3,8 +3,8 @@
  *  1. Reference answers: every question of a fixed set (text only, one image, two images) asked
  *     once through one context on one thread.
  *  2. N questions (default 10,000) through that one context, cycling the set: every answer must
- *     equal its reference, the bytes the context holds through the allocator must be the same
- *     after every question as after the first, and the peak RSS after the run is reported next
+ *     equal its reference, the allocator must not be called at all (the context allocated
+ *     everything at open), the bytes the context holds must be the same after every question, and the peak RSS after the run is reported next
  *     to the one after the first 100 questions (flat memory).
  *  3. 8 contexts on the shared model, one per thread, each asking M questions (default 100):
  *     every answer equal to the single-threaded reference.
@@ -47,11 +47,12 @@ static int collect(void *user, const char *t, size_t n) {
     return 0;
 }
 
-typedef struct live { pthread_mutex_t mu; size_t bytes; } live;
+typedef struct live { pthread_mutex_t mu; size_t bytes, calls; } live;
 static void *live_fn(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
     live *l = user;
     pthread_mutex_lock(&l->mu);
     l->bytes = l->bytes - old_bytes + new_bytes;
+    l->calls++;
     pthread_mutex_unlock(&l->mu);
     if (new_bytes == 0) {
         free(ptr);
@@ -137,7 +138,7 @@ int main(int argc, char **argv) {
     views[1] = views[0];
     views[1].rgb = mirror;
 
-    live l = { PTHREAD_MUTEX_INITIALIZER, 0 };
+    live l = { PTHREAD_MUTEX_INITIALIZER, 0, 0 };
     oc_allocator a = { live_fn, &l };
     oc_context *c;
     if (open_context(&c, &a, &e)) { fprintf(stderr, "soak: %s\n", e.message); return 1; }
@@ -147,7 +148,7 @@ int main(int argc, char **argv) {
 
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    size_t held = l.bytes;
+    size_t held = l.bytes, calls = l.calls;
     long n_wrong = 0, n_failed = 0, n_drift = 0;
     double rss_100 = 0;
     for (long q = 0; q < n_questions; q++) {
@@ -160,10 +161,11 @@ int main(int argc, char **argv) {
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    printf("one context: %ld questions in %.1f s, %ld answers differ, %ld failed, context holds %zu bytes "
-           "(changed after %ld questions), peak RSS %.1f MiB after 100, %.1f MiB after %ld\n",
-           n_questions, s, n_wrong, n_failed, held, n_drift, rss_100, peak_rss_mib(), n_questions);
-    ok &= !n_wrong && !n_failed && !n_drift;
+    calls = l.calls - calls;
+    printf("one context: %ld questions in %.1f s, %ld answers differ, %ld failed, %zu allocator calls, context "
+           "holds %zu bytes (changed after %ld questions), peak RSS %.1f MiB after 100, %.1f MiB after %ld\n",
+           n_questions, s, n_wrong, n_failed, calls, held, n_drift, rss_100, peak_rss_mib(), n_questions);
+    ok &= !n_wrong && !n_failed && !n_drift && !calls;
     oc_context_close(c);
 
     pthread_t th[N_THREADS];
