@@ -7,6 +7,7 @@
  * are asked again on the OpenCL backend (skipped, saying why, without a device). Also: the
  * README's image (examples/demo/shapes.ppm) is item 9's image, byte for byte. */
 #include "check.h"
+#include "support/answer.h"
 #include "image/image.h"
 #include "ocellus.h"
 #include "tools/scene.h"
@@ -21,17 +22,7 @@
 #define SIDE 112
 #define SEED 77
 
-typedef struct answer { char text[64]; size_t n; } answer;
 
-static int collect(void *user, const char *text, size_t n_bytes) {
-    answer *a = user;
-    if (a->n + n_bytes < sizeof a->text) {
-        memcpy(a->text + a->n, text, n_bytes);
-        a->n += n_bytes;
-        a->text[a->n] = '\0';
-    }
-    return 0;
-}
 
 static double top_margin(const float *logits, int32_t n) {
     float best = -1e30f, second = -1e30f;

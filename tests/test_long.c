@@ -10,6 +10,7 @@
  * and the same answers on OpenCL (skipped, saying why, without a device). The model answers 4 of
  * these 6 right (compare and list wrong): parity is checked on its answers as they are. */
 #include "check.h"
+#include "support/answer.h"
 #include "ocellus.h"
 #include "support/opencl.h"
 #include "support/ref.h"
@@ -26,17 +27,7 @@
 #define Q8_BOUND 2e-2   /* measured on x86-64 AVX-512: 1.3e-3 .. 7.8e-3 (TRAINING.md) */
 #define MAX_NEW 48
 
-typedef struct answer { char text[512]; size_t n; } answer;
 
-static int collect(void *user, const char *text, size_t n_bytes) {
-    answer *a = user;
-    if (a->n + n_bytes < sizeof a->text) {
-        memcpy(a->text + a->n, text, n_bytes);
-        a->n += n_bytes;
-        a->text[a->n] = '\0';
-    }
-    return 0;
-}
 
 static char *read_file(const char *path, size_t *n_bytes) {
     FILE *f = fopen(path, "rb");

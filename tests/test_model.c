@@ -13,6 +13,7 @@
  * no-allocation check run again on the OpenCL backend, with the same tolerances (skipped, saying
  * why, without a device; support/opencl.h); the converter and legacy-file checks run on the CPU. */
 #include "check.h"
+#include "support/answer.h"
 #include "tools/convert.h"
 #include "image/image.h"
 #include "model/model.h"
@@ -31,17 +32,7 @@
 #define DIR "tests/data/models/"
 static const char *const image_paths[2] = { DIR "images/image_a.ppm", DIR "images/image_b.ppm" };
 
-typedef struct answer { char text[4096]; size_t n; } answer;
 
-static int collect(void *user, const char *text, size_t n_bytes) {
-    answer *a = user;
-    if (a->n + n_bytes < sizeof a->text) {
-        memcpy(a->text + a->n, text, n_bytes);
-        a->n += n_bytes;
-        a->text[a->n] = '\0';
-    }
-    return 0;
-}
 
 typedef struct images { oc_image img[2]; oc_image_rgb rgb[2]; } images;
 
