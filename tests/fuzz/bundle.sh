@@ -44,7 +44,9 @@ cat >"$root/run.sh" <<'RUN'
 # FUZZ_TARGETS (names, default all), FUZZ_EXTRA (more libFuzzer flags).
 # Prints, per target, executions, crashes and seconds (also OUT_DIR/summary.txt); exits 1 if
 # anything crashed. Crash inputs and worker logs are under OUT_DIR/NAME/. Stack traces are not
-# symbolized here (no llvm-symbolizer): reproduce with the same binary where ocellus builds.
+# symbolized (no llvm-symbolizer), and a frame of the target shows as ".../ld-linux-x86-64.so.2+0xOFF"
+# (the loader started it): OFF is an offset in bin/NAME (addr2line -f -e bin/NAME 0xOFF). To rerun
+# one input: lib/ld-linux-x86-64.so.2 --library-path lib bin/NAME OUT_DIR/NAME/crash-...
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-fuzz-out}
 if [ -z "${FUZZ_JOBS:-}" ]; then
