@@ -376,10 +376,9 @@ static int engine_runs(int engine) {
 
 /* 1 when the CPU engine's matmul table takes the BF16 path for matrices of dtype (F16 or BF16). */
 static int engine_bf16(int engine, int32_t dtype) {
-    if (engine >= OC_ISA_COUNT) return 0;
-    static uint16_t dummy[64 * 32];
-    oc_weight w = { dtype, 64, 32, dummy, 128, NULL };
-    return oc_matmul_wants_packed(oc_matmul_kernels_for((oc_isa)engine), &w);
+    if (engine >= OC_ISA_COUNT || (dtype != OC_DTYPE_F16 && dtype != OC_DTYPE_BF16)) return 0;
+    const oc_matmul_kernels *k = oc_matmul_kernels_for((oc_isa)engine);
+    return k && oc_matmul_kernels_bf16(k) == 2;
 }
 
 static const char *engine_name(int engine) { return engine == ENGINE_OPENCL ? "opencl" : oc_isa_name((oc_isa)engine); }
@@ -410,7 +409,7 @@ static void capture_embed(void *user, int32_t layer, const float *x, int32_t n_t
 static oc_status encode_to_other(oc_vision_ctx *ctx, const oc_vision_hparams *hp, const float *pix, int gh, int gw,
                                  const oc_stack_plan *plan, const oc_backend_spec *bs, const float *out, oc_error *e) {
     size_t n_out = (size_t)(gh * gw / 4) * (size_t)hp->proj_dim, skip = 2 * (size_t)hp->proj_dim;
-    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 }, 0, 0, 0, 0 };   /* small: alloc and read only */
+    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 }, 0, 0, 0 };   /* small: alloc and read only */
     oc_backend *be = NULL;
     oc_bt t;
     memset(&t, 0, sizeof t);
