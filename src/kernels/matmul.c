@@ -7,9 +7,9 @@
  * Y between blocks. Each output element is owned by one task and summed in k order: the result does
  * not depend on the number of threads. GEMV (decode): tasks are blocks of rows; each row is read once
  * and dotted with every token. Nothing here allocates after ctx_open.
- * BF16 path: the same loop with tasks of BF16_TASK_OUT outputs; a task rounds its W rows to bf16
- * pairs per block of KC into its panels (no copy of the model: the scratch is per thread and
- * bounded), and each tile of X just before its micro-kernel sweeps the task's panels. */
+ * BF16 path: X is rounded to bf16 once per call (in the int8 path's X area); the same loop with
+ * tasks of BF16_TASK_OUT outputs, where a task rounds its W rows to bf16 pairs per block of KC into
+ * its panels (no copy of the model: the scratch is per thread and bounded). */
 #include "kernels/matmul_kern.h"
 
 #include "core/dtype.h"
@@ -39,6 +39,7 @@ struct oc_matmul_ctx {
     size_t rows_off, panel_off, tile_off, rowbuf_off, thread_bytes;  /* per-thread scratch layout */
     unsigned char *scratch;     /* n_threads * thread_bytes */
     oc_q8x *xq;                 /* quantized X: max_n_tok rows of max_n_in / 32 blocks */
+    uint16_t *xb;               /* the same memory: X rounded to bf16 for the BF16 path, rows of n_in */
     size_t alloc_bytes;
 };
 
@@ -94,9 +95,9 @@ static size_t thread_layout(const oc_matmul_kernels *k, int64_t max_n_in, size_t
     if (!oc_mul_size((size_t)max_n_in, sizeof(float), &rowbuf)) return 0;
     size_t off = 0;
     *rows_off = off;
-    /* rows: the f32 path's W rows, or the BF16 path's X tile (bf16_mr rows of KC bf16) followed by
-     * the W rows of one panel converted to bf16 (OC_MM_BF16_NR rows of KC) */
-    size_t rows_bf16 = k->gemm_bf16 ? (size_t)(k->bf16_mr + OC_MM_BF16_NR) * KC * sizeof(uint16_t) : 0;
+    /* rows: the f32 path's W rows, or the BF16 path's W rows of one panel converted to bf16
+     * (OC_MM_BF16_NR rows of KC) */
+    size_t rows_bf16 = k->gemm_bf16 ? (size_t)OC_MM_BF16_NR * KC * sizeof(uint16_t) : 0;
     off += round_up(OC_MAX((size_t)k->nr * KC * sizeof(float), rows_bf16), OC_MEM_ALIGN);
     *panel_off = off;   /* the BF16 path's panels (BF16_TASK_OUT x KC bf16) fit in the f32 path's */
     off += round_up(OC_MAX(panel_f32, panel_q8), OC_MEM_ALIGN);
@@ -107,16 +108,20 @@ static size_t thread_layout(const oc_matmul_kernels *k, int64_t max_n_in, size_t
     return off + round_up(rowbuf, OC_MEM_ALIGN);
 }
 
-static size_t xq_bytes(int64_t max_n_in, int64_t max_n_tok) {
-    size_t n;
+/* X converted once per call: the int8 path's blocks, or (tables with BF16 kernels) the BF16 path's
+ * bf16 rows, in one area (a call takes one path). */
+static size_t xq_bytes(const oc_matmul_kernels *k, int64_t max_n_in, int64_t max_n_tok) {
+    size_t n, nb = 0;
     if (!oc_mul_size((size_t)((max_n_in + OC_QK - 1) / OC_QK), (size_t)max_n_tok, &n)) return 0;
     if (!oc_mul_size(n, sizeof(oc_q8x), &n)) return 0;
-    return n;
+    if (k->gemm_bf16 && (!oc_mul_size((size_t)max_n_in, (size_t)max_n_tok, &nb) || !oc_mul_size(nb, sizeof(uint16_t), &nb)))
+        return 0;
+    return OC_MAX(n, nb);
 }
 
 size_t oc_matmul_scratch_bytes(const oc_matmul_kernels *k, int n_threads, int64_t max_n_in, int64_t max_n_tok) {
     if (!k || n_threads < 1 || max_n_in < 1 || max_n_tok < 1) return 0;
-    size_t a, b, c, d, per_thread = thread_layout(k, max_n_in, &a, &b, &c, &d), total, xq = xq_bytes(max_n_in, max_n_tok);
+    size_t a, b, c, d, per_thread = thread_layout(k, max_n_in, &a, &b, &c, &d), total, xq = xq_bytes(k, max_n_in, max_n_tok);
     if (!per_thread || !xq || !oc_mul_size(per_thread, (size_t)n_threads, &total)) return 0;
     if (!oc_add_size(total, round_up(xq, OC_MEM_ALIGN), &total)) return 0;
     return total;
@@ -157,6 +162,7 @@ oc_status oc_matmul_ctx_open(oc_matmul_ctx **out, const oc_matmul_kernels *k, oc
     c->max_n_tok = max_n_tok;
     c->thread_bytes = thread_layout(k, max_n_in, &c->rows_off, &c->panel_off, &c->tile_off, &c->rowbuf_off);
     c->xq = (oc_q8x *)(c->scratch + c->thread_bytes * (size_t)n_threads);
+    c->xb = (uint16_t *)(void *)c->xq;
     c->alloc_bytes = total;
     *out = c;
     return OC_OK;
@@ -211,6 +217,15 @@ static void quantize_task(void *arg, int64_t task, int thread) {
     for (int64_t t = task * QUANT_TASK_TOK; t < t1; t++)
         c->k->quantize_q8x(c->x + (size_t)t * c->x_stride, c->w->n_in, oc_mm_i8_x_group(c->i8_type),
                            c->ctx->xq + (size_t)t * (size_t)c->n_blocks);
+}
+
+/* The BF16 path's X: rows of n_in bf16 (n_in even: whole pairs), once per call for all tasks. */
+static void x_to_bf16_task(void *arg, int64_t task, int thread) {
+    (void)thread;
+    const call *c = arg;
+    int64_t t1 = OC_MIN((task + 1) * QUANT_TASK_TOK, c->n_tok);
+    for (int64_t t = task * QUANT_TASK_TOK; t < t1; t++)
+        c->k->x_to_bf16(c->x + (size_t)t * c->x_stride, c->w->n_in, c->ctx->xb + (size_t)t * (size_t)c->w->n_in);
 }
 
 static void gemv_task(void *arg, int64_t task, int thread) {
@@ -378,8 +393,9 @@ static void gemm_bf16_task(void *arg, int64_t task, int thread) {
     box bx = task_box(c, task);
     int64_t o0 = bx.o0, o1 = bx.o1, t0 = bx.t0, t1 = bx.t1;
     unsigned char *s = thread_scratch(c, thread);
-    uint16_t *xb = (uint16_t *)(void *)(s + c->ctx->rows_off);   /* bf16_mr rows of KC */
-    uint16_t *wb = xb + (size_t)k->bf16_mr * KC;                  /* OC_MM_BF16_NR rows of KC */
+    uint16_t *wb = (uint16_t *)(void *)(s + c->ctx->rows_off);   /* OC_MM_BF16_NR rows of KC */
+    const uint32_t *xb = (const uint32_t *)(const void *)c->ctx->xb;   /* n_tok rows of n_in / 2 pairs */
+    size_t x_pairs = (size_t)w->n_in / 2;
     uint32_t *panels = (uint32_t *)(void *)(s + c->ctx->panel_off);   /* BF16_TASK_OUT / 32 panels of KC / 2 pairs */
     float *rowbuf = (float *)(void *)(s + c->ctx->rowbuf_off);
     float *tbuf = (float *)(s + c->ctx->tile_off);
@@ -390,13 +406,11 @@ static void gemm_bf16_task(void *arg, int64_t task, int thread) {
                             panels + (size_t)((j0 - o0) / OC_MM_BF16_NR) * (KC / 2) * OC_MM_BF16_NR);
         for (int64_t t = t0; t < t1; t += k->bf16_mr) {
             int mr = (int)OC_MIN((int64_t)k->bf16_mr, t1 - t);
-            for (int i = 0; i < mr; i++)
-                k->x_to_bf16(c->x + (size_t)(t + i) * c->x_stride + (size_t)k0, kc, xb + (size_t)i * KC);
             for (int64_t j0 = o0; j0 < o1; j0 += OC_MM_BF16_NR) {
                 const uint32_t *panel = panels + (size_t)((j0 - o0) / OC_MM_BF16_NR) * (KC / 2) * OC_MM_BF16_NR;
                 tile tl = tile_at(c, t, j0, mr, o1, OC_MM_BF16_NR, tbuf);
                 float *yt = tile_begin(&tl, k0 > 0);
-                k->gemm_bf16(mr, kc / 2, (const uint32_t *)(const void *)xb, KC / 2, panel, yt,
+                k->gemm_bf16(mr, kc / 2, xb + (size_t)t * x_pairs + (size_t)k0 / 2, x_pairs, panel, yt,
                              yt == tl.y ? c->y_stride : (size_t)OC_MM_BF16_NR, k0 > 0);
                 tile_end(&tl);
             }
@@ -469,6 +483,7 @@ oc_status oc_matmul(oc_matmul_ctx *ctx, const oc_weight *w, const float *x, size
         c.gemv_rows = OC_MAX(unit, c.gemv_rows / unit * unit);
         oc_pool_run(ctx->pool, (w->n_out + c.gemv_rows - 1) / c.gemv_rows, gemv_task, &c);
     } else if (oc_matmul_uses_bf16(ctx, w, n_tok)) {
+        oc_pool_run(ctx->pool, (n_tok + QUANT_TASK_TOK - 1) / QUANT_TASK_TOK, x_to_bf16_task, &c);
         c.task_out = BF16_TASK_OUT;
         c.n_out_tasks = (w->n_out + BF16_TASK_OUT - 1) / BF16_TASK_OUT;
         /* W is packed per task: 2 * TASK_TOK tokens share it (measured 3% faster than TASK_TOK on a
