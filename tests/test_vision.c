@@ -20,10 +20,10 @@
 
 #define TOL 1e-4
 /* The BF16 path (matmul.h OC_MATMUL_BF16: F16 / BF16 matrices as bf16 x bf16 products, taken where
- * oc_cpu_features.bf16_fast is set: OCELLUS_CPU_FEATURES=+bf16_fast, port.h) rounds both operands of every product to 8
- * significant bits (unit roundoff 2^-8 = 3.9e-3; test_matmul checks each product against that
- * bound). Through a whole encoder this measured 2e-3 to 8.4e-3 relative error on these fixtures
- * (Emerald Rapids, forced with OCELLUS_CPU_FEATURES=+avx512bf16,+bf16_fast), so its bounds are
+ * oc_cpu_features.bf16_fast is set: by default on AMD Zen 4 / Zen 5, port.h) rounds both operands of
+ * every product to 8 significant bits (unit roundoff 2^-8 = 3.9e-3; test_matmul checks each product
+ * against that bound). Through a whole encoder this measured 2e-3 to 8.4e-3 relative error on these
+ * fixtures (Emerald Rapids, forced with OCELLUS_CPU_FEATURES=+avx512bf16,+bf16_fast), so its bounds are
  * 2e-2 for the random models (against 1e-4) and 1e-2 for transformers' outputs (against 1e-3): of
  * the order of the int8 path's 3e-2, and what a bf16 transformers run of the same model gives. */
 #define BF16_TOL 2e-2
