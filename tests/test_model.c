@@ -23,7 +23,9 @@
 #include "image/image.h"
 #include "model/model.h"
 #include "plan/plan.h"
+#include "core/isa.h"
 #include "core/pool.h"
+#include "kernels/matmul.h"
 #include "port.h"
 #include "model/prompt.h"
 #include "support/opencl.h"
@@ -443,6 +445,13 @@ static void test_bf16_path(void) {
         return;
     }
     check_cpu_features("+bf16_fast");
+    oc_port_cpu_features(&f);
+    const oc_matmul_kernels *k = oc_matmul_kernels_for(oc_isa_best(&f));
+    if (!k || oc_matmul_kernels_bf16(k) != 2) {
+        check_skip("the kernels this build runs here (%s) have no BF16 path", k ? oc_matmul_kernels_name(k) : "none");
+        check_cpu_features("-bf16_fast");
+        return;
+    }
     static const char *const names[] = { "qwen2vl", "qwen25vl" };
     for (int i = 0; i < 2; i++) {
         char path[256];
