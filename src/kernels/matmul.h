@@ -8,7 +8,8 @@
  *
  * Results are bitwise identical for any number of pool threads: every output element is computed by
  * exactly one task, with a reduction order that depends only on the shapes. They differ between ISA
- * paths (different summation orders; the int8 paths also round X to 8 bits per block of 32). */
+ * paths (different summation orders; the int8 paths also round X to 8 bits per block of 32, the
+ * BF16 path rounds W and X to bf16). */
 #ifndef OC_MATMUL_H
 #define OC_MATMUL_H
 
