@@ -147,7 +147,7 @@ static void test_range_errors(void) {
     CHECK(oc_cl_buf_alloc(g_dev, (size_t)oc_cl_device_caps(g_dev)->max_alloc_bytes + 1, &big, &err) == OC_ERR_RANGE && !big);
     /* weight types the kernels do not take, unless dequantized at upload */
     unsigned char q4k[144] = { 0 };
-    oc_weight w = { OC_DTYPE_Q4_K, 256, 1, q4k, 144, NULL };
+    oc_weight w = { OC_DTYPE_Q4_K, 256, 1, q4k, 144 };
     oc_cl_weight cw;
     CHECK(oc_cl_weight_upload(g_dev, &w, 0, &cw, &err) == OC_ERR_UNSUPPORTED && !cw.buf);
     CHECKF(oc_cl_weight_upload(g_dev, &w, 1, &cw, &err) == OC_OK && cw.dtype == OC_DTYPE_F32, "%s", err.message);
