@@ -39,7 +39,10 @@
 #include <string.h>
 
 #define TILE_K 72           /* keys per tile: a multiple of the GEMM row blocks (6 and 12) */
-#define ROW_BLOCK 64        /* query rows per S^T block (S^T stays in L1); a multiple of every panel */
+#define ROW_BLOCK 64        /* query rows per S^T block (S^T stays in L1); a multiple of every panel, and
+                               OC_DYN_BLOCK: a Vertical-Slash row block is one query block of dyn.h */
+#define N_SLOTS 6           /* tile builders: (VS query blocks, full / partial) key classes of a run */
+#define VS_MAX_BLOCKS 16    /* query blocks of one Vertical-Slash run (bits of a slot's block set) */
 #define L2_FLOATS 65536     /* a task's queries and accumulators should fit in 256 KiB of L2 */
 #define SPLIT_MAX_Q 4       /* flash-decoding for at most this many query rows ... */
 #define SPLIT_MIN_KEYS 256  /* ... when there are at least 2 chunks of this many keys */
@@ -96,7 +99,7 @@ static int geom_init(geom *g, const oc_attn_dims *dims, int n_threads) {
     g->off_kt = take(&off, (size_t)TILE_K * d * sizeof(float));
     g->off_v = take(&off, (size_t)TILE_K * dp * sizeof(float));
     g->off_s = take(&off, (size_t)TILE_K * ROW_BLOCK * sizeof(float));
-    g->off_idx = take(&off, 2 * TILE_K * sizeof(int32_t));
+    g->off_idx = take(&off, N_SLOTS * TILE_K * sizeof(int32_t));
     g->off_ptr = take(&off, 2 * TILE_K * sizeof(void *));
     g->off_heads = take(&off, (size_t)g->n_rep * sizeof(int32_t));
     g->off_qptr = take(&off, rows * sizeof(float *));
@@ -140,7 +143,7 @@ typedef struct run_ctx {
 /* Per-thread working set, pointers into that thread's block. */
 typedef struct work {
     float *qt, *o, *m, *l, *alpha, *kt, *v, *s;   /* kt: the K tile as f32 rows (not transposed) */
-    int32_t *idx_full, *idx_part, *heads;
+    int32_t *idx, *heads;                         /* idx: N_SLOTS tile builders of TILE_K keys */
     const void **kptr, **vptr;
     const float **qptr;                           /* [rows_max] stacked query rows */
     uint64_t *count;            /* [0] kept pairs, [1] executed pairs */
@@ -157,8 +160,7 @@ static work work_at(const run_ctx *x, int thread) {
     w.kt = (float *)(b + x->g.off_kt);
     w.v = (float *)(b + x->g.off_v);
     w.s = (float *)(b + x->g.off_s);
-    w.idx_full = (int32_t *)(b + x->g.off_idx);
-    w.idx_part = w.idx_full + TILE_K;
+    w.idx = (int32_t *)(b + x->g.off_idx);
     w.kptr = (const void **)(b + x->g.off_ptr);
     w.vptr = w.kptr + TILE_K;
     w.heads = (int32_t *)(b + x->g.off_heads);
@@ -180,7 +182,12 @@ typedef struct run {
     const oc_dyn_head *dyn;               /* the head's index (dynamic patterns) */
     int32_t n_heads, i0, len, rows, step;
     const unsigned char *kbase, *vbase;   /* kv head g's rows */
-    int32_t n_full, n_part;                /* keys waiting in the two tile builders */
+    /* Tile builders: keys wait in the slot of their class, (blocks, full), and run as a tile when
+     * TILE_K of them wait. blocks is the set of the run's 64-row blocks that keep the keys: all of
+     * them (1 bit per block) except for a Vertical-Slash run of several query blocks (dyn.h), whose
+     * diagonal runs differ per block; full: every row of those blocks keeps them (window). */
+    struct slot { uint32_t blocks; int full; int32_t n; } slot[N_SLOTS];
+    uint32_t all_blocks, cur_blocks;      /* cur_blocks: the class of the keys being emitted */
     uint64_t kept, executed;
 } run;
 
@@ -235,7 +242,7 @@ static int block_class(const run *r, int32_t r0, int32_t rb, int32_t k_min, int3
 
 /* One key tile for all stacked rows: S^T = K Q^T per block of ROW_BLOCK rows, mask (partial tiles
  * only), online softmax down the columns, rescale the rows whose max grew, O += P V. */
-static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial) {
+static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial, uint32_t blocks) {
     const run_ctx *x = r->x;
     const oc_attn_call *a = x->a;
     const oc_attn_kernels *kn = x->kern;
@@ -257,6 +264,7 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial) {
     for (int32_t r0 = 0; r0 < r->rows; r0 += block_rows) {
         int32_t rb = OC_MIN(block_rows, r->rows - r0), cols = ALIGN_UP(rb, kn->vec), nb = nk;
         int exact = partial;   /* evaluate the mask per element */
+        if (!(blocks >> (r0 / ROW_BLOCK) & 1)) continue;   /* a Vertical-Slash block without these keys */
         if (partial && a->mask != OC_ATTN_EXPLICIT) {
             int bc = block_class(r, r0, rb, k_min, k_max);
             if (bc == BLOCK_MISSES) continue;
@@ -289,31 +297,64 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial) {
     }
 }
 
-/* Tile builders: full and partial keys gather apart, each tile runs when TILE_K keys wait. */
+/* The slot of class (r->cur_blocks, full): the one holding it, else an empty one, else the fullest
+ * slot runs as a (short) tile and is reused. */
+static int32_t slot_for(run *r, int full) {
+    int32_t empty = -1, fullest = 0;
+    for (int32_t k = 0; k < N_SLOTS; k++) {
+        struct slot *t = &r->slot[k];
+        if (t->n && t->blocks == r->cur_blocks && t->full == full) return k;
+        if (!t->n && empty < 0) empty = k;
+        if (t->n > r->slot[fullest].n) fullest = k;
+    }
+    int32_t k = empty;
+    if (k < 0) {
+        k = fullest;
+        struct slot *t = &r->slot[k];
+        process_tile(r, r->w->idx + k * TILE_K, t->n, !t->full, t->blocks);
+        t->n = 0;
+    }
+    r->slot[k].blocks = r->cur_blocks;
+    r->slot[k].full = full;
+    return k;
+}
+
+/* Keys [lo, hi) of class (r->cur_blocks, full) into their builder; each tile runs when TILE_K keys
+ * wait. */
 static void add_keys(run *r, int64_t lo, int64_t hi, int full) {
-    int32_t *idx = full ? r->w->idx_full : r->w->idx_part;
-    int32_t *n = full ? &r->n_full : &r->n_part;
+    if (!r->cur_blocks) return;
     while (lo < hi) {
-        idx[(*n)++] = (int32_t)lo++;
-        if (*n == TILE_K) {
-            process_tile(r, idx, TILE_K, !full);
-            *n = 0;
+        int32_t k = slot_for(r, full);
+        struct slot *t = &r->slot[k];
+        int32_t *idx = r->w->idx + k * TILE_K;
+        while (lo < hi && t->n < TILE_K) idx[t->n++] = (int32_t)lo++;
+        if (t->n == TILE_K) {
+            process_tile(r, idx, TILE_K, !full, t->blocks);
+            t->n = 0;
         }
     }
 }
 
-/* Leftover full keys top up the last partial tile (they pass its exact mask unchanged), so a run
- * ends with at most one short tile instead of two. */
+/* Leftover full keys top up the last partial tile of their block set (they pass its exact mask
+ * unchanged), so a class ends with at most one short tile instead of two. */
 static void flush_keys(run *r) {
-    work *w = r->w;
-    if (r->n_part) {
-        while (r->n_part < TILE_K && r->n_full) w->idx_part[r->n_part++] = w->idx_full[--r->n_full];
-        process_tile(r, w->idx_part, r->n_part, 1);
-        r->n_part = 0;
+    for (int32_t k = 0; k < N_SLOTS; k++) {
+        struct slot *t = &r->slot[k];
+        if (!t->n || t->full) continue;
+        int32_t *idx = r->w->idx + k * TILE_K;
+        for (int32_t f = 0; f < N_SLOTS; f++) {
+            struct slot *u = &r->slot[f];
+            if (!u->n || !u->full || u->blocks != t->blocks) continue;
+            const int32_t *from = r->w->idx + f * TILE_K;
+            while (t->n < TILE_K && u->n) idx[t->n++] = from[--u->n];
+        }
+        process_tile(r, idx, t->n, 1, t->blocks);
+        t->n = 0;
     }
-    if (r->n_full) {
-        process_tile(r, w->idx_full, r->n_full, 0);
-        r->n_full = 0;
+    for (int32_t k = 0; k < N_SLOTS; k++) {
+        struct slot *t = &r->slot[k];
+        if (t->n) process_tile(r, r->w->idx + k * TILE_K, t->n, 0, t->blocks);
+        t->n = 0;
     }
 }
 
@@ -331,37 +372,75 @@ static void emit_keys(run *r, int64_t lo, int64_t hi, const oc_mask_ivals *all, 
     if (pos < hi) add_keys(r, pos, hi, 0);
 }
 
-/* Vertical-Slash keys of the run's query block b (dyn.h): the diagonal runs [b - o, b + B - 1 - o]
- * of the chosen offsets, merged, and the chosen columns outside them, each key once, within
- * [lo, hi). Offsets ascend, so walking them backwards gives the runs in ascending key order. */
+/* One query block's Vertical-Slash diagonal runs (dyn.h), merged, in ascending key order: block b
+ * keeps [b - o, b + B - 1 - o] for every chosen offset o; offsets ascend, so walking them backwards
+ * gives the runs in ascending order. k: offsets not walked yet (n_slash at the start). */
+typedef struct vs_iter { int64_t b; int32_t k; int64_t s, e; } vs_iter;   /* [s, e): the current run */
+
+static void vs_next(const oc_dyn_head *dh, vs_iter *it, int64_t lo, int64_t hi) {
+    int64_t cs = 0, ce = 0;
+    while (it->k > 0) {
+        int64_t o = dh->slash[it->k - 1], s = OC_MAX(it->b - o, lo), e = OC_MIN(it->b + OC_DYN_BLOCK - o, hi);
+        if (s < e) {
+            if (cs < ce && s > ce) break;   /* a gap: the current run is complete */
+            if (cs < ce) ce = OC_MAX(ce, e);
+            else { cs = s; ce = e; }
+        }
+        it->k--;
+    }
+    it->s = cs < ce ? cs : INT64_MAX;
+    it->e = cs < ce ? ce : INT64_MAX;
+}
+
+/* Keys [s, e) that the query blocks `blocks` keep by their diagonals, with the chosen columns among
+ * them kept by every block: each key once, ascending. *vi: the next column not emitted. */
+static void emit_vs_segment(run *r, int64_t s, int64_t e, uint32_t blocks, int32_t *vi, const oc_mask_ivals *all) {
+    const oc_dyn_head *dh = r->dyn;
+    int64_t pos = s;
+    for (; *vi < dh->n_vertical && dh->vertical[*vi] < e; (*vi)++) {
+        int64_t j = dh->vertical[*vi];
+        if (j < pos || blocks == r->all_blocks) continue;
+        r->cur_blocks = blocks;
+        emit_keys(r, pos, j, all, 0);
+        r->cur_blocks = r->all_blocks;
+        emit_keys(r, j, j + 1, all, 0);
+        pos = j + 1;
+    }
+    r->cur_blocks = blocks;
+    emit_keys(r, pos, e, all, 0);
+}
+
+/* Vertical-Slash keys of the run's query blocks (dyn.h) within [lo, hi): a sweep over the blocks'
+ * diagonal runs, cut where the set of blocks keeping a key changes, so each key goes to the tile
+ * builder of exactly the blocks that keep it (a run of several blocks converts the shared keys,
+ * the columns above all, once for all of them: the conversion of a K/V tile is the cost that a
+ * 64-row block cannot amortize), plus the chosen columns, kept by every block. */
 static void emit_vertical_slash(run *r, int64_t lo, int64_t hi, const oc_mask_ivals *all) {
     const oc_dyn_head *dh = r->dyn;
-    int64_t b = (int64_t)r->x->a->q_offset + r->i0;
-    b -= b % OC_DYN_BLOCK;
-    int32_t nv = dh->n_vertical, vi = 0;
-    while (vi < nv && dh->vertical[vi] < lo) vi++;
-    int64_t cs = 0, ce = 0;   /* the merged run being built, [cs, ce) */
-    for (int32_t k = dh->n_slash; k >= 0; k--) {
-        int64_t s = 0, e = 0;
-        if (k > 0) {
-            int64_t o = dh->slash[k - 1];
-            s = OC_MAX(b - o, lo);
-            e = OC_MIN(b + OC_DYN_BLOCK - o, hi);
-            if (s >= e) continue;
-            if (cs < ce && s <= ce) {   /* overlaps or touches the current run */
-                ce = OC_MAX(ce, e);
-                continue;
-            }
-        }
-        if (cs < ce) {   /* close the current run: columns before it, then the run itself */
-            for (; vi < nv && dh->vertical[vi] < cs; vi++) emit_keys(r, dh->vertical[vi], dh->vertical[vi] + 1, all, 0);
-            for (; vi < nv && dh->vertical[vi] < ce; vi++) {}
-            emit_keys(r, cs, ce, all, 0);
-        }
-        cs = s;
-        ce = e;
+    int64_t p0 = (int64_t)r->x->a->q_offset + r->i0;
+    int32_t nb = 0, vi = 0;
+    vs_iter it[VS_MAX_BLOCKS];
+    for (int64_t b = p0 - p0 % OC_DYN_BLOCK; b < p0 + r->len; b += OC_DYN_BLOCK, nb++) {
+        it[nb].b = b;
+        it[nb].k = dh->n_slash;
+        vs_next(dh, &it[nb], lo, hi);
     }
-    for (; vi < nv && dh->vertical[vi] < hi; vi++) emit_keys(r, dh->vertical[vi], dh->vertical[vi] + 1, all, 0);
+    while (vi < dh->n_vertical && dh->vertical[vi] < lo) vi++;
+    for (int64_t x = lo; x < hi;) {
+        uint32_t blocks = 0;
+        int64_t next = hi;
+        for (int32_t k = 0; k < nb; k++) {
+            if (it[k].s <= x) blocks |= 1u << k;
+            next = OC_MIN(next, it[k].s > x ? it[k].s : it[k].e);
+        }
+        /* one block (stacked heads run one block at a time): its bit means every row block */
+        if (blocks == (1u << nb) - 1) blocks = r->all_blocks;
+        emit_vs_segment(r, x, next, blocks, &vi, all);
+        x = next;
+        for (int32_t k = 0; k < nb; k++)
+            if (it[k].e <= x) vs_next(dh, &it[k], lo, hi);
+    }
+    r->cur_blocks = r->all_blocks;
 }
 
 /* Grid keys of the run's residue class within [lo, hi) (dyn.h): every key on a horizontal line's
@@ -404,6 +483,7 @@ static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, c
     r.len = len;
     r.step = step;
     r.rows = n_heads * r.len;
+    r.all_blocks = r.cur_blocks = ~0u;
     r.kbase = x->k + g * a->k_stride_head * x->elem_bytes;
     r.vbase = x->v + g * a->v_stride_head * x->elem_bytes;
 
@@ -556,7 +636,7 @@ static void do_q_boundary_head(const run_ctx *x, work *w, int32_t g, int32_t h, 
     w->heads[0] = h;
     for (int32_t i = i0; i < i1;) {
         oc_mask_class cls;
-        int32_t end = oc_mask_classify(a, pat, i, OC_MIN(i1, i + x->g.rows_max), &cls);
+        int32_t end = oc_mask_classify(a, pat, i, OC_MIN(i1, i + OC_MIN(x->g.rows_max, VS_MAX_BLOCKS * OC_DYN_BLOCK)), &cls);
         int m = cls.image >= 0 ? OC_MODALITY_VISION : OC_MODALITY_TEXT;
         oc_head_pattern sub = oc_pattern_modal(pat, m);
         const oc_dyn_head *dh = NULL;
@@ -597,6 +677,8 @@ static void do_group(const run_ctx *x, work *w, int32_t g, int32_t i0, int32_t i
             continue;
         }
         int32_t piece = OC_MAX(1, x->g.rows_max / n_heads);
+        if (pat->kind == OC_PATTERN_VERTICAL_SLASH)   /* runs of several query blocks: one head alone */
+            piece = n_heads > 1 ? OC_DYN_BLOCK : OC_MIN(piece, VS_MAX_BLOCKS * OC_DYN_BLOCK);
         for (int32_t i = i0; i < i1;) {
             oc_mask_class cls;
             int32_t end = oc_mask_classify(a, pat, i, OC_MIN(i1, i + piece), &cls);

@@ -111,11 +111,14 @@ int32_t oc_mask_classify(const oc_attn_call *a, const oc_head_pattern *pat, int3
     cls->c1 = a->n_kv;
     cls->image = -1;
     cls->sinks = cls->intra = 0;
-    if (pat && pat->kind == OC_PATTERN_VERTICAL_SLASH)   /* the rows of one block share its diagonal runs */
-        end = OC_MIN(end, (p / OC_DYN_BLOCK + 1) * OC_DYN_BLOCK);
+    int vs = pat && pat->kind == OC_PATTERN_VERTICAL_SLASH;
     if (pat && pat->kind == OC_PATTERN_Q_BOUNDARY) {   /* runs of one modality (dyn.h) */
         int m = a->layout && p < oc_layout_n_tokens(a->layout) && oc_layout_image_at(a->layout, (int32_t)p) >= 0;
-        if (pat->modal[m].kind == OC_PATTERN_VERTICAL_SLASH) end = OC_MIN(end, (p / OC_DYN_BLOCK + 1) * OC_DYN_BLOCK);
+        vs = pat->modal[m].kind == OC_PATTERN_VERTICAL_SLASH;
+    }
+    if (vs) {   /* whole query blocks (their rows share the diagonal runs), the first up to a block edge */
+        if (p % OC_DYN_BLOCK) end = OC_MIN(end, (p / OC_DYN_BLOCK + 1) * OC_DYN_BLOCK);
+        else if (end - p > OC_DYN_BLOCK) end = p + (end - p) / OC_DYN_BLOCK * OC_DYN_BLOCK;
     }
     if (a->mask == OC_ATTN_SEGMENTS) {
         int32_t s = segment_find(a->segments, a->n_segments, (int32_t)p);
