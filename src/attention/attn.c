@@ -188,10 +188,54 @@ typedef struct run {
      * diagonal runs differ per block; full: every row of those blocks keeps them (window). */
     struct slot { uint32_t blocks; int full; int32_t n; } slot[N_SLOTS];
     uint32_t all_blocks, cur_blocks;      /* cur_blocks: the class of the keys being emitted */
+    /* BOUNDARY_2D (dyn.h): keys are ranks within the key modality, loaded through key_map (NULL:
+     * keys are positions); a row's coordinate is its rank, q_offset + i - row_shift; the base mask
+     * in ranks: key rank <= the row's own rank (causal_own, same modality) or <= causal_const (the
+     * last key of the other modality before the run); grid_exact: a Grid pair, its lines tested
+     * per element (the run's rows are consecutive, not one residue class). */
+    const int32_t *key_map;
+    int64_t row_shift, causal_const;
+    int causal_own, grid_exact;
     uint64_t kept, executed;
 } run;
 
 static int32_t run_row(const run *r, int32_t row) { return r->i0 + (row % r->len) * r->step; }
+
+/* Row i's window in the run's key coordinates (mask.h oc_mask_row_window; for a 2D run the pair's
+ * pattern in ranks, cut by the base mask in ranks). */
+static oc_mask_window run_window(const run *r, int32_t i) {
+    const oc_attn_call *a = r->x->a;
+    int64_t p = (int64_t)a->q_offset + i;
+    if (!r->key_map) return oc_mask_row_window(a, r->pat, p);
+    int64_t rq = p - r->row_shift;
+    int ashape = r->pat->kind == OC_PATTERN_A_SHAPE;
+    oc_mask_window w;
+    w.hi = ashape ? rq : INT64_MAX / 4;
+    w.lo = ashape ? rq - r->pat->n_local + 1 : 0;
+    w.sk = ashape ? r->pat->n_sink : 0;
+    if (a->mask == OC_ATTN_CAUSAL) {
+        int64_t c = r->causal_own ? rq : r->causal_const;
+        w.hi = OC_MIN(w.hi, c);
+        w.sk = OC_MIN(w.sk, c + 1);
+    }
+    return w;
+}
+
+/* The union and intersection of the windows of rows first .. last (both bounds grow with the row:
+ * mask.h oc_mask_window_span). */
+static void run_window_span(const run *r, int32_t first, int32_t last, oc_mask_ivals *some, oc_mask_ivals *all) {
+    oc_mask_window wa = run_window(r, first), wb = run_window(r, last);
+    *some = oc_mask_ivals_of(0, wb.sk, wa.lo, wb.hi + 1);
+    *all = oc_mask_ivals_of(0, wa.sk, wb.lo, wa.hi + 1);
+}
+
+/* A 2D Grid pair keeps key coordinate j for row coordinate p (dyn.h GRID, in ranks). */
+static int grid_keeps(const run *r, int64_t p, int64_t j) {
+    int64_t s = r->dyn->stride, f = r->dyn->phase;
+    int lines = r->pat->grid_lines;
+    return ((lines & OC_GRID_HLINE) && ((p - f) % s + s) % s == 0) ||
+           ((lines & OC_GRID_VLINE) && ((j - f) % s + s) % s == 0) || ((lines & OC_GRID_SLASH) && ((p - j) % s + s) % s == 0);
+}
 
 /* The exact mask over a partial tile for stacked rows r0 .. r0+n_cols-1 (columns of the S^T block):
  * keys were drawn from the class's key set, so only each row's window (and an explicit mask)
@@ -201,14 +245,16 @@ static uint64_t mask_cols(const run *r, int32_t r0, int32_t n_cols, const int32_
     uint64_t n_kept = 0;
     for (int32_t k = 0; k < n_cols; k++) {
         int32_t row = r0 + k, i = run_row(r, row);
-        oc_mask_window win = oc_mask_row_window(a, r->pat, (int64_t)a->q_offset + i);
+        oc_mask_window win = run_window(r, i);
+        int64_t pc = (int64_t)a->q_offset + i - r->row_shift;   /* the row's coordinate */
         const uint8_t *em = NULL;
         if (a->mask == OC_ATTN_EXPLICIT)
             em = a->explicit_mask + (int64_t)r->w->heads[row / r->len] * a->explicit_stride_head +
                  (int64_t)i * a->explicit_stride_q;
         for (int32_t t = 0; t < nk; t++) {
             int64_t j = idx[t];
-            int keep = (j < win.sk || (j >= win.lo && j <= win.hi)) && (!em || em[j]);
+            int keep = (j < win.sk || (j >= win.lo && j <= win.hi)) && (!em || em[j]) &&
+                       (!r->grid_exact || grid_keeps(r, pc, j));
             if (keep) n_kept++;
             else s[(int64_t)t * ROW_BLOCK + k] = -INFINITY;
         }
@@ -230,9 +276,8 @@ static int block_class(const run *r, int32_t r0, int32_t rb, int32_t k_min, int3
         first = run_row(r, r0);
         last = run_row(r, r0 + rb - 1);
     }
-    const oc_attn_call *a = r->x->a;
     oc_mask_ivals some, all;
-    oc_mask_window_span(a, r->pat, (int64_t)a->q_offset + first, (int64_t)a->q_offset + last, &some, &all);
+    run_window_span(r, first, last, &some, &all);
     for (int k = 0; k < all.n; k++)
         if (all.lo[k] <= k_min && k_max < all.hi[k]) return BLOCK_KEEPS;
     for (int k = 0; k < some.n; k++)
@@ -251,8 +296,9 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial, ui
     int64_t ks = a->k_stride_token * x->elem_bytes, vs = a->v_stride_token * x->elem_bytes;
     int32_t k_min = INT32_MAX, k_max = -1;
     for (int32_t t = 0; t < nk; t++) {
-        w->kptr[t] = r->kbase + idx[t] * ks;
-        w->vptr[t] = r->vbase + idx[t] * vs;
+        int64_t j = r->key_map ? r->key_map[idx[t]] : idx[t];
+        w->kptr[t] = r->kbase + j * ks;
+        w->vptr[t] = r->vbase + j * vs;
         k_min = OC_MIN(k_min, idx[t]);
         k_max = OC_MAX(k_max, idx[t]);
     }
@@ -268,14 +314,14 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial, ui
         if (partial && a->mask != OC_ATTN_EXPLICIT) {
             int bc = block_class(r, r0, rb, k_min, k_max);
             if (bc == BLOCK_MISSES) continue;
-            exact = bc == BLOCK_PARTIAL;
+            exact = bc == BLOCK_PARTIAL || r->grid_exact;
             /* Keys after the last one the block's last row can keep are masked for every row of
              * the block: the block runs only the tile's keys up to the last such key (the tile is
              * in ascending order except a topped-up tail, so this cuts the causal band's empty
              * triangle: a Grid run's blocks span block_rows x stride positions). Dropping keys
              * whose probabilities are 0 changes no sum. */
             int32_t last = r0 / r->len == (r0 + rb - 1) / r->len ? run_row(r, r0 + rb - 1) : run_row(r, r->len - 1);
-            int64_t hi = oc_mask_row_window(a, r->pat, (int64_t)a->q_offset + last).hi;
+            int64_t hi = run_window(r, last).hi;
             while (exact && nb > 0 && idx[nb - 1] > hi) nb--;
         }
         kn->gemm(nb, cols, d, w->kt, d, 1, w->qt + (int64_t)r0 * d, w->s, ROW_BLOCK, 0);   /* S^T = K Q^T */
@@ -417,7 +463,7 @@ static void emit_vs_segment(run *r, int64_t s, int64_t e, uint32_t blocks, int32
  * 64-row block cannot amortize), plus the chosen columns, kept by every block. */
 static void emit_vertical_slash(run *r, int64_t lo, int64_t hi, const oc_mask_ivals *all) {
     const oc_dyn_head *dh = r->dyn;
-    int64_t p0 = (int64_t)r->x->a->q_offset + r->i0;
+    int64_t p0 = (int64_t)r->x->a->q_offset + r->i0 - r->row_shift;
     int32_t nb = 0, vi = 0;
     vs_iter it[VS_MAX_BLOCKS];
     for (int64_t b = p0 - p0 % OC_DYN_BLOCK; b < p0 + r->len; b += OC_DYN_BLOCK, nb++) {
@@ -448,7 +494,7 @@ static void emit_vertical_slash(run *r, int64_t lo, int64_t hi, const oc_mask_iv
 static void emit_grid(run *r, int64_t lo, int64_t hi, const oc_mask_ivals *all) {
     const oc_dyn_head *dh = r->dyn;
     int lines = r->pat->grid_lines;
-    int64_t s = dh->stride, p = (int64_t)r->x->a->q_offset + r->i0;
+    int64_t s = dh->stride, p = (int64_t)r->x->a->q_offset + r->i0 - r->row_shift;
     int64_t rq = ((p - dh->phase) % s + s) % s;   /* the rows' residue, relative to the phase */
     if ((lines & OC_GRID_HLINE) && rq == 0) {
         emit_keys(r, lo, hi, all, 0);
@@ -465,54 +511,56 @@ static void emit_grid(run *r, int64_t lo, int64_t hi, const oc_mask_ivals *all) 
     }
 }
 
-/* Rows i0, i0 + step, .., i0 + (len-1) step of one class (see struct run); dh: the head's dynamic
- * index when pat is VERTICAL_SLASH or GRID (then n_heads is 1). */
-static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, const oc_dyn_head *dh,
-                        int32_t n_heads, int32_t g, int32_t i0, int32_t len, int32_t step, const oc_mask_class *cls,
-                        int32_t kw0, int32_t kw1, int32_t chunk) {
+/* Start a run: rows i0, i0 + step, .., i0 + (len-1) step of one class (see struct run) for the
+ * stacked heads w->heads[0..n_heads) of kv head g: Q^T packed, the accumulators reset. */
+static void run_begin(run *r, const run_ctx *x, work *w, int32_t n_heads, int32_t g, int32_t i0, int32_t len,
+                      int32_t step) {
     const oc_attn_call *a = x->a;
-    int32_t d = a->head_dim, dpad = x->dpad;
-    run r;
-    memset(&r, 0, sizeof r);
-    r.x = x;
-    r.w = w;
-    r.pat = pat;
-    r.dyn = dh;
-    r.n_heads = n_heads;
-    r.i0 = i0;
-    r.len = len;
-    r.step = step;
-    r.rows = n_heads * r.len;
-    r.all_blocks = r.cur_blocks = ~0u;
-    r.kbase = x->k + g * a->k_stride_head * x->elem_bytes;
-    r.vbase = x->v + g * a->v_stride_head * x->elem_bytes;
-
+    memset(r, 0, sizeof *r);
+    r->x = x;
+    r->w = w;
+    r->n_heads = n_heads;
+    r->i0 = i0;
+    r->len = len;
+    r->step = step;
+    r->rows = n_heads * r->len;
+    r->all_blocks = r->cur_blocks = ~0u;
+    r->kbase = x->k + g * a->k_stride_head * x->elem_bytes;
+    r->vbase = x->v + g * a->v_stride_head * x->elem_bytes;
     /* Q^T, scaled (attn_kernels.h pack_qt): column = stacked row */
-    int32_t cols = ALIGN_UP(r.rows, x->kern->vec);
-    for (int32_t row = 0; row < r.rows; row++)
-        w->qptr[row] = x->q + (int64_t)run_row(&r, row) * a->q_stride_token +
-                       (int64_t)w->heads[row / r.len] * a->q_stride_head;
-    x->kern->pack_qt(w->qt, w->qptr, r.rows, cols, d, x->qscale);
+    int32_t cols = ALIGN_UP(r->rows, x->kern->vec);
+    for (int32_t row = 0; row < r->rows; row++)
+        w->qptr[row] = x->q + (int64_t)run_row(r, row) * a->q_stride_token +
+                       (int64_t)w->heads[row / r->len] * a->q_stride_head;
+    x->kern->pack_qt(w->qt, w->qptr, r->rows, cols, a->head_dim, x->qscale);
     for (int32_t k = 0; k < cols; k++) {
         w->m[k] = -INFINITY;
         w->l[k] = 0.0f;
     }
-    memset(w->o, 0, (size_t)r.rows * (size_t)dpad * sizeof(float));
+    memset(w->o, 0, (size_t)r->rows * (size_t)x->dpad * sizeof(float));
+}
 
+/* The run's keys of pattern pat (dh: its dynamic index when pat is VERTICAL_SLASH or GRID), of the
+ * class's key set cls within [kw0, kw1), through the tiles into the accumulators. */
+static void run_keys(run *r, const oc_head_pattern *pat, const oc_dyn_head *dh, const oc_mask_class *cls, int32_t kw0,
+                     int32_t kw1) {
+    const oc_attn_call *a = r->x->a;
+    r->pat = pat;
+    r->dyn = dh;
     /* Window union (some row keeps) and intersection (every row keeps) from the first and last
      * rows: both window bounds grow with the position. */
     oc_mask_ivals some, all;
-    oc_mask_window_span(a, pat, (int64_t)a->q_offset + i0, (int64_t)a->q_offset + run_row(&r, len - 1), &some, &all);
+    run_window_span(r, r->i0, run_row(r, r->len - 1), &some, &all);
     int64_t lo = OC_MAX(kw0, cls->c0), hi = OC_MIN(kw1, cls->c1);
     if (some.n) {
         lo = OC_MAX(lo, some.lo[0]);
         hi = OC_MIN(hi, some.hi[some.n - 1]);
     }
-    if (some.n && lo < hi && dh) {
+    if (some.n && lo < hi && dh && !r->grid_exact) {
         /* dynamic patterns have one window interval (no A-shape sinks), so [lo, hi) is all of it */
-        if (pat->kind == OC_PATTERN_VERTICAL_SLASH) emit_vertical_slash(&r, lo, hi, &all);
-        else emit_grid(&r, lo, hi, &all);
-        flush_keys(&r);
+        if (pat->kind == OC_PATTERN_VERTICAL_SLASH) emit_vertical_slash(r, lo, hi, &all);
+        else emit_grid(r, lo, hi, &all);
+        flush_keys(r);
     } else if (some.n && lo < hi) {
         oc_mask_keys it;
         oc_mask_keys_init(&it, a, cls, (int32_t)lo, (int32_t)hi);
@@ -520,14 +568,21 @@ static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, c
         while (oc_mask_keys_next(&it, &ca, &cb)) {
             for (int k = 0; k < some.n; k++) {
                 int64_t s = OC_MAX((int64_t)ca, some.lo[k]), e = OC_MIN((int64_t)cb, some.hi[k]);
-                if (s < e) emit_keys(&r, s, e, &all, a->mask == OC_ATTN_EXPLICIT);
+                if (s < e) emit_keys(r, s, e, &all, a->mask == OC_ATTN_EXPLICIT || r->grid_exact);
             }
         }
-        flush_keys(&r);
+        flush_keys(r);
     }
+}
 
-    for (int32_t row = 0; row < r.rows; row++) {
-        int32_t h = w->heads[row / r.len], i = run_row(&r, row);
+/* End a run: outputs normalized (or, for a key chunk of flash-decoding, its partial state). */
+static void run_end(run *r, int32_t chunk) {
+    const run_ctx *x = r->x;
+    const oc_attn_call *a = x->a;
+    work *w = r->w;
+    int32_t d = a->head_dim, dpad = x->dpad;
+    for (int32_t row = 0; row < r->rows; row++) {
+        int32_t h = w->heads[row / r->len], i = run_row(r, row);
         const float *o = w->o + (int64_t)row * dpad;
         if (chunk < 0) {
             float *dst = x->out + (int64_t)i * a->out_stride_token + (int64_t)h * a->out_stride_head;
@@ -543,8 +598,19 @@ static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, c
             memcpy(slot + 2, o, (size_t)d * sizeof(float));
         }
     }
-    w->count[0] += r.kept;
-    w->count[1] += r.executed;
+    w->count[0] += r->kept;
+    w->count[1] += r->executed;
+}
+
+/* Rows i0, i0 + step, .., i0 + (len-1) step of one class (see struct run); dh: the head's dynamic
+ * index when pat is VERTICAL_SLASH or GRID (then n_heads is 1). */
+static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, const oc_dyn_head *dh,
+                        int32_t n_heads, int32_t g, int32_t i0, int32_t len, int32_t step, const oc_mask_class *cls,
+                        int32_t kw0, int32_t kw1, int32_t chunk) {
+    run r;
+    run_begin(&r, x, w, n_heads, g, i0, len, step);
+    run_keys(&r, pat, dh, cls, kw0, kw1);
+    run_end(&r, chunk);
 }
 
 /* ---- tasks ------------------------------------------------------------------------------------------ */
