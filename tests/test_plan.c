@@ -468,7 +468,7 @@ static void test_bad_plans(void) {
           "plan:3: 2d-boundary needs its patterns: 2d-boundary(text-text=P,text-vision=P,vision-text=P,vision-vision=P), "
           "P dense, a-shape(..), vertical-slash(..) or grid(..)" },
         { HDR3 "decoder default 2d-boundary(text-text=dense,text-vision=dense,vision-text=dense)\n", 0,
-          "plan:3: bad 2d-boundary '2d-boundary(text-text=dense,text-vision=dense,vision-text=dense)' (expected "
+          "plan:3: bad 2d-boundary '2d-boundary(text-text=dense,text-visi...' (expected "
           "2d-boundary(text-text=P,text-vision=P,vision-text=P,vision-vision=P), P dense, a-shape(..), "
           "vertical-slash(..) or grid(..))" },
         { HDR3 "decoder default 2d-boundary(text-text=dense,vision-text=dense,text-vision=dense,vision-vision=dense)\n", 0,
