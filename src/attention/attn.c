@@ -633,7 +633,7 @@ static const oc_head_pattern *pattern_of(const oc_attn_call *a, int32_t h) {
 static int same_group(const oc_attn_call *a, int32_t h, int32_t e) {
     const oc_head_pattern *p = pattern_of(a, h), *q = pattern_of(a, e);
     if (!oc_pattern_same(p, q)) return 0;
-    if (p->kind == OC_PATTERN_Q_BOUNDARY) return h == e;   /* walked modality run by modality run, alone */
+    if (oc_pattern_is_boundary(p->kind)) return h == e;   /* walked modality run by modality run, alone */
     if (!oc_pattern_is_dynamic(p->kind)) return 1;
     const oc_dyn_head *x = &a->dyn->heads[h], *y = &a->dyn->heads[e];
     if (p->kind == OC_PATTERN_GRID) return x->stride == y->stride && x->phase == y->phase;
@@ -720,6 +720,51 @@ static void do_q_boundary_head(const run_ctx *x, work *w, int32_t g, int32_t h, 
     }
 }
 
+/* A BOUNDARY_2D head h over rows [i0, i1) (dyn.h; Alg. 3): runs of one query modality mq (cut at
+ * image edges, and into whole blocks of 64 query ranks when a pair of mq is Vertical-Slash), each
+ * run against the keys of each key modality mk in turn, in rank coordinates, with the pattern and
+ * index of pair (mq, mk): the keys gathered through the modality permutation while the tiles are
+ * converted, one softmax over both. */
+static void do_boundary_2d_head(const run_ctx *x, work *w, int32_t g, int32_t h, int32_t i0, int32_t i1) {
+    const oc_attn_call *a = x->a;
+    const oc_head_pattern *pat = &a->patterns[h];
+    const oc_attn_dyn *dyn = a->dyn;
+    w->heads[0] = h;
+    for (int32_t i = i0; i < i1;) {
+        oc_mask_class cls;
+        int32_t end = oc_mask_classify(a, pat, i, OC_MIN(i1, i + OC_MIN(x->g.rows_max, VS_MAX_BLOCKS * OC_DYN_BLOCK)), &cls);
+        int mq = cls.image >= 0 ? OC_MODALITY_VISION : OC_MODALITY_TEXT;
+        int64_t p = (int64_t)a->q_offset + i, rq = dyn->key_rank[p], shift = p - rq;
+        int vs = 0;
+        for (int mk = 0; mk < OC_N_MODALITIES; mk++) vs |= pat->pair[mq][mk].kind == OC_PATTERN_VERTICAL_SLASH;
+        if (vs && rq % OC_DYN_BLOCK) end = (int32_t)OC_MIN(end, i + OC_DYN_BLOCK - rq % OC_DYN_BLOCK);
+        else if (vs && end - i > OC_DYN_BLOCK) end = i + (end - i) / OC_DYN_BLOCK * OC_DYN_BLOCK;
+        run r;
+        run_begin(&r, x, w, 1, g, i, end - i, 1);
+        for (int mk = 0; mk < OC_N_MODALITIES; mk++) {
+            int32_t n_mk = dyn->key_start[mk + 1] - dyn->key_start[mk];
+            oc_head_pattern sub = oc_pattern_pair(pat, mq, mk);
+            const oc_dyn_head *dh = NULL;
+            if (oc_pattern_is_dynamic(sub.kind)) {
+                dh = &dyn->pairs[(h * OC_N_MODALITIES + mq) * OC_N_MODALITIES + mk];
+                if (dh->dense) {
+                    sub = dense_pattern;
+                    dh = NULL;
+                }
+            }
+            oc_mask_class keys = { 0, n_mk, -1, 0, 0 };
+            r.key_map = dyn->key_perm + dyn->key_start[mk];
+            r.row_shift = shift;
+            r.causal_own = mk == mq;
+            r.causal_const = shift - 1;   /* keys of the other modality before the run: p - rq of them */
+            r.grid_exact = sub.kind == OC_PATTERN_GRID;
+            run_keys(&r, &sub, dh, &keys, 0, n_mk);
+        }
+        run_end(&r, -1);
+        i = end;
+    }
+}
+
 /* Query rows [i0, i1) and keys [kw0, kw1) for every query head of kv head g. */
 static void do_group(const run_ctx *x, work *w, int32_t g, int32_t i0, int32_t i1, int32_t kw0, int32_t kw1,
                      int32_t chunk) {
@@ -730,6 +775,10 @@ static void do_group(const run_ctx *x, work *w, int32_t g, int32_t i0, int32_t i
         const oc_dyn_head *dh = oc_pattern_is_dynamic(pat->kind) ? &a->dyn->heads[h_first + lead] : NULL;
         if (pat->kind == OC_PATTERN_Q_BOUNDARY) {   /* prefill only: no key chunks */
             do_q_boundary_head(x, w, g, h_first + lead, i0, i1);
+            continue;
+        }
+        if (pat->kind == OC_PATTERN_BOUNDARY_2D) {
+            do_boundary_2d_head(x, w, g, h_first + lead, i0, i1);
             continue;
         }
         int seen = 0;
@@ -898,7 +947,8 @@ oc_pattern_exec oc_attn_pattern_exec(oc_pattern_kind k) {
     case OC_PATTERN_A_SHAPE: return OC_EXEC_SPARSE;
     case OC_PATTERN_VERTICAL_SLASH:
     case OC_PATTERN_GRID:
-    case OC_PATTERN_Q_BOUNDARY: return OC_EXEC_PREFILL;
+    case OC_PATTERN_Q_BOUNDARY:
+    case OC_PATTERN_BOUNDARY_2D: return OC_EXEC_PREFILL;
     default: return OC_EXEC_DENSE;
     }
 }
