@@ -240,12 +240,18 @@ static int grid_keeps(const run *r, int64_t p, int64_t j) {
 /* The exact mask over a partial tile for stacked rows r0 .. r0+n_cols-1 (columns of the S^T block):
  * keys were drawn from the class's key set, so only each row's window (and an explicit mask)
  * remains to check. Returns the kept count. */
-static uint64_t mask_cols(const run *r, int32_t r0, int32_t n_cols, const int32_t *idx, int32_t nk, float *s) {
+static uint64_t mask_cols(const run *r, int32_t r0, int32_t n_cols, const int32_t *idx, int32_t nk, float *s,
+                          int32_t k_min, int32_t k_max) {
     const oc_attn_call *a = r->x->a;
     uint64_t n_kept = 0;
+    int per_key = a->mask == OC_ATTN_EXPLICIT || r->grid_exact;
     for (int32_t k = 0; k < n_cols; k++) {
         int32_t row = r0 + k, i = run_row(r, row);
         oc_mask_window win = run_window(r, i);
+        if (!per_key && ((win.lo <= k_min && k_max <= win.hi) || k_max < win.sk)) {   /* the row keeps them all */
+            n_kept += (uint64_t)nk;
+            continue;
+        }
         int64_t pc = (int64_t)a->q_offset + i - r->row_shift;   /* the row's coordinate */
         const uint8_t *em = NULL;
         if (a->mask == OC_ATTN_EXPLICIT)
@@ -285,6 +291,23 @@ static int block_class(const run *r, int32_t r0, int32_t rb, int32_t k_min, int3
     return BLOCK_MISSES;
 }
 
+/* O += P V for the stacked rows r0 .. r0 + n_rows - 1 (block column c0 of S^T on) over the first nb
+ * keys of a tile of nk. */
+static void pv_rows(run *r, int32_t r0, int32_t c0, int32_t n_rows, int32_t nb, int32_t nk) {
+    const oc_attn_kernels *kn = r->x->kern;
+    work *w = r->w;
+    int32_t dpad = r->x->dpad;
+    if (nb == nk) {
+        kn->gemm(n_rows, dpad, nk, w->s + c0, 1, ROW_BLOCK, w->v, w->o + (int64_t)r0 * dpad, dpad, 1);
+    } else if (nb > 0) {   /* V's panels hold nk rows each (attn_kernels.h): the first nb of each panel */
+        for (int32_t p0 = 0; p0 < dpad; p0 += kn->panel) {
+            int32_t n = OC_MIN(kn->panel, dpad - p0);
+            kn->gemm(n_rows, n, nb, w->s + c0, 1, ROW_BLOCK, w->v + (int64_t)p0 * nk, w->o + (int64_t)r0 * dpad + p0,
+                     dpad, 1);
+        }
+    }
+}
+
 /* One key tile for all stacked rows: S^T = K Q^T per block of ROW_BLOCK rows, mask (partial tiles
  * only), online softmax down the columns, rescale the rows whose max grew, O += P V. */
 static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial, uint32_t blocks) {
@@ -305,7 +328,8 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial, ui
     kn->convert_rows(w->kt, w->kptr, nk, d, a->kv_dtype);
     kn->pack_v(w->v, w->vptr, nk, d, dpad, a->kv_dtype);
     /* A Grid run's rows lie stride apart, so a block's causal band spans block x stride positions:
-     * blocks of half the rows halve the masked lanes there. */
+     * blocks of half the rows halve the masked lanes there. (Not a quarter: a block must start on
+     * a packed panel of Q^T, 32 columns with AVX-512; attn_kernels.h.) */
     int32_t block_rows = r->step > 1 ? ROW_BLOCK / 2 : ROW_BLOCK;
     for (int32_t r0 = 0; r0 < r->rows; r0 += block_rows) {
         int32_t rb = OC_MIN(block_rows, r->rows - r0), cols = ALIGN_UP(rb, kn->vec), nb = nk;
@@ -321,24 +345,18 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial, ui
              * triangle: a Grid run's blocks span block_rows x stride positions). Dropping keys
              * whose probabilities are 0 changes no sum. */
             int32_t last = r0 / r->len == (r0 + rb - 1) / r->len ? run_row(r, r0 + rb - 1) : run_row(r, r->len - 1);
-            int64_t hi = run_window(r, last).hi;
+            oc_mask_window lw = run_window(r, last);
+            int64_t hi = OC_MAX(lw.hi, lw.sk - 1);
             while (exact && nb > 0 && idx[nb - 1] > hi) nb--;
         }
         kn->gemm(nb, cols, d, w->kt, d, 1, w->qt + (int64_t)r0 * d, w->s, ROW_BLOCK, 0);   /* S^T = K Q^T */
-        r->kept += exact ? mask_cols(r, r0, rb, idx, nb, w->s) : (uint64_t)nb * (uint64_t)rb;
+        r->kept += exact ? mask_cols(r, r0, rb, idx, nb, w->s, k_min, k_max) : (uint64_t)nb * (uint64_t)rb;
         kn->softmax_cols(w->s, ROW_BLOCK, nb, cols, w->m + r0, w->l + r0, w->alpha);
         for (int32_t k = 0; k < rb; k++) {
             float *o = w->o + (int64_t)(r0 + k) * dpad;
             if (w->alpha[k] != 1.0f) kn->scale(o, o, dpad, w->alpha[k]);
         }
-        if (nb == nk) {
-            kn->gemm(rb, dpad, nk, w->s, 1, ROW_BLOCK, w->v, w->o + (int64_t)r0 * dpad, dpad, 1);   /* O += P V */
-        } else {   /* V's panels hold nk rows each (attn_kernels.h): the first nb of each panel */
-            for (int32_t c0 = 0; c0 < dpad; c0 += kn->panel) {
-                int32_t n = OC_MIN(kn->panel, dpad - c0);
-                kn->gemm(rb, n, nb, w->s, 1, ROW_BLOCK, w->v + (int64_t)c0 * nk, w->o + (int64_t)r0 * dpad + c0, dpad, 1);
-            }
-        }
+        pv_rows(r, r0, 0, rb, nb, nk);   /* O += P V */
         r->executed += (uint64_t)rb * (uint64_t)nb;
     }
 }
