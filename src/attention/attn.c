@@ -19,7 +19,8 @@
  *     so the keys every row keeps (full) and the keys some row keeps (partial) follow from the
  *     windows of the run's first and last rows, without looking at single elements: the O(1)
  *     tile classification. Keys outside both are skipped and never loaded.
- *  4. Kept keys are gathered into tiles of TILE_K keys, full and partial ones apart; only partial
+ *  4. Kept keys are gathered into tiles of TILE_K keys, full and partial ones apart (and, in a
+ *     Vertical-Slash run of several query blocks, by the set of blocks that keep them); only partial
  *     tiles evaluate the exact per-element mask. Gathering while converting K/V into scratch is
  *     free, so this plays the role of BlindSight's key permutation (App. L.3.3: text and sink keys
  *     packed first so sink tiles are dense) without a permuted copy of the cache: an image query
