@@ -61,6 +61,7 @@ struct oc_cl_attn {
     double *est_grid;                /* [2 max_n_kv] */
     oc_attn_dyn dyn;
     oc_cl_buf *dyn_buf, *hruns_buf, *est_heads_buf, *est_part_buf, *est_scores_buf;
+    oc_cl_buf *shared_buf;           /* [lim.max_shared_keys] a call's k_shared flags, or NULL */
     /* the prepared call */
     int prepared, causal, stacked;
     oc_attn_mask_kind mask;
@@ -117,6 +118,7 @@ size_t oc_cl_attn_host_bytes(const oc_cl_attn_limits *lim) {
     oc_add_block(&total, counts_bytes(&at));
     oc_add_block(&total, segs_bytes(&at));
     oc_add_block(&total, pat_bytes(&at));
+    if (lim->max_shared_keys > 0) total += oc_cl_buf_host_bytes();   /* the k_shared flags */
     if (has_dyn(&at)) {   /* the dynamic heads' host block and its 5 device buffers */
         total += 5 * oc_cl_buf_host_bytes();
         oc_add_block(&total, dyn_bytes(&at));
@@ -161,6 +163,7 @@ void oc_cl_attn_close(oc_cl_attn *at) {
     oc_cl_buf_free(at->est_heads_buf);
     oc_cl_buf_free(at->est_part_buf);
     oc_cl_buf_free(at->est_scores_buf);
+    oc_cl_buf_free(at->shared_buf);
     oc_mem_free(alloc, at->est_grid, dyn_bytes(at));
     oc_mem_free(alloc, at->pat_host, pat_bytes(at));
     oc_mem_free(alloc, at->runs, runs_bytes(at));
@@ -214,6 +217,8 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, partials, &at->partials_buf, err);
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, counts_bytes(at), &at->counts_buf, err);
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, pat_bytes(at), &at->pat_buf, err);
+    if (st == OC_OK && lim->max_shared_keys > 0)
+        st = oc_cl_buf_alloc(dev, (size_t)lim->max_shared_keys, &at->shared_buf, err);
     if (st == OC_OK && has_dyn(at)) {
         unsigned char *block = oc_mem_alloc(dev->alloc, dyn_bytes(at));
         if (!block) st = oc_fail(err, OC_ERR_NOMEM, "opencl attn: out of memory for the dynamic heads' index");
@@ -629,6 +634,7 @@ static oc_status launch_attn(oc_cl_attn *at, const oc_attn_call *call, const oc_
     oc_cl_arg a[] = {
         OC_CL_BUF(io->q), OC_CL_I32(call->q_off), OC_CL_I32(call->q_stride_token), OC_CL_I32(call->q_stride_head),
         OC_CL_BUF(io->k), OC_CL_I32(call->k_off), OC_CL_I32(call->k_stride_token), OC_CL_I32(call->k_stride_head),
+        OC_CL_BUF(call->k_shared ? at->shared_buf : NULL), OC_CL_I32(call->k_shared_off), OC_CL_I32(call->k_shared != NULL),
         OC_CL_BUF(io->v), OC_CL_I32(call->v_off), OC_CL_I32(call->v_stride_token), OC_CL_I32(call->v_stride_head),
         OC_CL_I32(call->kv_dtype == OC_DTYPE_F16),
         OC_CL_BUF(io->out), OC_CL_I32(call->out_off), OC_CL_I32(call->out_stride_token), OC_CL_I32(call->out_stride_head),
@@ -662,7 +668,9 @@ oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_a
     if (!tensor_fits(io->q, call->q_off, call->q_stride_token, call->q_stride_head, at->n_q, L->n_head, d, 4) ||
         !tensor_fits(io->out, call->out_off, call->out_stride_token, call->out_stride_head, at->n_q, L->n_head, d, 4) ||
         !tensor_fits(io->k, call->k_off, call->k_stride_token, call->k_stride_head, at->n_kv, L->n_head_kv, d, kv_bytes) ||
-        !tensor_fits(io->v, call->v_off, call->v_stride_token, call->v_stride_head, at->n_kv, L->n_head_kv, d, kv_bytes))
+        !tensor_fits(io->v, call->v_off, call->v_stride_token, call->v_stride_head, at->n_kv, L->n_head_kv, d, kv_bytes) ||
+        (call->k_shared && !tensor_fits(io->k, call->k_shared_off, call->k_stride_token, call->k_stride_head, at->n_kv,
+                                        L->n_head_kv, d, kv_bytes)))
         return oc_fail(err, OC_ERR_RANGE, "opencl attn: q, k, v or out (with its offset and strides) does not fit its "
                        "buffer");
     if (io->patterns && (io->patterns_head < 0 || io->patterns_head > INT32_MAX / OC_CL_PATTERN_INTS ||
@@ -682,6 +690,14 @@ oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_a
         }
     }
     int dyn_on = call_dynamic(call);
+    if (call->k_shared) {   /* Q-Cache VLA: the call's flags, read by the kernel's key loads */
+        if (dyn_on || at->n_kv > at->lim.max_shared_keys)
+            return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl attn: shared keys (Q-Cache VLA) for %d keys%s: opened for "
+                           "%d, without dynamic heads", at->n_kv, dyn_on ? " with dynamic heads" : "",
+                           at->lim.max_shared_keys);
+        if (at->n_kv > 0 && (st = oc_cl_upload(at->dev, at->shared_buf, 0, call->k_shared, (size_t)at->n_kv, err)))
+            return st;
+    }
     if (dyn_on) {   /* VERTICAL_SLASH / GRID heads: their index, then a launch of their own */
         if ((st = oc_mask_check_dyn(call, OC_MASK_INDEX_PLAIN, "opencl attn", err)) != OC_OK || (st = dyn_room(at, call, err)) != OC_OK ||
             (st = dyn_tables(at, call, err)) != OC_OK)

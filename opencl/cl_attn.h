@@ -27,6 +27,8 @@ typedef struct oc_cl_attn_limits {
     int32_t max_segments;        /* segments of an OC_ATTN_SEGMENTS call */
     int32_t max_n_kv;            /* keys per call for VERTICAL_SLASH / GRID heads in prefill (their
                                     index and estimate are sized by it); 0: such calls are refused */
+    int32_t max_shared_keys;     /* keys per call with Q-Cache VLA's k_shared flags (attn_call.h);
+                                    0: such calls are refused */
 } oc_cl_attn_limits;
 
 /* [alloc: yes, host arrays and device buffers sized by lim] [errors: OC_ERR_INVALID,

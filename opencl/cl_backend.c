@@ -294,6 +294,7 @@ static oc_status cl_attention(oc_backend *be, const oc_attn_call *a, const oc_at
     if ((st = span(t->q, a->q_off, q_n, sizeof(float), "attention q", err)) ||
         (st = span(t->out, a->out_off, o_n, sizeof(float), "attention out", err)) ||
         (st = span(t->k, a->k_off, k_n, kv_bytes, "attention k", err)) ||
+        (a->k_shared && (st = span(t->k, a->k_shared_off, k_n, kv_bytes, "attention shared k", err))) ||
         (st = span(t->v, a->v_off, v_n, kv_bytes, "attention v", err)))
         return st;
     if (a->mask == OC_ATTN_EXPLICIT)
@@ -406,7 +407,7 @@ static const oc_backend_ops cl_ops = {
 
 static oc_cl_attn_limits attn_limits(const oc_backend_limits *lim) {
     oc_cl_attn_limits al = { lim->attn.max_n_q, lim->attn.n_head, lim->attn.n_head_kv, lim->attn.head_dim,
-                             lim->max_images, lim->max_segments, lim->attn.max_n_kv };
+                             lim->max_images, lim->max_segments, lim->attn.max_n_kv, lim->max_shared_keys };
     return al;
 }
 

@@ -253,8 +253,10 @@ inline int oc_image_of(const __global int *img, int n_img, int j) {
  * Element e = lid + WG n; its (row, column) is stepped, not divided, from the item's first. */
 #define NLD ((BK * (DMAX / 4) + WG - 1) / WG)
 #define LB (NLD < 8 ? NLD : 8)
+/* sel (Q-Cache VLA's k_shared flags, attn_call.h; NULL: none): key j with sel[j] != 0 loads from
+ * off_sel instead of off. */
 inline void oc_load_tile(__local float4 *dst, const __local int *kidx, const __global uchar *src, int f16, int off,
-                         int st, int col0, int d, int C4, int LS4, int lid) {
+                         const __global uchar *sel, int off_sel, int st, int col0, int d, int C4, int LS4, int lid) {
     const int dt = WG / C4, dc = WG - dt * C4;
     int t = lid / C4, c = lid - t * C4;
     for (int n0 = 0; n0 < NLD && t < BK; n0 += LB) {
@@ -263,7 +265,8 @@ inline void oc_load_tile(__local float4 *dst, const __local int *kidx, const __g
         #pragma unroll
         for (int n = 0; n < LB; n++) {
             int j = t < BK ? kidx[t] : -1;
-            val[n] = j < 0 ? (float4)(0.0f) : oc_load4(src, f16, (size_t)off + (size_t)j * st + (size_t)col0 + 4 * c, d - 4 * c);
+            int o = j >= 0 && sel && sel[j] ? off_sel : off;
+            val[n] = j < 0 ? (float4)(0.0f) : oc_load4(src, f16, (size_t)o + (size_t)j * st + (size_t)col0 + 4 * c, d - 4 * c);
             t += dt;
             c += dc;
             if (c >= C4) { c -= C4; t++; }
@@ -281,6 +284,7 @@ inline void oc_load_tile(__local float4 *dst, const __local int *kidx, const __g
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
              const __global uchar *k, int k_off, int k_st, int k_sh,
+             const __global uchar *k_sel, int k_sel_off, int has_k_sel,
              const __global uchar *v, int v_off, int v_st, int v_sh, int kv_f16,
              __global float *out, int o_off, int o_st, int o_sh, __global float *partials,
              const __global int *runs, int n_runs, const __global int *img, int n_img,
@@ -419,7 +423,7 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
         int full = !stacked && all.n > 0 &&
                    ((kidx[0] >= all.lo0 && kidx[n_valid - 1] < all.hi0) ||
                     (all.n == 2 && kidx[0] >= all.lo1 && kidx[n_valid - 1] < all.hi1));
-        oc_load_tile(kvs4, kidx, k, kv_f16, k_off, k_st, g * k_sh, d, C4, LS4, lid);
+        oc_load_tile(kvs4, kidx, k, kv_f16, k_off, has_k_sel ? k_sel : 0, k_sel_off, k_st, g * k_sh, d, C4, LS4, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
         /* S = Q K^T for this item's RPT x KPT block */
         float s[RPT][KPT];
@@ -462,7 +466,7 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
         if (lid == 0) executed += (uint)rows * (uint)n_valid;
         barrier(CLK_LOCAL_MEM_FENCE);   /* S is done with kvs; the maxima are in red */
         /* V tile into the same local memory */
-        oc_load_tile(kvs4, kidx, v, kv_f16, v_off, v_st, g * v_sh, d, C4, LS4, lid);
+        oc_load_tile(kvs4, kidx, v, kv_f16, v_off, 0, 0, v_st, g * v_sh, d, C4, LS4, lid);
         /* online softmax: new maxima, P into local memory, rescale the running sums */
         for (int a = 0; a < RPT; a++) {
             int r = rg + RG * a;

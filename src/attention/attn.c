@@ -129,6 +129,7 @@ typedef struct run_ctx {
     const oc_attn_call *a;
     const float *q;             /* the tensors, at the call's offsets */
     const unsigned char *k, *v;
+    const unsigned char *k_shared;   /* attn_call.h k_shared_off, or NULL */
     float *out;
     const oc_attn_kernels *kern;
     geom g;
@@ -183,6 +184,7 @@ typedef struct run {
     const oc_dyn_head *dyn;               /* the head's index (dynamic patterns) */
     int32_t n_heads, i0, len, rows, step;
     const unsigned char *kbase, *vbase;   /* kv head g's rows */
+    const unsigned char *kbase_shared;    /* k_shared's rows of kv head g (attn_call.h), or NULL */
     /* Tile builders: keys wait in the slot of their class, (blocks, full), and run as a tile when
      * TILE_K of them wait. blocks is the set of the run's 64-row blocks that keep the keys: all of
      * them (1 bit per block) except for a Vertical-Slash run of several query blocks (dyn.h), whose
@@ -321,7 +323,7 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial, ui
     int32_t k_min = INT32_MAX, k_max = -1;
     for (int32_t t = 0; t < nk; t++) {
         int64_t j = r->key_map ? r->key_map[idx[t]] : idx[t];
-        w->kptr[t] = r->kbase + j * ks;
+        w->kptr[t] = (a->k_shared && a->k_shared[j] ? r->kbase_shared : r->kbase) + j * ks;
         w->vptr[t] = r->vbase + j * vs;
         k_min = OC_MIN(k_min, idx[t]);
         k_max = OC_MAX(k_max, idx[t]);
@@ -545,6 +547,7 @@ static void run_begin(run *r, const run_ctx *x, work *w, int32_t n_heads, int32_
     r->rows = n_heads * r->len;
     r->all_blocks = r->cur_blocks = ~0u;
     r->kbase = x->k + g * a->k_stride_head * x->elem_bytes;
+    r->kbase_shared = x->k_shared ? x->k_shared + g * a->k_stride_head * x->elem_bytes : NULL;
     r->vbase = x->v + g * a->v_stride_head * x->elem_bytes;
     /* Q^T, scaled (attn_kernels.h pack_qt): column = stacked row */
     int32_t cols = ALIGN_UP(r->rows, x->kern->vec);
@@ -875,7 +878,7 @@ oc_status oc_attn_check_call(const oc_attn_call *a, const oc_attn_host *mem, int
     if (!mem) return oc_fail(err, OC_ERR_INVALID, "attn: no tensors");
     if (a->n_q > 0 && (!mem->q || !mem->out)) return oc_fail(err, OC_ERR_INVALID, "attn: q or out is NULL");
     if (a->n_kv > 0 && (!mem->k || !mem->v)) return oc_fail(err, OC_ERR_INVALID, "attn: k or v is NULL");
-    if (a->q_off < 0 || a->k_off < 0 || a->v_off < 0 || a->out_off < 0)
+    if (a->q_off < 0 || a->k_off < 0 || a->v_off < 0 || a->out_off < 0 || (a->k_shared && a->k_shared_off < 0))
         return oc_fail(err, OC_ERR_INVALID, "attn: a negative tensor offset");
     return OC_OK;
 }
@@ -905,6 +908,7 @@ oc_status oc_attn_run(const oc_attn_call *a, const oc_attn_host *mem, oc_isa isa
     x.q = mem->q + a->q_off;
     x.out = mem->out + a->out_off;
     x.k = (const unsigned char *)mem->k + a->k_off * x.elem_bytes;
+    x.k_shared = a->k_shared ? (const unsigned char *)mem->k + a->k_shared_off * x.elem_bytes : NULL;
     x.v = (const unsigned char *)mem->v + a->v_off * x.elem_bytes;
     x.dpad = ALIGN_UP(a->head_dim, kern->vec);
     x.n_q_tiles = (a->n_q + x.g.task_q - 1) / x.g.task_q;

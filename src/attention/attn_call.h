@@ -7,6 +7,7 @@
  *  - per-head KV lengths (SparseMM: sparsemm.txt Sec. 3.3; ZipVL: zipvl.txt Sec. 4.2): n_kv
  *    per kv head, the engine's key range of head g cut to it;
  *  - lazy layers sharing Q/K (qcache.txt): a layer pointer whose scores this call reuses;
+ *  - Q-Cache VLA (qcache.txt Eq. 7-8): k_shared, below;
  *
  * What lives where: the call holds shapes, element offsets and strides, the mask description and the
  * head patterns. Where the tensors' memory is belongs to the executor and is passed beside the call
@@ -61,6 +62,11 @@ typedef struct oc_attn_call {
     /* MMInference's per-prompt indices of the VERTICAL_SLASH / GRID heads (attention/dyn.h, built
      * by oc_attn_dyn_build for this call); NULL when no head is dynamic or the call is a decode */
     const struct oc_attn_dyn *dyn;
+    /* Q-Cache VLA (qcache.txt Eq. 7-8): key j with k_shared[j] != 0 (j < n_kv) is the group's
+     * first layer's, read at the same key index and strides from k_shared_off instead of k_off
+     * (the lazy layer stores no key row of its own there). NULL: every key from k_off. */
+    const uint8_t *k_shared;
+    int64_t k_shared_off;
 } oc_attn_call;
 
 #endif

@@ -116,9 +116,10 @@ static est_work est_work_at(const dyn_geom *g, unsigned char *base, int thread) 
 
 /* Keys [j0, j0 + nk) against the estimate rows: S^T (nk x 64, base-2 scaled scores), causal cut
  * (row c sits at position pos[c], ascending). */
-static void score_tile(const oc_attn_call *a, const oc_attn_kernels *kn, est_work *w, const unsigned char *kbase,
+static void score_tile(const oc_attn_call *a, const oc_attn_kernels *kn, est_work *w, const unsigned char *const kbase[2],
                        int64_t ks, int32_t j0, int32_t nk) {
-    for (int32_t t = 0; t < nk; t++) w->kptr[t] = kbase + (int64_t)(j0 + t) * ks;
+    for (int32_t t = 0; t < nk; t++)   /* kbase[1]: Q-Cache VLA's shared keys (attn_call.h k_shared) */
+        w->kptr[t] = kbase[a->k_shared && a->k_shared[j0 + t]] + (int64_t)(j0 + t) * ks;
     kn->convert_rows(w->kt, w->kptr, nk, a->head_dim, a->kv_dtype);
     kn->gemm(nk, OC_DYN_LAST_Q, a->head_dim, w->kt, a->head_dim, 1, w->qt, w->s, OC_DYN_LAST_Q, 0);
     if (a->mask != OC_ATTN_CAUSAL) return;
@@ -149,7 +150,9 @@ static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_at
                      int32_t h, int32_t lo2, int32_t hi2, int slash, const rank_slash *rs) {
     int32_t n_kv = a->n_kv, d = a->head_dim, g = h / (a->n_head / a->n_head_kv);
     int64_t eb = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
-    const unsigned char *kbase = (const unsigned char *)mem->k + (a->k_off + (int64_t)g * a->k_stride_head) * eb;
+    const unsigned char *kbase[2] = {
+        (const unsigned char *)mem->k + (a->k_off + (int64_t)g * a->k_stride_head) * eb,
+        (const unsigned char *)mem->k + (a->k_shared_off + (int64_t)g * a->k_stride_head) * eb };
     int64_t ks = a->k_stride_token * eb;
     for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
         w->pos[c] = a->q_offset + w->rows[c];

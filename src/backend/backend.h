@@ -73,6 +73,8 @@ typedef struct oc_backend_limits {
     int per_kv_head;                     /* attention also runs calls of one kv head and its
                                             n_head / n_head_kv query heads (a compacted KV cache,
                                             kvcache/kv_cache.h; OpenCL opens tables for them) */
+    int32_t max_shared_keys;             /* attention: keys per call with k_shared flags (Q-Cache
+                                            VLA, attn_call.h; OpenCL sizes their buffer); 0: none */
 } oc_backend_limits;
 
 /* A compute device opened once and shared by several instances (an oc_context's text and vision

@@ -157,9 +157,11 @@ static oc_status cpu_attention(oc_backend *be, const oc_attn_call *a, const oc_a
     int64_t o_n = a->out_off + extent(a->n_q, a->out_stride_token, extent(a->n_head, a->out_stride_head, a->head_dim));
     int64_t k_n = a->k_off + extent(a->n_kv, a->k_stride_token, extent(a->n_head_kv, a->k_stride_head, a->head_dim));
     int64_t v_n = a->v_off + extent(a->n_kv, a->v_stride_token, extent(a->n_head_kv, a->v_stride_head, a->head_dim));
+    int64_t ks_n = a->k_shared_off + (k_n - a->k_off);   /* Q-Cache VLA's shared keys (attn_call.h) */
     oc_attn_host mem;
-    if (a->q_off < 0 || a->out_off < 0 || a->k_off < 0 || a->v_off < 0)
+    if (a->q_off < 0 || a->out_off < 0 || a->k_off < 0 || a->v_off < 0 || (a->k_shared && a->k_shared_off < 0))
         return oc_fail(err, OC_ERR_INVALID, "backend cpu attention: a negative tensor offset");
+    if (a->k_shared && !oc_bt_cpu_span(t->k, 0, ks_n, kv_bytes, "attention shared k", err)) return OC_ERR_INVALID;
     if (!(mem.q = oc_bt_cpu_span(t->q, 0, q_n, sizeof(float), "attention q", err)) ||
         !(mem.out = oc_bt_cpu_span(t->out, 0, o_n, sizeof(float), "attention out", err)) ||
         !(mem.k = oc_bt_cpu_span(t->k, 0, k_n, kv_bytes, "attention k", err)) ||

@@ -152,12 +152,16 @@ void oc_kv_compact_rows(void *base, int64_t stride_elems, int32_t row_elems, siz
         if (kept[r] != r) memmove(p + (size_t)r * stride, p + (size_t)kept[r] * stride, row);
 }
 
-size_t oc_kv_book_held_bytes(const oc_kv_book *b, const oc_kv_policy *p, int32_t head_dim) {
+size_t oc_kv_book_held_bytes(const oc_kv_book *b, const oc_kv_policy *p, int32_t head_dim, const uint8_t *visual) {
     size_t total = 0, row = (size_t)head_dim * 2;
     for (int32_t l = 0; l < b->n_layers; l++) {
-        int stores_k = p->layer[l].lazy != OC_KV_LAZY_GLA;
-        for (int32_t g = 0; g < b->n_head_kv; g++)
-            total += (size_t)*oc_kv_book_n(b, l, g) * row * (stores_k ? 2 : 1);
+        oc_kv_lazy lazy = p->layer[l].lazy;
+        for (int32_t g = 0; g < b->n_head_kv; g++) {
+            size_t n = (size_t)*oc_kv_book_n(b, l, g), k_rows = lazy == OC_KV_LAZY_GLA ? 0 : n;
+            const int32_t *pos = oc_kv_book_pos(b, l, g);
+            for (size_t s = 0; lazy == OC_KV_LAZY_VLA && visual && s < n; s++) k_rows -= visual[pos[s]];
+            total += (n + k_rows) * row;
+        }
     }
     return total;
 }

@@ -13,8 +13,12 @@
  *  - a ZipVL-only layer holds the context's size: Eq. 7's p adapts to the prompt and may keep every
  *    token, so no smaller bound follows from tau;
  *  - a GLA lazy layer stores no K rows (its group's first layer's are read); a VLA lazy layer
- *    stores its own K rows (text rows are its own, visual rows a copy of the first layer's: the
- *    attention reads one K array);
+ *    stores K rows for its text tokens only: a visual token's key is read from the first layer's
+ *    K rows at the same row (the rules below keep every layer of a group at the same tokens in the
+ *    same rows), so its own rows there stay unwritten. Its region is still the context's size: a
+ *    text-only prompt may fill the context, so no smaller allocation follows. What VLA saves is
+ *    the bytes held (oc_kv_book_held_bytes, oc_stats.kv_bytes) and the key bytes read per step:
+ *    the visual tokens' key rows of every VLA lazy layer;
  *  - every other layer: the context's size.
  * A layer whose region is smaller than the context cannot hold its whole prompt, which SparseMM
  * scores and ZipVL selects over before anything is evicted: its prompt goes to a staging slot of
@@ -135,8 +139,9 @@ void oc_kv_book_keep(oc_kv_book *b, int32_t layer, int32_t kv_head, const int32_
 void oc_kv_compact_rows(void *base, int64_t stride_elems, int32_t row_elems, size_t elem_bytes, const int32_t *kept,
                         int32_t n_kept);
 
-/* KV bytes the held tokens take in f16 with the policy: K rows of layers that store keys plus V
+/* KV bytes the held tokens take in f16 with the policy: K rows of layers that store keys (a VLA
+ * lazy layer: of its text tokens only, visual[pos] == 0; visual NULL: every token is text) plus V
  * rows of every layer. */
-size_t oc_kv_book_held_bytes(const oc_kv_book *b, const oc_kv_policy *p, int32_t head_dim);
+size_t oc_kv_book_held_bytes(const oc_kv_book *b, const oc_kv_policy *p, int32_t head_dim, const uint8_t *visual);
 
 #endif

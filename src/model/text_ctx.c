@@ -9,7 +9,7 @@
 
 /* Backend buffers in the order of text_ctx.h's fields. */
 enum { BUF_K_CACHE, BUF_V_CACHE, BUF_X, BUF_XB, BUF_Q, BUF_ATT, BUF_K, BUF_V, BUF_FF_G, BUF_FF_U,
-       BUF_ROPE_COS, BUF_ROPE_SIN, BUF_IDS, BUF_LOGITS, BUF_Q_SHARE, BUF_K_SHARE, BUF_IOTA,
+       BUF_ROPE_COS, BUF_ROPE_SIN, BUF_IDS, BUF_LOGITS, BUF_Q_SHARE, BUF_IOTA,
        BUF_IMAGE_STORE, BUF_ZERO, N_BUF };
 
 typedef struct sizes {
@@ -17,6 +17,7 @@ typedef struct sizes {
     uint32_t flags[N_BUF];
     size_t layers, inv_freq, table;   /* host block parts */
     size_t policy, book, acc, scores, scratch_d, scratch_i, kv_q, kv_k;   /* shrinking KV cache parts (0: none) */
+    size_t vla;                       /* Q-Cache VLA's flags, each of tok_visual and kv_shared */
     size_t host;                      /* host block total */
 } sizes;
 
@@ -107,7 +108,7 @@ static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, const o
     (void)L;
     size_t bytes[N_BUF] = { k_cache, v_cache, x, B * d * 4, B * d * 4, B * d * 4, B * kv * 4, B * kv * 4,
                             B * ff * 4, B * ff * 4, B * pairs * 4, B * pairs * 4, B * 4, logits,
-                            lazy ? B * d * 4 : 0, lazy ? B * kv * 4 : 0, lazy ? B * 4 : 0,
+                            lazy ? B * d * 4 : 0, lazy ? B * 4 : 0,
                             0, 0 /* the image store: oc_text_ctx_image_store_open */ };
     memcpy(s->buf, bytes, sizeof bytes);
     for (int i = 0; i < N_BUF; i++) s->flags[i] = i >= BUF_ROPE_COS && i <= BUF_LOGITS ? OC_BT_HOST : 0;
@@ -123,9 +124,10 @@ static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, const o
     s->kv_q = evict ? pad(B * d * 4) : 0;
     /* a device's keys are read to the host to be scored: reserved here, not mapped per layer */
     s->kv_k = evict && kind != OC_BACKEND_KIND_CPU ? pad(C * kv * 2) : 0;
+    s->vla = p->any_vla ? pad(C) : 0;
     if (evict && !s->book) return 0;
     s->host = s->layers + s->inv_freq + 2 * s->table + s->policy + s->book + s->acc + s->scores + s->scratch_d +
-              4 * s->scratch_i + s->kv_q + s->kv_k;
+              4 * s->scratch_i + s->kv_q + s->kv_k + 2 * s->vla;
     return s->host >= s->acc;   /* no wrap */
 }
 
@@ -135,7 +137,7 @@ static oc_backend_limits backend_limits(const oc_text_model *m, const oc_text_li
      * allows at most 1024 images; an evicting layer attends per kv head once compacted */
     oc_backend_limits bl = { OC_MAX((int64_t)hp->n_embd, (int64_t)hp->n_ff), lim->max_batch_tokens,
                              { lim->max_batch_tokens, lim->max_ctx_tokens, hp->n_head, hp->n_head_kv, hp->head_dim },
-                             OC_MIN(lim->max_ctx_tokens, 1024), 0, p->any_evict };
+                             OC_MIN(lim->max_ctx_tokens, 1024), 0, p->any_evict, p->any_vla ? lim->max_ctx_tokens : 0 };
     return bl;
 }
 
@@ -168,7 +170,7 @@ size_t oc_text_ctx_bytes(const oc_text_model *m, const oc_text_limits *lim, cons
 
 static oc_bt *buffer(oc_text_ctx *c, int i) {
     oc_bt *all[N_BUF] = { &c->k_cache, &c->v_cache, &c->x, &c->xb, &c->q, &c->att, &c->k, &c->v, &c->ff_g,
-                          &c->ff_u, &c->rope_cos, &c->rope_sin, &c->ids, &c->logits, &c->q_share, &c->k_share,
+                          &c->ff_u, &c->rope_cos, &c->rope_sin, &c->ids, &c->logits, &c->q_share,
                           &c->iota, &c->image_store, &c->zero };
     return all[i];
 }
@@ -257,6 +259,11 @@ oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, co
         c->kv_q = (float *)(void *)h;
         h += s.kv_q;
         c->kv_k = s.kv_k ? (uint16_t *)(void *)h : NULL;
+        h += s.kv_k;
+    }
+    if (pol.any_vla) {
+        c->tok_visual = (uint8_t *)h;
+        c->kv_shared = (uint8_t *)h + s.vla;
     }
     oc_rope_inv_freq(c->inv_freq, m->hp.head_dim, m->hp.rope_base);
     if ((st = take_weights(c, err))) goto fail;
@@ -330,11 +337,14 @@ void oc_text_ctx_kv_bytes(const oc_text_ctx *c, size_t *held, size_t *capacity) 
     const oc_text_hparams *hp = &c->m->hp;
     *capacity = c->k_cache.n_bytes + c->v_cache.n_bytes;
     if (c->kvp->any_evict) {
-        *held = oc_kv_book_held_bytes(&c->book, c->kvp, hp->head_dim);
+        *held = oc_kv_book_held_bytes(&c->book, c->kvp, hp->head_dim, c->tok_visual);
         return;
     }
-    size_t row = (size_t)c->n_past * (size_t)hp->n_head_kv * (size_t)hp->head_dim * 2;
-    *held = row * ((size_t)c->kvp->n_k_slots + (size_t)hp->n_layers);
+    size_t row = (size_t)hp->n_head_kv * (size_t)hp->head_dim * 2, n_visual = 0, n_vla = 0;
+    for (int32_t j = 0; c->tok_visual && j < c->n_past; j++) n_visual += c->tok_visual[j];
+    for (int32_t l = 0; l < hp->n_layers; l++) n_vla += c->kvp->layer[l].lazy == OC_KV_LAZY_VLA;
+    /* a VLA lazy layer holds no key rows for the visual tokens (its group's first layer's are read) */
+    *held = row * ((size_t)c->n_past * ((size_t)c->kvp->n_k_slots + (size_t)hp->n_layers) - n_visual * n_vla);
 }
 
 int32_t oc_text_ctx_kv_held(const oc_text_ctx *c, int32_t layer, int32_t kv_head, const int32_t **pos) {

@@ -53,8 +53,9 @@ struct oc_text_ctx {
     oc_bt rope_cos, rope_sin;                    /* OC_BT_HOST on cos_h / sin_h */
     oc_bt ids;                                   /* OC_BT_HOST on the batch's ids: int32 [B] */
     oc_bt logits;                                /* OC_BT_HOST on the batch's logits: [B][n_vocab] */
-    oc_bt q_share, k_share;                      /* lazy groups only: the first layer's q [B][n_embd]
-                                                    and k [B][kv_dim] after RoPE (Q-Cache Eq. 5-8) */
+    oc_bt q_share;                               /* lazy groups only: the first layer's q [B][n_embd]
+                                                    after RoPE (Q-Cache Eq. 5-8; its keys are read
+                                                    in the K cache) */
     oc_bt iota;                                  /* lazy groups only: int32 0..B-1 (row copies) */
     oc_bt image_store;                           /* [n_rows][n_embd] (oc_text_ctx_image_store_open),
                                                     or absent */
@@ -72,6 +73,11 @@ struct oc_text_ctx {
     float *kv_q;                                 /* [B][n_embd] host copy of the rows being scored */
     uint16_t *kv_k;                              /* on a device: [C][kv_dim] f16 host copy of the
                                                     keys being scored (NULL on the CPU: read in place) */
+    /* Q-Cache VLA (kvcache/kv_cache.h "Memory"), only with a VLA group: */
+    uint8_t *tok_visual;                         /* [C] 1: the token at that position is visual
+                                                    (an image row: its key is the first layer's) */
+    uint8_t *kv_shared;                          /* [C] one attention call's k_shared flags per
+                                                    key row of a compacted kv head */
     int32_t kv_probes[OC_KV_ZIPVL_RECENT_PROBES + OC_KV_ZIPVL_RANDOM_PROBES];
     int32_t n_kv_probes;
     /* host block */
@@ -95,6 +101,11 @@ oc_status oc_text_layer_mlp(oc_text_ctx *c, const oc_text_batch *b, int32_t il, 
 oc_attn_call oc_text_attn_call(const oc_text_ctx *c, int32_t il, int32_t n_q);
 int64_t oc_text_k_base(const oc_text_ctx *c, int32_t il);
 int64_t oc_text_v_base(const oc_text_ctx *c, int32_t il);
+/* A VLA lazy layer's call reads its visual keys from its group's first layer (qcache.txt Eq. 7-8):
+ * key j of the call (kv head g's rows when per_head, else every head's) holds the token at
+ * position pos[j] (NULL: j itself) for j < n_held, then the batch's n_new tokens after n_past. */
+void oc_text_vla_keys(oc_text_ctx *c, int32_t il, oc_attn_call *a, int32_t g, int per_head, const int32_t *pos,
+                      int32_t n_held, int32_t n_new);
 /* logits [n_out][n_vocab] = norm(x rows from x_row) Wout^T (+ bias), n_out <= max_batch_tokens. */
 oc_status oc_text_head(oc_text_ctx *c, int32_t x_row, int32_t n_out, float *logits, oc_error *err);
 /* Rows [s, s + n) of a batch as a batch of their own (a chunk of a prompt given whole). */

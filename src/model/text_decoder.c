@@ -143,7 +143,10 @@ static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, o
     }
     /* Q-Cache Eq. 5-6: a GLA lazy layer's queries are its group's (the Q cache) */
     oc_attn_bt t = { P->lazy == OC_KV_LAZY_GLA ? &c->q_share : &c->q, &c->k_cache, &c->v_cache, &c->att };
-    if (!compacted(c, il)) return c->be->ops->attention(c->be, &a, &t, stats, err);
+    if (!compacted(c, il)) {
+        oc_text_vla_keys(c, il, &a, 0, 0, NULL, c->n_past, b->n_tokens);
+        return c->be->ops->attention(c->be, &a, &t, stats, err);
+    }
     /* Compacted: each kv head holds its own tokens, so one call per kv group over its held rows
      * plus the batch's (causal among those: the held count is the batch's offset). Patterns are
      * defined on positions the eviction removed; the kept keys are attended densely. */
@@ -163,18 +166,37 @@ static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, o
         h.layout = NULL;
         h.mask = OC_ATTN_CAUSAL;
         h.explicit_mask = NULL;
+        oc_text_vla_keys(c, il, &h, g, 1, oc_kv_book_pos(&c->book, il, g), held, b->n_tokens);
         oc_status st = c->be->ops->attention(c->be, &h, &t, stats, err);
         if (st) return st;
     }
     return OC_OK;
 }
 
+void oc_text_vla_keys(oc_text_ctx *c, int32_t il, oc_attn_call *a, int32_t g, int per_head, const int32_t *pos,
+                      int32_t n_held, int32_t n_new) {
+    const oc_kv_layer *P = &c->kvp->layer[il];
+    if (P->lazy != OC_KV_LAZY_VLA) return;
+    a->k_shared_off = oc_text_k_base(c, P->first) + (per_head ? (int64_t)g * c->m->hp.head_dim : 0);
+    if (!pos) {   /* rows are positions: the flags as they are */
+        a->k_shared = c->tok_visual;
+        return;
+    }
+    for (int32_t j = 0; j < n_held; j++) c->kv_shared[j] = c->tok_visual[pos[j]];
+    memcpy(c->kv_shared + n_held, c->tok_visual + c->n_past, (size_t)n_new);
+    a->k_shared = c->kv_shared;
+}
+
+/* A visual token: an image row (no id). */
+static int visual(const oc_text_batch *b, int32_t i) { return !(b->ids && b->ids[i] >= 0); }
+
 /* Q-Cache VLA (Eq. 7-8): the batch's visual rows (image embeddings) take the group's first
- * layer's q and k; text rows keep the layer's own. */
+ * layer's q; their keys are read from its K rows in place (oc_text_vla_keys), text rows keep the
+ * layer's own. */
 static oc_status vla_share(oc_text_ctx *c, const oc_text_batch *b, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     oc_backend *be = c->be;
-    int64_t d = hp->n_embd, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    int64_t d = hp->n_embd;
     oc_status st;
     for (int32_t i = 0; i < b->n_tokens;) {
         if (b->ids && b->ids[i] >= 0) {
@@ -183,17 +205,16 @@ static oc_status vla_share(oc_text_ctx *c, const oc_text_batch *b, oc_error *err
         }
         int32_t j = i;
         while (j < b->n_tokens && !(b->ids && b->ids[j] >= 0)) j++;
-        if ((st = be->ops->gather_rows(be, &c->q, i * d, &c->q_share, i * d, &c->iota, j - i, d, 1, err)) ||
-            (st = be->ops->gather_rows(be, &c->k, i * kvd, &c->k_share, i * kvd, &c->iota, j - i, kvd, 1, err)))
-            return st;
+        if ((st = be->ops->gather_rows(be, &c->q, i * d, &c->q_share, i * d, &c->iota, j - i, d, 1, err))) return st;
         i = j;
     }
     return OC_OK;
 }
 
-/* k (unless the layer reuses its group's keys) and v of the batch into the cache: contiguous at
- * n_past while the layer is dense; per kv head after each head's held rows once compacted. */
-static oc_status store_kv(oc_text_ctx *c, int32_t il, int32_t n, oc_error *err) {
+/* k (unless the layer reuses its group's keys: all of them, GLA; the visual tokens', VLA) and v of
+ * the batch into the cache: contiguous at n_past while the layer is dense; per kv head after each
+ * head's held rows once compacted. */
+static oc_status store_kv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int32_t n, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     const oc_kv_layer *P = &c->kvp->layer[il];
     const oc_backend_ops *op = c->be->ops;
@@ -201,18 +222,25 @@ static oc_status store_kv(oc_text_ctx *c, int32_t il, int32_t n, oc_error *err) 
     int store_k = P->lazy != OC_KV_LAZY_GLA;
     int64_t kb = oc_text_k_base(c, il), vb = oc_text_v_base(c, il);
     oc_status st;
+    int vla = P->lazy == OC_KV_LAZY_VLA;
     if (!compacted(c, il)) {
         int64_t at = (int64_t)c->n_past * kvd;
-        if ((store_k && (st = op->kv_store(c->be, &c->k, 0, &c->k_cache, kb + at, n * kvd, err))) ||
-            (st = op->kv_store(c->be, &c->v, 0, &c->v_cache, vb + at, n * kvd, err)))
-            return st;
+        if ((st = op->kv_store(c->be, &c->v, 0, &c->v_cache, vb + at, n * kvd, err))) return st;
+        for (int32_t i = 0; store_k && i < n;) {   /* runs of rows that keep their own keys */
+            int32_t j = i;
+            while (j < n && !(vla && visual(b, j))) j++;
+            if (j > i && (st = op->kv_store(c->be, &c->k, i * kvd, &c->k_cache, kb + at + i * kvd, (j - i) * kvd, err)))
+                return st;
+            for (i = j; i < n && vla && visual(b, i); i++) {}
+        }
         return OC_OK;
     }
     for (int32_t g = 0; g < hp->n_head_kv; g++) {
         int64_t at = (int64_t)*oc_kv_book_n(&c->book, il, g) * kvd + g * hd;
         for (int32_t i = 0; i < n; i++) {
             int64_t src = i * kvd + g * hd, dst = at + i * kvd;
-            if ((store_k && (st = op->kv_store(c->be, &c->k, src, &c->k_cache, kb + dst, hd, err))) ||
+            if ((store_k && !(vla && visual(b, i)) &&
+                 (st = op->kv_store(c->be, &c->k, src, &c->k_cache, kb + dst, hd, err))) ||
                 (st = op->kv_store(c->be, &c->v, src, &c->v_cache, vb + dst, hd, err)))
                 return st;
         }
@@ -267,9 +295,8 @@ oc_status oc_text_layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, 
         return st;
     if ((st = op->matmul(be, &L->wv, &c->xb, 0, d, &c->v, 0, kvd, n, oc_bt_opt(&L->bv), err)))
         return st;
-    if (P->lazy == OC_KV_LAZY_FIRST &&   /* the Q cache and the shared keys of the group */
-        ((st = op->gather_rows(be, &c->q_share, 0, &c->q, 0, &c->iota, n, d, 1, err)) ||
-         (st = op->gather_rows(be, &c->k_share, 0, &c->k, 0, &c->iota, n, kvd, 1, err))))
+    if (P->lazy == OC_KV_LAZY_FIRST &&   /* the Q cache of the group (its keys are read in the cache) */
+        (st = op->gather_rows(be, &c->q_share, 0, &c->q, 0, &c->iota, n, d, 1, err)))
         return st;
     if (P->lazy == OC_KV_LAZY_VLA && (st = vla_share(c, b, err))) return st;
     return OC_OK;
@@ -308,7 +335,7 @@ oc_status oc_text_layer_forward(oc_text_ctx *c, const oc_text_batch *b, int32_t 
     int64_t n = b->n_tokens, d = hp->n_embd;
     oc_status st;
     /* q, k, v; k, v -> cache as f16 */
-    if ((st = oc_text_layer_qkv(c, b, il, xo, err)) || (st = store_kv(c, il, (int32_t)n, err))) return st;
+    if ((st = oc_text_layer_qkv(c, b, il, xo, err)) || (st = store_kv(c, b, il, (int32_t)n, err))) return st;
     /* the calibration hook sees the dense cache: never with KV eviction or shared Q/K */
     if (b->on_attn && !c->kvp->any_evict && c->kvp->layer[il].lazy == OC_KV_OWN && (st = observe(c, b, il, err)))
         return st;
@@ -398,6 +425,7 @@ oc_status oc_text_forward(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats 
             return oc_fail(err, OC_ERR_INVALID, "text forward: token %d has no id and no embedding", i);
     }
     oc_status st;
+    for (int32_t i = 0; c->tok_visual && i < n; i++) c->tok_visual[c->n_past + i] = (uint8_t)visual(b, i);
     if (whole_prompt) return oc_text_prefill_by_layer(c, b, stats, err);
     if ((st = check_room(c, n, err)) || (st = oc_text_tables(c, b, err)) || (st = oc_text_inputs(c, b, 0, err))) return st;
     for (int32_t il = 0; il < hp->n_layers; il++)

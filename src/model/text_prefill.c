@@ -50,12 +50,14 @@ static oc_status sparse_attention(oc_text_ctx *c, const oc_text_batch *k, int32_
     int64_t d = hp->n_embd, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
     const int32_t *rows = c->kv_move;
     oc_status st;
-    /* a lazy layer's own K (VLA) and V of T's rows, at T's indices (the first layer's are there) */
+    /* a lazy layer's own K (VLA: of its text rows) and V of T's rows, at T's indices (the first
+     * layer's are there); runs of consecutive rows of one kind */
+    const uint8_t *vis = P->lazy == OC_KV_LAZY_VLA ? c->tok_visual + c->n_past : NULL;
     for (int32_t r = 0; il != l0 && r < m;) {
         int32_t e = r + 1;
-        while (e < m && rows[e] == rows[e - 1] + 1) e++;
+        while (e < m && rows[e] == rows[e - 1] + 1 && !(vis && vis[rows[e]] != vis[rows[r]])) e++;
         int64_t src = (int64_t)rows[r] * kvd, dst = (int64_t)(i0 + r) * kvd, n = (int64_t)(e - r) * kvd;
-        if ((P->lazy != OC_KV_LAZY_GLA &&
+        if ((P->lazy != OC_KV_LAZY_GLA && !(vis && vis[rows[r]]) &&
              (st = op->kv_store(be, &c->k, src, &c->k_cache, oc_text_k_base(c, il) + dst, n, err))) ||
             (st = op->kv_store(be, &c->v, src, &c->v_cache, oc_text_v_base(c, il) + dst, n, err)))
             return st;
@@ -69,6 +71,7 @@ static oc_status sparse_attention(oc_text_ctx *c, const oc_text_batch *k, int32_
     oc_attn_call a = oc_text_attn_call(c, il, m);
     a.n_kv = i0 + m;
     a.q_offset = i0;
+    oc_text_vla_keys(c, il, &a, 0, 0, oc_kv_book_pos(&c->book, il, 0), i0 + m, 0);   /* key r: token T[r] */
     oc_attn_bt t = { &c->xb, &c->k_cache, &c->v_cache, &c->att };
     if ((st = op->attention(be, &a, &t, stats, err)) ||
         (st = op->matmul(be, &c->layers[il].wo, &c->att, 0, d, &c->xb, 0, d, m, NULL, err)))

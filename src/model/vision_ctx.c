@@ -59,7 +59,7 @@ static oc_backend_limits backend_limits(const oc_vision_hparams *hp, int32_t max
     /* windows (Qwen2.5-VL) hold whole merged tokens: at most one per merged token */
     int32_t max_windows = max_patches / (hp->merge_size * hp->merge_size) + 1;
     oc_backend_limits bl = { max_n_in(hp), max_patches,
-                             { max_patches, max_patches, hp->n_heads, hp->n_heads, hp->head_dim }, 0, max_windows, 0 };
+                             { max_patches, max_patches, hp->n_heads, hp->n_heads, hp->head_dim }, 0, max_windows, 0, 0 };
     return bl;
 }
 

@@ -74,7 +74,7 @@ static int shape_make(bench_cl *B, shape *s, int n_q, int n_kv, int H, int Hkv, 
         hk[i] = oc_f32_to_f16((float)((r >> 40) & 0xffff) / 32768.0f - 1.0f);
         hv[i] = oc_f32_to_f16((float)((r >> 24) & 0xffff) / 32768.0f - 1.0f);
     }
-    oc_cl_attn_limits lim = { n_q, H, Hkv, d, 64, 0, 0 };   /* static patterns only */
+    oc_cl_attn_limits lim = { n_q, H, Hkv, d, 64, 0, 0, 0 };   /* static patterns only */
     oc_status st = ok ? OC_OK : oc_fail(&err, OC_ERR_NOMEM, "out of host memory");
     if (st == OC_OK) st = oc_cl_buf_alloc(B->dev, sizeof(float) * nq, &s->q, &err);
     if (st == OC_OK) st = oc_cl_buf_alloc(B->dev, sizeof(float) * nq, &s->out, &err);
