@@ -132,6 +132,8 @@ typedef struct bufs {
     size_t out_floats;
     int32_t dtype;
     int64_t kv_row;              /* d + 5 */
+    const uint8_t *k_shared;     /* Q-Cache VLA (attn_call.h): NULL, or key j's flag; k_shared_off */
+    int64_t k_shared_off;        /* elements into k */
 } bufs;
 
 static void bufs_make(bufs *b, const ref_case *c, int32_t dtype, check_rng *rng, float q_mag) {
@@ -139,6 +141,8 @@ static void bufs_make(bufs *b, const ref_case *c, int32_t dtype, check_rng *rng,
     size_t nq = (size_t)c->n_q, nkv = (size_t)(c->n_kv > 0 ? c->n_kv : 1);
     b->dtype = dtype;
     b->kv_row = d + 5;
+    b->k_shared = NULL;
+    b->k_shared_off = 0;
     b->q = malloc(sizeof(float) * (nq * (c->n_head * d + 3) + 1));
     b->kf = malloc(sizeof(float) * nkv * c->n_head_kv * d);
     b->vf = malloc(sizeof(float) * nkv * c->n_head_kv * d);
@@ -207,6 +211,7 @@ static run_args args_for(const ref_case *c, const bufs *b, const oc_token_layout
     a.c.explicit_mask = c->explicit_mask;
     a.c.explicit_stride_q = c->n_kv; a.c.explicit_stride_head = (int64_t)c->n_q * c->n_kv;
     a.c.patterns = c->pat; a.c.layout = layout; a.isa = isa;
+    a.c.k_shared = b->k_shared; a.c.k_shared_off = b->k_shared_off;
     return a;
 }
 
@@ -487,6 +492,79 @@ static void test_decode(void) {
         free(rms);
         free(ref); free(q); bufs_free(&b); oc_layout_free(layout);
     }
+    pools_close(&ps);
+}
+
+/* Q-Cache VLA (qcache.txt Eq. 7-8; attn_call.h k_shared): the visual keys come from a second K
+ * array (the group's first layer's) at the same rows, the text keys from the layer's own; the
+ * layer's own rows of visual keys are NaN, so reading one fails. Reference: dense attention over
+ * the merged keys (first layer's visual keys, own text keys). Prefill and decode, f32 and f16,
+ * with and without head patterns. */
+static void test_shared_keys(void) {
+    pools ps;
+    REQUIRE(pools_open(&ps));
+    double worst = 0;
+    for (int k = 0; k < 8; k++) {
+        check_rng rng = { 0xb1a5edULL + (unsigned long long)k * 7919ULL };
+        ref_case c;
+        memset(&c, 0, sizeof c);
+        int rep = 1 + k % 3;
+        c.n_head_kv = 2;
+        c.n_head = rep * c.n_head_kv;
+        c.d = k % 2 ? 64 : 80;
+        c.n_kv = check_rng_int(&rng, 200, 700);
+        c.n_q = k < 4 ? c.n_kv : 1 + k % 3;   /* prefill, then decode */
+        c.mask = OC_ATTN_CAUSAL;
+        c.q_offset = c.n_kv - c.n_q;
+        ref_layout L;
+        make_layout(&L, c.n_kv - 2, 1 + k % 4, 100, &rng);
+        c.layout = &L;
+        oc_head_pattern pat[16];
+        if (k % 4 == 3) {
+            make_patterns(pat, c.n_head, k, &rng);
+            c.pat = pat;
+        }
+        oc_token_layout *layout = NULL;
+        REQUIRE(oc_layout_build(&layout, c.n_kv, L.img, L.n_images, 0.1f, NULL, NULL) == OC_OK);
+        bufs b;
+        int32_t dtype = k % 2 ? OC_DTYPE_F16 : OC_DTYPE_F32;
+        bufs_make(&b, &c, dtype, &rng, 4.0f);
+        /* the first layer's keys after the own ones in the same allocation */
+        size_t es = dtype == OC_DTYPE_F16 ? 2 : 4, half = (size_t)c.n_head_kv * (size_t)c.n_kv * (size_t)b.kv_row;
+        unsigned char *k2 = realloc(b.k, 2 * half * es);
+        REQUIRE(k2);
+        b.k = k2;
+        uint8_t *flags = malloc((size_t)c.n_kv);
+        int n_visual = 0;
+        for (int j = 0; j < c.n_kv; j++) n_visual += flags[j] = (uint8_t)(ref_image_of(&L, j) >= 0);
+        for (int j = 0; j < c.n_kv; j++)
+            for (int g = 0; g < c.n_head_kv; g++)
+                for (int e = 0; e < c.d; e++) {
+                    size_t at = ((size_t)g * c.n_kv + j) * b.kv_row + e;
+                    float x = check_rng_uniform(&rng, -1.0f, 1.0f);
+                    if (dtype == OC_DTYPE_F16) {
+                        x = oc_f16_to_f32(oc_f32_to_f16(x));
+                        ((uint16_t *)(void *)k2)[half + at] = oc_f32_to_f16(x);
+                        if (flags[j]) ((uint16_t *)(void *)k2)[at] = 0x7e00;   /* NaN */
+                    } else {
+                        ((float *)(void *)k2)[half + at] = x;
+                        if (flags[j]) ((float *)(void *)k2)[at] = NAN;
+                    }
+                    if (flags[j]) b.kf[((size_t)j * c.n_head_kv + g) * c.d + e] = x;
+                }
+        b.k_shared = flags;
+        b.k_shared_off = (int64_t)half;
+        float *q = compact_q(&b, &c);
+        double *ref = malloc(sizeof(double) * (size_t)c.n_q * c.n_head * c.d);
+        double *rms = malloc(sizeof(double) * (size_t)c.n_q * c.n_head);
+        uint64_t kept = ref_attention(&c, q, b.kf, b.vf, 1.0f / sqrtf((float)c.d), ref, rms);
+        char what[96];
+        snprintf(what, sizeof what, "shared keys k=%d n_q=%d n_kv=%d visual=%d", k, c.n_q, c.n_kv, n_visual);
+        double e = run_all(&c, &b, layout, ref, rms, kept, &ps, what);
+        if (e > worst) worst = e;
+        free(rms); free(ref); free(q); free(flags); bufs_free(&b); oc_layout_free(layout);
+    }
+    printf("# shared keys: worst row error %.3g (tolerance %.0e)\n", worst, TOL);
     pools_close(&ps);
 }
 
@@ -824,6 +902,7 @@ int main(void) {
     CHECK_RUN(test_random_prefill);
     CHECK_RUN(test_odd_shapes);
     CHECK_RUN(test_decode);
+    CHECK_RUN(test_shared_keys);
     CHECK_RUN(test_long_sequences);
     CHECK_RUN(test_pattern_equals_explicit_mask);
     CHECK_RUN(test_fully_masked_rows);

@@ -396,6 +396,58 @@ static void test_kv_bytes(void) {
     demo_close(&t);
 }
 
+/* Q-Cache VLA holds no key rows of its lazy layers for visual tokens (kvcache/kv_cache.h
+ * "Memory"): the held bytes drop by exactly those rows, with a dense cache and with a SparseMM
+ * budget on the group (counted here from the tokens each kv head holds); the allocation stays. */
+static void test_vla_bytes(void) {
+    enum { VIS_FROM = 10, VIS_TO = 45 };
+    demo t;
+    if (!demo_open(&t, VIS_FROM, VIS_TO)) return;
+    const oc_text_hparams *hp = &t.m->hp;
+    size_t row = (size_t)hp->head_dim * 2, L = (size_t)hp->n_layers, H = (size_t)hp->n_head_kv;
+    oc_plan *pd = new_plan(t.m, 8), *pv = new_plan(t.m, 8), *ps = new_plan(t.m, 8);
+    REQUIRE(pd && pv && ps);
+    oc_error e;
+    REQUIRE(oc_plan_add_lazy_group(pv, OC_PLAN_DECODER, 1, 3, OC_LAZY_VLA, &e) == OC_OK);
+    REQUIRE(oc_plan_add_lazy_group(ps, OC_PLAN_DECODER, 1, 3, OC_LAZY_VLA, &e) == OC_OK);
+    for (int32_t l = 1; l <= 3; l++) {
+        ps->stacks[OC_PLAN_DECODER].kv_budget_tokens[l * 2 + 0] = 24;
+        ps->stacks[OC_PLAN_DECODER].kv_budget_tokens[l * 2 + 1] = 40;
+    }
+    const oc_plan *plans[3] = { pd, pv, ps };
+    size_t held[3], cap[3], expect_ps = 0;
+    float *logits = malloc((size_t)hp->n_vocab * 4);
+    for (int i = 0; i < 3; i++) {
+        oc_pool *pool;
+        oc_text_ctx *c = open_ctx(&t, plans[i], 1, &pool);
+        REQUIRE(c);
+        for (int32_t s = 0, n; s < N_PROMPT; s += n) REQUIRE(!step(&t, c, s, n = next_n(c, s), plans[i], logits, NULL, 0));
+        oc_text_ctx_kv_bytes(c, &held[i], &cap[i]);
+        for (int32_t l = 0; i == 2 && l < hp->n_layers; l++)
+            for (int32_t g = 0; g < hp->n_head_kv; g++) {
+                const int32_t *pos;
+                int32_t n = oc_text_ctx_kv_held(c, l, g, &pos), k_rows = n;
+                for (int32_t r = 0; l >= 2 && l <= 3 && r < n; r++) {
+                    int32_t p = pos ? pos[r] : r;
+                    k_rows -= p >= VIS_FROM && p < VIS_TO;
+                }
+                expect_ps += (size_t)(n + k_rows) * row;
+            }
+        oc_text_ctx_close(c);
+        oc_pool_close(pool);
+    }
+    size_t visual_k = (size_t)(VIS_TO - VIS_FROM) * row * H * 2;   /* 2 lazy layers */
+    CHECKF(held[0] == N_PROMPT * row * L * H * 2, "dense held %zu", held[0]);
+    CHECKF(held[1] == held[0] - visual_k, "vla held %zu, dense %zu - visual keys %zu", held[1], held[0], visual_k);
+    CHECKF(held[2] == expect_ps && held[2] < held[0], "vla + sparsemm held %zu, expected %zu", held[2], expect_ps);
+    CHECKF(cap[1] == cap[0], "vla capacity %zu, dense %zu", cap[1], cap[0]);
+    free(logits);
+    oc_plan_free(pd);
+    oc_plan_free(pv);
+    oc_plan_free(ps);
+    demo_close(&t);
+}
+
 /* A budgeted layer's region has room for exactly ANSWER tokens after the prompt: the next one is
  * refused with OC_ERR_RANGE, and nothing past the region is written. */
 static void test_answer_room(void) {
@@ -629,6 +681,7 @@ int main(void) {
     CHECK_RUN(test_lazy_layers_follow_their_first_layer);
     CHECK_RUN(test_qcache_semantics);
     CHECK_RUN(test_kv_bytes);
+    CHECK_RUN(test_vla_bytes);
     CHECK_RUN(test_answer_room);
     CHECK_RUN(test_opencl_keeps_the_cpu_tokens);
     CHECK_RUN(test_context_open_out_of_memory);
