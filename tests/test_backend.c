@@ -414,7 +414,7 @@ static void test_cpu_ops(void) {
     oc_pool *pool;
     oc_error e;
     REQUIRE(oc_pool_open(&pool, 3, NULL, &e) == OC_OK);
-    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 }, 0, 0, 0 };
+    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 }, 0, 0, 0, 0 };
     size_t cap = 400000;
     float *logs[2] = { malloc(cap * sizeof(float)), malloc(cap * sizeof(float)) };
     REQUIRE(logs[0] && logs[1]);
@@ -452,7 +452,7 @@ static void test_opencl_ops(void) {
         check_skip("%s", why);
         return;
     }
-    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 }, 0, 0, 0 };
+    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 }, 0, 0, 0, 0 };
     oc_backend_spec spec = { OC_BACKEND_KIND_OPENCL, check_opencl_device(), NULL, OC_ISA_SCALAR, NULL };
     fx f = { NULL, NULL, { 42 }, NULL, 0, 0 };
     oc_error e;

@@ -664,7 +664,7 @@ static void run_cases(const attn_case *cases, int n, int max_images, int max_seg
     check_rng r = { 18 };
     for (int i = 0; i < n; i++) {
         const attn_case *c = &cases[i];
-        oc_cl_attn_limits lim = { OC_MAX(c->n_q, 1), c->n_head, c->n_head_kv, c->d, max_images, max_seg, c->n_kv };
+        oc_cl_attn_limits lim = { OC_MAX(c->n_q, 1), c->n_head, c->n_head_kv, c->d, max_images, max_seg, c->n_kv, c->n_kv };
         oc_cl_attn *at = NULL;
         oc_error err;
         CHECKF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s: %s", c->name, err.message);
@@ -803,7 +803,7 @@ static void check_dyn(const dyn_case *c, int seed) {
     CHECKF(ref_st.flops_kept == cpu_st.flops_kept, "%s: explicit mask keeps %llu FLOPs, the sparse CPU run %llu",
            c->name, (unsigned long long)ref_st.flops_kept, (unsigned long long)cpu_st.flops_kept);
 
-    oc_cl_attn_limits lim = { c->n_q, H, c->n_head_kv, d, 0, 0, c->n_kv };
+    oc_cl_attn_limits lim = { c->n_q, H, c->n_head_kv, d, 0, 0, c->n_kv, 0 };
     oc_cl_attn *at = NULL;
     REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s: %s", c->name, err.message);
     oc_cl_buf *dq = dup_host(q, sizeof(float) * nq * (size_t)qst), *dk = dup_host(k, es * kv_elems),
@@ -885,7 +885,7 @@ static void test_attn_boundary_dense(void) {
     a.k_stride_token = a.v_stride_token = (int64_t)Hkv * d; a.k_stride_head = a.v_stride_head = d;
     a.out_stride_token = (int64_t)H * d; a.out_stride_head = d; a.scale = 0.125f;
     a.mask = OC_ATTN_CAUSAL; a.layout = layout;
-    oc_cl_attn_limits lim = { n, H, Hkv, d, 2, 0, n };
+    oc_cl_attn_limits lim = { n, H, Hkv, d, 2, 0, n, 0 };
     oc_cl_attn *at = NULL;
     oc_error err = { OC_OK, "" };
     REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s", err.message);
@@ -959,7 +959,7 @@ static void test_attn_tiles(void) {
         g_dev = dev;
         for (size_t i = 0; i < OC_ARRAY_LEN(cases); i++) {
             const attn_case *a = &cases[i];
-            oc_cl_attn_limits lim = { a->n_q, a->n_head, a->n_head_kv, a->d, 3, 0, 0 };
+            oc_cl_attn_limits lim = { a->n_q, a->n_head, a->n_head_kv, a->d, 3, 0, 0, 0 };
             oc_cl_attn *at = NULL;
             int fits = oc_cl_attn_local_bytes(c, a->d) <= c->local_mem_bytes;
             oc_status st = oc_cl_attn_open(&at, dev, &lim, &err);
@@ -993,7 +993,7 @@ static void test_attn_reuse(void) {
     };
     const attn_case a = { "reuse A: prefill", 120, 120, 4, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 2, 110, OC_DTYPE_F16, 0 };
     const attn_case b = { "reuse B: decode", 1, 121, 4, 2, 64, 120, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 2, 110, OC_DTYPE_F16, 0 };
-    oc_cl_attn_limits lim = { 120, 4, 2, 64, 2, 0, 0 };
+    oc_cl_attn_limits lim = { 120, 4, 2, 64, 2, 0, 0, 0 };
     oc_cl_attn *at = NULL;
     oc_error err;
     REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s", err.message);
@@ -1018,7 +1018,7 @@ static void test_attn_errors(void) {
     if (!need_dev()) return;
     oc_cl_attn *at = NULL;
     oc_error err;
-    oc_cl_attn_limits lim = { 16, 4, 2, 200, 0, 0, 0 };
+    oc_cl_attn_limits lim = { 16, 4, 2, 200, 0, 0, 0, 0 };
     CHECK(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_ERR_UNSUPPORTED && !at);
     lim.head_dim = 64;
     lim.n_head_kv = 3;

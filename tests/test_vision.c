@@ -409,7 +409,7 @@ static void capture_embed(void *user, int32_t layer, const float *x, int32_t n_t
 static oc_status encode_to_other(oc_vision_ctx *ctx, const oc_vision_hparams *hp, const float *pix, int gh, int gw,
                                  const oc_stack_plan *plan, const oc_backend_spec *bs, const float *out, oc_error *e) {
     size_t n_out = (size_t)(gh * gw / 4) * (size_t)hp->proj_dim, skip = 2 * (size_t)hp->proj_dim;
-    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 }, 0, 0, 0 };   /* small: alloc and read only */
+    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 }, 0, 0, 0, 0 };   /* small: alloc and read only */
     oc_backend *be = NULL;
     oc_bt t;
     memset(&t, 0, sizeof t);
