@@ -157,6 +157,8 @@ oc_status oc_text_ctx_bench_fill(oc_text_ctx *c, const uint16_t *rows_f16, const
         }
     }
     c->n_past = n;
+    /* every token text: a VLA lazy layer holds (and the fill writes) its own keys for all of them */
+    if (c->tok_visual) memset(c->tok_visual, 0, (size_t)n);
     /* segment by segment, as a prefill by layer stages and evicts them */
     for (int32_t l0 = 0; l0 < hp->n_layers;) {
         int32_t l1 = oc_kv_policy_segment_end(p, l0);
