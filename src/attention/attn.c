@@ -179,6 +179,7 @@ typedef struct run {
     const oc_head_pattern *pat;
     const oc_dyn_head *dyn;               /* the head's index (dynamic patterns) */
     int32_t n_heads, i0, len, rows, step;
+    int direct;                           /* rows <= OC_ATTN_DIRECT_ROWS: K/V read in place */
     const unsigned char *kbase, *vbase;   /* kv head g's rows */
     int32_t n_full, n_part;                /* keys waiting in the two tile builders */
     uint64_t kept, executed;
@@ -249,8 +250,10 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial) {
         k_min = OC_MIN(k_min, idx[t]);
         k_max = OC_MAX(k_max, idx[t]);
     }
-    kn->convert_rows(w->kt, w->kptr, nk, d, a->kv_dtype);
-    kn->pack_v(w->v, w->vptr, nk, d, dpad, a->kv_dtype);
+    if (!r->direct) {
+        kn->convert_rows(w->kt, w->kptr, nk, d, a->kv_dtype);
+        kn->pack_v(w->v, w->vptr, nk, d, dpad, a->kv_dtype);
+    }
     /* A Grid run's rows lie stride apart, so a block's causal band spans block x stride positions:
      * blocks of half the rows halve the masked lanes there. */
     int32_t block_rows = r->step > 1 ? ROW_BLOCK / 2 : ROW_BLOCK;
@@ -270,14 +273,19 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial) {
             int64_t hi = oc_mask_row_window(a, r->pat, (int64_t)a->q_offset + last).hi;
             while (exact && nb > 0 && idx[nb - 1] > hi) nb--;
         }
-        kn->gemm(nb, cols, d, w->kt, d, 1, w->qt + (int64_t)r0 * d, w->s, ROW_BLOCK, 0);   /* S^T = K Q^T */
+        if (r->direct)   /* q rows, not packed: one block (rows <= ROW_BLOCK) */
+            kn->dot_rows(w->s, ROW_BLOCK, w->qt, rb, cols, w->kptr, w->vptr, nb, d, a->kv_dtype);
+        else
+            kn->gemm(nb, cols, d, w->kt, d, 1, w->qt + (int64_t)r0 * d, w->s, ROW_BLOCK, 0);   /* S^T = K Q^T */
         r->kept += exact ? mask_cols(r, r0, rb, idx, nb, w->s) : (uint64_t)nb * (uint64_t)rb;
         kn->softmax_cols(w->s, ROW_BLOCK, nb, cols, w->m + r0, w->l + r0, w->alpha);
         for (int32_t k = 0; k < rb; k++) {
             float *o = w->o + (int64_t)(r0 + k) * dpad;
             if (w->alpha[k] != 1.0f) kn->scale(o, o, dpad, w->alpha[k]);
         }
-        if (nb == nk) {
+        if (r->direct) {
+            kn->acc_rows(w->o + (int64_t)r0 * dpad, dpad, w->s, ROW_BLOCK, rb, w->vptr, nb, d, a->kv_dtype);
+        } else if (nb == nk) {
             kn->gemm(rb, dpad, nk, w->s, 1, ROW_BLOCK, w->v, w->o + (int64_t)r0 * dpad, dpad, 1);   /* O += P V */
         } else {   /* V's panels hold nk rows each (attn_kernels.h): the first nb of each panel */
             for (int32_t c0 = 0; c0 < dpad; c0 += kn->panel) {
@@ -407,12 +415,17 @@ static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, c
     r.kbase = x->k + g * a->k_stride_head * x->elem_bytes;
     r.vbase = x->v + g * a->v_stride_head * x->elem_bytes;
 
-    /* Q^T, scaled (attn_kernels.h pack_qt): column = stacked row */
+    /* Q^T, scaled (attn_kernels.h pack_qt): column = stacked row; on the direct path the scaled
+     * rows as they are (dot_rows) */
     int32_t cols = ALIGN_UP(r.rows, x->kern->vec);
+    r.direct = r.rows <= OC_ATTN_DIRECT_ROWS;
     for (int32_t row = 0; row < r.rows; row++)
         w->qptr[row] = x->q + (int64_t)run_row(&r, row) * a->q_stride_token +
                        (int64_t)w->heads[row / r.len] * a->q_stride_head;
-    x->kern->pack_qt(w->qt, w->qptr, r.rows, cols, d, x->qscale);
+    if (r.direct)
+        for (int32_t row = 0; row < r.rows; row++) x->kern->scale(w->qt + (int64_t)row * d, w->qptr[row], d, x->qscale);
+    else
+        x->kern->pack_qt(w->qt, w->qptr, r.rows, cols, d, x->qscale);
     for (int32_t k = 0; k < cols; k++) {
         w->m[k] = -INFINITY;
         w->l[k] = 0.0f;
