@@ -26,6 +26,12 @@
  *     block of a Sink head reads text keys and the sinks of every image, packed back to back.
  *  5. Scores are computed transposed (S^T = K Q^T, attn_kernels.h) so K tiles need no transpose;
  *     the softmax runs in base 2 with the scale and log2(e) folded into Q once.
+ *  6. A run of at most OC_ATTN_DIRECT_ROWS stacked rows (decode: the GQA group's heads of one or a
+ *     few queries) takes the direct kernels instead of steps 4-5's GEMMs: they dot the K rows and
+ *     accumulate the V rows where they lie, converting each element in registers once for all the
+ *     rows. The GEMM path would convert the tile into scratch and pad 6 query rows to 16 columns;
+ *     for decode that made the engine compute-bound at 4-6x the bandwidth floor (BENCHMARKS.md
+ *     "Issue 22 on Zen 4"). Which path a run takes depends on the call only, not on threads.
  *
  * Contents: geometry and scratch | per-call context | one run of query rows (the mask pieces: mask.c)
  * | tasks | entry point.
