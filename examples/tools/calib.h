@@ -206,15 +206,18 @@ typedef struct oc_calib_params {
     int32_t qc_max_group;
     oc_lazy_mode qc_mode;                  /* VLA: the paper's recommended mode (Sec. 4) */
     double mminf_scale;                    /* Table 3's sizes times this (1: as written) */
+    int32_t n_threads;                     /* heads observed in parallel (<= 1: serial); the plan
+                                              is the same for any count */
 } oc_calib_params;
 void oc_calib_params_default(oc_calib_params *p);
 
 typedef struct oc_calib oc_calib;
 
 /* Bytes oc_calib_open allocates for a decoder of this shape and a context of max_tokens. */
-/* vision: the encoder's shape (NULL or n_layers 0: none); max_vision_tokens: patches per image. */
+/* vision: the encoder's shape (NULL or n_layers 0: none); max_vision_tokens: patches per image;
+ * n_threads: as in the params (each thread's scratch, and the pool's own bytes). */
 size_t oc_calib_bytes(const oc_plan_shape *decoder, int32_t max_tokens, const oc_plan_shape *vision,
-                      int32_t max_vision_tokens);
+                      int32_t max_vision_tokens, int32_t n_threads);
 /* [alloc: yes, once, oc_calib_bytes] [errors: OC_ERR_INVALID, OC_ERR_NOMEM] */
 oc_status oc_calib_open(oc_calib **out, const oc_calib_params *p, const oc_plan_shape *decoder,
                         int32_t max_tokens, const oc_plan_shape *vision, int32_t max_vision_tokens,

@@ -4,11 +4,18 @@
  * the per-token maps, BlindSight's error sums and votes, SparseMM's hits of the answer rows,
  * Q-Cache's last-row distributions of two layers, and the statistics scratch. Nothing is
  * allocated while observing.
+ * Threads: the heads of a layer are independent, so the observer hands one head to each task of
+ * its own pool (params n_threads); each thread has its own scratch, and what several heads add
+ * up (ZipVL's column mass, Q-Cache's head mean) is kept per head and summed in head order after
+ * the tasks, so the plan is bitwise the same for any thread count. MMInference's search keeps one
+ * work area and stays serial over heads.
  * Contents: the run's state and its one block | opening | per item: token maps, the vision
  * encoder's layers, the decoder's layers, closing an item | results: the plan, the report. */
 #include "tools/calib.h"
 #include "attention/dyn.h"
 #include "attention/layout.h"
+#include "core/pool.h"
+#include "port.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -81,7 +88,14 @@ struct oc_calib {
     /* counts */
     int64_t n_items, prompt_tokens_sum;
     double *kvs;                     /* [L][HKV]: normalised kv-head visual scores */
-    double *scratch;
+    /* threads */
+    oc_pool *pool;                   /* NULL: serial */
+    int32_t n_threads;
+    double *scratch;                 /* [n_threads][scratch_doubles] */
+    size_t scratch_doubles;
+    double *head_cols;               /* [H][max_tokens]: ZipVL column mass of each head */
+    int64_t *head_nnz;               /* [H][max_tokens] */
+    double *head_rows;               /* [H][max_tokens]: Q-Cache: each head's last prompt row */
 };
 
 /* ---- the run's state and its one block ----------------------------------------------------------- */
@@ -129,7 +143,11 @@ static size_t layout_block(oc_calib *c, char *base) {
     PART(vis_votes, (size_t)c->VL * (size_t)c->VH * (1 + OC_CALIB_VISION_N_CAND) * sizeof(int32_t));
     PART(vis_nmse, (size_t)c->VL * (size_t)c->VH * OC_CALIB_VISION_N_CAND * sizeof(double));
     PART(kvs, (size_t)c->L * (size_t)c->HKV * sizeof(double));
-    PART(scratch, oc_calib_scratch_doubles(OC_MAX(c->D, c->VD)) * sizeof(double));
+    c->scratch_doubles = oc_calib_scratch_doubles(OC_MAX(c->D, c->VD));
+    PART(scratch, (size_t)c->n_threads * c->scratch_doubles * sizeof(double));
+    PART(head_cols, (size_t)c->H * T * sizeof(double));
+    PART(head_nnz, (size_t)c->H * T * sizeof(int64_t));
+    PART(head_rows, (size_t)c->H * T * sizeof(double));
     if (c->p.methods & OC_CALIB_MMINFERENCE) {
         PART(mm_nmse, LH * OC_CALIB_MMINF_MAX_CAND * sizeof(double));
         PART(mm_err, OC_CALIB_MMINF_MAX_CAND * sizeof(double));
@@ -153,8 +171,11 @@ static void set_vision(oc_calib *c, const oc_plan_shape *vision, int32_t max_vis
     c->max_vision = on ? max_vision_tokens : 0;
 }
 
+/* n_threads <= 0: every online CPU, as the context's pool counts them */
+static int32_t calib_threads(int32_t n_threads) { return n_threads > 0 ? n_threads : oc_port_n_cpus(); }
+
 size_t oc_calib_bytes(const oc_plan_shape *dec, int32_t max_tokens, const oc_plan_shape *vision,
-                      int32_t max_vision_tokens) {
+                      int32_t max_vision_tokens, int32_t n_threads) {
     oc_calib c;
     memset(&c, 0, sizeof c);
     c.L = dec->n_layers;
@@ -163,8 +184,10 @@ size_t oc_calib_bytes(const oc_plan_shape *dec, int32_t max_tokens, const oc_pla
     c.D = dec->head_dim;
     c.max_tokens = max_tokens;
     c.p.methods = ~0u;   /* the most any set of methods takes */
+    c.n_threads = calib_threads(n_threads);
     set_vision(&c, vision, max_vision_tokens);
-    return sizeof c + layout_block(&c, NULL) + 2 * OC_MEM_ALIGN;   /* two blocks, each aligned */
+    size_t pool_bytes = c.n_threads > 1 ? oc_pool_memory_bytes(c.n_threads) : 0;
+    return sizeof c + layout_block(&c, NULL) + pool_bytes + 2 * OC_MEM_ALIGN;   /* two blocks, each aligned */
 }
 
 /* ---- opening ------------------------------------------------------------------------------------ */
@@ -211,6 +234,7 @@ oc_status oc_calib_open(oc_calib **out, const oc_calib_params *p, const oc_plan_
     c->HKV = dec->n_kv_heads;
     c->D = dec->head_dim;
     c->max_tokens = max_tokens;
+    c->n_threads = calib_threads(p->n_threads);
     set_vision(c, (p->methods & OC_CALIB_VISION) ? vision : NULL, max_vision_tokens);
     if (!c->VL) c->p.methods &= ~(unsigned)OC_CALIB_VISION;   /* no encoder: nothing to calibrate there */
     c->block_bytes = layout_block(c, NULL);
@@ -220,6 +244,14 @@ oc_status oc_calib_open(oc_calib **out, const oc_calib_params *p, const oc_plan_
         return oc_fail(err, OC_ERR_NOMEM, "calibrate: out of memory for %zu bytes", n_bytes);
     }
     layout_block(c, c->block);
+    if (c->n_threads > 1) {
+        oc_status st = oc_pool_open(&c->pool, c->n_threads, &c->alloc, err);
+        if (st != OC_OK) {
+            oc_mem_free(&a, c->block, c->block_bytes);
+            oc_mem_free(&a, c, sizeof *c);
+            return st;
+        }
+    }
     c->mm_layout_alloc.fn = layout_slot;
     c->mm_layout_alloc.user = c;
     *out = c;
@@ -229,6 +261,7 @@ oc_status oc_calib_open(oc_calib **out, const oc_calib_params *p, const oc_plan_
 void oc_calib_close(oc_calib *c) {
     if (!c) return;
     oc_layout_free(c->mm_layout);
+    oc_pool_close(c->pool);
     oc_allocator a = c->alloc;
     oc_mem_free(&a, c->block, c->block_bytes);
     oc_mem_free(&a, c, sizeof *c);
@@ -301,6 +334,39 @@ static void build_tokens(oc_calib *c, const oc_attn_view *v) {
     }
 }
 
+/* What one layer's head tasks share (the observer's arguments). */
+typedef struct head_job {
+    oc_calib *c;
+    const oc_attn_view *v;
+    oc_calib_tokens tok;
+    int zipvl, has_last;
+    int32_t last;
+} head_job;
+
+static double *thread_scratch(const oc_calib *c, int thread) { return c->scratch + (size_t)thread * c->scratch_doubles; }
+
+/* One vision head of one image: its cheapest candidate below alpha gets the image's vote. */
+static void vision_head(void *ctx, int64_t task, int thread) {
+    const head_job *j = ctx;
+    oc_calib *c = j->c;
+    const oc_attn_view *v = j->v;
+    int32_t h = (int32_t)task;
+    oc_calib_head hd = { v->n_q, 0, v->n_kv, c->VD, v->q + (size_t)h * c->VD, (int64_t)c->VH * c->VD,
+                         v->k + (size_t)h * c->VD, v->v + (size_t)h * c->VD, (int64_t)c->VH * c->VD,
+                         (float)pow((double)c->VD, -0.5) };
+    double err[OC_CALIB_VISION_N_CAND] = { 0, 0, 0 }, ref = 0.0;
+    oc_calib_vision_errors(&hd, c->seg_start, c->seg_end, OC_CALIB_VISION_N_CAND, c->vis_sink, c->vis_local, err,
+                           &ref, thread_scratch(c, thread));
+    size_t lh = (size_t)v->layer * c->VH + h;
+    int choice = 0;
+    for (int m = 0; m < OC_CALIB_VISION_N_CAND; m++) {
+        double nmse = ref > 0.0 ? err[m] / ref : 0.0;
+        c->vis_nmse[lh * OC_CALIB_VISION_N_CAND + m] += nmse;
+        if (!choice && nmse < c->p.bs_alpha) choice = m + 1;
+    }
+    c->vis_votes[lh * (1 + OC_CALIB_VISION_N_CAND) + choice]++;
+}
+
 /* One vision layer of one image: each head's cheapest candidate below alpha gets the image's vote. */
 static void observe_vision(oc_calib *c, const oc_attn_view *v) {
     if (!c->VL || v->n_head != c->VH || v->head_dim != c->VD || v->layer < 0 || v->layer >= c->VL || v->n_q != v->n_kv ||
@@ -328,22 +394,7 @@ static void observe_vision(oc_calib *c, const oc_attn_view *v) {
     }
     for (int32_t i = 0; i < v->n_kv; i++)
         if (c->seg_end[i] == i) c->seg_end[i] = i + 1;   /* a patch in no segment sees itself (never happens) */
-    for (int32_t h = 0; h < c->VH; h++) {
-        oc_calib_head hd = { v->n_q, 0, v->n_kv, c->VD, v->q + (size_t)h * c->VD, (int64_t)c->VH * c->VD,
-                             v->k + (size_t)h * c->VD, v->v + (size_t)h * c->VD, (int64_t)c->VH * c->VD,
-                             (float)pow((double)c->VD, -0.5) };
-        double err[OC_CALIB_VISION_N_CAND] = { 0, 0, 0 }, ref = 0.0;
-        oc_calib_vision_errors(&hd, c->seg_start, c->seg_end, OC_CALIB_VISION_N_CAND, c->vis_sink, c->vis_local, err,
-                               &ref, c->scratch);
-        size_t lh = (size_t)v->layer * c->VH + h;
-        int choice = 0;
-        for (int m = 0; m < OC_CALIB_VISION_N_CAND; m++) {
-            double nmse = ref > 0.0 ? err[m] / ref : 0.0;
-            c->vis_nmse[lh * OC_CALIB_VISION_N_CAND + m] += nmse;
-            if (!choice && nmse < c->p.bs_alpha) choice = m + 1;
-        }
-        c->vis_votes[lh * (1 + OC_CALIB_VISION_N_CAND) + choice]++;
-    }
+    oc_pool_run(c->pool, c->VH, vision_head, &(head_job){ c, v, { 0, NULL, NULL }, 0, 0, 0 });
 }
 
 /* The vision aggregation (calib.h): 0 dense, else candidate index + 1. */
@@ -382,6 +433,60 @@ static void observe_mminf(oc_calib *c, const oc_calib_head *hd, size_t lh) {
     }
 }
 
+/* Decoder head h of the layer in v, as the statistics see it. */
+static oc_calib_head decoder_view_head(const oc_calib *c, const oc_attn_view *v, int32_t h) {
+    int32_t rep = c->H / c->HKV;
+    oc_calib_head hd;
+    hd.n_q = v->n_q;
+    hd.q_first = v->q_first;
+    hd.n_kv = v->n_kv;
+    hd.head_dim = c->D;
+    hd.q = v->q + (size_t)h * (size_t)c->D;
+    hd.q_stride = (int64_t)c->H * c->D;
+    hd.k = v->k + (size_t)(h / rep) * (size_t)c->D;
+    hd.v = v->v + (size_t)(h / rep) * (size_t)c->D;
+    hd.kv_stride = (int64_t)c->HKV * c->D;
+    hd.scale = 1.0f / sqrtf((float)c->D);
+    return hd;
+}
+
+/* One decoder head of one layer: every statistic but MMInference's search. Writes only this
+ * head's slots (and its rows of head_cols / head_rows, summed by the observer afterwards). */
+static void decoder_head(void *ctx, int64_t task, int thread) {
+    const head_job *j = ctx;
+    oc_calib *c = j->c;
+    const oc_attn_view *v = j->v;
+    int32_t h = (int32_t)task, l = v->layer, last = j->last, q_end = v->q_first + v->n_q;
+    double *scratch = thread_scratch(c, thread);
+    oc_calib_head hd = decoder_view_head(c, v, h);
+    size_t lh = (size_t)l * (size_t)c->H + (size_t)h, T = (size_t)c->max_tokens;
+    /* BlindSight Alg. 1 over the prompt's rows (prefill is what the categories sparsify) */
+    if ((c->p.methods & OC_CALIB_BLINDSIGHT) && v->q_first < c->n_prompt) {
+        oc_calib_head pre = hd;
+        pre.n_q = OC_MIN(v->n_q, c->n_prompt - v->q_first);
+        oc_calib_mask_errors(&pre, &j->tok, c->item_err + lh * 3, c->item_ref + lh, scratch);
+    }
+    if (j->zipvl) {
+        double *cols = c->head_cols + (size_t)h * T;
+        int64_t *nnz = c->head_nnz + (size_t)h * T;
+        memset(cols, 0, sizeof(double) * (size_t)v->n_kv);
+        memset(nnz, 0, sizeof(int64_t) * (size_t)v->n_kv);
+        oc_calib_column_mass(&hd, cols, nnz, scratch);
+    }
+    /* SparseMM Eq. 3-4: the rows that predict answer tokens: the prompt's last row, then each
+     * decode row (whether its token belongs to the answer is known at item end) */
+    if ((c->p.methods & OC_CALIB_SPARSEMM) && c->n_region > 0)
+        for (int32_t p = OC_MAX(v->q_first, last); p < q_end && p - last < MAX_ANSWER_ROWS; p++) {
+            int32_t arg = oc_calib_row_argmax(&hd, p - v->q_first, scratch);
+            c->row_hits[((size_t)(p - last) * (size_t)c->L + (size_t)l) * (size_t)c->H + (size_t)h] +=
+                oc_calib_hit(arg, c->in_region, c->n_region);
+        }
+    /* Q-Cache Eq. 3: the layer's last prompt row a^l, the mean of its heads' distributions (the
+     * paper compares layers, and head h of one layer has no counterpart in the next) */
+    if ((c->p.methods & OC_CALIB_QCACHE) && j->has_last)
+        oc_calib_row_probs(&hd, last - v->q_first, c->head_rows + (size_t)h * T, scratch);
+}
+
 void oc_calib_observe(void *user, const struct oc_attn_view *v) {
     oc_calib *c = user;
     if (v->stack == 1) {
@@ -394,9 +499,8 @@ void oc_calib_observe(void *user, const struct oc_attn_view *v) {
         return;   /* not the model this run was opened for: oc_calib_item_end reports nothing new */
     if (!c->tokens_ready) build_tokens(c, v);
     oc_calib_tokens tok = { c->n_prompt, c->image_of, c->is_sink };
-    int32_t l = v->layer, rep = c->H / c->HKV, last = c->n_prompt - 1;
-    int32_t q_end = v->q_first + v->n_q;
-    int has_last = last >= v->q_first && last < q_end;
+    int32_t l = v->layer, last = c->n_prompt - 1;
+    int has_last = last >= v->q_first && last < v->q_first + v->n_q;
     /* ZipVL Eq. 6-7 over the whole prompt: only when the prompt is one forward call (calibrate opens
      * its context so), since the column sums need every row */
     int zipvl = (c->p.methods & OC_CALIB_ZIPVL) && v->q_first == 0 && v->n_q == c->n_prompt;
@@ -411,44 +515,25 @@ void oc_calib_observe(void *user, const struct oc_attn_view *v) {
         memset(c->col_sum, 0, sizeof(double) * (size_t)v->n_kv);
         memset(c->col_nnz, 0, sizeof(int64_t) * (size_t)v->n_kv);
     }
-    for (int32_t h = 0; h < c->H; h++) {
-        oc_calib_head hd;
-        hd.n_q = v->n_q;
-        hd.q_first = v->q_first;
-        hd.n_kv = v->n_kv;
-        hd.head_dim = c->D;
-        hd.q = v->q + (size_t)h * (size_t)c->D;
-        hd.q_stride = (int64_t)c->H * c->D;
-        hd.k = v->k + (size_t)(h / rep) * (size_t)c->D;
-        hd.v = v->v + (size_t)(h / rep) * (size_t)c->D;
-        hd.kv_stride = (int64_t)c->HKV * c->D;
-        hd.scale = 1.0f / sqrtf((float)c->D);
-        size_t lh = (size_t)l * (size_t)c->H + (size_t)h;
-        /* BlindSight Alg. 1 over the prompt's rows (prefill is what the categories sparsify) */
-        if ((c->p.methods & OC_CALIB_BLINDSIGHT) && v->q_first < c->n_prompt) {
-            oc_calib_head pre = hd;
-            pre.n_q = OC_MIN(v->n_q, c->n_prompt - v->q_first);
-            oc_calib_mask_errors(&pre, &tok, c->item_err + lh * 3, c->item_ref + lh, c->scratch);
-        }
-        if (zipvl) oc_calib_column_mass(&hd, c->col_sum, c->col_nnz, c->scratch);
-        /* SparseMM Eq. 3-4: the rows that predict answer tokens: the prompt's last row, then each
-         * decode row (whether its token belongs to the answer is known at item end) */
-        if ((c->p.methods & OC_CALIB_SPARSEMM) && c->n_region > 0)
-            for (int32_t p = OC_MAX(v->q_first, last); p < q_end && p - last < MAX_ANSWER_ROWS; p++) {
-                int32_t arg = oc_calib_row_argmax(&hd, p - v->q_first, c->scratch);
-                c->row_hits[((size_t)(p - last) * (size_t)c->L + (size_t)l) * (size_t)c->H + (size_t)h] +=
-                    oc_calib_hit(arg, c->in_region, c->n_region);
+    head_job job = { c, v, tok, zipvl, has_last, last };
+    oc_pool_run(c->pool, c->H, decoder_head, &job);
+    if (zipvl)   /* the heads' column mass, added in head order (the same for any thread count) */
+        for (int32_t h = 0; h < c->H; h++)
+            for (int32_t j = 0; j < v->n_kv; j++) {
+                c->col_sum[j] += c->head_cols[(size_t)h * (size_t)c->max_tokens + (size_t)j];
+                c->col_nnz[j] += c->head_nnz[(size_t)h * (size_t)c->max_tokens + (size_t)j];
             }
-        /* Q-Cache Eq. 3: the layer's last prompt row a^l, the mean of its heads' distributions
-         * (the paper compares layers, and head h of one layer has no counterpart in the next) */
-        if ((c->p.methods & OC_CALIB_QCACHE) && has_last) {
-            double *cur = c->last_probs + (size_t)(l % 2) * (size_t)c->max_tokens, *row = c->row_probs;
-            oc_calib_row_probs(&hd, last - v->q_first, row, c->scratch);
-            if (h == 0) memset(cur, 0, sizeof(double) * (size_t)(last + 1));
-            for (int32_t j = 0; j <= last; j++) cur[j] += row[j] / c->H;
-        }
-        if (mminf) observe_mminf(c, &hd, lh);
+    if ((c->p.methods & OC_CALIB_QCACHE) && has_last) {   /* the head mean of the last rows, in head order */
+        double *cur = c->last_probs + (size_t)(l % 2) * (size_t)c->max_tokens;
+        memset(cur, 0, sizeof(double) * (size_t)(last + 1));
+        for (int32_t h = 0; h < c->H; h++)
+            for (int32_t j = 0; j <= last; j++) cur[j] += c->head_rows[(size_t)h * (size_t)c->max_tokens + (size_t)j] / c->H;
     }
+    if (mminf)   /* one work area: serial over heads */
+        for (int32_t h = 0; h < c->H; h++) {
+            oc_calib_head hd = decoder_view_head(c, v, h);
+            observe_mminf(c, &hd, (size_t)l * (size_t)c->H + (size_t)h);
+        }
     if (mminf && l == c->L - 1) c->mm_seen = 1;
     if (zipvl) {   /* the head mean of A: its column sums add up to n (each row sums to 1) */
         int32_t n = v->n_kv;

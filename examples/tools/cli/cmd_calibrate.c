@@ -83,6 +83,23 @@ static void on_item(void *user, int64_t done, int64_t total, int32_t n_prompt_to
     if (ui->tty && done == total) fprintf(stderr, "\n");
 }
 
+/* The prompts a --data folder holds (lines of its items.jsonl), so the progress bar counts to
+ * what will run; 0 when it cannot be read (the run itself then says why). */
+static int64_t data_items(const char *dir) {
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/items.jsonl", dir) >= (int)sizeof path) return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    int64_t n = 0;
+    int ch, last = '\n';
+    while ((ch = getc(f)) != EOF) {
+        n += ch == '\n';
+        last = ch;
+    }
+    fclose(f);
+    return n + (last != '\n');
+}
+
 static int parse_methods(const char *s, unsigned *out) {
     unsigned m = 0;
     while (*s) {
@@ -309,7 +326,8 @@ int oc_tool_calibrate(int argc, char **argv) {
     else
         cp.methods &= ~(unsigned)OC_CALIB_VISION;
     int32_t max_patches = 4 * ctxp.max_image_tokens;   /* a merged token is 2x2 patches */
-    size_t ctx_bytes = 0, calib_bytes = oc_calib_bytes(&shape, ctxp.max_context_tokens, &vshape, max_patches);
+    cp.n_threads = (int32_t)n_threads;
+    size_t ctx_bytes = 0, calib_bytes = oc_calib_bytes(&shape, ctxp.max_context_tokens, &vshape, max_patches, cp.n_threads);
     if (oc_context_memory_bytes(model, &ctxp, &ctx_bytes, &e) ||
         oc_calib_open(&c, &cp, &shape, ctxp.max_context_tokens, &vshape, max_patches, NULL, &e)) {
         fprintf(stderr, "ocellus calibrate: %s\n", e.message);
@@ -319,6 +337,10 @@ int oc_tool_calibrate(int argc, char **argv) {
     if (oc_context_open(&ctx, model, &ctxp, &e)) {
         fprintf(stderr, "ocellus calibrate: %s\n", e.message);
         goto done;
+    }
+    if (data_dir) {
+        int64_t n_data = data_items(data_dir);
+        if (n_data > 0 && n_data < sp.n_items) sp.n_items = n_data;
     }
     fprintf(stderr, "calibrating %s (%d layers x %d heads, %d kv heads) on %lld scene prompts, %s\n"
                     "memory: context %.1f MiB + statistics %.1f KiB, allocated up front\n",
