@@ -185,11 +185,17 @@ static void scale(float *dst, const float *src, int32_t n, float a) {
 
 /* ---- direct path (decode): K and V rows read in place ---------------------------------------------- */
 
+/* UBSan's checks are left out of these kernels: with ASan and UBSan together clang did not finish
+ * compiling them in 20 minutes (either alone: 9-23 s). ASan still checks every access, and
+ * test_attn compares them with double sums. */
+#define NO_UBSAN __attribute__((no_sanitize("undefined")))
+#define DIRECT INLINE NO_UBSAN
+
 /* Lane i of the result = the sum of the 16 lanes of a[i]: a transposing reduction of 15 combines
  * (two shuffles and an add each) instead of 16 separate reductions of 4 shuffles and 4 adds. Each
  * level halves the vectors and doubles the sums a vector holds; the inputs are taken in 4 x 4
  * transposed order (a[4 (i % 4) + i / 4] as input i), which puts the results in natural order. */
-INLINE __m512 hsum16(const __m512 a[16]) {
+DIRECT __m512 hsum16(const __m512 a[16]) {
     __m512 b[8], c[4], e[2];
     UNROLL_ROWS
     for (int j = 0; j < 8; j++) {   /* 256-bit halves: quarters 0-1 sum input 2j, 2-3 input 2j + 1 */
@@ -212,15 +218,16 @@ INLINE __m512 hsum16(const __m512 a[16]) {
  * its K rows are dotted (a sparse head's rows are gathered, and a decode tile is 72 keys, so the
  * hardware prefetchers see little of a stream; measured from DRAM on Zen 4: 5-10% less time). */
 #define PREFETCH_KEYS 8
-INLINE void prefetch_rows(const void *const *rows, int32_t t0, int32_t t1, int64_t row_bytes) {
-    for (int32_t t = t0; t < t1; t++)
-        for (int64_t b = 0; b < row_bytes; b += 64) _mm_prefetch((const char *)rows[t] + b, _MM_HINT_T0);
+DIRECT void prefetch_rows(const void *const *rows, int32_t t0, int32_t t1, int64_t row_bytes) {
+    for (int32_t t = t0; t < t1; t++)   /* addresses formed as integers, as in matmul_avx2.c */
+        for (uintptr_t a = (uintptr_t)rows[t], end = a + (uintptr_t)row_bytes; a < end; a += 64)
+            _mm_prefetch((const char *)a, _MM_HINT_T0);
 }
 
 /* Rows q[0..R) against KB = 16 / RB keys (R <= RB): lane kb * RB + r = q_r . k_kb; keys past nk
  * repeat the last one (their lanes are not stored). Each K chunk is loaded and converted once for
  * all R rows; the query chunks come from L1. */
-INLINE __m512 dot_block(int RB, int R, const float *q, int32_t d, const void *const *krows, int32_t nk, int32_t dtype) {
+DIRECT __m512 dot_block(int RB, int R, const float *q, int32_t d, const void *const *krows, int32_t nk, int32_t dtype) {
     const int KB = VEC / RB;
     __m512 acc[16];
     UNROLL_ROWS
@@ -255,7 +262,7 @@ INLINE __m512 dot_block(int RB, int R, const float *q, int32_t d, const void *co
     return hsum16(acc);
 }
 
-INLINE void dot_run(int RB, int R, float *s, int64_t lds, const float *q, const void *const *krows, int32_t n_keys,
+DIRECT void dot_run(int RB, int R, float *s, int64_t lds, const float *q, const void *const *krows, int32_t n_keys,
                     int32_t d, int32_t dtype, const void *const *vpf) {
     const int KB = VEC / RB;
     const __mmask16 rows = (__mmask16)((1u << R) - 1);
@@ -275,29 +282,27 @@ INLINE void dot_run(int RB, int R, float *s, int64_t lds, const float *q, const 
     }
 }
 
-/* dtype is a constant in each copy, so the conversion branch leaves the inner loops. */
-INLINE void dot_rows_t(float *s, int64_t lds, const float *q, int32_t n_rows, const void *const *krows, int32_t n_keys,
-                       int32_t d, int32_t dtype, const void *const *vpf) {
-    for (int32_t r0 = 0; r0 < n_rows; r0 += 8) {
-        const float *qr = q + (int64_t)r0 * d;
-        float *sr = s + r0;
-        switch (OC_MIN(8, n_rows - r0)) {
-        case 1: dot_run(1, 1, sr, lds, qr, krows, n_keys, d, dtype, r0 ? NULL : vpf); break;
-        case 2: dot_run(2, 2, sr, lds, qr, krows, n_keys, d, dtype, r0 ? NULL : vpf); break;
-        case 3: dot_run(4, 3, sr, lds, qr, krows, n_keys, d, dtype, r0 ? NULL : vpf); break;
-        case 4: dot_run(4, 4, sr, lds, qr, krows, n_keys, d, dtype, r0 ? NULL : vpf); break;
-        case 5: dot_run(8, 5, sr, lds, qr, krows, n_keys, d, dtype, r0 ? NULL : vpf); break;
-        case 6: dot_run(8, 6, sr, lds, qr, krows, n_keys, d, dtype, r0 ? NULL : vpf); break;
-        case 7: dot_run(8, 7, sr, lds, qr, krows, n_keys, d, dtype, r0 ? NULL : vpf); break;
-        default: dot_run(8, 8, sr, lds, qr, krows, n_keys, d, dtype, r0 ? NULL : vpf); break;
-        }
+/* One function per row count, not inlined into one switch: a single function holding every copy
+ * took clang with ASan over 20 minutes to compile (each copy alone: seconds). */
+typedef void (*dot_fn)(float *s, int64_t lds, const float *q, const void *const *krows, int32_t n_keys, int32_t d,
+                       int32_t dtype, const void *const *vpf);
+#define DOT_FN(RB, R)                                                                                     \
+    static __attribute__((noinline)) NO_UBSAN void dot_##R(float *s, int64_t lds, const float *q, const void *const *krows, \
+                                                  int32_t n_keys, int32_t d, int32_t dtype, const void *const *vpf) { \
+        dot_run(RB, R, s, lds, q, krows, n_keys, d, dtype, vpf);                                          \
     }
-}
+DOT_FN(1, 1) DOT_FN(2, 2) DOT_FN(4, 4) DOT_FN(8, 6) DOT_FN(8, 8)
+/* Row counts without a copy of their own take the next larger one: the extra rows read scratch
+ * beyond the last query row (inside the q block, scratch.c: cols x d floats) and their lanes are
+ * never stored. Five copies, not eight: with ASan and UBSan together clang compiles each for a
+ * long time. */
+static const dot_fn dot_for_rows[8] = { dot_1, dot_2, dot_4, dot_4, dot_6, dot_6, dot_8, dot_8 };
 
 static void dot_rows(float *s, int64_t lds, const float *q, int32_t n_rows, int32_t n_cols, const void *const *krows,
-                     const void *const *vrows, int32_t n_keys, int32_t d, int32_t dtype) {
-    if (dtype == OC_DTYPE_F16) dot_rows_t(s, lds, q, n_rows, krows, n_keys, d, OC_DTYPE_F16, vrows);
-    else dot_rows_t(s, lds, q, n_rows, krows, n_keys, d, OC_DTYPE_F32, vrows);
+                     const void *const *vpf, int32_t n_keys, int32_t d, int32_t dtype) {
+    for (int32_t r0 = 0; r0 < n_rows; r0 += 8)
+        dot_for_rows[OC_MIN(8, n_rows - r0) - 1](s + r0, lds, q + (int64_t)r0 * d, krows, n_keys, d, dtype,
+                                                 r0 ? NULL : vpf);
     for (int32_t c = n_rows; c < n_cols; c += VEC) {   /* the padding columns */
         __mmask16 m = tail_mask(OC_MIN(VEC, n_cols - c));
         for (int32_t t = 0; t < n_keys; t++) _mm512_mask_storeu_ps(s + t * lds + c, m, _mm512_setzero_ps());
@@ -305,23 +310,21 @@ static void dot_rows(float *s, int64_t lds, const float *q, int32_t n_rows, int3
 }
 
 /* o[r][c0 .. c0 + 16 NV) += sum_t p[t][r] v_t[..] for R rows: R x NV accumulators (at most 24),
- * each V chunk converted once for the R rows, p broadcast from memory. FULL: every vector lies
- * inside d (plain loads); else `last` masks the last one. */
-INLINE void acc_block(int R, int NV, int FULL, float *o, int64_t ldo, const float *p, int64_t ldp,
-                      const void *const *vrows, int32_t n_keys, int32_t c0, __mmask16 last, int32_t dtype) {
+ * each V chunk converted once for the R rows, p broadcast from memory. NV is 4 (64 columns inside
+ * d, plain loads) or 1 (16 columns, `m` masks those inside d). */
+DIRECT void acc_block(int R, int NV, float *o, int64_t ldo, const float *p, int64_t ldp, const void *const *vrows,
+                      int32_t n_keys, int32_t c0, __mmask16 m, int32_t dtype) {
     __m512 acc[6][4];
     UNROLL_ROWS
     for (int r = 0; r < R; r++) {
         UNROLL_ROWS
         for (int v = 0; v < NV; v++)
-            acc[r][v] = FULL || v < NV - 1 ? _mm512_loadu_ps(o + r * ldo + c0 + v * VEC)
-                                           : _mm512_maskz_loadu_ps(last, o + r * ldo + c0 + v * VEC);
+            acc[r][v] = NV == 4 ? _mm512_loadu_ps(o + r * ldo + c0 + v * VEC) : _mm512_maskz_loadu_ps(m, o + r * ldo + c0);
     }
     for (int32_t t = 0; t < n_keys; t++) {
         __m512 x[4];
         UNROLL_ROWS
-        for (int v = 0; v < NV; v++)
-            x[v] = FULL || v < NV - 1 ? load16f(vrows[t], c0 + v * VEC, dtype) : load16m(vrows[t], c0 + v * VEC, last, dtype);
+        for (int v = 0; v < NV; v++) x[v] = NV == 4 ? load16f(vrows[t], c0 + v * VEC, dtype) : load16m(vrows[t], c0, m, dtype);
         const float *pt = p + t * ldp;
         UNROLL_ROWS
         for (int r = 0; r < R; r++) {
@@ -334,44 +337,34 @@ INLINE void acc_block(int R, int NV, int FULL, float *o, int64_t ldo, const floa
     for (int r = 0; r < R; r++) {
         UNROLL_ROWS
         for (int v = 0; v < NV; v++) {
-            if (FULL || v < NV - 1) _mm512_storeu_ps(o + r * ldo + c0 + v * VEC, acc[r][v]);
-            else _mm512_mask_storeu_ps(o + r * ldo + c0 + v * VEC, last, acc[r][v]);
+            if (NV == 4) _mm512_storeu_ps(o + r * ldo + c0 + v * VEC, acc[r][v]);
+            else _mm512_mask_storeu_ps(o + r * ldo + c0, m, acc[r][v]);
         }
     }
 }
 
-#define ACC_ROWS(R, ...)                                                     \
-    if (nv == 4 && full) acc_block(R, 4, 1, __VA_ARGS__);                    \
-    else if (nv == 4) acc_block(R, 4, 0, __VA_ARGS__);                       \
-    else if (nv == 3) acc_block(R, 3, 0, __VA_ARGS__);                       \
-    else if (nv == 2) acc_block(R, 2, 0, __VA_ARGS__);                       \
-    else acc_block(R, 1, 0, __VA_ARGS__);
-
-INLINE void acc_rows_t(float *o, int64_t ldo, const float *p, int64_t ldp, int32_t n_rows, const void *const *vrows,
-                       int32_t n_keys, int32_t d, int32_t dtype) {
-    for (int32_t c0 = 0; c0 < d; c0 += 4 * VEC) {   /* 64 columns at a time: V is read once per 6 rows */
-        int32_t cols = OC_MIN(4 * VEC, d - c0), nv = (cols + VEC - 1) / VEC;
-        int full = cols == 4 * VEC;
-        __mmask16 last = tail_mask(cols - (nv - 1) * VEC);
-        for (int32_t r0 = 0; r0 < n_rows; r0 += 6) {
-            float *orow = o + r0 * ldo;
-            const float *pr = p + r0;
-            switch (OC_MIN(6, n_rows - r0)) {
-            case 1: ACC_ROWS(1, orow, ldo, pr, ldp, vrows, n_keys, c0, last, dtype) break;
-            case 2: ACC_ROWS(2, orow, ldo, pr, ldp, vrows, n_keys, c0, last, dtype) break;
-            case 3: ACC_ROWS(3, orow, ldo, pr, ldp, vrows, n_keys, c0, last, dtype) break;
-            case 4: ACC_ROWS(4, orow, ldo, pr, ldp, vrows, n_keys, c0, last, dtype) break;
-            case 5: ACC_ROWS(5, orow, ldo, pr, ldp, vrows, n_keys, c0, last, dtype) break;
-            default: ACC_ROWS(6, orow, ldo, pr, ldp, vrows, n_keys, c0, last, dtype) break;
-            }
-        }
+typedef void (*acc_fn)(float *o, int64_t ldo, const float *p, int64_t ldp, const void *const *vrows, int32_t n_keys,
+                       int32_t c0, __mmask16 m, int32_t dtype);
+#define ACC_FN(R, NV)                                                                                     \
+    static __attribute__((noinline)) NO_UBSAN void acc_##R##_##NV(float *o, int64_t ldo, const float *p, int64_t ldp, \
+                                                         const void *const *vrows, int32_t n_keys, int32_t c0, \
+                                                         __mmask16 m, int32_t dtype) {                   \
+        acc_block(R, NV, o, ldo, p, ldp, vrows, n_keys, c0, m, dtype);                                    \
     }
-}
+ACC_FN(1, 1) ACC_FN(2, 1) ACC_FN(3, 1) ACC_FN(4, 1) ACC_FN(5, 1) ACC_FN(6, 1)
+ACC_FN(1, 4) ACC_FN(2, 4) ACC_FN(3, 4) ACC_FN(4, 4) ACC_FN(5, 4) ACC_FN(6, 4)
+static const acc_fn acc_for_rows[2][6] = { { acc_1_1, acc_2_1, acc_3_1, acc_4_1, acc_5_1, acc_6_1 },
+                                           { acc_1_4, acc_2_4, acc_3_4, acc_4_4, acc_5_4, acc_6_4 } };
 
 static void acc_rows(float *o, int64_t ldo, const float *p, int64_t ldp, int32_t n_rows, const void *const *vrows,
                      int32_t n_keys, int32_t d, int32_t dtype) {
-    if (dtype == OC_DTYPE_F16) acc_rows_t(o, ldo, p, ldp, n_rows, vrows, n_keys, d, OC_DTYPE_F16);
-    else acc_rows_t(o, ldo, p, ldp, n_rows, vrows, n_keys, d, OC_DTYPE_F32);
+    for (int32_t c0 = 0; c0 < d;) {   /* 64 columns at a time while they last (V read once per 6 rows), then 16 */
+        int32_t nv = d - c0 >= 4 * VEC ? 4 : 1;
+        __mmask16 m = tail_mask(OC_MIN(VEC, d - c0));
+        for (int32_t r0 = 0; r0 < n_rows; r0 += 6)
+            acc_for_rows[nv == 4][OC_MIN(6, n_rows - r0) - 1](o + r0 * ldo, ldo, p + r0, ldp, vrows, n_keys, c0, m, dtype);
+        c0 += nv * VEC;
+    }
 }
 
 static const oc_attn_kernels table = { "avx512", VEC, PANEL, gemm, convert_rows, pack_v, softmax_cols, pack_qt, scale,

@@ -49,7 +49,8 @@ typedef struct oc_attn_kernels {
      * place, each element converted in registers and used for every row, so there is no f32 copy
      * of the tile and no query column padding (the GEMM path pads 6 rows to 16 columns).
      * dot_rows: s[t * lds + r] = q[r * d .. r * d + d) . krows[t][0..d) for r < n_rows, t < n_keys,
-     * and s[t * lds + r] = 0 for n_rows <= r < n_cols (q: n_rows rows of d floats, scaled).
+     * and s[t * lds + r] = 0 for n_rows <= r < n_cols (q: n_rows rows of d floats, scaled; a table
+     * may read rows up to the next multiple of 8 and ignore them, so q must hold that many).
      * vrows: the tile's V rows, which acc_rows reads next; a table may prefetch them meanwhile. */
     void (*dot_rows)(float *s, int64_t lds, const float *q, int32_t n_rows, int32_t n_cols, const void *const *krows,
                      const void *const *vrows, int32_t n_keys, int32_t d, int32_t dtype);
