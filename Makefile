@@ -2,7 +2,9 @@
 #   make            libocellus.a, libocellus.so and the ocellus CLI
 #   make check      builds and runs every test (tests/test_*.c programs, tests/test_*.sh scripts) and
 #                   the embedding example; ends with one line "N passed, N failed[, N skipped]"
-#   make fuzz       builds the libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=60 runs them
+#   make fuzz       builds the libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=60 runs them;
+#                   make fuzz-long FUZZ_JOBS=N the 10^7-execution campaign; make fuzz-bundle packs
+#                   it for a machine without clang (build/fuzz-bundle.tar.gz)
 #   make install    PREFIX=... DESTDIR=...
 # Sources are found by wildcard: a new src/<concept>/*.c, opencl/*.c, examples/tools/{,cli/}*.c or
 # tests/test_*.c needs no Makefile edit. Files named *_avx2.c, *_avx512.c, *_neon.c hold one ISA's
@@ -127,19 +129,30 @@ FUZZ_FLAGS   := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitiz
                 -I. -Iinclude -Isrc -Iport -Iexamples -pthread -DOC_FUZZING
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
-# The fuzzers compile the portable library sources themselves (no ISA kernels, no OpenCL).
-FUZZ_LIB_SRC := $(filter-out %_avx2.c %_avx512.c %_neon.c,$(wildcard src/*/*.c) $(wildcard port/*.c) \
-                  $(wildcard examples/tools/*.c))
+# The fuzzers compile the library sources themselves (no OpenCL), with the ISA kernels this
+# configuration builds: a context runs the best the CPU has (oc_isa_best), as in production.
+FUZZ_LIB_SRC := $(call isa_filter,$(wildcard src/*/*.c) $(wildcard port/*.c) $(wildcard examples/tools/*.c))
 
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(B)/fuzz/lib/%.o)
+# Speed without losing what the inputs reach (TESTING.md "Fuzzing speed"): the numeric kernels,
+# which tests/fuzz/coverage_ignore.txt leaves uninstrumented for coverage, are built at -O2 (ASan
+# and UBSan still check every access); the per-pixel and per-byte loops below keep their edge
+# coverage but lose the comparison callbacks (trace-cmp), which were most of fuzz_ppm's and
+# fuzz_tokenizer's time and only ever compare loop counters and table entries.
+FUZZ_KERNEL_OBJ := $(patsubst %.c,$(B)/fuzz/lib/%.o,$(filter src/kernels/% src/attention/attn%,$(FUZZ_LIB_SRC)))
+FUZZ_NOCMP_OBJ  := $(patsubst %.c,$(B)/fuzz/lib/%.o,src/image/image_resize.c src/image/image_prep.c \
+                     src/tokenizer/tok_bpe.c src/tokenizer/unicode_nfc.c)
+$(FUZZ_KERNEL_OBJ): FUZZ_OBJ_FLAGS := -O2
+$(FUZZ_NOCMP_OBJ):  FUZZ_OBJ_FLAGS := -fno-sanitize-coverage=trace-cmp
 
-$(B)/fuzz/lib/%.o: %.c config.h tests/fuzz/coverage_ignore.txt
+$(B)/fuzz/lib/%.o: %.c config.h tests/fuzz/coverage_ignore.txt Makefile
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(subst fuzzer,fuzzer-no-link,$(FUZZ_FLAGS)) $(DEP_CFLAGS) -c $< -o $@
+	$(FUZZ_CC) $(subst fuzzer,fuzzer-no-link,$(FUZZ_FLAGS)) $(FUZZ_OBJ_FLAGS) $(ISA_CFLAGS) $(DEP_CFLAGS) -MMD -MP -c $< -o $@
 
+# --as-needed: the targets use no OpenCL, CLBlast or SLEEF, so they do not depend on them at run time
 $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJ)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_FLAGS) $(DEP_CFLAGS) -o $@ $< $(FUZZ_LIB_OBJ) $(DEP_LIBS) -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(DEP_CFLAGS) -o $@ $< $(FUZZ_LIB_OBJ) -Wl,--as-needed $(DEP_LIBS) -lm
 
 fuzz: $(FUZZ_BIN)
 
@@ -152,20 +165,23 @@ fuzz-run: $(FUZZ_BIN)
 	  grep -E 'stat::number_of_executed_units|stat::peak_rss' fuzz-out/$$n.log; \
 	done
 
-# make fuzz-long (not in CI): every target until FUZZ_RUNS executions (issue 21: 10^7), one at a
-# time; FUZZ_LONG_SECONDS (0: none) caps each. Figures go to fuzz-out/long.txt (TESTING.md).
+# make fuzz-long (not in CI): every target until FUZZ_RUNS executions (issue 21: 10^7), one target
+# at a time, each with FUZZ_JOBS parallel workers whose executions add up; FUZZ_LONG_SECONDS (0:
+# none) caps each target. Per-target executions, crashes and seconds go to fuzz-out/long/summary.txt
+# (TESTING.md); exits non-zero on a crash. The work is tests/fuzz/run-long.sh, which the bundle runs too.
 FUZZ_RUNS         ?= 10000000
+FUZZ_JOBS         ?= 1
 FUZZ_LONG_SECONDS ?= 0
 fuzz-long: $(FUZZ_BIN)
-	@mkdir -p fuzz-out; : >fuzz-out/long.txt
-	@for f in $(FUZZ_BIN); do \
-	  n=$$(basename $$f); mkdir -p fuzz-out/$$n; start=$$(date +%s); \
-	  $$f -runs=$(FUZZ_RUNS) -max_total_time=$(FUZZ_LONG_SECONDS) -print_final_stats=1 fuzz-out/$$n \
-	     tests/fuzz/corpus/$$n >fuzz-out/$$n.long.log 2>&1; rc=$$?; \
-	  runs=$$(sed -n 's/^stat::number_of_executed_units: *//p' fuzz-out/$$n.long.log); \
-	  echo "$$n: $$runs executions in $$(( $$(date +%s) - start )) s, exit status $$rc" | tee -a fuzz-out/long.txt; \
-	  [ $$rc -eq 0 ] || { tail -40 fuzz-out/$$n.long.log; exit 1; }; \
-	done
+	FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_JOBS=$(FUZZ_JOBS) FUZZ_LONG_SECONDS=$(FUZZ_LONG_SECONDS) \
+	  sh tests/fuzz/run-long.sh $(B)/fuzz tests/fuzz/corpus fuzz-out/long
+
+# make fuzz-bundle: build/fuzz-bundle.tar.gz, the built targets with every shared library they load
+# (glibc's loader included), the seed corpora, the Qwen2 vocabulary when ../shared has it, and
+# run.sh, so the long campaign runs on another x86-64 Linux with no clang and no packages
+# (tests/fuzz/bundle.sh; TESTING.md "Long fuzzing").
+fuzz-bundle: $(FUZZ_BIN)
+	sh tests/fuzz/bundle.sh $(B)/fuzz $(B)/fuzz-bundle.tar.gz
 
 # ---- load (not in CI) ----------------------------------------------------------------------------
 # make soak: tests/soak/soak.c, SOAK_QUESTIONS through one context and SOAK_PER_THREAD on each of
@@ -199,7 +215,7 @@ clean:
 distclean: clean
 	rm -f config.mk config.h config.log
 
-.PHONY: all check tests fuzz fuzz-run fuzz-long soak install clean distclean ocellus.pc
+.PHONY: all check tests fuzz fuzz-run fuzz-long fuzz-bundle soak install clean distclean ocellus.pc
 .SECONDARY:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -357,12 +357,17 @@ typedef struct oc_stats {
     double ttft_ms;               /* request start to the first generated token */
     double decode_ms;             /* the tokens after the first */
     uint64_t attn_flops_kept, attn_flops_skipped;   /* attention FLOPs (vision + decoder) */
+    /* ... of which the decoder's prompt rows (prefill) and its generated rows (decode); the rest is
+     * the vision encoder's */
+    uint64_t attn_prefill_flops_kept, attn_prefill_flops_skipped;
+    uint64_t attn_decode_flops_kept, attn_decode_flops_skipped;
     size_t context_bytes;         /* what the context allocated up front (host) */
     size_t device_bytes;          /* OpenCL: device memory its weights, KV cache and activations
                                      hold; 0 on the CPU */
     size_t kv_bytes;              /* f16 keys and values the decoder's KV cache holds at the end of
                                      the request: after the plan's SparseMM / ZipVL eviction, without
                                      the keys Q-Cache GLA lazy layers share */
+    size_t kv_prefill_bytes;      /* the same at the end of prefill, before the first generated token */
     size_t kv_capacity_bytes;     /* what the KV cache buffers take (fixed at open from the plan
                                      and the context size, part of context_bytes or device_bytes):
                                      with SparseMM budgets, each budgeted layer's budget +

@@ -683,7 +683,7 @@ oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_a
     }
     int dyn_on = call_dynamic(call);
     if (dyn_on) {   /* VERTICAL_SLASH / GRID heads: their index, then a launch of their own */
-        if ((st = oc_mask_check_dyn(call, 1, "opencl attn", err)) != OC_OK || (st = dyn_room(at, call, err)) != OC_OK ||
+        if ((st = oc_mask_check_dyn(call, OC_MASK_INDEX_PLAIN, "opencl attn", err)) != OC_OK || (st = dyn_room(at, call, err)) != OC_OK ||
             (st = dyn_tables(at, call, err)) != OC_OK)
             return st;
     }

@@ -28,6 +28,8 @@ void oc_port_cpu_features(oc_cpu_features *f) {
     memcpy(f->vendor + 8, &c, 4);
     f->vendor[12] = 0;
     __get_cpuid(1, &a, &b, &c, &d);
+    /* family: base 0xF plus the extended family field (CPUID 1 EAX bits 8-11 and 20-27) */
+    unsigned family = ((a >> 8) & 0xf) == 0xf ? 0xf + ((a >> 20) & 0xff) : (a >> 8) & 0xf;
     int osxsave = (c >> 27) & 1;
     uint64_t xcr0 = osxsave ? read_xcr0() : 0;
     int ymm_ok = (xcr0 & 0x6) == 0x6;            /* SSE + AVX state */
@@ -48,7 +50,8 @@ void oc_port_cpu_features(oc_cpu_features *f) {
         f->avxvnni = ymm_ok && ((a1 >> 4) & 1);
         (void)b1; (void)c1; (void)d1;
     }
-    f->bf16_fast = 0;   /* opt-in for now: see port.h */
+    /* port.h: vdpbf16ps at twice the FMA rate on Zen 4 / Zen 5 (AMD family 0x19 / 0x1A) */
+    f->bf16_fast = f->avx512bf16 && !strcmp(f->vendor, "AuthenticAMD") && (family == 0x19 || family == 0x1a);
     apply_env(f);
 }
 

@@ -63,12 +63,11 @@ typedef struct oc_cpu_features {
     unsigned avx2 : 1, fma : 1, f16c : 1;
     unsigned avx512f : 1, avx512bw : 1, avx512vl : 1, avx512dq : 1;
     unsigned avx512vnni : 1, avx512bf16 : 1, avxvnni : 1;
-    /* not a CPUID bit: vdpbf16ps delivers at least the FP32 FMA FLOP rate, so F16 matrices of the
-     * vision encoder take the BF16 path (matmul.h). Never set by detection yet, only by
-     * OCELLUS_CPU_FEATURES=+bf16_fast: an Emerald Rapids core measured half the FMA rate, the
-     * Zen 4 of issue 22 (twice the rate, per the issue) was not available to measure, and the
-     * path moves the transformers end-to-end answer of test_model's random fixture (BENCHMARKS.md
-     * "Issue 22"). Candidate rule once measured: AMD with AVX512_BF16. */
+    /* not a CPUID bit: vdpbf16ps delivers at least the FP32 FMA FLOP rate, so the GEMMs of F16 and
+     * BF16 matrices (vision encoder, text prefill) take the BF16 path (matmul.h). Set for AMD
+     * family 0x19 (Zen 4) and 0x1A (Zen 5) with AVX512_BF16: a Zen 4 measured 2.0x the FMA rate,
+     * an Emerald Rapids core 0.5x (BENCHMARKS.md "Issue 22"), so Intel stays off until measured.
+     * OCELLUS_CPU_FEATURES=-bf16_fast turns it off (the exact FP32 path), +bf16_fast on. */
     unsigned bf16_fast : 1;
     /* aarch64 / armv7 */
     unsigned neon : 1, dotprod : 1, fp16 : 1, i8mm : 1, bf16 : 1;

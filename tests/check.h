@@ -54,6 +54,10 @@ const char *check_shared_data_dir(void);
 
 /* Fill with a value that is NaN as float: kernels must overwrite every output they own. */
 void check_poison_f32(float *p, size_t n);
+/* Sets OCELLUS_CPU_FEATURES (port.h) to what the test was started with plus `extra` (e.g.
+ * "-bf16_fast": later items win), for the rest of the process. Parity tests with f32 bounds pin the
+ * exact FP32 GEMM path this way where the CPU would take the BF16 path (matmul.h). */
+void check_cpu_features(const char *extra);
 
 /* Relative error ||a-b|| / max(||b||, tiny) in double; returns INFINITY if any value is NaN/Inf
  * in a (so NaN never passes a tolerance test). */

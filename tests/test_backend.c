@@ -57,7 +57,7 @@ static void case_matmul(fx *f, int64_t n_tok) {
     fill(f, bias, N_OUT);
     fill(f, x, OC_ARRAY_LEN(x));
     check_poison_f32(y, OC_ARRAY_LEN(y));
-    oc_weight src = { OC_DTYPE_F32, N_IN, N_OUT, w, N_IN * sizeof(float), NULL };
+    oc_weight src = { OC_DTYPE_F32, N_IN, N_OUT, w, N_IN * sizeof(float) };
     oc_bw bw;
     oc_error e;
     REQUIREF(f->op->weight(f->be, &bw, &src, &e) == OC_OK, "%s", e.message);
@@ -100,7 +100,7 @@ static void case_embed(fx *f) {
     int32_t ids[N] = { 3, -1, 9, 0 };
     float dst[N * DIM];
     for (int i = 0; i < N * DIM; i++) dst[i] = 7.0f;
-    oc_weight src = { OC_DTYPE_F16, DIM, ROWS, table, DIM * sizeof(uint16_t), NULL };
+    oc_weight src = { OC_DTYPE_F16, DIM, ROWS, table, DIM * sizeof(uint16_t) };
     oc_bw bw;
     oc_error e;
     REQUIRE(f->op->weight(f->be, &bw, &src, &e) == OC_OK);
@@ -414,7 +414,7 @@ static void test_cpu_ops(void) {
     oc_pool *pool;
     oc_error e;
     REQUIRE(oc_pool_open(&pool, 3, NULL, &e) == OC_OK);
-    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 }, 0, 0, 0, 0 };
+    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 }, 0, 0, 0 };
     size_t cap = 400000;
     float *logs[2] = { malloc(cap * sizeof(float)), malloc(cap * sizeof(float)) };
     REQUIRE(logs[0] && logs[1]);
@@ -452,7 +452,7 @@ static void test_opencl_ops(void) {
         check_skip("%s", why);
         return;
     }
-    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 }, 0, 0, 0, 0 };
+    oc_backend_limits lim = { 128, 8, { 8, 16, 4, 2, 8 }, 0, 0, 0 };
     oc_backend_spec spec = { OC_BACKEND_KIND_OPENCL, check_opencl_device(), NULL, OC_ISA_SCALAR, NULL };
     fx f = { NULL, NULL, { 42 }, NULL, 0, 0 };
     oc_error e;

@@ -125,6 +125,13 @@ static void test_demo_plan(void) {
         oc_context_get_stats(ctx, &st);
         CHECKF(!strcmp(got, "right"), "with %s: '%s'", plans[k], got);
         CHECKF(st.attn_flops_skipped > 0, "%s skipped nothing", plans[k]);
+        /* the decoder's prefill and decode shares are parts of the whole; these plans' decoder
+         * heads skip prompt rows, and the prompt's key/query pairs outnumber the answer's */
+        CHECK(st.attn_prefill_flops_kept + st.attn_decode_flops_kept <= st.attn_flops_kept);
+        CHECK(st.attn_prefill_flops_skipped + st.attn_decode_flops_skipped <= st.attn_flops_skipped);
+        CHECKF(st.attn_prefill_flops_skipped > 0, "%s skipped nothing in the decoder's prefill", plans[k]);
+        CHECK(st.attn_prefill_flops_kept > st.attn_decode_flops_kept && st.attn_decode_flops_kept > 0);
+        CHECK(st.kv_prefill_bytes > 0 && st.kv_prefill_bytes <= st.kv_bytes);
         free(rgb);
         oc_context_close(ctx);
         oc_model_close(m);

@@ -689,6 +689,185 @@ static void test_q_boundary_equals_explicit_mask(void) {
     pools_close(&ps);
 }
 
+/* ---- 2D-Boundary heads (dyn.h, Alg. 3) -------------------------------------------------------------- */
+
+/* Head h's diagonal scores of pair (mq, mk) in ranks, in double, from the rows `rows` (the last 64 of
+ * mq): rank offset o = rq - rk at o + n - 1, n = max(n_mk, n_mq); and the column scores by rank. */
+static void ref_scores_2d(const dcase *c, int h, const int *rows, const uint8_t *mod, int mk, int n, double *vert,
+                          double *slash) {
+    int g = h / (c->n_head / c->n_head_kv);
+    double *w = malloc(sizeof(double) * (size_t)c->n_kv);
+    for (int r = 0; r < n; r++) vert[r] = 0;
+    for (int o = 0; o < 2 * n - 1; o++) slash[o] = 0;
+    for (int r = 0; r < LAST_Q; r++) {
+        int i = rows[r], p = c->q_offset + i, rq = 0;
+        for (int x = 0; x < p; x++) rq += mod[x] == mod[p];
+        double mx = -INFINITY, sum = 0;
+        for (int j = 0; j < c->n_kv; j++) {
+            w[j] = NAN;
+            if (j > p) continue;
+            double s = 0;
+            for (int e = 0; e < c->d; e++)
+                s += (double)c->q[((size_t)i * c->n_head + h) * c->d + e] * c->kf[((size_t)j * c->n_head_kv + g) * c->d + e];
+            w[j] = s / sqrt((double)c->d);
+            if (w[j] > mx) mx = w[j];
+        }
+        for (int j = 0; j < c->n_kv; j++) if (!isnan(w[j])) sum += exp(w[j] - mx);
+        for (int j = 0, rk = 0; j < c->n_kv; j++) {
+            if (mod[j] != mk) continue;
+            if (!isnan(w[j])) {
+                vert[rk] += exp(w[j] - mx) / sum;
+                slash[rq - rk + n - 1] += exp(w[j] - mx) / sum;
+            }
+            rk++;
+        }
+    }
+    free(w);
+}
+
+static oc_modal_pattern pair_pattern(int which, int seed) {
+    switch ((which + seed) % 6) {
+    case 0: return modal(OC_PATTERN_VERTICAL_SLASH, 7 + seed, 2 + seed % 3, 0);
+    case 1: return modal(OC_PATTERN_GRID, 0, 20, 1 + (which + 3 * seed) % 7);
+    case 2: return modal(OC_PATTERN_A_SHAPE, 3, 17 + seed, 0);
+    case 3: return modal(OC_PATTERN_GRID, 5 + seed % 3, 2, 1 + (2 * which + seed) % 7);   /* fixed stride */
+    case 4: return modal(OC_PATTERN_DENSE, 0, 0, 0);
+    default: return modal(OC_PATTERN_VERTICAL_SLASH, 0, 1, 0);   /* the diagonal block alone */
+    }
+}
+
+static void run_2d_case(const qcase *qc, int seed, const pools *ps) {
+    check_rng rng = { 0x2d0ULL + (unsigned long long)seed };
+    dcase c;
+    memset(&c, 0, sizeof c);
+    c.d = qc->d; c.n_head_kv = qc->n_kv_heads; c.n_head = qc->n_kv_heads * qc->rep;
+    c.n_q = qc->n_q; c.q_offset = qc->q_offset; c.n_kv = qc->q_offset + qc->n_q;
+    c.mask = OC_ATTN_CAUSAL; c.dtype = qc->dtype;
+    dcase_make(&c, &rng, 4.0f);
+    oc_token_layout *layout = NULL;
+    REQUIRE(oc_layout_build(&layout, c.n_kv, qc->img, qc->n_img, 0.1f, NULL, NULL) == OC_OK);
+    uint8_t *mod = malloc((size_t)c.n_kv);
+    for (int j = 0; j < c.n_kv; j++) mod[j] = oc_layout_image_at(layout, j) >= 0;
+    oc_head_pattern pat[16];
+    memset(pat, 0, sizeof pat);
+    for (int h = 0; h < c.n_head; h++) {   /* every pair kind in every position over the heads and seeds */
+        oc_head_pattern *p = &pat[h];
+        if ((h + seed) % 5 == 4) {   /* a plain head beside the 2D ones */
+            p->kind = OC_PATTERN_VERTICAL_SLASH; p->n_vertical = 9; p->n_slash = 2;
+            continue;
+        }
+        p->kind = OC_PATTERN_BOUNDARY_2D;
+        for (int m = 0; m < 4; m++) p->pair[m / 2][m % 2] = pair_pattern(m + h, seed);
+        REQUIRE(oc_pattern_valid(p));
+    }
+    size_t n_out = (size_t)c.n_q * c.n_head * c.d;
+    float *first = malloc(sizeof(float) * n_out), *sparse = malloc(sizeof(float) * n_out);
+    double *ref = malloc(sizeof(double) * n_out);
+    uint8_t *em = malloc((size_t)c.n_head * c.n_q * c.n_kv);
+    oc_attn_dims dm = { c.n_q, c.n_kv, c.n_head, c.n_head_kv, c.d };
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+        if (!isa_usable(isa)) continue;
+        for (int t = 0; t < 3; t++) {
+            size_t dyn_bytes = oc_attn_dyn_bytes(&dm, t + 1), sc_bytes = oc_attn_scratch_bytes(&dm, t + 1);
+            void *dmem = aligned(dyn_bytes), *scratch = aligned(sc_bytes);
+            dcall a = dcase_args(&c, pat, (oc_isa)isa);
+            a.c.layout = layout;
+            const oc_attn_dyn *dyn = NULL;
+            oc_error err = { OC_OK, "" };
+            REQUIREF(build_dcall(&a, ps->p[t], dmem, dyn_bytes, &dyn, &err) == OC_OK, "%s", err.message);
+            a.c.dyn = dyn;
+            oc_attn_stats st = { 0, 0, 0 }, st_mask = { 0, 0, 0 };
+            check_poison_f32(c.out, n_out);
+            REQUIREF(run_dcall(&a, ps->p[t], scratch, sc_bytes, &st, &err) == OC_OK, "%s", err.message);
+            memcpy(sparse, c.out, sizeof(float) * n_out);
+            if (t > 0) {
+                CHECKF(memcmp(first, sparse, sizeof(float) * n_out) == 0, "2d seed %d: %d threads differ", seed, t + 1);
+            } else {
+                memcpy(first, sparse, sizeof(float) * n_out);
+                for (int h = 0; h < c.n_head; h++)
+                    for (int i = 0; i < c.n_q; i++)
+                        for (int j = 0; j < c.n_kv; j++)
+                            em[((size_t)h * c.n_q + i) * c.n_kv + j] = (uint8_t)(
+                                pat[h].kind == OC_PATTERN_BOUNDARY_2D
+                                    ? ref_2d_keep(c.mask, &pat[h], &dyn->pairs[h * 4], mod, c.q_offset + i, j)
+                                    : ref_dyn_keep(c.mask, &pat[h], &dyn->heads[h], c.q_offset + i, j));
+                /* the dynamic pairs' indices: from the query modality's own last 64 rows, in ranks */
+                int rows[2][LAST_Q], n_rows[2] = { 0, 0 }, n_m[2] = { 0, 0 };
+                for (int i = c.n_q - 1; i >= 0; i--) {
+                    int m = mod[c.q_offset + i];
+                    if (n_rows[m] < LAST_Q) rows[m][LAST_Q - 1 - n_rows[m]++] = i;
+                }
+                for (int j = 0; j < c.n_kv; j++) n_m[mod[j]]++;
+                double *rv = malloc(sizeof(double) * (size_t)c.n_kv), *rs = malloc(sizeof(double) * (size_t)(2 * c.n_kv));
+                for (int h = 0; h < c.n_head; h++)
+                    for (int m = 0; m < 4 && pat[h].kind == OC_PATTERN_BOUNDARY_2D; m++) {
+                        int mq = m / 2, mk = m % 2, n = n_m[mk] > n_m[mq] ? n_m[mk] : n_m[mq];
+                        const oc_dyn_head *dh = &dyn->pairs[h * 4 + m];
+                        oc_head_pattern sub = oc_pattern_pair(&pat[h], mq, mk);
+                        if (!oc_pattern_is_dynamic(sub.kind)) continue;
+                        CHECKF(dh->dense == (n_rows[mq] < LAST_Q), "2d seed %d head %d pair %d: dense %d with %d rows",
+                               seed, h, m, (int)dh->dense, n_rows[mq]);
+                        if (dh->dense || sub.kind != OC_PATTERN_VERTICAL_SLASH) continue;
+                        ref_scores_2d(&c, h, rows[mq], mod, mk, n, rv, rs);
+                        int nv = sub.n_vertical < n ? sub.n_vertical : n;
+                        CHECKF(dh->n_vertical == nv && is_top_k(rv, n, dh->vertical, dh->n_vertical, 0, 1e-4),
+                               "2d seed %d head %d pair %d: columns are not the pair's top %d", seed, h, m, nv);
+                        CHECKF(is_top_k(rs, 2 * n - 1, dh->slash, dh->n_slash, n - 1, 1e-4),
+                               "2d seed %d head %d pair %d: diagonals are not the pair's top %d", seed, h, m,
+                               (int)sub.n_slash);
+                    }
+                free(rv); free(rs);
+                uint64_t kept = ref_attention(&c, em, ref);
+                double e = check_rel_err_f32(sparse, ref, n_out);
+                CHECKF(e < 1e-5, "2d seed %d isa=%s: vs double reference %.3g", seed, oc_isa_name((oc_isa)isa), e);
+                CHECKF(st.flops_kept == kept * 4 * (uint64_t)c.d, "2d seed %d: kept %llu, reference %llu", seed,
+                       (unsigned long long)st.flops_kept, (unsigned long long)(kept * 4 * (uint64_t)c.d));
+                dcall b = dcase_args(&c, NULL, (oc_isa)isa);
+                b.c.mask = OC_ATTN_EXPLICIT;
+                b.c.explicit_mask = em;
+                b.c.explicit_stride_q = c.n_kv;
+                b.c.explicit_stride_head = (int64_t)c.n_q * c.n_kv;
+                check_poison_f32(c.out, n_out);
+                REQUIRE(run_dcall(&b, ps->p[t], scratch, sc_bytes, &st_mask, NULL) == OC_OK);
+                double num = 0, den = 0;
+                int bad = 0;
+                for (size_t x = 0; x < n_out; x++) {
+                    bad |= !isfinite(sparse[x]) || !isfinite(c.out[x]);
+                    num += (double)(sparse[x] - c.out[x]) * (sparse[x] - c.out[x]);
+                    den += (double)c.out[x] * c.out[x];
+                }
+                CHECKF(!bad && sqrt(num / den) < 2e-6, "2d seed %d isa=%s: vs explicit mask %.3g", seed,
+                       oc_isa_name((oc_isa)isa), bad ? INFINITY : sqrt(num / den));
+                CHECK(st_mask.flops_kept == st.flops_kept);
+            }
+            oc_port_aligned_free(dmem);
+            oc_port_aligned_free(scratch);
+        }
+    }
+    free(first); free(sparse); free(ref); free(em); free(mod);
+    oc_layout_free(layout);
+    dcase_free(&c);
+}
+
+static void test_2d_boundary_equals_explicit_mask(void) {
+    pools ps;
+    REQUIRE(pools_open(&ps));
+    static const qcase cases[] = {
+        /* two images with text around and between, d 64, GQA 2: both modalities have 64 queries */
+        { 64, 2, 2, 301, 0, OC_DTYPE_F16, { { 20, 150 }, { 170, 260 } }, 2 },
+        /* a later chunk (the first image before the call), GQA 5, d 80, odd length: the text after
+         * the image has fewer than 64 queries (its dynamic pairs run dense) */
+        { 80, 5, 1, 229, 40, OC_DTYPE_F32, { { 10, 250 } }, 1 },
+        /* three images, d 128, GQA 3: text queries interleaved */
+        { 128, 3, 2, 291, 0, OC_DTYPE_F16, { { 10, 80 }, { 110, 170 }, { 200, 275 } }, 3 },
+        /* d 72, MHA, an image at the very start and text after */
+        { 72, 1, 3, 203, 0, OC_DTYPE_F32, { { 0, 120 } }, 1 },
+    };
+    for (int seed = 0; seed < 2; seed++)
+        for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) run_2d_case(&cases[k], 4 * seed + k, &ps);
+    pools_close(&ps);
+}
+
 /* Decode (and any call with fewer than 64 queries) runs dynamic heads dense; a prefill call without
  * an index, or on a segments base, is refused with a message. */
 static void test_decode_dense_and_refusals(void) {
@@ -752,6 +931,7 @@ int main(void) {
     CHECK_RUN(test_modality_perm);
     CHECK_RUN(test_patterns_equal_explicit_mask);
     CHECK_RUN(test_q_boundary_equals_explicit_mask);
+    CHECK_RUN(test_2d_boundary_equals_explicit_mask);
     CHECK_RUN(test_decode_dense_and_refusals);
     return check_finish();
 }

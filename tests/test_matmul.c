@@ -199,7 +199,7 @@ static int make_weight(test_w *t, int32_t dtype, int64_t n_in, int64_t n_out, si
         for (int64_t i = 0; i < n_in; i++) t->deq[o * n_in + i] = tmp[i];
     }
     free(tmp);
-    t->w = (oc_weight){ dtype, n_in, n_out, t->bytes, rb, NULL };
+    t->w = (oc_weight){ dtype, n_in, n_out, t->bytes, rb };
     return 1;
 }
 
@@ -298,6 +298,9 @@ static int expect_int8(const oc_matmul_kernels *k, oc_matmul_path path, int32_t 
     return 0;
 }
 
+static int check_y_bf16(const char *what, const test_w *t, const float *x, size_t xs, const float *y, size_t ys,
+                        int64_t n_tok, const float *bias);
+
 /* One random case: returns 0 on failure (already reported). */
 static int run_case(const oc_matmul_kernels *k, oc_pool *pool, oc_matmul_path path, int32_t dtype, int64_t n_in,
                     int64_t n_out, int64_t n_tok, int use_bias, size_t x_pad, size_t y_pad, size_t row_pad, check_rng *r) {
@@ -330,7 +333,12 @@ static int run_case(const oc_matmul_kernels *k, oc_pool *pool, oc_matmul_path pa
     /* the int8 path rounds X with one scale per oc_mm_i8_x_group blocks of 32 */
     int i8_type = dtype == OC_DTYPE_Q8_0 ? OC_MM_I8_Q8_0 : dtype == OC_DTYPE_Q4_0 ? OC_MM_I8_Q4_0
                 : dtype == OC_DTYPE_Q4_K ? OC_MM_I8_Q4_K : OC_MM_I8_Q6_K;
-    ok = check_y(what, &t, x, xs, y, ys, n_tok, use_bias ? bias : NULL, int8 ? 32 * oc_mm_i8_x_group(i8_type) : 0);
+    /* AUTO takes the BF16 path for F16 / BF16 GEMMs where the CPU's BF16 dot products are fast:
+     * its own stated bound (check_y_bf16) */
+    if (oc_matmul_uses_bf16(ctx, &t.w, n_tok))
+        ok = check_y_bf16(what, &t, x, xs, y, ys, n_tok, use_bias ? bias : NULL);
+    else
+        ok = check_y(what, &t, x, xs, y, ys, n_tok, use_bias ? bias : NULL, int8 ? 32 * oc_mm_i8_x_group(i8_type) : 0);
     /* the padding between Y rows is not ours: it must still hold the poison */
     for (int64_t tt = 0; tt < n_tok && ok; tt++)
         for (size_t j = (size_t)n_out; j < ys; j++)
@@ -521,7 +529,7 @@ static void test_matmul_errors(void) {
     REQUIRE(oc_matmul_ctx_open(&ctx, k, NULL, 64, 4, NULL, &err) == OC_OK);
     static uint16_t data[64 * 4];
     float x[4 * 64] = { 0 }, y[4 * 4];
-    oc_weight w = { OC_DTYPE_F16, 64, 4, data, 128, NULL };
+    oc_weight w = { OC_DTYPE_F16, 64, 4, data, 128 };
     CHECK(oc_matmul(ctx, &w, x, 64, y, 4, 4, NULL, &err) == OC_OK);
     CHECK(oc_matmul(ctx, &w, x, 64, y, 4, 0, NULL, &err) == OC_OK);   /* no tokens: nothing to do */
     oc_weight bad = w;
@@ -615,7 +623,7 @@ static void test_zero_weights_exact(void) {
                 blk->d = d;
             }
         }
-        oc_weight wt = { dtype, N_IN, N_OUT, w, row_bytes, NULL };
+        oc_weight wt = { dtype, N_IN, N_OUT, w, row_bytes };
         for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
             const oc_matmul_kernels *k = tables[isa];
             for (int p = 0; k && p < 2; p++) {
@@ -642,18 +650,8 @@ static void test_zero_weights_exact(void) {
 
 static double bf16_round(double v) { return oc_bf16_to_f32(oc_f32_to_bf16((float)v)); }
 
-/* The BF16 path's packed copy (64-byte aligned, as a loader allocates it) or NULL. */
-static void *pack_weight(const oc_matmul_kernels *k, oc_pool *pool, oc_weight *w) {
-    size_t n = oc_matmul_packed_bytes(w);
-    void *p = n ? aligned_alloc(64, (n + 63) / 64 * 64) : NULL;
-    oc_error err;
-    if (!p || oc_matmul_pack(k, pool, w, p, &err) != OC_OK) { free(p); return NULL; }
-    w->packed = p;
-    return p;
-}
-
 /* A BF16-path result against two references:
- *  - the operands rounded to bf16 as the path rounds them (W once at pack, X per tile), products
+ *  - the operands rounded to bf16 as the path rounds them (W and X per tile), products
  *    and sums in double: the bound is check_y's f32 summation bound (each bf16 x bf16 product is
  *    exact in f32), so this checks the packing, the tiling and the micro-kernel;
  *  - the exact operands: the stated accuracy of the path. Rounding w and x to bf16 (8 significant
@@ -721,12 +719,11 @@ static void test_bf16_random(void) {
                      (long long)n_in, (long long)n_out, (long long)n_tok);
             test_w t;
             REQUIRE(make_weight(&t, dtype, n_in, n_out, pad ? 4 : 0, &r));
-            void *packed = pack_weight(k, c % 2 ? pool3 : NULL, &t.w);
             float *x = make_x(n_tok, n_in, xs, &r), *bias = malloc((size_t)n_out * sizeof(float));
             size_t ny = (size_t)n_tok * ys;
             float *y1 = malloc(ny * sizeof(float)), *y3 = malloc(ny * sizeof(float));
             oc_matmul_ctx *c1 = NULL, *c3 = NULL;
-            if (!packed || !x || !bias || !y1 || !y3 || oc_matmul_ctx_open(&c1, k, NULL, n_in, n_tok, NULL, &err) ||
+            if (!x || !bias || !y1 || !y3 || oc_matmul_ctx_open(&c1, k, NULL, n_in, n_tok, NULL, &err) ||
                 oc_matmul_ctx_open(&c3, k, pool3, n_in, n_tok, NULL, &err)) {
                 check_fail_at(__FILE__, __LINE__, "%s: setup failed", what);
             } else {
@@ -735,6 +732,7 @@ static void test_bf16_random(void) {
                 check_poison_f32(y3, ny);
                 oc_matmul_ctx_set_path(c1, OC_MATMUL_BF16);
                 oc_matmul_ctx_set_path(c3, OC_MATMUL_BF16);
+                CHECK(oc_matmul_uses_bf16(c1, &t.w, n_tok) && oc_matmul_uses_bf16(c3, &t.w, n_tok));
                 CHECK(oc_matmul(c1, &t.w, x, xs, y1, ys, n_tok, use_bias ? bias : NULL, &err) == OC_OK);
                 CHECK(oc_matmul(c3, &t.w, x, xs, y3, ys, n_tok, use_bias ? bias : NULL, &err) == OC_OK);
                 check_y_bf16(what, &t, x, xs, y1, ys, n_tok, use_bias ? bias : NULL);
@@ -750,7 +748,7 @@ static void test_bf16_random(void) {
             }
             oc_matmul_ctx_close(c1);
             oc_matmul_ctx_close(c3);
-            free(x); free(bias); free(y1); free(y3); free(packed);
+            free(x); free(bias); free(y1); free(y3);
             free_weight(&t);
         }
     }
@@ -758,47 +756,51 @@ static void test_bf16_random(void) {
     oc_pool_close(pool3);
 }
 
-/* Which weights have a packed form, and the errors of oc_matmul_pack; a forced BF16 path without a
- * packed copy (or on a GEMV) runs the float path and stays exact. */
-static void test_bf16_pack_rules(void) {
+/* Which calls take the BF16 path: GEMMs of F16 / BF16 weights with an even n_in, forced or (AUTO)
+ * where the table says its BF16 dot products are fast; the rest (other types, odd n_in, GEMVs) run
+ * the float path and stay exact. A panel rounds W to nearest even and zero-fills the outputs past
+ * n_out (40 outputs: the second panel has 8 real rows). */
+static void test_bf16_rules(void) {
     const oc_matmul_kernels *k = tables[OC_ISA_SCALAR];
     REQUIRE(k);
-    static uint16_t data[66 * 40];
-    oc_weight w = { OC_DTYPE_F16, 66, 40, data, 132, NULL };
-    CHECK(oc_matmul_packed_bytes(&w) == 2 * 66 * 32 * 2);   /* 40 outputs: two panels of 32 */
-    oc_weight odd = w; odd.n_in = 65;
-    CHECK(oc_matmul_packed_bytes(&odd) == 0);
-    oc_weight q = w; q.dtype = OC_DTYPE_Q8_0; q.n_in = 64;
-    CHECK(oc_matmul_packed_bytes(&q) == 0);
-    oc_weight f = w; f.dtype = OC_DTYPE_F32; f.n_in = 33;
-    CHECK(oc_matmul_packed_bytes(&f) == 0);
-    CHECK(!oc_matmul_wants_packed(k, &w));   /* the scalar table never asks for it */
     oc_error err;
-    static _Alignas(64) uint32_t dst[2 * 33 * 32];
-    CHECK(oc_matmul_pack(k, NULL, &q, dst, &err) == OC_ERR_INVALID);
-    CHECK(oc_matmul_pack(k, NULL, &w, (char *)dst + 4, &err) == OC_ERR_INVALID && strstr(err.message, "aligned"));
-    CHECK(oc_matmul_pack(k, NULL, &w, NULL, &err) == OC_ERR_INVALID);
-    /* packing rounds to nearest even and zero-fills the outputs past n_out */
-    for (int i = 0; i < 66 * 40; i++) data[i] = oc_f32_to_f16(1.0f + (float)(i % 7) * 0x1p-9f);
-    REQUIRE(oc_matmul_pack(k, NULL, &w, dst, &err) == OC_OK);
-    uint32_t p0 = dst[0];   /* W[0][0], W[0][1] */
-    CHECK((p0 & 0xffff) == oc_f32_to_bf16(1.0f) && (p0 >> 16) == oc_f32_to_bf16(1.0f + 0x1p-9f));
-    CHECK(dst[33 * 32 + 8] == 0 && dst[33 * 32 + 31] == 0 && dst[33 * 32 + 7] != 0);   /* panel 1: 8 real rows */
+    oc_matmul_ctx *ctx = NULL;
+    REQUIRE(oc_matmul_ctx_open(&ctx, k, NULL, 66, 5, NULL, &err) == OC_OK);
+    static uint16_t data[66 * 40];
+    oc_weight w = { OC_DTYPE_F16, 66, 40, data, 132 };
+    oc_weight odd = w; odd.n_in = 65;
+    oc_weight q = w; q.dtype = OC_DTYPE_Q8_0; q.n_in = 64;
+    oc_weight f = w; f.dtype = OC_DTYPE_F32; f.n_in = 33;
+    CHECK(!oc_matmul_uses_bf16(ctx, &w, 5));   /* AUTO: the scalar table never takes it */
+    oc_matmul_ctx_set_path(ctx, OC_MATMUL_BF16);
+    CHECK(oc_matmul_uses_bf16(ctx, &w, 5) && !oc_matmul_uses_bf16(ctx, &w, 1));
+    CHECK(!oc_matmul_uses_bf16(ctx, &odd, 5) && !oc_matmul_uses_bf16(ctx, &q, 5) && !oc_matmul_uses_bf16(ctx, &f, 5));
+    /* W rounded to nearest even per panel: W[o][i] = 1 + 2^-8 for even i (a tie between 1 and
+     * 1 + 2^-7 in bf16: to even, 1) and 1 + 2^-8 + 2^-10 for odd i (above it: 1 + 2^-7); with
+     * X[t] = e_t, Y[t][o] = the rounded W[o][t] */
+    for (int i = 0; i < 66 * 40; i++) data[i] = oc_f32_to_f16(1.0f + 0x1p-8f + (float)(i % 2) * 0x1p-10f);
+    float x[5 * 66], y[5 * 40];
+    for (int t = 0; t < 5; t++)
+        for (int i = 0; i < 66; i++) x[t * 66 + i] = i == t ? 1.0f : 0.0f;
+    check_poison_f32(y, 5 * 40);
+    REQUIRE(oc_matmul(ctx, &w, x, 66, y, 40, 5, NULL, &err) == OC_OK);
+    for (int t = 0; t < 5; t++)
+        for (int o = 0; o < 40; o++)
+            CHECKF(y[t * 40 + o] == (t % 2 ? 1.0f + 0x1p-7f : 1.0f), "y[%d][%d] = %.9g", t, o, (double)y[t * 40 + o]);
+    oc_matmul_ctx_close(ctx);
     check_rng r = { 77 };
-    for (int n_tok = 1; n_tok <= 5; n_tok += 4)   /* no packed copy; and a GEMV with one */
-        for (int with = 0; with < 2; with++) {
+    for (int n_tok = 1; n_tok <= 5; n_tok += 4)   /* a GEMV, and an odd n_in: the float path, exact */
+        for (int64_t n_in = 64; n_in <= 65; n_in++) {
+            if (n_tok > 4 && n_in == 64) continue;
             test_w t;
-            REQUIRE(make_weight(&t, OC_DTYPE_F16, 66, 40, 0, &r));
-            void *packed = with ? pack_weight(k, NULL, &t.w) : NULL;
-            if (with && n_tok > 4) { free(packed); free_weight(&t); continue; }
-            float *x = make_x(n_tok, 66, 66, &r), y[5 * 40];
-            oc_matmul_ctx *ctx = NULL;
-            REQUIRE(x && oc_matmul_ctx_open(&ctx, k, NULL, 66, n_tok, NULL, &err) == OC_OK);
+            REQUIRE(make_weight(&t, OC_DTYPE_F16, n_in, 40, 0, &r));
+            float *xr = make_x(n_tok, n_in, (size_t)n_in, &r);
+            REQUIRE(xr && oc_matmul_ctx_open(&ctx, k, NULL, n_in, n_tok, NULL, &err) == OC_OK);
             oc_matmul_ctx_set_path(ctx, OC_MATMUL_BF16);
-            CHECK(oc_matmul(ctx, &t.w, x, 66, y, 40, n_tok, NULL, &err) == OC_OK);
-            CHECK(check_y("bf16 forced, float path taken", &t, x, 66, y, 40, n_tok, NULL, 0));
+            CHECK(oc_matmul(ctx, &t.w, xr, (size_t)n_in, y, 40, n_tok, NULL, &err) == OC_OK);
+            CHECK(check_y("bf16 forced, float path taken", &t, xr, (size_t)n_in, y, 40, n_tok, NULL, 0));
             oc_matmul_ctx_close(ctx);
-            free(x); free(packed);
+            free(xr);
             free_weight(&t);
         }
 }
@@ -832,6 +834,6 @@ int main(int argc, char **argv) {
     CHECK_RUN(test_nan_propagates);
     CHECK_RUN(test_zero_weights_exact);
     CHECK_RUN(test_bf16_random);
-    CHECK_RUN(test_bf16_pack_rules);
+    CHECK_RUN(test_bf16_rules);
     return check_finish();
 }

@@ -147,7 +147,7 @@ static void test_range_errors(void) {
     CHECK(oc_cl_buf_alloc(g_dev, (size_t)oc_cl_device_caps(g_dev)->max_alloc_bytes + 1, &big, &err) == OC_ERR_RANGE && !big);
     /* weight types the kernels do not take, unless dequantized at upload */
     unsigned char q4k[144] = { 0 };
-    oc_weight w = { OC_DTYPE_Q4_K, 256, 1, q4k, 144, NULL };
+    oc_weight w = { OC_DTYPE_Q4_K, 256, 1, q4k, 144 };
     oc_cl_weight cw;
     CHECK(oc_cl_weight_upload(g_dev, &w, 0, &cw, &err) == OC_ERR_UNSUPPORTED && !cw.buf);
     CHECKF(oc_cl_weight_upload(g_dev, &w, 1, &cw, &err) == OC_OK && cw.dtype == OC_DTYPE_F32, "%s", err.message);
@@ -857,6 +857,67 @@ static void test_attn_dynamic(void) {
     for (int k = 0; k < (int)OC_ARRAY_LEN(cases); k++) check_dyn(&cases[k], k);
 }
 
+/* Q-Boundary and 2D-Boundary heads run dense on the device (cl_attn.c oc_cl_attn_pattern_exec) beside
+ * Vertical-Slash and Grid heads that run sparse: the call is not refused for the boundary heads'
+ * index, their rows equal a dense run's bit for bit, and the dynamic heads keep their pairs. */
+static void test_attn_boundary_dense(void) {
+    if (!need_dev()) return;
+    check_rng r = { 0xb0dULL };
+    const int n = 200, H = 4, Hkv = 2, d = 64;
+    static const oc_token_span img[2] = { { 20, 90 }, { 110, 170 } };
+    oc_token_layout *layout = NULL;
+    REQUIRE(oc_layout_build(&layout, n, img, 2, OC_LAYOUT_DEFAULT_SINK_FRACTION, NULL, NULL) == OC_OK);
+    oc_head_pattern pat[4], dense[4];
+    memset(pat, 0, sizeof pat);
+    memset(dense, 0, sizeof dense);
+    pat[0].kind = OC_PATTERN_VERTICAL_SLASH; pat[0].n_vertical = 9; pat[0].n_slash = 2;
+    pat[1].kind = OC_PATTERN_Q_BOUNDARY;
+    pat[1].modal[0].kind = OC_PATTERN_VERTICAL_SLASH; pat[1].modal[0].n_vertical = 5; pat[1].modal[0].n_slash = 1;
+    pat[2].kind = OC_PATTERN_BOUNDARY_2D;
+    pat[2].pair[1][1].kind = OC_PATTERN_GRID; pat[2].pair[1][1].grid_max_stride = 16; pat[2].pair[1][1].grid_lines = 7;
+    pat[3].kind = OC_PATTERN_GRID; pat[3].grid_max_stride = 24; pat[3].grid_lines = 6;
+    float *q = rand_f32(&r, (size_t)n * H * d, -3.0f, 3.0f), *k = rand_f32(&r, (size_t)n * Hkv * d, -1.0f, 1.0f),
+          *v = rand_f32(&r, (size_t)n * Hkv * d, -1.0f, 1.0f);
+    oc_attn_call a;
+    memset(&a, 0, sizeof a);
+    a.n_q = a.n_kv = n; a.n_head = H; a.n_head_kv = Hkv; a.head_dim = d;
+    a.q_stride_token = (int64_t)H * d; a.q_stride_head = d; a.kv_dtype = OC_DTYPE_F32;
+    a.k_stride_token = a.v_stride_token = (int64_t)Hkv * d; a.k_stride_head = a.v_stride_head = d;
+    a.out_stride_token = (int64_t)H * d; a.out_stride_head = d; a.scale = 0.125f;
+    a.mask = OC_ATTN_CAUSAL; a.layout = layout;
+    oc_cl_attn_limits lim = { n, H, Hkv, d, 2, 0, n };
+    oc_cl_attn *at = NULL;
+    oc_error err = { OC_OK, "" };
+    REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s", err.message);
+    size_t n_out = (size_t)n * H * d;
+    oc_cl_buf *dq = dup_host(q, sizeof(float) * n_out), *dk = dup_host(k, sizeof(float) * (size_t)n * Hkv * d),
+              *dv = dup_host(v, sizeof(float) * (size_t)n * Hkv * d), *dout = dbuf(sizeof(float) * n_out);
+    oc_cl_attn_bufs io = { dq, dk, dv, dout, NULL, 0 };
+    a.patterns = dense;
+    poison(dout);
+    REQUIREF(oc_cl_attn_run(at, &a, &io, NULL, &err) == OC_OK, "%s", err.message);
+    float *want = fetch(dout);
+    a.patterns = pat;
+    const oc_attn_dyn *dyn = NULL;
+    REQUIREF(oc_cl_attn_dyn_build(at, &a, &io, &dyn, &err) == OC_OK, "%s", err.message);
+    a.dyn = dyn;
+    oc_attn_stats st = { 0, 0, 0 };
+    poison(dout);
+    REQUIREF(oc_cl_attn_run(at, &a, &io, &st, &err) == OC_OK, "%s", err.message);
+    float *got = fetch(dout);
+    int same = 1;
+    for (int i = 0; i < n; i++)
+        for (int h = 1; h <= 2; h++) same &= !memcmp(got + ((size_t)i * H + h) * d, want + ((size_t)i * H + h) * d, 4 * (size_t)d);
+    CHECK(same);
+    CHECK(st.flops_skipped > 0 && st.flops_kept > 0);
+    CHECK(oc_cl_attn_pattern_exec(OC_PATTERN_BOUNDARY_2D) == OC_EXEC_DENSE &&
+          oc_cl_attn_pattern_exec(OC_PATTERN_Q_BOUNDARY) == OC_EXEC_DENSE);
+    free(want); free(got); free(q); free(k); free(v);
+    oc_cl_buf_free(dq); oc_cl_buf_free(dk); oc_cl_buf_free(dv); oc_cl_buf_free(dout);
+    oc_cl_attn_close(at);
+    oc_layout_free(layout);
+}
+
 /* Every tile shape the kernel offers (ocellus bench attention --tiles compares them), each on a
  * second device forced to it: the 16-row tile of 32 KiB devices first (it also asks for sub-group
  * reductions: where the compiler has none, PoCL, open falls back), then the larger ones. A tile
@@ -1032,6 +1093,7 @@ int main(void) {
     CHECK_RUN(test_attn_dense);
     CHECK_RUN(test_attn_patterns);
     CHECK_RUN(test_attn_dynamic);
+    CHECK_RUN(test_attn_boundary_dense);
     CHECK_RUN(test_attn_tiles);
     CHECK_RUN(test_attn_reuse);
     CHECK_RUN(test_attn_errors);

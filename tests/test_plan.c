@@ -10,6 +10,8 @@
 #define HDR "ocellus-plan 1\nshape decoder layers 4 heads 4 kv-heads 2 head-dim 64\n"
 #define HDR_V HDR "shape vision layers 4 heads 2 head-dim 32\n"
 #define HDR2 "ocellus-plan 2\nshape decoder layers 4 heads 4 kv-heads 2 head-dim 64\n"
+#define HDR3 "ocellus-plan 3\nshape decoder layers 4 heads 4 kv-heads 2 head-dim 64\n"
+#define HDR3_V HDR3 "shape vision layers 4 heads 2 head-dim 32\n"
 
 
 static char *read_text(const char *path, size_t *n_bytes) {
@@ -153,6 +155,29 @@ static void test_round_trip_small(void) {
         if (st == OC_OK) check_round_trip(plan, texts[i]);
         oc_plan_free(plan);
     }
+    /* 2d-boundary (version 3): the pairs in their order, written back as version 3; a version-2
+     * plan still writes version 2 */
+    static const char v3[] = HDR3 "decoder layer 1 heads 0,2 2d-boundary(text-text=vertical-slash(vertical=1000,"
+                             "slash=1024),text-vision=dense,vision-text=a-shape(sink=4,local=64),vision-vision=grid("
+                             "stride=auto,lines=v+s,max-stride=1024))\n";
+    oc_plan *p3 = NULL;
+    oc_error e3;
+    REQUIREF(parse_str(&p3, v3, &e3) == OC_OK, "%s", e3.message);
+    const oc_head_pattern *hp = oc_plan_head(p3, OC_PLAN_DECODER, 1, 2);
+    CHECK(hp->kind == OC_PATTERN_BOUNDARY_2D && hp->pair[0][0].kind == OC_PATTERN_VERTICAL_SLASH &&
+          hp->pair[0][0].n_vertical == 1000 && hp->pair[0][1].kind == OC_PATTERN_DENSE &&
+          hp->pair[1][0].kind == OC_PATTERN_A_SHAPE && hp->pair[1][0].n_local == 64 &&
+          hp->pair[1][1].kind == OC_PATTERN_GRID && hp->pair[1][1].grid_lines == (OC_GRID_VLINE | OC_GRID_SLASH));
+    CHECK(oc_plan_format_version(p3) == 3);
+    check_round_trip(p3, "2d-boundary");
+    size_t n3;
+    char *t3 = write_text(p3, &n3);
+    CHECK(t3 && strncmp(t3, "ocellus-plan 3\n", 15) == 0 && strstr(t3, "2d-boundary(text-text=vertical-slash"));
+    free(t3);
+    oc_plan_free(p3);
+    REQUIRE(parse_str(&p3, HDR2 "decoder default q-boundary(text=dense,vision=dense)\n", &e3) == OC_OK);
+    CHECK(oc_plan_format_version(p3) == 2);
+    oc_plan_free(p3);
     /* lazy groups come out sorted whatever the input order */
     oc_plan *plan = NULL;
     oc_error err;
@@ -187,6 +212,20 @@ static void test_canonical_text(void) {
     CHECK(strncmp(t, "ocellus-plan 1\n# ", 17) == 0);
     free(t);
     oc_plan_free(plan);
+}
+
+/* A random part of a boundary head: dense, a-shape, vertical-slash or grid. */
+static void random_part(check_rng *rng, oc_modal_pattern *mp) {
+    static const oc_pattern_kind kinds[4] = { OC_PATTERN_DENSE, OC_PATTERN_A_SHAPE, OC_PATTERN_VERTICAL_SLASH,
+                                              OC_PATTERN_GRID };
+    mp->kind = kinds[check_rng_int(rng, 0, 3)];
+    if (mp->kind == OC_PATTERN_A_SHAPE) { mp->n_sink = check_rng_int(rng, 0, 512); mp->n_local = check_rng_int(rng, 1, 8192); }
+    if (mp->kind == OC_PATTERN_VERTICAL_SLASH) { mp->n_vertical = check_rng_int(rng, 0, 4096); mp->n_slash = check_rng_int(rng, 1, 4096); }
+    if (mp->kind == OC_PATTERN_GRID) {
+        mp->grid_stride = check_rng_int(rng, 0, 300);
+        mp->grid_max_stride = check_rng_int(rng, 2, 1024);
+        mp->grid_lines = check_rng_int(rng, 1, 7);
+    }
 }
 
 /* Random plans built in memory, including very wide layers with many distinct a-shapes (the writer
@@ -224,19 +263,10 @@ static void test_round_trip_random(void) {
                     p->grid_max_stride = wide ? check_rng_int(&rng, 2, OC_PLAN_MAX_TOKENS) : 1024;
                     p->grid_lines = check_rng_int(&rng, 1, 7);
                 } else if (k == OC_PATTERN_Q_BOUNDARY) {   /* each modality: dense, a-shape, vertical-slash or grid */
-                    for (int m = 0; m < OC_N_MODALITIES; m++) {
-                        static const oc_pattern_kind kinds[4] = { OC_PATTERN_DENSE, OC_PATTERN_A_SHAPE,
-                                                                  OC_PATTERN_VERTICAL_SLASH, OC_PATTERN_GRID };
-                        oc_modal_pattern *mp = &p->modal[m];
-                        mp->kind = kinds[check_rng_int(&rng, 0, 3)];
-                        if (mp->kind == OC_PATTERN_A_SHAPE) { mp->n_sink = check_rng_int(&rng, 0, 512); mp->n_local = check_rng_int(&rng, 1, 8192); }
-                        if (mp->kind == OC_PATTERN_VERTICAL_SLASH) { mp->n_vertical = check_rng_int(&rng, 0, 4096); mp->n_slash = check_rng_int(&rng, 1, 4096); }
-                        if (mp->kind == OC_PATTERN_GRID) {
-                            mp->grid_stride = check_rng_int(&rng, 0, 300);
-                            mp->grid_max_stride = check_rng_int(&rng, 2, 1024);
-                            mp->grid_lines = check_rng_int(&rng, 1, 7);
-                        }
-                    }
+                    for (int m = 0; m < OC_N_MODALITIES; m++) random_part(&rng, &p->modal[m]);
+                } else if (k == OC_PATTERN_BOUNDARY_2D) {   /* each modality pair: the same kinds */
+                    for (int m = 0; m < OC_N_MODALITIES * OC_N_MODALITIES; m++)
+                        random_part(&rng, &p->pair[m / OC_N_MODALITIES][m % OC_N_MODALITIES]);
                 }
             }
             for (int32_t l = 0; l < sp->shape.n_layers; l++) {
@@ -280,9 +310,9 @@ static void test_bad_plans(void) {
           "plan:1: missing header: a plan starts with the line 'ocellus-plan 1'" },
         { "\nocellus-plan 1\n", 0, "plan:1: missing header: a plan starts with the line 'ocellus-plan 1'" },
         { "\xef\xbb\xbfocellus-plan 1\n", 0, "plan:1: non-ASCII byte 0xef in column 1 (only comments may hold UTF-8)" },
-        { "ocellus-plan 3\n", 0, "plan:1: unsupported plan version '3' (this build reads versions 1 and 2)" },
+        { "ocellus-plan 4\n", 0, "plan:1: unsupported plan version '4' (this build reads versions 1, 2 and 3)" },
         { "ocellus-plan 2\n", 0, "plan: missing 'shape decoder ...' line (a plan states the decoder it fits)" },
-        { "ocellus-plan 1.0\n", 0, "plan:1: unsupported plan version '1.0' (this build reads versions 1 and 2)" },
+        { "ocellus-plan 1.0\n", 0, "plan:1: unsupported plan version '1.0' (this build reads versions 1, 2 and 3)" },
         { "ocellus-plan\n", 0, "plan:1: missing version after 'ocellus-plan'" },
         { "ocellus-plan 1 extra\n", 0, "plan:1: unexpected 'extra' at end of statement" },
         { "ocellus-plan 1\n", 0, "plan: missing 'shape decoder ...' line (a plan states the decoder it fits)" },
@@ -431,6 +461,31 @@ static void test_bad_plans(void) {
           "plan:3: q-boundary's vision pattern is q-boundary (expected dense, a-shape, vertical-slash or grid)" },
         { HDR2 "decoder default q-boundary(text=vertical-slash(vertical=1,slash=0),vision=dense)\n", 0,
           "plan:3: vertical-slash slash 0 out of range (1..16777216)" },
+        /* 2d-boundary (MMInference Alg. 3): one pattern per (query, key) modality pair, version 3 */
+        { HDR2 "decoder default 2d-boundary(text-text=dense,text-vision=dense,vision-text=dense,vision-vision=dense)\n", 0,
+          "plan:3: pattern '2d-boundary' needs format version 3 (the header 'ocellus-plan 3')" },
+        { HDR3 "decoder default 2d-boundary\n", 0,
+          "plan:3: 2d-boundary needs its patterns: 2d-boundary(text-text=P,text-vision=P,vision-text=P,vision-vision=P), "
+          "P dense, a-shape(..), vertical-slash(..) or grid(..)" },
+        { HDR3 "decoder default 2d-boundary(text-text=dense,text-vision=dense,vision-text=dense)\n", 0,
+          "plan:3: bad 2d-boundary '2d-boundary(text-text=dense,text-visi...' (expected "
+          "2d-boundary(text-text=P,text-vision=P,vision-text=P,vision-vision=P), P dense, a-shape(..), "
+          "vertical-slash(..) or grid(..))" },
+        { HDR3 "decoder default 2d-boundary(text-text=dense,vision-text=dense,text-vision=dense,vision-vision=dense)\n", 0,
+          "plan:3: bad 2d-boundary '2d-boundary(text-text=dense,vision-te...' "
+          "(expected 2d-boundary(text-text=P,text-vision=P,vision-text=P,vision-vision=P), P dense, a-shape(..), "
+          "vertical-slash(..) or grid(..))" },
+        { HDR3 "decoder default 2d-boundary(text-text=dense,text-vision=sink,vision-text=dense,vision-vision=dense)\n", 0,
+          "plan:3: 2d-boundary's text-vision pattern is sink (expected dense, a-shape, vertical-slash or grid)" },
+        { HDR3 "decoder default 2d-boundary(text-text=dense,text-vision=dense,vision-text=q-boundary(text=dense,"
+               "vision=dense),vision-vision=dense)\n", 0,
+          "plan:3: 2d-boundary's vision-text pattern is q-boundary (expected dense, a-shape, vertical-slash or grid)" },
+        { HDR3 "decoder default 2d-boundary(text-text=grid(stride=auto,lines=h,max-stride=1),text-vision=dense,"
+               "vision-text=dense,vision-vision=dense)\n", 0,
+          "plan:3: grid max-stride 1 out of range (2..16777216)" },
+        { HDR3_V "vision default 2d-boundary(text-text=dense,text-vision=dense,vision-text=dense,vision-vision=dense)\n",
+          0, "plan:4: pattern '2d-boundary' is for decoder heads only (it groups tokens by the prompt's text and image "
+          "spans)" },
         { HDR2 "decoder default q-boundary(text=dense,vision=dense,x=1)\n", 0,
           "plan:3: bad q-boundary 'q-boundary(text=dense,vision=dense,x=1)' (expected q-boundary(text=P,vision=P), P "
           "dense, a-shape(..), vertical-slash(..) or grid(..))" },
@@ -533,7 +588,7 @@ static void test_accepted_forms(void) {
     /* a custom source name prefixes messages */
     st = oc_plan_parse(&plan, "ocellus-plan 9\n", 15, "x.plan", NULL, &err);
     CHECK(st == OC_ERR_FORMAT &&
-          strcmp(err.message, "x.plan:1: unsupported plan version '9' (this build reads versions 1 and 2)") == 0);
+          strcmp(err.message, "x.plan:1: unsupported plan version '9' (this build reads versions 1, 2 and 3)") == 0);
     /* version 2: the dynamic patterns, in both stacks; the writer says version 2 only when needed */
     st = parse_str(&plan, HDR2 "shape vision layers 2 heads 2 head-dim 32\n"
                               "decoder default vertical-slash(vertical=1000,slash=1024)\n"

@@ -318,6 +318,11 @@ static void test_errors(void) {
 }
 
 int main(void) {
+    /* f32 bounds against transformers and bitwise/1e-5 comparisons between two runs: the exact FP32
+     * GEMMs. On the BF16 path (bf16_fast, matmul.h) each product's operands are rounded to 8 bits,
+     * and a 1e-7 change of an activation can flip a rounding (2^-8): test_model's test_bf16_path
+     * checks that path end to end with its own bound. */
+    check_cpu_features("-bf16_fast");
     CHECK_RUN(test_qwen2vl);
     CHECK_RUN(test_qwen25vl);
     CHECK_RUN(test_errors);

@@ -8,8 +8,8 @@
  * them: the intra-modality search (each candidate as the pattern of one modality's queries, indexed
  * from that modality's own last 64 queries: a Q-Boundary head), and the inter-modality choice
  * between the best No-Boundary pattern (App. B.1: one index over all rows) and the Q-Boundary head
- * of the two best modality patterns. The cross-modality step (2D-Boundary heads) is not searched:
- * the engine does not run them. */
+ * of the two best modality patterns. The cross-modality step (2D-Boundary heads, which the engine
+ * runs: attention/dyn.h) is not searched yet. */
 #include "tools/calib.h"
 #include "attention/attn.h"
 #include "attention/layout.h"

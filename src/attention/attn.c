@@ -19,7 +19,8 @@
  *     so the keys every row keeps (full) and the keys some row keeps (partial) follow from the
  *     windows of the run's first and last rows, without looking at single elements: the O(1)
  *     tile classification. Keys outside both are skipped and never loaded.
- *  4. Kept keys are gathered into tiles of TILE_K keys, full and partial ones apart; only partial
+ *  4. Kept keys are gathered into tiles of TILE_K keys, full and partial ones apart (and, in a
+ *     Vertical-Slash run of several query blocks, by the set of blocks that keep them); only partial
  *     tiles evaluate the exact per-element mask. Gathering while converting K/V into scratch is
  *     free, so this plays the role of BlindSight's key permutation (App. L.3.3: text and sink keys
  *     packed first so sink tiles are dense) without a permuted copy of the cache: an image query
@@ -45,7 +46,10 @@
 #include <string.h>
 
 #define TILE_K 72           /* keys per tile: a multiple of the GEMM row blocks (6 and 12) */
-#define ROW_BLOCK 64        /* query rows per S^T block (S^T stays in L1); a multiple of every panel */
+#define ROW_BLOCK 64        /* query rows per S^T block (S^T stays in L1); a multiple of every panel, and
+                               OC_DYN_BLOCK: a Vertical-Slash row block is one query block of dyn.h */
+#define N_SLOTS 6           /* tile builders: (VS query blocks, full / partial) key classes of a run */
+#define VS_MAX_BLOCKS 16    /* query blocks of one Vertical-Slash run (bits of a slot's block set) */
 #define L2_FLOATS 65536     /* a task's queries and accumulators should fit in 256 KiB of L2 */
 #define SPLIT_MAX_Q 4       /* flash-decoding for at most this many query rows ... */
 #define SPLIT_MIN_KEYS 256  /* ... when there are at least 2 chunks of this many keys */
@@ -102,7 +106,7 @@ static int geom_init(geom *g, const oc_attn_dims *dims, int n_threads) {
     g->off_kt = take(&off, (size_t)TILE_K * d * sizeof(float));
     g->off_v = take(&off, (size_t)TILE_K * dp * sizeof(float));
     g->off_s = take(&off, (size_t)TILE_K * ROW_BLOCK * sizeof(float));
-    g->off_idx = take(&off, 2 * TILE_K * sizeof(int32_t));
+    g->off_idx = take(&off, N_SLOTS * TILE_K * sizeof(int32_t));
     g->off_ptr = take(&off, 2 * TILE_K * sizeof(void *));
     g->off_heads = take(&off, (size_t)g->n_rep * sizeof(int32_t));
     g->off_qptr = take(&off, rows * sizeof(float *));
@@ -146,7 +150,7 @@ typedef struct run_ctx {
 /* Per-thread working set, pointers into that thread's block. */
 typedef struct work {
     float *qt, *o, *m, *l, *alpha, *kt, *v, *s;   /* kt: the K tile as f32 rows (not transposed) */
-    int32_t *idx_full, *idx_part, *heads;
+    int32_t *idx, *heads;                         /* idx: N_SLOTS tile builders of TILE_K keys */
     const void **kptr, **vptr;
     const float **qptr;                           /* [rows_max] stacked query rows */
     uint64_t *count;            /* [0] kept pairs, [1] executed pairs */
@@ -163,8 +167,7 @@ static work work_at(const run_ctx *x, int thread) {
     w.kt = (float *)(b + x->g.off_kt);
     w.v = (float *)(b + x->g.off_v);
     w.s = (float *)(b + x->g.off_s);
-    w.idx_full = (int32_t *)(b + x->g.off_idx);
-    w.idx_part = w.idx_full + TILE_K;
+    w.idx = (int32_t *)(b + x->g.off_idx);
     w.kptr = (const void **)(b + x->g.off_ptr);
     w.vptr = w.kptr + TILE_K;
     w.heads = (int32_t *)(b + x->g.off_heads);
@@ -187,28 +190,85 @@ typedef struct run {
     int32_t n_heads, i0, len, rows, step;
     int direct;                           /* rows <= OC_ATTN_DIRECT_ROWS: K/V read in place */
     const unsigned char *kbase, *vbase;   /* kv head g's rows */
-    int32_t n_full, n_part;                /* keys waiting in the two tile builders */
+    /* Tile builders: keys wait in the slot of their class, (blocks, full), and run as a tile when
+     * TILE_K of them wait. blocks is the set of the run's 64-row blocks that keep the keys: all of
+     * them (1 bit per block) except for a Vertical-Slash run of several query blocks (dyn.h), whose
+     * diagonal runs differ per block; full: every row of those blocks keeps them (window). */
+    struct slot { uint32_t blocks; int full; int32_t n; } slot[N_SLOTS];
+    uint32_t all_blocks, cur_blocks;      /* cur_blocks: the class of the keys being emitted */
+    /* BOUNDARY_2D (dyn.h): keys are ranks within the key modality, loaded through key_map (NULL:
+     * keys are positions); a row's coordinate is its rank, q_offset + i - row_shift; the base mask
+     * in ranks: key rank <= the row's own rank (causal_own, same modality) or <= causal_const (the
+     * last key of the other modality before the run); grid_exact: a Grid pair, its lines tested
+     * per element (the run's rows are consecutive, not one residue class). */
+    const int32_t *key_map;
+    int64_t row_shift, causal_const;
+    int causal_own, grid_exact;
     uint64_t kept, executed;
 } run;
 
 static int32_t run_row(const run *r, int32_t row) { return r->i0 + (row % r->len) * r->step; }
 
+/* Row i's window in the run's key coordinates (mask.h oc_mask_row_window; for a 2D run the pair's
+ * pattern in ranks, cut by the base mask in ranks). */
+static oc_mask_window run_window(const run *r, int32_t i) {
+    const oc_attn_call *a = r->x->a;
+    int64_t p = (int64_t)a->q_offset + i;
+    if (!r->key_map) return oc_mask_row_window(a, r->pat, p);
+    int64_t rq = p - r->row_shift;
+    int ashape = r->pat->kind == OC_PATTERN_A_SHAPE;
+    oc_mask_window w;
+    w.hi = ashape ? rq : INT64_MAX / 4;
+    w.lo = ashape ? rq - r->pat->n_local + 1 : 0;
+    w.sk = ashape ? r->pat->n_sink : 0;
+    if (a->mask == OC_ATTN_CAUSAL) {
+        int64_t c = r->causal_own ? rq : r->causal_const;
+        w.hi = OC_MIN(w.hi, c);
+        w.sk = OC_MIN(w.sk, c + 1);
+    }
+    return w;
+}
+
+/* The union and intersection of the windows of rows first .. last (both bounds grow with the row:
+ * mask.h oc_mask_window_span). */
+static void run_window_span(const run *r, int32_t first, int32_t last, oc_mask_ivals *some, oc_mask_ivals *all) {
+    oc_mask_window wa = run_window(r, first), wb = run_window(r, last);
+    *some = oc_mask_ivals_of(0, wb.sk, wa.lo, wb.hi + 1);
+    *all = oc_mask_ivals_of(0, wa.sk, wb.lo, wa.hi + 1);
+}
+
+/* A 2D Grid pair keeps key coordinate j for row coordinate p (dyn.h GRID, in ranks). */
+static int grid_keeps(const run *r, int64_t p, int64_t j) {
+    int64_t s = r->dyn->stride, f = r->dyn->phase;
+    int lines = r->pat->grid_lines;
+    return ((lines & OC_GRID_HLINE) && ((p - f) % s + s) % s == 0) ||
+           ((lines & OC_GRID_VLINE) && ((j - f) % s + s) % s == 0) || ((lines & OC_GRID_SLASH) && ((p - j) % s + s) % s == 0);
+}
+
 /* The exact mask over a partial tile for stacked rows r0 .. r0+n_cols-1 (columns of the S^T block):
  * keys were drawn from the class's key set, so only each row's window (and an explicit mask)
  * remains to check. Returns the kept count. */
-static uint64_t mask_cols(const run *r, int32_t r0, int32_t n_cols, const int32_t *idx, int32_t nk, float *s) {
+static uint64_t mask_cols(const run *r, int32_t r0, int32_t n_cols, const int32_t *idx, int32_t nk, float *s,
+                          int32_t k_min, int32_t k_max) {
     const oc_attn_call *a = r->x->a;
     uint64_t n_kept = 0;
+    int per_key = a->mask == OC_ATTN_EXPLICIT || r->grid_exact;
     for (int32_t k = 0; k < n_cols; k++) {
         int32_t row = r0 + k, i = run_row(r, row);
-        oc_mask_window win = oc_mask_row_window(a, r->pat, (int64_t)a->q_offset + i);
+        oc_mask_window win = run_window(r, i);
+        if (!per_key && ((win.lo <= k_min && k_max <= win.hi) || k_max < win.sk)) {   /* the row keeps them all */
+            n_kept += (uint64_t)nk;
+            continue;
+        }
+        int64_t pc = (int64_t)a->q_offset + i - r->row_shift;   /* the row's coordinate */
         const uint8_t *em = NULL;
         if (a->mask == OC_ATTN_EXPLICIT)
             em = a->explicit_mask + (int64_t)r->w->heads[row / r->len] * a->explicit_stride_head +
                  (int64_t)i * a->explicit_stride_q;
         for (int32_t t = 0; t < nk; t++) {
             int64_t j = idx[t];
-            int keep = (j < win.sk || (j >= win.lo && j <= win.hi)) && (!em || em[j]);
+            int keep = (j < win.sk || (j >= win.lo && j <= win.hi)) && (!em || em[j]) &&
+                       (!r->grid_exact || grid_keeps(r, pc, j));
             if (keep) n_kept++;
             else s[(int64_t)t * ROW_BLOCK + k] = -INFINITY;
         }
@@ -230,9 +290,8 @@ static int block_class(const run *r, int32_t r0, int32_t rb, int32_t k_min, int3
         first = run_row(r, r0);
         last = run_row(r, r0 + rb - 1);
     }
-    const oc_attn_call *a = r->x->a;
     oc_mask_ivals some, all;
-    oc_mask_window_span(a, r->pat, (int64_t)a->q_offset + first, (int64_t)a->q_offset + last, &some, &all);
+    run_window_span(r, first, last, &some, &all);
     for (int k = 0; k < all.n; k++)
         if (all.lo[k] <= k_min && k_max < all.hi[k]) return BLOCK_KEEPS;
     for (int k = 0; k < some.n; k++)
@@ -240,9 +299,26 @@ static int block_class(const run *r, int32_t r0, int32_t rb, int32_t k_min, int3
     return BLOCK_MISSES;
 }
 
+/* O += P V for the stacked rows r0 .. r0 + n_rows - 1 (block column c0 of S^T on) over the first nb
+ * keys of a tile of nk. */
+static void pv_rows(run *r, int32_t r0, int32_t c0, int32_t n_rows, int32_t nb, int32_t nk) {
+    const oc_attn_kernels *kn = r->x->kern;
+    work *w = r->w;
+    int32_t dpad = r->x->dpad;
+    if (nb == nk) {
+        kn->gemm(n_rows, dpad, nk, w->s + c0, 1, ROW_BLOCK, w->v, w->o + (int64_t)r0 * dpad, dpad, 1);
+    } else if (nb > 0) {   /* V's panels hold nk rows each (attn_kernels.h): the first nb of each panel */
+        for (int32_t p0 = 0; p0 < dpad; p0 += kn->panel) {
+            int32_t n = OC_MIN(kn->panel, dpad - p0);
+            kn->gemm(n_rows, n, nb, w->s + c0, 1, ROW_BLOCK, w->v + (int64_t)p0 * nk, w->o + (int64_t)r0 * dpad + p0,
+                     dpad, 1);
+        }
+    }
+}
+
 /* One key tile for all stacked rows: S^T = K Q^T per block of ROW_BLOCK rows, mask (partial tiles
  * only), online softmax down the columns, rescale the rows whose max grew, O += P V. */
-static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial) {
+static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial, uint32_t blocks) {
     const run_ctx *x = r->x;
     const oc_attn_call *a = x->a;
     const oc_attn_kernels *kn = x->kern;
@@ -251,8 +327,9 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial) {
     int64_t ks = a->k_stride_token * x->elem_bytes, vs = a->v_stride_token * x->elem_bytes;
     int32_t k_min = INT32_MAX, k_max = -1;
     for (int32_t t = 0; t < nk; t++) {
-        w->kptr[t] = r->kbase + idx[t] * ks;
-        w->vptr[t] = r->vbase + idx[t] * vs;
+        int64_t j = r->key_map ? r->key_map[idx[t]] : idx[t];
+        w->kptr[t] = r->kbase + j * ks;
+        w->vptr[t] = r->vbase + j * vs;
         k_min = OC_MIN(k_min, idx[t]);
         k_max = OC_MAX(k_max, idx[t]);
     }
@@ -261,73 +338,103 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial) {
         kn->pack_v(w->v, w->vptr, nk, d, dpad, a->kv_dtype);
     }
     /* A Grid run's rows lie stride apart, so a block's causal band spans block x stride positions:
-     * blocks of half the rows halve the masked lanes there. */
+     * blocks of half the rows halve the masked lanes there. (Not a quarter: a block must start on
+     * a packed panel of Q^T, 32 columns with AVX-512; attn_kernels.h.) */
     int32_t block_rows = r->step > 1 ? ROW_BLOCK / 2 : ROW_BLOCK;
     for (int32_t r0 = 0; r0 < r->rows; r0 += block_rows) {
         int32_t rb = OC_MIN(block_rows, r->rows - r0), cols = ALIGN_UP(rb, kn->vec), nb = nk;
         int exact = partial;   /* evaluate the mask per element */
+        if (!(blocks >> (r0 / ROW_BLOCK) & 1)) continue;   /* a Vertical-Slash block without these keys */
         if (partial && a->mask != OC_ATTN_EXPLICIT) {
             int bc = block_class(r, r0, rb, k_min, k_max);
             if (bc == BLOCK_MISSES) continue;
-            exact = bc == BLOCK_PARTIAL;
+            exact = bc == BLOCK_PARTIAL || r->grid_exact;
             /* Keys after the last one the block's last row can keep are masked for every row of
              * the block: the block runs only the tile's keys up to the last such key (the tile is
              * in ascending order except a topped-up tail, so this cuts the causal band's empty
              * triangle: a Grid run's blocks span block_rows x stride positions). Dropping keys
              * whose probabilities are 0 changes no sum. */
             int32_t last = r0 / r->len == (r0 + rb - 1) / r->len ? run_row(r, r0 + rb - 1) : run_row(r, r->len - 1);
-            int64_t hi = oc_mask_row_window(a, r->pat, (int64_t)a->q_offset + last).hi;
+            oc_mask_window lw = run_window(r, last);
+            int64_t hi = OC_MAX(lw.hi, lw.sk - 1);
             while (exact && nb > 0 && idx[nb - 1] > hi) nb--;
         }
-        if (r->direct)   /* q rows, not packed: one block (rows <= ROW_BLOCK) */
-            kn->dot_rows(w->s, ROW_BLOCK, w->qt, rb, cols, w->kptr, w->vptr, nb, d, a->kv_dtype);
+        if (r->direct)   /* q rows as they are, not packed (run setup): block r0's rows from r0 * d */
+            kn->dot_rows(w->s, ROW_BLOCK, w->qt + (int64_t)r0 * d, rb, cols, w->kptr, w->vptr, nb, d, a->kv_dtype);
         else
             kn->gemm(nb, cols, d, w->kt, d, 1, w->qt + (int64_t)r0 * d, w->s, ROW_BLOCK, 0);   /* S^T = K Q^T */
-        r->kept += exact ? mask_cols(r, r0, rb, idx, nb, w->s) : (uint64_t)nb * (uint64_t)rb;
+        r->kept += exact ? mask_cols(r, r0, rb, idx, nb, w->s, k_min, k_max) : (uint64_t)nb * (uint64_t)rb;
         kn->softmax_cols(w->s, ROW_BLOCK, nb, cols, w->m + r0, w->l + r0, w->alpha);
         for (int32_t k = 0; k < rb; k++) {
             float *o = w->o + (int64_t)(r0 + k) * dpad;
             if (w->alpha[k] != 1.0f) kn->scale(o, o, dpad, w->alpha[k]);
         }
-        if (r->direct) {
+        if (r->direct)
             kn->acc_rows(w->o + (int64_t)r0 * dpad, dpad, w->s, ROW_BLOCK, rb, w->vptr, nb, d, a->kv_dtype);
-        } else if (nb == nk) {
-            kn->gemm(rb, dpad, nk, w->s, 1, ROW_BLOCK, w->v, w->o + (int64_t)r0 * dpad, dpad, 1);   /* O += P V */
-        } else {   /* V's panels hold nk rows each (attn_kernels.h): the first nb of each panel */
-            for (int32_t c0 = 0; c0 < dpad; c0 += kn->panel) {
-                int32_t n = OC_MIN(kn->panel, dpad - c0);
-                kn->gemm(rb, n, nb, w->s, 1, ROW_BLOCK, w->v + (int64_t)c0 * nk, w->o + (int64_t)r0 * dpad + c0, dpad, 1);
-            }
-        }
+        else
+            pv_rows(r, r0, 0, rb, nb, nk);   /* O += P V */
         r->executed += (uint64_t)rb * (uint64_t)nb;
     }
 }
 
-/* Tile builders: full and partial keys gather apart, each tile runs when TILE_K keys wait. */
+/* The slot of class (r->cur_blocks, full): the one holding it, else an empty one, else the fullest
+ * slot runs as a (short) tile and is reused. */
+static int32_t slot_for(run *r, int full) {
+    int32_t empty = -1, fullest = 0;
+    for (int32_t k = 0; k < N_SLOTS; k++) {
+        struct slot *t = &r->slot[k];
+        if (t->n && t->blocks == r->cur_blocks && t->full == full) return k;
+        if (!t->n && empty < 0) empty = k;
+        if (t->n > r->slot[fullest].n) fullest = k;
+    }
+    int32_t k = empty;
+    if (k < 0) {
+        k = fullest;
+        struct slot *t = &r->slot[k];
+        process_tile(r, r->w->idx + k * TILE_K, t->n, !t->full, t->blocks);
+        t->n = 0;
+    }
+    r->slot[k].blocks = r->cur_blocks;
+    r->slot[k].full = full;
+    return k;
+}
+
+/* Keys [lo, hi) of class (r->cur_blocks, full) into their builder; each tile runs when TILE_K keys
+ * wait. */
 static void add_keys(run *r, int64_t lo, int64_t hi, int full) {
-    int32_t *idx = full ? r->w->idx_full : r->w->idx_part;
-    int32_t *n = full ? &r->n_full : &r->n_part;
+    if (!r->cur_blocks) return;
     while (lo < hi) {
-        idx[(*n)++] = (int32_t)lo++;
-        if (*n == TILE_K) {
-            process_tile(r, idx, TILE_K, !full);
-            *n = 0;
+        int32_t k = slot_for(r, full);
+        struct slot *t = &r->slot[k];
+        int32_t *idx = r->w->idx + k * TILE_K;
+        while (lo < hi && t->n < TILE_K) idx[t->n++] = (int32_t)lo++;
+        if (t->n == TILE_K) {
+            process_tile(r, idx, TILE_K, !full, t->blocks);
+            t->n = 0;
         }
     }
 }
 
-/* Leftover full keys top up the last partial tile (they pass its exact mask unchanged), so a run
- * ends with at most one short tile instead of two. */
+/* Leftover full keys top up the last partial tile of their block set (they pass its exact mask
+ * unchanged), so a class ends with at most one short tile instead of two. */
 static void flush_keys(run *r) {
-    work *w = r->w;
-    if (r->n_part) {
-        while (r->n_part < TILE_K && r->n_full) w->idx_part[r->n_part++] = w->idx_full[--r->n_full];
-        process_tile(r, w->idx_part, r->n_part, 1);
-        r->n_part = 0;
+    for (int32_t k = 0; k < N_SLOTS; k++) {
+        struct slot *t = &r->slot[k];
+        if (!t->n || t->full) continue;
+        int32_t *idx = r->w->idx + k * TILE_K;
+        for (int32_t f = 0; f < N_SLOTS; f++) {
+            struct slot *u = &r->slot[f];
+            if (!u->n || !u->full || u->blocks != t->blocks) continue;
+            const int32_t *from = r->w->idx + f * TILE_K;
+            while (t->n < TILE_K && u->n) idx[t->n++] = from[--u->n];
+        }
+        process_tile(r, idx, t->n, 1, t->blocks);
+        t->n = 0;
     }
-    if (r->n_full) {
-        process_tile(r, w->idx_full, r->n_full, 0);
-        r->n_full = 0;
+    for (int32_t k = 0; k < N_SLOTS; k++) {
+        struct slot *t = &r->slot[k];
+        if (t->n) process_tile(r, r->w->idx + k * TILE_K, t->n, 0, t->blocks);
+        t->n = 0;
     }
 }
 
@@ -345,37 +452,75 @@ static void emit_keys(run *r, int64_t lo, int64_t hi, const oc_mask_ivals *all, 
     if (pos < hi) add_keys(r, pos, hi, 0);
 }
 
-/* Vertical-Slash keys of the run's query block b (dyn.h): the diagonal runs [b - o, b + B - 1 - o]
- * of the chosen offsets, merged, and the chosen columns outside them, each key once, within
- * [lo, hi). Offsets ascend, so walking them backwards gives the runs in ascending key order. */
+/* One query block's Vertical-Slash diagonal runs (dyn.h), merged, in ascending key order: block b
+ * keeps [b - o, b + B - 1 - o] for every chosen offset o; offsets ascend, so walking them backwards
+ * gives the runs in ascending order. k: offsets not walked yet (n_slash at the start). */
+typedef struct vs_iter { int64_t b; int32_t k; int64_t s, e; } vs_iter;   /* [s, e): the current run */
+
+static void vs_next(const oc_dyn_head *dh, vs_iter *it, int64_t lo, int64_t hi) {
+    int64_t cs = 0, ce = 0;
+    while (it->k > 0) {
+        int64_t o = dh->slash[it->k - 1], s = OC_MAX(it->b - o, lo), e = OC_MIN(it->b + OC_DYN_BLOCK - o, hi);
+        if (s < e) {
+            if (cs < ce && s > ce) break;   /* a gap: the current run is complete */
+            if (cs < ce) ce = OC_MAX(ce, e);
+            else { cs = s; ce = e; }
+        }
+        it->k--;
+    }
+    it->s = cs < ce ? cs : INT64_MAX;
+    it->e = cs < ce ? ce : INT64_MAX;
+}
+
+/* Keys [s, e) that the query blocks `blocks` keep by their diagonals, with the chosen columns among
+ * them kept by every block: each key once, ascending. *vi: the next column not emitted. */
+static void emit_vs_segment(run *r, int64_t s, int64_t e, uint32_t blocks, int32_t *vi, const oc_mask_ivals *all) {
+    const oc_dyn_head *dh = r->dyn;
+    int64_t pos = s;
+    for (; *vi < dh->n_vertical && dh->vertical[*vi] < e; (*vi)++) {
+        int64_t j = dh->vertical[*vi];
+        if (j < pos || blocks == r->all_blocks) continue;
+        r->cur_blocks = blocks;
+        emit_keys(r, pos, j, all, 0);
+        r->cur_blocks = r->all_blocks;
+        emit_keys(r, j, j + 1, all, 0);
+        pos = j + 1;
+    }
+    r->cur_blocks = blocks;
+    emit_keys(r, pos, e, all, 0);
+}
+
+/* Vertical-Slash keys of the run's query blocks (dyn.h) within [lo, hi): a sweep over the blocks'
+ * diagonal runs, cut where the set of blocks keeping a key changes, so each key goes to the tile
+ * builder of exactly the blocks that keep it (a run of several blocks converts the shared keys,
+ * the columns above all, once for all of them: the conversion of a K/V tile is the cost that a
+ * 64-row block cannot amortize), plus the chosen columns, kept by every block. */
 static void emit_vertical_slash(run *r, int64_t lo, int64_t hi, const oc_mask_ivals *all) {
     const oc_dyn_head *dh = r->dyn;
-    int64_t b = (int64_t)r->x->a->q_offset + r->i0;
-    b -= b % OC_DYN_BLOCK;
-    int32_t nv = dh->n_vertical, vi = 0;
-    while (vi < nv && dh->vertical[vi] < lo) vi++;
-    int64_t cs = 0, ce = 0;   /* the merged run being built, [cs, ce) */
-    for (int32_t k = dh->n_slash; k >= 0; k--) {
-        int64_t s = 0, e = 0;
-        if (k > 0) {
-            int64_t o = dh->slash[k - 1];
-            s = OC_MAX(b - o, lo);
-            e = OC_MIN(b + OC_DYN_BLOCK - o, hi);
-            if (s >= e) continue;
-            if (cs < ce && s <= ce) {   /* overlaps or touches the current run */
-                ce = OC_MAX(ce, e);
-                continue;
-            }
-        }
-        if (cs < ce) {   /* close the current run: columns before it, then the run itself */
-            for (; vi < nv && dh->vertical[vi] < cs; vi++) emit_keys(r, dh->vertical[vi], dh->vertical[vi] + 1, all, 0);
-            for (; vi < nv && dh->vertical[vi] < ce; vi++) {}
-            emit_keys(r, cs, ce, all, 0);
-        }
-        cs = s;
-        ce = e;
+    int64_t p0 = (int64_t)r->x->a->q_offset + r->i0 - r->row_shift;
+    int32_t nb = 0, vi = 0;
+    vs_iter it[VS_MAX_BLOCKS];
+    for (int64_t b = p0 - p0 % OC_DYN_BLOCK; b < p0 + r->len; b += OC_DYN_BLOCK, nb++) {
+        it[nb].b = b;
+        it[nb].k = dh->n_slash;
+        vs_next(dh, &it[nb], lo, hi);
     }
-    for (; vi < nv && dh->vertical[vi] < hi; vi++) emit_keys(r, dh->vertical[vi], dh->vertical[vi] + 1, all, 0);
+    while (vi < dh->n_vertical && dh->vertical[vi] < lo) vi++;
+    for (int64_t x = lo; x < hi;) {
+        uint32_t blocks = 0;
+        int64_t next = hi;
+        for (int32_t k = 0; k < nb; k++) {
+            if (it[k].s <= x) blocks |= 1u << k;
+            next = OC_MIN(next, it[k].s > x ? it[k].s : it[k].e);
+        }
+        /* one block (stacked heads run one block at a time): its bit means every row block */
+        if (blocks == (1u << nb) - 1) blocks = r->all_blocks;
+        emit_vs_segment(r, x, next, blocks, &vi, all);
+        x = next;
+        for (int32_t k = 0; k < nb; k++)
+            if (it[k].e <= x) vs_next(dh, &it[k], lo, hi);
+    }
+    r->cur_blocks = r->all_blocks;
 }
 
 /* Grid keys of the run's residue class within [lo, hi) (dyn.h): every key on a horizontal line's
@@ -383,7 +528,7 @@ static void emit_vertical_slash(run *r, int64_t lo, int64_t hi, const oc_mask_iv
 static void emit_grid(run *r, int64_t lo, int64_t hi, const oc_mask_ivals *all) {
     const oc_dyn_head *dh = r->dyn;
     int lines = r->pat->grid_lines;
-    int64_t s = dh->stride, p = (int64_t)r->x->a->q_offset + r->i0;
+    int64_t s = dh->stride, p = (int64_t)r->x->a->q_offset + r->i0 - r->row_shift;
     int64_t rq = ((p - dh->phase) % s + s) % s;   /* the rows' residue, relative to the phase */
     if ((lines & OC_GRID_HLINE) && rq == 0) {
         emit_keys(r, lo, hi, all, 0);
@@ -400,58 +545,61 @@ static void emit_grid(run *r, int64_t lo, int64_t hi, const oc_mask_ivals *all) 
     }
 }
 
-/* Rows i0, i0 + step, .., i0 + (len-1) step of one class (see struct run); dh: the head's dynamic
- * index when pat is VERTICAL_SLASH or GRID (then n_heads is 1). */
-static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, const oc_dyn_head *dh,
-                        int32_t n_heads, int32_t g, int32_t i0, int32_t len, int32_t step, const oc_mask_class *cls,
-                        int32_t kw0, int32_t kw1, int32_t chunk) {
+/* Start a run: rows i0, i0 + step, .., i0 + (len-1) step of one class (see struct run) for the
+ * stacked heads w->heads[0..n_heads) of kv head g: Q^T packed, the accumulators reset. */
+static void run_begin(run *r, const run_ctx *x, work *w, int32_t n_heads, int32_t g, int32_t i0, int32_t len,
+                      int32_t step) {
     const oc_attn_call *a = x->a;
-    int32_t d = a->head_dim, dpad = x->dpad;
-    run r;
-    memset(&r, 0, sizeof r);
-    r.x = x;
-    r.w = w;
-    r.pat = pat;
-    r.dyn = dh;
-    r.n_heads = n_heads;
-    r.i0 = i0;
-    r.len = len;
-    r.step = step;
-    r.rows = n_heads * r.len;
-    r.kbase = x->k + g * a->k_stride_head * x->elem_bytes;
-    r.vbase = x->v + g * a->v_stride_head * x->elem_bytes;
-
+    memset(r, 0, sizeof *r);
+    r->x = x;
+    r->w = w;
+    r->n_heads = n_heads;
+    r->i0 = i0;
+    r->len = len;
+    r->step = step;
+    r->rows = n_heads * r->len;
+    r->all_blocks = r->cur_blocks = ~0u;
+    r->kbase = x->k + g * a->k_stride_head * x->elem_bytes;
+    r->vbase = x->v + g * a->v_stride_head * x->elem_bytes;
     /* Q^T, scaled (attn_kernels.h pack_qt): column = stacked row; on the direct path the scaled
      * rows as they are (dot_rows) */
-    int32_t cols = ALIGN_UP(r.rows, x->kern->vec);
-    r.direct = r.rows <= OC_ATTN_DIRECT_ROWS;
-    for (int32_t row = 0; row < r.rows; row++)
-        w->qptr[row] = x->q + (int64_t)run_row(&r, row) * a->q_stride_token +
-                       (int64_t)w->heads[row / r.len] * a->q_stride_head;
-    if (r.direct)
-        for (int32_t row = 0; row < r.rows; row++) x->kern->scale(w->qt + (int64_t)row * d, w->qptr[row], d, x->qscale);
+    int32_t d = a->head_dim, cols = ALIGN_UP(r->rows, x->kern->vec);
+    r->direct = r->rows <= OC_ATTN_DIRECT_ROWS;
+    for (int32_t row = 0; row < r->rows; row++)
+        w->qptr[row] = x->q + (int64_t)run_row(r, row) * a->q_stride_token +
+                       (int64_t)w->heads[row / r->len] * a->q_stride_head;
+    if (r->direct)
+        for (int32_t row = 0; row < r->rows; row++) x->kern->scale(w->qt + (int64_t)row * d, w->qptr[row], d, x->qscale);
     else
-        x->kern->pack_qt(w->qt, w->qptr, r.rows, cols, d, x->qscale);
+        x->kern->pack_qt(w->qt, w->qptr, r->rows, cols, d, x->qscale);
     for (int32_t k = 0; k < cols; k++) {
         w->m[k] = -INFINITY;
         w->l[k] = 0.0f;
     }
-    memset(w->o, 0, (size_t)r.rows * (size_t)dpad * sizeof(float));
+    memset(w->o, 0, (size_t)r->rows * (size_t)x->dpad * sizeof(float));
+}
 
+/* The run's keys of pattern pat (dh: its dynamic index when pat is VERTICAL_SLASH or GRID), of the
+ * class's key set cls within [kw0, kw1), through the tiles into the accumulators. */
+static void run_keys(run *r, const oc_head_pattern *pat, const oc_dyn_head *dh, const oc_mask_class *cls, int32_t kw0,
+                     int32_t kw1) {
+    const oc_attn_call *a = r->x->a;
+    r->pat = pat;
+    r->dyn = dh;
     /* Window union (some row keeps) and intersection (every row keeps) from the first and last
      * rows: both window bounds grow with the position. */
     oc_mask_ivals some, all;
-    oc_mask_window_span(a, pat, (int64_t)a->q_offset + i0, (int64_t)a->q_offset + run_row(&r, len - 1), &some, &all);
+    run_window_span(r, r->i0, run_row(r, r->len - 1), &some, &all);
     int64_t lo = OC_MAX(kw0, cls->c0), hi = OC_MIN(kw1, cls->c1);
     if (some.n) {
         lo = OC_MAX(lo, some.lo[0]);
         hi = OC_MIN(hi, some.hi[some.n - 1]);
     }
-    if (some.n && lo < hi && dh) {
+    if (some.n && lo < hi && dh && !r->grid_exact) {
         /* dynamic patterns have one window interval (no A-shape sinks), so [lo, hi) is all of it */
-        if (pat->kind == OC_PATTERN_VERTICAL_SLASH) emit_vertical_slash(&r, lo, hi, &all);
-        else emit_grid(&r, lo, hi, &all);
-        flush_keys(&r);
+        if (pat->kind == OC_PATTERN_VERTICAL_SLASH) emit_vertical_slash(r, lo, hi, &all);
+        else emit_grid(r, lo, hi, &all);
+        flush_keys(r);
     } else if (some.n && lo < hi) {
         oc_mask_keys it;
         oc_mask_keys_init(&it, a, cls, (int32_t)lo, (int32_t)hi);
@@ -459,14 +607,21 @@ static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, c
         while (oc_mask_keys_next(&it, &ca, &cb)) {
             for (int k = 0; k < some.n; k++) {
                 int64_t s = OC_MAX((int64_t)ca, some.lo[k]), e = OC_MIN((int64_t)cb, some.hi[k]);
-                if (s < e) emit_keys(&r, s, e, &all, a->mask == OC_ATTN_EXPLICIT);
+                if (s < e) emit_keys(r, s, e, &all, a->mask == OC_ATTN_EXPLICIT || r->grid_exact);
             }
         }
-        flush_keys(&r);
+        flush_keys(r);
     }
+}
 
-    for (int32_t row = 0; row < r.rows; row++) {
-        int32_t h = w->heads[row / r.len], i = run_row(&r, row);
+/* End a run: outputs normalized (or, for a key chunk of flash-decoding, its partial state). */
+static void run_end(run *r, int32_t chunk) {
+    const run_ctx *x = r->x;
+    const oc_attn_call *a = x->a;
+    work *w = r->w;
+    int32_t d = a->head_dim, dpad = x->dpad;
+    for (int32_t row = 0; row < r->rows; row++) {
+        int32_t h = w->heads[row / r->len], i = run_row(r, row);
         const float *o = w->o + (int64_t)row * dpad;
         if (chunk < 0) {
             float *dst = x->out + (int64_t)i * a->out_stride_token + (int64_t)h * a->out_stride_head;
@@ -482,8 +637,19 @@ static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, c
             memcpy(slot + 2, o, (size_t)d * sizeof(float));
         }
     }
-    w->count[0] += r.kept;
-    w->count[1] += r.executed;
+    w->count[0] += r->kept;
+    w->count[1] += r->executed;
+}
+
+/* Rows i0, i0 + step, .., i0 + (len-1) step of one class (see struct run); dh: the head's dynamic
+ * index when pat is VERTICAL_SLASH or GRID (then n_heads is 1). */
+static void process_run(const run_ctx *x, work *w, const oc_head_pattern *pat, const oc_dyn_head *dh,
+                        int32_t n_heads, int32_t g, int32_t i0, int32_t len, int32_t step, const oc_mask_class *cls,
+                        int32_t kw0, int32_t kw1, int32_t chunk) {
+    run r;
+    run_begin(&r, x, w, n_heads, g, i0, len, step);
+    run_keys(&r, pat, dh, cls, kw0, kw1);
+    run_end(&r, chunk);
 }
 
 /* ---- tasks ------------------------------------------------------------------------------------------ */
@@ -506,7 +672,7 @@ static const oc_head_pattern *pattern_of(const oc_attn_call *a, int32_t h) {
 static int same_group(const oc_attn_call *a, int32_t h, int32_t e) {
     const oc_head_pattern *p = pattern_of(a, h), *q = pattern_of(a, e);
     if (!oc_pattern_same(p, q)) return 0;
-    if (p->kind == OC_PATTERN_Q_BOUNDARY) return h == e;   /* walked modality run by modality run, alone */
+    if (oc_pattern_is_boundary(p->kind)) return h == e;   /* walked modality run by modality run, alone */
     if (!oc_pattern_is_dynamic(p->kind)) return 1;
     const oc_dyn_head *x = &a->dyn->heads[h], *y = &a->dyn->heads[e];
     if (p->kind == OC_PATTERN_GRID) return x->stride == y->stride && x->phase == y->phase;
@@ -575,7 +741,7 @@ static void do_q_boundary_head(const run_ctx *x, work *w, int32_t g, int32_t h, 
     w->heads[0] = h;
     for (int32_t i = i0; i < i1;) {
         oc_mask_class cls;
-        int32_t end = oc_mask_classify(a, pat, i, OC_MIN(i1, i + x->g.rows_max), &cls);
+        int32_t end = oc_mask_classify(a, pat, i, OC_MIN(i1, i + OC_MIN(x->g.rows_max, VS_MAX_BLOCKS * OC_DYN_BLOCK)), &cls);
         int m = cls.image >= 0 ? OC_MODALITY_VISION : OC_MODALITY_TEXT;
         oc_head_pattern sub = oc_pattern_modal(pat, m);
         const oc_dyn_head *dh = NULL;
@@ -593,6 +759,51 @@ static void do_q_boundary_head(const run_ctx *x, work *w, int32_t g, int32_t h, 
     }
 }
 
+/* A BOUNDARY_2D head h over rows [i0, i1) (dyn.h; Alg. 3): runs of one query modality mq (cut at
+ * image edges, and into whole blocks of 64 query ranks when a pair of mq is Vertical-Slash), each
+ * run against the keys of each key modality mk in turn, in rank coordinates, with the pattern and
+ * index of pair (mq, mk): the keys gathered through the modality permutation while the tiles are
+ * converted, one softmax over both. */
+static void do_boundary_2d_head(const run_ctx *x, work *w, int32_t g, int32_t h, int32_t i0, int32_t i1) {
+    const oc_attn_call *a = x->a;
+    const oc_head_pattern *pat = &a->patterns[h];
+    const oc_attn_dyn *dyn = a->dyn;
+    w->heads[0] = h;
+    for (int32_t i = i0; i < i1;) {
+        oc_mask_class cls;
+        int32_t end = oc_mask_classify(a, pat, i, OC_MIN(i1, i + OC_MIN(x->g.rows_max, VS_MAX_BLOCKS * OC_DYN_BLOCK)), &cls);
+        int mq = cls.image >= 0 ? OC_MODALITY_VISION : OC_MODALITY_TEXT;
+        int64_t p = (int64_t)a->q_offset + i, rq = dyn->key_rank[p], shift = p - rq;
+        int vs = 0;
+        for (int mk = 0; mk < OC_N_MODALITIES; mk++) vs |= pat->pair[mq][mk].kind == OC_PATTERN_VERTICAL_SLASH;
+        if (vs && rq % OC_DYN_BLOCK) end = (int32_t)OC_MIN(end, i + OC_DYN_BLOCK - rq % OC_DYN_BLOCK);
+        else if (vs && end - i > OC_DYN_BLOCK) end = i + (end - i) / OC_DYN_BLOCK * OC_DYN_BLOCK;
+        run r;
+        run_begin(&r, x, w, 1, g, i, end - i, 1);
+        for (int mk = 0; mk < OC_N_MODALITIES; mk++) {
+            int32_t n_mk = dyn->key_start[mk + 1] - dyn->key_start[mk];
+            oc_head_pattern sub = oc_pattern_pair(pat, mq, mk);
+            const oc_dyn_head *dh = NULL;
+            if (oc_pattern_is_dynamic(sub.kind)) {
+                dh = &dyn->pairs[(h * OC_N_MODALITIES + mq) * OC_N_MODALITIES + mk];
+                if (dh->dense) {
+                    sub = dense_pattern;
+                    dh = NULL;
+                }
+            }
+            oc_mask_class keys = { 0, n_mk, -1, 0, 0 };
+            r.key_map = dyn->key_perm + dyn->key_start[mk];
+            r.row_shift = shift;
+            r.causal_own = mk == mq;
+            r.causal_const = shift - 1;   /* keys of the other modality before the run: p - rq of them */
+            r.grid_exact = sub.kind == OC_PATTERN_GRID;
+            run_keys(&r, &sub, dh, &keys, 0, n_mk);
+        }
+        run_end(&r, -1);
+        i = end;
+    }
+}
+
 /* Query rows [i0, i1) and keys [kw0, kw1) for every query head of kv head g. */
 static void do_group(const run_ctx *x, work *w, int32_t g, int32_t i0, int32_t i1, int32_t kw0, int32_t kw1,
                      int32_t chunk) {
@@ -603,6 +814,10 @@ static void do_group(const run_ctx *x, work *w, int32_t g, int32_t i0, int32_t i
         const oc_dyn_head *dh = oc_pattern_is_dynamic(pat->kind) ? &a->dyn->heads[h_first + lead] : NULL;
         if (pat->kind == OC_PATTERN_Q_BOUNDARY) {   /* prefill only: no key chunks */
             do_q_boundary_head(x, w, g, h_first + lead, i0, i1);
+            continue;
+        }
+        if (pat->kind == OC_PATTERN_BOUNDARY_2D) {
+            do_boundary_2d_head(x, w, g, h_first + lead, i0, i1);
             continue;
         }
         int seen = 0;
@@ -616,6 +831,8 @@ static void do_group(const run_ctx *x, work *w, int32_t g, int32_t i0, int32_t i
             continue;
         }
         int32_t piece = OC_MAX(1, x->g.rows_max / n_heads);
+        if (pat->kind == OC_PATTERN_VERTICAL_SLASH)   /* runs of several query blocks: one head alone */
+            piece = n_heads > 1 ? OC_DYN_BLOCK : OC_MIN(piece, VS_MAX_BLOCKS * OC_DYN_BLOCK);
         for (int32_t i = i0; i < i1;) {
             oc_mask_class cls;
             int32_t end = oc_mask_classify(a, pat, i, OC_MIN(i1, i + piece), &cls);
@@ -769,7 +986,8 @@ oc_pattern_exec oc_attn_pattern_exec(oc_pattern_kind k) {
     case OC_PATTERN_A_SHAPE: return OC_EXEC_SPARSE;
     case OC_PATTERN_VERTICAL_SLASH:
     case OC_PATTERN_GRID:
-    case OC_PATTERN_Q_BOUNDARY: return OC_EXEC_PREFILL;
+    case OC_PATTERN_Q_BOUNDARY:
+    case OC_PATTERN_BOUNDARY_2D: return OC_EXEC_PREFILL;
     default: return OC_EXEC_DENSE;
     }
 }

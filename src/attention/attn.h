@@ -33,6 +33,11 @@
  *    layout keeps keys by the head's vision pattern, any other by its text pattern (each dense,
  *    A_SHAPE, VERTICAL_SLASH or GRID as above), a dynamic one with that modality's own index
  *    (call->dyn: heads for text, heads_vision for vision); prefill only, like the dynamic kinds.
+ *  - BOUNDARY_2D (mminference.txt Sec. 3.2, Alg. 3; dyn.h): queries and keys grouped by modality;
+ *    the pair (query modality, key modality) keeps keys by its own pattern (dense, A_SHAPE,
+ *    VERTICAL_SLASH or GRID) on the tokens' ranks within their modalities, ANDed with the base
+ *    mask in positions; the index (call->dyn: pairs, key_perm, key_rank) is needed in every
+ *    prefill call of 64 queries or more; prefill only.
  *  - A query outside every segment (OC_ATTN_SEGMENTS) keeps nothing. */
 #ifndef OC_ATTN_H
 #define OC_ATTN_H

@@ -40,8 +40,22 @@
  * with fewer than 64 query rows in the call runs dense (as a short call does). The engine walks
  * the rows modality run by modality run (runs cut at image edges): Alg. 2's row permutation, by
  * loading, as the paper's kernel does.
- * Not run: 2D-Boundary heads (Alg. 3: keys permuted too, one pattern per modality pair);
- * oc_dyn_modality_perm below is that permutation. */
+ * BOUNDARY_2D heads (Sec. 3.2, Alg. 3; pattern.h): queries and keys are permuted by modality (the
+ * same rule: a position inside an image span is vision). A token's rank is its index within its
+ * modality in prompt order (oc_dyn_modality_perm's permutation); the query at position p (modality
+ * mq, rank rq) keeps key j (modality mk, rank rk) when the base mask keeps (p, j) in prompt
+ * positions (Alg. 3's boundary mask m_{mi:mj}) and the pair's pattern pair[mq][mk] keeps (rq, rk)
+ * as a plain pattern keeps (query position rq, key j = rk) under a bidirectional base: dense keeps
+ * every key of mk; A_SHAPE rk < n_sink or rq - n_local < rk <= rq; VERTICAL_SLASH and GRID as above
+ * with rq and rk for p and j (blocks of 64 query ranks). So inside one modality (mq = mk) the
+ * pattern runs on the modality's own stream with the other modality cut out (App. C.4, Fig. 8:
+ * "intra-modality continuity"), and each cross-modality pair gets its own pattern. One softmax per
+ * query over the keys of both modalities. A dynamic pair's index is estimated from the last 64
+ * queries of mq (as Q_BOUNDARY): the column scores of mk's keys by rank, and diagonal scores by
+ * rank offset o = rq - rk (offsets from -(n - 1) to n - 1, n = max(n_mk, n_mq) over the call's
+ * keys). An mq with fewer than 64 query rows runs its dynamic pairs dense. The engine runs a
+ * query run of one modality against each key modality in turn, the keys gathered through the
+ * permutation (Alg. 3's loop over modality pairs, by loading, as Alg. 7 does). */
 #ifndef OC_DYN_H
 #define OC_DYN_H
 
@@ -68,6 +82,12 @@ typedef struct oc_attn_dyn {   /* the struct tag is named in attn_call.h */
     const oc_dyn_head *heads;  /* [n_head]; heads that are not dynamic have zero counts; a Q_BOUNDARY
                                   head's text modality */
     const oc_dyn_head *heads_vision;   /* [n_head]: a Q_BOUNDARY head's vision modality */
+    /* BOUNDARY_2D heads: pairs[(h * 2 + mq) * 2 + mk], in rank coordinates; and the keys'
+     * permutation: key_perm[key_start[m] .. key_start[m + 1]) are the positions of modality m
+     * ascending, key_rank[j] the rank of position j within its modality (NULL without 2D heads) */
+    const oc_dyn_head *pairs;
+    const int32_t *key_perm, *key_rank;
+    int32_t key_start[OC_N_MODALITIES + 1];
 } oc_attn_dyn;
 
 /* ---- the pieces, for tests and calibration ---------------------------------------------------- */

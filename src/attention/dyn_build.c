@@ -3,10 +3,12 @@
  * computed tile by tile with the same ISA micro-kernels as the engine (attn_kernels.h), then the
  * Vertical-Slash top-k or the Grid search (dyn_index.c). One task per dynamic head, each writing
  * only its own index, so the result does not depend on the thread count. A Q_BOUNDARY head gets
- * one index per modality, each from that modality's last 64 query rows (dyn.h). Nothing is
- * allocated: everything lives in the caller's block of oc_attn_dyn_bytes bytes:
- *   header | heads[n_head] | heads_vision[n_head] | per head and modality: vertical[n_kv],
- *   slash[2 n_kv] (int32) | per thread: work */
+ * one index per modality, each from that modality's last 64 query rows, a BOUNDARY_2D head one per
+ * modality pair, in rank coordinates (dyn.h). Nothing is allocated: everything lives in the
+ * caller's block of oc_attn_dyn_bytes bytes:
+ *   header | heads[n_head] | heads_vision[n_head] | pairs[4 n_head] | key_perm[n_kv] |
+ *   key_rank[n_kv] | per head and slot (modality or pair): vertical[n_kv], slash[2 n_kv] (int32) |
+ *   per thread: work */
 #include "attention/attn.h"
 #include "attention/attn_kernels.h"
 #include "attention/mask.h"
@@ -15,15 +17,16 @@
 #include <string.h>
 
 #define EST_TILE 128        /* keys per score tile: S^T is EST_TILE x 64 floats (32 KiB) */
+#define N_SLOTS (OC_N_MODALITIES * OC_N_MODALITIES)   /* index slots per head: modalities or pairs */
 #define LOG2E 1.44269504088896340736f
 #define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
 
 /* ---- memory layout ------------------------------------------------------------------------------ */
 
 typedef struct dyn_geom {
-    size_t off_heads, off_heads_vision, off_idx, off_threads, thread_bytes, total;
-    size_t idx_per_head;   /* int32 per head and modality: n_kv vertical + 2 n_kv slash */
-    size_t t_qt, t_qptr, t_kt, t_kptr, t_s, t_m, t_l, t_m2, t_l2, t_alpha, t_vs, t_ss, t_work, t_grid, t_rows;
+    size_t off_heads, off_heads_vision, off_pairs, off_perm, off_rank, off_idx, off_threads, thread_bytes, total;
+    size_t idx_per_head;   /* int32 per head and slot: n_kv vertical + 2 n_kv slash */
+    size_t t_qt, t_qptr, t_kt, t_kptr, t_s, t_m, t_l, t_m2, t_l2, t_alpha, t_vs, t_ss, t_vr, t_work, t_grid, t_rows;
 } dyn_geom;
 
 static size_t take(size_t *off, size_t n_bytes) {
@@ -42,8 +45,11 @@ static int dyn_geom_init(dyn_geom *g, const oc_attn_dims *dims, int n_threads) {
     take(&off, sizeof(oc_attn_dyn));
     g->off_heads = take(&off, (size_t)dims->n_head * sizeof(oc_dyn_head));
     g->off_heads_vision = take(&off, (size_t)dims->n_head * sizeof(oc_dyn_head));
+    g->off_pairs = take(&off, (size_t)dims->n_head * N_SLOTS * sizeof(oc_dyn_head));
+    g->off_perm = take(&off, nkv * sizeof(int32_t));
+    g->off_rank = take(&off, nkv * sizeof(int32_t));
     g->idx_per_head = 3 * nkv;
-    g->off_idx = take(&off, (size_t)dims->n_head * OC_N_MODALITIES * g->idx_per_head * sizeof(int32_t));
+    g->off_idx = take(&off, (size_t)dims->n_head * N_SLOTS * g->idx_per_head * sizeof(int32_t));
     g->off_threads = off;
     size_t t = 0;
     g->t_qt = take(&t, OC_DYN_LAST_Q * d * sizeof(float));
@@ -57,10 +63,11 @@ static int dyn_geom_init(dyn_geom *g, const oc_attn_dims *dims, int n_threads) {
     g->t_l2 = take(&t, OC_DYN_LAST_Q * sizeof(float));
     g->t_alpha = take(&t, OC_DYN_LAST_Q * sizeof(float));
     g->t_vs = take(&t, nkv * sizeof(float));
-    g->t_ss = take(&t, 2 * nkv * sizeof(float));
+    g->t_ss = take(&t, 4 * nkv * sizeof(float));   /* 2D: two slash arrays of up to 2 n_kv */
+    g->t_vr = take(&t, nkv * sizeof(float));
     g->t_work = take(&t, 2 * nkv * sizeof(int32_t));
     g->t_grid = take(&t, 2 * nkv * sizeof(double));
-    g->t_rows = take(&t, 2 * OC_DYN_LAST_Q * sizeof(int32_t));
+    g->t_rows = take(&t, 3 * OC_DYN_LAST_Q * sizeof(int32_t));
     g->thread_bytes = t;
     size_t threads;
     if (!oc_mul_size(t, (size_t)n_threads, &threads) || !oc_add_size(off, threads, &g->total)) return 0;
@@ -75,12 +82,12 @@ size_t oc_attn_dyn_bytes(const oc_attn_dims *dims, int n_threads) {
 /* ---- the estimate ------------------------------------------------------------------------------ */
 
 typedef struct est_work {
-    float *qt, *kt, *s, *m, *l, *m2, *l2, *alpha, *vs, *ss;
+    float *qt, *kt, *s, *m, *l, *m2, *l2, *alpha, *vs, *ss, *vr;
     const float **qptr;
     const void **kptr;
     int32_t *work;
     double *grid;
-    int32_t *rows, *pos;   /* [64] each: the estimate's query rows and their positions */
+    int32_t *rows, *pos, *rq;   /* [64] each: the estimate's query rows, their positions and 2D ranks */
 } est_work;
 
 static est_work est_work_at(const dyn_geom *g, unsigned char *base, int thread) {
@@ -98,10 +105,12 @@ static est_work est_work_at(const dyn_geom *g, unsigned char *base, int thread) 
     w.alpha = (float *)(b + g->t_alpha);
     w.vs = (float *)(b + g->t_vs);
     w.ss = (float *)(b + g->t_ss);
+    w.vr = (float *)(b + g->t_vr);
     w.work = (int32_t *)(b + g->t_work);
     w.grid = (double *)(b + g->t_grid);
     w.rows = (int32_t *)(b + g->t_rows);
     w.pos = w.rows + OC_DYN_LAST_Q;
+    w.rq = w.pos + OC_DYN_LAST_Q;
     return w;
 }
 
@@ -117,18 +126,35 @@ static void score_tile(const oc_attn_call *a, const oc_attn_kernels *kn, est_wor
         for (int32_t c = 0; c < OC_DYN_LAST_Q && j0 + t > w->pos[c]; c++) w->s[t * OC_DYN_LAST_Q + c] = -INFINITY;
 }
 
+/* The diagonal scores of a BOUNDARY_2D head (dyn.h) in rank coordinates: per key modality mk an
+ * array of 2 n[mk] - 1 floats, rank offset o = rq - rk at ss[mk][o + n[mk] - 1]. */
+typedef struct rank_slash {
+    const oc_attn_dyn *dyn;
+    float *ss[OC_N_MODALITIES];
+    int32_t n[OC_N_MODALITIES];
+} rank_slash;
+
+static int key_modality(const oc_attn_dyn *dyn, int32_t j) {
+    int32_t r = dyn->key_rank[j];
+    return r < dyn->key_start[1] && dyn->key_perm[r] == j ? 0 : 1;
+}
+
 /* Column and diagonal scores of head h: vs[j] = sum_r A^[r, j], ss[o + n_kv - 1] =
  * sum_r A^[r, p_r - o]. The rows are w->rows[0..64) (ascending; the last 64 queries of the call, or
  * of one modality), at positions w->pos. Pass 2 (the scores) covers the keys [lo2, hi2) only (whole
  * tiles, so pass 1's maxima hold exactly); the rest of vs is 0, and ss is computed only when slash
- * is set (a Grid head reads the columns of its view alone). */
+ * is set (a Grid head reads the columns of its view alone). With rs (BOUNDARY_2D) the diagonal
+ * scores go to rs's rank arrays instead of ss. */
 static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_attn_kernels *kn, est_work *w,
-                     int32_t h, int32_t lo2, int32_t hi2, int slash) {
+                     int32_t h, int32_t lo2, int32_t hi2, int slash, const rank_slash *rs) {
     int32_t n_kv = a->n_kv, d = a->head_dim, g = h / (a->n_head / a->n_head_kv);
     int64_t eb = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
     const unsigned char *kbase = (const unsigned char *)mem->k + (a->k_off + (int64_t)g * a->k_stride_head) * eb;
     int64_t ks = a->k_stride_token * eb;
-    for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) w->pos[c] = a->q_offset + w->rows[c];
+    for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
+        w->pos[c] = a->q_offset + w->rows[c];
+        w->rq[c] = rs ? rs->dyn->key_rank[w->pos[c]] : w->pos[c];   /* the row's coordinate for diagonals */
+    }
     int32_t key_end = a->mask == OC_ATTN_CAUSAL ? OC_MIN(n_kv, w->pos[OC_DYN_LAST_Q - 1] + 1) : n_kv;
     for (int32_t c = 0; c < OC_DYN_LAST_Q; c++)
         w->qptr[c] = mem->q + a->q_off + (int64_t)w->rows[c] * a->q_stride_token + (int64_t)h * a->q_stride_head;
@@ -148,7 +174,9 @@ static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_at
     float inv_l[OC_DYN_LAST_Q];
     for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) inv_l[c] = w->l[c] > 0.0f ? 1.0f / w->l[c] : 0.0f;
     for (int32_t j = 0; j < n_kv; j++) w->vs[j] = 0.0f;
-    for (int32_t o = 0; slash && o < 2 * n_kv - 1; o++) w->ss[o] = 0.0f;
+    for (int32_t o = 0; slash && !rs && o < 2 * n_kv - 1; o++) w->ss[o] = 0.0f;
+    for (int m = 0; slash && rs && m < OC_N_MODALITIES; m++)
+        for (int32_t o = 0; o < 2 * rs->n[m] - 1; o++) rs->ss[m][o] = 0.0f;
     for (int32_t j0 = lo2 - lo2 % EST_TILE; j0 < OC_MIN(key_end, hi2); j0 += EST_TILE) {
         int32_t nk = OC_MIN(EST_TILE, key_end - j0);
         score_tile(a, kn, w, kbase, ks, j0, nk);
@@ -162,10 +190,15 @@ static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_at
             const float *row = w->s + (int64_t)t * OC_DYN_LAST_Q;
             float col = 0.0f;
             if (slash) {
+                float *diag = w->ss + n_kv - 1 - j;   /* diag[rq[c]]: offset rq - key coordinate */
+                if (rs) {
+                    int mk = key_modality(rs->dyn, j);
+                    diag = rs->ss[mk] + rs->n[mk] - 1 - rs->dyn->key_rank[j];
+                }
                 for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
                     float p = row[c] * inv_l[c];
                     col += p;
-                    w->ss[w->pos[c] - j + n_kv - 1] += p;
+                    diag[w->rq[c]] += p;
                 }
             } else {
                 for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) col += row[c] * inv_l[c];
@@ -183,7 +216,8 @@ typedef struct build_ctx {
     const oc_attn_kernels *kern;
     dyn_geom g;
     unsigned char *base;
-    oc_dyn_head *heads, *heads_vision;
+    oc_dyn_head *heads, *heads_vision, *pairs;
+    const oc_attn_dyn *dyn;
 } build_ctx;
 
 /* The modality of query row i (dyn.h): vision inside an image span of the layout. */
@@ -206,8 +240,63 @@ static int last_rows(const oc_attn_call *a, int m, est_work *w) {
 static void build_one(build_ctx *x, est_work *w, int32_t h, const oc_head_pattern *pat, int32_t *idx, oc_dyn_head *out) {
     int32_t n_kv = x->a->n_kv, lo2 = 0, hi2 = n_kv;
     if (pat->kind == OC_PATTERN_GRID) oc_dyn_grid_view(n_kv, pat->grid_stride, pat->grid_max_stride, &lo2, &hi2);
-    estimate(x->a, x->mem, x->kern, w, h, lo2, hi2, pat->kind == OC_PATTERN_VERTICAL_SLASH);
+    estimate(x->a, x->mem, x->kern, w, h, lo2, hi2, pat->kind == OC_PATTERN_VERTICAL_SLASH, NULL);
     oc_dyn_choose(pat, n_kv, w->vs, w->ss, idx, w->work, w->grid, out);
+}
+
+/* A BOUNDARY_2D head's dynamic pairs (dyn.h): per query modality one estimate from its last 64
+ * queries over every key, then per key modality the column scores gathered by rank and the rank
+ * diagonals, and the pair's choice in rank coordinates. idx: N_SLOTS slots. */
+static void build_2d(build_ctx *x, est_work *w, int32_t h, int32_t *idx, oc_dyn_head *out) {
+    const oc_attn_call *a = x->a;
+    const oc_head_pattern *pat = &a->patterns[h];
+    const oc_attn_dyn *dyn = x->dyn;
+    int32_t n_m[OC_N_MODALITIES];
+    for (int m = 0; m < OC_N_MODALITIES; m++) n_m[m] = dyn->key_start[m + 1] - dyn->key_start[m];
+    for (int mq = 0; mq < OC_N_MODALITIES; mq++) {
+        int any = 0, slash = 0;
+        for (int mk = 0; mk < OC_N_MODALITIES; mk++) {
+            any |= oc_pattern_is_dynamic(pat->pair[mq][mk].kind);
+            slash |= pat->pair[mq][mk].kind == OC_PATTERN_VERTICAL_SLASH;
+        }
+        if (!any) continue;
+        if (!last_rows(a, mq, w)) {   /* too few queries of mq: its dynamic pairs run dense */
+            for (int mk = 0; mk < OC_N_MODALITIES; mk++) out[mq * OC_N_MODALITIES + mk].dense = 1;
+            continue;
+        }
+        rank_slash rs = { dyn, { w->ss, w->ss + 2 * (size_t)OC_MAX(n_m[0], n_m[mq]) }, { 0, 0 } };
+        for (int mk = 0; mk < OC_N_MODALITIES; mk++) rs.n[mk] = OC_MAX(n_m[mk], n_m[mq]);
+        estimate(a, x->mem, x->kern, w, h, 0, a->n_kv, slash, &rs);
+        for (int mk = 0; mk < OC_N_MODALITIES; mk++) {
+            oc_head_pattern sub = oc_pattern_pair(pat, mq, mk);
+            if (!oc_pattern_is_dynamic(sub.kind)) continue;
+            const int32_t *perm = dyn->key_perm + dyn->key_start[mk];
+            /* Vertical-Slash chooses over n = max(n_mk, n_mq) coordinates, so that every rank offset
+             * of the pair has a diagonal; the columns past n_mk score as NaN (ranked last) and
+             * select no key. Grid searches the n_mk columns alone. */
+            int32_t n = sub.kind == OC_PATTERN_VERTICAL_SLASH ? rs.n[mk] : n_m[mk];
+            for (int32_t r = 0; r < n; r++) w->vr[r] = r < n_m[mk] ? w->vs[perm[r]] : NAN;
+            int slot = mq * OC_N_MODALITIES + mk;
+            oc_dyn_choose(&sub, n, w->vr, rs.ss[mk], idx + (size_t)slot * x->g.idx_per_head, w->work, w->grid,
+                          &out[slot]);
+        }
+    }
+}
+
+/* The keys' modality permutation and ranks (dyn.h) for a call with BOUNDARY_2D heads. */
+static void build_key_perm(const oc_attn_call *a, int32_t *perm, int32_t *rank, int32_t *start) {
+    int32_t n[OC_N_MODALITIES] = { 0, 0 };
+    for (int32_t j = 0; j < a->n_kv; j++) {
+        int m = a->layout && j < oc_layout_n_tokens(a->layout) && oc_layout_image_at(a->layout, j) >= 0;
+        rank[j] = n[m]++;
+    }
+    start[0] = 0;
+    start[1] = n[0];
+    start[2] = n[0] + n[1];
+    for (int32_t j = 0; j < a->n_kv; j++) {
+        int m = a->layout && j < oc_layout_n_tokens(a->layout) && oc_layout_image_at(a->layout, j) >= 0;
+        perm[start[m] + rank[j]] = j;
+    }
 }
 
 static void build_task(void *ctx, int64_t task, int thread) {
@@ -219,10 +308,18 @@ static void build_task(void *ctx, int64_t task, int thread) {
         memset(out[m], 0, sizeof *out[m]);
         out[m]->stride = 1;
     }
+    for (int k = 0; k < N_SLOTS; k++) {
+        memset(&x->pairs[h * N_SLOTS + k], 0, sizeof(oc_dyn_head));
+        x->pairs[h * N_SLOTS + k].stride = 1;
+    }
     if (!a->patterns || !oc_pattern_needs_index(&a->patterns[h]) || n_kv == 0) return;
     est_work w = est_work_at(&x->g, x->base, thread);
     const oc_head_pattern *pat = &a->patterns[h];
-    int32_t *idx = (int32_t *)(x->base + x->g.off_idx) + (size_t)h * OC_N_MODALITIES * x->g.idx_per_head;
+    int32_t *idx = (int32_t *)(x->base + x->g.off_idx) + (size_t)h * N_SLOTS * x->g.idx_per_head;
+    if (pat->kind == OC_PATTERN_BOUNDARY_2D) {
+        build_2d(x, &w, h, idx, &x->pairs[h * N_SLOTS]);
+        return;
+    }
     if (pat->kind != OC_PATTERN_Q_BOUNDARY) {
         last_rows(a, -1, &w);
         build_one(x, &w, h, pat, idx, out[0]);
@@ -275,10 +372,22 @@ oc_status oc_attn_dyn_build(const oc_attn_call *a, const oc_attn_host *mem, oc_i
     x.base = dyn_mem;
     x.heads = (oc_dyn_head *)(x.base + x.g.off_heads);
     x.heads_vision = (oc_dyn_head *)(x.base + x.g.off_heads_vision);
+    x.pairs = (oc_dyn_head *)(x.base + x.g.off_pairs);
     oc_attn_dyn *dyn = dyn_mem;
+    memset(dyn, 0, sizeof *dyn);
     dyn->n_head = a->n_head;
     dyn->heads = x.heads;
     dyn->heads_vision = x.heads_vision;
+    int any_2d = 0;
+    for (int32_t h = 0; a->patterns && h < a->n_head; h++) any_2d |= a->patterns[h].kind == OC_PATTERN_BOUNDARY_2D;
+    if (any_2d) {
+        int32_t *perm = (int32_t *)(x.base + x.g.off_perm), *rank = (int32_t *)(x.base + x.g.off_rank);
+        build_key_perm(a, perm, rank, dyn->key_start);
+        dyn->pairs = x.pairs;
+        dyn->key_perm = perm;
+        dyn->key_rank = rank;
+    }
+    x.dyn = dyn;
     oc_pool_run(pool, a->n_head, build_task, &x);
     *out = dyn;
     return OC_OK;
@@ -300,7 +409,7 @@ oc_status oc_attn_dyn_scores(const oc_attn_call *a, const oc_attn_host *mem, oc_
         return oc_fail(err, OC_ERR_INVALID, "attn dyn: memory too small for these dimensions");
     est_work w = est_work_at(&g, dyn_mem, 0);
     last_rows(a, -1, &w);
-    estimate(a, mem, kern, &w, head, 0, a->n_kv, 1);
+    estimate(a, mem, kern, &w, head, 0, a->n_kv, 1, NULL);
     memcpy(vertical, w.vs, (size_t)a->n_kv * sizeof(float));
     memcpy(slash, w.ss, (size_t)(2 * a->n_kv - 1) * sizeof(float));
     return OC_OK;

@@ -54,21 +54,33 @@ int32_t oc_dyn_top_k(const float *score, int32_t n, int32_t k, int32_t force, in
     return k;
 }
 
-/* The best phase of stride s over the viewed columns view[0..n_view) (key j0 + t at t) and its
- * score: how far the mean column score of the keys j = f (mod s) stands above the view's mean, in
- * standard errors, (mean_f - mean) * sqrt(count_f) (the common deviation left out); lowest f on
- * ties; -inf when no phase has a key there. sums: s doubles.
+/* sums[r] = the viewed columns t = r (mod s), t < n_view (view[t]: key j0 + t). */
+static void fold(const double *restrict view, int32_t n_view, int32_t s, double *restrict sums) {
+    for (int32_t r = 0; r < s; r++) sums[r] = 0.0;
+    for (int32_t t = 0; t < n_view; t += s) {
+        int32_t m = OC_MIN(s, n_view - t), u = 0;
+        const double *v = view + t;
+        /* groups of 4 independent adds, which the compiler turns into vector adds at -O2 (a plain
+         * loop of unknown length stays scalar there): the fold is most of the search */
+        for (; u + 4 <= m; u += 4) {
+            sums[u] += v[u];
+            sums[u + 1] += v[u + 1];
+            sums[u + 2] += v[u + 2];
+            sums[u + 3] += v[u + 3];
+        }
+        for (; u < m; u++) sums[u] += v[u];
+    }
+}
+
+/* The best phase of stride s from its phase sums (fold) over the viewed columns (n_view from key
+ * j0) and its score: how far the mean column score of the keys j = f (mod s) stands above the
+ * view's mean, in standard errors, (mean_f - mean) * sqrt(count_f) (the common deviation left
+ * out); lowest f on ties; -inf when no phase has a key there.
  * A phase's count is q + 1 or q (q = n_view / s: the phases whose first key comes before
  * n_view % s have one more), and the score grows with the sum among phases of one count, so only
  * the largest sum of each count is scored: two divisions and square roots per stride. */
-static double best_phase(const double *restrict view, int32_t j0, int32_t n_view, int32_t s, double mean,
-                         double *restrict sums, int32_t *phase) {
-    for (int32_t r = 0; r < s; r++) sums[r] = 0.0;
-    for (int32_t t = 0; t < n_view; t += s) {   /* sums[r]: keys t = r (mod s) of the view */
-        int32_t m = OC_MIN(s, n_view - t);
-        const double *v = view + t;
-        for (int32_t u = 0; u < m; u++) sums[u] += v[u];
-    }
+static double best_phase(const double *restrict sums, int32_t j0, int32_t n_view, int32_t s, double mean,
+                         int32_t *phase) {
     int32_t q = n_view / s, rem = n_view % s, f0 = j0 % s;
     double best = -INFINITY;
     for (int g = 0; g < 2; g++) {   /* g 0: the phases r < rem (count q + 1); g 1: the rest (count q) */
@@ -118,14 +130,24 @@ void oc_dyn_grid_search(const float *vertical, int32_t n, int32_t fixed_stride, 
     double *view = work + s_hi, mean = 0.0;
     for (int32_t j = j0; j < j1; j++) mean += view[j - j0] = (double)rank_of(vertical[j]);
     mean /= (double)(j1 - j0);
+    /* The strides in chains t, t / 2, t / 4, .. (while even) from each top t of (s_hi / 2, s_hi]:
+     * only a top folds the view; each halving adds the two halves of the sums it has (phases r and
+     * r + s / 2 of stride s make phase r of s / 2), O(s) instead of O(n_view), which halves the
+     * search. Every stride lies on one chain; ties go to the smaller stride as before. */
     double best = -INFINITY;
-    for (int32_t s = s_lo; s <= s_hi; s++) {
-        int32_t f = 0;
-        double score = best_phase(view, j0, j1 - j0, s, mean, work, &f);
-        if (score > best) {   /* strictly better: ties keep the smaller stride */
-            best = score;
-            *stride = s;
-            *phase = f;
+    int32_t t_lo = s_lo == s_hi ? s_hi : OC_MAX(s_lo, s_hi / 2 + 1);
+    for (int32_t t = t_lo; t <= s_hi; t++) {
+        fold(view, j1 - j0, t, work);
+        for (int32_t s = t;; s /= 2) {
+            int32_t f = 0;
+            double score = best_phase(work, j0, j1 - j0, s, mean, &f);
+            if (score > best || (score == best && s < *stride)) {
+                best = score;
+                *stride = s;
+                *phase = f;
+            }
+            if (s % 2 || s / 2 < s_lo) break;
+            for (int32_t r = 0; r < s / 2; r++) work[r] += work[r + s / 2];
         }
     }
 }

@@ -64,8 +64,8 @@ oc_status oc_mask_check_dyn(const oc_attn_call *a, int need_index, const char *w
     for (int32_t h = 0; a->patterns && h < a->n_head; h++) n_dynamic += oc_pattern_needs_index(&a->patterns[h]);
     if (!n_dynamic || a->n_q < OC_DYN_LAST_Q) return OC_OK;   /* none, or all run dense (decode) */
     if (a->mask != OC_ATTN_CAUSAL && a->mask != OC_ATTN_BIDIRECTIONAL)
-        return oc_fail(err, OC_ERR_INVALID, "%s: vertical-slash, grid and q-boundary heads with them need a causal "
-                       "or bidirectional base", who);
+        return oc_fail(err, OC_ERR_INVALID, "%s: vertical-slash, grid, q-boundary heads with them and 2d-boundary "
+                       "heads need a causal or bidirectional base", who);
     if ((int64_t)a->q_offset + a->n_q > a->n_kv)
         return oc_fail(err, OC_ERR_INVALID, "%s: vertical-slash and grid heads need the queries' own keys "
                        "(q_offset %d + n_q %d > n_kv %d)", who, (int)a->q_offset, (int)a->n_q, (int)a->n_kv);
@@ -76,9 +76,18 @@ oc_status oc_mask_check_dyn(const oc_attn_call *a, int need_index, const char *w
     for (int32_t h = 0; h < a->n_head; h++) {
         const oc_head_pattern *p = &a->patterns[h];
         int ok = 1;
-        if (p->kind == OC_PATTERN_Q_BOUNDARY && oc_pattern_needs_index(p)) {
+        if (oc_pattern_is_boundary(p->kind) && need_index == OC_MASK_INDEX_PLAIN) {
+            ok = 1;   /* an executor that runs the boundary kinds dense needs no index for them */
+        } else if (p->kind == OC_PATTERN_Q_BOUNDARY && oc_pattern_needs_index(p)) {
             ok = a->dyn->heads_vision != NULL && index_ok(p->modal[OC_MODALITY_TEXT].kind, &a->dyn->heads[h]) &&
                  index_ok(p->modal[OC_MODALITY_VISION].kind, &a->dyn->heads_vision[h]);
+        } else if (p->kind == OC_PATTERN_BOUNDARY_2D) {
+            const oc_attn_dyn *d = a->dyn;
+            ok = d->pairs && d->key_perm && d->key_rank && d->key_start[0] == 0 &&
+                 d->key_start[1] >= 0 && d->key_start[1] <= d->key_start[2] && d->key_start[2] == a->n_kv;
+            for (int k = 0; ok && k < OC_N_MODALITIES * OC_N_MODALITIES; k++)
+                ok = index_ok(p->pair[k / OC_N_MODALITIES][k % OC_N_MODALITIES].kind,
+                              &d->pairs[h * OC_N_MODALITIES * OC_N_MODALITIES + k]);
         } else {
             ok = index_ok(p->kind, &a->dyn->heads[h]);
         }
@@ -111,11 +120,14 @@ int32_t oc_mask_classify(const oc_attn_call *a, const oc_head_pattern *pat, int3
     cls->c1 = a->n_kv;
     cls->image = -1;
     cls->sinks = cls->intra = 0;
-    if (pat && pat->kind == OC_PATTERN_VERTICAL_SLASH)   /* the rows of one block share its diagonal runs */
-        end = OC_MIN(end, (p / OC_DYN_BLOCK + 1) * OC_DYN_BLOCK);
+    int vs = pat && pat->kind == OC_PATTERN_VERTICAL_SLASH;
     if (pat && pat->kind == OC_PATTERN_Q_BOUNDARY) {   /* runs of one modality (dyn.h) */
         int m = a->layout && p < oc_layout_n_tokens(a->layout) && oc_layout_image_at(a->layout, (int32_t)p) >= 0;
-        if (pat->modal[m].kind == OC_PATTERN_VERTICAL_SLASH) end = OC_MIN(end, (p / OC_DYN_BLOCK + 1) * OC_DYN_BLOCK);
+        vs = pat->modal[m].kind == OC_PATTERN_VERTICAL_SLASH;
+    }
+    if (vs) {   /* whole query blocks (their rows share the diagonal runs), the first up to a block edge */
+        if (p % OC_DYN_BLOCK) end = OC_MIN(end, (p / OC_DYN_BLOCK + 1) * OC_DYN_BLOCK);
+        else if (end - p > OC_DYN_BLOCK) end = p + (end - p) / OC_DYN_BLOCK * OC_DYN_BLOCK;
     }
     if (a->mask == OC_ATTN_SEGMENTS) {
         int32_t s = segment_find(a->segments, a->n_segments, (int32_t)p);
@@ -128,7 +140,7 @@ int32_t oc_mask_classify(const oc_attn_call *a, const oc_head_pattern *pat, int3
             if (s < a->n_segments) end = OC_MIN(end, (int64_t)a->segments[s].start);
         }
     }
-    if ((!pat || is_blindsight(pat->kind) || pat->kind == OC_PATTERN_Q_BOUNDARY) && a->layout) {
+    if ((!pat || is_blindsight(pat->kind) || oc_pattern_is_boundary(pat->kind)) && a->layout) {
         int32_t img = oc_layout_image_at(a->layout, (int32_t)p);
         if (img >= 0) {
             cls->image = img;

@@ -18,7 +18,9 @@
 oc_status oc_mask_check(const oc_attn_call *a, const char *who, oc_error *err);
 /* The conditions of VERTICAL_SLASH / GRID heads in a call with n_q >= OC_DYN_LAST_Q (dyn.h): a
  * causal or bidirectional base and the queries' own keys in the cache; with need_index also a
- * well-formed call->dyn. [errors: OC_ERR_INVALID] */
+ * well-formed call->dyn (OC_MASK_INDEX_PLAIN: of the VERTICAL_SLASH / GRID heads only, for an
+ * executor that runs Q_BOUNDARY and BOUNDARY_2D heads dense). [errors: OC_ERR_INVALID] */
+#define OC_MASK_INDEX_PLAIN 2
 oc_status oc_mask_check_dyn(const oc_attn_call *a, int need_index, const char *who, oc_error *err);
 
 /* ---- row classes ---------------------------------------------------------------------------------- */
@@ -32,11 +34,14 @@ typedef struct oc_mask_class {
 } oc_mask_class;
 
 /* Classify query row i (position q_offset + i) for head pattern pat and return the first row after
- * i that may be of another class, capped by i_end: rows are cut at segment edges, at the 64-query
- * blocks of a VERTICAL_SLASH pattern (dyn.h), and at image edges when pat is a BlindSight or
- * Q_BOUNDARY pattern or NULL (NULL: a class for every pattern, as the OpenCL runs need; then sinks
- * and intra are 0; for Q_BOUNDARY image tells the modality, sinks and intra are 0, and the rows of a
- * modality whose pattern is VERTICAL_SLASH are cut at its blocks too). */
+ * i that may be of another class, capped by i_end: rows are cut at segment edges; for a
+ * VERTICAL_SLASH pattern so that a run holds whole 64-query blocks (dyn.h) after its first block
+ * edge (a run that starts inside a block ends at that block's edge); and at image edges when pat
+ * is a BlindSight, Q_BOUNDARY or BOUNDARY_2D pattern or NULL (NULL: a class for every pattern, as
+ * the OpenCL runs need; then sinks and intra are 0; for the boundary kinds image tells the
+ * modality, sinks and intra are 0, and the rows of a Q_BOUNDARY modality whose pattern is
+ * VERTICAL_SLASH are cut at its blocks the same way; a BOUNDARY_2D head's rank blocks are cut by
+ * the engine). */
 int32_t oc_mask_classify(const oc_attn_call *a, const oc_head_pattern *pat, int32_t i, int32_t i_end,
                          oc_mask_class *cls);
 

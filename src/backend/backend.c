@@ -107,13 +107,6 @@ size_t oc_backend_device_host_bytes(oc_backend_kind kind) {
     return 0;
 }
 
-size_t oc_backend_weight_bytes(const oc_backend_spec *spec, const oc_backend_limits *lim, const oc_weight *w) {
-    if (spec->kind != OC_BACKEND_KIND_CPU || !lim->pack_weights) return 0;
-    const oc_matmul_kernels *k = oc_matmul_kernels_for(spec->isa);
-    if (!oc_matmul_wants_packed(k, w)) return 0;
-    return oc_backend_buffer_bytes(spec->kind, oc_matmul_packed_bytes(w), 0);
-}
-
 oc_status oc_backend_open(oc_backend **out, const oc_backend_spec *spec, const oc_backend_limits *lim,
                           const oc_allocator *alloc, oc_error *err) {
     *out = NULL;

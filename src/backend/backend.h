@@ -73,11 +73,6 @@ typedef struct oc_backend_limits {
     int per_kv_head;                     /* attention also runs calls of one kv head and its
                                             n_head / n_head_kv query heads (a compacted KV cache,
                                             kvcache/kv_cache.h; OpenCL opens tables for them) */
-    int pack_weights;                    /* CPU: weight() gives each weight the matmul table runs
-                                            faster from a packed copy (matmul.h
-                                            oc_matmul_wants_packed) that copy, allocated there;
-                                            oc_backend_weight_bytes counts it. Its GEMMs then take
-                                            the BF16 path (the vision encoder sets this) */
 } oc_backend_limits;
 
 /* A compute device opened once and shared by several instances (an oc_context's text and vision
@@ -217,10 +212,6 @@ size_t oc_backend_buffer_bytes(oc_backend_kind kind, size_t n_bytes, uint32_t fl
 size_t oc_backend_tensor_bytes(oc_backend_kind kind);
 /* Host bytes oc_backend_device_open takes for kind (0 on CPU: there is no device). */
 size_t oc_backend_device_host_bytes(oc_backend_kind kind);
-
-/* Host bytes weight(w) allocates on an instance of spec with limits lim: the packed copy's size
- * rounded up to OC_MEM_ALIGN where lim->pack_weights asks for one and the CPU table wants it, else 0. */
-size_t oc_backend_weight_bytes(const oc_backend_spec *spec, const oc_backend_limits *lim, const oc_weight *w);
 
 /* [alloc: yes, once] [errors: OC_ERR_INVALID, OC_ERR_UNSUPPORTED (kind, isa), OC_ERR_NOMEM] */
 oc_status oc_backend_open(oc_backend **out, const oc_backend_spec *spec, const oc_backend_limits *lim,

@@ -88,22 +88,15 @@ static oc_status cpu_import(oc_backend *be, oc_bt *t, const void *host, size_t n
     return OC_OK;
 }
 
-/* The weight's rows stay where they are (w->w.data, read by the GEMV and embed); w->t wraps them, or,
- * when the instance packs weights and the table wants it, owns the packed copy the GEMMs read
- * (w->w.packed), made here once. */
+/* The weight's rows stay where they are: w->t wraps them (the BF16 path packs per GEMM task into
+ * the matmul context's scratch, so no copy is kept). */
 static oc_status cpu_weight(oc_backend *be, oc_bw *w, const oc_weight *src, oc_error *err) {
     memset(w, 0, sizeof *w);
     size_t n_bytes;
     if (!src->data || src->n_out < 1 || !oc_mul_size(src->row_bytes, (size_t)src->n_out, &n_bytes))
         return oc_fail(err, OC_ERR_INVALID, "backend cpu: weight without data or with a bad shape");
-    oc_backend_cpu *c = cpu(be);
     w->w = *src;
-    w->w.packed = NULL;
-    if (!c->pack_weights || !oc_matmul_wants_packed(c->k, src)) return cpu_import(be, &w->t, src->data, n_bytes, err);
-    oc_status st = cpu_alloc(be, &w->t, oc_matmul_packed_bytes(src), 0, err);
-    if (!st && (st = oc_matmul_pack(c->k, c->pool, &w->w, w->t.impl, err))) cpu_free(be, &w->t);
-    if (!st) w->w.packed = w->t.impl;
-    return st;
+    return cpu_import(be, &w->t, src->data, n_bytes, err);
 }
 
 static oc_status cpu_bind(oc_backend *be, oc_bt *t, const void *host, size_t n_bytes, oc_error *err) {
@@ -211,8 +204,6 @@ oc_status oc_backend_cpu_open(oc_backend **out, const oc_backend_spec *spec, con
     c->alloc = *alloc;
     c->pool = spec->pool;
     c->isa = spec->isa;
-    c->k = k;
-    c->pack_weights = lim->pack_weights;
     c->attn_scratch_bytes = attn_bytes;
     c->attn_scratch = oc_mem_alloc(alloc, attn_bytes);
     if (!c->attn_scratch) {

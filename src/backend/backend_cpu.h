@@ -11,8 +11,6 @@ typedef struct oc_backend_cpu {
     oc_allocator alloc;
     oc_pool *pool;               /* borrowed; NULL: serial */
     oc_isa isa;
-    const oc_matmul_kernels *k;
-    int pack_weights;            /* oc_backend_limits.pack_weights */
     oc_matmul_ctx *mm;
     void *attn_scratch;          /* OC_MEM_ALIGN-aligned, attn_scratch_bytes */
     size_t attn_scratch_bytes;

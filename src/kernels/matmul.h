@@ -8,7 +8,8 @@
  *
  * Results are bitwise identical for any number of pool threads: every output element is computed by
  * exactly one task, with a reduction order that depends only on the shapes. They differ between ISA
- * paths (different summation orders; the int8 paths also round X to 8 bits per block of 32). */
+ * paths (different summation orders; the int8 paths also round X to 8 bits per block of 32, the
+ * BF16 path rounds W and X to bf16). */
 #ifndef OC_MATMUL_H
 #define OC_MATMUL_H
 
@@ -22,8 +23,6 @@ typedef struct oc_weight {
     int64_t n_out;        /* GGUF ne[1]: rows */
     const void *data;     /* n_out rows, row_bytes apart */
     size_t row_bytes;     /* >= oc_dtype_row_bytes(dtype, n_in) */
-    const void *packed;   /* NULL, or the copy oc_matmul_pack made of it: GEMMs on the BF16 path read
-                             that instead of data (the GEMV always reads data) */
 } oc_weight;
 
 /* The kernels of one ISA (opaque; defined in matmul_kern.h). */
@@ -46,8 +45,8 @@ typedef enum oc_matmul_path {
     OC_MATMUL_AUTO = 0,
     OC_MATMUL_FLOAT,      /* dequantize W to f32, f32 FMA */
     OC_MATMUL_INT8,       /* quantize X to 8-bit blocks of 32 once per call, integer dot products */
-    OC_MATMUL_BF16        /* GEMMs of weights with a packed copy on the BF16 path where the table has
-                             one (X rounded to bf16 per tile, f32 sums); the rest as AUTO */
+    OC_MATMUL_BF16        /* GEMMs of F16 / BF16 weights (n_in even) on the BF16 path where the table
+                             has one (W and X rounded to bf16 per tile, f32 sums); the rest as AUTO */
 } oc_matmul_path;
 
 typedef struct oc_matmul_ctx oc_matmul_ctx;
@@ -68,17 +67,12 @@ oc_status oc_matmul_ctx_open(oc_matmul_ctx **out, const oc_matmul_kernels *k, oc
 void oc_matmul_ctx_close(oc_matmul_ctx *ctx);
 void oc_matmul_ctx_set_path(oc_matmul_ctx *ctx, oc_matmul_path path);
 
-/* The BF16 path's packed copy of w (matmul_kern.h: panels of 32 outputs of bf16 pairs, read
- * straight by the micro-kernel): its size in bytes, 0 when w cannot have one (not F16 or BF16,
- * or n_in odd). F16 -> bf16 drops 3 mantissa bits (BF16 weights are copied exactly).
- * oc_matmul_wants_packed: 1 when k's OC_MATMUL_AUTO would use such a copy (the table's BF16 dot
- * products were measured at least as fast as its FP32 path), so a loader should make one. */
-size_t oc_matmul_packed_bytes(const oc_weight *w);
-int oc_matmul_wants_packed(const oc_matmul_kernels *k, const oc_weight *w);
-/* Writes the packed copy of w to dst (oc_matmul_packed_bytes(w) bytes, 64-byte aligned) on the
- * pool's threads (NULL: serial). Set w->packed = dst afterwards. Once per weight, at load.
- * [alloc: no] [errors: OC_ERR_INVALID (no packed form, dst NULL or misaligned)] */
-oc_status oc_matmul_pack(const oc_matmul_kernels *k, oc_pool *pool, const oc_weight *w, void *dst, oc_error *err);
+/* 1 when oc_matmul(ctx, w, ..., n_tok) takes the BF16 path: a GEMM of an F16 or BF16 weight with
+ * an even n_in, on a table with BF16 kernels, where the path is OC_MATMUL_BF16 or AUTO and the
+ * table's BF16 dot products were measured faster than its FP32 FMA (oc_cpu_features.bf16_fast).
+ * Both operands are rounded to bf16 (8 significant bits; F16 -> bf16 drops 3 mantissa bits), the
+ * products summed in f32: |y - y_exact| <= (2^-7 + 2^-16) sum |w x| + the f32 summation bound. */
+int oc_matmul_uses_bf16(const oc_matmul_ctx *ctx, const oc_weight *w, int64_t n_tok);
 
 /* 1 when oc_matmul(ctx, w, ..., n_tok) takes the int8 path (quantizing X), 0 for the float path. */
 int oc_matmul_uses_int8(const oc_matmul_ctx *ctx, const oc_weight *w, int64_t n_tok);

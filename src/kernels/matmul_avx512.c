@@ -7,7 +7,7 @@
  * with a masked subtract. With VNNI, vpdpbusd (u8 x s8 -> i32, no int16 saturation) takes Q8_0
  * packed as w + 128 and Q4_0 as its nibble; both subtract offset * sum(x) per block.
  * With AVX512_BF16 (chosen at run time): the BF16 path's 8 tokens x 32 outputs tile, vdpbf16ps on
- * prepacked weight pairs, X rounded with vcvtne2ps2bf16; AUTO takes it where the CPU's dot products
+ * weight pairs packed per task, W and X rounded with vcvtne2ps2bf16; AUTO takes it where the CPU's dot products
  * are fast (oc_cpu_features.bf16_fast, opt-in for now: port.h), otherwise only OC_MATMUL_BF16 does. */
 #include "kernels/matmul_kern.h"
 
@@ -211,6 +211,29 @@ static BF16 void x_to_bf16(const float *x, int64_t n, uint16_t *out) {
     for (; i < n; i++) out[i] = (uint16_t)_mm_cvtsi128_si32((__m128i)_mm_cvtneps_pbh(_mm_set_ss(x[i])));
 }
 
+/* W rows, one row's block of KC inputs per call. (Software prefetch of the row's next block, here or
+ * spread over the token tiles, measured no gain in the vision encoder on a Zen 4.) */
+static BF16 void f16_to_bf16(const uint16_t *src, int64_t n, uint16_t *out) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512 lo = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i)));
+        __m512 hi = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i + 16)));
+        _mm512_storeu_si512(out + i, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+    for (; i < n; i++)
+        out[i] = (uint16_t)_mm_cvtsi128_si32((__m128i)_mm_cvtneps_pbh(_mm_cvtph_ps(_mm_cvtsi32_si128(src[i]))));
+}
+
+/* 32 rows of pairs transposed 8 x 8 words at a time with the AVX2 float packer (shuffles only: the
+ * bits move unchanged); a partial panel or a tail of pairs takes the portable loop. */
+static void pack_bf16(const uint32_t *rows, size_t ld, int n_rows, int64_t n_pairs, uint32_t *panel) {
+    if (n_rows < OC_MM_BF16_NR || n_pairs % 8) {
+        oc_mm_pack_bf16_generic(rows, ld, n_rows, n_pairs, panel);
+        return;
+    }
+    oc_mm_avx2_pack_f32(OC_MM_BF16_NR, (const float *)(const void *)rows, ld, n_rows, n_pairs, (float *)(void *)panel);
+}
+
 /* mr tokens x 32 outputs: per input pair two panel vectors, one broadcast pair per token. */
 INLINE BF16 void gemm_bf16_tile(const int mr, int64_t n_pairs, const uint32_t *x, size_t xs, const uint32_t *p, float *y,
                                 size_t ys, int accumulate) {
@@ -274,7 +297,8 @@ static const oc_matmul_kernels table_vnni = {
 };
 
 /* AVX512_BF16 CPUs all have VNNI (Cooper Lake, Sapphire Rapids, Zen 4). */
-#define BF16_FIELDS .bf16_mr = BF16_MR, .x_to_bf16 = x_to_bf16, .gemm_bf16 = gemm_bf16
+#define BF16_FIELDS .bf16_mr = BF16_MR, .x_to_bf16 = x_to_bf16, .gemm_bf16 = gemm_bf16, .pack_bf16 = pack_bf16, \
+                    .f16_to_bf16 = f16_to_bf16
 
 static const oc_matmul_kernels table_bf16 = {
     COMMON_FIELDS,

@@ -9,8 +9,8 @@
  * W blocks are packed into groups of `q8_group` outputs with 4 consecutive k per output side by
  * side (the operand shape of x86 vpmaddubsw/vpdpbusd and Arm sdot), and gemm_q8 accumulates integer
  * dots per block of 32, scaled by d_w * d_x in f32.
- * BF16 path (F16 / BF16 weights with a packed copy, oc_matmul_pack; GEMM only): W is packed once at
- * load in the operand shape of x86 vdpbf16ps (and Arm BFDOT): panels of OC_MM_BF16_NR outputs;
+ * BF16 path (F16 / BF16 weights; GEMM only): each task packs its W rows per block of KC inputs in
+ * the operand shape of x86 vdpbf16ps (and Arm BFDOT): panels of OC_MM_BF16_NR outputs;
  * in a panel, for each pair of inputs (2p, 2p + 1), one uint32 per output holding W[j][2p] in its
  * low half and W[j][2p + 1] in its high half, rounded to bf16 (nearest even); outputs past n_out
  * are 0. The driver rounds KC inputs of mr tokens of X to the same pairs per tile (x_to_bf16) and
@@ -78,7 +78,7 @@ typedef void (*oc_pack_q8_fn)(const void *w, size_t row_bytes, int n_rows, int64
 typedef void (*oc_gemm_q8_fn)(int mr, int64_t n_blocks, const oc_q8x *x, size_t x_stride_blocks,
                               const void *panel, float *y, size_t y_stride, int accumulate);
 
-/* BF16 path: outputs per packed panel (all tables; the packed copy does not depend on the table). */
+/* BF16 path: outputs per packed panel (all tables). */
 #define OC_MM_BF16_NR 32
 /* x[0..n) -> n bf16, nearest even (n even). */
 typedef void (*oc_x_to_bf16_fn)(const float *x, int64_t n, uint16_t *out);
@@ -86,6 +86,11 @@ typedef void (*oc_x_to_bf16_fn)(const float *x, int64_t n, uint16_t *out);
  * rows of bf16 pairs (uint32), x_stride pairs apart; panel: n_pairs x 32 uint32 pairs. */
 typedef void (*oc_gemm_bf16_fn)(int mr, int64_t n_pairs, const uint32_t *x, size_t x_stride, const uint32_t *panel,
                                 float *y, size_t y_stride, int accumulate);
+/* f16 src[0..n) -> bf16 out (through f32, exact, then nearest even, as x_to_bf16 rounds). */
+typedef void (*oc_f16_to_bf16_fn)(const uint16_t *src, int64_t n, uint16_t *out);
+/* rows: n_rows (<= 32) rows of n_pairs bf16 pairs (uint32), ld pairs apart -> panel[p * 32 + j];
+ * j >= n_rows is 0. A 32-bit transpose: the bits are moved, never converted. */
+typedef void (*oc_pack_bf16_fn)(const uint32_t *rows, size_t ld, int n_rows, int64_t n_pairs, uint32_t *panel);
 
 struct oc_matmul_kernels {
     oc_isa isa;
@@ -112,6 +117,8 @@ struct oc_matmul_kernels {
     unsigned char bf16_gemm;
     oc_x_to_bf16_fn x_to_bf16;
     oc_gemm_bf16_fn gemm_bf16;
+    oc_pack_bf16_fn pack_bf16;
+    oc_f16_to_bf16_fn f16_to_bf16;   /* NULL: to_f32 then x_to_bf16 */
 };
 
 /* Portable pieces that SIMD tables reuse (matmul_scalar.c). xor_q is xor-ed into every stored byte
@@ -121,6 +128,7 @@ void oc_mm_pack_q8_generic(int i8_type, int group, int nr, unsigned xor_q, const
                            int n_rows, int64_t n_blocks, void *panel);
 void oc_mm_quantize_q8x_scalar(const float *x, int64_t n, int group, oc_q8x *out);
 void oc_mm_x_to_bf16_scalar(const float *x, int64_t n, uint16_t *out);
+void oc_mm_pack_bf16_generic(const uint32_t *rows, size_t ld, int n_rows, int64_t n_pairs, uint32_t *panel);
 /* The reference BF16 micro-kernel (mr <= 8): every product and sum in f32 in the order vdpbf16ps
  * takes (odd element of the pair, then even). */
 void oc_mm_gemm_bf16_scalar(int mr, int64_t n_pairs, const uint32_t *x, size_t x_stride, const uint32_t *panel,

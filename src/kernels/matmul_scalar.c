@@ -220,6 +220,12 @@ void oc_mm_x_to_bf16_scalar(const float *x, int64_t n, uint16_t *out) {
     for (int64_t i = 0; i < n; i++) out[i] = oc_f32_to_bf16(x[i]);
 }
 
+void oc_mm_pack_bf16_generic(const uint32_t *rows, size_t ld, int n_rows, int64_t n_pairs, uint32_t *panel) {
+    for (int64_t p = 0; p < n_pairs; p++)
+        for (int j = 0; j < OC_MM_BF16_NR; j++)
+            panel[p * OC_MM_BF16_NR + j] = j < n_rows ? rows[(size_t)j * ld + (size_t)p] : 0u;
+}
+
 void oc_mm_gemm_bf16_scalar(int mr, int64_t n_pairs, const uint32_t *x, size_t x_stride, const uint32_t *panel,
                             float *y, size_t y_stride, int accumulate) {
     for (int i = 0; i < mr; i++) {
@@ -263,6 +269,7 @@ static const oc_matmul_kernels table = {
     .bf16_gemm = 0,
     .x_to_bf16 = oc_mm_x_to_bf16_scalar,
     .gemm_bf16 = oc_mm_gemm_bf16_scalar,
+    .pack_bf16 = oc_mm_pack_bf16_generic,
 };
 
 const oc_matmul_kernels *oc_matmul_kernels_scalar(void) { return &table; }

@@ -731,8 +731,12 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     oc_token_layout *layout = NULL;
     if ((st = build_layout(c, &layout, err))) return st;
     uint64_t t1 = oc_port_now_ns();
+    oc_attn_stats after_vision = as, after_prefill;
     st = prefill(c, layout, row, &as, err);
     c->stats.prefill_ms = ms_since(t1);
+    after_prefill = as;
+    size_t kv_capacity_bytes;
+    oc_text_ctx_kv_bytes(c->text, &c->stats.kv_prefill_bytes, &kv_capacity_bytes);
     if (!st) {
         memcpy(c->prompt_logits, c->logits, sizeof(float) * (size_t)m->text->hp.n_vocab);
         c->has_prompt_logits = 1;
@@ -741,5 +745,9 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     oc_layout_free(layout);
     c->stats.attn_flops_kept = as.flops_kept;
     c->stats.attn_flops_skipped = as.flops_skipped;
+    c->stats.attn_prefill_flops_kept = after_prefill.flops_kept - after_vision.flops_kept;
+    c->stats.attn_prefill_flops_skipped = after_prefill.flops_skipped - after_vision.flops_skipped;
+    c->stats.attn_decode_flops_kept = as.flops_kept - after_prefill.flops_kept;
+    c->stats.attn_decode_flops_skipped = as.flops_skipped - after_prefill.flops_skipped;
     return st;
 }

@@ -135,7 +135,7 @@ static oc_backend_limits backend_limits(const oc_text_model *m, const oc_text_li
      * allows at most 1024 images; an evicting layer attends per kv head once compacted */
     oc_backend_limits bl = { OC_MAX((int64_t)hp->n_embd, (int64_t)hp->n_ff), lim->max_batch_tokens,
                              { lim->max_batch_tokens, lim->max_ctx_tokens, hp->n_head, hp->n_head_kv, hp->head_dim },
-                             OC_MIN(lim->max_ctx_tokens, 1024), 0, p->any_evict, 0 };
+                             OC_MIN(lim->max_ctx_tokens, 1024), 0, p->any_evict };
     return bl;
 }
 

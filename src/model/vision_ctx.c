@@ -59,7 +59,7 @@ static oc_backend_limits backend_limits(const oc_vision_hparams *hp, int32_t max
     /* windows (Qwen2.5-VL) hold whole merged tokens: at most one per merged token */
     int32_t max_windows = max_patches / (hp->merge_size * hp->merge_size) + 1;
     oc_backend_limits bl = { max_n_in(hp), max_patches,
-                             { max_patches, max_patches, hp->n_heads, hp->n_heads, hp->head_dim }, 0, max_windows, 0, 1 };
+                             { max_patches, max_patches, hp->n_heads, hp->n_heads, hp->head_dim }, 0, max_windows, 0 };
     return bl;
 }
 
@@ -77,30 +77,15 @@ static size_t n_tensors(const oc_vision_model *m) {
     return n;
 }
 
-/* What the backend's weight() allocates for all of m's matrices (the BF16 path's packed copies). */
-static size_t weight_bytes(const oc_vision_model *m, const oc_backend_spec *spec, const oc_backend_limits *bl) {
-    const oc_weight *top[] = { &m->patch, &m->mm0, &m->mm2 };
-    size_t t = 0;
-    for (size_t i = 0; i < OC_ARRAY_LEN(top); i++)
-        if (top[i]->data && !oc_add_size(t, oc_backend_weight_bytes(spec, bl, top[i]), &t)) return SIZE_MAX;
-    for (int32_t il = 0; il < m->hp.n_layers; il++) {
-        const oc_vision_layer *L = &m->layers[il];
-        const oc_weight *all[] = { &L->q, &L->k, &L->v, &L->o, &L->up, &L->gate, &L->down };
-        for (size_t i = 0; i < OC_ARRAY_LEN(all); i++)
-            if (all[i]->data && !oc_add_size(t, oc_backend_weight_bytes(spec, bl, all[i]), &t)) return SIZE_MAX;
-    }
-    return t;
-}
-
 size_t oc_vision_ctx_bytes_backend(const oc_vision_model *m, int32_t max_patches, const oc_backend_spec *spec,
                                    int n_threads) {
     if (!m || !spec || max_patches < 1 || n_threads < 1) return 0;
     sizes s;
     if (!plan_sizes(&m->hp, max_patches, &s)) return 0;
     oc_backend_limits bl = backend_limits(&m->hp, max_patches);
-    size_t t = oc_backend_bytes(spec, &bl, n_threads), wb = weight_bytes(m, spec, &bl);
+    size_t t = oc_backend_bytes(spec, &bl, n_threads);
     if (spec->kind == OC_BACKEND_KIND_CPU && !t) return 0;
-    if (wb == SIZE_MAX || !oc_add_size(t, wb, &t) || !oc_add_block(&t, sizeof(oc_vision_ctx)) ||
+    if (!oc_add_block(&t, sizeof(oc_vision_ctx)) ||
         !oc_add_block(&t, s.host) || !oc_add_size(t, n_tensors(m) * oc_backend_tensor_bytes(spec->kind), &t))
         return 0;
     for (int i = 0; i < N_BUF; i++)

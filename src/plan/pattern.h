@@ -16,7 +16,12 @@
  *                       modality with its own pattern (dense, A_SHAPE, VERTICAL_SLASH or GRID:
  *                       modal[]) over all keys, a dynamic one indexed from that modality's own last
  *                       64 queries ("the final segment of each modality's queries")
- * VERTICAL_SLASH, GRID and Q_BOUNDARY are prefill patterns (MMInference sparsifies the pre-filling
+ *   BOUNDARY_2D         MMInference (mminference.txt Sec. 3.2, Alg. 3, App. C.4): queries and keys
+ *                       grouped by modality, each (query modality, key modality) pair with its own
+ *                       pattern (pair[][]: dense, A_SHAPE, VERTICAL_SLASH or GRID) in the pair's
+ *                       permuted coordinates (a token's rank among the tokens of its modality),
+ *                       ANDed with the model's mask in prompt positions (attention/dyn.h)
+ * VERTICAL_SLASH, GRID, Q_BOUNDARY and BOUNDARY_2D are prefill patterns (MMInference sparsifies the pre-filling
  * stage only): their index is built from the prompt at run time (attention/dyn.h) and a call with
  * fewer queries than that estimate uses (decode) runs them dense. A_SHAPE is static and applies in decode too: a
  * stated choice, since its window is also a KV policy (StreamingLLM) and needs no estimate.
@@ -26,6 +31,7 @@
 #define OC_PATTERN_H
 
 #include <stdint.h>
+#include <string.h>
 
 typedef enum oc_pattern_kind {
     OC_PATTERN_DENSE = 0,
@@ -36,6 +42,7 @@ typedef enum oc_pattern_kind {
     OC_PATTERN_VERTICAL_SLASH,
     OC_PATTERN_GRID,
     OC_PATTERN_Q_BOUNDARY,
+    OC_PATTERN_BOUNDARY_2D,
     OC_PATTERN_COUNT
 } oc_pattern_kind;
 
@@ -60,6 +67,8 @@ typedef struct oc_head_pattern {
     int32_t grid_max_stride;   /* GRID: largest stride the search tries (Table 3: 1024) */
     int32_t grid_lines;     /* GRID: OC_GRID_HLINE | OC_GRID_VLINE | OC_GRID_SLASH, at least one */
     oc_modal_pattern modal[OC_N_MODALITIES];   /* Q_BOUNDARY: text, vision (else all zero) */
+    /* BOUNDARY_2D: [query modality][key modality] (else all zero) */
+    oc_modal_pattern pair[OC_N_MODALITIES][OC_N_MODALITIES];
 } oc_head_pattern;
 
 /* Grid line kinds (Table 3's use-hline, use-vline, use-slash flags). */
@@ -80,29 +89,51 @@ static inline int oc_pattern_is_dynamic(oc_pattern_kind kind) {
     return kind == OC_PATTERN_VERTICAL_SLASH || kind == OC_PATTERN_GRID;
 }
 
-/* 1 for the prefill-only patterns (pattern.h's header): the dynamic kinds and Q_BOUNDARY. */
+/* 1 for the modality-boundary kinds, whose parts are plain patterns per modality (pair). */
+static inline int oc_pattern_is_boundary(oc_pattern_kind kind) {
+    return kind == OC_PATTERN_Q_BOUNDARY || kind == OC_PATTERN_BOUNDARY_2D;
+}
+
+/* 1 for the prefill-only patterns (pattern.h's header): the dynamic and the boundary kinds. */
 static inline int oc_pattern_is_prefill(oc_pattern_kind kind) {
-    return oc_pattern_is_dynamic(kind) || kind == OC_PATTERN_Q_BOUNDARY;
+    return oc_pattern_is_dynamic(kind) || oc_pattern_is_boundary(kind);
 }
 
 /* 1 when a head of pattern p needs a per-prompt index in prefill (attention/dyn.h): a dynamic kind,
- * or a Q_BOUNDARY head with a dynamic modality pattern. */
+ * a Q_BOUNDARY head with a dynamic modality pattern, or a BOUNDARY_2D head. */
 static inline int oc_pattern_needs_index(const oc_head_pattern *p) {
-    if (p->kind == OC_PATTERN_Q_BOUNDARY) {
-        int any = 0;
-        for (int m = 0; m < OC_N_MODALITIES; m++) any |= oc_pattern_is_dynamic(p->modal[m].kind);
-        return any;
+    int any = p->kind == OC_PATTERN_BOUNDARY_2D;   /* its rank coordinates come with the index */
+    for (int m = 0; m < OC_N_MODALITIES; m++) {
+        if (p->kind == OC_PATTERN_Q_BOUNDARY) any |= oc_pattern_is_dynamic(p->modal[m].kind);
+        for (int k = 0; k < OC_N_MODALITIES && p->kind == OC_PATTERN_BOUNDARY_2D; k++)
+            any |= oc_pattern_is_dynamic(p->pair[m][k].kind);
     }
-    return oc_pattern_is_dynamic(p->kind);
+    return any || oc_pattern_is_dynamic(p->kind);
+}
+
+/* A modal pattern as a plain head pattern. */
+static inline oc_head_pattern oc_pattern_of_modal(const oc_modal_pattern *s) {
+    oc_head_pattern q;
+    memset(&q, 0, sizeof q);
+    q.kind = s->kind;
+    q.n_sink = s->n_sink;
+    q.n_local = s->n_local;
+    q.n_vertical = s->n_vertical;
+    q.n_slash = s->n_slash;
+    q.grid_stride = s->grid_stride;
+    q.grid_max_stride = s->grid_max_stride;
+    q.grid_lines = s->grid_lines;
+    return q;
 }
 
 /* Modality m's pattern of a Q_BOUNDARY head as a plain head pattern. */
 static inline oc_head_pattern oc_pattern_modal(const oc_head_pattern *p, int m) {
-    const oc_modal_pattern *s = &p->modal[m];
-    oc_head_pattern q = { s->kind, s->n_sink, s->n_local, s->n_vertical, s->n_slash, s->grid_stride,
-                          s->grid_max_stride, s->grid_lines, { { OC_PATTERN_DENSE, 0, 0, 0, 0, 0, 0, 0 },
-                                                               { OC_PATTERN_DENSE, 0, 0, 0, 0, 0, 0, 0 } } };
-    return q;
+    return oc_pattern_of_modal(&p->modal[m]);
+}
+
+/* The (query modality mq, key modality mk) pattern of a BOUNDARY_2D head as a plain head pattern. */
+static inline oc_head_pattern oc_pattern_pair(const oc_head_pattern *p, int mq, int mk) {
+    return oc_pattern_of_modal(&p->pair[mq][mk]);
 }
 
 /* The modal pattern holding plain pattern q's kind and sizes. */
@@ -126,15 +157,20 @@ static inline int oc_pattern_valid_plain(const oc_head_pattern *p) {
     return p->kind != OC_PATTERN_Q_BOUNDARY;
 }
 
-/* ... and for Q_BOUNDARY each modality's pattern valid and of kind DENSE, A_SHAPE, VERTICAL_SLASH or
- * GRID. */
+/* A part of a boundary head: valid and of kind DENSE, A_SHAPE, VERTICAL_SLASH or GRID. */
+static inline int oc_pattern_valid_part(const oc_modal_pattern *s) {
+    oc_head_pattern q = oc_pattern_of_modal(s);
+    return (q.kind == OC_PATTERN_DENSE || q.kind == OC_PATTERN_A_SHAPE || oc_pattern_is_dynamic(q.kind)) &&
+           oc_pattern_valid_plain(&q);
+}
+
+/* ... and for Q_BOUNDARY each modality's pattern, for BOUNDARY_2D each pair's, a valid part. */
 static inline int oc_pattern_valid(const oc_head_pattern *p) {
-    if (p->kind != OC_PATTERN_Q_BOUNDARY) return oc_pattern_valid_plain(p);
+    if (!oc_pattern_is_boundary(p->kind)) return oc_pattern_valid_plain(p);
     for (int m = 0; m < OC_N_MODALITIES; m++) {
-        oc_head_pattern q = oc_pattern_modal(p, m);
-        if (!(q.kind == OC_PATTERN_DENSE || q.kind == OC_PATTERN_A_SHAPE || oc_pattern_is_dynamic(q.kind)) ||
-            !oc_pattern_valid_plain(&q))
-            return 0;
+        if (p->kind == OC_PATTERN_Q_BOUNDARY && !oc_pattern_valid_part(&p->modal[m])) return 0;
+        for (int k = 0; k < OC_N_MODALITIES && p->kind == OC_PATTERN_BOUNDARY_2D; k++)
+            if (!oc_pattern_valid_part(&p->pair[m][k])) return 0;
     }
     return 1;
 }
@@ -149,6 +185,13 @@ static inline int oc_pattern_same(const oc_head_pattern *p, const oc_head_patter
     case OC_PATTERN_Q_BOUNDARY:
         for (int m = 0; m < OC_N_MODALITIES; m++) {
             oc_head_pattern a = oc_pattern_modal(p, m), b = oc_pattern_modal(q, m);
+            if (!oc_pattern_same(&a, &b)) return 0;
+        }
+        return 1;
+    case OC_PATTERN_BOUNDARY_2D:
+        for (int m = 0; m < OC_N_MODALITIES * OC_N_MODALITIES; m++) {
+            oc_head_pattern a = oc_pattern_pair(p, m / OC_N_MODALITIES, m % OC_N_MODALITIES),
+                           b = oc_pattern_pair(q, m / OC_N_MODALITIES, m % OC_N_MODALITIES);
             if (!oc_pattern_same(&a, &b)) return 0;
         }
         return 1;

@@ -5,12 +5,12 @@
  * Contents: the format and its grammar; tokens; numbers; layer ranges and head lists; patterns;
  * statements; the line loop (oc_plan_parse) and file loading. */
 
-/* ==== The plan text format, versions 1 and 2 =====================================================
+/* ==== The plan text format, versions 1, 2 and 3 ==================================================
  *
- * Version 2 is version 1 plus the MMInference dynamic patterns (vertical-slash, grid); a version-1
- * file keeps its meaning and still loads, a dynamic pattern in it is an error naming version 2, and
- * the writer emits version 1 whenever a plan has no dynamic pattern, so older readers keep reading
- * what they can run.
+ * Version 2 is version 1 plus the MMInference dynamic patterns (vertical-slash, grid, q-boundary);
+ * version 3 is version 2 plus 2d-boundary. An older file keeps its meaning and still loads, a
+ * pattern of a newer version in it is an error naming that version, and the writer emits the
+ * oldest version that holds the plan, so older readers keep reading what they can run.
  *
  * Lines of ASCII text. '#' starts a comment that runs to the end of the line (comments may hold
  * UTF-8); blank lines are ignored; words are separated by spaces or tabs. Lines end with LF; a
@@ -19,7 +19,7 @@
  * errors.
  *
  *   plan       = header { line }
- *   header     = "ocellus-plan" ( "1" | "2" )                on line 1: the format version
+ *   header     = "ocellus-plan" ( "1" | "2" | "3" )          on line 1: the format version
  *   line       = [ statement ] [ "#" comment ]
  *   statement  = "shape" "decoder" "layers" N "heads" N "kv-heads" N "head-dim" N
  *              | "shape" "vision" "layers" N "heads" N "head-dim" N
@@ -42,6 +42,8 @@
  *              | "vertical-slash(vertical=" N ",slash=" N ")"   version 2, e.g. (1000, 1024) of Table 3
  *              | "grid(stride=" ( N | "auto" ) ",lines=" LINES ",max-stride=" N ")"      version 2
  *              | "q-boundary(text=" MODAL ",vision=" MODAL ")"   version 2, decoder only
+ *              | "2d-boundary(text-text=" MODAL ",text-vision=" MODAL ",vision-text=" MODAL
+ *                ",vision-vision=" MODAL ")"   version 3, decoder only: [query modality]-[key modality]
  *   MODAL      = "dense" | an a-shape, vertical-slash or grid PATTERN
  *   LINES      = "h" | "v" | "s" | "h+v" | "h+s" | "v+s" | "h+v+s"  horizontal, vertical, slash lines
  *   BUDGET     = N | "full"                                   tokens kept, or the whole cache
@@ -64,6 +66,11 @@
  *    vertical-slash keeps `vertical` key columns (0..16777216) and `slash` diagonals (1..16777216);
  *    grid keeps lines every `stride` tokens (1..16777216, or auto: searched over 2..max-stride, with
  *    max-stride 2..16777216; Table 3 uses 1024). Both are allowed in the decoder and vision stacks.
+ *  - q-boundary and 2d-boundary (mminference.txt Sec. 3.2, Alg. 2-3; attention/dyn.h), decoder only:
+ *    one part pattern per query modality (q-boundary) or per (query, key) modality pair
+ *    (2d-boundary, the pair's pattern in its permuted coordinates: a token's rank within its
+ *    modality), each dense, a-shape, vertical-slash or grid, a dynamic one indexed from the query
+ *    modality's last 64 queries.
  *  - kv-budget (SparseMM Eq. 5-9) is per decoder kv head (GQA heads share a cache, sparsemm.txt
  *    App. A.1) and includes the local window: kv-window <= budget <= 16777216; the vision encoder
  *    keeps no KV cache. FRACTION values satisfy 0 < value <= 1.
@@ -365,19 +372,28 @@ static oc_status parse_grid(parser *ps, tok t, oc_head_pattern *out) {
 
 static oc_status parse_pattern(parser *ps, oc_plan_stack stack, tok t, oc_head_pattern *out);
 
-/* q-boundary(text=P,vision=P): each P is a pattern token with parentheses of its own, so the two
- * parts split at the one comma outside them. */
-static oc_status parse_q_boundary(parser *ps, oc_plan_stack stack, tok t, oc_head_pattern *out) {
-    static const char usage[] = "q-boundary(text=P,vision=P), P dense, a-shape(..), vertical-slash(..) or grid(..)";
-    static const char *const keys[OC_N_MODALITIES] = { "text=", "vision=" };
-    const char *p = t.p + 11, *end = t.p + t.n;   /* after "q-boundary(" */
-    if (t.n == 10) return fail(ps, "q-boundary needs its patterns: %s", usage);
-    if (t.n < 12 || t.p[10] != '(' || end[-1] != ')') return fail(ps, "bad q-boundary '%s' (expected %s)", show(t).s, usage);
+/* NAME(k0=P,k1=P,..): each P is a pattern token with parentheses of its own, so the parts split at
+ * the commas outside them; the parts are dense, a-shape, vertical-slash or grid. q-boundary:
+ * (text, vision) into modal[]; 2d-boundary: (text-text, text-vision, vision-text, vision-vision)
+ * into pair[][]. */
+static oc_status parse_parts(parser *ps, oc_plan_stack stack, tok t, oc_head_pattern *out) {
+    static const char *const q_keys[] = { "text=", "vision=" };
+    static const char *const d2_keys[] = { "text-text=", "text-vision=", "vision-text=", "vision-vision=" };
+    static const char q_usage[] = "q-boundary(text=P,vision=P), P dense, a-shape(..), vertical-slash(..) or grid(..)";
+    static const char d2_usage[] = "2d-boundary(text-text=P,text-vision=P,vision-text=P,vision-vision=P), P dense, "
+                                   "a-shape(..), vertical-slash(..) or grid(..)";
+    int q = out->kind == OC_PATTERN_Q_BOUNDARY, n = q ? 2 : 4;
+    const char *const *keys = q ? q_keys : d2_keys, *usage = q ? q_usage : d2_usage, *name = q ? "q-boundary" : "2d-boundary";
+    size_t n_name = strlen(name);
+    const char *p = t.p + n_name + 1, *end = t.p + t.n;   /* after "NAME(" */
+    if (t.n == n_name) return fail(ps, "%s needs its patterns: %s", name, usage);
+    if (t.n < n_name + 2 || t.p[n_name] != '(' || end[-1] != ')')
+        return fail(ps, "bad %s '%s' (expected %s)", name, show(t).s, usage);
     end--;
-    for (int m = 0; m < OC_N_MODALITIES; m++) {
+    for (int m = 0; m < n; m++) {
         size_t n_key = strlen(keys[m]);
         if ((size_t)(end - p) < n_key || memcmp(p, keys[m], n_key) != 0)
-            return fail(ps, "bad q-boundary '%s' (expected %s)", show(t).s, usage);
+            return fail(ps, "bad %s '%s' (expected %s)", name, show(t).s, usage);
         p += n_key;
         const char *stop = p;
         int depth = 0;
@@ -385,15 +401,15 @@ static oc_status parse_q_boundary(parser *ps, oc_plan_stack stack, tok t, oc_hea
             depth += *stop == '(' ? 1 : *stop == ')' ? -1 : 0;
             stop++;
         }
-        if (stop == p || (m + 1 < OC_N_MODALITIES) != (stop < end))
-            return fail(ps, "bad q-boundary '%s' (expected %s)", show(t).s, usage);
+        if (stop == p || (m + 1 < n) != (stop < end)) return fail(ps, "bad %s '%s' (expected %s)", name, show(t).s, usage);
         oc_head_pattern sub;
         oc_status st = parse_pattern(ps, stack, (tok){ p, (size_t)(stop - p) }, &sub);
         if (st != OC_OK) return st;
         if (!(sub.kind == OC_PATTERN_DENSE || sub.kind == OC_PATTERN_A_SHAPE || oc_pattern_is_dynamic(sub.kind)))
-            return fail(ps, "q-boundary's %s pattern is %s (expected dense, a-shape, vertical-slash or grid)",
-                        m ? "vision" : "text", oc_plan_pattern_name(sub.kind));
-        out->modal[m] = oc_pattern_to_modal(&sub);
+            return fail(ps, "%s's %.*s pattern is %s (expected dense, a-shape, vertical-slash or grid)", name,
+                        (int)(n_key - 1), keys[m], oc_plan_pattern_name(sub.kind));
+        if (q) out->modal[m] = oc_pattern_to_modal(&sub);
+        else out->pair[m / OC_N_MODALITIES][m % OC_N_MODALITIES] = oc_pattern_to_modal(&sub);
         p = stop + 1;
     }
     return OC_OK;
@@ -414,22 +430,27 @@ static oc_status parse_pattern(parser *ps, oc_plan_stack stack, tok t, oc_head_p
     if (kind == OC_PATTERN_COUNT && t.n >= 7 && memcmp(t.p, "a-shape", 7) == 0) {
         st = parse_a_shape(ps, t, out);
         kind = OC_PATTERN_A_SHAPE;
-    } else if (kind == OC_PATTERN_COUNT && (starts(t, "vertical-slash") || starts(t, "grid") || starts(t, "q-boundary"))) {
-        kind = starts(t, "grid") ? OC_PATTERN_GRID : starts(t, "q-boundary") ? OC_PATTERN_Q_BOUNDARY
-                                                                             : OC_PATTERN_VERTICAL_SLASH;
-        if (ps->version < 2)
-            return fail(ps, "pattern '%s' needs format version 2 (the header 'ocellus-plan 2')",
-                        oc_plan_pattern_name(kind));
-        if (kind == OC_PATTERN_Q_BOUNDARY && !oc_plan_pattern_allowed(stack, kind))
-            return fail(ps, "pattern 'q-boundary' is for decoder heads only (it groups queries by the prompt's "
-                        "text and image spans)");
+    } else if (kind == OC_PATTERN_COUNT && (starts(t, "vertical-slash") || starts(t, "grid") ||
+                                            starts(t, "q-boundary") || starts(t, "2d-boundary"))) {
+        kind = starts(t, "grid") ? OC_PATTERN_GRID
+             : starts(t, "q-boundary") ? OC_PATTERN_Q_BOUNDARY
+             : starts(t, "2d-boundary") ? OC_PATTERN_BOUNDARY_2D : OC_PATTERN_VERTICAL_SLASH;
+        int need = kind == OC_PATTERN_BOUNDARY_2D ? 3 : 2;
+        if (ps->version < need)
+            return fail(ps, "pattern '%s' needs format version %d (the header 'ocellus-plan %d')",
+                        oc_plan_pattern_name(kind), need, need);
+        if (oc_pattern_is_boundary(kind) && !oc_plan_pattern_allowed(stack, kind))
+            return fail(ps, "pattern '%s' is for decoder heads only (it groups tokens by the prompt's "
+                        "text and image spans)", oc_plan_pattern_name(kind));
+        out->kind = kind;
         st = kind == OC_PATTERN_GRID ? parse_grid(ps, t, out)
-           : kind == OC_PATTERN_Q_BOUNDARY ? parse_q_boundary(ps, stack, t, out) : parse_vertical_slash(ps, t, out);
+           : oc_pattern_is_boundary(kind) ? parse_parts(ps, stack, t, out) : parse_vertical_slash(ps, t, out);
     }
     if (st != OC_OK) return st;
     if (kind == OC_PATTERN_COUNT)
         return fail(ps, "unknown pattern '%s' (expected dense, sink, intra-image, intra-image+sink, a-shape%s)",
-                    show(t).s, ps->version >= 2 ? ", vertical-slash, grid, q-boundary" : "");
+                    show(t).s, ps->version >= 3 ? ", vertical-slash, grid, q-boundary, 2d-boundary"
+                             : ps->version >= 2 ? ", vertical-slash, grid, q-boundary" : "");
     if (!oc_plan_pattern_allowed(stack, kind))
         return fail(ps, "pattern '%s' is for decoder heads only (BlindSight masks need text and image "
                     "spans); vision heads take dense, a-shape, vertical-slash or grid", show(t).s);
@@ -738,7 +759,8 @@ static oc_status header(parser *ps) {
     if (!t.n) return fail(ps, "missing version after 'ocellus-plan'");
     if (is(t, "1")) ps->version = 1;
     else if (is(t, "2")) ps->version = 2;
-    else return fail(ps, "unsupported plan version '%s' (this build reads versions 1 and 2)", show(t).s);
+    else if (is(t, "3")) ps->version = 3;
+    else return fail(ps, "unsupported plan version '%s' (this build reads versions 1, 2 and 3)", show(t).s);
     return expect_end(ps);
 }
 

@@ -9,7 +9,7 @@
 #include "core/core.h"
 #include "plan/pattern.h"
 
-#define OC_PLAN_VERSION 2   /* the newest format this build reads (it reads 1 too) */
+#define OC_PLAN_VERSION 3   /* the newest format this build reads (it reads 1 and 2 too) */
 /* Limits that bound a plan's memory (a plan never grows past them, whatever the input). */
 #define OC_PLAN_MAX_LAYERS 256
 #define OC_PLAN_MAX_HEADS 256           /* query heads and kv heads per layer */
@@ -124,7 +124,7 @@ static inline const oc_head_pattern *oc_plan_head_c(const oc_plan *plan, oc_plan
 
 /* Parse a plan from text (grammar: plan.c). Strict: any error names its line, e.g.
  *   plan:7: unknown pattern 'sinc' (expected dense, sink, intra-image, intra-image+sink, a-shape)
- * (version-2 files also take vertical-slash and grid).
+ * (version-2 files also take vertical-slash, grid and q-boundary, version-3 files 2d-boundary).
  * source names the text in messages (NULL: "plan"). The text need not be NUL-terminated.
  * [alloc: yes, bounded by the limits above] [errors: OC_ERR_FORMAT, OC_ERR_NOMEM] */
 oc_status oc_plan_parse(oc_plan **out, const char *text, size_t n_bytes, const char *source,
@@ -171,7 +171,8 @@ int oc_plan_calibration_ok(const char *text);
 const char *oc_plan_pattern_problem(const oc_head_pattern *p);
 /* "h", "v", "s", "h+v", ... for OC_GRID_* bits 1..7; "?" otherwise. */
 const char *oc_plan_grid_lines_name(int32_t lines);
-/* The format version the writer emits: 2 when a head uses vertical-slash or grid, else 1. */
+/* The format version the writer emits: 3 when a head is 2d-boundary, else 2 when a head uses
+ * vertical-slash, grid or q-boundary, else 1. */
 int oc_plan_format_version(const oc_plan *plan);
 
 /* ---- shared by plan.c and plan_model.c only ------------------------------------------------------ */

@@ -8,6 +8,7 @@
 
 static const char *const pattern_names[OC_PATTERN_COUNT] = {
     "dense", "sink", "intra-image", "intra-image+sink", "a-shape", "vertical-slash", "grid", "q-boundary",
+    "2d-boundary",
 };
 
 /* Indexed by OC_GRID_* bits: h = horizontal, v = vertical, s = slash lines. */
@@ -18,12 +19,15 @@ const char *oc_plan_grid_lines_name(int32_t lines) {
 }
 
 int oc_plan_format_version(const oc_plan *plan) {
+    int version = 1;
     for (int s = 0; s < OC_PLAN_N_STACKS; s++) {
         const oc_stack_plan *sp = &plan->stacks[s];
-        for (size_t i = 0; i < (size_t)sp->shape.n_layers * (size_t)sp->shape.n_heads; i++)
-            if (oc_pattern_is_prefill(sp->heads[i].kind)) return 2;
+        for (size_t i = 0; i < (size_t)sp->shape.n_layers * (size_t)sp->shape.n_heads; i++) {
+            if (sp->heads[i].kind == OC_PATTERN_BOUNDARY_2D) return 3;
+            if (oc_pattern_is_prefill(sp->heads[i].kind)) version = 2;
+        }
     }
-    return 1;
+    return version;
 }
 
 const char *oc_plan_pattern_name(oc_pattern_kind kind) {
@@ -43,29 +47,37 @@ const char *oc_plan_lazy_mode_name(oc_lazy_mode mode) { return mode == OC_LAZY_V
 int oc_plan_pattern_allowed(oc_plan_stack stack, oc_pattern_kind kind) {
     if ((unsigned)kind >= OC_PATTERN_COUNT) return 0;
     return stack == OC_PLAN_DECODER || kind == OC_PATTERN_DENSE || kind == OC_PATTERN_A_SHAPE ||
-           oc_pattern_is_dynamic(kind);   /* q-boundary: text and image spans, decoder only */
+           oc_pattern_is_dynamic(kind);   /* q- and 2d-boundary: text and image spans, decoder only */
 }
 
 /* NULL when a pattern's sizes fit its kind (and every field another kind owns is 0); a q-boundary
- * head's own sizes are 0 and its modal patterns are checked as patterns of their kinds. */
+ * or 2d-boundary head's own sizes are 0 and its parts are checked as patterns of their kinds. */
 static const char *plain_problem(const oc_head_pattern *p);
+
+static const char *part_problem(const oc_modal_pattern *s, const char *what) {
+    oc_head_pattern q = oc_pattern_of_modal(s);
+    if (!(q.kind == OC_PATTERN_DENSE || q.kind == OC_PATTERN_A_SHAPE || oc_pattern_is_dynamic(q.kind))) return what;
+    return plain_problem(&q);
+}
 
 const char *oc_plan_pattern_problem(const oc_head_pattern *p) {
     static const oc_modal_pattern zero;
-    if (p->kind != OC_PATTERN_Q_BOUNDARY) {
-        for (int m = 0; m < OC_N_MODALITIES; m++)
-            if (memcmp(&p->modal[m], &zero, sizeof zero)) return "modal patterns on a head that is not q-boundary";
-        return plain_problem(p);
-    }
     const char *why = plain_problem(p);
-    if (why) return why;
-    for (int m = 0; m < OC_N_MODALITIES; m++) {
-        oc_head_pattern q = oc_pattern_modal(p, m);
-        if (!(q.kind == OC_PATTERN_DENSE || q.kind == OC_PATTERN_A_SHAPE || oc_pattern_is_dynamic(q.kind)))
-            return "a q-boundary modality pattern that is not dense, a-shape, vertical-slash or grid";
-        if ((why = plain_problem(&q))) return why;
+    for (int m = 0; m < OC_N_MODALITIES && !why; m++) {
+        if (p->kind != OC_PATTERN_Q_BOUNDARY && memcmp(&p->modal[m], &zero, sizeof zero))
+            return "modal patterns on a head that is not q-boundary";
+        if (p->kind == OC_PATTERN_Q_BOUNDARY)
+            why = part_problem(&p->modal[m], "a q-boundary modality pattern that is not dense, a-shape, "
+                                             "vertical-slash or grid");
+        for (int k = 0; k < OC_N_MODALITIES && !why; k++) {
+            if (p->kind != OC_PATTERN_BOUNDARY_2D && memcmp(&p->pair[m][k], &zero, sizeof zero))
+                return "modality-pair patterns on a head that is not 2d-boundary";
+            if (p->kind == OC_PATTERN_BOUNDARY_2D)
+                why = part_problem(&p->pair[m][k], "a 2d-boundary pair pattern that is not dense, a-shape, "
+                                                   "vertical-slash or grid");
+        }
     }
-    return NULL;
+    return why;
 }
 
 static const char *plain_problem(const oc_head_pattern *p) {

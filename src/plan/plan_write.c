@@ -44,6 +44,15 @@ static void put_pattern(out *o, const oc_head_pattern *p) {
             put_pattern(o, &q);
         }
         put(o, ")");
+    } else if (p->kind == OC_PATTERN_BOUNDARY_2D) {
+        static const char *const keys[OC_N_MODALITIES * OC_N_MODALITIES] = { "(text-text=", ",text-vision=",
+                                                                            ",vision-text=", ",vision-vision=" };
+        for (int m = 0; m < OC_N_MODALITIES * OC_N_MODALITIES; m++) {
+            oc_head_pattern q = oc_pattern_pair(p, m / OC_N_MODALITIES, m % OC_N_MODALITIES);
+            put(o, keys[m]);
+            put_pattern(o, &q);
+        }
+        put(o, ")");
     } else if (p->kind == OC_PATTERN_A_SHAPE) {
         put(o, "(sink=");
         put_int(o, p->n_sink);
@@ -278,6 +287,12 @@ static const char *const header_comment_v2 =
     "#   q-boundary(text=P,vision=P): one such pattern (or dense, a-shape) per query modality, each\n"
     "#   indexed from that modality's last 64 queries (decoder only)\n";
 
+/* Version 3 adds 2d-boundary heads (after version 2's text, which still holds). */
+static const char *const header_comment_v3 =
+    "# version 3: 2d-boundary(text-text=P,text-vision=P,vision-text=P,vision-vision=P): one such\n"
+    "#   pattern per (query modality, key modality) pair, in the pair's permuted coordinates (a\n"
+    "#   token's rank within its modality), indexed from the query modality's last 64 queries\n";
+
 /* The fixed comment block: enough for a reader without the docs. */
 static const char *const header_comment =
     "# ocellus attention plan. '#' starts a comment; the full grammar is at the top of src/plan/plan.c.\n"
@@ -302,13 +317,14 @@ oc_status oc_plan_write(const oc_plan *plan, char *buf, size_t buf_bytes, size_t
     if (st != OC_OK) return st;
     out o = { buf, buf ? buf_bytes : 0, 0 };
     int version = oc_plan_format_version(plan);
-    put(&o, version == 2 ? "ocellus-plan 2\n" : "ocellus-plan 1\n");
+    put(&o, version == 3 ? "ocellus-plan 3\n" : version == 2 ? "ocellus-plan 2\n" : "ocellus-plan 1\n");
     if (plan->calibration[0]) {
         put(&o, "calibration ");
         put(&o, plan->calibration);
         put(&o, "\n");
     }
-    if (version == 2) put(&o, header_comment_v2);
+    if (version >= 2) put(&o, header_comment_v2);
+    if (version >= 3) put(&o, header_comment_v3);
     put(&o, header_comment);
     for (int i = 0; i < OC_PLAN_N_STACKS; i++) {
         const oc_plan_shape *s = &plan->stacks[i].shape;

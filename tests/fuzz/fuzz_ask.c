@@ -10,8 +10,9 @@
  * Every outcome but a crash is fine; a failure must say why in one line.
  * Input: byte 0 flags (bit 0 crafted vocabulary, bits 1-2 images, bit 3 system prompt, bit 4
  * labels), then per image 2 size bytes (1..48 px a side), then the text (system prompt first,
- * split at the first NUL). Pixels are the input bytes, cycled. Run from the repository root
- * (the model files go to build/fuzz/, which oc_model_open reads). */
+ * split at the first NUL). Pixels are the input bytes, cycled. The model files are written to
+ * $TMPDIR (or /tmp) under names holding the process id, read into memory (OC_LOAD_READ) and
+ * removed, so any number of workers can start at once from any directory. */
 #define _POSIX_C_SOURCE 200809L
 #include "ocellus.h"
 #include "tests/support/tiny_vocab.h"
@@ -21,10 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#define TEXT "build/fuzz/fuzz_ask-text.gguf"
-#define CRAFTED "build/fuzz/fuzz_ask-crafted.gguf"
-#define MMPROJ "build/fuzz/fuzz_ask-mmproj.gguf"
+static char TEXT[512], CRAFTED[512], MMPROJ[512];
 
 enum { D = 8, HEADS = 2, FF = 16, PATCH = 2, VFF = 12 };   /* one layer each; head size 4 */
 #define N_SPECIAL 6
@@ -135,8 +135,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     oc_error e;
     for (size_t i = 0; i < sizeof values / sizeof values[0]; i++)   /* O(1) activations, varied */
         values[i] = 0.4f * sinf((float)i * 0.37f) + (i % 7 == 0 ? 0.8f : 0.0f);
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp) tmp = "/tmp";
+    long pid = (long)getpid();
+    snprintf(TEXT, sizeof TEXT, "%s/fuzz_ask-%ld-text.gguf", tmp, pid);
+    snprintf(CRAFTED, sizeof CRAFTED, "%s/fuzz_ask-%ld-crafted.gguf", tmp, pid);
+    snprintf(MMPROJ, sizeof MMPROJ, "%s/fuzz_ask-%ld-mmproj.gguf", tmp, pid);
     if (!write_text(TEXT, 0, &e) || !write_text(CRAFTED, 1, &e) || !write_mmproj(MMPROJ, &e)) {
-        fprintf(stderr, "fuzz_ask: cannot write the model under build/fuzz/ (run from the repository root)\n");
+        fprintf(stderr, "fuzz_ask: cannot write the model files under %s\n", tmp);
         abort();
     }
     const char *texts[2] = { TEXT, CRAFTED };
@@ -147,12 +153,20 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         cp.max_images = 2;
         cp.max_image_tokens = 16;
         cp.n_threads = 1;
-        if (oc_model_open(&models[i], texts[i], MMPROJ, NULL, &e) != OC_OK ||
+        oc_model_params mp;
+        oc_model_params_default(&mp);
+        mp.text_path = texts[i];
+        mp.mmproj_path = MMPROJ;
+        mp.load = OC_LOAD_READ;   /* the files go away below */
+        if (oc_model_open_params(&models[i], &mp, &e) != OC_OK ||
             oc_context_open(&contexts[i], models[i], &cp, &e) != OC_OK) {
             fprintf(stderr, "fuzz_ask: %s\n", e.message);
             abort();
         }
     }
+    remove(TEXT);
+    remove(CRAFTED);
+    remove(MMPROJ);
     return 0;
 }
 

@@ -1,8 +1,11 @@
 /* fuzz_text_model.c: libFuzzer target for the language-model loader on top of the GGUF reader:
  * oc_gguf_open_bytes, oc_text_model_load (keys, shapes, types of every tensor), and, when it loads,
  * one forward pass of 2 tokens through a small context, so ASan sees any weight access the shape
- * checks let through. Seeds: tests/fuzz/corpus/fuzz_text_model/ (the fixture text.gguf files). */
+ * checks let through, with the kernels a context would run on this CPU (oc_isa_best). Seeds:
+ * tests/fuzz/corpus/fuzz_text_model/ (the fixture text.gguf files). */
+#include "core/isa.h"
 #include "model/text_model.h"
+#include "port.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -22,7 +25,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             hp->n_layers <= 8) {
             oc_text_limits lim = { 4, 2, NULL, 0 };
             oc_text_ctx *ctx;
-            if (oc_text_ctx_open(&ctx, m, &lim, NULL, OC_ISA_SCALAR, NULL, &e) == OC_OK) {
+            static oc_isa isa = OC_ISA_COUNT;
+            if (isa == OC_ISA_COUNT) {
+                oc_cpu_features cpu;
+                oc_port_cpu_features(&cpu);
+                isa = oc_isa_best(&cpu);
+            }
+            if (oc_text_ctx_open(&ctx, m, &lim, NULL, isa, NULL, &e) == OC_OK) {
                 int32_t ids[2] = { 0, hp->n_vocab - 1 }, pos[2] = { 0, 1 };
                 static float logits[1 << 16];
                 oc_text_batch b;

@@ -1,4 +1,5 @@
 /* check.c: the harness behind check.h. */
+#define _POSIX_C_SOURCE 200809L   /* setenv */
 #include "check.h"
 
 #include <stdarg.h>
@@ -74,4 +75,17 @@ double check_rel_err_f32(const float *a, const double *ref, size_t n) {
     }
     if (den < 1e-300) return sqrt(num) < 1e-30 ? 0.0 : INFINITY;
     return sqrt(num / den);
+}
+
+void check_cpu_features(const char *extra) {
+    static char caller[256];
+    static int saved;
+    if (!saved) {
+        const char *v = getenv("OCELLUS_CPU_FEATURES");
+        snprintf(caller, sizeof caller, "%s", v ? v : "");
+        saved = 1;
+    }
+    char v[512];
+    snprintf(v, sizeof v, "%s%s%s", caller, *caller ? "," : "", extra);
+    setenv("OCELLUS_CPU_FEATURES", v, 1);
 }

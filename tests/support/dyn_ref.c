@@ -1,5 +1,6 @@
 /* dyn_ref.c: see dyn_ref.h. */
 #include "dyn_ref.h"
+#include <string.h>
 
 int ref_dyn_keep(oc_attn_mask_kind mask, const oc_head_pattern *pt, const oc_dyn_head *dh, int p, int j) {
     if (mask == OC_ATTN_CAUSAL && j > p) return 0;
@@ -19,4 +20,22 @@ int ref_dyn_keep(oc_attn_mask_kind mask, const oc_head_pattern *pt, const oc_dyn
                ((pt->grid_lines & OC_GRID_SLASH) && mod_pj == 0);
     }
     return 1;
+}
+
+int ref_2d_keep(oc_attn_mask_kind mask, const oc_head_pattern *pt, const oc_dyn_head *pairs, const uint8_t *modality,
+                int p, int j) {
+    if (mask == OC_ATTN_CAUSAL && j > p) return 0;
+    int mq = modality[p], mk = modality[j], rq = 0, rk = 0;
+    for (int i = 0; i < p; i++) rq += modality[i] == mq;   /* ranks by counting, no permutation */
+    for (int i = 0; i < j; i++) rk += modality[i] == mk;
+    const oc_modal_pattern *s = &pt->pair[mq][mk];
+    oc_head_pattern sub;
+    memset(&sub, 0, sizeof sub);
+    sub.kind = s->kind;
+    sub.n_sink = s->n_sink;
+    sub.n_local = s->n_local;
+    sub.grid_lines = s->grid_lines;
+    const oc_dyn_head *dh = &pairs[mq * OC_N_MODALITIES + mk];
+    if ((sub.kind == OC_PATTERN_VERTICAL_SLASH || sub.kind == OC_PATTERN_GRID) && dh->dense) sub.kind = OC_PATTERN_DENSE;
+    return ref_dyn_keep(OC_ATTN_BIDIRECTIONAL, &sub, dh, rq, rk);
 }

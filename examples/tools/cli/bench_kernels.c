@@ -51,7 +51,7 @@ static int run_matmul(oc_isa isa, oc_matmul_path path, int setup_only, int32_t d
         else for (int i = 0; i < n_in; i++) ((uint16_t *)dst)[i] = oc_f32_to_f16(row[i]);
     }
     oc_matmul_ctx_set_path(ctx, path);
-    oc_weight wt = { dtype, n_in, n_out, w, row_bytes, NULL };
+    oc_weight wt = { dtype, n_in, n_out, w, row_bytes };
     printf("matmul %s %dx%dx%d: kernels %s, path %s", oc_dtype_name(dtype), n_tok, n_in, n_out, oc_matmul_kernels_name(k),
            oc_matmul_uses_int8(ctx, &wt, n_tok) ? "int8" : "float");
     if (!setup_only && oc_matmul(ctx, &wt, x, (size_t)n_in, y, (size_t)n_out, n_tok, NULL, &err) != OC_OK) goto done;

@@ -130,17 +130,13 @@ static int run_type(bench *b, int32_t dtype) {
     fill_weight(dtype, w, row_bytes, b->n_in, b->n_out, &seed);
     for (size_t c = 1; c < n_copies; c++) memcpy(w + c * w_bytes, w, w_bytes);
     int is_q = oc_dtype_get(dtype)->block_elems > 1;
-    /* the BF16 path: the weight packed once, as the CPU backend does at load */
-    oc_weight wp = { dtype, b->n_in, b->n_out, w, row_bytes, NULL };
-    size_t packed_bytes = oc_matmul_kernels_bf16(b->k) ? oc_matmul_packed_bytes(&wp) : 0;
-    void *packed = packed_bytes ? oc_mem_alloc(NULL, packed_bytes) : NULL;
-    if (packed && oc_matmul_pack(b->k, b->pool, &wp, packed, &err) != OC_OK) { oc_mem_free(NULL, packed, packed_bytes); packed = NULL; }
     for (int p = 0; p < 3; p++) {
-        if ((p == 1 && !is_q) || (p == 2 && !packed)) continue;
+        if (p == 1 && !is_q) continue;
         oc_matmul_path path = p == 2 ? OC_MATMUL_BF16 : p ? OC_MATMUL_INT8 : OC_MATMUL_FLOAT;
         const char *path_name = p == 2 ? "bf16" : p ? "int8" : "float";
         oc_matmul_ctx_set_path(b->ctx, path);
-        oc_weight wt = { dtype, b->n_in, b->n_out, w, row_bytes, p == 2 ? packed : NULL };
+        oc_weight wt = { dtype, b->n_in, b->n_out, w, row_bytes };
+        if (p == 2 && !oc_matmul_uses_bf16(b->ctx, &wt, N_TOK)) continue;
         /* a forced int8 path without an int8 kernel for the shape runs the float path: skip it; the
          * BF16 path has no GEMV (decode reads the F16 rows) */
         int run_gemm = p == 2 || oc_matmul_uses_int8(b->ctx, &wt, N_TOK) == p;
@@ -183,8 +179,7 @@ static int run_type(bench *b, int32_t dtype) {
         double floor_s = (double)w_bytes / (b->copy_gbps * 1e9), gflops = 2.0 * N_TOK * b->n_in * b->n_out / gemm_s * 1e-9;
         oc_matmul_ctx_set_path(b->ctx, OC_MATMUL_AUTO);
         wt.data = w;
-        wt.packed = oc_matmul_wants_packed(b->k, &wt) ? packed : NULL;
-        const char *auto_gemm = oc_matmul_uses_int8(b->ctx, &wt, N_TOK) ? "int8" : wt.packed ? "bf16" : "float";
+        const char *auto_gemm = oc_matmul_uses_int8(b->ctx, &wt, N_TOK) ? "int8" : oc_matmul_uses_bf16(b->ctx, &wt, N_TOK) ? "bf16" : "float";
         const char *auto_gemv = oc_matmul_uses_int8(b->ctx, &wt, 1) ? "int8" : "float";
         printf("%-5s %-5s | ", oc_dtype_name(dtype), path_name);
         /* the BF16 path against the BF16 peak; everything else against the FP32 FMA peak */
@@ -203,7 +198,6 @@ static int run_type(bench *b, int32_t dtype) {
             printf("%7s\n", "-");
         fflush(stdout);
     }
-    if (packed) oc_mem_free(NULL, packed, packed_bytes);
     free(w);
     return 0;
 }

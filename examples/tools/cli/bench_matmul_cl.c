@@ -94,7 +94,7 @@ int bench_matmul_cl(int argc, char **argv) {
             else if (dt == OC_DTYPE_Q8_0) oc_quantize_q8_0(hw, r, N_IN);
             else oc_quantize_q4_0(hw, r, N_IN);
         }
-        oc_weight w = { dt, N_IN, N_OUT, hb, row, NULL };
+        oc_weight w = { dt, N_IN, N_OUT, hb, row };
         oc_cl_weight cw;
         ok = ok && oc_cl_weight_upload(dev, &w, 0, &cw, &err) == OC_OK;
         free(hb);

@@ -26,17 +26,20 @@
 #include <time.h>
 
 #define MAX_CASES 16
-#define IMAGE_PX 448
+static int g_image_px = 448;   /* --image-px: the side of the square test images */
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ocellus bench vlm --synth DIR [--type f16|q8_0] [--tokenizer GGUF] [--seed N]\n"
-            "       ocellus bench vlm -m TEXT.gguf --mmproj VISION.gguf [-t N] [--images 1,4] [-n N] [--pp N]\n"
+            "       ocellus bench vlm -m TEXT.gguf --mmproj VISION.gguf [-t N] [--images 1,4] [--image-px 448]\n"
+            "                        [-n N] [--pp N]\n"
             "  --synth DIR      write DIR/qwen2vl-2b-TYPE.gguf and DIR/mmproj-qwen2vl-2b-TYPE.gguf: random\n"
             "                   weights, Qwen2-VL-2B shapes (kept when present; ~4.5 GB f16, ~2.5 GB q8_0)\n"
             "  --tokenizer GGUF copy its tokenizer.* keys (default tests/data/models/qwen2vl/text.gguf)\n"
             "  -t N             threads (default 2)\n"
             "  --images LIST    image counts, one case each (default 1,4); 0 or '' for none\n"
+            "  --image-px N     side of the square test images, a multiple of 28 (default 448: 256 tokens\n"
+            "                   each; 896: 1024 tokens, 4096 patches through the encoder)\n"
             "  -n N             new tokens per case, greedy (default 32)\n"
             "  --compare-llama DIR  afterwards run llama.cpp's llama-mtmd-cli and llama-bench from DIR on\n"
             "                   the same files and print both columns and the ratios (bench_llama.c)\n"
@@ -49,18 +52,18 @@ static void usage(FILE *f) {
             OC_TOOL_BACKEND_HELP("      "));
 }
 
-/* A deterministic 448x448 RGB test card: gradients, a checkerboard and noise, different per index. */
+/* A deterministic g_image_px square RGB test card: gradients, a checkerboard and noise, different per index. */
 static uint8_t *make_image(int index) {
-    uint8_t *p = malloc((size_t)IMAGE_PX * IMAGE_PX * 3);
+    uint8_t *p = malloc((size_t)g_image_px * g_image_px * 3);
     if (!p) return NULL;
     uint64_t s = 0x9e3779b97f4a7c15ULL * (uint64_t)(index + 1);
-    for (int y = 0; y < IMAGE_PX; y++)
-        for (int x = 0; x < IMAGE_PX; x++) {
+    for (int y = 0; y < g_image_px; y++)
+        for (int x = 0; x < g_image_px; x++) {
             s ^= s << 13; s ^= s >> 7; s ^= s << 17;
-            uint8_t *px = p + ((size_t)y * IMAGE_PX + (size_t)x) * 3;
+            uint8_t *px = p + ((size_t)y * g_image_px + (size_t)x) * 3;
             int check = ((x / (16 + 8 * index)) + (y / 24)) & 1;
-            px[0] = (uint8_t)((x * 255 / IMAGE_PX + 40 * index) & 255);
-            px[1] = (uint8_t)(y * 255 / IMAGE_PX);
+            px[0] = (uint8_t)((x * 255 / g_image_px + 40 * index) & 255);
+            px[1] = (uint8_t)(y * 255 / g_image_px);
             px[2] = (uint8_t)((check ? 200 : 40) + (int)(s & 31));
         }
     return p;
@@ -301,8 +304,9 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
     oc_context_params_default(&cp);
     cp.n_threads = n_threads;
     cp.max_images = max_images;
-    cp.max_image_tokens = (IMAGE_PX / 28) * (IMAGE_PX / 28);   /* 448x448 stays 448x448: 256 tokens */
-    cp.max_context_tokens = 4096;                              /* as llama-mtmd-cli -c 4096 */
+    cp.max_image_tokens = (g_image_px / 28) * (g_image_px / 28);   /* 448x448 stays 448x448: 256 tokens */
+    /* as llama-mtmd-cli -c 4096, or room for the images and the question where they need more */
+    cp.max_context_tokens = OC_MAX(4096, max_images * cp.max_image_tokens + 1024);
     cp.backend = backend;
     cp.device = device;
     phase_clock pc;
@@ -344,11 +348,11 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
     req.max_new_tokens = n_new;
     for (int i = 0; i < max_images; i++, n_pix++) {
         if (!(pixels[i] = make_image(i))) { fprintf(stderr, "ocellus bench vlm: out of memory\n"); goto done; }
-        views[i] = (oc_image_rgb){ pixels[i], IMAGE_PX, IMAGE_PX, (size_t)IMAGE_PX * 3 };
+        views[i] = (oc_image_rgb){ pixels[i], g_image_px, g_image_px, (size_t)g_image_px * 3 };
     }
     for (int k = 0; k < n_counts; k++) {
         char name[32];
-        snprintf(name, sizeof name, "%d image%s %dx%d", counts[k], counts[k] > 1 ? "s" : "", IMAGE_PX, IMAGE_PX);
+        snprintf(name, sizeof name, "%d image%s %dx%d", counts[k], counts[k] > 1 ? "s" : "", g_image_px, g_image_px);
         req.question = "Describe these images in detail.";
         req.images = views;
         req.n_images = counts[k];
@@ -395,7 +399,7 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
             rows[i].decode_tok_s = s->n_generated > 1 && s->decode_ms > 0 ? 1000.0 * (s->n_generated - 1) / s->decode_ms : 0;
         }
         rc = bench_vlm_compare_llama(llama_dir, text_path, mmproj, n_threads, n_new, pp_tokens, rows, n_cases,
-                                     (const uint8_t *const *)pixels, n_pix, IMAGE_PX);
+                                     (const uint8_t *const *)pixels, n_pix, g_image_px);
     }
     goto done;
 fail:
@@ -438,6 +442,10 @@ int bench_vlm(int argc, char **argv) {
         else if (!strcmp(a, "-t")) { if (!oc_tool_int_arg("bench vlm", a, v, 1, 1024, &n_threads)) return 2; }
         else if (!strcmp(a, "-n")) { if (!oc_tool_int_arg("bench vlm", a, v, 0, 16777216, &n_new)) return 2; }
         else if (!strcmp(a, "--no-mmap")) { i--; load = OC_LOAD_READ; }
+        else if (!strcmp(a, "--image-px")) {
+            if (!oc_tool_int_arg("bench vlm", a, v, 28, 1792, &g_image_px)) return 2;
+            if (g_image_px % 28) { fprintf(stderr, "ocellus bench vlm: --image-px %d is not a multiple of 28\n", g_image_px); return 2; }
+        }
         else if (!strcmp(a, "--pp")) { if (!oc_tool_int_arg("bench vlm", a, v, 0, 16777216, &pp)) return 2; }
         else if (!strcmp(a, "--kv-context")) kv_context = v;
         else if (!strcmp(a, "--rounds")) { if (!oc_tool_int_arg("bench vlm", a, v, 1, 15, &rounds)) return 2; }

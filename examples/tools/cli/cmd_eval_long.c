@@ -43,7 +43,9 @@ typedef struct long_result {
     int64_t n_items, n_correct, n_items_of[OC_LONG_N_TYPES], n_correct_of[OC_LONG_N_TYPES];
     double prompt_tokens, generated_tokens, vision_ms, prefill_ms, decode_ms, ttft_ms;
     uint64_t flops_kept, flops_skipped;
+    uint64_t prefill_kept, prefill_skipped, decode_kept, decode_skipped;   /* the decoder's share */
     double kv_bytes;                 /* sum over items of the KV cache held at the end of the request */
+    double kv_prefill_bytes;         /* ... and at the end of prefill */
     size_t context_bytes, device_bytes, kv_capacity_bytes;
     uint64_t peak_rss_bytes;
 } long_result;
@@ -99,6 +101,9 @@ static void progress(int64_t done, int64_t total, int64_t correct) {
 }
 
 static double pct(int64_t num, int64_t den) { return den ? 100.0 * (double)num / (double)den : 0.0; }
+static double skipped_pct(uint64_t kept, uint64_t skipped) {
+    return kept + skipped ? 100.0 * (double)skipped / (double)(kept + skipped) : 0.0;
+}
 
 static void print_result(FILE *f, const long_result *r, int json, unsigned long long seed, int max_images,
                          const char *plan, double wall_s) {
@@ -112,11 +117,15 @@ static void print_result(FILE *f, const long_result *r, int json, unsigned long 
             fprintf(f, "%s\"%s\":{\"correct\":%lld,\"total\":%lld}", t ? "," : "", oc_long_type_name(t),
                     (long long)r->n_correct_of[t], (long long)r->n_items_of[t]);
         fprintf(f, "},\"mean_prompt_tokens\":%.2f,\"mean_generated_tokens\":%.2f,\"attn_flops_kept\":%llu,"
-                "\"attn_flops_skipped\":%llu,\"mean_vision_ms\":%.3f,\"mean_prefill_ms\":%.3f,\"mean_decode_ms\":%.3f,"
+                "\"attn_flops_skipped\":%llu,\"prefill_attn_flops_kept\":%llu,\"prefill_attn_flops_skipped\":%llu,"
+                "\"decode_attn_flops_kept\":%llu,\"decode_attn_flops_skipped\":%llu,\"mean_kv_bytes_prefill\":%.0f,"
+                "\"mean_vision_ms\":%.3f,\"mean_prefill_ms\":%.3f,\"mean_decode_ms\":%.3f,"
                 "\"mean_ttft_ms\":%.3f,\"mean_kv_bytes_end\":%.0f,\"kv_capacity_bytes\":%zu,\"context_bytes\":%zu,"
                 "\"device_bytes\":%zu,\"peak_rss_bytes\":%llu,\"wall_s\":%.3f}\n",
                 r->prompt_tokens / n, r->generated_tokens / n, (unsigned long long)r->flops_kept,
-                (unsigned long long)r->flops_skipped, r->vision_ms / n, r->prefill_ms / n, r->decode_ms / n,
+                (unsigned long long)r->flops_skipped, (unsigned long long)r->prefill_kept,
+                (unsigned long long)r->prefill_skipped, (unsigned long long)r->decode_kept,
+                (unsigned long long)r->decode_skipped, r->kv_prefill_bytes / n, r->vision_ms / n, r->prefill_ms / n, r->decode_ms / n,
                 r->ttft_ms / n, r->kv_bytes / n, r->kv_capacity_bytes, r->context_bytes, r->device_bytes,
                 (unsigned long long)r->peak_rss_bytes, wall_s);
         return;
@@ -134,10 +143,16 @@ static void print_result(FILE *f, const long_result *r, int json, unsigned long 
     fprintf(f, "mean prompt tokens per item: %.1f, generated: %.1f\n", r->prompt_tokens / n, r->generated_tokens / n);
     fprintf(f, "attention FLOPs (vision + prefill + decode): kept %.4g, skipped %.4g (%.1f%%)\n",
             (double)r->flops_kept, (double)r->flops_skipped, flops ? 100.0 * (double)r->flops_skipped / (double)flops : 0.0);
+    uint64_t vision_kept = r->flops_kept - r->prefill_kept - r->decode_kept;
+    uint64_t vision_skipped = r->flops_skipped - r->prefill_skipped - r->decode_skipped;
+    fprintf(f, "  skipped: vision %.1f%% of %.4g, decoder prefill %.1f%% of %.4g, decode %.1f%% of %.4g\n",
+            skipped_pct(vision_kept, vision_skipped), (double)(vision_kept + vision_skipped),
+            skipped_pct(r->prefill_kept, r->prefill_skipped), (double)(r->prefill_kept + r->prefill_skipped),
+            skipped_pct(r->decode_kept, r->decode_skipped), (double)(r->decode_kept + r->decode_skipped));
     fprintf(f, "mean per item: vision %.1f ms, prefill %.1f ms, decode %.1f ms, TTFT %.1f ms\n",
             r->vision_ms / n, r->prefill_ms / n, r->decode_ms / n, r->ttft_ms / n);
-    fprintf(f, "KV cache at the end of decode: %.2f MiB per item (buffers %.1f MiB)\n", r->kv_bytes / n / 1048576.0,
-            (double)r->kv_capacity_bytes / 1048576.0);
+    fprintf(f, "KV cache per item: %.2f MiB at the end of prefill, %.2f MiB at the end of decode (buffers %.1f MiB)\n",
+            r->kv_prefill_bytes / n / 1048576.0, r->kv_bytes / n / 1048576.0, (double)r->kv_capacity_bytes / 1048576.0);
     fprintf(f, "context memory (allocated up front, KV cache included): %.1f MiB host, %.1f MiB device; peak RSS %.1f MiB\n",
             (double)r->context_bytes / 1048576.0, (double)r->device_bytes / 1048576.0, (double)r->peak_rss_bytes / 1048576.0);
     fprintf(f, "wall time: %.1f s\n", wall_s);
@@ -249,6 +264,11 @@ int oc_tool_eval_long(int argc, char **argv) {
         res.ttft_ms += s.ttft_ms;
         res.flops_kept += s.attn_flops_kept;
         res.flops_skipped += s.attn_flops_skipped;
+        res.prefill_kept += s.attn_prefill_flops_kept;
+        res.prefill_skipped += s.attn_prefill_flops_skipped;
+        res.decode_kept += s.attn_decode_flops_kept;
+        res.decode_skipped += s.attn_decode_flops_skipped;
+        res.kv_prefill_bytes += (double)s.kv_prefill_bytes;
         res.context_bytes = s.context_bytes;
         res.device_bytes = s.device_bytes;
         res.kv_bytes += (double)s.kv_bytes;
