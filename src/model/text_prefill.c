@@ -116,7 +116,7 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
     }
     notify(c, b, l0, l1);
     /* B: every layer of the segment, attention over T */
-    uint64_t kept_before = stats->flops_kept;
+    uint64_t kept_before = stats ? stats->flops_kept : 0;
     const int32_t *t = oc_kv_book_pos(&c->book, l0, 0);
     for (int32_t s = 0; s < P; s += B) {
         oc_text_batch k = oc_text_chunk(c, b, s, OC_MIN(B, P - s));
@@ -137,8 +137,8 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
     /* the causal pairs of the prompt that attention over T left out count as skipped (the counters'
      * definition, attn.h): every row outside T, and the keys outside T of the rows in it */
     uint64_t dense = (uint64_t)(l1 - l0 + 1) * (uint64_t)hp->n_head * 4u * (uint64_t)hd * ((uint64_t)P * (uint64_t)(P + 1) / 2u);
-    uint64_t kept = stats->flops_kept - kept_before;
-    if (dense > kept) stats->flops_skipped += dense - kept;
+    uint64_t kept = stats ? stats->flops_kept - kept_before : 0;
+    if (stats && dense > kept) stats->flops_skipped += dense - kept;
     if (F->acc_row < 0) return OC_OK;   /* ZipVL alone: T stays where it is (the region is the context's) */
     /* kv-budget within T (kv_cache.h): each kv head's SparseMM choice among T, by T's indices */
     memcpy(c->kv_nnz, t, (size_t)n_t * sizeof(int32_t));
