@@ -774,6 +774,99 @@ static void test_softmax_kernel(void) {
     free(x);
 }
 
+/* The direct-path kernels (dot_rows, acc_rows) of every table against double sums: random rows,
+ * keys gathered from a row pool in random order (as a sparse tile is), every head dim shape the
+ * vector loops care about (tails of 1..15 elements, one chunk, several), f16 and f32, outputs
+ * poisoned first; the bound is relative to sum |terms| (fp32 summation of d terms), and a NaN
+ * never passes it. A NaN in one query row reaches that row's scores and no other. */
+static void test_direct_kernels(void) {
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    static const int dims[] = { 1, 5, 8, 15, 16, 33, 64, 72, 80, 128, 136 };
+    enum { POOL = 97, MAX_D = 136, MAX_KEYS = 75, LDS = 64, LDO = MAX_D + 3 };
+    check_rng rng = { 0xd1ec7ULL };
+    float *pool_f = malloc(sizeof(float) * POOL * MAX_D);
+    uint16_t *pool_h = malloc(sizeof(uint16_t) * POOL * MAX_D);
+    float *q = malloc(sizeof(float) * OC_ATTN_DIRECT_ROWS * MAX_D), *s = malloc(sizeof(float) * MAX_KEYS * LDS);
+    float *o = malloc(sizeof(float) * OC_ATTN_DIRECT_ROWS * LDO), *o0 = malloc(sizeof(float) * OC_ATTN_DIRECT_ROWS * LDO);
+    const void *rows[MAX_KEYS];
+    int32_t pick[MAX_KEYS];
+    for (int i = 0; i < POOL * MAX_D; i++) {
+        pool_h[i] = oc_f32_to_f16(check_rng_uniform(&rng, -1.0f, 1.0f));
+        pool_f[i] = oc_f16_to_f32(pool_h[i]);
+    }
+    int n_cases = 0;
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+        const oc_attn_kernels *k = oc_attn_kernels_for((oc_isa)isa);
+        if (!oc_isa_runs((oc_isa)isa, &cpu) || !k) continue;
+        double worst_dot = 0, worst_acc = 0;
+        for (int di = 0; di < (int)(sizeof dims / sizeof dims[0]); di++)
+            for (int rep = 0; rep < 6; rep++) {
+                int d = dims[di], n_rows = check_rng_int(&rng, 1, OC_ATTN_DIRECT_ROWS);
+                int n_keys = rep == 0 ? 1 : rep == 1 ? MAX_KEYS : check_rng_int(&rng, 2, MAX_KEYS);
+                int32_t dtype = rep % 2 ? OC_DTYPE_F16 : OC_DTYPE_F32;
+                int n_cols = (n_rows + k->vec - 1) / k->vec * k->vec;
+                for (int t = 0; t < n_keys; t++) {
+                    pick[t] = check_rng_int(&rng, 0, POOL - 1);
+                    rows[t] = dtype == OC_DTYPE_F16 ? (const void *)(pool_h + (size_t)pick[t] * MAX_D)
+                                                    : (const void *)(pool_f + (size_t)pick[t] * MAX_D);
+                }
+                for (int i = 0; i < n_rows * d; i++) q[i] = check_rng_uniform(&rng, -2.0f, 2.0f);
+                check_poison_f32(s, (size_t)MAX_KEYS * LDS);
+                k->dot_rows(s, LDS, q, n_rows, n_cols, rows, rows, n_keys, d, dtype);
+                for (int t = 0; t < n_keys; t++) {
+                    const float *kr = pool_f + (size_t)pick[t] * MAX_D;
+                    for (int r = 0; r < n_cols; r++) {
+                        double ref = 0, mag = 0;
+                        for (int c = 0; r < n_rows && c < d; c++) {
+                            ref += (double)q[r * d + c] * kr[c];
+                            mag += fabs((double)q[r * d + c] * kr[c]);
+                        }
+                        double e = fabs(s[t * LDS + r] - ref) / (mag > 0 ? mag : 1);
+                        CHECKF(e <= 1e-6 * d + 1e-7, "%s dot_rows d=%d rows=%d keys=%d key %d row %d: %g vs %g", k->name, d,
+                               n_rows, n_keys, t, r, (double)s[t * LDS + r], ref);
+                        if (e > worst_dot) worst_dot = e;
+                    }
+                }
+                /* P as dot_rows leaves it (scores, any sign), o starting from random values */
+                for (int i = 0; i < OC_ATTN_DIRECT_ROWS * LDO; i++) o[i] = o0[i] = check_rng_uniform(&rng, -1.0f, 1.0f);
+                for (int r = 0; r < n_rows; r++)
+                    for (int c = d; c < LDO; c++) o[r * LDO + c] = o0[r * LDO + c] = NAN;   /* not touched */
+                k->acc_rows(o, LDO, s, LDS, n_rows, rows, n_keys, d, dtype);
+                for (int r = 0; r < n_rows; r++) {
+                    for (int c = 0; c < d; c++) {
+                        double ref = o0[r * LDO + c], mag = fabs(ref);
+                        for (int t = 0; t < n_keys; t++) {
+                            double term = (double)s[t * LDS + r] * pool_f[(size_t)pick[t] * MAX_D + c];
+                            ref += term;
+                            mag += fabs(term);
+                        }
+                        double e = fabs(o[r * LDO + c] - ref) / (mag > 0 ? mag : 1);
+                        CHECKF(e <= 1e-6 * n_keys + 1e-7, "%s acc_rows d=%d rows=%d keys=%d row %d col %d: %g vs %g", k->name,
+                               d, n_rows, n_keys, r, c, (double)o[r * LDO + c], ref);
+                        if (e > worst_acc) worst_acc = e;
+                    }
+                    for (int c = d; c < LDO; c++) CHECK(isnan(o[r * LDO + c]));
+                }
+                n_cases++;
+            }
+        /* a NaN query element: its row's scores are NaN, the other rows' are not */
+        int d = 72, n_rows = 6;
+        for (int t = 0; t < 5; t++) rows[t] = pool_f + (size_t)t * MAX_D;
+        for (int i = 0; i < n_rows * d; i++) q[i] = 0.5f;
+        q[2 * d + 37] = NAN;
+        check_poison_f32(s, (size_t)MAX_KEYS * LDS);
+        k->dot_rows(s, LDS, q, n_rows, k->vec, rows, rows, 5, d, OC_DTYPE_F32);
+        for (int t = 0; t < 5; t++)
+            for (int r = 0; r < n_rows; r++)
+                CHECKF(r == 2 ? isnan(s[t * LDS + r]) : isfinite(s[t * LDS + r]), "%s: NaN of row 2, key %d row %d: %g",
+                       k->name, t, r, (double)s[t * LDS + r]);
+        printf("# %s direct kernels: worst relative error dot %.3g, acc %.3g\n", k->name, worst_dot, worst_acc);
+    }
+    CHECK(n_cases > 0);
+    free(pool_f); free(pool_h); free(q); free(s); free(o); free(o0);
+}
+
 static void test_layout(void) {
     oc_token_span img[3] = { { 0, 10 }, { 15, 16 }, { 20, 1020 } };
     oc_token_layout *L = NULL;
@@ -898,6 +991,7 @@ int main(void) {
     CHECK_RUN(test_layout);
     CHECK_RUN(test_bad_arguments);
     CHECK_RUN(test_softmax_kernel);
+    CHECK_RUN(test_direct_kernels);
     CHECK_RUN(test_flop_counts);
     CHECK_RUN(test_random_prefill);
     CHECK_RUN(test_odd_shapes);

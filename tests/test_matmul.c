@@ -374,6 +374,11 @@ static void test_matmul_random(void) {
                 /* more tokens than one GEMM task holds, more outputs than one task; and a GEMV */
                 if (!n_fail) run_case(k, NULL, path, dtype, pick_n_in(&r, dtype), 70, 300, 1, 0, 0, 0, &r);
                 if (!n_fail) run_case(k, NULL, path, dtype, pick_n_in(&r, dtype), 33, 1, 1, 0, 0, 0, &r);
+                /* float rows longer than OC_MM_GEMV_LONG_N_IN: the long-row GEMV (several rows per
+                 * call, a tail of n_in % 16 and of the rows), with and without padding */
+                for (int c = 0; !has_int8 && !n_fail && c < 3; c++)
+                    run_case(k, NULL, path, dtype, OC_MM_GEMV_LONG_N_IN + 1 + 4867 * c, 13 - 6 * c, 1 + c, c % 2, c ? 5 : 0,
+                             c ? 3 : 0, c ? 4 : 0, &r);
             }
         }
     }
@@ -421,6 +426,7 @@ static void test_gemv_row_grouping(void) {
             int has_int8 = oc_dtype_get(dtype)->block_elems > 1;
             for (int p = 0; p < (has_int8 ? 2 : 1); p++) {
                 int64_t n_in = oc_dtype_get(dtype)->block_elems == 256 ? 512 : 96, n_out = 11, n_tok = 2;
+                if (p == 0 && !has_int8 && (ti & 1)) n_in = OC_MM_GEMV_LONG_N_IN + 7;   /* long rows, some types */
                 test_w t;
                 REQUIRE(make_weight(&t, dtype, n_in, n_out, 0, &r));
                 float *x = make_x(n_tok, n_in, (size_t)n_in, &r);

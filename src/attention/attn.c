@@ -27,6 +27,12 @@
  *     block of a Sink head reads text keys and the sinks of every image, packed back to back.
  *  5. Scores are computed transposed (S^T = K Q^T, attn_kernels.h) so K tiles need no transpose;
  *     the softmax runs in base 2 with the scale and log2(e) folded into Q once.
+ *  6. A run of at most OC_ATTN_DIRECT_ROWS stacked rows (decode: the GQA group's heads of one or a
+ *     few queries) takes the direct kernels instead of steps 4-5's GEMMs: they dot the K rows and
+ *     accumulate the V rows where they lie, converting each element in registers once for all the
+ *     rows. The GEMM path would convert the tile into scratch and pad 6 query rows to 16 columns;
+ *     for decode that made the engine compute-bound at 4-6x the bandwidth floor (BENCHMARKS.md
+ *     "Issue 22 on Zen 4"). Which path a run takes depends on the call only, not on threads.
  *
  * Contents: geometry and scratch | per-call context | one run of query rows (the mask pieces: mask.c)
  * | tasks | entry point.
@@ -183,6 +189,7 @@ typedef struct run {
     const oc_head_pattern *pat;
     const oc_dyn_head *dyn;               /* the head's index (dynamic patterns) */
     int32_t n_heads, i0, len, rows, step;
+    int direct;                           /* rows <= OC_ATTN_DIRECT_ROWS: K/V read in place */
     const unsigned char *kbase, *vbase;   /* kv head g's rows */
     const unsigned char *kbase_shared;    /* k_shared's rows of kv head g (attn_call.h), or NULL */
     /* Tile builders: keys wait in the slot of their class, (blocks, full), and run as a tile when
@@ -328,8 +335,10 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial, ui
         k_min = OC_MIN(k_min, idx[t]);
         k_max = OC_MAX(k_max, idx[t]);
     }
-    kn->convert_rows(w->kt, w->kptr, nk, d, a->kv_dtype);
-    kn->pack_v(w->v, w->vptr, nk, d, dpad, a->kv_dtype);
+    if (!r->direct) {
+        kn->convert_rows(w->kt, w->kptr, nk, d, a->kv_dtype);
+        kn->pack_v(w->v, w->vptr, nk, d, dpad, a->kv_dtype);
+    }
     /* A Grid run's rows lie stride apart, so a block's causal band spans block x stride positions:
      * blocks of half the rows halve the masked lanes there. (Not a quarter: a block must start on
      * a packed panel of Q^T, 32 columns with AVX-512; attn_kernels.h.) */
@@ -352,14 +361,20 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial, ui
             int64_t hi = OC_MAX(lw.hi, lw.sk - 1);
             while (exact && nb > 0 && idx[nb - 1] > hi) nb--;
         }
-        kn->gemm(nb, cols, d, w->kt, d, 1, w->qt + (int64_t)r0 * d, w->s, ROW_BLOCK, 0);   /* S^T = K Q^T */
+        if (r->direct)   /* q rows as they are, not packed (run setup): block r0's rows from r0 * d */
+            kn->dot_rows(w->s, ROW_BLOCK, w->qt + (int64_t)r0 * d, rb, cols, w->kptr, w->vptr, nb, d, a->kv_dtype);
+        else
+            kn->gemm(nb, cols, d, w->kt, d, 1, w->qt + (int64_t)r0 * d, w->s, ROW_BLOCK, 0);   /* S^T = K Q^T */
         r->kept += exact ? mask_cols(r, r0, rb, idx, nb, w->s, k_min, k_max) : (uint64_t)nb * (uint64_t)rb;
         kn->softmax_cols(w->s, ROW_BLOCK, nb, cols, w->m + r0, w->l + r0, w->alpha);
         for (int32_t k = 0; k < rb; k++) {
             float *o = w->o + (int64_t)(r0 + k) * dpad;
             if (w->alpha[k] != 1.0f) kn->scale(o, o, dpad, w->alpha[k]);
         }
-        pv_rows(r, r0, 0, rb, nb, nk);   /* O += P V */
+        if (r->direct)
+            kn->acc_rows(w->o + (int64_t)r0 * dpad, dpad, w->s, ROW_BLOCK, rb, w->vptr, nb, d, a->kv_dtype);
+        else
+            pv_rows(r, r0, 0, rb, nb, nk);   /* O += P V */
         r->executed += (uint64_t)rb * (uint64_t)nb;
     }
 }
@@ -549,12 +564,17 @@ static void run_begin(run *r, const run_ctx *x, work *w, int32_t n_heads, int32_
     r->kbase = x->k + g * a->k_stride_head * x->elem_bytes;
     r->kbase_shared = x->k_shared ? x->k_shared + g * a->k_stride_head * x->elem_bytes : NULL;
     r->vbase = x->v + g * a->v_stride_head * x->elem_bytes;
-    /* Q^T, scaled (attn_kernels.h pack_qt): column = stacked row */
-    int32_t cols = ALIGN_UP(r->rows, x->kern->vec);
+    /* Q^T, scaled (attn_kernels.h pack_qt): column = stacked row; on the direct path the scaled
+     * rows as they are (dot_rows) */
+    int32_t d = a->head_dim, cols = ALIGN_UP(r->rows, x->kern->vec);
+    r->direct = r->rows <= OC_ATTN_DIRECT_ROWS;
     for (int32_t row = 0; row < r->rows; row++)
         w->qptr[row] = x->q + (int64_t)run_row(r, row) * a->q_stride_token +
                        (int64_t)w->heads[row / r->len] * a->q_stride_head;
-    x->kern->pack_qt(w->qt, w->qptr, r->rows, cols, a->head_dim, x->qscale);
+    if (r->direct)
+        for (int32_t row = 0; row < r->rows; row++) x->kern->scale(w->qt + (int64_t)row * d, w->qptr[row], d, x->qscale);
+    else
+        x->kern->pack_qt(w->qt, w->qptr, r->rows, cols, d, x->qscale);
     for (int32_t k = 0; k < cols; k++) {
         w->m[k] = -INFINITY;
         w->l[k] = 0.0f;

@@ -218,6 +218,149 @@ static void scale(float *dst, const float *src, int32_t n, float a) {
     for (; t < n; t++) dst[t] = src[t] * a;
 }
 
-static const oc_attn_kernels table = { "avx2", VEC, PANEL, gemm, convert_rows, pack_v, softmax_cols, pack_qt, scale };
+/* ---- direct path (decode): K and V rows read in place ---------------------------------------------- */
+
+/* Lane i of the result = the sum of the 8 lanes of a[i] (two levels of hadd, then the 128-bit halves
+ * added: 7 instructions for 8 sums). */
+INLINE __m256 hsum8(const __m256 a[8]) {
+    __m256 g0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    __m256 g1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20), _mm256_permute2f128_ps(g0, g1, 0x31));
+}
+
+/* Rows q[0..R) against KB = 8 / RB keys (R <= RB): lane kb * RB + r = q_r . k_kb over the first
+ * d - d % 8 elements; keys past nk repeat the last one (their lanes are not stored). */
+INLINE __m256 dot_block(int RB, int R, const float *q, int32_t d8, int32_t d, const void *const *krows, int32_t nk,
+                        int32_t dtype) {
+    const int KB = VEC / RB;
+    __m256 acc[8];
+    UNROLL_ROWS
+    for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
+    const void *kr[8];
+    UNROLL_ROWS
+    for (int kb = 0; kb < KB; kb++) kr[kb] = krows[kb < nk ? kb : nk - 1];
+    for (int32_t c = 0; c < d8; c += VEC) {
+        __m256 kv[8];
+        UNROLL_ROWS
+        for (int kb = 0; kb < KB; kb++) kv[kb] = load8(kr[kb], c, dtype);
+        UNROLL_ROWS
+        for (int r = 0; r < R; r++) {
+            __m256 qv = _mm256_loadu_ps(q + (int64_t)r * d + c);
+            UNROLL_ROWS
+            for (int kb = 0; kb < KB; kb++) acc[kb * RB + r] = _mm256_fmadd_ps(qv, kv[kb], acc[kb * RB + r]);
+        }
+    }
+    return hsum8(acc);
+}
+
+INLINE void dot_run(int RB, int R, float *s, int64_t lds, const float *q, const void *const *krows, int32_t n_keys,
+                    int32_t d, int32_t dtype) {
+    const int KB = VEC / RB;
+    int32_t d8 = d / VEC * VEC;
+    for (int32_t t = 0; t < n_keys; t += KB) {
+        int32_t nk = OC_MIN(KB, n_keys - t);
+        float v[VEC];
+        _mm256_storeu_ps(v, dot_block(RB, R, q, d8, d, krows + t, nk, dtype));
+        for (int32_t kb = 0; kb < nk; kb++)
+            for (int r = 0; r < R; r++) {
+                float sum = v[kb * RB + r];
+                for (int32_t c = d8; c < d; c++) sum += q[(int64_t)r * d + c] * load1(krows[t + kb], c, dtype);
+                s[(t + kb) * lds + r] = sum;
+            }
+    }
+}
+
+/* dtype is a constant in each copy, so the conversion branch leaves the inner loops. */
+INLINE void dot_rows_t(float *s, int64_t lds, const float *q, int32_t n_rows, const void *const *krows, int32_t n_keys,
+                       int32_t d, int32_t dtype) {
+    for (int32_t r0 = 0; r0 < n_rows; r0 += 8) {
+        const float *qr = q + (int64_t)r0 * d;
+        float *sr = s + r0;
+        switch (OC_MIN(8, n_rows - r0)) {
+        case 1: dot_run(1, 1, sr, lds, qr, krows, n_keys, d, dtype); break;
+        case 2: dot_run(2, 2, sr, lds, qr, krows, n_keys, d, dtype); break;
+        case 3: dot_run(4, 3, sr, lds, qr, krows, n_keys, d, dtype); break;
+        case 4: dot_run(4, 4, sr, lds, qr, krows, n_keys, d, dtype); break;
+        case 5: dot_run(8, 5, sr, lds, qr, krows, n_keys, d, dtype); break;
+        case 6: dot_run(8, 6, sr, lds, qr, krows, n_keys, d, dtype); break;
+        case 7: dot_run(8, 7, sr, lds, qr, krows, n_keys, d, dtype); break;
+        default: dot_run(8, 8, sr, lds, qr, krows, n_keys, d, dtype); break;
+        }
+    }
+}
+
+static void dot_rows(float *s, int64_t lds, const float *q, int32_t n_rows, int32_t n_cols, const void *const *krows,
+                     const void *const *vrows, int32_t n_keys, int32_t d, int32_t dtype) {
+    (void)vrows;
+    if (dtype == OC_DTYPE_F16) dot_rows_t(s, lds, q, n_rows, krows, n_keys, d, OC_DTYPE_F16);
+    else dot_rows_t(s, lds, q, n_rows, krows, n_keys, d, OC_DTYPE_F32);
+    for (int32_t t = 0; t < n_keys; t++)
+        for (int32_t c = n_rows; c < n_cols; c++) s[t * lds + c] = 0.0f;   /* the padding columns */
+}
+
+/* o[r][c0 .. c0 + 8 NV) += sum_t p[t][r] v_t[..] for R rows (R x NV <= 12 accumulators of the 16
+ * registers), each V chunk converted once for the R rows. */
+INLINE void acc_block(int R, int NV, float *o, int64_t ldo, const float *p, int64_t ldp, const void *const *vrows,
+                      int32_t n_keys, int32_t c0, int32_t dtype) {
+    __m256 acc[6][2];
+    UNROLL_ROWS
+    for (int r = 0; r < R; r++) {
+        UNROLL_ROWS
+        for (int v = 0; v < NV; v++) acc[r][v] = _mm256_loadu_ps(o + r * ldo + c0 + v * VEC);
+    }
+    for (int32_t t = 0; t < n_keys; t++) {
+        __m256 x[2];
+        UNROLL_ROWS
+        for (int v = 0; v < NV; v++) x[v] = load8(vrows[t], c0 + v * VEC, dtype);
+        const float *pt = p + t * ldp;
+        UNROLL_ROWS
+        for (int r = 0; r < R; r++) {
+            __m256 pb = _mm256_broadcast_ss(pt + r);
+            UNROLL_ROWS
+            for (int v = 0; v < NV; v++) acc[r][v] = _mm256_fmadd_ps(pb, x[v], acc[r][v]);
+        }
+    }
+    UNROLL_ROWS
+    for (int r = 0; r < R; r++) {
+        UNROLL_ROWS
+        for (int v = 0; v < NV; v++) _mm256_storeu_ps(o + r * ldo + c0 + v * VEC, acc[r][v]);
+    }
+}
+
+#define ACC_ROWS(R, ...)                           \
+    if (nv == 1) acc_block(R, 1, __VA_ARGS__);     \
+    else acc_block(R, 2, __VA_ARGS__);
+
+INLINE void acc_rows_t(float *o, int64_t ldo, const float *p, int64_t ldp, int32_t n_rows, const void *const *vrows,
+                       int32_t n_keys, int32_t d, int32_t dtype) {
+    int32_t d8 = d / VEC * VEC;
+    for (int32_t c0 = 0; c0 < d8; c0 += 2 * VEC) {
+        int32_t nv = OC_MIN(2, (d8 - c0) / VEC);
+        for (int32_t r0 = 0; r0 < n_rows; r0 += 6) {
+            float *orow = o + r0 * ldo;
+            const float *pr = p + r0;
+            switch (OC_MIN(6, n_rows - r0)) {
+            case 1: ACC_ROWS(1, orow, ldo, pr, ldp, vrows, n_keys, c0, dtype) break;
+            case 2: ACC_ROWS(2, orow, ldo, pr, ldp, vrows, n_keys, c0, dtype) break;
+            case 3: ACC_ROWS(3, orow, ldo, pr, ldp, vrows, n_keys, c0, dtype) break;
+            case 4: ACC_ROWS(4, orow, ldo, pr, ldp, vrows, n_keys, c0, dtype) break;
+            case 5: ACC_ROWS(5, orow, ldo, pr, ldp, vrows, n_keys, c0, dtype) break;
+            default: ACC_ROWS(6, orow, ldo, pr, ldp, vrows, n_keys, c0, dtype) break;
+            }
+        }
+    }
+    for (int32_t t = 0; t < n_keys && d8 < d; t++)   /* the last d % 8 columns */
+        for (int32_t r = 0; r < n_rows; r++)
+            for (int32_t c = d8; c < d; c++) o[r * ldo + c] += p[t * ldp + r] * load1(vrows[t], c, dtype);
+}
+
+static void acc_rows(float *o, int64_t ldo, const float *p, int64_t ldp, int32_t n_rows, const void *const *vrows,
+                     int32_t n_keys, int32_t d, int32_t dtype) {
+    if (dtype == OC_DTYPE_F16) acc_rows_t(o, ldo, p, ldp, n_rows, vrows, n_keys, d, OC_DTYPE_F16);
+    else acc_rows_t(o, ldo, p, ldp, n_rows, vrows, n_keys, d, OC_DTYPE_F32);
+}
+
+static const oc_attn_kernels table = { "avx2", VEC, PANEL, gemm, convert_rows, pack_v, softmax_cols, pack_qt, scale,
+                                       dot_rows, acc_rows };
 
 const oc_attn_kernels *oc_attn_kernels_avx2(void) { return &table; }

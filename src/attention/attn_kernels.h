@@ -44,7 +44,24 @@ typedef struct oc_attn_kernels {
     void (*pack_qt)(float *dst, const float *const *rows, int32_t n_rows, int32_t n_cols, int32_t d, float scale);
     /* dst[0..n) = src[0..n) * a (dst == src allowed) */
     void (*scale)(float *dst, const float *src, int32_t n, float a);
+    /* The direct path for runs of few stacked rows (decode: one query row per head, the GQA group
+     * stacked; attn.c takes it for at most OC_ATTN_DIRECT_ROWS rows). K and V rows are read in
+     * place, each element converted in registers and used for every row, so there is no f32 copy
+     * of the tile and no query column padding (the GEMM path pads 6 rows to 16 columns).
+     * dot_rows: s[t * lds + r] = q[r * d .. r * d + d) . krows[t][0..d) for r < n_rows, t < n_keys,
+     * and s[t * lds + r] = 0 for n_rows <= r < n_cols (q: n_rows rows of d floats, scaled; a table
+     * may read rows up to the next multiple of 8 and ignore them, so q must hold that many).
+     * vrows: the tile's V rows, which acc_rows reads next; a table may prefetch them meanwhile. */
+    void (*dot_rows)(float *s, int64_t lds, const float *q, int32_t n_rows, int32_t n_cols, const void *const *krows,
+                     const void *const *vrows, int32_t n_keys, int32_t d, int32_t dtype);
+    /* acc_rows: o[r * ldo + c] += sum_t p[t * ldp + r] * vrows[t][c] for r < n_rows, c < d (the
+     * columns d.. of o are not touched). */
+    void (*acc_rows)(float *o, int64_t ldo, const float *p, int64_t ldp, int32_t n_rows, const void *const *vrows,
+                     int32_t n_keys, int32_t d, int32_t dtype);
 } oc_attn_kernels;
+
+/* Stacked rows up to which the engine runs a tile through dot_rows / acc_rows. */
+#define OC_ATTN_DIRECT_ROWS 16
 
 /* The table for isa, or NULL when this build has no kernels for it. */
 const oc_attn_kernels *oc_attn_kernels_for(oc_isa isa);

@@ -204,6 +204,114 @@ static void scale(float *dst, const float *src, int32_t n, float a) {
     for (; t < n; t++) dst[t] = src[t] * a;
 }
 
-static const oc_attn_kernels table = { "neon", VEC, PANEL, gemm, convert_rows, pack_v, softmax_cols, pack_qt, scale };
+/* ---- direct path (decode): K and V rows read in place ---------------------------------------------- */
+
+INLINE float hsum4(float32x4_t a) {
+    float32x2_t t = vadd_f32(vget_low_f32(a), vget_high_f32(a));
+    return vget_lane_f32(vpadd_f32(t, t), 0);
+}
+
+/* One key against rows q[0..R) (R <= 8: R accumulators, the key and a query chunk fit ARMv7's 16 q
+ * registers); each K chunk is converted once for the R rows. */
+INLINE void dot_key(int R, float *s, const float *q, int32_t d, const void *krow, int32_t dtype) {
+    float32x4_t acc[8];
+    UNROLL_ROWS
+    for (int r = 0; r < R; r++) acc[r] = vdupq_n_f32(0.0f);
+    int32_t c = 0;
+    for (; c + VEC <= d; c += VEC) {
+        float32x4_t kv = load4(krow, c, dtype);
+        UNROLL_ROWS
+        for (int r = 0; r < R; r++) acc[r] = vfmaq_f32(acc[r], vld1q_f32(q + (int64_t)r * d + c), kv);
+    }
+    UNROLL_ROWS
+    for (int r = 0; r < R; r++) {
+        float sum = hsum4(acc[r]);
+        for (int32_t e = c; e < d; e++) sum += q[(int64_t)r * d + e] * load1(krow, e, dtype);
+        s[r] = sum;
+    }
+}
+
+INLINE void dot_rows_t(float *s, int64_t lds, const float *q, int32_t n_rows, const void *const *krows, int32_t n_keys,
+                       int32_t d, int32_t dtype) {
+    for (int32_t r0 = 0; r0 < n_rows; r0 += 8) {
+        const float *qr = q + (int64_t)r0 * d;
+        for (int32_t t = 0; t < n_keys; t++) {
+            float *st = s + t * lds + r0;
+            switch (OC_MIN(8, n_rows - r0)) {
+            case 1: dot_key(1, st, qr, d, krows[t], dtype); break;
+            case 2: dot_key(2, st, qr, d, krows[t], dtype); break;
+            case 3: dot_key(3, st, qr, d, krows[t], dtype); break;
+            case 4: dot_key(4, st, qr, d, krows[t], dtype); break;
+            case 5: dot_key(5, st, qr, d, krows[t], dtype); break;
+            case 6: dot_key(6, st, qr, d, krows[t], dtype); break;
+            case 7: dot_key(7, st, qr, d, krows[t], dtype); break;
+            default: dot_key(8, st, qr, d, krows[t], dtype); break;
+            }
+        }
+    }
+}
+
+static void dot_rows(float *s, int64_t lds, const float *q, int32_t n_rows, int32_t n_cols, const void *const *krows,
+                     const void *const *vrows, int32_t n_keys, int32_t d, int32_t dtype) {
+    (void)vrows;
+    if (dtype == OC_DTYPE_F16) dot_rows_t(s, lds, q, n_rows, krows, n_keys, d, OC_DTYPE_F16);
+    else dot_rows_t(s, lds, q, n_rows, krows, n_keys, d, OC_DTYPE_F32);
+    for (int32_t t = 0; t < n_keys; t++)
+        for (int32_t c = n_rows; c < n_cols; c++) s[t * lds + c] = 0.0f;   /* the padding columns */
+}
+
+/* o[r][c0 .. c0 + 8) += sum_t p[t][r] v_t[..] for R <= 4 rows (8 accumulators). */
+INLINE void acc_block(int R, float *o, int64_t ldo, const float *p, int64_t ldp, const void *const *vrows,
+                      int32_t n_keys, int32_t c0, int32_t dtype) {
+    float32x4_t a0[4], a1[4];
+    UNROLL_ROWS
+    for (int r = 0; r < R; r++) {
+        a0[r] = vld1q_f32(o + r * ldo + c0);
+        a1[r] = vld1q_f32(o + r * ldo + c0 + VEC);
+    }
+    for (int32_t t = 0; t < n_keys; t++) {
+        float32x4_t x0 = load4(vrows[t], c0, dtype), x1 = load4(vrows[t], c0 + VEC, dtype);
+        const float *pt = p + t * ldp;
+        UNROLL_ROWS
+        for (int r = 0; r < R; r++) {
+            float32x4_t pb = vdupq_n_f32(pt[r]);   /* vfmaq_n_f32 is AArch64 only */
+            a0[r] = vfmaq_f32(a0[r], x0, pb);
+            a1[r] = vfmaq_f32(a1[r], x1, pb);
+        }
+    }
+    UNROLL_ROWS
+    for (int r = 0; r < R; r++) {
+        vst1q_f32(o + r * ldo + c0, a0[r]);
+        vst1q_f32(o + r * ldo + c0 + VEC, a1[r]);
+    }
+}
+
+INLINE void acc_rows_t(float *o, int64_t ldo, const float *p, int64_t ldp, int32_t n_rows, const void *const *vrows,
+                       int32_t n_keys, int32_t d, int32_t dtype) {
+    int32_t d8 = d / 8 * 8;
+    for (int32_t c0 = 0; c0 < d8; c0 += 8)
+        for (int32_t r0 = 0; r0 < n_rows; r0 += 4) {
+            float *orow = o + r0 * ldo;
+            const float *pr = p + r0;
+            switch (OC_MIN(4, n_rows - r0)) {
+            case 1: acc_block(1, orow, ldo, pr, ldp, vrows, n_keys, c0, dtype); break;
+            case 2: acc_block(2, orow, ldo, pr, ldp, vrows, n_keys, c0, dtype); break;
+            case 3: acc_block(3, orow, ldo, pr, ldp, vrows, n_keys, c0, dtype); break;
+            default: acc_block(4, orow, ldo, pr, ldp, vrows, n_keys, c0, dtype); break;
+            }
+        }
+    for (int32_t t = 0; t < n_keys && d8 < d; t++)   /* the last d % 8 columns */
+        for (int32_t r = 0; r < n_rows; r++)
+            for (int32_t c = d8; c < d; c++) o[r * ldo + c] += p[t * ldp + r] * load1(vrows[t], c, dtype);
+}
+
+static void acc_rows(float *o, int64_t ldo, const float *p, int64_t ldp, int32_t n_rows, const void *const *vrows,
+                     int32_t n_keys, int32_t d, int32_t dtype) {
+    if (dtype == OC_DTYPE_F16) acc_rows_t(o, ldo, p, ldp, n_rows, vrows, n_keys, d, OC_DTYPE_F16);
+    else acc_rows_t(o, ldo, p, ldp, n_rows, vrows, n_keys, d, OC_DTYPE_F32);
+}
+
+static const oc_attn_kernels table = { "neon", VEC, PANEL, gemm, convert_rows, pack_v, softmax_cols, pack_qt, scale,
+                                       dot_rows, acc_rows };
 
 const oc_attn_kernels *oc_attn_kernels_neon(void) { return &table; }

@@ -76,6 +76,27 @@ static void scale(float *dst, const float *src, int32_t n, float a) {
     for (int32_t t = 0; t < n; t++) dst[t] = src[t] * a;
 }
 
-static const oc_attn_kernels table = { "scalar", VEC, PANEL, gemm, convert_rows, pack_v, softmax_cols, pack_qt, scale };
+static void dot_rows(float *s, int64_t lds, const float *q, int32_t n_rows, int32_t n_cols, const void *const *krows,
+                     const void *const *vrows, int32_t n_keys, int32_t d, int32_t dtype) {
+    (void)vrows;
+    for (int32_t t = 0; t < n_keys; t++) {
+        for (int32_t r = 0; r < n_rows; r++) {
+            float sum = 0.0f;
+            for (int32_t c = 0; c < d; c++) sum += q[(int64_t)r * d + c] * load_elem(krows[t], c, dtype);
+            s[t * lds + r] = sum;
+        }
+        for (int32_t r = n_rows; r < n_cols; r++) s[t * lds + r] = 0.0f;
+    }
+}
+
+static void acc_rows(float *o, int64_t ldo, const float *p, int64_t ldp, int32_t n_rows, const void *const *vrows,
+                     int32_t n_keys, int32_t d, int32_t dtype) {
+    for (int32_t t = 0; t < n_keys; t++)
+        for (int32_t r = 0; r < n_rows; r++)
+            for (int32_t c = 0; c < d; c++) o[r * ldo + c] += p[t * ldp + r] * load_elem(vrows[t], c, dtype);
+}
+
+static const oc_attn_kernels table = { "scalar", VEC, PANEL, gemm, convert_rows, pack_v, softmax_cols, pack_qt, scale,
+                                       dot_rows, acc_rows };
 
 const oc_attn_kernels *oc_attn_kernels_scalar(void) { return &table; }

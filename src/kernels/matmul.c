@@ -219,6 +219,10 @@ static void quantize_task(void *arg, int64_t task, int thread) {
                            c->ctx->xq + (size_t)t * (size_t)c->n_blocks);
 }
 
+static int long_rows(const call *c) {
+    return c->i8_type < 0 && c->k->gemv_long[c->type] && c->w->n_in > OC_MM_GEMV_LONG_N_IN;
+}
+
 /* The BF16 path's X: rows of n_in bf16 (n_in even: whole pairs), once per call for all tasks. */
 static void x_to_bf16_task(void *arg, int64_t task, int thread) {
     (void)thread;
@@ -239,6 +243,16 @@ static void gemv_task(void *arg, int64_t task, int thread) {
             for (int64_t t = 0; t < c->n_tok; t++)
                 k->gemv_q8x[c->i8_type](w_row(c, o), c->w->row_bytes, n_rows, c->ctx->xq + (size_t)t * (size_t)c->n_blocks,
                                         c->n_blocks, c->y + (size_t)t * c->y_stride + (size_t)o);
+        }
+        add_bias(c, 0, c->n_tok, o0, o1);
+        return;
+    }
+    if (long_rows(c)) {   /* k->gemv_long_rows rows per call share the loads of x (matmul_kern.h) */
+        for (int64_t o = o0; o < o1; o += k->gemv_long_rows) {
+            int n_rows = (int)OC_MIN((int64_t)k->gemv_long_rows, o1 - o);
+            for (int64_t t = 0; t < c->n_tok; t++)
+                k->gemv_long[c->type](w_row(c, o), c->w->row_bytes, n_rows, c->x + (size_t)t * c->x_stride, n_in,
+                                      c->y + (size_t)t * c->y_stride + (size_t)o);
         }
         add_bias(c, 0, c->n_tok, o0, o1);
         return;
@@ -478,7 +492,7 @@ oc_status oc_matmul(oc_matmul_ctx *ctx, const oc_weight *w, const float *x, size
     if (i8_type >= 0)
         oc_pool_run(ctx->pool, (n_tok + QUANT_TASK_TOK - 1) / QUANT_TASK_TOK, quantize_task, &c);
     if (gemv) {
-        int64_t unit = i8_type >= 0 ? k->q8_gemv_rows : 1;   /* whole kernel calls per task */
+        int64_t unit = i8_type >= 0 ? k->q8_gemv_rows : long_rows(&c) ? k->gemv_long_rows : 1;   /* whole kernel calls per task */
         c.gemv_rows = OC_MAX((int64_t)4, (int64_t)(GEMV_TASK_BYTES / w->row_bytes));
         c.gemv_rows = OC_MAX(unit, c.gemv_rows / unit * unit);
         oc_pool_run(ctx->pool, (w->n_out + c.gemv_rows - 1) / c.gemv_rows, gemv_task, &c);

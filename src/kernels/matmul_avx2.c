@@ -181,6 +181,62 @@ float oc_mm_avx2_dot_bf16(const void *w_row, const float *x, int64_t n) {
     DOT_BODY(load_bf16, oc_bf16_to_f32)
 }
 
+/* Long rows (matmul_kern.h oc_gemv_rows_fn): R rows against each pair of x vectors, two
+ * accumulators per row (2 R + 2 of the 16 registers); the sums of a row are the same whatever R. */
+#define LONG_BODY(T, LOAD, SCALAR)                                                                   \
+    for (int r = 0; r < R; r++) {                                                                   \
+        a[r][0] = _mm256_setzero_ps();                                                              \
+        a[r][1] = a[r][0];                                                                          \
+    }                                                                                               \
+    int64_t i = 0;                                                                                  \
+    for (; i + 16 <= n; i += 16) {                                                                  \
+        __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);                        \
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                       \
+            const T *wr = (const T *)((const unsigned char *)w + (size_t)r * row_bytes);            \
+            a[r][0] = _mm256_fmadd_ps(LOAD(wr + i), x0, a[r][0]);                                   \
+            a[r][1] = _mm256_fmadd_ps(LOAD(wr + i + 8), x1, a[r][1]);                               \
+        }                                                                                           \
+    }                                                                                               \
+    for (int r = 0; r < R; r++) {                                                                  \
+        const T *wr = (const T *)((const unsigned char *)w + (size_t)r * row_bytes);                \
+        float s = hsum(_mm256_add_ps(a[r][0], a[r][1]));                                            \
+        for (int64_t e = i; e < n; e++) s += SCALAR(wr[e]) * x[e];                                  \
+        y[r] = s;                                                                                   \
+    }
+
+INLINE void long_f32(int R, const void *w, size_t row_bytes, const float *x, int64_t n, float *y) {
+    __m256 a[OC_MM_AVX2_LONG_ROWS][2];
+    LONG_BODY(float, _mm256_loadu_ps, ident)
+}
+INLINE void long_f16(int R, const void *w, size_t row_bytes, const float *x, int64_t n, float *y) {
+    __m256 a[OC_MM_AVX2_LONG_ROWS][2];
+    LONG_BODY(uint16_t, load_f16, f16)
+}
+INLINE void long_bf16(int R, const void *w, size_t row_bytes, const float *x, int64_t n, float *y) {
+    __m256 a[OC_MM_AVX2_LONG_ROWS][2];
+    LONG_BODY(uint16_t, load_bf16, oc_bf16_to_f32)
+}
+
+#define LONG_DISPATCH(fn)                                                                            \
+    switch (n_rows) {                                                                               \
+    case 1: fn(1, w, row_bytes, x, n, y); break;                                                    \
+    case 2: fn(2, w, row_bytes, x, n, y); break;                                                    \
+    case 3: fn(3, w, row_bytes, x, n, y); break;                                                    \
+    case 4: fn(4, w, row_bytes, x, n, y); break;                                                    \
+    case 5: fn(5, w, row_bytes, x, n, y); break;                                                    \
+    default: fn(6, w, row_bytes, x, n, y); break;                                                   \
+    }
+
+void oc_mm_avx2_gemv_long_f32(const void *w, size_t row_bytes, int n_rows, const float *x, int64_t n, float *y) {
+    LONG_DISPATCH(long_f32)
+}
+void oc_mm_avx2_gemv_long_f16(const void *w, size_t row_bytes, int n_rows, const float *x, int64_t n, float *y) {
+    LONG_DISPATCH(long_f16)
+}
+void oc_mm_avx2_gemv_long_bf16(const void *w, size_t row_bytes, int n_rows, const float *x, int64_t n, float *y) {
+    LONG_DISPATCH(long_bf16)
+}
+
 float oc_mm_avx2_dot_f32_q8_0(const void *w_row, const float *x, int64_t n) {
     const oc_block_q8_0 *b = w_row;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
@@ -747,6 +803,8 @@ static const oc_matmul_kernels table = {
     .nr = NR,
     .to_f32 = OC_MM_AVX2_TO_F32,
     .dot_f32 = OC_MM_AVX2_DOT_F32,
+    .gemv_long = OC_MM_AVX2_GEMV_LONG,
+    .gemv_long_rows = OC_MM_AVX2_LONG_ROWS,
     .pack_f32 = pack_f32,
     .gemm_f32 = gemm_f32,
     .q8_mr = Q8_MR,

@@ -276,6 +276,7 @@ static BF16 void gemm_bf16(int mr, int64_t n_pairs, const uint32_t *x, size_t xs
 #define COMMON_FIELDS                                                                                  \
     .isa = OC_ISA_AVX512, .mr = MR, .nr = NR,                                                          \
     .to_f32 = OC_MM_AVX2_TO_F32, .dot_f32 = OC_MM_AVX2_DOT_F32, .gemv_q8x = OC_MM_AVX2_GEMV_Q8X,          \
+    .gemv_long = OC_MM_AVX2_GEMV_LONG, .gemv_long_rows = OC_MM_AVX2_LONG_ROWS,                         \
     .pack_f32 = pack_f32, .gemm_f32 = gemm_f32,                                                        \
     .q8_mr = Q8_MR, .q8_nr = Q8_GROUP, .q8_group = Q8_GROUP, .q8_gemv_rows = OC_MM_AVX2_GEMV_ROWS,                                           \
     .quantize_q8x = oc_mm_avx2_quantize_q8x,                                                           \

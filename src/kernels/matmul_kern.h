@@ -64,6 +64,14 @@ static inline int oc_mm_i8_x_group(int i8_type) { return i8_type == OC_MM_I8_Q4_
  * on which call it is in), so results do not depend on how the driver groups rows. */
 typedef void (*oc_gemv_q8x_fn)(const void *w, size_t row_bytes, int n_rows, const oc_q8x *x, int64_t n_blocks,
                                float *y);
+/* GEMV of long float rows: y[r] = dot(W row r, x) for r < n_rows (1..gemv_long_rows), n elements
+ * per row, rows row_bytes apart, the rows sharing every load of x. For rows whose x does not stay
+ * in L1 next to the weight stream (n_in > OC_MM_GEMV_LONG_N_IN), where one row at a time reads x
+ * from L2 for every row and the weights stream at half speed (down projection, n_in 8960: 12 vs
+ * 26 GB/s on one Zen 4 core, BENCHMARKS.md "Issue 22 on Zen 4"). Each row's sum depends only on
+ * that row and x, as for gemv_q8x. */
+typedef void (*oc_gemv_rows_fn)(const void *w, size_t row_bytes, int n_rows, const float *x, int64_t n, float *y);
+#define OC_MM_GEMV_LONG_N_IN 4096
 /* n_rows (<= q8_nr) rows, n_blocks blocks each, rows row_bytes apart -> one micro-panel. */
 typedef void (*oc_pack_q8_fn)(const void *w, size_t row_bytes, int n_rows, int64_t n_blocks, void *panel);
 /* y[i][j] (= or +=) sum_b dot(x[i] block b, panel column j block b) for i < mr, j < q8_nr. */
@@ -91,6 +99,8 @@ struct oc_matmul_kernels {
     int mr, nr;
     oc_to_f32_fn to_f32[OC_MM_N_TYPES];
     oc_dot_f32_fn dot_f32[OC_MM_N_TYPES];   /* NULL: dequantize the row, then dot_f32[OC_MM_F32] */
+    oc_gemv_rows_fn gemv_long[OC_MM_N_TYPES];   /* NULL: dot_f32 row by row */
+    int gemv_long_rows;
     oc_pack_f32_fn pack_f32;
     oc_gemm_f32_fn gemm_f32;
     /* int8 path */
@@ -141,6 +151,11 @@ float oc_mm_avx2_dot_f16(const void *w_row, const float *x, int64_t n);
 float oc_mm_avx2_dot_bf16(const void *w_row, const float *x, int64_t n);
 float oc_mm_avx2_dot_f32_q8_0(const void *w_row, const float *x, int64_t n);
 float oc_mm_avx2_dot_f32_q4_0(const void *w_row, const float *x, int64_t n);
+#define OC_MM_AVX2_LONG_ROWS 6
+void oc_mm_avx2_gemv_long_f32(const void *w, size_t row_bytes, int n_rows, const float *x, int64_t n, float *y);
+void oc_mm_avx2_gemv_long_f16(const void *w, size_t row_bytes, int n_rows, const float *x, int64_t n, float *y);
+void oc_mm_avx2_gemv_long_bf16(const void *w, size_t row_bytes, int n_rows, const float *x, int64_t n, float *y);
+#define OC_MM_AVX2_GEMV_LONG { oc_mm_avx2_gemv_long_f32, oc_mm_avx2_gemv_long_f16, oc_mm_avx2_gemv_long_bf16 }
 #define OC_MM_AVX2_GEMV_ROWS 4
 void oc_mm_avx2_gemv_q8_0(const void *w, size_t row_bytes, int n_rows, const oc_q8x *x, int64_t n_blocks, float *y);
 void oc_mm_avx2_gemv_q4_0(const void *w, size_t row_bytes, int n_rows, const oc_q8x *x, int64_t n_blocks, float *y);

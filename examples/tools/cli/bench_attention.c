@@ -1,4 +1,4 @@
-/* bench_attention.c: `ocellus bench attention [-t N] [--quick] [--isa NAME]`: the attention engine
+/* bench_attention.c: `ocellus bench attention [-t N] [--quick] [--isa NAME] [--cpu-time]`: the attention engine
  * (src/attention/attn.c) on Qwen2-VL-2B shapes, against this machine's FP32 FMA peak measured here:
  *  (a) decoder layer, 12 q / 2 kv heads, d 128, causal: 8 images x 1024 tokens + 100 text tokens,
  *      and 16 x 2048 + 100 (skipped by --quick), each dense and with a plan of 7 of 12 heads sparse
@@ -311,12 +311,91 @@ static int bench_decode(oc_pool *pool, int n_threads, oc_isa isa, double peak) {
     return ok;
 }
 
+static double thread_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* --cpu-time: case (c) on the calling thread (no pool), every time the thread's CPU time, so that a
+ * machine shared with other work still gives the kernels' cost: the call in cache and from DRAM
+ * (the next of the copies each time), a read-only pass over as many bytes, and the two floors of
+ * one core: K+V bytes / that pass, and the call's FLOPs / the FMA peak of this thread. Decode
+ * attention with 6 query heads per KV head does 6 FLOPs per byte of f16 K/V, so on a core whose
+ * FMA rate is not far above 6 x its read bandwidth the FMA floor is the one that binds. */
+static int bench_decode_cpu_time(oc_isa isa, oc_isa roof_isa) {
+    const int n_kv = 16384, H = 12, Hkv = 2, d = 128;
+    enum { N = 41 };
+    bench_bufs b;
+    size_t kv_bytes = (size_t)2 * n_kv * Hkv * d;
+    size_t n_copies = DECODE_ROTATE_BYTES / (2 * kv_bytes);
+    unsigned char *all = oc_port_aligned_alloc(OC_MEM_ALIGN, n_copies * 2 * kv_bytes);
+    int ok = bufs_alloc(&b, 1, n_kv, H, Hkv, d, 1) && all;
+    if (!ok) {
+        fprintf(stderr, "bench attention: out of memory\n");
+        bufs_free(&b);
+        oc_port_aligned_free(all);
+        return 0;
+    }
+    for (size_t c = 0; c < n_copies; c++) {
+        memcpy(all + 2 * c * kv_bytes, b.k, kv_bytes);
+        memcpy(all + (2 * c + 1) * kv_bytes, b.v, kv_bytes);
+    }
+    oc_attn_call a = call_for(1, n_kv, H, Hkv, d);
+    a.q_offset = n_kv - 1;
+    double t_cache[N], t_dram[N], t_read[N], flops = 0, fma = 0;
+    oc_attn_stats st = { 0, 0, 0 };
+    for (int r = 0; r < 3; r++) {
+        double t0 = thread_cpu_s(), f = oc_roofline_fma_run(roof_isa, 20000000), s = thread_cpu_s() - t0;
+        if (s > 0 && f / s > fma) fma = f / s;
+    }
+    for (int mode = 0; mode < 2 && ok; mode++)
+        for (int r = 0; r < N + 4 && ok; r++) {
+            size_t c = mode ? (size_t)r % n_copies : 0, other = ((size_t)r + n_copies / 2) % n_copies;
+            oc_attn_host mem = { b.q, all + 2 * c * kv_bytes, all + (2 * c + 1) * kv_bytes, b.out };
+            oc_error err;
+            double t0 = thread_cpu_s();
+            ok = oc_attn_run(&a, &mem, isa, NULL, b.scratch, b.scratch_bytes, mode == 0 && r == 0 ? &st : NULL, &err) == OC_OK;
+            double t = thread_cpu_s() - t0;
+            if (!ok) fprintf(stderr, "bench attention: %s\n", err.message);
+            size_t i = (size_t)r - 4;   /* the first 4 calls warm up */
+            if (r < 4 || i >= N) continue;
+            if (mode) {
+                t_dram[i] = t;
+                t0 = thread_cpu_s();
+                oc_roofline_read_seconds(NULL, all + 2 * other * kv_bytes, 2 * kv_bytes);
+                t_read[i] = thread_cpu_s() - t0;
+            } else {
+                t_cache[i] = t;
+            }
+        }
+    if (ok) {
+        qsort(t_cache, N, sizeof(double), cmp_dbl);
+        qsort(t_dram, N, sizeof(double), cmp_dbl);
+        qsort(t_read, N, sizeof(double), cmp_dbl);
+        flops = (double)st.flops_kept;
+        double gb = 2.0 * (double)kv_bytes / 1e9, fma_s = flops / fma, floor_s = fmax(fma_s, t_read[N / 2]);
+        printf("(c) decode, 16384 keys, one thread, thread CPU time, medians of %d calls:\n"
+               "  FMA peak of this thread %.1f GFLOP/s; %.3f GFLOP per call: FMA floor %.3f ms\n"
+               "  read-only pass over K+V from DRAM: %.3f ms (%.1f GB/s): bandwidth floor\n"
+               "  in cache: %.3f ms (%.1f GFLOP/s, %.0f%% of the FMA peak)\n"
+               "  from DRAM (the next of %zu copies each call): %.3f ms, K+V at %.1f GB/s; time / bandwidth floor %.2f, "
+               "time / the larger floor %.2f\n",
+               N, fma * 1e-9, flops * 1e-9, fma_s * 1e3, t_read[N / 2] * 1e3, gb / t_read[N / 2], t_cache[N / 2] * 1e3,
+               flops / t_cache[N / 2] * 1e-9, 100.0 * flops / t_cache[N / 2] / fma, n_copies, t_dram[N / 2] * 1e3,
+               gb / t_dram[N / 2], t_dram[N / 2] / t_read[N / 2], t_dram[N / 2] / floor_s);
+    }
+    bufs_free(&b);
+    oc_port_aligned_free(all);
+    return ok;
+}
+
 int bench_attention(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--backend") && strcmp(argv[i + 1], "cpu")) return bench_attention_cl(argc, argv);
     int n_threads = 0, quick = 0;
     const char *isa_name = NULL, *only = "abc";
-    int n_images = 8, image_tokens = 1024, reps = 5;
+    int n_images = 8, image_tokens = 1024, reps = 5, cpu_time = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) { if (!oc_tool_int_arg("bench attention", argv[i], argv[i + 1], 1, 1024, &n_threads)) return 2; i++; }
         else if (!strcmp(argv[i], "--quick")) quick = 1;
@@ -326,6 +405,7 @@ int bench_attention(int argc, char **argv) {
         else if (!strcmp(argv[i], "--image-tokens") && i + 1 < argc) { if (!oc_tool_int_arg("bench attention", argv[i], argv[i + 1], 1, 1048576, &image_tokens)) return 2; i++; }
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) { if (!oc_tool_int_arg("bench attention", argv[i], argv[i + 1], 1, 200, &reps)) return 2; i++; }
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc) i++;   /* cpu */
+        else if (!strcmp(argv[i], "--cpu-time")) cpu_time = 1;
         else {
             fprintf(stderr, "usage: ocellus bench attention [-t N] [--quick] [--isa scalar|avx2|avx512|neon]\n"
                             "       ocellus bench attention --backend opencl [--device N|NAME] [--quick] ...\n"
@@ -334,7 +414,9 @@ int bench_attention(int argc, char **argv) {
                             "  --only LETTERS  run only some of the cases a, b, c, d (e.g. --only b; d, the\n"
                             "           MMInference patterns at 8K/33K/66K tokens, runs only when named)\n"
                             "  --images N --image-tokens M  the first decoder prompt (default 8 x 1024)\n"
-                            "  --reps N  best of up to N runs per case (default 5; long cases stop after 2 s)\n");
+                            "  --reps N  best of up to N runs per case (default 5; long cases stop after 2 s)\n"
+                            "  --cpu-time  only case (c), on one thread timed by its CPU time, against the\n"
+                            "           bandwidth and the FMA floor of that thread (for shared machines)\n");
             return !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help") ? 0 : 2;
         }
     }
@@ -346,6 +428,10 @@ int bench_attention(int argc, char **argv) {
         for (int k = 0; k < OC_ISA_COUNT; k++)
             if (!strcmp(isa_name, oc_isa_name((oc_isa)k)) && oc_isa_runs((oc_isa)k, &cpu)) { isa = (oc_isa)k; found = 1; }
         if (!found) { fprintf(stderr, "bench attention: ISA '%s' does not run here\n", isa_name); return 2; }
+    }
+    if (cpu_time) {
+        printf("attention bench: cpu %s, kernels %s, K/V f16\n", cpu.vendor, oc_attn_kernels_name(isa));
+        return bench_decode_cpu_time(isa, oc_isa_best(&cpu)) ? 0 : 1;
     }
     oc_pool *pool = NULL;
     oc_error err;

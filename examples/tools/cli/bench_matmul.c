@@ -78,6 +78,7 @@ typedef struct bench {
     double peak_gflops, copy_gbps;
     const oc_matmul_kernels *k;
     double bf16_peak_gflops, read_gbps;   /* 0: not measured */
+    int n_in, n_out;   /* N_IN x N_OUT, or with --down N_OUT x N_IN (ffn_down: rows of 8960) */
 } bench;
 
 static uint64_t now_ns(const bench *b) {
@@ -119,14 +120,14 @@ static double copy_cpu_time(const bench *b) {
 }
 
 static int run_type(bench *b, int32_t dtype) {
-    size_t row_bytes = (size_t)oc_dtype_row_bytes(dtype, N_IN), w_bytes = row_bytes * N_OUT;
+    size_t row_bytes = (size_t)oc_dtype_row_bytes(dtype, b->n_in), w_bytes = row_bytes * b->n_out;
     size_t n_copies = (GEMV_ROTATE_BYTES + w_bytes - 1) / w_bytes;
     unsigned char *w = malloc(w_bytes * n_copies);
     double t[256], ratio[256];
     oc_error err;
     if (!w) { fprintf(stderr, "bench matmul: out of memory\n"); return 1; }
     uint64_t seed = 0x1234567ULL + (uint64_t)dtype;
-    fill_weight(dtype, w, row_bytes, N_IN, N_OUT, &seed);
+    fill_weight(dtype, w, row_bytes, b->n_in, b->n_out, &seed);
     for (size_t c = 1; c < n_copies; c++) memcpy(w + c * w_bytes, w, w_bytes);
     int is_q = oc_dtype_get(dtype)->block_elems > 1;
     for (int p = 0; p < 3; p++) {
@@ -134,7 +135,7 @@ static int run_type(bench *b, int32_t dtype) {
         oc_matmul_path path = p == 2 ? OC_MATMUL_BF16 : p ? OC_MATMUL_INT8 : OC_MATMUL_FLOAT;
         const char *path_name = p == 2 ? "bf16" : p ? "int8" : "float";
         oc_matmul_ctx_set_path(b->ctx, path);
-        oc_weight wt = { dtype, N_IN, N_OUT, w, row_bytes };
+        oc_weight wt = { dtype, b->n_in, b->n_out, w, row_bytes };
         if (p == 2 && !oc_matmul_uses_bf16(b->ctx, &wt, N_TOK)) continue;
         /* a forced int8 path without an int8 kernel for the shape runs the float path: skip it; the
          * BF16 path has no GEMV (decode reads the F16 rows) */
@@ -144,7 +145,7 @@ static int run_type(bench *b, int32_t dtype) {
         /* GEMM: one warm-up, then the median of reps */
         for (int r = 0; run_gemm && r <= b->reps; r++) {
             uint64_t t0 = now_ns(b);
-            if (oc_matmul(b->ctx, &wt, b->x, N_IN, b->y, N_OUT, N_TOK, NULL, &err) != OC_OK) {
+            if (oc_matmul(b->ctx, &wt, b->x, b->n_in, b->y, b->n_out, N_TOK, NULL, &err) != OC_OK) {
                 fprintf(stderr, "bench matmul: %s\n", err.message);
                 free(w);
                 return 1;
@@ -162,7 +163,7 @@ static int run_type(bench *b, int32_t dtype) {
             uint64_t c0 = 0, c1 = 0, t0, t1;
             if (r % 2) { c0 = now_ns(b); oc_roofline_copy_seconds(b->pool, copy_dst, copy_src, copy_bytes); c1 = now_ns(b); }
             t0 = now_ns(b);
-            oc_matmul(b->ctx, &wt, b->x, N_IN, b->y, N_OUT, 1, NULL, &err);
+            oc_matmul(b->ctx, &wt, b->x, b->n_in, b->y, b->n_out, 1, NULL, &err);
             t1 = now_ns(b);
             if (!(r % 2)) { c0 = now_ns(b); oc_roofline_copy_seconds(b->pool, copy_dst, copy_src, copy_bytes); c1 = now_ns(b); }
             if (r >= (int)n_copies) {
@@ -175,7 +176,7 @@ static int run_type(bench *b, int32_t dtype) {
             gemv_s = median(t, b->gemv_reps, &gemv_best);
             paired = median(ratio, b->gemv_reps, &paired_best);
         }
-        double floor_s = (double)w_bytes / (b->copy_gbps * 1e9), gflops = 2.0 * N_TOK * N_IN * N_OUT / gemm_s * 1e-9;
+        double floor_s = (double)w_bytes / (b->copy_gbps * 1e9), gflops = 2.0 * N_TOK * b->n_in * b->n_out / gemm_s * 1e-9;
         oc_matmul_ctx_set_path(b->ctx, OC_MATMUL_AUTO);
         wt.data = w;
         const char *auto_gemm = oc_matmul_uses_int8(b->ctx, &wt, N_TOK) ? "int8" : oc_matmul_uses_bf16(b->ctx, &wt, N_TOK) ? "bf16" : "float";
@@ -203,22 +204,24 @@ static int run_type(bench *b, int32_t dtype) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: ocellus bench matmul [-t THREADS] [--isa scalar|avx2|avx512|neon] [--reps N] [--gemv-reps N]\n"
-               "                            [--types f16,q8_0,...] [--cpu-time]\n"
+               "                            [--types f16,q8_0,...] [--cpu-time] [--down]\n"
                "Prints the FP32 FMA peak, the copy bandwidth, and per weight type the GEMM %dx%dx%d\n"
                "(n_tok x n_in x n_out) and the GEMV 1x%dx%d against the bandwidth floor.\n"
-               "--cpu-time: one thread, timed by its CPU time (for machines shared with other work).\n",
-            N_TOK, N_IN, N_OUT, N_IN, N_OUT);
+               "--cpu-time: one thread, timed by its CPU time (for machines shared with other work).\n"
+               "--down: the transposed shape (n_in %d, n_out %d: ffn_down, whose x does not stay in L1).\n",
+            N_TOK, N_IN, N_OUT, N_IN, N_OUT, N_OUT, N_IN);
 }
 
 int bench_matmul(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--backend") && strcmp(argv[i + 1], "cpu")) return bench_matmul_cl(argc, argv);
-    int n_threads = 0, reps = 5, gemv_reps = 51, cpu_time = 0;
+    int n_threads = 0, reps = 5, gemv_reps = 51, cpu_time = 0, down = 0;
     const char *isa_name = NULL, *types = "f16,q8_0,q4_0,f32,bf16,q4_k,q6_k";
     for (int i = 1; i < argc; i += 2) {   /* every option but the flags takes one value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         if (!strcmp(a, "--cpu-time")) { cpu_time = 1; n_threads = 1; i--; continue; }
+        if (!strcmp(a, "--down")) { down = 1; i--; continue; }
         if (!v) { usage(stderr); return 2; }
         if (!strcmp(a, "-t")) { if (!oc_tool_int_arg("bench matmul", a, v, 1, 1024, &n_threads)) return 2; }
         else if (!strcmp(a, "--isa")) isa_name = v;
@@ -245,7 +248,7 @@ int bench_matmul(int argc, char **argv) {
     if (oc_pool_open(&pool, n_threads, NULL, &err) != OC_OK) { fprintf(stderr, "bench matmul: %s\n", err.message); return 1; }
     char cpu_name[256];
     bench_cpu_name(cpu_name, sizeof cpu_name);
-    bench b = { NULL, pool, NULL, NULL, NULL, reps, gemv_reps, cpu_time, 0, 0, k, 0, 0 };
+    bench b = { NULL, pool, NULL, NULL, NULL, reps, gemv_reps, cpu_time, 0, 0, k, 0, 0, down ? N_OUT : N_IN, down ? N_IN : N_OUT };
     int rc = 1;
     printf("cpu: %s; kernels %s; %d threads; timed by %s\n", cpu_name, oc_matmul_kernels_name(k), oc_pool_n_threads(pool),
            cpu_time ? "thread CPU time" : "wall clock");
@@ -261,19 +264,19 @@ int bench_matmul(int argc, char **argv) {
     printf("copy bandwidth (memcpy of 256 MiB, read + write bytes): %.1f GB/s\n", b.copy_gbps);
     b.read_gbps = cpu_time ? 0 : oc_roofline_read_gbps(pool, NULL);
     if (b.read_gbps > 0) printf("read-only bandwidth (a reduction over 512 MiB, nothing written): %.1f GB/s\n", b.read_gbps);
-    b.x = malloc(sizeof(float) * N_TOK * N_IN);
-    b.y = malloc(sizeof(float) * N_TOK * N_OUT);
+    b.x = malloc(sizeof(float) * N_TOK * b.n_in);
+    b.y = malloc(sizeof(float) * N_TOK * b.n_out);
     b.copy_dst = malloc(GEMV_ROTATE_BYTES / 2);
     if (b.copy_dst) memset(b.copy_dst, 0, GEMV_ROTATE_BYTES / 2);   /* fault the pages in */
     if (!b.x || !b.y || !b.copy_dst || b.peak_gflops <= 0 || b.copy_gbps <= 0 ||
-        oc_matmul_ctx_open(&b.ctx, k, pool, N_IN, N_TOK, NULL, &err) != OC_OK) {
+        oc_matmul_ctx_open(&b.ctx, k, pool, b.n_in, N_TOK, NULL, &err) != OC_OK) {
         fprintf(stderr, "bench matmul: setup failed\n");
         goto done;
     }
     uint64_t seed = 42;
-    for (size_t i = 0; i < (size_t)N_TOK * N_IN; i++) b.x[i] = rng_unit(&seed);
+    for (size_t i = 0; i < (size_t)N_TOK * b.n_in; i++) b.x[i] = rng_unit(&seed);
     printf("\nGEMM %dx%dx%d (n_tok x n_in x n_out), median of %d | GEMV 1x%dx%d, median of %d, W from DRAM\n",
-           N_TOK, N_IN, N_OUT, reps, N_IN, N_OUT, gemv_reps);
+           N_TOK, b.n_in, b.n_out, reps, b.n_in, b.n_out, gemv_reps);
     printf("%-5s %-5s | %7s %7s %6s %6s %4s | %7s %6s %7s %5s %5s %6s | %5s %5s\n", "", "", "median", "median", "of", "best", "",
            "median", "", "floor", "ratio", "ratio", "ratio", "W", "read");
     printf("%-5s %-5s | %7s %7s %6s %6s %4s | %7s %6s %7s %5s %5s %6s | %5s %5s\n", "type", "path", "ms", "GFLOP/s", "peak", "of pk",

@@ -44,6 +44,7 @@ static void usage(FILE *f) {
             "  --compare-llama DIR  afterwards run llama.cpp's llama-mtmd-cli and llama-bench from DIR on\n"
             "                   the same files and print both columns and the ratios (bench_llama.c)\n"
             "  --pp N           prompt tokens of the text-only case (default 512; 0 skips it)\n"
+            "  --no-mmap        read the model files into memory instead of mapping them\n"
             "  --kv-context LIST  instead: KV bytes and decode tok/s at these context lengths (e.g.\n"
             "                   4096,16384) with a dense cache, SparseMM 10%% budgets, ZipVL and Q-Cache\n"
             "                   lazy groups over half the layers (bench_kv.c; the cache is filled\n"
@@ -228,9 +229,32 @@ static double fma_peak(int n_threads, const char *device) {
     return g;
 }
 
+/* The read-only bandwidth of the CPU with n_threads (roofline.h: a reduction over 512 MiB that
+ * writes nothing, as a GEMV reads its weights). */
+static double read_floor_gbps(int n_threads) {
+    oc_pool *pool = NULL;
+    if (oc_pool_open(&pool, n_threads, NULL, NULL) != OC_OK) return 0;
+    double g = oc_roofline_read_gbps(pool, NULL);
+    oc_pool_close(pool);
+    return g;
+}
+
+/* Bytes of weights one decode step reads: every tensor of the text model but the token embedding,
+ * of which a step reads one row, unless the lm head is tied to it (no output.weight). */
+static double step_weight_bytes(const oc_gguf *g) {
+    double total = 0;
+    int tied = !oc_gguf_find_tensor(g, "output.weight");
+    for (int64_t i = 0; i < oc_gguf_n_tensors(g); i++) {
+        const oc_gguf_tensor *t = oc_gguf_tensor_at(g, i);
+        if (!tied && t->name.len == 17 && !memcmp(t->name.ptr, "token_embd.weight", 17)) continue;
+        total += (double)t->size_bytes;
+    }
+    return total;
+}
+
 static int run_bench(const char *text_path, const char *mmproj, int n_threads, oc_backend_choice backend,
                      const char *device, const char *images_list,
-                     int n_new, int pp_tokens, const char *llama_dir) {
+                     int n_new, int pp_tokens, const char *llama_dir, oc_load_mode load) {
     int counts[MAX_CASES], n_counts = 0, max_images = 0;
     for (const char *p = images_list; *p && n_counts < MAX_CASES - 2;) {
         char *end;
@@ -267,7 +291,12 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
     int n_cases = 0, rc = 1, n_pix = 0;
     char *question = NULL;
     uint64_t t0 = oc_port_now_ns();
-    if (oc_model_open(&model, text_path, max_images ? mmproj : NULL, NULL, &err)) goto fail;
+    oc_model_params mp;
+    oc_model_params_default(&mp);
+    mp.text_path = text_path;
+    mp.mmproj_path = max_images ? mmproj : NULL;
+    mp.load = load;
+    if (oc_model_open_params(&model, &mp, &err)) goto fail;
     double open_ms = (double)(oc_port_now_ns() - t0) * 1e-6;
     oc_model_info mi;
     oc_model_get_info(model, &mi);
@@ -294,7 +323,7 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
            (double)(oc_port_now_ns() - t0) * 1e-6);
     const char *where = oc_context_backend_name(ctx);
     const char *peak_dev = !strncmp(where, "OpenCL", 6) ? (device ? device : "") : NULL;
-    double peak0 = fma_peak(n_threads, peak_dev);
+    double peak0 = fma_peak(n_threads, peak_dev), read0 = 0;
     printf("backend: %s\nFP32 FMA peak before: %.1f GFLOP/s%s\n", where, peak0,
            peak_dev ? " (the device's; the cpu share columns are the host's)" : "");
     if (!peak_dev) {   /* the roof of the BF16 path (matmul.h), where the CPU has one */
@@ -302,6 +331,8 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
         double bf16 = oc_pool_open(&bp, n_threads, NULL, NULL) == OC_OK ? oc_roofline_bf16_gflops(bp) : 0;
         oc_pool_close(bp);
         if (bf16 > 0) printf("BF16 dot-product peak: %.1f GFLOP/s (%.2f x the FMA peak)\n", bf16, bf16 / peak0);
+        read0 = read_floor_gbps(n_threads);
+        printf("read-only bandwidth before: %.1f GB/s\n", read0);
     }
     fflush(stdout);
 
@@ -337,9 +368,23 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
         if (!run_case(ctx, &pc, &req, &mi, name, n_threads, &cases[n_cases++])) goto done;
     }
     double peak1 = fma_peak(n_threads, peak_dev);
+    double read1 = peak_dev ? 0 : read_floor_gbps(n_threads);
     printf("FP32 FMA peak after: %.1f GFLOP/s (%% of peak below: of the larger, %.1f)\n", peak1,
            peak0 > peak1 ? peak0 : peak1);
     print_table(cases, n_cases, peak0 > peak1 ? peak0 : peak1, peak_dev != NULL);
+    if (!peak_dev) {   /* decode is bound by reading the weights: GB/s of them against the floor */
+        double floor_gbps = read0 > read1 ? read0 : read1, step_gb = step_weight_bytes(g) / 1e9;
+        printf("\nDecode reads %.2f GB of weights per token; read-only bandwidth after: %.1f GB/s (floor below: the "
+               "larger, %.1f GB/s = %.1f tok/s)\n\n| case | decode tok/s | weights GB/s | of the floor | cpu d |\n"
+               "|---|---|---|---|---|\n", step_gb, read1, floor_gbps, floor_gbps / step_gb);
+        for (int i = 0; i < n_cases; i++) {
+            const oc_stats *s = &cases[i].st;
+            if (s->n_generated < 2 || s->decode_ms <= 0) continue;
+            double tok_s = 1000.0 * (s->n_generated - 1) / s->decode_ms;
+            printf("| %s | %.2f | %.1f | %.2f | %.0f%% |\n", cases[i].name, tok_s, tok_s * step_gb,
+                   tok_s * step_gb / floor_gbps, 100 * cases[i].share[2]);
+        }
+    }
     rc = 0;
     if (llama_dir) {
         bench_vlm_row rows[MAX_CASES];
@@ -377,10 +422,11 @@ int bench_vlm(int argc, char **argv) {
     unsigned long long seed = 1;
     const char *device = NULL, *llama_dir = NULL;
     oc_backend_choice backend = OC_BACKEND_CPU;
+    oc_load_mode load = OC_LOAD_MAP;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        if (!v) { fprintf(stderr, "ocellus bench vlm: %s needs a value\n", a); usage(stderr); return 2; }
+        if (!v && strcmp(a, "--no-mmap")) { fprintf(stderr, "ocellus bench vlm: %s needs a value\n", a); usage(stderr); return 2; }
         i++;
         if (!strcmp(a, "--synth")) synth = v;
         else if (!strcmp(a, "--type")) type = v;
@@ -395,6 +441,7 @@ int bench_vlm(int argc, char **argv) {
         else if (!strcmp(a, "--images")) images = v;
         else if (!strcmp(a, "-t")) { if (!oc_tool_int_arg("bench vlm", a, v, 1, 1024, &n_threads)) return 2; }
         else if (!strcmp(a, "-n")) { if (!oc_tool_int_arg("bench vlm", a, v, 0, 16777216, &n_new)) return 2; }
+        else if (!strcmp(a, "--no-mmap")) { i--; load = OC_LOAD_READ; }
         else if (!strcmp(a, "--image-px")) {
             if (!oc_tool_int_arg("bench vlm", a, v, 28, 1792, &g_image_px)) return 2;
             if (g_image_px % 28) { fprintf(stderr, "ocellus bench vlm: --image-px %d is not a multiple of 28\n", g_image_px); return 2; }
@@ -410,5 +457,5 @@ int bench_vlm(int argc, char **argv) {
     if (synth) return synth_qwen2vl(synth, type, tok_path, seed);
     if (!text || n_threads < 1 || n_new < 0 || pp < 0) { usage(stderr); return 2; }
     if (kv_context) return bench_vlm_kv(text, n_threads, kv_context, n_new, rounds);
-    return run_bench(text, mmproj, n_threads, backend, device, images, n_new, pp, llama_dir);
+    return run_bench(text, mmproj, n_threads, backend, device, images, n_new, pp, llama_dir, load);
 }
