@@ -167,6 +167,36 @@ static uint64_t ref_attention(const dcase *c, const uint8_t *em, double *out) {
     return kept;
 }
 
+/* A sparse run's output (sparse, counters st) against the double reference of its explicit mask em
+ * (ref, kept pairs), then against the engine run densely with em applied as an explicit mask
+ * (output poisoned first): same output, same kept FLOPs. Returns the masked run's counters. */
+static void check_vs_mask(const char *what, int seed, oc_isa isa, dcase *c, const uint8_t *em, const float *sparse,
+                          const double *ref, uint64_t kept, size_t n_out, oc_pool *pool, void *scratch,
+                          size_t sc_bytes, const oc_attn_stats *st, oc_attn_stats *st_mask) {
+    double e = check_rel_err_f32(sparse, ref, n_out);
+    CHECKF(e < 1e-5, "%sseed %d d=%d isa=%s: pattern vs double reference %.3g", what, seed, c->d, oc_isa_name(isa), e);
+    CHECKF(st->flops_kept == kept * 4 * (uint64_t)c->d, "%sseed %d isa=%s: kept flops %llu, reference %llu", what, seed,
+           oc_isa_name(isa), (unsigned long long)st->flops_kept, (unsigned long long)(kept * 4 * (uint64_t)c->d));
+    dcall b = dcase_args(c, NULL, isa);
+    b.c.mask = OC_ATTN_EXPLICIT;
+    b.c.explicit_mask = em;
+    b.c.explicit_stride_q = c->n_kv;
+    b.c.explicit_stride_head = (int64_t)c->n_q * c->n_kv;
+    check_poison_f32(c->out, n_out);
+    REQUIRE(run_dcall(&b, pool, scratch, sc_bytes, st_mask, NULL) == OC_OK);
+    double num = 0, den = 0;
+    int bad = 0;
+    for (size_t x = 0; x < n_out; x++) {
+        bad |= !isfinite(sparse[x]) || !isfinite(c->out[x]);
+        num += (double)(sparse[x] - c->out[x]) * (sparse[x] - c->out[x]);
+        den += (double)c->out[x] * c->out[x];
+    }
+    CHECKF(!bad && sqrt(num / den) < 2e-6, "%sseed %d isa=%s: pattern vs explicit mask %.3g", what, seed,
+           oc_isa_name(isa), bad ? INFINITY : sqrt(num / den));
+    CHECK(st_mask->flops_kept == st->flops_kept);
+}
+
+
 /* ---- ISA and thread helpers ---------------------------------------------------------------------- */
 
 typedef struct pools { oc_pool *p[3]; } pools;
@@ -440,30 +470,8 @@ static void run_pattern_case(const pcase *pc, int seed, const pools *ps) {
                 }
                 oc_port_aligned_free(one);
                 free(vert); free(sl); free(gw);
-                double e = check_rel_err_f32(sparse, ref, n_out);
-                CHECKF(e < 1e-5, "seed %d d=%d isa=%s: pattern vs double reference %.3g", seed, c.d,
-                       oc_isa_name((oc_isa)isa), e);
-                CHECKF(st.flops_kept == kept * 4 * (uint64_t)c.d, "seed %d isa=%s: kept flops %llu, reference %llu",
-                       seed, oc_isa_name((oc_isa)isa), (unsigned long long)st.flops_kept,
-                       (unsigned long long)(kept * 4 * (uint64_t)c.d));
-                /* dense attention with the same mask, explicit */
-                dcall b = dcase_args(&c, NULL, (oc_isa)isa);
-                b.c.mask = OC_ATTN_EXPLICIT;
-                b.c.explicit_mask = em;
-                b.c.explicit_stride_q = c.n_kv;
-                b.c.explicit_stride_head = (int64_t)c.n_q * c.n_kv;
-                check_poison_f32(c.out, n_out);
-                REQUIRE(run_dcall(&b, ps->p[t], scratch, sc_bytes, &st_mask, NULL) == OC_OK);
-                double num = 0, den = 0;
-                int bad = 0;
-                for (size_t x = 0; x < n_out; x++) {
-                    bad |= !isfinite(sparse[x]) || !isfinite(c.out[x]);
-                    num += (double)(sparse[x] - c.out[x]) * (sparse[x] - c.out[x]);
-                    den += (double)c.out[x] * c.out[x];
-                }
-                CHECKF(!bad && sqrt(num / den) < 2e-6, "seed %d isa=%s: pattern vs explicit mask %.3g", seed,
-                       oc_isa_name((oc_isa)isa), bad ? INFINITY : sqrt(num / den));
-                CHECK(st_mask.flops_kept == st.flops_kept);
+                check_vs_mask("", seed, (oc_isa)isa, &c, em, sparse, ref, kept, n_out, ps->p[t], scratch, sc_bytes, &st,
+                              &st_mask);
                 CHECK(st.flops_executed < st_mask.flops_executed);
             } else {
                 CHECKF(memcmp(first, sparse, sizeof(float) * n_out) == 0, "seed %d isa=%s: %d threads differ from 1",
@@ -637,27 +645,9 @@ static void run_q_boundary_case(const qcase *qc, int seed, const pools *ps) {
                     }
                 free(rv); free(rs);
                 uint64_t kept = ref_attention(&c, em, ref);
-                double e = check_rel_err_f32(sparse, ref, n_out);
-                CHECKF(e < 1e-5, "q-boundary seed %d isa=%s: vs double reference %.3g", seed, oc_isa_name((oc_isa)isa), e);
-                CHECKF(st.flops_kept == kept * 4 * (uint64_t)c.d, "q-boundary seed %d: kept %llu, reference %llu", seed,
-                       (unsigned long long)st.flops_kept, (unsigned long long)(kept * 4 * (uint64_t)c.d));
-                dcall b = dcase_args(&c, NULL, (oc_isa)isa);
-                b.c.mask = OC_ATTN_EXPLICIT;
-                b.c.explicit_mask = em;
-                b.c.explicit_stride_q = c.n_kv;
-                b.c.explicit_stride_head = (int64_t)c.n_q * c.n_kv;
-                check_poison_f32(c.out, n_out);
-                REQUIRE(run_dcall(&b, ps->p[t], scratch, sc_bytes, &st_mask, NULL) == OC_OK);
-                double num = 0, den = 0;
-                int bad = 0;
-                for (size_t x = 0; x < n_out; x++) {
-                    bad |= !isfinite(sparse[x]) || !isfinite(c.out[x]);
-                    num += (double)(sparse[x] - c.out[x]) * (sparse[x] - c.out[x]);
-                    den += (double)c.out[x] * c.out[x];
-                }
-                CHECKF(!bad && sqrt(num / den) < 2e-6, "q-boundary seed %d isa=%s: vs explicit mask %.3g", seed,
-                       oc_isa_name((oc_isa)isa), bad ? INFINITY : sqrt(num / den));
-                CHECK(st_mask.flops_kept == st.flops_kept && st.flops_executed < st_mask.flops_executed);
+                check_vs_mask("q-boundary ", seed, (oc_isa)isa, &c, em, sparse, ref, kept, n_out, ps->p[t], scratch,
+                              sc_bytes, &st, &st_mask);
+                CHECK(st.flops_executed < st_mask.flops_executed);
                 (void)n_dense_modalities;
             } else {
                 CHECKF(memcmp(first, sparse, sizeof(float) * n_out) == 0, "q-boundary seed %d: %d threads differ", seed,
@@ -818,27 +808,8 @@ static void run_2d_case(const qcase *qc, int seed, const pools *ps) {
                     }
                 free(rv); free(rs);
                 uint64_t kept = ref_attention(&c, em, ref);
-                double e = check_rel_err_f32(sparse, ref, n_out);
-                CHECKF(e < 1e-5, "2d seed %d isa=%s: vs double reference %.3g", seed, oc_isa_name((oc_isa)isa), e);
-                CHECKF(st.flops_kept == kept * 4 * (uint64_t)c.d, "2d seed %d: kept %llu, reference %llu", seed,
-                       (unsigned long long)st.flops_kept, (unsigned long long)(kept * 4 * (uint64_t)c.d));
-                dcall b = dcase_args(&c, NULL, (oc_isa)isa);
-                b.c.mask = OC_ATTN_EXPLICIT;
-                b.c.explicit_mask = em;
-                b.c.explicit_stride_q = c.n_kv;
-                b.c.explicit_stride_head = (int64_t)c.n_q * c.n_kv;
-                check_poison_f32(c.out, n_out);
-                REQUIRE(run_dcall(&b, ps->p[t], scratch, sc_bytes, &st_mask, NULL) == OC_OK);
-                double num = 0, den = 0;
-                int bad = 0;
-                for (size_t x = 0; x < n_out; x++) {
-                    bad |= !isfinite(sparse[x]) || !isfinite(c.out[x]);
-                    num += (double)(sparse[x] - c.out[x]) * (sparse[x] - c.out[x]);
-                    den += (double)c.out[x] * c.out[x];
-                }
-                CHECKF(!bad && sqrt(num / den) < 2e-6, "2d seed %d isa=%s: vs explicit mask %.3g", seed,
-                       oc_isa_name((oc_isa)isa), bad ? INFINITY : sqrt(num / den));
-                CHECK(st_mask.flops_kept == st.flops_kept);
+                check_vs_mask("2d ", seed, (oc_isa)isa, &c, em, sparse, ref, kept, n_out, ps->p[t], scratch, sc_bytes,
+                              &st, &st_mask);
             }
             oc_port_aligned_free(dmem);
             oc_port_aligned_free(scratch);
