@@ -1,7 +1,8 @@
 /* cl_attn.c: the host side of OpenCL attention (cl_attn.h): the query runs, the image table, the
  * stacked / split decisions, argument checks and the launches of opencl/kernels/attn.cl; for
- * MMInference's dynamic heads the estimate (opencl/kernels/dyn.cl), the index choice (the CPU's
- * oc_dyn_choose) and the index tables the kernel reads. */
+ * MMInference's prefill heads (Vertical-Slash, Grid, Q-Boundary, 2D-Boundary) the estimate
+ * (opencl/kernels/dyn.cl), the index choice (the CPU's oc_dyn_choose) and the tables the kernel's
+ * second launch reads: per head a flag, the parts, the row lists grouped by shared key sets. */
 
 /* Query runs (prepare): rows are cut wherever the class of a row changes (a segment or image
  * edge: attention/mask.h oc_mask_classify, the CPU engine's classes), and after BQ rows (plain mode) or BQ / heads-per-kv-head
@@ -21,13 +22,17 @@
 #include "opencl/cl_internal.h"
 #include "attention/mask.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define RUN_INTS 7   /* i0, len, c0, c1, image, step, head (-1: every unit of the launch) */
 #define IMG_INTS 3
-#define DYN_INTS 5   /* opencl/kernels/attn.cl: kind, then 4 ints per kind */
+#define PART_INTS 8  /* opencl/kernels/attn.cl: kind, 4 ints per kind, the stream (perm at, n_coord), 0 */
 #define DYN_VS 1
 #define DYN_GRID 2
+#define DYN_ALL 3
+#define DYN_ASHAPE 4
+#define N_SLOTS (OC_N_MODALITIES * OC_N_MODALITIES)   /* index slots per head: modalities or pairs */
 #define DYN_GRID_CLASSES 1024   /* residue classes per grid head the run table holds (Table 3's max stride) */
 #define EST_ROWS 64             /* opencl/kernels/dyn.cl: rows and keys per estimate work-group */
 #define EST_SUB 32
@@ -49,18 +54,23 @@ struct oc_cl_attn {
     int32_t *pat_host;               /* [pat_cap][n_head][OC_CL_PATTERN_INTS], mirrored in pat_buf */
     oc_cl_buf *pat_buf;
     int32_t force_chunks, forced_for;
-    /* MMInference's dynamic heads (lim.max_n_kv > 0 and max_n_q >= 64; else all NULL / 0) */
+    /* MMInference's prefill heads (lim.max_n_kv > 0 and max_n_q >= 64; else all NULL / 0) */
     int32_t dyn_cap, hruns_cap, n_hruns, part_w;
-    int32_t *dyn_host;               /* [dyn_cap]: per head DYN_INTS, then columns and diagonal runs */
-    int32_t *hruns;                  /* [hruns_cap][RUN_INTS]: the dynamic heads' runs */
-    oc_dyn_head *dyn_heads;          /* [n_head]: the index oc_cl_attn_dyn_build chose */
-    int32_t *dyn_idx;                /* [n_head][3 max_n_kv]: its arrays */
-    int32_t *est_head_ids;           /* [n_head] */
-    float *est_scores;               /* [3 max_n_kv]: one head's downloaded scores */
+    int32_t *dyn_host;               /* [dyn_cap]: per head a flag, the key permutation, then parts,
+                                        columns, diagonal runs and row lists */
+    int32_t *hruns;                  /* [hruns_cap][RUN_INTS]: the second launch's runs */
+    oc_dyn_head *dyn_heads;          /* [n_head][2 + N_SLOTS]: heads, heads_vision, pairs of the index
+                                        oc_cl_attn_dyn_build chose */
+    int32_t *dyn_idx;                /* [n_head][N_SLOTS][3 max_n_kv]: its arrays */
+    int32_t *key_perm, *key_rank;    /* [max_n_kv] each: the 2D-Boundary keys' permutation */
+    int32_t *est_rows;               /* [2 OC_DYN_LAST_Q]: one estimate's rows (query index, coordinate) */
+    float *est_scores;               /* [5 max_n_kv]: one estimate's columns, then 2 diagonal arrays */
+    float *est_vr;                   /* [max_n_kv]: a 2D pair's columns by rank */
     int32_t *est_work;               /* [2 max_n_kv] */
     double *est_grid;                /* [2 max_n_kv] */
+    struct row_key *row_keys;        /* [max_n_q]: one row group's sort */
     oc_attn_dyn dyn;
-    oc_cl_buf *dyn_buf, *hruns_buf, *est_heads_buf, *est_part_buf, *est_scores_buf;
+    oc_cl_buf *dyn_buf, *hruns_buf, *est_rows_buf, *est_part_buf, *est_scores_buf, *est_prob_buf, *est_perm_buf;
     oc_cl_buf *shared_buf;           /* [lim.max_shared_keys] a call's k_shared flags, or NULL */
     /* the prepared call */
     int prepared, causal, stacked;
@@ -75,13 +85,23 @@ static size_t counts_bytes(const oc_cl_attn *at) { return (size_t)at->items_cap 
 static size_t pat_bytes(const oc_cl_attn *at) { return (size_t)at->pat_cap * at->lim.n_head * OC_CL_PATTERN_INTS * 4; }
 static size_t segs_bytes(const oc_cl_attn *at) { return (size_t)OC_MAX(1, at->lim.max_segments) * sizeof(oc_token_span); }
 static int has_dyn(const oc_cl_attn *at) { return at->dyn_cap > 0; }
-/* the host arrays of the dynamic heads, in the order dyn_arrays carves them */
-static size_t nkv3(const oc_cl_attn *at) { return 3 * (size_t)OC_MAX(1, at->lim.max_n_kv); }
+
+/* One query row of a second-launch group: the key of the key sets it shares (row_group), then
+ * its coordinate. */
+typedef struct row_key {
+    int64_t key;
+    int32_t i, c;
+} row_key;
+
+/* the host arrays of the prefill heads, in the order dyn_arrays carves them */
+static size_t nkv1(const oc_cl_attn *at) { return (size_t)OC_MAX(1, at->lim.max_n_kv); }
+static size_t nkv3(const oc_cl_attn *at) { return 3 * nkv1(at); }
 static size_t dyn_bytes(const oc_cl_attn *at) {
     if (!has_dyn(at)) return 0;
-    size_t nh = (size_t)at->lim.n_head;
-    return (size_t)at->dyn_cap * 4 + (size_t)at->hruns_cap * RUN_INTS * 4 + nh * sizeof(oc_dyn_head) +
-           nh * nkv3(at) * 4 + nh * 4 + nkv3(at) * 4 + nkv3(at) / 3 * 2 * (4 + 8);
+    size_t nh = (size_t)at->lim.n_head, n = nkv1(at);
+    return n * 2 * 8 + (size_t)at->lim.max_n_q * sizeof(row_key) + nh * (2 + N_SLOTS) * sizeof(oc_dyn_head) +
+           (size_t)at->dyn_cap * 4 + (size_t)at->hruns_cap * RUN_INTS * 4 + nh * N_SLOTS * nkv3(at) * 4 +
+           2 * n * 4 + 2 * OC_DYN_LAST_Q * 4 + 5 * n * 4 + n * 4 + 2 * n * 4;
 }
 
 /* The table sizes for limits lim and bq query rows per work-group. */
@@ -92,12 +112,17 @@ static void size_tables(oc_cl_attn *at, const oc_cl_attn_limits *lim, int32_t bq
     at->pat_cap = OC_MAX(1, OC_MIN(OC_CL_ATTN_PATTERN_SETS, 65536 / OC_MAX(1, lim->n_head)));
     at->dyn_cap = at->hruns_cap = 0;
     if (lim->max_n_q >= OC_DYN_LAST_Q && lim->max_n_kv > 0) {
-        /* per head: the columns (<= n_kv) and the merged diagonal runs (<= 2 n_kv - 1, 2 ints each) */
-        at->dyn_cap = lim->n_head * (DYN_INTS + 5 * lim->max_n_kv);
-        /* per head: Vertical-Slash cuts at every block and every bq rows; Grid at every bq rows and
-         * every residue class (up to DYN_GRID_CLASSES of them) */
-        at->hruns_cap = lim->n_head * (lim->max_n_q / bq + lim->max_n_q / OC_DYN_BLOCK + 2 +
-                                       OC_MIN(lim->max_n_q, DYN_GRID_CLASSES));
+        /* per head: a flag, up to N_SLOTS parts, a row list (2 ints per query row), the columns
+         * (<= n_kv per query modality: a 2D-Boundary row's key modalities share the keys) and the
+         * merged diagonal runs (each at least 64 coordinates long: <= 2 n_kv / 65 + 2 per part, 2 ints
+         * each); once: the key permutation */
+        at->dyn_cap = lim->n_head * (1 + N_SLOTS * PART_INTS + 2 * lim->max_n_q + 2 * lim->max_n_kv +
+                                     lim->max_n_kv / 4 + 32) + lim->max_n_kv;
+        /* per head: runs of at most bq rows of one group; groups: per modality a Vertical-Slash block
+         * (64 coordinates), a Grid residue class (up to DYN_GRID_CLASSES of them), an A-shape
+         * stretch between images */
+        at->hruns_cap = lim->n_head * (lim->max_n_q / bq + 2 * (lim->max_n_q / OC_DYN_BLOCK + 2) +
+                                       2 * OC_MIN(lim->max_n_q, DYN_GRID_CLASSES) + 2 * lim->max_images + 8);
     }
     at->items_cap = OC_MAX(at->runs_cap, SPLIT_MAX_Q * SPLIT_MAX_CHUNKS) * lim->n_head + at->hruns_cap;
 }
@@ -119,8 +144,8 @@ size_t oc_cl_attn_host_bytes(const oc_cl_attn_limits *lim) {
     oc_add_block(&total, segs_bytes(&at));
     oc_add_block(&total, pat_bytes(&at));
     if (lim->max_shared_keys > 0) total += oc_cl_buf_host_bytes();   /* the k_shared flags */
-    if (has_dyn(&at)) {   /* the dynamic heads' host block and its 5 device buffers */
-        total += 5 * oc_cl_buf_host_bytes();
+    if (has_dyn(&at)) {   /* the prefill heads' host block and its 7 device buffers */
+        total += 7 * oc_cl_buf_host_bytes();
         oc_add_block(&total, dyn_bytes(&at));
     }
     return total;
@@ -129,21 +154,28 @@ size_t oc_cl_attn_host_bytes(const oc_cl_attn_limits *lim) {
 /* Carve the dynamic heads' host arrays from one aligned block of dyn_bytes: doubles and the
  * pointer-holding heads first, then the int32 / float arrays. */
 static void dyn_arrays(oc_cl_attn *at, unsigned char *b) {
-    size_t nh = (size_t)at->lim.n_head, n3 = nkv3(at);
+    size_t nh = (size_t)at->lim.n_head, n = nkv1(at);
     at->est_grid = (double *)b;
-    b += n3 / 3 * 2 * 8;
+    b += n * 2 * 8;
+    at->row_keys = (row_key *)b;
+    b += (size_t)at->lim.max_n_q * sizeof(row_key);
     at->dyn_heads = (oc_dyn_head *)b;
-    b += nh * sizeof(oc_dyn_head);
+    b += nh * (2 + N_SLOTS) * sizeof(oc_dyn_head);
     at->dyn_host = (int32_t *)b;
     b += (size_t)at->dyn_cap * 4;
     at->hruns = (int32_t *)b;
     b += (size_t)at->hruns_cap * RUN_INTS * 4;
     at->dyn_idx = (int32_t *)b;
-    b += nh * n3 * 4;
-    at->est_head_ids = (int32_t *)b;
-    b += nh * 4;
+    b += nh * N_SLOTS * nkv3(at) * 4;
+    at->key_perm = (int32_t *)b;
+    at->key_rank = at->key_perm + n;
+    b += 2 * n * 4;
+    at->est_rows = (int32_t *)b;
+    b += 2 * OC_DYN_LAST_Q * 4;
     at->est_scores = (float *)b;
-    b += n3 * 4;
+    b += 5 * n * 4;
+    at->est_vr = (float *)b;
+    b += n * 4;
     at->est_work = (int32_t *)b;
 }
 
@@ -160,9 +192,11 @@ void oc_cl_attn_close(oc_cl_attn *at) {
     oc_cl_buf_free(at->pat_buf);
     oc_cl_buf_free(at->dyn_buf);
     oc_cl_buf_free(at->hruns_buf);
-    oc_cl_buf_free(at->est_heads_buf);
+    oc_cl_buf_free(at->est_rows_buf);
     oc_cl_buf_free(at->est_part_buf);
     oc_cl_buf_free(at->est_scores_buf);
+    oc_cl_buf_free(at->est_prob_buf);
+    oc_cl_buf_free(at->est_perm_buf);
     oc_cl_buf_free(at->shared_buf);
     oc_mem_free(alloc, at->est_grid, dyn_bytes(at));
     oc_mem_free(alloc, at->pat_host, pat_bytes(at));
@@ -227,9 +261,12 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
         at->part_w = (lim->max_n_kv + EST_ROWS - 1) / EST_ROWS;
         if (st == OC_OK) st = oc_cl_buf_alloc(dev, (size_t)at->dyn_cap * 4, &at->dyn_buf, err);
         if (st == OC_OK) st = oc_cl_buf_alloc(dev, (size_t)at->hruns_cap * RUN_INTS * 4, &at->hruns_buf, err);
-        if (st == OC_OK) st = oc_cl_buf_alloc(dev, nh * 4, &at->est_heads_buf, err);
-        if (st == OC_OK) st = oc_cl_buf_alloc(dev, nh * (size_t)at->part_w * EST_ROWS * 8, &at->est_part_buf, err);
-        if (st == OC_OK) st = oc_cl_buf_alloc(dev, nh * 3 * n_kv * 4, &at->est_scores_buf, err);
+        (void)nh;
+        if (st == OC_OK) st = oc_cl_buf_alloc(dev, 2 * EST_ROWS * 4, &at->est_rows_buf, err);   /* one job's rows */
+        if (st == OC_OK) st = oc_cl_buf_alloc(dev, (size_t)at->part_w * EST_ROWS * 8, &at->est_part_buf, err);
+        if (st == OC_OK) st = oc_cl_buf_alloc(dev, 5 * n_kv * 4, &at->est_scores_buf, err);
+        if (st == OC_OK) st = oc_cl_buf_alloc(dev, EST_ROWS * n_kv * 4, &at->est_prob_buf, err);
+        if (st == OC_OK) st = oc_cl_buf_alloc(dev, n_kv * 4, &at->est_perm_buf, err);
     }
     if (st != OC_OK) {
         oc_cl_attn_close(at);
@@ -366,8 +403,9 @@ oc_status oc_cl_attn_prepare(oc_cl_attn *at, const oc_attn_call *s, oc_error *er
 }
 
 /* The ints the kernel reads for one head's pattern (a-shape sizes only for a-shape heads).
- * Vertical-Slash and Grid heads are dense in this table: that is what they run in decode, and in
- * prefill the per-call index table (dyn_tables) marks them and the kernel's second launch runs them. */
+ * Prefill heads (Vertical-Slash, Grid, the boundary kinds) are dense in this table: that is what
+ * they run in decode, and in prefill the per-call tables (dyn_tables) mark them and the kernel's
+ * second launch runs them. */
 static void pattern_ints(const oc_head_pattern *q, int32_t *out) {
     out[0] = oc_pattern_is_prefill(q->kind) ? (int32_t)OC_PATTERN_DENSE : (int32_t)q->kind;
     out[1] = q->kind == OC_PATTERN_A_SHAPE ? q->n_sink : 0;
@@ -443,118 +481,289 @@ oc_pattern_exec oc_cl_attn_pattern_exec(oc_pattern_kind k) {
     case OC_PATTERN_INTRA_IMAGE_SINK:
     case OC_PATTERN_A_SHAPE: return OC_EXEC_SPARSE;
     case OC_PATTERN_VERTICAL_SLASH:
-    case OC_PATTERN_GRID: return OC_EXEC_PREFILL;
+    case OC_PATTERN_GRID:
+    case OC_PATTERN_Q_BOUNDARY:
+    case OC_PATTERN_BOUNDARY_2D: return OC_EXEC_PREFILL;
     default: return OC_EXEC_DENSE;
     }
 }
 
-/* ---- dynamic heads ------------------------------------------------------------------------------------- */
+/* ---- prefill heads ------------------------------------------------------------------------------------ */
 
-/* 1 when the call runs VERTICAL_SLASH / GRID heads sparse (prefill: attn.h). */
+/* 1 when the call runs prefill heads (VERTICAL_SLASH, GRID, Q_BOUNDARY, BOUNDARY_2D) sparse: attn.h. */
 static int call_dynamic(const oc_attn_call *a) {
     for (int32_t h = 0; a->patterns && oc_attn_wants_dyn(a) && h < a->n_head; h++)
-        if (oc_pattern_is_dynamic(a->patterns[h].kind)) return 1;
+        if (oc_pattern_is_prefill(a->patterns[h].kind)) return 1;
     return 0;
 }
 
-/* Append run (i0, len, step) of head h, cut into balanced pieces of at most bq rows (no 3-row tail). */
-static int add_head_runs(oc_cl_attn *at, const oc_attn_call *a, int32_t h, int32_t i0, int32_t len, int32_t step) {
-    int32_t n_pieces = (len + at->bq - 1) / at->bq;
-    if (at->n_hruns + n_pieces > at->hruns_cap) return 0;
-    for (int32_t p = 0; p < n_pieces; p++) {
-        int32_t k0 = (int32_t)((int64_t)len * p / n_pieces), k1 = (int32_t)((int64_t)len * (p + 1) / n_pieces);
-        int32_t *r = at->hruns + (size_t)at->n_hruns++ * RUN_INTS;
-        r[0] = i0 + k0 * step;
-        r[1] = k1 - k0;
-        r[2] = 0;
-        r[3] = a->n_kv;
-        r[4] = -1;
-        r[5] = step;
-        r[6] = h;
-    }
-    return 1;
-}
-
-/* The index table the kernel reads (cl_attn.c DYN_INTS per head, then the columns and the merged
- * diagonal runs) and the dynamic heads' runs: a Vertical-Slash head's rows per block of
- * OC_DYN_BLOCK positions (they share the block's diagonal runs: dyn.h), a Grid head's rows per
- * residue class (Alg. 1's row permutation, as the CPU's do_grid_head walks them). Uploaded. */
-static oc_status dyn_tables(oc_cl_attn *at, const oc_attn_call *a, oc_error *err) {
-    int32_t nh = at->lim.n_head, used = nh * DYN_INTS, q0 = a->q_offset;
-    at->n_hruns = 0;
-    for (int32_t h = 0; h < nh; h++) {
-        int32_t *hd = at->dyn_host + (size_t)h * DYN_INTS;
-        memset(hd, 0, DYN_INTS * sizeof *hd);
-        const oc_head_pattern *pat = &a->patterns[h];
-        const oc_dyn_head *dh = &a->dyn->heads[h];
-        int ok = 1;
-        if (pat->kind == OC_PATTERN_VERTICAL_SLASH) {
-            int32_t nv = dh->n_vertical, at_v = used, at_d = used + nv, nd = 0;
-            if (nv > a->n_kv || dh->n_slash > 2 * a->n_kv - 1 || (int64_t)at_d + 2 * (int64_t)dh->n_slash > at->dyn_cap)
-                return oc_fail(err, OC_ERR_INVALID, "opencl attn: head %d index has %d columns and %d diagonals for "
-                               "%d keys", (int)h, (int)nv, (int)dh->n_slash, (int)a->n_kv);
-            for (int32_t k = 0; k < nv; k++) {
-                if (dh->vertical[k] < 0 || dh->vertical[k] >= a->n_kv || (k && dh->vertical[k] <= dh->vertical[k - 1]))
-                    return oc_fail(err, OC_ERR_INVALID, "opencl attn: head %d index columns not ascending in [0, %d)",
-                                   (int)h, (int)a->n_kv);
-                at->dyn_host[at_v + k] = dh->vertical[k];
-            }
-            /* the runs [b - o, b + B - o) relative to the block start b, ascending (offsets descending), merged */
-            int32_t *dr = at->dyn_host + at_d;
-            for (int32_t k = dh->n_slash - 1; k >= 0; k--) {
-                int32_t o = dh->slash[k];
-                if (o <= -a->n_kv || o >= a->n_kv || (k + 1 < dh->n_slash && o >= dh->slash[k + 1]))
-                    return oc_fail(err, OC_ERR_INVALID, "opencl attn: head %d index offsets not ascending in (-%d, %d)",
-                                   (int)h, (int)a->n_kv, (int)a->n_kv);
-                int32_t lo = -o, hi = OC_DYN_BLOCK - o;
-                if (nd && lo <= dr[2 * nd - 1]) {
-                    dr[2 * nd - 1] = OC_MAX(dr[2 * nd - 1], hi);
-                } else {
-                    dr[2 * nd] = lo;
-                    dr[2 * nd + 1] = hi;
-                    nd++;
-                }
-            }
-            hd[0] = DYN_VS;
-            hd[1] = nv;
-            hd[2] = at_v;
-            hd[3] = nd;
-            hd[4] = at_d;
-            used = at_d + 2 * nd;
-            for (int32_t i = 0; i < a->n_q && ok;) {
-                int32_t p = q0 + i, end = OC_MIN(a->n_q, (p / OC_DYN_BLOCK + 1) * OC_DYN_BLOCK - q0);
-                ok = add_head_runs(at, a, h, i, end - i, 1);
-                i = end;
-            }
-        } else if (pat->kind == OC_PATTERN_GRID) {
-            int32_t s = dh->stride;
-            hd[0] = DYN_GRID;
-            hd[1] = s;
-            hd[2] = dh->phase;
-            hd[3] = pat->grid_lines;
-            for (int32_t rq = 0; rq < s && ok; rq++) {
-                int32_t first = (int32_t)((((int64_t)rq + dh->phase - q0) % s + s) % s);
-                if (first < a->n_q) ok = add_head_runs(at, a, h, first, (a->n_q - 1 - first) / s + 1, s);
+/* Appends a part to the table at *used: plain pattern sub (its index dh: NULL or dense: every key)
+ * over a stream (perm_at -1: keys by position; n_coord coordinates). A Vertical-Slash part's
+ * columns past the stream select nothing and are dropped; its diagonals become runs
+ * [b - o, b + B - o) relative to the block start b, ascending (offsets descending), merged. */
+static oc_status add_part(oc_cl_attn *at, const oc_attn_call *a, int32_t h, const oc_head_pattern *sub,
+                          const oc_dyn_head *dh, int32_t perm_at, int32_t n_coord, int32_t *used, oc_error *err) {
+    int32_t *pt = at->dyn_host + *used, at_v = *used + PART_INTS;
+    if ((int64_t)at_v > at->dyn_cap) goto full;
+    memset(pt, 0, PART_INTS * sizeof *pt);
+    pt[5] = perm_at;
+    pt[6] = n_coord;
+    *used = at_v;
+    if (sub->kind == OC_PATTERN_A_SHAPE) {
+        pt[0] = DYN_ASHAPE;
+        pt[1] = sub->n_sink;
+        pt[2] = sub->n_local;
+    } else if (!oc_pattern_is_dynamic(sub->kind) || !dh || dh->dense) {
+        pt[0] = DYN_ALL;
+    } else if (sub->kind == OC_PATTERN_GRID) {
+        if (dh->stride < 1 || dh->phase < 0 || dh->phase >= dh->stride)
+            return oc_fail(err, OC_ERR_INVALID, "opencl attn: head %d grid stride %d phase %d", (int)h, (int)dh->stride,
+                           (int)dh->phase);
+        pt[0] = DYN_GRID;
+        pt[1] = dh->stride;
+        pt[2] = dh->phase;
+        pt[3] = sub->grid_lines;
+    } else {
+        int32_t nv = 0, nd = 0;
+        if (dh->n_vertical > a->n_kv || dh->n_slash > 2 * a->n_kv - 1 ||
+            (int64_t)at_v + dh->n_vertical + 2 * (int64_t)dh->n_slash > at->dyn_cap)
+            return oc_fail(err, OC_ERR_INVALID, "opencl attn: head %d index has %d columns and %d diagonals for "
+                           "%d keys", (int)h, (int)dh->n_vertical, (int)dh->n_slash, (int)a->n_kv);
+        for (int32_t k = 0; k < dh->n_vertical; k++) {
+            if (dh->vertical[k] < 0 || dh->vertical[k] >= a->n_kv || (k && dh->vertical[k] <= dh->vertical[k - 1]))
+                return oc_fail(err, OC_ERR_INVALID, "opencl attn: head %d index columns not ascending in [0, %d)",
+                               (int)h, (int)a->n_kv);
+            if (dh->vertical[k] < n_coord) at->dyn_host[at_v + nv++] = dh->vertical[k];
+        }
+        int32_t at_d = at_v + nv, *dr = at->dyn_host + at_d;
+        for (int32_t k = dh->n_slash - 1; k >= 0; k--) {
+            int32_t o = dh->slash[k];
+            if (o <= -a->n_kv || o >= a->n_kv || (k + 1 < dh->n_slash && o >= dh->slash[k + 1]))
+                return oc_fail(err, OC_ERR_INVALID, "opencl attn: head %d index offsets not ascending in (-%d, %d)",
+                               (int)h, (int)a->n_kv, (int)a->n_kv);
+            int32_t lo = -o, hi = OC_DYN_BLOCK - o;
+            if (nd && lo <= dr[2 * nd - 1]) {
+                dr[2 * nd - 1] = OC_MAX(dr[2 * nd - 1], hi);
+            } else {
+                dr[2 * nd] = lo;
+                dr[2 * nd + 1] = hi;
+                nd++;
             }
         }
-        if (!ok)
-            return oc_fail(err, OC_ERR_RANGE, "opencl attn: the dynamic heads need more than %d runs (a grid stride "
-                           "above %d?)", (int)at->hruns_cap, DYN_GRID_CLASSES);
+        pt[0] = DYN_VS;
+        pt[1] = nv;
+        pt[2] = at_v;
+        pt[3] = nd;
+        pt[4] = at_d;
+        *used = at_d + 2 * nd;
     }
-    oc_status st = oc_cl_upload(at->dev, at->dyn_buf, 0, at->dyn_host, (size_t)used * 4, err);
+    return OC_OK;
+full:
+    return oc_fail(err, OC_ERR_RANGE, "opencl attn: the prefill heads' tables need more than %d ints", (int)at->dyn_cap);
+}
+
+/* The class of coordinate c under part pt (rows of one class keep the same coordinates of it). */
+static int64_t part_class(const int32_t *pt, int32_t c, int32_t c_prev) {
+    if (pt[0] == DYN_VS) return c / OC_DYN_BLOCK;
+    if (pt[0] == DYN_GRID) return ((c - pt[2]) % pt[1] + pt[1]) % pt[1];
+    return pt[0] == DYN_ASHAPE && c_prev >= 0 && c != c_prev + 1;   /* an A-shape: a gap starts a stretch */
+}
+
+static int row_key_cmp(const void *x, const void *y) {
+    const row_key *a = x, *b = y;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return (a->c > b->c) - (a->c < b->c);
+}
+
+/* The rows of modality m (m < 0: every row) of head h run parts [parts_at, + n_parts PART_INTS):
+ * grouped by the classes of every part (stable: ascending coordinates within a group), each
+ * group's rows into the table's row list (query index, coordinate; by_rank: the coordinate is the
+ * rank within its modality, dyn.h) and cut into balanced runs of at most bq rows. */
+static oc_status add_rows(oc_cl_attn *at, const oc_attn_call *a, int32_t h, int m, int by_rank, int32_t parts_at,
+                          int32_t n_parts, int32_t *used, oc_error *err) {
+    row_key *rk = at->row_keys;
+    int32_t n = 0;
+    int64_t stretch = 0;
+    for (int32_t i = 0; i < a->n_q; i++) {
+        if (m >= 0 && oc_dyn_row_modality(a, i) != m) continue;
+        int32_t c = by_rank ? at->key_rank[a->q_offset + i] : a->q_offset + i;
+        int64_t key = 0;
+        for (int32_t k = 0; k < n_parts; k++) {
+            const int32_t *pt = at->dyn_host + parts_at + k * PART_INTS;
+            int64_t v = part_class(pt, c, n ? rk[n - 1].c : -1);
+            if (pt[0] == DYN_ASHAPE) v = stretch += v;
+            key = key * ((int64_t)1 << 31) + v;
+        }
+        rk[n].key = key;
+        rk[n].i = i;
+        rk[n].c = c;
+        n++;
+    }
+    if (!n) return OC_OK;
+    if ((int64_t)*used + 2 * (int64_t)n > at->dyn_cap)
+        return oc_fail(err, OC_ERR_RANGE, "opencl attn: the prefill heads' tables need more than %d ints",
+                       (int)at->dyn_cap);
+    qsort(rk, (size_t)n, sizeof *rk, row_key_cmp);
+    int32_t rows_at = *used;
+    for (int32_t k = 0; k < n; k++) {
+        at->dyn_host[rows_at + 2 * k] = rk[k].i;
+        at->dyn_host[rows_at + 2 * k + 1] = rk[k].c;
+    }
+    *used += 2 * n;
+    for (int32_t g0 = 0; g0 < n;) {
+        int32_t g1 = g0 + 1;
+        while (g1 < n && rk[g1].key == rk[g0].key) g1++;
+        int32_t len = g1 - g0, n_pieces = (len + at->bq - 1) / at->bq;
+        if (at->n_hruns + n_pieces > at->hruns_cap)
+            return oc_fail(err, OC_ERR_RANGE, "opencl attn: the prefill heads need more than %d runs (a grid stride "
+                           "above %d, or one 2D-Boundary query modality with grids of two strides or a grid beside "
+                           "vertical-slash over many rows?)", (int)at->hruns_cap, DYN_GRID_CLASSES);
+        for (int32_t p = 0; p < n_pieces; p++) {   /* balanced: no 3-row tail */
+            int32_t k0 = (int32_t)((int64_t)len * p / n_pieces), k1 = (int32_t)((int64_t)len * (p + 1) / n_pieces);
+            int32_t *r = at->hruns + (size_t)at->n_hruns++ * RUN_INTS;
+            r[0] = rows_at + 2 * (g0 + k0);
+            r[1] = k1 - k0;
+            r[2] = parts_at;
+            r[3] = n_parts;
+            r[4] = -1;
+            r[5] = 0;
+            r[6] = h;
+        }
+        g0 = g1;
+    }
+    return OC_OK;
+}
+
+/* The tables the kernel's second launch reads (attn.cl): a flag per head, the key permutation
+ * (2D-Boundary), and per prefill head its parts and row groups: a Vertical-Slash or Grid head one
+ * part for every row; a Q-Boundary head per modality its modality's part for that modality's rows
+ * (Alg. 2); a 2D-Boundary head per query modality mq the parts (mq, text) and (mq, vision) over the
+ * key modalities' streams for mq's rows by rank (Alg. 3). Uploaded. */
+static oc_status dyn_tables(oc_cl_attn *at, const oc_attn_call *a, oc_error *err) {
+    int32_t nh = at->lim.n_head, used = nh, perm_at = -1;
+    const oc_attn_dyn *dyn = a->dyn;
+    oc_status st = OC_OK;
+    at->n_hruns = 0;
+    for (int32_t h = 0; h < nh; h++) at->dyn_host[h] = oc_pattern_is_prefill(a->patterns[h].kind);
+    for (int32_t h = 0; h < nh && perm_at < 0; h++)
+        if (a->patterns[h].kind == OC_PATTERN_BOUNDARY_2D) {   /* mask.c checked dyn's permutation */
+            if ((int64_t)used + a->n_kv > at->dyn_cap) return oc_fail(err, OC_ERR_RANGE, "opencl attn: tables full");
+            perm_at = used;
+            memcpy(at->dyn_host + used, dyn->key_perm, (size_t)a->n_kv * 4);
+            if (dyn->key_rank != at->key_rank) memcpy(at->key_rank, dyn->key_rank, (size_t)a->n_kv * 4);
+            used += a->n_kv;
+        }
+    for (int32_t h = 0; h < nh && st == OC_OK; h++) {
+        const oc_head_pattern *pat = &a->patterns[h];
+        if (oc_pattern_is_dynamic(pat->kind)) {
+            int32_t parts_at = used;
+            st = add_part(at, a, h, pat, &dyn->heads[h], -1, a->n_kv, &used, err);
+            if (st == OC_OK) st = add_rows(at, a, h, -1, 0, parts_at, 1, &used, err);
+        } else if (pat->kind == OC_PATTERN_Q_BOUNDARY) {
+            for (int m = 0; m < OC_N_MODALITIES && st == OC_OK; m++) {
+                oc_head_pattern sub = oc_pattern_modal(pat, m);
+                const oc_dyn_head *dh = dyn ? (m ? &dyn->heads_vision[h] : &dyn->heads[h]) : NULL;
+                int32_t parts_at = used;
+                st = add_part(at, a, h, &sub, dh, -1, a->n_kv, &used, err);
+                if (st == OC_OK) st = add_rows(at, a, h, m, 0, parts_at, 1, &used, err);
+            }
+        } else if (pat->kind == OC_PATTERN_BOUNDARY_2D) {
+            for (int mq = 0; mq < OC_N_MODALITIES && st == OC_OK; mq++) {
+                int32_t parts_at = used, n_parts = 0;
+                for (int mk = 0; mk < OC_N_MODALITIES && st == OC_OK; mk++) {
+                    int32_t n_mk = dyn->key_start[mk + 1] - dyn->key_start[mk];
+                    if (n_mk == 0) continue;
+                    oc_head_pattern sub = oc_pattern_pair(pat, mq, mk);
+                    st = add_part(at, a, h, &sub, &dyn->pairs[(size_t)h * N_SLOTS + mq * OC_N_MODALITIES + mk],
+                                  perm_at + dyn->key_start[mk], n_mk, &used, err);
+                    n_parts++;
+                }
+                if (st != OC_OK || !n_parts) continue;
+                /* the parts sit apart from their columns: move them together (the kernel reads parts_at
+                 * + k PART_INTS) when the first one wrote columns */
+                if (n_parts == 2 && at->dyn_host[parts_at] == DYN_VS) {
+                    int32_t second = at->dyn_host[parts_at + 4] + 2 * at->dyn_host[parts_at + 3];
+                    if ((int64_t)used + PART_INTS > at->dyn_cap)
+                        return oc_fail(err, OC_ERR_RANGE, "opencl attn: tables full");
+                    memcpy(at->dyn_host + used, at->dyn_host + parts_at, PART_INTS * 4);
+                    memcpy(at->dyn_host + used + PART_INTS, at->dyn_host + second, PART_INTS * 4);
+                    parts_at = used;
+                    used += 2 * PART_INTS;
+                }
+                st = add_rows(at, a, h, mq, 1, parts_at, n_parts, &used, err);
+            }
+        }
+    }
+    if (st == OC_OK) st = oc_cl_upload(at->dev, at->dyn_buf, 0, at->dyn_host, (size_t)used * 4, err);
     if (st == OC_OK && at->n_hruns)
         st = oc_cl_upload(at->dev, at->hruns_buf, 0, at->hruns, (size_t)at->n_hruns * RUN_INTS * 4, err);
     return st;
 }
 
-/* The dynamic-head checks shared by build and run: enough room for this call. */
+/* The prefill-head checks shared by build and run: enough room for this call. */
 static oc_status dyn_room(const oc_cl_attn *at, const oc_attn_call *a, oc_error *err) {
     if (!has_dyn(at) || a->n_kv > at->lim.max_n_kv)
-        return oc_fail(err, OC_ERR_RANGE, "opencl attn: vertical-slash / grid heads over %d keys, the context was "
-                       "opened for %d (limits max_n_kv)", (int)a->n_kv, has_dyn(at) ? (int)at->lim.max_n_kv : 0);
+        return oc_fail(err, OC_ERR_RANGE, "opencl attn: vertical-slash / grid / boundary heads over %d keys, the "
+                       "context was opened for %d (limits max_n_kv)", (int)a->n_kv,
+                       has_dyn(at) ? (int)at->lim.max_n_kv : 0);
     if (at->stacked || at->n_chunks > 1)
-        return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl attn: vertical-slash / grid heads in a stacked or split call");
+        return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl attn: prefill heads in a stacked or split call");
     return OC_OK;
+}
+
+/* One estimate (dyn.cl) of head h from the rows in at->est_rows (query index, coordinate): the
+ * column scores into est_scores[0, n_kv); with slash the diagonal scores, of the positions
+ * (n_diag_pos > 0: est_scores + n_kv, 2 n_kv - 1 of them) or of each key modality by rank
+ * (by_rank: modality mk's at est_scores + n_kv + 2 mk max_n_kv, 2 max(n_mk, n_mq) - 1 each). */
+static oc_status estimate(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_attn_bufs *io, int32_t h, int slash,
+                          int by_rank, const int32_t *n_m, int mq, oc_error *err) {
+    int32_t n_kv = a->n_kv, d = at->lim.head_dim, causal = a->mask == OC_ATTN_CAUSAL;
+    int32_t p_last = a->q_offset + at->est_rows[2 * (EST_ROWS - 1)];
+    int32_t key_end = causal ? OC_MIN(n_kv, p_last + 1) : n_kv;
+    int32_t n_w0 = (key_end + EST_ROWS - 1) / EST_ROWS, n_w1 = (n_kv + EST_ROWS - 1) / EST_ROWS;
+    oc_status st = oc_cl_upload(at->dev, at->est_rows_buf, 0, at->est_rows, 2 * EST_ROWS * 4, err);
+    for (int pass = 0; pass < 2 && st == OC_OK; pass++) {
+        oc_cl_arg args[] = {
+            OC_CL_I32(pass), OC_CL_BUF(io->q), OC_CL_I32(a->q_off), OC_CL_I32(a->q_stride_token),
+            OC_CL_I32(a->q_stride_head), OC_CL_BUF(io->k), OC_CL_I32(a->k_off), OC_CL_I32(a->k_stride_token),
+            OC_CL_I32(a->k_stride_head), OC_CL_I32(a->kv_dtype == OC_DTYPE_F16), OC_CL_BUF(at->est_rows_buf),
+            OC_CL_I32(h), OC_CL_I32(at->lim.n_head / at->lim.n_head_kv), OC_CL_I32(d), OC_CL_I32(n_kv),
+            OC_CL_I32(a->q_offset), OC_CL_I32(causal), OC_CL_F32(a->scale * 1.44269504088896340736f),
+            OC_CL_BUF(at->est_part_buf), OC_CL_I32(n_w0), OC_CL_BUF(at->est_prob_buf), OC_CL_BUF(at->est_scores_buf),
+            OC_CL_LOCAL((size_t)EST_SUB * (size_t)d * 4), OC_CL_LOCAL((size_t)EST_ROWS * (EST_SUB + 1) * 4),
+        };
+        size_t local[1] = { EST_ROWS }, global[1] = { (size_t)(pass ? n_w1 : n_w0) * EST_ROWS };
+        if (global[0]) st = oc_cl_launch(at->dev, OC_CLK_DYN_ESTIMATE, 1, global, local, (int)OC_ARRAY_LEN(args), args, err);
+    }
+    for (int mk = 0; slash && mk < (by_rank ? OC_N_MODALITIES : 1) && st == OC_OK; mk++) {
+        int32_t n_coord = by_rank ? n_m[mk] : n_kv, n_diag = by_rank ? OC_MAX(n_m[mk], n_m[mq]) : n_kv;
+        int32_t perm_off = by_rank ? (mk ? n_m[0] : 0) : 0;
+        if (n_diag < 1) continue;
+        size_t ss_at = (size_t)n_kv + (by_rank ? 2 * (size_t)mk * nkv1(at) : 0);
+        oc_cl_arg args[] = {
+            OC_CL_BUF(at->est_prob_buf), OC_CL_I32(n_kv), OC_CL_BUF(at->est_rows_buf),
+            OC_CL_BUF(by_rank ? at->est_perm_buf : NULL), OC_CL_I32(perm_off), OC_CL_I32(by_rank), OC_CL_I32(n_coord),
+            OC_CL_I32(n_diag), OC_CL_BUF(at->est_scores_buf), OC_CL_I32((int32_t)ss_at),
+        };
+        size_t global[1] = { (size_t)(2 * n_diag - 1) };
+        st = oc_cl_launch(at->dev, OC_CLK_DYN_DIAG, 1, global, NULL, (int)OC_ARRAY_LEN(args), args, err);
+        if (st == OC_OK)
+            st = oc_cl_download(at->dev, at->est_scores_buf, ss_at * 4, at->est_scores + ss_at,
+                                (size_t)(2 * n_diag - 1) * 4, err);
+    }
+    if (st == OC_OK) st = oc_cl_download(at->dev, at->est_scores_buf, 0, at->est_scores, (size_t)n_kv * 4, err);
+    return st;
+}
+
+/* The rows of one estimate into at->est_rows: the last 64 of modality m (m < 0: any); 0 when fewer. */
+static int est_rows(oc_cl_attn *at, const oc_attn_call *a, int m, int by_rank) {
+    int32_t rows[OC_DYN_LAST_Q];
+    if (!oc_dyn_last_rows(a, m, rows)) return 0;
+    for (int c = 0; c < OC_DYN_LAST_Q; c++) {
+        at->est_rows[2 * c] = rows[c];
+        at->est_rows[2 * c + 1] = by_rank ? at->key_rank[a->q_offset + rows[c]] : a->q_offset + rows[c];
+    }
+    return 1;
 }
 
 oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_attn_bufs *io, const oc_attn_dyn **out,
@@ -564,55 +773,87 @@ oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *a, const oc_c
     oc_status st = oc_cl_attn_prepare(at, a, err);
     if (st == OC_OK) st = oc_mask_check_dyn(a, 0, "opencl attn dyn", err);
     if (st != OC_OK) return st;
-    int32_t nh = at->lim.n_head, n_dyn = 0, n_kv = a->n_kv, d = at->lim.head_dim;
+    int32_t nh = at->lim.n_head, n_dyn = 0, n_kv = a->n_kv, d = at->lim.head_dim, any_2d = 0;
     for (int32_t h = 0; a->patterns && h < nh; h++)
-        if (oc_pattern_is_dynamic(a->patterns[h].kind)) {
+        if (oc_pattern_needs_index(&a->patterns[h])) {
             if (!oc_attn_wants_dyn(a))
                 return oc_fail(err, OC_ERR_INVALID, "opencl attn dyn: %d queries, the estimate needs at least %d",
                                (int)a->n_q, OC_DYN_LAST_Q);
-            at->est_head_ids[n_dyn++] = h;
+            n_dyn++;
+            any_2d |= a->patterns[h].kind == OC_PATTERN_BOUNDARY_2D;
         }
     if (n_dyn && (st = dyn_room(at, a, err)) != OC_OK) return st;
     size_t kv_bytes = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
     if (!io || !tensor_fits(io->q, a->q_off, a->q_stride_token, a->q_stride_head, a->n_q, nh, d, 4) ||
         !tensor_fits(io->k, a->k_off, a->k_stride_token, a->k_stride_head, n_kv, at->lim.n_head_kv, d, kv_bytes))
         return oc_fail(err, OC_ERR_RANGE, "opencl attn dyn: q or k (with its offset and strides) does not fit its buffer");
-    for (int32_t h = 0; h < nh && has_dyn(at); h++) {
-        memset(&at->dyn_heads[h], 0, sizeof at->dyn_heads[h]);
-        at->dyn_heads[h].stride = 1;
+    oc_dyn_head *heads = at->dyn_heads, *vision = heads + nh, *pairs = vision + nh;
+    for (int32_t k = 0; k < nh * (2 + N_SLOTS) && has_dyn(at); k++) {
+        memset(&heads[k], 0, sizeof heads[k]);
+        heads[k].stride = 1;
     }
+    memset(&at->dyn, 0, sizeof at->dyn);
     at->dyn.n_head = nh;
-    at->dyn.heads = at->dyn_heads;
-    if (n_dyn && n_kv > 0) {
-        int causal = a->mask == OC_ATTN_CAUSAL;
-        int32_t p0 = a->q_offset + a->n_q - EST_ROWS, key_end = causal ? OC_MIN(n_kv, p0 + EST_ROWS) : n_kv;
-        int32_t n_w0 = (key_end + EST_ROWS - 1) / EST_ROWS, n_w1 = (key_end + 2 * EST_ROWS - 2) / EST_ROWS;
-        size_t n3 = 3 * (size_t)n_kv;
-        st = oc_cl_upload(at->dev, at->est_heads_buf, 0, at->est_head_ids, (size_t)n_dyn * 4, err);
-        if (st == OC_OK) st = oc_cl_fill32(at->dev, at->est_scores_buf, 0, 0, (size_t)n_dyn * n3 * 4, err);
-        for (int pass = 0; pass < 2 && st == OC_OK; pass++) {
-            oc_cl_arg args[] = {
-                OC_CL_I32(pass), OC_CL_BUF(io->q), OC_CL_I32(a->q_off), OC_CL_I32(a->q_stride_token),
-                OC_CL_I32(a->q_stride_head), OC_CL_BUF(io->k), OC_CL_I32(a->k_off), OC_CL_I32(a->k_stride_token),
-                OC_CL_I32(a->k_stride_head), OC_CL_I32(a->kv_dtype == OC_DTYPE_F16), OC_CL_BUF(at->est_heads_buf),
-                OC_CL_I32(nh / at->lim.n_head_kv), OC_CL_I32(d), OC_CL_I32(a->n_q), OC_CL_I32(n_kv),
-                OC_CL_I32(a->q_offset), OC_CL_I32(causal), OC_CL_F32(a->scale * 1.44269504088896340736f),
-                OC_CL_BUF(at->est_part_buf), OC_CL_I32(n_w0), OC_CL_BUF(at->est_scores_buf),
-                OC_CL_LOCAL((size_t)EST_SUB * (size_t)d * 4), OC_CL_LOCAL((size_t)EST_ROWS * (EST_SUB + 1) * 4),
-            };
-            size_t local[2] = { EST_ROWS, 1 }, global[2] = { (size_t)(pass ? n_w1 : n_w0) * EST_ROWS, (size_t)n_dyn };
-            st = oc_cl_launch(at->dev, OC_CLK_DYN_ESTIMATE, 2, global, local, (int)OC_ARRAY_LEN(args), args, err);
-        }
-        /* the choice, head by head, with the CPU's code */
-        for (int32_t k = 0; k < n_dyn && st == OC_OK; k++) {
-            int32_t h = at->est_head_ids[k];
-            st = oc_cl_download(at->dev, at->est_scores_buf, (size_t)k * n3 * 4, at->est_scores, (n3 - 1) * 4, err);
-            if (st == OC_OK)
-                oc_dyn_choose(&a->patterns[h], n_kv, at->est_scores, at->est_scores + n_kv,
-                              at->dyn_idx + (size_t)h * nkv3(at), at->est_work, at->est_grid, &at->dyn_heads[h]);
-        }
-        if (st != OC_OK) return st;
+    at->dyn.heads = heads;
+    at->dyn.heads_vision = vision;
+    int32_t n_m[OC_N_MODALITIES] = { 0, 0 };
+    if (any_2d && n_kv > 0) {   /* the keys' modality permutation, the CPU's (dyn.h) */
+        oc_dyn_key_perm(a, at->key_perm, at->key_rank, at->dyn.key_start);
+        at->dyn.pairs = pairs;
+        at->dyn.key_perm = at->key_perm;
+        at->dyn.key_rank = at->key_rank;
+        for (int m = 0; m < OC_N_MODALITIES; m++) n_m[m] = at->dyn.key_start[m + 1] - at->dyn.key_start[m];
+        st = oc_cl_upload(at->dev, at->est_perm_buf, 0, at->key_perm, (size_t)n_kv * 4, err);
     }
+    for (int32_t h = 0; h < nh && n_dyn && n_kv > 0 && st == OC_OK; h++) {
+        const oc_head_pattern *pat = &a->patterns[h];
+        int32_t *idx = at->dyn_idx + (size_t)h * N_SLOTS * nkv3(at);
+        if (!oc_pattern_needs_index(pat)) continue;
+        if (oc_pattern_is_dynamic(pat->kind)) {
+            est_rows(at, a, -1, 0);
+            st = estimate(at, a, io, h, pat->kind == OC_PATTERN_VERTICAL_SLASH, 0, n_m, 0, err);
+            if (st == OC_OK)
+                oc_dyn_choose(pat, n_kv, at->est_scores, at->est_scores + n_kv, idx, at->est_work, at->est_grid, &heads[h]);
+        } else if (pat->kind == OC_PATTERN_Q_BOUNDARY) {   /* Alg. 2: each modality from its own last queries */
+            for (int m = 0; m < OC_N_MODALITIES && st == OC_OK; m++) {
+                oc_head_pattern sub = oc_pattern_modal(pat, m);
+                oc_dyn_head *dh = m ? &vision[h] : &heads[h];
+                if (!oc_pattern_is_dynamic(sub.kind)) continue;
+                if (!est_rows(at, a, m, 0)) {
+                    dh->dense = 1;
+                    continue;
+                }
+                st = estimate(at, a, io, h, sub.kind == OC_PATTERN_VERTICAL_SLASH, 0, n_m, 0, err);
+                if (st == OC_OK)
+                    oc_dyn_choose(&sub, n_kv, at->est_scores, at->est_scores + n_kv, idx + (size_t)m * nkv3(at),
+                                  at->est_work, at->est_grid, dh);
+            }
+        } else {   /* BOUNDARY_2D, Alg. 3: per query modality one estimate, then each pair's choice by rank */
+            for (int mq = 0; mq < OC_N_MODALITIES && st == OC_OK; mq++) {
+                int any = 0, slash = 0;
+                for (int mk = 0; mk < OC_N_MODALITIES; mk++) {
+                    any |= oc_pattern_is_dynamic(pat->pair[mq][mk].kind);
+                    slash |= pat->pair[mq][mk].kind == OC_PATTERN_VERTICAL_SLASH;
+                }
+                if (!any) continue;
+                oc_dyn_head *ph = pairs + (size_t)h * N_SLOTS + mq * OC_N_MODALITIES;
+                if (!est_rows(at, a, mq, 1)) {
+                    for (int mk = 0; mk < OC_N_MODALITIES; mk++) ph[mk].dense = 1;
+                    continue;
+                }
+                st = estimate(at, a, io, h, slash, 1, n_m, mq, err);
+                for (int mk = 0; mk < OC_N_MODALITIES && st == OC_OK; mk++) {
+                    oc_head_pattern sub = oc_pattern_pair(pat, mq, mk);
+                    if (!oc_pattern_is_dynamic(sub.kind)) continue;
+                    oc_dyn_choose_pair(&sub, n_m[mk], OC_MAX(n_m[mk], n_m[mq]), at->est_scores,
+                                       at->key_perm + at->dyn.key_start[mk], at->est_scores + n_kv + 2 * (size_t)mk * nkv1(at),
+                                       at->est_vr, idx + (size_t)(mq * OC_N_MODALITIES + mk) * nkv3(at), at->est_work,
+                                       at->est_grid, &ph[mk]);
+                }
+            }
+        }
+    }
+    if (st != OC_OK) return st;
     *out = &at->dyn;
     return OC_OK;
 }
@@ -648,7 +889,7 @@ static oc_status launch_attn(oc_cl_attn *at, const oc_attn_call *call, const oc_
         OC_CL_LOCAL((size_t)at->bq * row), OC_CL_LOCAL((size_t)at->bk * row),
         OC_CL_LOCAL((size_t)at->bq * (size_t)(at->bk + 4) * 4),
         OC_CL_LOCAL((size_t)at->bq * (size_t)at->cg * 4),
-        OC_CL_LOCAL((3 * (size_t)at->bk + (size_t)at->wg + 1) * 4),
+        OC_CL_LOCAL((3 * (size_t)at->bk + (size_t)at->wg + 8) * 4),
     };
     /* dimension 0: (run, unit), units fastest, so every head's longest runs start first */
     size_t local[3] = { (size_t)at->wg, 1, 1 };
@@ -698,8 +939,11 @@ oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_a
         if (at->n_kv > 0 && (st = oc_cl_upload(at->dev, at->shared_buf, 0, call->k_shared, (size_t)at->n_kv, err)))
             return st;
     }
-    if (dyn_on) {   /* VERTICAL_SLASH / GRID heads: their index, then a launch of their own */
-        if ((st = oc_mask_check_dyn(call, OC_MASK_INDEX_PLAIN, "opencl attn", err)) != OC_OK || (st = dyn_room(at, call, err)) != OC_OK ||
+    if (dyn_on && call->mask != OC_ATTN_CAUSAL && call->mask != OC_ATTN_BIDIRECTIONAL)
+        return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl attn: vertical-slash, grid and boundary heads need a causal or "
+                       "bidirectional base (segments run on the CPU)");
+    if (dyn_on) {   /* prefill heads: their index, then a launch of their own */
+        if ((st = oc_mask_check_dyn(call, 1, "opencl attn", err)) != OC_OK || (st = dyn_room(at, call, err)) != OC_OK ||
             (st = dyn_tables(at, call, err)) != OC_OK)
             return st;
     }

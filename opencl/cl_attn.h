@@ -1,7 +1,7 @@
 /* cl_attn.h: attention on an OpenCL device with the CPU engine's semantics (src/attention/attn.h): base
  * mask causal / bidirectional / segments AND each head's pattern (dense, the BlindSight
- * categories from the token layout, A-shape, and in prefill MMInference's Vertical-Slash and
- * Grid from a per-prompt index: oc_cl_attn_dyn_build), grouped-query heads, f16 or f32 K/V with strides,
+ * categories from the token layout, A-shape, and in prefill MMInference's Vertical-Slash, Grid,
+ * Q-Boundary and 2D-Boundary from a per-prompt index: oc_cl_attn_dyn_build), grouped-query heads, f16 or f32 K/V with strides,
  * tiles a pattern drops never loaded (opencl/kernels/attn.cl explains the tiling). The explicit debug
  * mask (OC_ATTN_EXPLICIT) is CPU-only. Results depend only on the shapes and the device (the key
  * split of long decode calls follows its compute-unit count), never on timing. */
@@ -25,8 +25,9 @@ typedef struct oc_cl_attn_limits {
     int32_t head_dim;            /* 1 .. OC_CL_ATTN_MAX_HEAD_DIM */
     int32_t max_images;          /* image spans in a layout */
     int32_t max_segments;        /* segments of an OC_ATTN_SEGMENTS call */
-    int32_t max_n_kv;            /* keys per call for VERTICAL_SLASH / GRID heads in prefill (their
-                                    index and estimate are sized by it); 0: such calls are refused */
+    int32_t max_n_kv;            /* keys per call for VERTICAL_SLASH / GRID / Q_BOUNDARY / BOUNDARY_2D
+                                    heads in prefill (their index and estimate are sized by it); 0:
+                                    such calls are refused */
     int32_t max_shared_keys;     /* keys per call with Q-Cache VLA's k_shared flags (attn_call.h);
                                     0: such calls are refused */
 } oc_cl_attn_limits;
@@ -68,28 +69,33 @@ typedef struct oc_cl_attn_bufs {
 
 /* Enqueue call, preparing its geometry first unless it is the one prepared last. stats (may be
  * NULL) gets the kept / skipped / executed FLOPs as oc_attn_run counts them (4 * head_dim per
- * pair); asking for them waits for the device. A prefill call (n_q >= 64) with VERTICAL_SLASH or
- * GRID heads needs call->dyn (oc_cl_attn_dyn_build), uploads it (waiting for that copy) and runs
- * those heads in a second launch; with fewer queries they run dense, as on the CPU.
+ * pair); asking for them waits for the device. A prefill call (n_q >= 64) with VERTICAL_SLASH,
+ * GRID, Q_BOUNDARY or BOUNDARY_2D heads needs call->dyn when any of them needs an index
+ * (oc_cl_attn_dyn_build; pattern.h oc_pattern_needs_index), uploads the tables (waiting for that
+ * copy) and runs those heads in a second launch (a causal or bidirectional base only); with fewer
+ * queries they run dense, as on the CPU.
  * [alloc: no] [errors: prepare's, OC_ERR_INVALID (heads or head_dim not the context's, bad
- * strides or types, a bad host pattern, dynamic heads without an index), OC_ERR_RANGE (a tensor
- * outside its buffer, dynamic heads above max_n_kv or a grid with more residue-class runs than
- * the table holds), OC_ERR_DEVICE] */
+ * strides or types, a bad host pattern, prefill heads without an index), OC_ERR_RANGE (a tensor
+ * outside its buffer, prefill heads above max_n_kv, or more second-launch runs than the table
+ * holds: a grid stride above 1024, or a 2D-Boundary query modality whose two key modalities need
+ * different row groups over many rows), OC_ERR_UNSUPPORTED (prefill heads under a segments base),
+ * OC_ERR_DEVICE] */
 oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *bufs, oc_attn_stats *stats,
                          oc_error *err);
 
-/* MMInference's index of the call's VERTICAL_SLASH / GRID heads (attention/dyn.h), as the CPU's
- * oc_attn_dyn_build makes it: the estimate from the last 64 queries runs on the device
- * (opencl/kernels/dyn.cl), the host downloads each dynamic head's column and diagonal scores and
- * chooses with the CPU's code (oc_dyn_choose). *out is owned by at and valid until the next build;
- * set call->dyn to it for oc_cl_attn_run (any index of the right shape works there, e.g. the
+/* MMInference's index of the call's prefill heads (attention/dyn.h), as the CPU's oc_attn_dyn_build
+ * makes it: the estimate from the last 64 queries (of the call, or of one modality for Q-Boundary
+ * and 2D-Boundary heads) runs on the device (opencl/kernels/dyn.cl), the host downloads each
+ * estimate's column and diagonal scores (2D-Boundary: by rank, per key modality) and chooses with
+ * the CPU's code (oc_dyn_choose, oc_dyn_choose_pair). *out is owned by at and valid until the next
+ * build; set call->dyn to it for oc_cl_attn_run (any index of the right shape works there, e.g. the
  * CPU's). Waits for the device. [alloc: no] [errors: prepare's, OC_ERR_INVALID (as
  * oc_attn_dyn_build), OC_ERR_RANGE (n_kv above max_n_kv, q or k outside its buffer), OC_ERR_DEVICE] */
 oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *bufs,
                                const oc_attn_dyn **out, oc_error *err);
 
 /* How the device runs heads of pattern kind k (pattern.h): the BlindSight kinds and A-shape
- * sparse, Vertical-Slash and Grid sparse in prefill. [alloc: no] */
+ * sparse, Vertical-Slash, Grid, Q-Boundary and 2D-Boundary sparse in prefill. [alloc: no] */
 oc_pattern_exec oc_cl_attn_pattern_exec(oc_pattern_kind k);
 
 /* Pairs the base mask of the call prepared last keeps for one head (attention/mask.h). */

@@ -308,10 +308,10 @@ static oc_status cl_attention(oc_backend *be, const oc_attn_call *a, const oc_at
     int dense = 1, dynamic = 0;
     for (int32_t h = 0; a->patterns && h < a->n_head; h++) {
         dense &= a->patterns[h].kind == OC_PATTERN_DENSE;
-        dynamic |= oc_pattern_is_dynamic(a->patterns[h].kind);
+        dynamic |= oc_pattern_needs_index(&a->patterns[h]);
     }
     oc_attn_call with_index = *a;
-    if (dynamic && oc_attn_wants_dyn(a)) {   /* a prefill with vertical-slash / grid heads: their index first */
+    if (dynamic && oc_attn_wants_dyn(a)) {   /* a prefill with heads that need an index (dyn.h): it first */
         if ((st = oc_cl_attn_dyn_build(at, a, &bufs, &with_index.dyn, err)) != OC_OK) return st;
         a = &with_index;
     }

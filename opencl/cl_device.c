@@ -79,7 +79,7 @@ size_t oc_cl_attn_local_bytes(const oc_cl_caps *c, int32_t head_dim) {
     size_t rg = (size_t)c->attn_row_groups, cg = (size_t)c->attn_key_groups;
     size_t bq = rg * (size_t)c->attn_rows_per_item, bk = cg * (size_t)c->attn_keys_per_item;
     size_t row = (size_t)(((head_dim + 3) / 4) | 1) * 16;   /* an odd number of float4s */
-    return (bq + bk) * row + bq * (bk + 4) * 4 + bq * cg * 4 + (3 * bk + rg * cg) * 4;
+    return (bq + bk) * row + bq * (bk + 4) * 4 + bq * cg * 4 + (3 * bk + rg * cg + 8) * 4;
 }
 
 /* Attention tile shape for a device: 48 query rows x 16 keys on 16 x 8 items (3 rows x 2 keys per

@@ -30,6 +30,7 @@
     X(ATTN, "attn.cl", "oc_attn")                     \
     X(ATTN_MERGE, "attn.cl", "oc_attn_merge")         \
     X(DYN_ESTIMATE, "dyn.cl", "oc_dyn_estimate")      \
+    X(DYN_DIAG, "dyn.cl", "oc_dyn_diag")              \
     X(FMA_PEAK, "peak.cl", "oc_fma_peak")
 
 typedef enum oc_cl_kernel_id {

@@ -857,65 +857,226 @@ static void test_attn_dynamic(void) {
     for (int k = 0; k < (int)OC_ARRAY_LEN(cases); k++) check_dyn(&cases[k], k);
 }
 
-/* Q-Boundary and 2D-Boundary heads run dense on the device (cl_attn.c oc_cl_attn_pattern_exec) beside
- * Vertical-Slash and Grid heads that run sparse: the call is not refused for the boundary heads'
- * index, their rows equal a dense run's bit for bit, and the dynamic heads keep their pairs. */
-static void test_attn_boundary_dense(void) {
-    if (!need_dev()) return;
-    check_rng r = { 0xb0dULL };
-    const int n = 200, H = 4, Hkv = 2, d = 64;
-    static const oc_token_span img[2] = { { 20, 90 }, { 110, 170 } };
+/* Q-Boundary and 2D-Boundary heads (mminference.txt Sec. 3.2, Alg. 2-3; cl_attn.h) beside plain
+ * Vertical-Slash and Grid heads, prefill, on the device's second launch: with the CPU's index the
+ * device's output equals dense attention with the same mask given explicitly (the CPU engine's
+ * OC_ATTN_EXPLICIT path; the mask from tests/support/dyn_ref.c, written from dyn.h's definitions),
+ * and it keeps exactly the CPU engine's pairs; the device's own estimate (per modality from its
+ * last 64 queries, 2D pairs by rank) chooses the CPU's index. Parts of every kind: dense, A-shape,
+ * Vertical-Slash, Grid, and a dynamic part of a modality with fewer than 64 queries (dense). */
+typedef struct bnd_case {
+    const char *name;
+    int n_q, n_kv, n_head, n_head_kv, d, q_offset;
+    oc_attn_mask_kind mask;
+    int32_t dtype;
+    int n_img;
+    oc_token_span img[3];
+} bnd_case;
+
+static oc_modal_pattern modal_of(oc_pattern_kind kind, int a, int b) {
+    oc_modal_pattern s;
+    memset(&s, 0, sizeof s);
+    s.kind = kind;
+    if (kind == OC_PATTERN_A_SHAPE) { s.n_sink = a; s.n_local = b; }
+    if (kind == OC_PATTERN_VERTICAL_SLASH) { s.n_vertical = a; s.n_slash = b; }
+    if (kind == OC_PATTERN_GRID) { s.grid_stride = a; s.grid_max_stride = 16; s.grid_lines = b; }
+    return s;
+}
+
+static void bnd_patterns(oc_head_pattern *pat, int n_head, int seed) {
+    for (int h = 0; h < n_head; h++) {
+        oc_head_pattern *p = &pat[h];
+        memset(p, 0, sizeof *p);
+        switch ((h + seed) % 5) {
+        case 0:
+            p->kind = OC_PATTERN_Q_BOUNDARY;
+            p->modal[0] = modal_of(OC_PATTERN_VERTICAL_SLASH, 7 + h, 2);
+            p->modal[1] = modal_of(OC_PATTERN_GRID, 0, 1 + (h + seed) % 7);
+            break;
+        case 1:
+            p->kind = OC_PATTERN_Q_BOUNDARY;
+            p->modal[0] = modal_of(OC_PATTERN_A_SHAPE, 4, 20);
+            p->modal[1] = modal_of(OC_PATTERN_VERTICAL_SLASH, 5, 1 + h % 3);
+            break;
+        case 2:
+            p->kind = OC_PATTERN_BOUNDARY_2D;
+            p->pair[0][0] = modal_of(OC_PATTERN_VERTICAL_SLASH, 6, 2);
+            p->pair[0][1] = modal_of(OC_PATTERN_A_SHAPE, 3, 17);
+            p->pair[1][0] = modal_of(OC_PATTERN_DENSE, 0, 0);
+            p->pair[1][1] = modal_of(OC_PATTERN_GRID, 0, 2 + (h + seed) % 6);
+            break;
+        case 3:
+            p->kind = OC_PATTERN_BOUNDARY_2D;
+            p->pair[0][0] = modal_of(OC_PATTERN_GRID, 5, 6);
+            p->pair[0][1] = modal_of(OC_PATTERN_GRID, 5, 3);
+            p->pair[1][0] = modal_of(OC_PATTERN_VERTICAL_SLASH, 4, 2);
+            p->pair[1][1] = modal_of(OC_PATTERN_A_SHAPE, 2, 9);
+            break;
+        default:
+            if (h % 2) {
+                p->kind = OC_PATTERN_GRID;
+                p->grid_max_stride = 24;
+                p->grid_lines = 6;
+            } else {
+                p->kind = OC_PATTERN_VERTICAL_SLASH;
+                p->n_vertical = 9;
+                p->n_slash = 2;
+            }
+            break;
+        }
+    }
+}
+
+/* One slot of an index equal (same_index's test) for kind. */
+static int same_slot(const oc_dyn_head *x, const oc_dyn_head *y, oc_pattern_kind kind) {
+    if (x->dense != y->dense) return 0;
+    return x->dense || same_index(x, y, kind);
+}
+
+static void check_boundary(const bnd_case *c, int seed) {
+    check_rng r = { 0xb0dULL + (unsigned long long)seed };
+    int d = c->d, H = c->n_head, n_kv = c->n_kv;
+    int64_t qst = (int64_t)H * d + 3, ost = (int64_t)H * d + 1, kst = d + 5, ksh = (int64_t)n_kv * kst;
+    size_t es = c->dtype == OC_DTYPE_F16 ? 2 : 4, nq = (size_t)c->n_q, kv_elems = (size_t)c->n_head_kv * (size_t)ksh;
     oc_token_layout *layout = NULL;
-    REQUIRE(oc_layout_build(&layout, n, img, 2, OC_LAYOUT_DEFAULT_SINK_FRACTION, NULL, NULL) == OC_OK);
-    oc_head_pattern pat[4], dense[4];
-    memset(pat, 0, sizeof pat);
-    memset(dense, 0, sizeof dense);
-    pat[0].kind = OC_PATTERN_VERTICAL_SLASH; pat[0].n_vertical = 9; pat[0].n_slash = 2;
-    pat[1].kind = OC_PATTERN_Q_BOUNDARY;
-    pat[1].modal[0].kind = OC_PATTERN_VERTICAL_SLASH; pat[1].modal[0].n_vertical = 5; pat[1].modal[0].n_slash = 1;
-    pat[2].kind = OC_PATTERN_BOUNDARY_2D;
-    pat[2].pair[1][1].kind = OC_PATTERN_GRID; pat[2].pair[1][1].grid_max_stride = 16; pat[2].pair[1][1].grid_lines = 7;
-    pat[3].kind = OC_PATTERN_GRID; pat[3].grid_max_stride = 24; pat[3].grid_lines = 6;
-    float *q = rand_f32(&r, (size_t)n * H * d, -3.0f, 3.0f), *k = rand_f32(&r, (size_t)n * Hkv * d, -1.0f, 1.0f),
-          *v = rand_f32(&r, (size_t)n * Hkv * d, -1.0f, 1.0f);
+    REQUIRE(oc_layout_build(&layout, n_kv, c->img, c->n_img, OC_LAYOUT_DEFAULT_SINK_FRACTION, NULL, NULL) == OC_OK);
+    uint8_t *modality = malloc((size_t)n_kv);
+    for (int j = 0; j < n_kv; j++) modality[j] = oc_layout_image_at(layout, j) >= 0;
+    float *q = rand_f32(&r, nq * (size_t)qst, -3.0f, 3.0f);
+    unsigned char *k = malloc(es * kv_elems), *v = malloc(es * kv_elems);
+    for (size_t i = 0; i < kv_elems; i++) {
+        float x = check_rng_uniform(&r, -1.0f, 1.0f), y = check_rng_uniform(&r, -1.0f, 1.0f);
+        if (es == 2) { ((uint16_t *)k)[i] = oc_f32_to_f16(x); ((uint16_t *)v)[i] = oc_f32_to_f16(y); }
+        else { ((float *)k)[i] = x; ((float *)v)[i] = y; }
+    }
+    oc_head_pattern pat[16];
+    bnd_patterns(pat, H, seed);
     oc_attn_call a;
     memset(&a, 0, sizeof a);
-    a.n_q = a.n_kv = n; a.n_head = H; a.n_head_kv = Hkv; a.head_dim = d;
-    a.q_stride_token = (int64_t)H * d; a.q_stride_head = d; a.kv_dtype = OC_DTYPE_F32;
-    a.k_stride_token = a.v_stride_token = (int64_t)Hkv * d; a.k_stride_head = a.v_stride_head = d;
-    a.out_stride_token = (int64_t)H * d; a.out_stride_head = d; a.scale = 0.125f;
-    a.mask = OC_ATTN_CAUSAL; a.layout = layout;
-    oc_cl_attn_limits lim = { n, H, Hkv, d, 2, 0, n, 0 };
-    oc_cl_attn *at = NULL;
+    a.n_q = c->n_q; a.n_kv = n_kv; a.n_head = H; a.n_head_kv = c->n_head_kv; a.head_dim = d;
+    a.q_stride_token = qst; a.q_stride_head = d; a.kv_dtype = c->dtype;
+    a.k_stride_token = a.v_stride_token = kst; a.k_stride_head = a.v_stride_head = ksh;
+    a.out_stride_token = ost; a.out_stride_head = d; a.scale = 1.0f / sqrtf((float)d);
+    a.mask = c->mask; a.q_offset = c->q_offset; a.patterns = pat; a.layout = layout;
+    size_t n_out = nq * (size_t)ost;
+    float *out_cpu = malloc(sizeof(float) * n_out), *out_ref = malloc(sizeof(float) * n_out);
+    oc_attn_host mem = { q, k, v, out_cpu };
+    oc_attn_dims dims = { c->n_q, n_kv, H, c->n_head_kv, d };
+    size_t sb = oc_attn_scratch_bytes(&dims, 1), db = oc_attn_dyn_bytes(&dims, 1);
+    void *scratch = oc_port_aligned_alloc(OC_MEM_ALIGN, sb), *dmem = oc_port_aligned_alloc(OC_MEM_ALIGN, db);
     oc_error err = { OC_OK, "" };
-    REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s", err.message);
-    size_t n_out = (size_t)n * H * d;
-    oc_cl_buf *dq = dup_host(q, sizeof(float) * n_out), *dk = dup_host(k, sizeof(float) * (size_t)n * Hkv * d),
-              *dv = dup_host(v, sizeof(float) * (size_t)n * Hkv * d), *dout = dbuf(sizeof(float) * n_out);
+    const oc_attn_dyn *cd = NULL;
+    REQUIREF(oc_attn_dyn_build(&a, &mem, OC_ISA_SCALAR, NULL, dmem, db, &cd, &err) == OC_OK, "%s: %s", c->name,
+             err.message);
+    oc_attn_call ai = a;
+    ai.dyn = cd;
+    oc_attn_stats cpu_st = { 0, 0, 0 }, dev_st = { 0, 0, 0 };
+    check_poison_f32(out_cpu, n_out);
+    REQUIREF(oc_attn_run(&ai, &mem, OC_ISA_SCALAR, NULL, scratch, sb, &cpu_st, &err) == OC_OK, "%s: %s", c->name, err.message);
+    uint8_t *em = malloc((size_t)H * nq * (size_t)n_kv);
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < c->n_q; i++) {
+            int p = c->q_offset + i, m = modality[p];
+            oc_head_pattern sub = oc_pattern_modal(&pat[h], m);
+            const oc_dyn_head *dh = m ? &cd->heads_vision[h] : &cd->heads[h];
+            if (oc_pattern_is_dynamic(sub.kind) && dh->dense) sub.kind = OC_PATTERN_DENSE;
+            for (int j = 0; j < n_kv; j++) {
+                int keep;
+                if (pat[h].kind == OC_PATTERN_BOUNDARY_2D) keep = ref_2d_keep(c->mask, &pat[h], cd->pairs + 4 * h, modality, p, j);
+                else if (pat[h].kind == OC_PATTERN_Q_BOUNDARY) keep = ref_dyn_keep(c->mask, &sub, dh, p, j);
+                else keep = ref_dyn_keep(c->mask, &pat[h], &cd->heads[h], p, j);
+                em[((size_t)h * nq + (size_t)i) * (size_t)n_kv + (size_t)j] = (uint8_t)keep;
+            }
+        }
+    oc_attn_call ae = a;
+    ae.mask = OC_ATTN_EXPLICIT; ae.patterns = NULL; ae.layout = NULL; ae.explicit_mask = em;
+    ae.explicit_stride_q = n_kv; ae.explicit_stride_head = (int64_t)nq * n_kv;
+    oc_attn_host mem_ref = { q, k, v, out_ref };
+    oc_attn_stats ref_st = { 0, 0, 0 };
+    check_poison_f32(out_ref, n_out);
+    REQUIRE(oc_attn_run(&ae, &mem_ref, OC_ISA_SCALAR, NULL, scratch, sb, &ref_st, &err) == OC_OK);
+    CHECKF(ref_st.flops_kept == cpu_st.flops_kept, "%s: explicit mask keeps %llu FLOPs, the sparse CPU run %llu",
+           c->name, (unsigned long long)ref_st.flops_kept, (unsigned long long)cpu_st.flops_kept);
+
+    oc_cl_attn_limits lim = { c->n_q, H, c->n_head_kv, d, c->n_img, 1, n_kv, 0 };
+    oc_cl_attn *at = NULL;
+    REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s: %s", c->name, err.message);
+    oc_cl_buf *dq = dup_host(q, sizeof(float) * nq * (size_t)qst), *dk = dup_host(k, es * kv_elems),
+              *dv = dup_host(v, es * kv_elems), *dout = dbuf(sizeof(float) * n_out);
     oc_cl_attn_bufs io = { dq, dk, dv, dout, NULL, 0 };
-    a.patterns = dense;
+    CHECK(oc_cl_attn_run(at, &a, &io, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "index"));
     poison(dout);
-    REQUIREF(oc_cl_attn_run(at, &a, &io, NULL, &err) == OC_OK, "%s", err.message);
-    float *want = fetch(dout);
-    a.patterns = pat;
-    const oc_attn_dyn *dyn = NULL;
-    REQUIREF(oc_cl_attn_dyn_build(at, &a, &io, &dyn, &err) == OC_OK, "%s", err.message);
-    a.dyn = dyn;
-    oc_attn_stats st = { 0, 0, 0 };
-    poison(dout);
-    REQUIREF(oc_cl_attn_run(at, &a, &io, &st, &err) == OC_OK, "%s", err.message);
-    float *got = fetch(dout);
-    int same = 1;
-    for (int i = 0; i < n; i++)
-        for (int h = 1; h <= 2; h++) same &= !memcmp(got + ((size_t)i * H + h) * d, want + ((size_t)i * H + h) * d, 4 * (size_t)d);
-    CHECK(same);
-    CHECK(st.flops_skipped > 0 && st.flops_kept > 0);
-    CHECK(oc_cl_attn_pattern_exec(OC_PATTERN_BOUNDARY_2D) == OC_EXEC_DENSE &&
-          oc_cl_attn_pattern_exec(OC_PATTERN_Q_BOUNDARY) == OC_EXEC_DENSE);
-    free(want); free(got); free(q); free(k); free(v);
+    CHECKF(oc_cl_attn_run(at, &ai, &io, &dev_st, &err) == OC_OK, "%s: run: %s", c->name, err.message);
+    float *out_dev = fetch(dout);
+    double worst = 0;
+    double *row = malloc(sizeof(double) * (size_t)d);
+    for (int i = 0; i < c->n_q; i++)
+        for (int h = 0; h < H; h++) {
+            size_t at_row = (size_t)i * (size_t)ost + (size_t)h * (size_t)d;
+            for (int e = 0; e < d; e++) row[e] = out_ref[at_row + (size_t)e];
+            double e1 = check_rel_err_f32(out_dev + at_row, row, (size_t)d);
+            worst = e1 > worst || e1 != e1 ? e1 : worst;
+        }
+    CHECKF(worst < 1e-4, "%s: device vs dense with the explicit mask: worst row rel err %.3g", c->name, worst);
+    CHECKF(dev_st.flops_kept == cpu_st.flops_kept && dev_st.flops_skipped == cpu_st.flops_skipped,
+           "%s: device kept %llu / skipped %llu FLOPs, the CPU engine %llu / %llu", c->name,
+           (unsigned long long)dev_st.flops_kept, (unsigned long long)dev_st.flops_skipped,
+           (unsigned long long)cpu_st.flops_kept, (unsigned long long)cpu_st.flops_skipped);
+    CHECK(dev_st.flops_skipped > 0 && dev_st.flops_executed >= dev_st.flops_kept);
+    if (seed == 0) {   /* boundary heads under a segments base: refused with a status, not run dense */
+        oc_head_pattern st_pat[16];
+        for (int h = 0; h < H; h++) {
+            memset(&st_pat[h], 0, sizeof st_pat[h]);
+            st_pat[h].kind = OC_PATTERN_Q_BOUNDARY;
+            st_pat[h].modal[0] = modal_of(OC_PATTERN_A_SHAPE, 2, 8);
+        }
+        oc_token_span seg[1] = { { 0, n_kv } };
+        oc_attn_call as = a;
+        as.patterns = st_pat; as.mask = OC_ATTN_SEGMENTS; as.segments = seg; as.n_segments = 1;
+        CHECK(oc_cl_attn_run(at, &as, &io, NULL, &err) == OC_ERR_UNSUPPORTED && strstr(err.message, "segments"));
+    }
+    /* the device's own estimate and choice, slot by slot */
+    const oc_attn_dyn *dd = NULL;
+    CHECKF(oc_cl_attn_dyn_build(at, &a, &io, &dd, &err) == OC_OK, "%s: dyn build: %s", c->name, err.message);
+    for (int h = 0; dd && h < H; h++) {
+        int ok = 1;
+        if (pat[h].kind == OC_PATTERN_BOUNDARY_2D) {
+            ok = dd->pairs && !memcmp(dd->key_start, cd->key_start, sizeof cd->key_start);
+            for (int s = 0; ok && s < 4; s++) ok = same_slot(&dd->pairs[4 * h + s], &cd->pairs[4 * h + s], pat[h].pair[s / 2][s % 2].kind);
+        } else if (pat[h].kind == OC_PATTERN_Q_BOUNDARY) {
+            ok = same_slot(&dd->heads[h], &cd->heads[h], pat[h].modal[0].kind) &&
+                 same_slot(&dd->heads_vision[h], &cd->heads_vision[h], pat[h].modal[1].kind);
+        } else {
+            ok = same_slot(&dd->heads[h], &cd->heads[h], pat[h].kind);
+        }
+        CHECKF(ok, "%s head %d (kind %d): the device's estimate chose another index than the CPU's", c->name, h,
+               (int)pat[h].kind);
+    }
+    free(row); free(out_dev); free(em); free(q); free(k); free(v); free(out_cpu); free(out_ref); free(modality);
+    oc_port_aligned_free(scratch);
+    oc_port_aligned_free(dmem);
     oc_cl_buf_free(dq); oc_cl_buf_free(dk); oc_cl_buf_free(dv); oc_cl_buf_free(dout);
     oc_cl_attn_close(at);
     oc_layout_free(layout);
+}
+
+static void test_attn_boundary(void) {
+    if (!need_dev()) return;
+    static const bnd_case cases[] = {
+        { "causal 301 (odd), 2 images, MHA, d64, f16", 301, 301, 5, 5, 64, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16,
+          2, { { 20, 110 }, { 150, 240 } } },
+        { "chunk after 45 keys, GQA 3, d72, f32", 233, 278, 6, 2, 72, 45, OC_ATTN_CAUSAL, OC_DTYPE_F32,
+          2, { { 10, 100 }, { 130, 170 } } },
+        { "GQA 5, d80, f16, a short image (its dynamic parts dense)", 257, 257, 5, 1, 80, 0, OC_ATTN_CAUSAL,
+          OC_DTYPE_F16, 3, { { 30, 60 }, { 100, 120 }, { 200, 207 } } },
+        { "bidirectional, d128, f32", 199, 199, 5, 5, 128, 0, OC_ATTN_BIDIRECTIONAL, OC_DTYPE_F32,
+          1, { { 40, 150 } } },
+        { "causal 263, GQA 2, d128, f16, image first", 263, 263, 4, 2, 128, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16,
+          1, { { 0, 131 } } },
+    };
+    for (int k = 0; k < (int)OC_ARRAY_LEN(cases); k++) check_boundary(&cases[k], k);
+    CHECK(oc_cl_attn_pattern_exec(OC_PATTERN_BOUNDARY_2D) == OC_EXEC_PREFILL &&
+          oc_cl_attn_pattern_exec(OC_PATTERN_Q_BOUNDARY) == OC_EXEC_PREFILL);
 }
 
 /* Every tile shape the kernel offers (ocellus bench attention --tiles compares them), each on a
@@ -1093,7 +1254,7 @@ int main(void) {
     CHECK_RUN(test_attn_dense);
     CHECK_RUN(test_attn_patterns);
     CHECK_RUN(test_attn_dynamic);
-    CHECK_RUN(test_attn_boundary_dense);
+    CHECK_RUN(test_attn_boundary);
     CHECK_RUN(test_attn_tiles);
     CHECK_RUN(test_attn_reuse);
     CHECK_RUN(test_attn_errors);

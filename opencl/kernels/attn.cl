@@ -25,16 +25,25 @@
  * needs no mask; only the others evaluate the mask per element. In stacked mode the rows may
  * have different patterns: C is the run's base range and every element is masked exactly.
  *
- * Dynamic heads (MMInference Vertical-Slash and Grid, mminference.txt Sec. 3.1, Alg. 1, App. C.3;
- * the masks are src/attention/dyn.h's): a second launch of this kernel whose runs name their head
- * (RUN_INTS: head >= 0) and may take rows `step` apart. A Vertical-Slash run is rows of one block
- * of 64 positions, which share the block's diagonal runs; a Grid run is rows of one residue class
- * (p - phase) mod stride, loaded stride apart (Alg. 1's row permutation, done by loading, as the
- * paper's kernel does). Every row of such a run keeps the same key set, so item 0 generates it in
- * ascending order (oc_dyn_next: merged diagonal runs and columns, or the grid's lines) into the
- * tile's key list, and only the causal window is masked per element. The first launch skips
- * these heads. The index comes from the host (opencl/cl_attn.c): per head DYN_INTS ints, then the
- * columns and the merged diagonal runs.
+ * Prefill heads (MMInference Vertical-Slash, Grid, Q-Boundary and 2D-Boundary, mminference.txt
+ * Sec. 3.1-3.2, Alg. 1-3, App. C.3-C.4; the masks are src/attention/dyn.h's): a second launch of
+ * this kernel whose runs name their head (RUN_INTS: head >= 0), list their rows (query index and
+ * coordinate: the position, or for 2D-Boundary the rank within the rows' modality) and name 1 or 2
+ * parts. A part is one plain pattern over one key stream (PART_INTS: kind ALL, A-shape,
+ * Vertical-Slash or Grid with its index, and the stream: every key by position, or one modality's
+ * keys by rank through the key permutation): a Vertical-Slash or Grid head is one part; a
+ * Q-Boundary head's rows of modality m run the part of modality m; a 2D-Boundary head's rows of
+ * modality mq run the parts (mq, text) and (mq, vision), one softmax over both (Alg. 3's loop over
+ * modality pairs, by loading, as Alg. 7 does). The host groups the rows so that a run's rows keep
+ * the same coordinates of every Vertical-Slash and Grid part (one block of 64 coordinates, which
+ * share the block's diagonal runs; one residue class (c - phase) mod stride: Alg. 1's row
+ * permutation, done by loading rows from the list, as the paper's kernel does). Item 0 generates
+ * the keys part by part in ascending coordinates (oc_dyn_next: merged diagonal runs and columns,
+ * the grid's lines, an A-shape's sinks and the union of the rows' windows, or every coordinate)
+ * into the tile's key list (a tile never mixes parts); per element only the base mask in positions
+ * and an A-shape part's window in coordinates are tested. The first launch skips these heads. The
+ * tables come from the host (opencl/cl_attn.c): one flag per head, the parts, their columns and
+ * merged diagonal runs, the key permutation and the row lists.
  *
  * Tile shape (build options, opencl/cl_device.c): RG x CG items; item (rg, cg) = (lid / CG,
  * lid % CG) owns rows rg + RG a (a < RPT) and keys cg + CG b (b < KPT) of a tile, and the output
@@ -63,10 +72,14 @@
 #define P_INTRA 2
 #define P_INTRA_SINK 3
 #define P_ASHAPE 4
-#define RUN_INTS 7   /* i0, len, c0, c1, image, step, head (-1: the launch's unit) */
-#define DYN_INTS 5   /* per head: kind, then Vertical-Slash: n_vertical, at, n_runs, at; Grid: stride, phase, lines */
+#define RUN_INTS 7   /* i0, len, c0, c1, image, step, head (-1: the launch's unit); a second launch's run
+                        (head >= 0): rows at, len, parts at, n_parts, -1, 0, head */
+#define PART_INTS 8  /* kind, then Vertical-Slash: n_vertical, at, n_runs, at; Grid: stride, phase, lines;
+                        A-shape: n_sink, n_local; then the stream: perm at (-1: positions), n_coord */
 #define DYN_VS 1
 #define DYN_GRID 2
+#define DYN_ALL 3
+#define DYN_ASHAPE 4
 #define DYN_BLOCK 64 /* queries that share one set of diagonal runs (src/attention/dyn.h OC_DYN_BLOCK) */
 
 /* Row p's window: keys j < sk or lo <= j <= hi (src/attention/attn.c row_window). */
@@ -156,70 +169,79 @@ inline int oc_walk(const oc_keyset *ks, int *v, int *pos, int n) {
     return -1;
 }
 
-/* The key set of a dynamic run (dyn.h), generated in ascending order from pos up to hi. */
+/* The keys of one part of a second-launch run (dyn.h), generated in ascending coordinates from pos
+ * up to hi; a coordinate's key is perm[c] (a 2D-Boundary stream) or c. Streams ascend in position,
+ * so the part ends at the first key past pmax (the base mask's bound for the run's last row). */
 typedef struct {
-    int kind, pos, hi;
+    int kind, pos, hi, pmax;
     int b, nv, vi, nd, di;              /* Vertical-Slash: block start, columns, diagonal runs */
-    const __global int *v, *dr;         /* columns ascending; runs (lo, hi) relative to b, ascending */
+    const __global int *v, *dr, *perm;  /* columns ascending; runs (lo, hi) relative to b, ascending */
     int all, s, fv, fs;                 /* Grid: every key (a horizontal line's rows); stride; next
-                                           vertical-line and diagonal key, BIG when off */
+                                           vertical-line and diagonal coordinate, BIG when off */
+    int sink, lo2;                      /* A-shape: sinks [0, sink), then from lo2 */
 } oc_dyngen;
 
-/* kind 0 (a static head): an empty set, dyn not read (it may be NULL) */
-inline oc_dyngen oc_dyn_init(const __global int *dyn, int kind, int h, int p_first, int lo, int hi) {
+/* Part pt for rows whose coordinates run from c_first to c_last (ascending), keys up to position pmax. */
+inline oc_dyngen oc_dyn_init(const __global int *dyn, const __global int *pt, int c_first, int c_last, int pmax) {
     oc_dyngen gn;
-    gn.kind = kind;
-    gn.pos = lo;
-    gn.hi = hi;
-    gn.b = p_first - p_first % DYN_BLOCK;
+    gn.kind = pt[0];
+    gn.pos = 0;
+    gn.pmax = pmax;
+    gn.perm = pt[5] >= 0 ? dyn + pt[5] : 0;
+    gn.hi = gn.perm ? pt[6] : min(pt[6], pmax + 1);
+    gn.b = c_first - c_first % DYN_BLOCK;
     gn.nv = gn.vi = gn.nd = gn.di = 0;
     gn.v = gn.dr = dyn;
     gn.all = 0;
     gn.s = 1;
     gn.fv = gn.fs = BIG;
-    if (kind == 0) {
-        gn.hi = lo;
-        return gn;
-    }
-    const __global int *hd = dyn + DYN_INTS * h;
-    if (kind == DYN_VS) {
-        gn.nv = hd[1];
-        gn.v = dyn + hd[2];
-        gn.nd = hd[3];
-        gn.dr = dyn + hd[4];
-    } else {
-        int s = hd[1], phase = hd[2], lines = hd[3];
-        int rq = ((p_first - phase) % s + s) % s;   /* the rows' class, relative to the phase */
+    gn.sink = gn.lo2 = 0;
+    if (gn.kind == DYN_VS) {
+        gn.nv = pt[1];
+        gn.v = dyn + pt[2];
+        gn.nd = pt[3];
+        gn.dr = dyn + pt[4];
+    } else if (gn.kind == DYN_GRID) {
+        int s = pt[1], phase = pt[2], lines = pt[3];
+        int rq = ((c_first - phase) % s + s) % s;   /* the rows' class, relative to the phase */
         gn.s = s;
         gn.all = (lines & 1) && rq == 0;
-        if (lines & 2) gn.fv = lo + ((phase - lo) % s + s) % s;
-        if (lines & 4) gn.fs = lo + ((p_first - lo) % s + s) % s;
+        if (lines & 2) gn.fv = phase % s;
+        if (lines & 4) gn.fs = c_first % s;
+    } else if (gn.kind == DYN_ASHAPE) {
+        gn.sink = pt[1];
+        gn.lo2 = max(0, c_first - pt[2] + 1);
+        gn.hi = min(gn.hi, c_last + 1);
     }
     return gn;
 }
 
-/* The next key of the set, or -1 when it ends. */
-inline int oc_dyn_next(oc_dyngen *gn) {
+/* The next key of the part (its coordinate in *coord), or -1 when it ends. */
+inline int oc_dyn_next(oc_dyngen *gn, int *coord) {
     if (gn->pos >= gn->hi) return -1;
-    int j;
+    int c;
     if (gn->kind == DYN_VS) {
         while (gn->di < gn->nd && gn->b + gn->dr[2 * gn->di + 1] <= gn->pos) gn->di++;
         while (gn->vi < gn->nv && gn->v[gn->vi] < gn->pos) gn->vi++;
-        int dj = gn->di < gn->nd ? max(gn->pos, gn->b + gn->dr[2 * gn->di]) : BIG;
-        int vj = gn->vi < gn->nv ? gn->v[gn->vi] : BIG;
-        j = min(dj, vj);
-    } else if (gn->all) {
-        j = gn->pos;
+        int dc = gn->di < gn->nd ? max(gn->pos, gn->b + gn->dr[2 * gn->di]) : BIG;
+        int vc = gn->vi < gn->nv ? gn->v[gn->vi] : BIG;
+        c = min(dc, vc);
+    } else if (gn->kind == DYN_GRID && !gn->all) {
+        c = min(gn->fv, gn->fs);
+        if (gn->fv == c) gn->fv += gn->s;
+        if (gn->fs == c) gn->fs += gn->s;
+    } else if (gn->kind == DYN_ASHAPE) {
+        c = gn->pos >= gn->sink && gn->pos < gn->lo2 ? gn->lo2 : gn->pos;
     } else {
-        j = min(gn->fv, gn->fs);
-        if (gn->fv == j) gn->fv += gn->s;
-        if (gn->fs == j) gn->fs += gn->s;
+        c = gn->pos;
     }
-    if (j >= gn->hi) {
+    int j = c < gn->hi ? (gn->perm ? gn->perm[c] : c) : BIG;
+    if (c >= gn->hi || j > gn->pmax) {
         gn->pos = gn->hi;
         return -1;
     }
-    gn->pos = j + 1;
+    gn->pos = c + 1;
+    *coord = c;
     return j;
 }
 
@@ -303,7 +325,7 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
     const int h0 = head_runs ? R[6] : stacked ? unit * n_rep : unit, nh = stacked ? n_rep : 1;
     const int g = stacked ? unit : h0 / n_rep;
     const int rows = nh * len;
-    const int dk = has_dyn && !stacked ? dyn[DYN_INTS * h0] : 0;   /* a dynamic head: its own launch */
+    const int dk = has_dyn && !stacked ? dyn[h0] : 0;   /* a prefill head: its own launch */
     const size_t item = count_base + ((size_t)chunk * n_units + unit) * n_runs + run;
     if (dk != 0 && !head_runs) {
         if (want_counts && lid == 0) counts[2 * item] = counts[2 * item + 1] = 0;
@@ -311,17 +333,19 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
     }
     const int C4 = (d + 3) >> 2, LS4 = C4 | 1;   /* local row: float4s, odd so rows start on other banks */
     __local int *kidx = kloc, *kimg = kloc + BK, *ksink = kloc + 2 * BK, *cnt = kloc + 3 * BK;
-    __local int *dstate = kloc + 3 * BK + WG;   /* a dynamic run's key count per tile */
+    __local int *dstate = kloc + 3 * BK + WG;   /* a second-launch tile: key count, A-shape sizes, last key */
+    __local int *kcoord = kimg;                 /* ... and its keys' coordinates (kimg is stacked mode's) */
     __local float *ps = (__local float *)ps4;
 
     /* this item's rows: head, query index, window, BlindSight flags */
-    int r_ok[RPT], r_h[RPT], r_i[RPT], r_bs[RPT], r_sinks[RPT], r_intra[RPT];
+    int r_ok[RPT], r_h[RPT], r_i[RPT], r_c[RPT], r_bs[RPT], r_sinks[RPT], r_intra[RPT];
     oc_win r_w[RPT];
     for (int a = 0; a < RPT; a++) {
         int r = rg + RG * a;
         r_ok[a] = r < rows;
         r_h[a] = h0 + (r_ok[a] ? r / len : 0);
-        r_i[a] = i0 + (r_ok[a] ? r % len : 0) * step;
+        r_i[a] = head_runs ? dyn[i0 + 2 * (r_ok[a] ? r : 0)] : i0 + (r_ok[a] ? r % len : 0) * step;
+        r_c[a] = head_runs ? dyn[i0 + 2 * (r_ok[a] ? r : 0) + 1] : 0;
         int kind = has_pats ? pats[3 * r_h[a]] : 0;
         r_w[a] = oc_row_window(causal, kind, has_pats ? pats[3 * r_h[a] + 1] : 0,
                                has_pats ? pats[3 * r_h[a] + 2] : 1, q_offset + r_i[a]);
@@ -370,7 +394,7 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
         int r = e / C4, c = (e - r * C4) * 4;
         float4 val = (float4)(0.0f);
         if (r < rows) {
-            int h = h0 + r / len, i = i0 + (r % len) * step;
+            int h = h0 + r / len, i = head_runs ? dyn[i0 + 2 * r] : i0 + (r % len) * step;
             val = oc_load4((const __global uchar *)q, 0, (size_t)q_off + (size_t)i * q_st + (size_t)h * q_sh + c, d - c) * qscale;
         }
         qs4[r * LS4 + (c >> 2)] = val;
@@ -386,17 +410,38 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
     uint kept = 0, executed = 0;
     int cv = 0, cpos = 0;
     int next = dk ? 0 : oc_walk(&ks, &cv, &cpos, 0);
-    /* a dynamic run's keys: the window union (one interval: dynamic heads have no A-shape sinks) */
-    oc_dyngen gen = oc_dyn_init(dyn, dk, h0, q_offset + i0, max(ks.slo[0], ks.kw0),
-                                min(ks.n_some ? ks.shi[ks.n_some - 1] : 0, ks.kw1));
+    /* a second-launch run's keys: its parts in turn; rows ascend in position and coordinate */
+    int part = 0, n_parts = head_runs ? R[3] : 0;
+    const int c_first = head_runs ? dyn[i0 + 1] : 0, c_last = head_runs ? dyn[i0 + 2 * (len - 1) + 1] : 0;
+    const int p_first = head_runs ? q_offset + dyn[i0] : 0;
+    const int pmax = causal && head_runs ? q_offset + dyn[i0 + 2 * (len - 1)] : BIG;
+    oc_dyngen gen;
+    if (dk) gen = oc_dyn_init(dyn, dyn + R[2], c_first, c_last, pmax);
     while (next >= 0) {
         barrier(CLK_LOCAL_MEM_FENCE);   /* the previous tile is done with kvs, ps and kidx */
         if (dk) {
             if (lid == 0) {
-                int n = 0, j;
-                while (n < BK && (j = oc_dyn_next(&gen)) >= 0) kidx[n++] = j;
+                int n = 0, j, cc = 0;
+                while (part < n_parts) {   /* a tile takes keys of one part */
+                    while (n < BK && (j = oc_dyn_next(&gen, &cc)) >= 0) {
+                        kidx[n] = j;
+                        kcoord[n++] = cc;
+                    }
+                    if (n == BK) break;
+                    dstate[1] = gen.kind == DYN_ASHAPE;
+                    dstate[2] = gen.sink;
+                    dstate[3] = dyn[R[2] + PART_INTS * part + 2];
+                    if (++part < n_parts) gen = oc_dyn_init(dyn, dyn + R[2] + PART_INTS * part, c_first, c_last, pmax);
+                    if (n > 0) break;
+                }
+                if (n == BK) {
+                    dstate[1] = gen.kind == DYN_ASHAPE;
+                    dstate[2] = gen.sink;
+                    dstate[3] = dyn[R[2] + PART_INTS * part + 2];
+                }
                 for (int t = n; t < BK; t++) kidx[t] = -1;
                 dstate[0] = n;
+                dstate[4] = n ? kidx[n - 1] : 0;
             }
         } else {
             for (int t = lid; t < BK; t += WG) {
@@ -412,17 +457,22 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
             next = oc_walk(&ks, &cv, &cpos, BK);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        int n_valid = BK;
+        int n_valid = BK, t_ashape = 0, t_sink = 0, t_local = 1;
         if (dk) {
             n_valid = dstate[0];   /* the same for every item: read after the barrier */
             if (n_valid == 0) break;
-            if (n_valid < BK) next = -1;
+            t_ashape = dstate[1];
+            t_sink = dstate[2];
+            t_local = dstate[3];
         } else if (next < 0) {
             while (n_valid > 0 && kidx[n_valid - 1] < 0) n_valid--;
         }
-        int full = !stacked && all.n > 0 &&
-                   ((kidx[0] >= all.lo0 && kidx[n_valid - 1] < all.hi0) ||
-                    (all.n == 2 && kidx[0] >= all.lo1 && kidx[n_valid - 1] < all.hi1));
+        /* a second-launch tile is full when no row's base mask cuts its last key and no A-shape
+         * window applies */
+        int full = dk ? !t_ashape && (!causal || dstate[4] <= p_first)
+                      : !stacked && all.n > 0 &&
+                        ((kidx[0] >= all.lo0 && kidx[n_valid - 1] < all.hi0) ||
+                         (all.n == 2 && kidx[0] >= all.lo1 && kidx[n_valid - 1] < all.hi1));
         oc_load_tile(kvs4, kidx, k, kv_f16, k_off, has_k_sel ? k_sel : 0, k_sel_off, k_st, g * k_sh, d, C4, LS4, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
         /* S = Q K^T for this item's RPT x KPT block */
@@ -445,7 +495,7 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
         int kj[KPT], ki[KPT], kk[KPT];
         for (int b = 0; b < KPT; b++) {
             kj[b] = kidx[cg + CG * b];
-            ki[b] = stacked ? kimg[cg + CG * b] : -1;
+            ki[b] = stacked || t_ashape ? kimg[cg + CG * b] : -1;   /* t_ashape: the key's coordinate */
             kk[b] = stacked ? ksink[cg + CG * b] : 0;
         }
         for (int a = 0; a < RPT; a++) {
@@ -456,6 +506,8 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
                     keep = oc_win_keeps(r_w[a], kj[b]);
                     if (stacked && r_bs[a])
                         keep = keep && (ki[b] < 0 || (r_sinks[a] && kk[b]) || (r_intra[a] && ki[b] == image));
+                    if (t_ashape)   /* the part's window in coordinates (dyn.h) */
+                        keep = keep && (ki[b] < t_sink || (ki[b] > r_c[a] - t_local && ki[b] <= r_c[a]));
                 }
                 kept += keep;
                 if (!keep) s[a][b] = -INFINITY;

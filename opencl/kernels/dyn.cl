@@ -1,17 +1,20 @@
-/* dyn.cl: MMInference's online estimate on the device (mminference.txt Sec. 4.1, App. C.3, Alg. 1:
- * A^ = softmax(Q[-last_q:] K^T + causal mask), last_q = 64), the same sums as the CPU's
- * (src/attention/dyn_build.c): per key the column score vs[j] = sum_r A^[r, j] and per offset
- * o = p_r - j the diagonal score ss[o + n_kv - 1] = sum_r A^[r, p_r - j]. The host then chooses
- * the index from them with the CPU's code (dyn_index.c oc_dyn_choose), so both executors make
- * the same choice from the same scores. Work-group: 64 items, item c = estimate row c (query
- * n_q - 64 + c); dimension 1 = the dynamic head (heads[]).
- *  pass 0: tile w of 64 keys: each row's max and sum (base 2) over the tile -> part[head][w][c];
- *  pass 1: tile w owns the columns [64 w, 64 w + 64) and the diagonals whose row-0 key is
- *          d in [64 w - 63, 64 w + 1): it recomputes the probabilities of the 127 keys
- *          [64 w - 63, 64 w + 64) (row c of diagonal d reads key d + c) with the merged max and
- *          sum, 32 keys at a time, and sums them down the columns and along the diagonals. Each
- *          score is written by one work-group, summed in a fixed order: no atomics, and the result
- *          does not depend on scheduling. The host zeroes the scores first (keys no row sees).
+/* dyn.cl: MMInference's online estimate on the device (mminference.txt Sec. 4.1, App. C.3, Alg. 1-3:
+ * A^ = softmax(Q[rows] K^T + base mask) over the 64 estimate rows), the same sums as the CPU's
+ * (src/attention/dyn_build.c): per key the column score vs[j] = sum_r A^[r, j] and per diagonal
+ * offset o the score ss[o + n_diag - 1] = sum_r A^[r, key at coordinate c_r - o]. One job = one
+ * head and its 64 rows (the call's last 64 queries, or a modality's last 64 for Q-Boundary and
+ * 2D-Boundary heads: Alg. 2's "final segment of each modality's queries"), given as a row list
+ * (query index, coordinate c_r: the position, or for 2D-Boundary the rank within the row's
+ * modality). The host then chooses the index from the scores with the CPU's code (dyn_index.c
+ * oc_dyn_choose), so both executors make the same choice from the same scores.
+ *  oc_dyn_estimate pass 0 (64 items, item c = row c; work-group w = keys [64 w, 64 w + 64)): each
+ *    row's max and sum (base 2) over the tile -> part[w][c];
+ *  pass 1: the merged max and sum, then the probabilities of the tile's keys into prob[c][j]
+ *    (0 where the base mask drops the pair) and the column sums vs[j] in row order;
+ *  oc_dyn_diag (item t = one diagonal of one key stream): sums prob down the diagonal in row
+ *    order, the keys addressed through the stream (the identity, or a 2D-Boundary key modality's
+ *    positions by rank). Every score is written by one item in a fixed order: no atomics, and the
+ *    result does not depend on scheduling.
  * Local memory: 32 x d floats of K and 64 x 33 of probabilities (25 KB at d 128). */
 #define EST_ROWS 64
 #define SUB 32
@@ -41,15 +44,14 @@ inline float oc_est_dot(const float *qv, const __local float *kr, int d) {
 __kernel __attribute__((reqd_work_group_size(EST_ROWS, 1, 1)))
 void oc_dyn_estimate(int pass, const __global float *q, int q_off, int q_st, int q_sh,
                      const __global uchar *k, int k_off, int k_st, int k_sh, int kv_f16,
-                     const __global int *heads, int n_rep, int d, int n_q, int n_kv, int q_offset, int causal,
-                     float qscale, __global float2 *part, int n_w0, __global float *scores,
+                     const __global int *rows, int h, int n_rep, int d, int n_kv, int q_offset, int causal,
+                     float qscale, __global float2 *part, int n_w0, __global float *prob, __global float *vs,
                      __local float *ks, __local float *pl) {
-    const int c = get_local_id(0), w = get_group_id(0), hh = get_group_id(1);
-    const int h = heads[hh], g = h / n_rep;
-    const int p0 = q_offset + n_q - EST_ROWS, p = p0 + c;
-    const int key_end = causal ? min(n_kv, p0 + EST_ROWS) : n_kv;
+    const int c = get_local_id(0), w = get_group_id(0), g = h / n_rep;
+    const int p = q_offset + rows[2 * c], p_last = q_offset + rows[2 * (EST_ROWS - 1)];
+    const int key_end = causal ? min(n_kv, p_last + 1) : n_kv;
     float qv[EST_DMAX];
-    const __global float *qr = q + q_off + (size_t)(n_q - EST_ROWS + c) * q_st + (size_t)h * q_sh;
+    const __global float *qr = q + q_off + (size_t)rows[2 * c] * q_st + (size_t)h * q_sh;
     for (int e = 0; e < d; e++) qv[e] = qr[e] * qscale;
     if (pass == 0) {
         float m = -INFINITY, l = 0.0f;
@@ -69,45 +71,56 @@ void oc_dyn_estimate(int pass, const __global float *q, int q_off, int q_st, int
                 }
             }
         }
-        part[((size_t)hh * n_w0 + w) * EST_ROWS + c] = (float2)(m, l);
+        part[(size_t)w * EST_ROWS + c] = (float2)(m, l);
         return;
     }
     /* pass 1: the row's max and sum over every tile, in tile order */
     float mx = -INFINITY, sum = 0.0f;
     for (int t = 0; t < n_w0; t++) {
-        float2 ml = part[((size_t)hh * n_w0 + t) * EST_ROWS + c];
+        float2 ml = part[(size_t)t * EST_ROWS + c];
         if (ml.y > 0.0f && ml.x > mx) mx = ml.x;
     }
     for (int t = 0; t < n_w0; t++) {
-        float2 ml = part[((size_t)hh * n_w0 + t) * EST_ROWS + c];
+        float2 ml = part[(size_t)t * EST_ROWS + c];
         if (ml.y > 0.0f) sum += ml.y * exp2(ml.x - mx);
     }
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    const int base = w * EST_ROWS - (EST_ROWS - 1);   /* the key of extended index e = 0 */
-    __global float *vs = scores + (size_t)hh * 3 * n_kv, *ss = vs + n_kv;
-    float diag = 0.0f;   /* item c sums diagonal d = base + c */
-    for (int e0 = 0; e0 < 2 * EST_ROWS; e0 += SUB) {
+    for (int e0 = 0; e0 < EST_ROWS; e0 += SUB) {
+        const int j0 = w * EST_ROWS + e0;
         barrier(CLK_LOCAL_MEM_FENCE);
-        oc_est_load(ks, k, kv_f16, k_off, k_st, k_sh, g, d, base + e0, key_end, c);
+        oc_est_load(ks, k, kv_f16, k_off, k_st, k_sh, g, d, j0, key_end, c);
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int t = 0; t < SUB; t++) {
-            int j = base + e0 + t;
+            int j = j0 + t;
             float a = 0.0f;
-            if (j >= 0 && j < key_end && !(causal && j > p)) a = exp2(oc_est_dot(qv, ks + t * d, d) - mx) * inv;
+            if (j < key_end && !(causal && j > p)) a = exp2(oc_est_dot(qv, ks + t * d, d) - mx) * inv;
             pl[c * PSTRIDE + t] = a;
+            if (j < n_kv) prob[(size_t)c * n_kv + j] = a;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        /* columns: extended index e in [63, 127) is key 64 w + e - 63 */
-        int e = e0 + c;
-        if (c < SUB && e >= EST_ROWS - 1 && e < 2 * EST_ROWS - 1 && base + e < n_kv) {
+        if (c < SUB && j0 + c < n_kv) {
             float col = 0.0f;
             for (int r = 0; r < EST_ROWS; r++) col += pl[r * PSTRIDE + c];
-            vs[base + e] = col;
+            vs[j0 + c] = col;
         }
-        /* diagonal d = base + c: row r reads extended index c + r */
-        int r0 = max(0, e0 - c), r1 = min(EST_ROWS, e0 + SUB - c);
-        for (int r = r0; r < r1; r++) diag += pl[r * PSTRIDE + c + r - e0];
     }
-    int idx = p0 - (base + c) + n_kv - 1;   /* offset o = p0 - d */
-    if (idx >= 0 && idx < 2 * n_kv - 1) ss[idx] = diag;
+}
+
+/* Item t: ss[t] = sum_r prob[r][key of coordinate c_r - o], o = t - (n_diag - 1), over the rows
+ * whose coordinate lies in the stream [0, n_coord); the key of coordinate x is perm[x] (has_perm)
+ * or x. */
+__kernel void oc_dyn_diag(const __global float *prob, int n_kv, const __global int *rows, const __global int *perm,
+                          int perm_off, int has_perm, int n_coord, int n_diag, __global float *scores, int ss_off) {
+    __global float *ss = scores + ss_off;
+    const int t = get_global_id(0);
+    if (t >= 2 * n_diag - 1) return;
+    const int o = t - (n_diag - 1);
+    float s = 0.0f;
+    for (int r = 0; r < EST_ROWS; r++) {
+        int x = rows[2 * r + 1] - o;
+        if (x < 0 || x >= n_coord) continue;
+        int j = has_perm ? perm[perm_off + x] : x;
+        s += prob[(size_t)r * n_kv + j];
+    }
+    ss[t] = s;
 }

@@ -104,6 +104,15 @@ oc_status oc_attn_dyn_build(const oc_attn_call *call, const oc_attn_host *mem, o
 oc_status oc_attn_dyn_scores(const oc_attn_call *call, const oc_attn_host *mem, oc_isa isa, int32_t head,
                              void *dyn_mem, size_t dyn_bytes, float *vertical, float *slash, oc_error *err);
 
+/* The pieces of the index build both executors share (dyn.h): the modality of query row i (vision
+ * inside an image span of the layout); the last 64 query rows of modality m (m < 0: any) into
+ * rows[0..64) ascending (0 when there are fewer); the keys' modality permutation and ranks
+ * (perm[start[m] .. start[m + 1]) the positions of modality m ascending, rank[j] the index of j
+ * within its modality; n_kv entries each, start 3). [alloc: no] */
+int oc_dyn_row_modality(const oc_attn_call *call, int32_t i);
+int oc_dyn_last_rows(const oc_attn_call *call, int m, int32_t *rows);
+void oc_dyn_key_perm(const oc_attn_call *call, int32_t *perm, int32_t *rank, int32_t *start);
+
 /* The argument checks of oc_attn_run (need_index 0: without the dynamic index, as
  * oc_attn_dyn_build needs them). [errors: OC_ERR_INVALID] */
 oc_status oc_attn_check_call(const oc_attn_call *call, const oc_attn_host *mem, int need_index, oc_error *err);

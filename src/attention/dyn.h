@@ -117,6 +117,14 @@ void oc_dyn_grid_view(int32_t n, int32_t fixed_stride, int32_t max_stride, int32
 void oc_dyn_choose(const oc_head_pattern *pat, int32_t n_kv, const float *vertical, const float *slash, int32_t *idx,
                    int32_t *work, double *grid, oc_dyn_head *out);
 
+/* One BOUNDARY_2D pair's index (query modality mq, key modality mk; sub: the pair's plain pattern)
+ * from its query modality's raw estimate: vertical[] column scores by key position, perm_mk[0..n_mk)
+ * the positions of mk's keys ascending, slash[0..2 n_diag - 1) the rank-offset scores (n_diag =
+ * max(n_mk, n_mq)); vr holds n_diag floats. The one pair choice of both executors. [alloc: no] */
+void oc_dyn_choose_pair(const oc_head_pattern *sub, int32_t n_mk, int32_t n_diag, const float *vertical,
+                        const int32_t *perm_mk, const float *slash, float *vr, int32_t *idx, int32_t *work, double *grid,
+                        oc_dyn_head *out);
+
 /* Q-Boundary / 2D-Boundary permutation (mminference.txt Sec. 3.2, Alg. 2-3): the tokens grouped by
  * modality, stably: perm[start[m] .. start[m + 1]) lists the positions of modality m in order.
  * modality[i] < n_modalities for every i; start has n_modalities + 1 entries.

@@ -223,21 +223,21 @@ typedef struct build_ctx {
     const oc_attn_dyn *dyn;
 } build_ctx;
 
-/* The modality of query row i (dyn.h): vision inside an image span of the layout. */
-static int row_modality(const oc_attn_call *a, int32_t i) {
+int oc_dyn_row_modality(const oc_attn_call *a, int32_t i) {
     int64_t p = (int64_t)a->q_offset + i;
     return a->layout && p < oc_layout_n_tokens(a->layout) && oc_layout_image_at(a->layout, (int32_t)p) >= 0
                ? OC_MODALITY_VISION
                : OC_MODALITY_TEXT;
 }
 
-/* The last 64 query rows (of modality m; m < 0: any) into w->rows ascending; 0 when there are fewer. */
-static int last_rows(const oc_attn_call *a, int m, est_work *w) {
+int oc_dyn_last_rows(const oc_attn_call *a, int m, int32_t *rows) {
     int32_t n = 0;
     for (int32_t i = a->n_q - 1; i >= 0 && n < OC_DYN_LAST_Q; i--)
-        if (m < 0 || row_modality(a, i) == m) w->rows[OC_DYN_LAST_Q - 1 - n++] = i;
+        if (m < 0 || oc_dyn_row_modality(a, i) == m) rows[OC_DYN_LAST_Q - 1 - n++] = i;
     return n == OC_DYN_LAST_Q;
 }
+
+static int last_rows(const oc_attn_call *a, int m, est_work *w) { return oc_dyn_last_rows(a, m, w->rows); }
 
 /* Plain pattern pat's index into out from the rows in w->rows; idx: 3 n_kv int32. */
 static void build_one(build_ctx *x, est_work *w, int32_t h, const oc_head_pattern *pat, int32_t *idx, oc_dyn_head *out) {
@@ -273,21 +273,14 @@ static void build_2d(build_ctx *x, est_work *w, int32_t h, int32_t *idx, oc_dyn_
         for (int mk = 0; mk < OC_N_MODALITIES; mk++) {
             oc_head_pattern sub = oc_pattern_pair(pat, mq, mk);
             if (!oc_pattern_is_dynamic(sub.kind)) continue;
-            const int32_t *perm = dyn->key_perm + dyn->key_start[mk];
-            /* Vertical-Slash chooses over n = max(n_mk, n_mq) coordinates, so that every rank offset
-             * of the pair has a diagonal; the columns past n_mk score as NaN (ranked last) and
-             * select no key. Grid searches the n_mk columns alone. */
-            int32_t n = sub.kind == OC_PATTERN_VERTICAL_SLASH ? rs.n[mk] : n_m[mk];
-            for (int32_t r = 0; r < n; r++) w->vr[r] = r < n_m[mk] ? w->vs[perm[r]] : NAN;
             int slot = mq * OC_N_MODALITIES + mk;
-            oc_dyn_choose(&sub, n, w->vr, rs.ss[mk], idx + (size_t)slot * x->g.idx_per_head, w->work, w->grid,
-                          &out[slot]);
+            oc_dyn_choose_pair(&sub, n_m[mk], rs.n[mk], w->vs, dyn->key_perm + dyn->key_start[mk], rs.ss[mk], w->vr,
+                               idx + (size_t)slot * x->g.idx_per_head, w->work, w->grid, &out[slot]);
         }
     }
 }
 
-/* The keys' modality permutation and ranks (dyn.h) for a call with BOUNDARY_2D heads. */
-static void build_key_perm(const oc_attn_call *a, int32_t *perm, int32_t *rank, int32_t *start) {
+void oc_dyn_key_perm(const oc_attn_call *a, int32_t *perm, int32_t *rank, int32_t *start) {
     int32_t n[OC_N_MODALITIES] = { 0, 0 };
     for (int32_t j = 0; j < a->n_kv; j++) {
         int m = a->layout && j < oc_layout_n_tokens(a->layout) && oc_layout_image_at(a->layout, j) >= 0;
@@ -385,7 +378,7 @@ oc_status oc_attn_dyn_build(const oc_attn_call *a, const oc_attn_host *mem, oc_i
     for (int32_t h = 0; a->patterns && h < a->n_head; h++) any_2d |= a->patterns[h].kind == OC_PATTERN_BOUNDARY_2D;
     if (any_2d) {
         int32_t *perm = (int32_t *)(x.base + x.g.off_perm), *rank = (int32_t *)(x.base + x.g.off_rank);
-        build_key_perm(a, perm, rank, dyn->key_start);
+        oc_dyn_key_perm(a, perm, rank, dyn->key_start);
         dyn->pairs = x.pairs;
         dyn->key_perm = perm;
         dyn->key_rank = rank;

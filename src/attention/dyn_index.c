@@ -171,6 +171,17 @@ void oc_dyn_choose(const oc_head_pattern *pat, int32_t n_kv, const float *vertic
     }
 }
 
+void oc_dyn_choose_pair(const oc_head_pattern *sub, int32_t n_mk, int32_t n_diag, const float *vertical,
+                        const int32_t *perm_mk, const float *slash, float *vr, int32_t *idx, int32_t *work, double *grid,
+                        oc_dyn_head *out) {
+    /* Vertical-Slash chooses over n = max(n_mk, n_mq) coordinates, so that every rank offset of the
+     * pair has a diagonal; the columns past n_mk score as NaN (ranked last) and select no key. Grid
+     * searches the n_mk columns alone. */
+    int32_t n = sub->kind == OC_PATTERN_VERTICAL_SLASH ? n_diag : n_mk;
+    for (int32_t r = 0; r < n; r++) vr[r] = r < n_mk ? vertical[perm_mk[r]] : NAN;
+    oc_dyn_choose(sub, n, vr, slash, idx, work, grid, out);
+}
+
 oc_status oc_dyn_modality_perm(const uint8_t *modality, int32_t n, int32_t n_modalities, int32_t *perm,
                                int32_t *start, oc_error *err) {
     if (n < 0 || n_modalities < 1 || n_modalities > 255)

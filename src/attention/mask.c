@@ -76,9 +76,7 @@ oc_status oc_mask_check_dyn(const oc_attn_call *a, int need_index, const char *w
     for (int32_t h = 0; h < a->n_head; h++) {
         const oc_head_pattern *p = &a->patterns[h];
         int ok = 1;
-        if (oc_pattern_is_boundary(p->kind) && need_index == OC_MASK_INDEX_PLAIN) {
-            ok = 1;   /* an executor that runs the boundary kinds dense needs no index for them */
-        } else if (p->kind == OC_PATTERN_Q_BOUNDARY && oc_pattern_needs_index(p)) {
+        if (p->kind == OC_PATTERN_Q_BOUNDARY && oc_pattern_needs_index(p)) {
             ok = a->dyn->heads_vision != NULL && index_ok(p->modal[OC_MODALITY_TEXT].kind, &a->dyn->heads[h]) &&
                  index_ok(p->modal[OC_MODALITY_VISION].kind, &a->dyn->heads_vision[h]);
         } else if (p->kind == OC_PATTERN_BOUNDARY_2D) {

@@ -18,9 +18,7 @@
 oc_status oc_mask_check(const oc_attn_call *a, const char *who, oc_error *err);
 /* The conditions of VERTICAL_SLASH / GRID heads in a call with n_q >= OC_DYN_LAST_Q (dyn.h): a
  * causal or bidirectional base and the queries' own keys in the cache; with need_index also a
- * well-formed call->dyn (OC_MASK_INDEX_PLAIN: of the VERTICAL_SLASH / GRID heads only, for an
- * executor that runs Q_BOUNDARY and BOUNDARY_2D heads dense). [errors: OC_ERR_INVALID] */
-#define OC_MASK_INDEX_PLAIN 2
+ * well-formed call->dyn. [errors: OC_ERR_INVALID] */
 oc_status oc_mask_check_dyn(const oc_attn_call *a, int need_index, const char *who, oc_error *err);
 
 /* ---- row classes ---------------------------------------------------------------------------------- */
