@@ -182,13 +182,17 @@ static work work_at(const run_ctx *x, int thread) {
 /* A run: rows i0, i0 + step, .., i0 + (len-1) step of one class, for the stacked heads
  * w->heads[0..n_heads) of kv head g. Stacked row r is head w->heads[r / len], query row
  * i0 + (r % len) step. step is 1 except for a Grid head, whose runs are one residue class (Alg. 1's
- * row permutation, done by loading rows step apart). */
+ * row permutation, done by loading rows step apart); there the heads are interleaved instead:
+ * stacked row r is head w->heads[r % n_heads], query row i0 + (r / n_heads) step, so a block of
+ * stacked rows spans block / n_heads rows of the class, not block rows: its causal band (keys some
+ * of its rows keep and others do not) is n_heads times narrower, and so are the masked lanes. */
 typedef struct run {
     const run_ctx *x;
     work *w;
     const oc_head_pattern *pat;
     const oc_dyn_head *dyn;               /* the head's index (dynamic patterns) */
     int32_t n_heads, i0, len, rows, step;
+    int inter;                            /* heads interleaved (step > 1) */
     int direct;                           /* rows <= OC_ATTN_DIRECT_ROWS: K/V read in place */
     const unsigned char *kbase, *vbase;   /* kv head g's rows */
     const unsigned char *kbase_shared;    /* k_shared's rows of kv head g (attn_call.h), or NULL */
@@ -209,7 +213,15 @@ typedef struct run {
     uint64_t kept, executed;
 } run;
 
-static int32_t run_row(const run *r, int32_t row) { return r->i0 + (row % r->len) * r->step; }
+static int32_t run_row(const run *r, int32_t row) {
+    return r->i0 + (r->inter ? row / r->n_heads : row % r->len) * r->step;
+}
+
+/* The head of stacked row `row` (its index into w->heads). */
+static int32_t run_head(const run *r, int32_t row) { return r->inter ? row % r->n_heads : row / r->len; }
+
+/* 1 when the stacked rows r0 .. r0 + rb - 1 lie in ascending positions (one head, or interleaved). */
+static int run_ascends(const run *r, int32_t r0, int32_t rb) { return r->inter || r0 / r->len == (r0 + rb - 1) / r->len; }
 
 /* Row i's window in the run's key coordinates (mask.h oc_mask_row_window; for a 2D run the pair's
  * pattern in ranks, cut by the base mask in ranks). */
@@ -265,7 +277,7 @@ static uint64_t mask_cols(const run *r, int32_t r0, int32_t n_cols, const int32_
         int64_t pc = (int64_t)a->q_offset + i - r->row_shift;   /* the row's coordinate */
         const uint8_t *em = NULL;
         if (a->mask == OC_ATTN_EXPLICIT)
-            em = a->explicit_mask + (int64_t)r->w->heads[row / r->len] * a->explicit_stride_head +
+            em = a->explicit_mask + (int64_t)r->w->heads[run_head(r, row)] * a->explicit_stride_head +
                  (int64_t)i * a->explicit_stride_q;
         for (int32_t t = 0; t < nk; t++) {
             int64_t j = idx[t];
@@ -287,8 +299,8 @@ static uint64_t mask_cols(const run *r, int32_t r0, int32_t n_cols, const int32_
 enum { BLOCK_MISSES, BLOCK_PARTIAL, BLOCK_KEEPS };
 
 static int block_class(const run *r, int32_t r0, int32_t rb, int32_t k_min, int32_t k_max) {
-    int32_t first = r->i0, last = run_row(r, r->len - 1);   /* rows of the block */
-    if (r0 / r->len == (r0 + rb - 1) / r->len) {
+    int32_t first = r->i0, last = run_row(r, r->rows - 1);   /* rows of the block */
+    if (run_ascends(r, r0, rb)) {
         first = run_row(r, r0);
         last = run_row(r, r0 + rb - 1);
     }
@@ -339,9 +351,10 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial, ui
         kn->convert_rows(w->kt, w->kptr, nk, d, a->kv_dtype);
         kn->pack_v(w->v, w->vptr, nk, d, dpad, a->kv_dtype);
     }
-    /* A Grid run's rows lie stride apart, so a block's causal band spans block x stride positions:
-     * blocks of half the rows halve the masked lanes there. (Not a quarter: a block must start on
-     * a packed panel of Q^T, 32 columns with AVX-512; attn_kernels.h.) */
+    /* A Grid run's rows lie stride apart, so a block's causal band spans block / n_heads x stride
+     * positions (heads interleaved: struct run): blocks of half the rows halve the masked lanes
+     * there. (Not a quarter: a block must start on a packed panel of Q^T, 32 columns with AVX-512;
+     * attn_kernels.h.) */
     int32_t block_rows = r->step > 1 ? ROW_BLOCK / 2 : ROW_BLOCK;
     for (int32_t r0 = 0; r0 < r->rows; r0 += block_rows) {
         int32_t rb = OC_MIN(block_rows, r->rows - r0), cols = ALIGN_UP(rb, kn->vec), nb = nk;
@@ -356,7 +369,7 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial, ui
              * in ascending order except a topped-up tail, so this cuts the causal band's empty
              * triangle: a Grid run's blocks span block_rows x stride positions). Dropping keys
              * whose probabilities are 0 changes no sum. */
-            int32_t last = r0 / r->len == (r0 + rb - 1) / r->len ? run_row(r, r0 + rb - 1) : run_row(r, r->len - 1);
+            int32_t last = run_ascends(r, r0, rb) ? run_row(r, r0 + rb - 1) : run_row(r, r->rows - 1);
             oc_mask_window lw = run_window(r, last);
             int64_t hi = OC_MAX(lw.hi, lw.sk - 1);
             while (exact && nb > 0 && idx[nb - 1] > hi) nb--;
@@ -560,6 +573,7 @@ static void run_begin(run *r, const run_ctx *x, work *w, int32_t n_heads, int32_
     r->len = len;
     r->step = step;
     r->rows = n_heads * r->len;
+    r->inter = step > 1;
     r->all_blocks = r->cur_blocks = ~0u;
     r->kbase = x->k + g * a->k_stride_head * x->elem_bytes;
     r->kbase_shared = x->k_shared ? x->k_shared + g * a->k_stride_head * x->elem_bytes : NULL;
@@ -570,7 +584,7 @@ static void run_begin(run *r, const run_ctx *x, work *w, int32_t n_heads, int32_
     r->direct = r->rows <= OC_ATTN_DIRECT_ROWS;
     for (int32_t row = 0; row < r->rows; row++)
         w->qptr[row] = x->q + (int64_t)run_row(r, row) * a->q_stride_token +
-                       (int64_t)w->heads[row / r->len] * a->q_stride_head;
+                       (int64_t)w->heads[run_head(r, row)] * a->q_stride_head;
     if (r->direct)
         for (int32_t row = 0; row < r->rows; row++) x->kern->scale(w->qt + (int64_t)row * d, w->qptr[row], d, x->qscale);
     else
@@ -592,7 +606,7 @@ static void run_keys(run *r, const oc_head_pattern *pat, const oc_dyn_head *dh, 
     /* Window union (some row keeps) and intersection (every row keeps) from the first and last
      * rows: both window bounds grow with the position. */
     oc_mask_ivals some, all;
-    run_window_span(r, r->i0, run_row(r, r->len - 1), &some, &all);
+    run_window_span(r, r->i0, run_row(r, r->rows - 1), &some, &all);
     int64_t lo = OC_MAX(kw0, cls->c0), hi = OC_MIN(kw1, cls->c1);
     if (some.n) {
         lo = OC_MAX(lo, some.lo[0]);
@@ -624,7 +638,7 @@ static void run_end(run *r, int32_t chunk) {
     work *w = r->w;
     int32_t d = a->head_dim, dpad = x->dpad;
     for (int32_t row = 0; row < r->rows; row++) {
-        int32_t h = w->heads[row / r->len], i = run_row(r, row);
+        int32_t h = w->heads[run_head(r, row)], i = run_row(r, row);
         const float *o = w->o + (int64_t)row * dpad;
         if (chunk < 0) {
             float *dst = x->out + (int64_t)i * a->out_stride_token + (int64_t)h * a->out_stride_head;

@@ -54,22 +54,57 @@ int32_t oc_dyn_top_k(const float *score, int32_t n, int32_t k, int32_t force, in
     return k;
 }
 
-/* sums[r] = the viewed columns t = r (mod s), t < n_view (view[t]: key j0 + t). */
+/* sums[r] = the viewed columns t = r (mod s), t < n_view (view[t]: key j0 + t), each summed in
+ * ascending t (the order of the pass-per-period fold this replaces: the same sums). Four phases at
+ * a time in registers down the whole view, so the view is read once and each sum written once,
+ * with four independent adds per step. */
 static void fold(const double *restrict view, int32_t n_view, int32_t s, double *restrict sums) {
-    for (int32_t r = 0; r < s; r++) sums[r] = 0.0;
-    for (int32_t t = 0; t < n_view; t += s) {
-        int32_t m = OC_MIN(s, n_view - t), u = 0;
-        const double *v = view + t;
-        /* groups of 4 independent adds, which the compiler turns into vector adds at -O2 (a plain
-         * loop of unknown length stays scalar there): the fold is most of the search */
-        for (; u + 4 <= m; u += 4) {
-            sums[u] += v[u];
-            sums[u + 1] += v[u + 1];
-            sums[u + 2] += v[u + 2];
-            sums[u + 3] += v[u + 3];
+    int32_t r = 0;
+    for (; r + 4 <= s; r += 4) {
+        double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+        int32_t t = r;
+        for (; t + 3 < n_view; t += s) {
+            a0 += view[t];
+            a1 += view[t + 1];
+            a2 += view[t + 2];
+            a3 += view[t + 3];
         }
-        for (; u < m; u++) sums[u] += v[u];
+        if (t < n_view) a0 += view[t];   /* the last period ends inside these four */
+        if (t + 1 < n_view) a1 += view[t + 1];
+        if (t + 2 < n_view) a2 += view[t + 2];
+        sums[r] = a0;
+        sums[r + 1] = a1;
+        sums[r + 2] = a2;
+        sums[r + 3] = a3;
     }
+    for (; r < s; r++) {
+        double a = 0.0;
+        for (int32_t t = r; t < n_view; t += s) a += view[t];
+        sums[r] = a;
+    }
+}
+
+/* The largest of x[0..n) (-inf when n is 0; the sums hold no NaN: rank_of). Four independent maxima. */
+static double max_of(const double *restrict x, int32_t n) {
+    double m0 = -INFINITY, m1 = -INFINITY, m2 = -INFINITY, m3 = -INFINITY;
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        m0 = x[i] > m0 ? x[i] : m0;
+        m1 = x[i + 1] > m1 ? x[i + 1] : m1;
+        m2 = x[i + 2] > m2 ? x[i + 2] : m2;
+        m3 = x[i + 3] > m3 ? x[i + 3] : m3;
+    }
+    for (; i < n; i++) m0 = x[i] > m0 ? x[i] : m0;
+    m0 = m1 > m0 ? m1 : m0;
+    m2 = m3 > m2 ? m3 : m2;
+    return m2 > m0 ? m2 : m0;
+}
+
+/* The first r in [lo, hi) with x[r] == v, or -1. */
+static int32_t first_equal(const double *x, int32_t lo, int32_t hi, double v) {
+    for (int32_t r = lo; r < hi; r++)
+        if (x[r] == v) return r;
+    return -1;
 }
 
 /* The best phase of stride s from its phase sums (fold) over the viewed columns (n_view from key
@@ -86,12 +121,15 @@ static double best_phase(const double *restrict sums, int32_t j0, int32_t n_view
     for (int g = 0; g < 2; g++) {   /* g 0: the phases r < rem (count q + 1); g 1: the rest (count q) */
         int32_t r0 = g ? rem : 0, r1 = g ? s : rem, count = g ? q : q + 1, bf = -1;
         if (count < 1) continue;
-        double bs = -INFINITY;
-        for (int32_t r = r0; r < r1; r++) {
-            int32_t f = r + f0 < s ? r + f0 : r + f0 - s;   /* the phase of view index r */
-            if (sums[r] > bs || (sums[r] == bs && f < bf)) { bs = sums[r]; bf = f; }
-        }
-        if (bf < 0) continue;
+        /* the largest sum, then its lowest phase: view index r is phase r + f0 - s for r >= s - f0,
+         * else r + f0, so the first r equal to it in [s - f0, s), else in [0, s - f0), is it (two
+         * passes without a dependency from one element to the next: a single pass keeping the best
+         * so far waits on its compare for every element) */
+        double bs = max_of(sums + r0, r1 - r0);
+        if (bs == -INFINITY) continue;
+        int32_t cut = s - f0, br = first_equal(sums, OC_MAX(r0, cut), r1, bs);
+        if (br < 0) br = first_equal(sums, r0, OC_MIN(r1, cut), bs);
+        bf = br >= cut ? br - cut : br + f0;
         double score = (bs / count - mean) * sqrt((double)count);
         if (score > best || (score == best && bf < *phase)) { best = score; *phase = bf; }
     }
