@@ -368,6 +368,13 @@ static void acc_rows(float *o, int64_t ldo, const float *p, int64_t ldp, int32_t
 }
 
 static const oc_attn_kernels table = { "avx512", VEC, PANEL, gemm, convert_rows, pack_v, softmax_cols, pack_qt, scale,
-                                       dot_rows, acc_rows };
+                                       dot_rows, acc_rows, NULL };   /* pack_p: f32 products */
 
 const oc_attn_kernels *oc_attn_kernels_avx512(void) { return &table; }
+
+/* The products on BF16 (attn_bf16_avx512.c); softmax, scaling and the direct path as above. */
+static const oc_attn_kernels table_bf16 = { "avx512+bf16", VEC, PANEL, oc_attn_bf16_gemm, oc_attn_bf16_convert_rows,
+                                            oc_attn_bf16_pack_v, softmax_cols, oc_attn_bf16_pack_qt, scale, dot_rows,
+                                            acc_rows, oc_attn_bf16_pack_p };
+
+const oc_attn_kernels *oc_attn_kernels_avx512_bf16(void) { return &table_bf16; }
