@@ -62,6 +62,14 @@ double oc_port_children_cpu_s(void);
 /* The load average over the last minute (runnable processes), or -1 when unknown. */
 double oc_port_load_average(void);
 
+/* A hint to bring the cache line holding p closer for reading; nothing where the compiler has no
+ * such builtin. p need not be dereferenceable (a prefetch never faults). */
+#if defined(__GNUC__) || defined(__clang__)
+#define OC_PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#else
+#define OC_PREFETCH(p) ((void)(p))
+#endif
+
 /* ---- CPU features ------------------------------------------------------------------------------------- */
 typedef struct oc_cpu_features {
     /* x86-64 (each also requires the OS to save the register state: checked with xgetbv) */
