@@ -438,9 +438,10 @@ static void gemm_bf16_task(void *arg, int64_t task, int thread) {
                             panels + (size_t)((j0 - o0) / OC_MM_BF16_NR) * (KC / 2) * OC_MM_BF16_NR);
         /* The next block's W rows into the cache while this block's tiles run: the rows come from
          * DRAM once per task (the vision encoder's 1.3 GB of F16 matrices), and read where the
-         * panel is packed they stalled the packing (f16_to_bf16 at 13.6% of gemm_bf16's samples
-         * in a 448x448 encode on a Zen 4, 6.0% with this; BENCHMARKS.md "Issue 22"). One line of
-         * one row per step, spread evenly over the block's tile calls. */
+         * panel is packed they stalled the packing (f16_to_bf16 and this loop: 18% of gemm_bf16's
+         * samples in a 448x448 encode on a Zen 4, 12% with this; BENCHMARKS.md "Issue 22"). One
+         * line of one row per step, spread evenly over the block's tile calls. (Also prefetching
+         * the first block of task + n_threads after the last block: 11.8%, not kept.) */
         bf16_pf pf = bf16_pf_init(c, o0, o1, k0 + KC, ((t1 - t0 + k->bf16_mr - 1) / k->bf16_mr) *
                                                        ((o1 - o0 + OC_MM_BF16_NR - 1) / OC_MM_BF16_NR));
         for (int64_t t = t0; t < t1; t += k->bf16_mr) {
