@@ -531,9 +531,15 @@ int bench_vlm(int argc, char **argv) {
     int rc = 0;
     for (int i = 0; i < n_text && !rc; i++) {
         if (i) printf("\n");
+        int first = llama ? llama->n : 0;
         rc = run_bench(text[i], mmproj[i], n_threads, backend, device, images, n_new, pp, llama, load);
+        if (llama && llama->n > first)   /* this pair's rows now; all pairs in one table at the end */
+            bench_llama_print(llama_dir, n_threads, pp, llama->rows + first, llama->runs + first, llama->n - first);
     }
-    if (llama && llama->n) bench_llama_print(llama_dir, n_threads, pp, llama->rows, llama->runs, llama->n);
+    if (llama && n_text > 1 && llama->n) {
+        printf("\nAll pairs:\n");
+        bench_llama_print(llama_dir, n_threads, pp, llama->rows, llama->runs, llama->n);
+    }
     free(llama);
     return rc;
 }
