@@ -885,7 +885,9 @@ static void test_direct_kernels(void) {
  * rounded to bf16 (the f32 summation bound alone, k 2^-23 sum |a b|), and against the unrounded ones
  * (plus (2^-7 + 2^-16) sum |a b|, each operand within 2^-8 relatively). Odd head dims and key counts
  * (zero partners), padding columns 0, outputs poisoned, a NaN key element reaches only its scores. */
+#if OC_BUILT_AVX512
 static float bf16_round(float x) { return oc_bf16_to_f32(oc_f32_to_bf16(x)); }
+#endif
 
 static void test_bf16_kernels(void) {
 #if OC_BUILT_AVX512
