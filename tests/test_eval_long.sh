@@ -29,6 +29,18 @@ else
   fail eval_long_runs "ocellus eval --suite long did not report 2 items of the chosen types"
 fi
 
+# --first I: items I.. of the same stream, so processes can split one evaluation: item 1 alone
+# is the second line of the two-item run (question, expected and generated answer)
+E="./ocellus eval --suite long -m examples/demo/ocellus-demo.gguf --mmproj examples/demo/ocellus-demo-mmproj.gguf --max-images 8 --types detail,code -t 2 --verbose"
+if run_target $E --items 2 >"$tmp_dir/two" 2>/dev/null && run_target $E --first 1 --items 1 --json "$tmp_dir/f.json" >"$tmp_dir/one" 2>/dev/null &&
+   [ -n "$(sed -n 2p "$tmp_dir/two")" ] && [ "$(sed -n 2p "$tmp_dir/two")" = "$(sed -n 1p "$tmp_dir/one")" ] &&
+   grep -q '"first":1,' "$tmp_dir/f.json"; then
+  pass eval_long_first
+else
+  sed 's/^/# /' "$tmp_dir/two" "$tmp_dir/one" | head -8
+  fail eval_long_first "--first 1 --items 1 did not give the second item of the stream"
+fi
+
 # every method's plan runs on the long suite (issue 19: the long model's must-show 3 needs them):
 # SparseMM, ZipVL and Q-Cache alone (written here for the demo's shape), BlindSight and MMInference
 # (the example plans); each reports a KV cache and exits 0

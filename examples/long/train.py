@@ -353,6 +353,30 @@ def extra_questions(d, rnd, n):
 MAX_TARGETS = 48   # answer cells per supervised row (list: 8, compare: up to 16, count_all: 6)
 
 
+LIST_TYPE, COUNT_TYPE = TYPE_NAMES.index("list"), TYPE_NAMES.index("count_all")
+COUNT_SCALE = 8.0  # a count head puts n / COUNT_SCALE of its mass on the n counted cells (n <= 6)
+
+
+def list_token_targets(tok, answer, image, starts, grid):
+    """Run 5: per answer token of a list ("red circle 1 3, blue square 2 5"), the one merged token
+    of the shape that token describes (its part of the answer; the ", " before a part belongs to
+    it), instead of all the image's shapes at once: a head told only "look at the shapes" averages
+    their values, and run 4 never learnt to read a shape's row and column (list 0%)."""
+    enc = tok.encode(answer, add_special_tokens=False)
+    part_starts, cells = [], []
+    pos = 0
+    for part in answer.split(", "):
+        w = part.split()
+        part_starts.append(pos)
+        cells.append(starts[image] + (int(w[-2]) - 1) * grid + int(w[-1]) - 1)
+        pos += len(part) + 2
+    out = []
+    for s0, _ in enc.offsets:
+        j = max(k for k, p in enumerate(part_starts) if p <= s0 + 1)
+        out.append(cells[j])
+    return out
+
+
 def item_cells(it):
     return [(c.image, c.row, c.col) for c in it.answer_cells[:it.n_answer_cells]]
 
@@ -381,6 +405,7 @@ def make_batch(scenes, tok, seed, first, n_items, n_images, side, pad_id, im_end
     grid = side // 28
     rows, images, types, cells = [], [], [], []
     att_item, att_row, att_tgt, att_w, att_type = [], [], [], [], []
+    cnt_item, cnt_row, cnt_tgt, cnt_frac = [], [], [], []
     for i in range(n_items):
         d, it = scenes.describe(seed, first + i, n_images, n_images, side, side, mask)
         if qa_override is not None:
@@ -410,12 +435,22 @@ def make_batch(scenes, tok, seed, first, n_items, n_images, side, pad_id, im_end
             tg = sorted(set(starts[k] + r * grid + c for k, r, c in cl))[:MAX_TARGETS]
             if tg:
                 n_rows = len(ans) - 1
-                for r_ in range(a0 - 1, a0 + len(ans) - 2):
+                per_tok = list_token_targets(tok, a, cl[0][0], starts, grid) if ty == LIST_TYPE else None
+                for t_, r_ in enumerate(range(a0 - 1, a0 + len(ans) - 2)):
+                    tt = [per_tok[t_]] if per_tok is not None else tg
                     att_item.append(i)
                     att_row.append(r_)
-                    att_tgt.append(tg + [-1] * (MAX_TARGETS - len(tg)))
+                    att_tgt.append(tt + [-1] * (MAX_TARGETS - len(tt)))
                     att_w.append(1.0 / n_rows)      # each branch counts once, as in answer_loss
                     att_type.append(ty)
+            if ty == COUNT_TYPE:
+                # the count heads' row (AttnSupervisor.count_loss): the one predicting the digit;
+                # a count of 0 has no cells: its target is the row itself, with share 0
+                cnt_item.append(i)
+                cnt_row.append(a0 - 1)
+                ct = tg if tg else [a0 - 1]
+                cnt_tgt.append(ct + [-1] * (MAX_TARGETS - len(ct)))
+                cnt_frac.append(len(tg) / COUNT_SCALE)
             ids += qids + ans
             lab += [-100] * len(qids) + ans
             # a later branch's first question token would be "predicted" by the previous branch's
@@ -451,7 +486,10 @@ def make_batch(scenes, tok, seed, first, n_items, n_images, side, pad_id, im_end
                 cells=np.concatenate(cells, 1), qlab=qlab, side=side, bid=bid, valid=valid, label_tgt=label_tgt,
                 att_item=np.array(att_item, dtype=np.int64), att_row=np.array(att_row, dtype=np.int64),
                 att_tgt=np.array(att_tgt, dtype=np.int64).reshape(R, MAX_TARGETS),
-                att_w=np.array(att_w, dtype=np.float32), att_type=np.array(att_type, dtype=np.int64))
+                att_w=np.array(att_w, dtype=np.float32), att_type=np.array(att_type, dtype=np.int64),
+                cnt_item=np.array(cnt_item, dtype=np.int64), cnt_row=np.array(cnt_row, dtype=np.int64),
+                cnt_tgt=np.array(cnt_tgt, dtype=np.int64).reshape(len(cnt_row), MAX_TARGETS),
+                cnt_frac=np.array(cnt_frac, dtype=np.float32))
 
 
 class BatchStream:
@@ -501,7 +539,7 @@ def to_device(torch, batch, dev, mean, std):
         am = t(am)
     inp = dict(mask=am, pv=pv, n_images=batch["images"].shape[0], side=int(batch["side"]))
     for k in ("ids", "pos", "cells", "qlab", "bid", "valid", "label_tgt", "att_item", "att_row", "att_tgt", "att_w",
-              "att_type"):
+              "att_type", "cnt_item", "cnt_row", "cnt_tgt", "cnt_frac"):
         inp[k] = t(batch[k])
     return inp, t(batch["lab"]), torch.as_tensor(batch["types"])
 
@@ -726,7 +764,7 @@ class AttnSupervisor:
     file's M-RoPE; `check` compares that attention with the module's own at start-up. The
     supervised heads stay ordinary heads of the saved model (no extra weights)."""
 
-    def __init__(self, torch, model, label_layer, answer_layers, label_rows):
+    def __init__(self, torch, model, label_layer, answer_layers, label_rows, count_layers=(), count_head=1):
         self.torch = torch
         cfg = model.config.text_config if hasattr(model.config, "text_config") else model.config
         self.n_heads, self.n_kv = cfg.num_attention_heads, cfg.num_key_value_heads
@@ -736,10 +774,11 @@ class AttnSupervisor:
         self.theta = float(getattr(cfg, "rope_theta", None) or rs.get("rope_theta", 1000000.0))
         self.layers = text_layers(model)
         self.label_layer, self.answer_layers, self.label_rows = label_layer, list(answer_layers), label_rows
+        self.count_layers, self.count_head = list(count_layers), count_head
         self.h = {}
         self.o_in = {}
         self.enabled = True
-        for li in set([label_layer] + self.answer_layers):
+        for li in set([label_layer] + self.answer_layers + self.count_layers):
             self.layers[li].self_attn.register_forward_pre_hook(self._hook(li), with_kwargs=True)
 
     def _hook(self, li):
@@ -826,8 +865,26 @@ class AttnSupervisor:
                 per_row = per_row + self.mass_loss(li, inp, ab, ai, at, [0]) / len(self.answer_layers)
             answer = (per_row.clamp(min=hinge) * w).sum() / w.sum()
             per_row = per_row.detach()
+        count = self.count_loss(inp)
         self.h.clear()
-        return label, answer, per_row
+        return label, answer, per_row, count
+
+    def count_loss(self, inp):
+        """Run 5, count heads (query head --count-head of each --count-layers): the row that predicts
+        a count_all answer n puts n / COUNT_SCALE of its attention mass on the n counted cells and
+        the rest elsewhere, so the head's output carries n (a head with all its mass on the cells
+        outputs their mean, the same for 1 red circle as for 5: run 4's count_all stayed at 32%).
+        Loss: binary cross-entropy between the mass m and the share f = n / COUNT_SCALE."""
+        torch = self.torch
+        if not self.count_layers or not inp["cnt_row"].numel():
+            return torch.zeros((), device=inp["ids"].device)
+        f = inp["cnt_frac"]
+        total = 0
+        for li in self.count_layers:
+            log_m = -self.mass_loss(li, inp, inp["cnt_item"], inp["cnt_row"], inp["cnt_tgt"][None], [self.count_head])
+            log_1m = torch.log1p(-torch.exp(log_m).clamp(max=1 - 1e-6))
+            total = total - (f * log_m + (1 - f) * log_1m).mean()
+        return total / len(self.count_layers)
 
     def check(self, model_call, inp):
         """Start-up: this file's q/k (M-RoPE) give the module's own attention output: softmax(qk)v of
@@ -1046,6 +1103,13 @@ def main():
     ap.add_argument("--label-layer", type=int, default=0)
     ap.add_argument("--answer-layers", default="4,6,8")
     ap.add_argument("--label-rows", type=int, default=1024)
+    ap.add_argument("--count-loss", type=float, default=1.0, help="weight of the count heads' loss (0: off; run 5)")
+    ap.add_argument("--count-layers", default="6,8")
+    ap.add_argument("--count-head", type=int, default=1)
+    ap.add_argument("--init-gguf", help="TEXT.gguf,MMPROJ.gguf: start from these weights (gguf_init.py), e.g. the "
+                    "shipped examples/long pair; the tokenizer built here must equal the file's")
+    ap.add_argument("--init-eval-items", type=int, default=64, help="with --init-gguf: held-out items checked "
+                    "before training (the loaded model must score as the shipped one)")
     ap.add_argument("--workers", type=int, default=14)
     ap.add_argument("--branches", type=int, default=12, help="question-answer branches per item sharing its "
                     "images (make_batch); 1: one question per item (run 1)")
@@ -1094,6 +1158,16 @@ def main():
     mean = torch.tensor(CLIP_MEAN, device=dev)
     std = torch.tensor(CLIP_STD, device=dev)
     model = make_model(tok, vocab_size, args).to(dev)
+    if args.init_gguf:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import gguf_init
+        text_path, mmproj_path = args.init_gguf.split(",")
+        n_loaded, gguf_tokens = gguf_init.load_into(torch, model, text_path, mmproj_path)
+        mine = [tok.id_to_token(i) for i in range(n_tok)]
+        if gguf_tokens[:n_tok] != mine:
+            bad = next(i for i in range(n_tok) if i >= len(gguf_tokens) or gguf_tokens[i] != mine[i])
+            raise SystemExit("--init-gguf: the tokenizer built here differs from the file's at id %d" % bad)
+        print("--init-gguf: %d tensors from %s" % (n_loaded, args.init_gguf), flush=True)
     if world > 1:
         for p_ in model.parameters():
             dist.broadcast(p_.data, 0)
@@ -1124,7 +1198,8 @@ def main():
     sup = None
     if args.attn_loss > 0:
         sup = AttnSupervisor(torch, model, args.label_layer, [int(x) for x in args.answer_layers.split(",")],
-                             args.label_rows)
+                             args.label_rows, [int(x) for x in args.count_layers.split(",") if x] if
+                             args.count_loss > 0 else [], args.count_head)
         inp1 = to_device(torch, make_batch(scenes, tok, 999, 0, 1, 8, 224, pad_id, im_end_id, image_token_id),
                          dev, mean, std)[0]
         if not sup.check(fwd, inp1):
@@ -1134,6 +1209,11 @@ def main():
                                                 (pad_id, im_end_id, image_token_id)):
         args.branches = 1
     print("branches per item:", args.branches, flush=True)
+    if args.init_gguf and args.init_eval_items > 0 and rank == 0:
+        acc0, n0 = heldout(torch, np, fwd, scenes, tok, dev, mean, std, args.init_eval_items, args.batch_tokens,
+                           (pad_id, im_end_id, image_token_id))
+        print("--init-gguf: held-out accuracy before training (%d items): %s" % (
+            n0, " ".join("%s %.3f" % kv for kv in acc0.items())), flush=True)
     stream = BatchStream(so, tok.to_str(), args.seed + 100 * rank, args.batch_tokens, args.sel_steps, args.ramp_steps, pad_id,
                          im_end_id, image_token_id, args.workers, args.branches)
     cell_probe = CellProbe(torch, model, tok).to(dev)
@@ -1186,7 +1266,7 @@ def main():
     model.train()
     torch.backends.cuda.matmul.allow_tf32 = True
     t0 = time.time()
-    names = ["answer", "cell", "index", "label_attn", "answer_attn"]
+    names = ["answer", "cell", "index", "label_attn", "answer_attn", "count_attn"]
     run = np.zeros(len(names))
     typ = np.zeros((len(TYPE_NAMES), 2))
     run_steps, step, items_seen, tokens_seen = 0, 0, 0, 0
@@ -1209,7 +1289,7 @@ def main():
         with torch.autocast("cuda", dtype=torch.bfloat16):
             logits = fwd(inputs).float()
             if sup is not None:
-                la, aa, per_row = sup.losses(inputs)
+                la, aa, per_row, ca = sup.losses(inputs)
                 sup.enabled = False
                 if per_row.numel():
                     at_, w_ = inputs["att_type"].cpu().numpy(), inputs["att_w"].cpu().numpy()
@@ -1230,9 +1310,10 @@ def main():
             total = total + args.index_loss * index
             run[2] += float(index.detach())
         if sup is not None:
-            total = total + args.attn_loss * (la + aa)
+            total = total + args.attn_loss * (la + aa) + args.count_loss * ca
             run[3] += float(la.detach())
             run[4] += float(aa.detach())
+            run[5] += float(ca.detach())
         opt.zero_grad(set_to_none=True)
         total.backward()
         finite = reduce_grads(total.detach())

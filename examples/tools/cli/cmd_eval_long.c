@@ -24,6 +24,8 @@ static void usage(FILE *f) {
             "usage: ocellus eval --suite long -m TEXT.gguf --mmproj VISION.gguf [options]\n"
             "  --items N              number of items (default 500)\n"
             "  --seed S               item stream (default 1000001, never used in training)\n"
+            "  --first I              index of the first item in the stream (default 0): items\n"
+            "                         I..I+N-1, so several processes can share one stream\n"
             "  --types A,B,...        question types (detail, which_image, count_all, code, compare,\n"
             "                         list; default all)\n"
             "  --max-images N         images per item 8..N, N in 8..32 (default 32)\n"
@@ -105,13 +107,13 @@ static double skipped_pct(uint64_t kept, uint64_t skipped) {
     return kept + skipped ? 100.0 * (double)skipped / (double)(kept + skipped) : 0.0;
 }
 
-static void print_result(FILE *f, const long_result *r, int json, unsigned long long seed, int max_images,
+static void print_result(FILE *f, const long_result *r, int json, unsigned long long seed, long long first, int max_images,
                          const char *plan, double wall_s) {
     double n = r->n_items ? (double)r->n_items : 1.0;
     uint64_t flops = r->flops_kept + r->flops_skipped;
     if (json) {
-        fprintf(f, "{\"suite\":\"long\",\"seed\":%llu,\"max_images\":%d,\"attention\":\"%s\",\"items\":%lld,"
-                "\"correct\":%lld,\"accuracy\":%.6f,\"types\":{", seed, max_images, plan ? "planned" : "dense",
+        fprintf(f, "{\"suite\":\"long\",\"seed\":%llu,\"first\":%lld,\"max_images\":%d,\"attention\":\"%s\",\"items\":%lld,"
+                "\"correct\":%lld,\"accuracy\":%.6f,\"types\":{", seed, first, max_images, plan ? "planned" : "dense",
                 (long long)r->n_items, (long long)r->n_correct, pct(r->n_correct, r->n_items) / 100.0);
         for (int t = 0; t < OC_LONG_N_TYPES; t++)
             fprintf(f, "%s\"%s\":{\"correct\":%lld,\"total\":%lld}", t ? "," : "", oc_long_type_name(t),
@@ -130,8 +132,8 @@ static void print_result(FILE *f, const long_result *r, int json, unsigned long 
                 (unsigned long long)r->peak_rss_bytes, wall_s);
         return;
     }
-    fprintf(f, "ocellus eval --suite long: %lld items of seed %llu, 8-%d images of 224-448 px, %s attention\n",
-            (long long)r->n_items, seed, max_images, plan ? "planned" : "dense");
+    fprintf(f, "ocellus eval --suite long: %lld items (from %lld) of seed %llu, 8-%d images of 224-448 px, %s attention\n",
+            (long long)r->n_items, first, seed, max_images, plan ? "planned" : "dense");
     fprintf(f, "%-12s %8s %6s %9s\n", "type", "correct", "total", "accuracy");
     for (int t = 0; t < OC_LONG_N_TYPES; t++) {
         fprintf(f, "%-12s %8lld %6lld ", oc_long_type_name(t), (long long)r->n_correct_of[t], (long long)r->n_items_of[t]);
@@ -166,7 +168,7 @@ static int fail(const char *msg) {
 int oc_tool_eval_long(int argc, char **argv) {
     const char *text_path = NULL, *mmproj = NULL, *plan = NULL, *device = NULL, *json_path = NULL;
     int verbose = 0, n_threads = 0;
-    long long n_items = 500, max_images = OC_LONG_MAX_IMAGES, v_ll;
+    long long n_items = 500, first = 0, max_images = OC_LONG_MAX_IMAGES, v_ll;
     unsigned long long seed = 1000001;
     long long chunk = 256;   /* --prefill-chunk; 0: all */
     uint32_t types = 0;
@@ -185,6 +187,7 @@ int oc_tool_eval_long(int argc, char **argv) {
         else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &backend)) i++;
         else if (!strcmp(a, "--device")) { device = v; i++; }
         else if (!strcmp(a, "--items") && parse_ll(v, 0, 1LL << 40, &n_items)) i++;
+        else if (!strcmp(a, "--first") && parse_ll(v, 0, 1LL << 40, &first)) i++;
         else if (!strcmp(a, "--seed") && parse_ll(v, 0, 1LL << 62, &v_ll)) { seed = (unsigned long long)v_ll; i++; }
         else if (!strcmp(a, "--max-images") && parse_ll(v, OC_LONG_MIN_IMAGES, OC_LONG_MAX_IMAGES, &max_images)) i++;
         else if (!strcmp(a, "--types") && (types = parse_types(v)) != 0) i++;
@@ -221,7 +224,7 @@ int oc_tool_eval_long(int argc, char **argv) {
     if (oc_context_open(&ctx, model, &cp, &err)) { fail(err.message); goto done; }
     fprintf(stderr, "backend: %s\n", oc_context_backend_name(ctx));
     double t0 = (double)oc_port_now_ns() / 1e6;
-    for (long long i = 0; i < n_items; i++) {
+    for (long long i = first; i < first + n_items; i++) {
         oc_long_item item;
         if (oc_long_make(seed, (uint64_t)i, OC_LONG_MIN_IMAGES, (int32_t)max_images, OC_LONG_MIN_SIDE_PX,
                          OC_LONG_MAX_SIDE_PX, types, &item, rgb)) {
@@ -282,15 +285,15 @@ int oc_tool_eval_long(int argc, char **argv) {
                    (int)item.n_images, (int)item.side_px, item.question, item.answer, got, correct ? "" : "  (wrong)");
             fflush(stdout);
         }
-        if (tty) progress(i + 1, n_items, res.n_correct);
+        if (tty) progress(i + 1 - first, n_items, res.n_correct);
     }
     double wall_s = ((double)oc_port_now_ns() / 1e6 - t0) / 1000.0;
     if (tty) fprintf(stderr, "\r%70s\r", "");
-    print_result(stdout, &res, 0, seed, (int)max_images, plan, wall_s);
+    print_result(stdout, &res, 0, seed, first, (int)max_images, plan, wall_s);
     if (json_path) {
         FILE *f = fopen(json_path, "w");
         if (!f) { fprintf(stderr, "ocellus eval: cannot write %s: %s\n", json_path, strerror(errno)); goto done; }
-        print_result(f, &res, 1, seed, (int)max_images, plan, wall_s);
+        print_result(f, &res, 1, seed, first, (int)max_images, plan, wall_s);
         if (fclose(f) != 0) { fprintf(stderr, "ocellus eval: cannot write %s\n", json_path); goto done; }
     }
     rc = 0;
