@@ -56,6 +56,19 @@ void *oc_port_aligned_alloc(size_t alignment, size_t n_bytes);  /* NULL on failu
 void  oc_port_aligned_free(void *p);
 /* Peak resident set size of this process in bytes, or 0 when unknown. */
 uint64_t oc_port_peak_rss_bytes(void);
+/* CPU seconds (user + system) of this process's children that have ended and been waited for
+ * (a benchmark's share of the cores for a program it ran), or -1 when unknown. */
+double oc_port_children_cpu_s(void);
+/* The load average over the last minute (runnable processes), or -1 when unknown. */
+double oc_port_load_average(void);
+
+/* A hint to bring the cache line holding p closer for reading; nothing where the compiler has no
+ * such builtin. p need not be dereferenceable (a prefetch never faults). */
+#if defined(__GNUC__) || defined(__clang__)
+#define OC_PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#else
+#define OC_PREFETCH(p) ((void)(p))
+#endif
 
 /* ---- CPU features ------------------------------------------------------------------------------------- */
 typedef struct oc_cpu_features {

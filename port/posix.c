@@ -174,3 +174,14 @@ uint64_t oc_port_peak_rss_bytes(void) {
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
     return (uint64_t)ru.ru_maxrss * 1024u;   /* Linux reports KiB */
 }
+
+double oc_port_children_cpu_s(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_CHILDREN, &ru) != 0) return -1;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec + 1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+double oc_port_load_average(void) {
+    double one_min;
+    return getloadavg(&one_min, 1) == 1 ? one_min : -1;   /* glibc, musl, macOS, the BSDs */
+}

@@ -12,10 +12,21 @@
 #include "check.h"
 #include "core/f16.h"
 #include "attention/layout.h"
+#include "core/isa_built.h"
 #include "core/pool.h"
 #include "port.h"
 
 #define TOL 1e-4
+/* The BF16 products (attn_call.h bf16_products): q, k, p and v rounded to 8 significant bits. Per
+ * score the error is at most 2^-7 sum |q k| (a few 1e-2 for these q of size 4: the probabilities
+ * move by that, relatively), per output about 2^-8 of the mixed values. Measured (2026-11-26, Zen 4)
+ * row errors of test_bf16_products: 5.6e-3 to 9.4e-3 for head dims 17-128, so 2e-2; head dim 1
+ * (the output is one sum of +-1 values that cancels, and row_error's floor of rms / 10 lets the
+ * relative error grow up to 10x) up to 4.9e-2, so 1e-1 there. */
+#define TOL_BF16 2e-2
+#define TOL_BF16_D1 1e-1
+static int g_bf16_products;        /* set in the calls args_for builds */
+static double g_tol = TOL;         /* run_all's bound */
 #define MAX_IMAGES 16
 
 /* ---- the reference ------------------------------------------------------------------------------ */
@@ -212,6 +223,7 @@ static run_args args_for(const ref_case *c, const bufs *b, const oc_token_layout
     a.c.explicit_stride_q = c->n_kv; a.c.explicit_stride_head = (int64_t)c->n_q * c->n_kv;
     a.c.patterns = c->pat; a.c.layout = layout; a.isa = isa;
     a.c.k_shared = b->k_shared; a.c.k_shared_off = b->k_shared_off;
+    a.c.bf16_products = g_bf16_products;
     return a;
 }
 
@@ -276,7 +288,7 @@ static double run_all(const ref_case *c, bufs *b, const oc_token_layout *layout,
             CHECKF(s == OC_OK, "%s: %s", what, err.message);
             if (s != OC_OK) { free(first); return INFINITY; }
             double e = row_error(c, b, ref, rms);
-            CHECKF(e <= TOL, "%s isa=%s threads=%d: row error %.3g", what, oc_isa_name((oc_isa)isa), t + 1, e);
+            CHECKF(e <= g_tol, "%s isa=%s threads=%d: row error %.3g", what, oc_isa_name((oc_isa)isa), t + 1, e);
             if (e > worst) worst = e;
             CHECKF(st.flops_kept == ref_kept * 4 * (uint64_t)c->d, "%s isa=%s: kept flops %llu, reference %llu", what,
                    oc_isa_name((oc_isa)isa), (unsigned long long)st.flops_kept,
@@ -867,6 +879,167 @@ static void test_direct_kernels(void) {
     free(pool_f); free(pool_h); free(q); free(s); free(o); free(o0);
 }
 
+/* The BF16 table's products (attn_bf16_avx512.c) against double sums: S^T = K Q^T through
+ * convert_rows / pack_qt / gemm, and O += P V through pack_v / pack_p / gemm (whole tiles and the
+ * first nb keys of a panel, as attn.c's pv_rows). Two bounds per element: against the operands
+ * rounded to bf16 (the f32 summation bound alone, k 2^-23 sum |a b|), and against the unrounded ones
+ * (plus (2^-7 + 2^-16) sum |a b|, each operand within 2^-8 relatively). Odd head dims and key counts
+ * (zero partners), padding columns 0, outputs poisoned, a NaN key element reaches only its scores. */
+#if OC_BUILT_AVX512
+static float bf16_round(float x) { return oc_bf16_to_f32(oc_f32_to_bf16(x)); }
+#endif
+
+static void test_bf16_kernels(void) {
+#if OC_BUILT_AVX512
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    if (!cpu.avx512bf16 || !oc_isa_runs(OC_ISA_AVX512, &cpu)) {
+        check_skip("bf16 attention kernels: the CPU does not report AVX512_BF16");
+        return;
+    }
+    const oc_attn_kernels *k = oc_attn_kernels_avx512_bf16();
+    static const int dims[] = { 1, 3, 8, 17, 33, 64, 80, 128 };
+    enum { MAX_D = 128, MAX_KEYS = 72, LDS = 64, MAX_DP = 128 };
+    check_rng rng = { 0xbf16ULL };
+    float *kf = malloc(sizeof(float) * MAX_KEYS * MAX_D), *vf = malloc(sizeof(float) * MAX_KEYS * MAX_D);
+    uint16_t *kh = malloc(sizeof(uint16_t) * MAX_KEYS * MAX_D), *vh = malloc(sizeof(uint16_t) * MAX_KEYS * MAX_D);
+    float *q = malloc(sizeof(float) * LDS * MAX_D), *kt = malloc(sizeof(float) * MAX_KEYS * MAX_D);
+    float *qt = malloc(sizeof(float) * LDS * MAX_D), *vp = malloc(sizeof(float) * MAX_KEYS * MAX_DP);
+    float *s = malloc(sizeof(float) * MAX_KEYS * LDS), *p = malloc(sizeof(float) * MAX_KEYS * LDS);
+    float *o = malloc(sizeof(float) * LDS * MAX_DP), *o0 = malloc(sizeof(float) * LDS * MAX_DP);
+    const void *krows[MAX_KEYS], *vrows[MAX_KEYS];
+    const float *qrows[LDS];
+    double worst_s = 0, worst_o = 0;
+    for (int di = 0; di < (int)OC_ARRAY_LEN(dims); di++)
+        for (int rep = 0; rep < 4; rep++) {
+            int d = dims[di], dpad = (d + k->vec - 1) / k->vec * k->vec;
+            int n_rows = check_rng_int(&rng, 1, LDS), cols = (n_rows + k->vec - 1) / k->vec * k->vec;
+            int nk = rep == 0 ? 1 : rep == 1 ? MAX_KEYS : check_rng_int(&rng, 2, MAX_KEYS - 1);
+            int32_t dtype = rep % 2 ? OC_DTYPE_F16 : OC_DTYPE_F32;
+            float scale = 1.0f / sqrtf((float)d);
+            for (int i = 0; i < nk * d; i++) {
+                kh[i] = oc_f32_to_f16(check_rng_uniform(&rng, -1.0f, 1.0f));
+                vh[i] = oc_f32_to_f16(check_rng_uniform(&rng, -1.0f, 1.0f));
+                kf[i] = oc_f16_to_f32(kh[i]);
+                vf[i] = oc_f16_to_f32(vh[i]);
+            }
+            for (int t = 0; t < nk; t++) {
+                krows[t] = dtype == OC_DTYPE_F16 ? (const void *)(kh + t * d) : (const void *)(kf + t * d);
+                vrows[t] = dtype == OC_DTYPE_F16 ? (const void *)(vh + t * d) : (const void *)(vf + t * d);
+            }
+            for (int i = 0; i < n_rows * d; i++) q[i] = check_rng_uniform(&rng, -4.0f, 4.0f);
+            for (int r = 0; r < n_rows; r++) qrows[r] = q + r * d;
+            /* S^T = K Q^T */
+            check_poison_f32(kt, (size_t)MAX_KEYS * MAX_D);
+            check_poison_f32(qt, (size_t)LDS * MAX_D);
+            check_poison_f32(s, (size_t)MAX_KEYS * LDS);
+            k->convert_rows(kt, krows, nk, d, dtype);
+            k->pack_qt(qt, qrows, n_rows, cols, d, scale);
+            k->gemm(nk, cols, d, kt, d, 1, qt, s, LDS, 0);
+            for (int t = 0; t < nk; t++)
+                for (int r = 0; r < cols; r++) {
+                    double exact = 0, rounded = 0, mag = 0;
+                    for (int c = 0; r < n_rows && c < d; c++) {
+                        float qs = q[r * d + c] * scale;
+                        exact += (double)qs * kf[t * d + c];
+                        rounded += (double)bf16_round(qs) * bf16_round(kf[t * d + c]);
+                        mag += fabs((double)qs * kf[t * d + c]);
+                    }
+                    double got = s[t * LDS + r], f32_bound = d * 0x1p-23 * 1.02 * mag + 1e-30;
+                    CHECKF(fabs(got - rounded) <= f32_bound, "bf16 S d=%d key %d/%d row %d/%d: %.9g vs rounded %.9g", d, t,
+                           nk, r, n_rows, got, rounded);
+                    double e = fabs(got - exact) / (mag > 0 ? mag : 1);
+                    CHECKF(fabs(got - exact) <= (0x1p-7 + 0x1p-16) * 1.02 * mag + f32_bound, "bf16 S d=%d key %d row %d: "
+                           "%.9g vs %.9g", d, t, r, got, exact);
+                    if (e > worst_s) worst_s = e;
+                }
+            /* O += P V over nb keys (all of them, or the first nb of each panel) */
+            int nb = rep >= 2 ? check_rng_int(&rng, 1, nk) : nk;
+            for (int t = 0; t < nk; t++)
+                for (int r = 0; r < cols; r++) p[t * LDS + r] = s[t * LDS + r] = check_rng_uniform(&rng, 0.0f, 1.0f);
+            for (int i = 0; i < LDS * MAX_DP; i++) o[i] = o0[i] = check_rng_uniform(&rng, -1.0f, 1.0f);
+            check_poison_f32(vp, (size_t)MAX_KEYS * MAX_DP);
+            k->pack_v(vp, vrows, nk, d, dpad, dtype);
+            k->pack_p(s, LDS, nb, cols);
+            if (nb == nk) {
+                k->gemm(n_rows, dpad, nk, s, 1, LDS, vp, o, MAX_DP, 1);
+            } else {
+                for (int p0 = 0; p0 < dpad; p0 += k->panel)
+                    k->gemm(n_rows, OC_MIN(k->panel, dpad - p0), nb, s, 1, LDS, vp + (int64_t)p0 * nk, o + p0, MAX_DP, 1);
+            }
+            for (int r = 0; r < n_rows; r++)
+                for (int c = 0; c < dpad; c++) {
+                    double exact = o0[r * MAX_DP + c], rounded = exact, mag = fabs(exact);
+                    for (int t = 0; t < nb && c < d; t++) {
+                        exact += (double)p[t * LDS + r] * vf[t * d + c];
+                        rounded += (double)bf16_round(p[t * LDS + r]) * bf16_round(vf[t * d + c]);
+                        mag += fabs((double)p[t * LDS + r] * vf[t * d + c]);
+                    }
+                    double got = o[r * MAX_DP + c], f32_bound = (nb + 1) * 0x1p-23 * 1.02 * mag;
+                    CHECKF(fabs(got - rounded) <= f32_bound, "bf16 O d=%d nb=%d/%d row %d col %d: %.9g vs rounded %.9g", d,
+                           nb, nk, r, c, got, rounded);
+                    CHECKF(fabs(got - exact) <= (0x1p-7 + 0x1p-16) * 1.02 * mag + f32_bound, "bf16 O d=%d row %d col %d", d,
+                           r, c);
+                    double e = fabs(got - exact) / (mag > 0 ? mag : 1);
+                    if (e > worst_o) worst_o = e;
+                }
+            for (int r = n_rows; r < LDS; r++)   /* rows beyond m untouched */
+                for (int c = 0; c < dpad; c++) CHECK(o[r * MAX_DP + c] == o0[r * MAX_DP + c]);
+        }
+    /* a NaN key element: only that key's scores are NaN */
+    int d = 80, nk = 5, n_rows = 20, cols = 32;
+    for (int i = 0; i < nk * d; i++) kf[i] = 0.25f;
+    kf[3 * d + 41] = NAN;
+    for (int t = 0; t < nk; t++) krows[t] = kf + t * d;
+    for (int i = 0; i < n_rows * d; i++) q[i] = 0.5f;
+    for (int r = 0; r < n_rows; r++) qrows[r] = q + r * d;
+    check_poison_f32(s, (size_t)MAX_KEYS * LDS);
+    k->convert_rows(kt, krows, nk, d, OC_DTYPE_F32);
+    k->pack_qt(qt, qrows, n_rows, cols, d, 1.0f);
+    k->gemm(nk, cols, d, kt, d, 1, qt, s, LDS, 0);
+    for (int t = 0; t < nk; t++)
+        for (int r = 0; r < n_rows; r++)
+            CHECKF(t == 3 ? isnan(s[t * LDS + r]) : s[t * LDS + r] == 10.0f, "bf16 NaN key: key %d row %d: %g", t, r,
+                   (double)s[t * LDS + r]);
+    printf("# %s products: worst relative error S %.3g, O %.3g (bound %.3g)\n", k->name, worst_s, worst_o,
+           (0x1p-7 + 0x1p-16) * 1.02);
+    free(kf); free(vf); free(kh); free(vh); free(q); free(kt); free(qt); free(vp); free(s); free(p); free(o); free(o0);
+#else
+    check_skip("bf16 attention kernels: no AVX-512 kernels in this build");
+#endif
+}
+
+/* The engine with bf16_products on (the vision encoder's calls): random prefill cases of every
+ * base mask, GQA ratio and head dim, f16 and f32, against the double reference at TOL_BF16, and
+ * bitwise equal across thread counts. Runs the BF16 table where attn.c takes it (AVX512_BF16 and
+ * bf16_fast: a Zen 4 by default; OCELLUS_CPU_FEATURES=+bf16_fast elsewhere), else the f32 tables
+ * at the same bound. */
+static void test_bf16_products(void) {
+    static const oc_attn_mask_kind masks[] = { OC_ATTN_CAUSAL, OC_ATTN_BIDIRECTIONAL, OC_ATTN_SEGMENTS };
+    static const int reps[] = { 1, 2, 6 }, dims[] = { 1, 17, 64, 80, 128 };
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    printf("# bf16 products on the engine: %s\n", cpu.avx512bf16 && cpu.bf16_fast ? "avx512+bf16 table"
+                                                                                 : "f32 tables (no bf16_fast here)");
+    pools ps;
+    REQUIRE(pools_open(&ps));
+    g_bf16_products = 1;
+    double worst = 0;
+    int seed = 500;
+    for (size_t m = 0; m < OC_ARRAY_LEN(masks); m++)
+        for (size_t r = 0; r < OC_ARRAY_LEN(reps); r++)
+            for (size_t di = 0; di < OC_ARRAY_LEN(dims); di++, seed++) {
+                g_tol = dims[di] < 8 ? TOL_BF16_D1 : TOL_BF16;
+                double e = random_case(masks[m], reps[r], dims[di], seed % 2 ? OC_DTYPE_F16 : OC_DTYPE_F32, seed % 3,
+                                       seed, &ps);
+                if (e > worst) worst = e;
+            }
+    g_bf16_products = 0;
+    g_tol = TOL;   /* the other tests' bound */
+    printf("# bf16 products: worst row error %.3g (tolerance %.0e, head dim 1: %.0e)\n", worst, TOL_BF16, TOL_BF16_D1);
+    pools_close(&ps);
+}
+
 static void test_layout(void) {
     oc_token_span img[3] = { { 0, 10 }, { 15, 16 }, { 20, 1020 } };
     oc_token_layout *L = NULL;
@@ -992,6 +1165,8 @@ int main(void) {
     CHECK_RUN(test_bad_arguments);
     CHECK_RUN(test_softmax_kernel);
     CHECK_RUN(test_direct_kernels);
+    CHECK_RUN(test_bf16_kernels);
+    CHECK_RUN(test_bf16_products);
     CHECK_RUN(test_flop_counts);
     CHECK_RUN(test_random_prefill);
     CHECK_RUN(test_odd_shapes);

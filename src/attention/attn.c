@@ -41,6 +41,7 @@
 #include "core/isa_built.h"
 #include "attention/attn_kernels.h"
 #include "attention/mask.h"
+#include "port.h"
 
 #include <math.h>
 #include <string.h>
@@ -384,10 +385,12 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial, ui
             float *o = w->o + (int64_t)(r0 + k) * dpad;
             if (w->alpha[k] != 1.0f) kn->scale(o, o, dpad, w->alpha[k]);
         }
-        if (r->direct)
+        if (r->direct) {
             kn->acc_rows(w->o + (int64_t)r0 * dpad, dpad, w->s, ROW_BLOCK, rb, w->vptr, nb, d, a->kv_dtype);
-        else
+        } else {
+            if (kn->pack_p) kn->pack_p(w->s, ROW_BLOCK, nb, cols);   /* a BF16 table: P into pairs of keys */
             pv_rows(r, r0, 0, rb, nb, nk);   /* O += P V */
+        }
         r->executed += (uint64_t)rb * (uint64_t)nb;
     }
 }
@@ -923,6 +926,13 @@ oc_status oc_attn_run(const oc_attn_call *a, const oc_attn_host *mem, oc_isa isa
     if (st != OC_OK) return st;
     const oc_attn_kernels *kern = oc_attn_kernels_for(isa);
     if (!kern) return oc_fail(err, OC_ERR_UNSUPPORTED, "attn: no %s kernels in this build", oc_isa_name(isa));
+#if OC_BUILT_AVX512
+    if (a->bf16_products && isa == OC_ISA_AVX512) {   /* the products on vdpbf16ps where it is fast (attn_call.h) */
+        oc_cpu_features cpu;
+        oc_port_cpu_features(&cpu);
+        if (cpu.avx512bf16 && cpu.bf16_fast) kern = oc_attn_kernels_avx512_bf16();
+    }
+#endif
     int n_threads = oc_pool_n_threads(pool);
     oc_attn_dims dims = { a->n_q, a->n_kv, a->n_head, a->n_head_kv, a->head_dim };
     run_ctx x;

@@ -4,6 +4,7 @@
  * 16 query columns at a time, and masked loads/stores for every remainder instead of scalar tails. */
 #include "attention/attn_kernels.h"
 #include "core/f16.h"
+#include "kernels/exp2_avx512.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -128,23 +129,6 @@ static void pack_v(float *dst, const void *const *rows, int32_t n_keys, int32_t 
 
 /* ---- softmax pieces ------------------------------------------------------------------------------- */
 
-INLINE __m512 exp2_v(__m512 x) {
-    const __m512 lo = _mm512_set1_ps(-125.0f);
-    __m512 xc = _mm512_max_ps(x, lo);
-    __m512 n = _mm512_roundscale_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_sub_ps(xc, n);
-    __m512 p = _mm512_set1_ps(1.5403530393381608e-4f);   /* ln2^k / k!, k = 6 .. 0 */
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076284772e-3f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108664821580e-2f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-1f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    __m512i e = _mm512_slli_epi32(_mm512_cvtps_epi32(n), 23);
-    __m512 r = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e));
-    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ), r);
-}
-
 INLINE __mmask16 tail_mask(int32_t n_left) { return (__mmask16)((1u << n_left) - 1); }
 
 static void softmax_cols(float *s, int64_t lds, int32_t n_keys, int32_t n_cols, float *m, float *l, float *alpha) {
@@ -157,11 +141,11 @@ static void softmax_cols(float *s, int64_t lds, int32_t n_keys, int32_t n_cols, 
         __m512 sub = _mm512_mask_mov_ps(m_new, _mm512_cmp_ps_mask(m_new, ninf, _CMP_EQ_OQ), zero);   /* no -inf - -inf */
         __m512 sum = zero;
         for (int32_t t = 0; t < n_keys; t++) {
-            __m512 e = exp2_v(_mm512_sub_ps(_mm512_loadu_ps(s + t * lds + c), sub));
+            __m512 e = oc_exp2_avx512(_mm512_sub_ps(_mm512_loadu_ps(s + t * lds + c), sub));
             _mm512_storeu_ps(s + t * lds + c, e);
             sum = _mm512_add_ps(sum, e);
         }
-        __m512 a = _mm512_mask_mov_ps(exp2_v(_mm512_sub_ps(m_old, sub)), old_empty, zero);
+        __m512 a = _mm512_mask_mov_ps(oc_exp2_avx512(_mm512_sub_ps(m_old, sub)), old_empty, zero);
         _mm512_storeu_ps(alpha + c, a);
         _mm512_storeu_ps(l + c, _mm512_fmadd_ps(_mm512_loadu_ps(l + c), a, sum));
         _mm512_storeu_ps(m + c, m_new);
@@ -368,6 +352,13 @@ static void acc_rows(float *o, int64_t ldo, const float *p, int64_t ldp, int32_t
 }
 
 static const oc_attn_kernels table = { "avx512", VEC, PANEL, gemm, convert_rows, pack_v, softmax_cols, pack_qt, scale,
-                                       dot_rows, acc_rows };
+                                       dot_rows, acc_rows, NULL };   /* pack_p: f32 products */
 
 const oc_attn_kernels *oc_attn_kernels_avx512(void) { return &table; }
+
+/* The products on BF16 (attn_bf16_avx512.c); softmax, scaling and the direct path as above. */
+static const oc_attn_kernels table_bf16 = { "avx512+bf16", VEC, PANEL, oc_attn_bf16_gemm, oc_attn_bf16_convert_rows,
+                                            oc_attn_bf16_pack_v, softmax_cols, oc_attn_bf16_pack_qt, scale, dot_rows,
+                                            acc_rows, oc_attn_bf16_pack_p };
+
+const oc_attn_kernels *oc_attn_kernels_avx512_bf16(void) { return &table_bf16; }

@@ -67,6 +67,13 @@ typedef struct oc_attn_call {
      * (the lazy layer stores no key row of its own there). NULL: every key from k_off. */
     const uint8_t *k_shared;
     int64_t k_shared_off;
+    /* 1: the executor may round q, k, the probabilities and v to bf16 for the two products (S = Q K^T,
+     * O = P V; scores, softmax and sums stay f32) where its BF16 dot products are fast: the CPU engine
+     * takes attn_bf16_avx512.c's table with AVX512_BF16 and oc_cpu_features.bf16_fast, the rule
+     * under which the vision encoder's matrices already take matmul.h's BF16 path; elsewhere it
+     * changes nothing. Error: about 2^-7 of sum |q k| per score and of sum p |v| per output
+     * (attn_bf16_avx512.c). The vision encoder sets it; the text model does not. 0: f32. */
+    int32_t bf16_products;
 } oc_attn_call;
 
 #endif

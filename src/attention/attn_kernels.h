@@ -58,6 +58,12 @@ typedef struct oc_attn_kernels {
      * columns d.. of o are not touched). */
     void (*acc_rows)(float *o, int64_t ldo, const float *p, int64_t ldp, int32_t n_rows, const void *const *vrows,
                      int32_t n_keys, int32_t d, int32_t dtype);
+    /* NULL for the f32 tables. A BF16 table (attn_bf16_avx512.c) holds gemm's a and b, and so the
+     * outputs of convert_rows, pack_v and pack_qt, as 32-bit words of two bf16 elements adjacent in k
+     * (k odd: a zero partner), in the f32 layouts' places and panel offsets; its gemm takes a_rs, a_cs
+     * in words and k in elements. pack_p turns the probabilities s[n_keys x n_cols] (row stride lds)
+     * into that form in place before O += P V: word (pair j, column c) at s[j * lds + c]. */
+    void (*pack_p)(float *s, int64_t lds, int32_t n_keys, int32_t n_cols);
 } oc_attn_kernels;
 
 /* Stacked rows up to which the engine runs a tile through dot_rows / acc_rows. */
@@ -71,10 +77,21 @@ const oc_attn_kernels *oc_attn_kernels_for(oc_isa isa);
 const oc_attn_kernels *oc_attn_kernels_scalar(void);
 const oc_attn_kernels *oc_attn_kernels_avx2(void);
 const oc_attn_kernels *oc_attn_kernels_avx512(void);
+/* The AVX-512 table with the products on vdpbf16ps (needs AVX512_BF16; attn.c picks it for calls
+ * with bf16_products where oc_cpu_features.bf16_fast is set). */
+const oc_attn_kernels *oc_attn_kernels_avx512_bf16(void);
 const oc_attn_kernels *oc_attn_kernels_neon(void);
 
 /* Shared by the AVX2 and AVX-512 tables (defined in attn_avx2.c; an AVX-512 build always has AVX2):
  * pack_qt for a table whose panels are `panel` columns wide and whose vectors hold `vec` floats. */
+/* attn_bf16_avx512.c: the BF16 table's own entries (the rest is attn_avx512.c's). */
+void oc_attn_bf16_gemm(int32_t m, int32_t n, int32_t k, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
+                       float *c, int64_t ldc, int accumulate);
+void oc_attn_bf16_convert_rows(float *dst, const void *const *rows, int32_t n_rows, int32_t d, int32_t dtype);
+void oc_attn_bf16_pack_v(float *dst, const void *const *rows, int32_t n_keys, int32_t d, int32_t dpad, int32_t dtype);
+void oc_attn_bf16_pack_qt(float *dst, const float *const *rows, int32_t n_rows, int32_t n_cols, int32_t d, float scale);
+void oc_attn_bf16_pack_p(float *s, int64_t lds, int32_t n_keys, int32_t n_cols);
+
 void oc_attn_avx2_pack_qt(float *dst, const float *const *rows, int32_t n_rows, int32_t n_cols, int32_t d,
                           float scale, int32_t panel, int32_t vec);
 

@@ -26,6 +26,7 @@ typedef struct job {
     oc_norm_kind norm;
     float eps;
     oc_act act;
+    oc_act_fn act_fn;            /* OP_ACT / OP_GLU: the backend ISA's loop (nn.h oc_act_kernel) */
     int32_t n_head, head_dim, n_pairs, unit;
     const char *table;           /* OP_EMBED rows, row_bytes apart */
     size_t row_bytes;
@@ -68,8 +69,8 @@ static void elements(const job *j, int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; i++) j->h[i] = oc_f32_to_f16(j->src[i]);
         break;
     case OP_ADD: oc_add(j->x + i0, j->src + i0, n); break;
-    case OP_ACT: oc_act_apply(j->x + i0, n, j->act); break;
-    case OP_GLU: oc_glu(j->x + i0, j->x + i0, j->src + i0, n, j->act); break;
+    case OP_ACT: j->act_fn(j->x + i0, j->x + i0, NULL, n, j->act); break;
+    case OP_GLU: j->act_fn(j->x + i0, j->x + i0, j->src + i0, n, j->act); break;
     default: break;
     }
 }
@@ -170,7 +171,7 @@ oc_status oc_cpu_add(oc_backend *be, oc_bt *y, int64_t y_off, const oc_bt *x, in
 
 oc_status oc_cpu_act(oc_backend *be, oc_bt *x, int64_t x_off, int64_t n, oc_act act, oc_error *err) {
     if (n <= 0) return OC_OK;
-    job j = { .op = OP_ACT, .act = act };
+    job j = { .op = OP_ACT, .act = act, .act_fn = oc_act_kernel(((oc_backend_cpu *)(void *)be)->isa) };
     SPAN(j.x, float *, x, x_off, n, "act x");
     return run(be, &j, n, 1);
 }
@@ -178,7 +179,7 @@ oc_status oc_cpu_act(oc_backend *be, oc_bt *x, int64_t x_off, int64_t n, oc_act 
 oc_status oc_cpu_glu(oc_backend *be, oc_bt *g, int64_t g_off, const oc_bt *u, int64_t u_off, int64_t n,
                      oc_act act, oc_error *err) {
     if (n <= 0) return OC_OK;
-    job j = { .op = OP_GLU, .act = act };
+    job j = { .op = OP_GLU, .act = act, .act_fn = oc_act_kernel(((oc_backend_cpu *)(void *)be)->isa) };
     SPAN(j.x, float *, g, g_off, n, "glu gate");
     SPAN(j.src, const float *, u, u_off, n, "glu up");
     return run(be, &j, n, 1);

@@ -400,6 +400,24 @@ static void pack_bf16_panel(const call *c, int64_t j0, int n_rows, int64_t k0, i
     k->pack_bf16((const uint32_t *)(const void *)wb, KC / 2, n_rows, kc / 2, panel);
 }
 
+/* Prefetch of W rows [row, o1) x inputs [k0, k0 + KC) (matmul.c gemm_bf16_task), per_step lines a step. */
+typedef struct bf16_pf { int64_t row, o1, k0, line, n_lines, per_step; } bf16_pf;
+
+static bf16_pf bf16_pf_init(const call *c, int64_t o0, int64_t o1, int64_t k0, int64_t n_steps) {
+    bf16_pf p = { o0, o1, k0, 0, 0, 0 };
+    if (k0 >= c->w->n_in || n_steps < 1) { p.row = o1; return p; }   /* no next block */
+    p.n_lines = (OC_MIN((int64_t)KC, c->w->n_in - k0) * (int64_t)sizeof(uint16_t) + 63) / 64;
+    p.per_step = (p.n_lines * (o1 - o0) + n_steps - 1) / n_steps;
+    return p;
+}
+
+static inline void bf16_pf_step(const call *c, bf16_pf *p) {
+    for (int64_t e = 0; e < p->per_step && p->row < p->o1; e++) {
+        OC_PREFETCH(w_row(c, p->row) + (size_t)p->k0 * sizeof(uint16_t) + (size_t)p->line * 64);
+        if (++p->line == p->n_lines) { p->line = 0; p->row++; }
+    }
+}
+
 static void gemm_bf16_task(void *arg, int64_t task, int thread) {
     const call *c = arg;
     const oc_matmul_kernels *k = c->k;
@@ -418,9 +436,18 @@ static void gemm_bf16_task(void *arg, int64_t task, int thread) {
         for (int64_t j0 = o0; j0 < o1; j0 += OC_MM_BF16_NR)
             pack_bf16_panel(c, j0, (int)OC_MIN((int64_t)OC_MM_BF16_NR, o1 - j0), k0, kc, wb, rowbuf,
                             panels + (size_t)((j0 - o0) / OC_MM_BF16_NR) * (KC / 2) * OC_MM_BF16_NR);
+        /* The next block's W rows into the cache while this block's tiles run: the rows come from
+         * DRAM once per task (the vision encoder's 1.3 GB of F16 matrices), and read where the
+         * panel is packed they stalled the packing (f16_to_bf16 and this loop: 18% of gemm_bf16's
+         * samples in a 448x448 encode on a Zen 4, 12% with this; BENCHMARKS.md "Issue 22"). One
+         * line of one row per step, spread evenly over the block's tile calls. (Also prefetching
+         * the first block of task + n_threads after the last block: 11.8%, not kept.) */
+        bf16_pf pf = bf16_pf_init(c, o0, o1, k0 + KC, ((t1 - t0 + k->bf16_mr - 1) / k->bf16_mr) *
+                                                       ((o1 - o0 + OC_MM_BF16_NR - 1) / OC_MM_BF16_NR));
         for (int64_t t = t0; t < t1; t += k->bf16_mr) {
             int mr = (int)OC_MIN((int64_t)k->bf16_mr, t1 - t);
             for (int64_t j0 = o0; j0 < o1; j0 += OC_MM_BF16_NR) {
+                bf16_pf_step(c, &pf);
                 const uint32_t *panel = panels + (size_t)((j0 - o0) / OC_MM_BF16_NR) * (KC / 2) * OC_MM_BF16_NR;
                 tile tl = tile_at(c, t, j0, mr, o1, OC_MM_BF16_NR, tbuf);
                 float *yt = tile_begin(&tl, k0 > 0);

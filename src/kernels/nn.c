@@ -1,5 +1,6 @@
 /* nn.c: norms, activations, rotary embedding and residual adds (definitions in nn.h). */
 #include "kernels/nn.h"
+#include "core/isa_built.h"
 
 #include <math.h>
 
@@ -45,6 +46,23 @@ void oc_act_apply(float *x, int64_t n, oc_act act) {
 
 void oc_glu(float *out, const float *gate, const float *up, int64_t n, oc_act act) {
     for (int64_t i = 0; i < n; i++) out[i] = act_eval(gate[i], act) * up[i];
+}
+
+void oc_act_scalar(float *out, const float *x, const float *up, int64_t n, oc_act act) {
+    if (up) {
+        oc_glu(out, x, up, n, act);
+    } else {
+        if (out != x) for (int64_t i = 0; i < n; i++) out[i] = x[i];
+        oc_act_apply(out, n, act);
+    }
+}
+
+oc_act_fn oc_act_kernel(oc_isa isa) {
+#if OC_BUILT_AVX512
+    if (isa == OC_ISA_AVX512) return oc_act_avx512;
+#endif
+    (void)isa;
+    return oc_act_scalar;
 }
 
 void oc_add(float *y, const float *x, int64_t n) {

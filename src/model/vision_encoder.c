@@ -127,6 +127,10 @@ static oc_status attention(fwd *F, int32_t il) {
     a.segments = c->windows;
     a.n_segments = F->n_windows;
     a.patterns = layer_patterns(F->plan, il, hp->n_heads);
+    /* bf16 products where the CPU's BF16 path is on (attn_call.h), unless the file asks for f32
+     * weights: F16 / BF16 matrices take matmul.h's BF16 path under the same rule, quantized ones the
+     * int8 path (Q8_0: 3e-2 in test_vision), both coarser than bf16 attention (test_attn: 2e-2) */
+    a.bf16_products = c->layers[il].q.w.dtype != OC_DTYPE_F32;
     oc_attn_bt t = { &c->w, &c->w, &c->w, &c->h };   /* q | k | v are the thirds of w */
     return F->be->ops->attention(F->be, &a, &t, F->stats, F->err);
 }

@@ -17,14 +17,30 @@ int bench_vlm(int argc, char **argv);   /* argv[0] is "vlm" */
 /* bench_kv.c: bench vlm --kv-context: KV bytes and decode speed per KV cache method. */
 int bench_vlm_kv(const char *text_path, int n_threads, const char *ctx_list, int n_new, int n_rounds);
 /* bench_llama.c: bench vlm --compare-llama DIR: llama.cpp's llama-mtmd-cli / llama-bench from DIR on the
- * same files, next to ocellus's rows (one per case: images 0 is the text-only pp case). */
+ * same files, run right after each ocellus case (the two under the same load), then one table of both
+ * columns and the ratios. One row per case: images 0 is the text-only pp case. */
 typedef struct bench_vlm_row {
-    char name[32];
-    int n_images;
+    char name[32];     /* "4 images 448x448", "text pp512" */
+    char files[64];    /* the text GGUF's file name: tells the model pairs of one invocation apart */
+    const char *text, *mmproj;   /* the files both programs ran */
+    int n_images, image_px, image_tokens;
     double vision_ms, ttft_ms, prefill_tok_s, decode_tok_s;
+    double load_start;   /* 1-minute load average when the ocellus case started (-1 unknown) */
 } bench_vlm_row;
-int bench_vlm_compare_llama(const char *dir, const char *text, const char *mmproj, int n_threads, int n_new, int pp,
-                            const bench_vlm_row *rows, int n_rows, const uint8_t *const *pixels, int n_pixels, int px);
+/* llama.cpp's numbers for one case; 0 where it printed no such timing (never a made-up number). */
+typedef struct bench_llama_run {
+    double vision_ms, ttft_ms, prefill_tok_s, decode_tok_s;   /* llama-mtmd-cli (image cases) */
+    double pp_tok_s, tg_tok_s;                                /* llama-bench (text case) */
+    int image_tokens;
+    double cpu_share;   /* its CPU time / (wall x threads) over the whole run, loading included */
+    double load_end;    /* 1-minute load average when it ended */
+} bench_llama_run;
+/* 0, or 2 (and a message) when a path cannot be passed through the shell. */
+int bench_llama_check_paths(const char *dir, const char *text, const char *mmproj);
+/* Runs llama.cpp on row's case: pixels[i] are the row's n_images RGB images of image_px squared. */
+void bench_llama_case(const char *dir, int n_threads, int n_new, int pp, const bench_vlm_row *row,
+                      const uint8_t *const *pixels, bench_llama_run *out);
+void bench_llama_print(const char *dir, int n_threads, int pp, const bench_vlm_row *rows, const bench_llama_run *runs, int n);
 int bench_attention_cl(int argc, char **argv);   /* the same with --backend opencl */
 int bench_matmul_cl(int argc, char **argv);      /* bench matmul --backend opencl */
 

@@ -198,7 +198,7 @@ static int bench_decoder(oc_pool *pool, int n_threads, oc_isa isa, int n_images,
 }
 
 static int bench_vision(oc_pool *pool, int n_threads, oc_isa isa, double peak, int reps, int n, int d,
-                        const char *name) {
+                        const char *name, int bf16_products) {
     const int H = 16;
     bench_bufs b;
     if (!bufs_alloc(&b, n, n, H, H, d, n_threads)) {
@@ -208,6 +208,7 @@ static int bench_vision(oc_pool *pool, int n_threads, oc_isa isa, double peak, i
     }
     oc_attn_call a = call_for(n, n, H, H, d);
     a.mask = OC_ATTN_BIDIRECTIONAL;
+    a.bf16_products = bf16_products;   /* as the vision encoder's calls (attn_call.h) */
     bench_result r;
     int ok = time_call(&a, isa, pool, &b, 2000, reps, &r);
     char shape[32];
@@ -456,9 +457,16 @@ int bench_attention(int argc, char **argv) {
     }
     if (strchr(only, 'a')) ok = bench_decoder(pool, n_threads, isa, n_images, image_tokens, peak, reps);
     if (ok && strchr(only, 'a') && !quick) ok = bench_decoder(pool, n_threads, isa, 16, 2048, peak, reps);
-    if (ok && strchr(only, 'b')) ok = bench_vision(pool, n_threads, isa, peak, reps, 4096, 80, "(b) vision 4096 patches, full");
+    if (ok && strchr(only, 'b')) ok = bench_vision(pool, n_threads, isa, peak, reps, 4096, 80, "(b) vision 4096 patches, full", 0);
     if (ok && strchr(only, 'b'))   /* ggml runs head dims that are not a multiple of 16 on a scalar path */
-        ok = bench_vision(pool, n_threads, isa, peak, reps, 1024, 72, "(b) head dim 72, 1024 patches");
+        ok = bench_vision(pool, n_threads, isa, peak, reps, 1024, 72, "(b) head dim 72, 1024 patches", 0);
+    /* The vision encoder's calls on F16 / quantized weights: bf16 products where the CPU takes them
+     * (attn.c: AVX512_BF16 and bf16_fast), next to the f32 rows of the same shapes in this run. */
+    if (ok && strchr(only, 'b') && isa == OC_ISA_AVX512 && cpu.avx512bf16 && cpu.bf16_fast) {
+        ok = bench_vision(pool, n_threads, isa, peak, reps, 4096, 80, "(b) 4096 patches, bf16 products", 1);
+        if (ok) ok = bench_vision(pool, n_threads, isa, peak, reps, 1024, 80, "(b) 1024 patches (448px), f32", 0);
+        if (ok) ok = bench_vision(pool, n_threads, isa, peak, reps, 1024, 80, "(b) 1024 patches, bf16 products", 1);
+    }
     if (ok && strchr(only, 'c')) ok = bench_decode(pool, n_threads, isa, peak);
     if (ok && strchr(only, 'd')) ok = bench_mminf(pool, n_threads, isa, quick, reps);
     double peak_end = oc_roofline_fma_gflops(pool, roof_isa);

@@ -10,7 +10,9 @@
  * (examples/tools/roofline.h; on OpenCL the device's, opencl/kernels/peak.cl) measured in the same run, before and
  * after the cases. --backend / --device choose where the model runs (tools/tools.h). FLOPs are counted from the
  * shapes (2 per multiply-add; attention 4 d per query-key pair, halved when causal, as anchors.md).
- * --compare-llama DIR adds llama.cpp's numbers on the same files (bench_llama.c). */
+ * Several -m/--mmproj pairs (F16 and Q8_0 files, say) run one after another with the same cases, and
+ * --images 1,4,1@896 mixes image sizes, so that one invocation gives a whole comparison table.
+ * --compare-llama DIR runs llama.cpp on the same files after each case (bench_llama.c). */
 #include "bench.h"
 #include "tools/tools.h"
 #include "core/isa.h"
@@ -26,23 +28,28 @@
 #include <time.h>
 
 #define MAX_CASES 16
+#define MAX_PAIRS 4   /* -m / --mmproj pairs of one invocation */
 static int g_image_px = 448;   /* --image-px: the side of the square test images */
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ocellus bench vlm --synth DIR [--type f16|q8_0] [--tokenizer GGUF] [--seed N]\n"
-            "       ocellus bench vlm -m TEXT.gguf --mmproj VISION.gguf [-t N] [--images 1,4] [--image-px 448]\n"
-            "                        [-n N] [--pp N]\n"
+            "       ocellus bench vlm -m TEXT.gguf --mmproj VISION.gguf [-m TEXT2 --mmproj VISION2 ...] [-t N]\n"
+            "                        [--images 1,4] [--image-px 448] [-n N] [--pp N] [--compare-llama DIR]\n"
             "  --synth DIR      write DIR/qwen2vl-2b-TYPE.gguf and DIR/mmproj-qwen2vl-2b-TYPE.gguf: random\n"
             "                   weights, Qwen2-VL-2B shapes (kept when present; ~4.5 GB f16, ~2.5 GB q8_0)\n"
             "  --tokenizer GGUF copy its tokenizer.* keys (default tests/data/models/qwen2vl/text.gguf)\n"
             "  -t N             threads (default 2)\n"
-            "  --images LIST    image counts, one case each (default 1,4); 0 or '' for none\n"
+            "  -m, --mmproj     up to 4 pairs (the i-th --mmproj goes with the i-th -m), measured one after\n"
+            "                   another with the same cases\n"
+            "  --images LIST    image counts, one case each (default 1,4); 0 or '' for none; N@PX: N images\n"
+            "                   of PX x PX (e.g. 1,4,1@896)\n"
             "  --image-px N     side of the square test images, a multiple of 28 (default 448: 256 tokens\n"
             "                   each; 896: 1024 tokens, 4096 patches through the encoder)\n"
             "  -n N             new tokens per case, greedy (default 32)\n"
-            "  --compare-llama DIR  afterwards run llama.cpp's llama-mtmd-cli and llama-bench from DIR on\n"
-            "                   the same files and print both columns and the ratios (bench_llama.c)\n"
+            "  --compare-llama DIR  after each case run llama.cpp's llama-mtmd-cli (image cases) or llama-bench\n"
+            "                   (text case) from DIR on the same files; at the end both columns and the ratios\n"
+            "                   (bench_llama.c)\n"
             "  --pp N           prompt tokens of the text-only case (default 512; 0 skips it)\n"
             "  --no-mmap        read the model files into memory instead of mapping them\n"
             "  --kv-context LIST  instead: KV bytes and decode tok/s at these context lengths (e.g.\n"
@@ -52,18 +59,18 @@ static void usage(FILE *f) {
             OC_TOOL_BACKEND_HELP("      "));
 }
 
-/* A deterministic g_image_px square RGB test card: gradients, a checkerboard and noise, different per index. */
-static uint8_t *make_image(int index) {
-    uint8_t *p = malloc((size_t)g_image_px * g_image_px * 3);
+/* A deterministic px x px RGB test card: gradients, a checkerboard and noise, different per index. */
+static uint8_t *make_image(int index, int px_side) {
+    uint8_t *p = malloc((size_t)px_side * px_side * 3);
     if (!p) return NULL;
     uint64_t s = 0x9e3779b97f4a7c15ULL * (uint64_t)(index + 1);
-    for (int y = 0; y < g_image_px; y++)
-        for (int x = 0; x < g_image_px; x++) {
+    for (int y = 0; y < px_side; y++)
+        for (int x = 0; x < px_side; x++) {
             s ^= s << 13; s ^= s >> 7; s ^= s << 17;
-            uint8_t *px = p + ((size_t)y * g_image_px + (size_t)x) * 3;
+            uint8_t *px = p + ((size_t)y * px_side + (size_t)x) * 3;
             int check = ((x / (16 + 8 * index)) + (y / 24)) & 1;
-            px[0] = (uint8_t)((x * 255 / g_image_px + 40 * index) & 255);
-            px[1] = (uint8_t)(y * 255 / g_image_px);
+            px[0] = (uint8_t)((x * 255 / px_side + 40 * index) & 255);
+            px[1] = (uint8_t)(y * 255 / px_side);
             px[2] = (uint8_t)((check ? 200 : 40) + (int)(s & 31));
         }
     return p;
@@ -252,25 +259,83 @@ static double step_weight_bytes(const oc_gguf *g) {
     return total;
 }
 
+/* --images LIST: counts, each optionally @PX (the side of that case's images; default --image-px),
+ * e.g. "1,4,1@896". 0 entries are skipped. Returns the number of cases, -1 on a bad list. */
+static int parse_images(const char *list, int *counts, int *sides, int max_cases) {
+    int n = 0;
+    for (const char *p = list; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10), side = g_image_px;
+        if (end == p || v < 0 || v > 64) return -1;
+        if (*end == '@') {
+            const char *q = end + 1;
+            side = strtol(q, &end, 10);
+            if (end == q || side < 28 || side > 1792 || side % 28) return -1;
+        }
+        if (*end && *end != ',') return -1;
+        if (v > 0) {
+            if (n == max_cases) return -1;
+            counts[n] = (int)v;
+            sides[n++] = (int)side;
+        }
+        p = *end == ',' ? end + 1 : end;
+    }
+    return n;
+}
+
+/* llama.cpp's rows of every model pair of one invocation, printed together at the end. */
+typedef struct llama_table {
+    const char *dir;
+    bench_vlm_row rows[MAX_PAIRS * MAX_CASES];
+    bench_llama_run runs[MAX_PAIRS * MAX_CASES];
+    int n;
+} llama_table;
+
+static const char *base_name(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* Runs llama.cpp on the case just measured (bench_llama.c), so both programs see the same load. */
+static void compare_case(llama_table *t, const vlm_case *c, int side, double load_start, const char *text,
+                         const char *mmproj, int n_threads, int n_new, int pp, const uint8_t *const *pixels) {
+    if (t->n == (int)(sizeof t->rows / sizeof t->rows[0])) return;
+    const oc_stats *s = &c->st;
+    bench_vlm_row *r = &t->rows[t->n];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", c->name);
+    snprintf(r->files, sizeof r->files, "%s", base_name(text));
+    r->text = text;
+    r->mmproj = mmproj;
+    r->n_images = s->n_images;
+    r->image_px = side;
+    r->image_tokens = s->n_image_tokens;
+    r->vision_ms = s->vision_ms;
+    r->ttft_ms = s->ttft_ms;
+    r->prefill_tok_s = s->prefill_ms > 0 ? 1000.0 * s->n_prompt_tokens / s->prefill_ms : 0;
+    r->decode_tok_s = s->n_generated > 1 && s->decode_ms > 0 ? 1000.0 * (s->n_generated - 1) / s->decode_ms : 0;
+    r->load_start = load_start;
+    bench_llama_case(t->dir, n_threads, n_new, pp, r, pixels, &t->runs[t->n]);
+    t->n++;
+}
+
 static int run_bench(const char *text_path, const char *mmproj, int n_threads, oc_backend_choice backend,
                      const char *device, const char *images_list,
-                     int n_new, int pp_tokens, const char *llama_dir, oc_load_mode load) {
-    int counts[MAX_CASES], n_counts = 0, max_images = 0;
-    for (const char *p = images_list; *p && n_counts < MAX_CASES - 2;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v > 64) {
-            fprintf(stderr, "ocellus bench vlm: bad --images list '%s'\n", images_list);
-            return 2;
-        }
-        if (v > 0) counts[n_counts++] = (int)v;
-        if (v > max_images) max_images = (int)v;
-        p = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') {
-            fprintf(stderr, "ocellus bench vlm: bad --images list '%s'\n", images_list);
-            return 2;
-        }
+                     int n_new, int pp_tokens, llama_table *llama, oc_load_mode load) {
+    int counts[MAX_CASES], sides[MAX_CASES], max_images = 0, max_image_tokens = 0, max_case_tokens = 0;
+    int n_counts = parse_images(images_list, counts, sides, MAX_CASES - 2);
+    if (n_counts < 0) {
+        fprintf(stderr, "ocellus bench vlm: bad --images list '%s' (counts 0-64, each optionally @PX, PX a multiple "
+                "of 28 from 28 to 1792)\n", images_list);
+        return 2;
     }
+    for (int k = 0; k < n_counts; k++) {
+        int tokens = (sides[k] / 28) * (sides[k] / 28);   /* 448x448 stays 448x448: 256 tokens */
+        max_images = OC_MAX(max_images, counts[k]);
+        max_image_tokens = OC_MAX(max_image_tokens, tokens);
+        max_case_tokens = OC_MAX(max_case_tokens, counts[k] * tokens);
+    }
+    if (llama && bench_llama_check_paths(llama->dir, text_path, mmproj)) return 2;
     if (max_images && !mmproj) {
         fprintf(stderr, "ocellus bench vlm: image cases need --mmproj\n");
         return 2;
@@ -285,7 +350,7 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
     oc_context *ctx = NULL;
     oc_gguf *g = NULL;
     oc_tokenizer *tok = NULL;
-    uint8_t *pixels[64];
+    uint8_t *pixels[64] = { 0 };
     oc_image_rgb views[64];
     vlm_case cases[MAX_CASES];
     int n_cases = 0, rc = 1, n_pix = 0;
@@ -304,9 +369,9 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
     oc_context_params_default(&cp);
     cp.n_threads = n_threads;
     cp.max_images = max_images;
-    cp.max_image_tokens = (g_image_px / 28) * (g_image_px / 28);   /* 448x448 stays 448x448: 256 tokens */
+    cp.max_image_tokens = max_image_tokens;
     /* as llama-mtmd-cli -c 4096, or room for the images and the question where they need more */
-    cp.max_context_tokens = OC_MAX(4096, max_images * cp.max_image_tokens + 1024);
+    cp.max_context_tokens = OC_MAX(4096, max_case_tokens + 1024);
     cp.backend = backend;
     cp.device = device;
     phase_clock pc;
@@ -346,17 +411,22 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
     int overhead = cases[0].st.n_prompt_tokens - count_tokens(tok, req.question);
 
     req.max_new_tokens = n_new;
-    for (int i = 0; i < max_images; i++, n_pix++) {
-        if (!(pixels[i] = make_image(i))) { fprintf(stderr, "ocellus bench vlm: out of memory\n"); goto done; }
-        views[i] = (oc_image_rgb){ pixels[i], g_image_px, g_image_px, (size_t)g_image_px * 3 };
-    }
     for (int k = 0; k < n_counts; k++) {
         char name[32];
-        snprintf(name, sizeof name, "%d image%s %dx%d", counts[k], counts[k] > 1 ? "s" : "", g_image_px, g_image_px);
+        int side = sides[k];
+        for (int i = 0; i < n_pix; i++) { free(pixels[i]); pixels[i] = NULL; }
+        for (n_pix = 0; n_pix < counts[k]; n_pix++) {
+            if (!(pixels[n_pix] = make_image(n_pix, side))) { fprintf(stderr, "ocellus bench vlm: out of memory\n"); goto done; }
+            views[n_pix] = (oc_image_rgb){ pixels[n_pix], side, side, (size_t)side * 3 };
+        }
+        snprintf(name, sizeof name, "%d image%s %dx%d", counts[k], counts[k] > 1 ? "s" : "", side, side);
         req.question = "Describe these images in detail.";
         req.images = views;
         req.n_images = counts[k];
+        double load_start = oc_port_load_average();
         if (!run_case(ctx, &pc, &req, &mi, name, n_threads, &cases[n_cases++])) goto done;
+        if (llama) compare_case(llama, &cases[n_cases - 1], side, load_start, text_path, mmproj, n_threads, n_new,
+                                pp_tokens, (const uint8_t *const *)pixels);
     }
     if (pp_tokens > 0) {
         if (!(question = long_question(tok, pp_tokens - overhead))) goto done;
@@ -365,7 +435,9 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
         req.question = question;
         req.images = NULL;
         req.n_images = 0;
+        double load_start = oc_port_load_average();
         if (!run_case(ctx, &pc, &req, &mi, name, n_threads, &cases[n_cases++])) goto done;
+        if (llama) compare_case(llama, &cases[n_cases - 1], 0, load_start, text_path, mmproj, n_threads, n_new, pp_tokens, NULL);
     }
     double peak1 = fma_peak(n_threads, peak_dev);
     double read1 = peak_dev ? 0 : read_floor_gbps(n_threads);
@@ -386,21 +458,6 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
         }
     }
     rc = 0;
-    if (llama_dir) {
-        bench_vlm_row rows[MAX_CASES];
-        for (int i = 0; i < n_cases; i++) {
-            const oc_stats *s = &cases[i].st;
-            memset(&rows[i], 0, sizeof rows[i]);
-            memcpy(rows[i].name, cases[i].name, sizeof rows[i].name);
-            rows[i].n_images = s->n_images;
-            rows[i].vision_ms = s->vision_ms;
-            rows[i].ttft_ms = s->ttft_ms;
-            rows[i].prefill_tok_s = s->prefill_ms > 0 ? 1000.0 * s->n_prompt_tokens / s->prefill_ms : 0;
-            rows[i].decode_tok_s = s->n_generated > 1 && s->decode_ms > 0 ? 1000.0 * (s->n_generated - 1) / s->decode_ms : 0;
-        }
-        rc = bench_vlm_compare_llama(llama_dir, text_path, mmproj, n_threads, n_new, pp_tokens, rows, n_cases,
-                                     (const uint8_t *const *)pixels, n_pix, g_image_px);
-    }
     goto done;
 fail:
     fprintf(stderr, "ocellus bench vlm: %s\n", err.message);
@@ -416,7 +473,8 @@ done:
 
 int bench_vlm(int argc, char **argv) {
     const char *synth = NULL, *type = "f16", *tok_path = "tests/data/models/qwen2vl/text.gguf";
-    const char *text = NULL, *mmproj = NULL, *images = "1,4";
+    const char *text[MAX_PAIRS] = { 0 }, *mmproj[MAX_PAIRS] = { 0 }, *images = "1,4";
+    int n_text = 0, n_mmproj = 0;
     int n_threads = 2, n_new = 32, pp = 512, rounds = 5;
     const char *kv_context = NULL;
     unsigned long long seed = 1;
@@ -436,8 +494,12 @@ int bench_vlm(int argc, char **argv) {
             if (!oc_tool_int_arg("bench vlm", a, v, 0, 0x7fffffffL, &s32)) return 2;
             seed = (uint64_t)s32;
         }
-        else if (!strcmp(a, "-m")) text = v;
-        else if (!strcmp(a, "--mmproj")) mmproj = v;
+        else if (!strcmp(a, "-m") || !strcmp(a, "--mmproj")) {   /* the i-th --mmproj goes with the i-th -m */
+            int is_text = a[1] == 'm';
+            int *n = is_text ? &n_text : &n_mmproj;
+            if (*n == MAX_PAIRS) { fprintf(stderr, "ocellus bench vlm: at most %d %s\n", MAX_PAIRS, a); return 2; }
+            (is_text ? text : mmproj)[(*n)++] = v;
+        }
         else if (!strcmp(a, "--images")) images = v;
         else if (!strcmp(a, "-t")) { if (!oc_tool_int_arg("bench vlm", a, v, 1, 1024, &n_threads)) return 2; }
         else if (!strcmp(a, "-n")) { if (!oc_tool_int_arg("bench vlm", a, v, 0, 16777216, &n_new)) return 2; }
@@ -455,7 +517,29 @@ int bench_vlm(int argc, char **argv) {
         else { fprintf(stderr, "ocellus bench vlm: unknown option %s\n", a); usage(stderr); return 2; }
     }
     if (synth) return synth_qwen2vl(synth, type, tok_path, seed);
-    if (!text || n_threads < 1 || n_new < 0 || pp < 0) { usage(stderr); return 2; }
-    if (kv_context) return bench_vlm_kv(text, n_threads, kv_context, n_new, rounds);
-    return run_bench(text, mmproj, n_threads, backend, device, images, n_new, pp, llama_dir, load);
+    if (!n_text || n_threads < 1 || n_new < 0 || pp < 0) { usage(stderr); return 2; }
+    if (n_mmproj && n_mmproj != n_text) {
+        fprintf(stderr, "ocellus bench vlm: %d -m but %d --mmproj: give one --mmproj per -m, or none\n", n_text, n_mmproj);
+        return 2;
+    }
+    if (kv_context) return bench_vlm_kv(text[0], n_threads, kv_context, n_new, rounds);
+    llama_table *llama = NULL;
+    if (llama_dir) {
+        if (!(llama = calloc(1, sizeof *llama))) { fprintf(stderr, "ocellus bench vlm: out of memory\n"); return 1; }
+        llama->dir = llama_dir;
+    }
+    int rc = 0;
+    for (int i = 0; i < n_text && !rc; i++) {
+        if (i) printf("\n");
+        int first = llama ? llama->n : 0;
+        rc = run_bench(text[i], mmproj[i], n_threads, backend, device, images, n_new, pp, llama, load);
+        if (llama && llama->n > first)   /* this pair's rows now; all pairs in one table at the end */
+            bench_llama_print(llama_dir, n_threads, pp, llama->rows + first, llama->runs + first, llama->n - first);
+    }
+    if (llama && n_text > 1 && llama->n) {
+        printf("\nAll pairs:\n");
+        bench_llama_print(llama_dir, n_threads, pp, llama->rows, llama->runs, llama->n);
+    }
+    free(llama);
+    return rc;
 }
