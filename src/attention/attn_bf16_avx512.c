@@ -67,21 +67,7 @@ INLINE BF16 void kernel_bf16(int32_t rows, int32_t nv, int32_t n_pairs, const ui
 
 #define KERNEL_2V(rows, ...) kernel_bf16(rows, 2, __VA_ARGS__)
 #define KERNEL_1V(rows, ...) kernel_bf16(rows, 1, __VA_ARGS__)
-#define DISPATCH_ROWS(kernel, rows, ...) \
-    switch (rows) {                      \
-    case 1: kernel(1, __VA_ARGS__); break; \
-    case 2: kernel(2, __VA_ARGS__); break; \
-    case 3: kernel(3, __VA_ARGS__); break; \
-    case 4: kernel(4, __VA_ARGS__); break; \
-    case 5: kernel(5, __VA_ARGS__); break; \
-    case 6: kernel(6, __VA_ARGS__); break; \
-    case 7: kernel(7, __VA_ARGS__); break; \
-    case 8: kernel(8, __VA_ARGS__); break; \
-    case 9: kernel(9, __VA_ARGS__); break; \
-    case 10: kernel(10, __VA_ARGS__); break; \
-    case 11: kernel(11, __VA_ARGS__); break; \
-    default: kernel(12, __VA_ARGS__); break; \
-    }
+#define DISPATCH_ROWS OC_ATTN_DISPATCH_ROWS_12
 
 /* attn_kernels.h gemm with a and b in pair words (the float pointers' memory), k in elements. */
 BF16 void oc_attn_bf16_gemm(int32_t m, int32_t n, int32_t k, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
