@@ -19,7 +19,7 @@ static void test_layout(void) {
     CHECK(offsetof(oc_long_item, answer_cells) == 32);
     CHECK(offsetof(oc_long_item, question) == 32 + 16 * 12);
     CHECK(offsetof(oc_long_item, answer) == 32 + 16 * 12 + 160);
-    CHECK(sizeof(oc_long_item) == 32 + 16 * 12 + 160 + 192);
+    CHECK(sizeof(oc_long_item) == 32 + 16 * 12 + 160 + 256);
     CHECK(!strcmp(oc_long_type_name(OC_LONG_CODE), "code") && !strcmp(oc_long_type_name(6), "?"));
     CHECK(oc_long_type_from_name("list") == OC_LONG_LIST && oc_long_type_from_name("x") == -1);
     CHECK(oc_long_glyph_char(0) == '0' && oc_long_glyph_char(10) == 'A' && oc_long_glyph_char(22) == '?');
@@ -115,10 +115,22 @@ static void test_answers(void) {
             snprintf(want, sizeof want, "%d", (na > nb ? d.image_a : d.image_b) + 1);
             CHECK(na != nb && d.image_a != d.image_b && !strcmp(it.answer, want));
         } else {
+            /* 7-12 shapes, "colour kind" each, in reading order of their cells (answer_cells) */
             const oc_long_image *im = &d.images[d.image_a];
-            int commas = 0;
-            for (const char *p = it.answer; *p; p++) commas += *p == ',';
-            CHECK(im->n_shapes >= 4 && im->n_shapes <= 8 && commas + 1 == im->n_shapes && it.n_answer_cells == im->n_shapes);
+            CHECK(im->n_shapes >= 7 && im->n_shapes <= 12 && it.n_answer_cells == im->n_shapes);
+            char built[OC_LONG_ANSWER_BYTES] = "";
+            size_t used = 0;
+            for (int32_t j = 0; j < it.n_answer_cells && used < sizeof built; j++) {
+                const oc_long_cell *c = &it.answer_cells[j];
+                const oc_long_shape *sh = shape_at(im, c->row, c->col);
+                CHECK(sh != NULL && c->image == d.image_a);
+                if (j) CHECK(c->row > it.answer_cells[j - 1].row ||
+                             (c->row == it.answer_cells[j - 1].row && c->col > it.answer_cells[j - 1].col));
+                if (!sh) break;
+                used += (size_t)snprintf(built + used, sizeof built - used, "%s%s %s", j ? ", " : "",
+                                         oc_scene_color_name(sh->color), oc_scene_kind_name(sh->kind));
+            }
+            CHECK(!strcmp(built, it.answer));
         }
     }
     for (int t = 0; t < OC_LONG_N_TYPES; t++) CHECK(n_of[t] > N_ITEMS / 12);   /* ~50 each */

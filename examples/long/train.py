@@ -70,7 +70,7 @@ class LongItem(ctypes.Structure):
     _fields_ = [("n_images", ctypes.c_int32), ("side_px", ctypes.c_int32), ("type", ctypes.c_int32),
                 ("n_answer_cells", ctypes.c_int32), ("answer_image", ctypes.c_int32),
                 ("reserved", ctypes.c_int32 * 3), ("answer_cells", Cell * 16),
-                ("question", ctypes.c_char * 160), ("answer", ctypes.c_char * 192)]
+                ("question", ctypes.c_char * 160), ("answer", ctypes.c_char * 256)]
 
 
 class LongShape(ctypes.Structure):
@@ -81,7 +81,7 @@ class LongImage(ctypes.Structure):
     _fields_ = [("n_shapes", ctypes.c_int32), ("background", ctypes.c_int32), ("bg_rgb", ctypes.c_uint8 * 6),
                 ("pad", ctypes.c_uint8 * 2), ("noise_seed", ctypes.c_uint64), ("has_code", ctypes.c_int32),
                 ("code_row", ctypes.c_int32), ("code_col", ctypes.c_int32), ("code", ctypes.c_int32 * 3),
-                ("shapes", LongShape * 8)]
+                ("shapes", LongShape * 12)]
 
 
 class LongDesc(ctypes.Structure):
@@ -232,6 +232,29 @@ def build_tokenizer(scenes, seed, vocab_size):
     return tok
 
 
+def gguf_tokenizer(text_path):
+    """The tokenizer of a shipped GGUF (run 6 on): its token list and merges as a BPE with
+    build_tokenizer's normalizer and pre-tokenizer. Rebuilding from the corpus would give another
+    vocabulary once the suite's texts change (run 6 took the row and column out of list answers)."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gguf_init
+    meta = gguf_init.Reader(text_path).meta
+    tokens, merges = meta["tokenizer.ggml.tokens"], meta["tokenizer.ggml.merges"]
+    n_bpe = tokens.index(SPECIAL[0])
+    if tokens[n_bpe:n_bpe + len(SPECIAL)] != SPECIAL or any(t in SPECIAL for t in tokens[:n_bpe]):
+        raise SystemExit("%s: the special tokens are not the last %d of the token list" % (text_path, len(SPECIAL)))
+    bpe = models.BPE(vocab={t: i for i, t in enumerate(tokens[:n_bpe])}, merges=[tuple(m.split(" ")) for m in merges])
+    tok = Tokenizer(bpe)
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in SPECIAL])
+    return tok
+
+
 def save_tokenizer_files(tok, hf_dir):
     tok.save(os.path.join(hf_dir, "tokenizer.json"))
     added = {str(tok.token_to_id(s)): {"content": s, "lstrip": False, "normalized": False, "rstrip": False,
@@ -295,6 +318,9 @@ def question_labels(ids, vision_end_id, im_end_id):
     return lab
 
 
+EXTRA_TYPE_WEIGHTS = None   # --type-weights: how often each type is drawn (extra branches; from run 7 on, main questions too)
+
+
 def extra_questions(d, rnd, n):
     """Up to n more (question, answer, type, cells) of the final scene d, derived without editing it
     (so they all hold at once): the generator's own question texts, kept only where the answer is
@@ -306,7 +332,7 @@ def extra_questions(d, rnd, n):
     for _ in range(4 * n):
         if len(out) >= n:
             break
-        t = rnd.randrange(len(TYPE_NAMES))
+        t = rnd.choices(range(len(TYPE_NAMES)), EXTRA_TYPE_WEIGHTS)[0] if EXTRA_TYPE_WEIGHTS else rnd.randrange(len(TYPE_NAMES))
         if t == 0:
             k = rnd.randrange(d.n_images)
             sh = rnd.choice(shapes(imgs[k]))
@@ -345,7 +371,7 @@ def extra_questions(d, rnd, n):
             k = rnd.randrange(d.n_images)
             sh = sorted(shapes(imgs[k]), key=lambda o: (o.row, o.col))
             out.append(("List the shapes in image %d." % (k + 1), ", ".join(
-                "%s %s %d %d" % (COLOR_NAMES[o.color], KIND_NAMES[o.kind], o.row + 1, o.col + 1) for o in sh), t,
+                "%s %s" % (COLOR_NAMES[o.color], KIND_NAMES[o.kind]) for o in sh), t,
                 [(k, o.row, o.col) for o in sh]))
     return out
 
@@ -357,23 +383,24 @@ LIST_TYPE, COUNT_TYPE = TYPE_NAMES.index("list"), TYPE_NAMES.index("count_all")
 COUNT_SCALE = 8.0  # a count head puts n / COUNT_SCALE of its mass on the n counted cells (n <= 6)
 
 
-def list_token_targets(tok, answer, image, starts, grid):
-    """Run 5: per answer token of a list ("red circle 1 3, blue square 2 5"), the one merged token
-    of the shape that token describes (its part of the answer; the ", " before a part belongs to
-    it), instead of all the image's shapes at once: a head told only "look at the shapes" averages
-    their values, and run 4 never learnt to read a shape's row and column (list 0%)."""
+def list_token_targets(tok, answer, cells, starts, grid):
+    """Run 5: per answer token of a list ("red circle, blue square, ..."), the one merged token of
+    the shape that token describes (its part of the answer; the ", " before a part belongs to it),
+    instead of all the image's shapes at once: a head told only "look at the shapes" averages their
+    values. cells: the (image, row, col) of the listed shapes in the answer's (reading) order."""
     enc = tok.encode(answer, add_special_tokens=False)
-    part_starts, cells = [], []
+    parts = answer.split(", ")
+    assert len(parts) == len(cells), (answer, cells)
+    part_starts, targets = [], []
     pos = 0
-    for part in answer.split(", "):
-        w = part.split()
+    for part, (k, r, c) in zip(parts, cells):
         part_starts.append(pos)
-        cells.append(starts[image] + (int(w[-2]) - 1) * grid + int(w[-1]) - 1)
+        targets.append(starts[k] + r * grid + c)
         pos += len(part) + 2
     out = []
     for s0, _ in enc.offsets:
         j = max(k for k, p in enumerate(part_starts) if p <= s0 + 1)
-        out.append(cells[j])
+        out.append(targets[j])
     return out
 
 
@@ -407,7 +434,10 @@ def make_batch(scenes, tok, seed, first, n_items, n_images, side, pad_id, im_end
     att_item, att_row, att_tgt, att_w, att_type = [], [], [], [], []
     cnt_item, cnt_row, cnt_tgt, cnt_frac = [], [], [], []
     for i in range(n_items):
-        d, it = scenes.describe(seed, first + i, n_images, n_images, side, side, mask)
+        m = mask
+        if not m and EXTRA_TYPE_WEIGHTS and qa_override is None:   # --type-weights: the main question too
+            m = 1 << random.Random(seed * 104729 + first + i).choices(range(len(TYPE_NAMES)), EXTRA_TYPE_WEIGHTS)[0]
+        d, it = scenes.describe(seed, first + i, n_images, n_images, side, side, m)
         if qa_override is not None:
             qas = qa_override[i]
         else:
@@ -435,7 +465,7 @@ def make_batch(scenes, tok, seed, first, n_items, n_images, side, pad_id, im_end
             tg = sorted(set(starts[k] + r * grid + c for k, r, c in cl))[:MAX_TARGETS]
             if tg:
                 n_rows = len(ans) - 1
-                per_tok = list_token_targets(tok, a, cl[0][0], starts, grid) if ty == LIST_TYPE else None
+                per_tok = list_token_targets(tok, a, cl, starts, grid) if ty == LIST_TYPE else None
                 for t_, r_ in enumerate(range(a0 - 1, a0 + len(ans) - 2)):
                     tt = [per_tok[t_]] if per_tok is not None else tg
                     att_item.append(i)
@@ -1027,7 +1057,7 @@ def selftest():
     import random
     so = build_scene_so("/tmp")
     sc = Scenes(so)
-    if ctypes.sizeof(LongItem) != 8 * 4 + 16 * 12 + 160 + 192:
+    if ctypes.sizeof(LongItem) != 8 * 4 + 16 * 12 + 160 + 256:
         raise SystemExit("LongItem size")
     n_types = [0] * len(TYPE_NAMES)
     tokens = []
@@ -1037,7 +1067,7 @@ def selftest():
         n_types[it.type] += 1
         tokens.append(it.n_images * (it.side_px // 28) ** 2)
         if it.type == TYPE_NAMES.index("list"):
-            assert 4 <= it.answer.decode().count(",") + 1 <= 8, it.answer
+            assert 7 <= it.answer.decode().count(",") + 1 <= 12, it.answer
         for c in it.answer_cells[:it.n_answer_cells]:
             assert 0 <= c.image < it.n_images and 0 <= c.row < d.grid and 0 <= c.col < d.grid
         lab = Scenes.cell_labels(d)
@@ -1107,7 +1137,7 @@ def main():
     ap.add_argument("--count-layers", default="6,8")
     ap.add_argument("--count-head", type=int, default=1)
     ap.add_argument("--init-gguf", help="TEXT.gguf,MMPROJ.gguf: start from these weights (gguf_init.py), e.g. the "
-                    "shipped examples/long pair; the tokenizer built here must equal the file's")
+                    "shipped examples/long pair; the tokenizer is the file's (gguf_tokenizer)")
     ap.add_argument("--init-eval-items", type=int, default=64, help="with --init-gguf: held-out items checked "
                     "before training (the loaded model must score as the shipped one)")
     ap.add_argument("--workers", type=int, default=14)
@@ -1115,7 +1145,16 @@ def main():
                     "images (make_batch); 1: one question per item (run 1)")
     ap.add_argument("--vocab", type=int, default=600, help="BPE vocabulary before the special tokens: room for "
                     "every colour, kind and question word to be one token (the probes need that)")
+    ap.add_argument("--type-weights", help="six weights, detail,which_image,count_all,code,compare,list: how "
+                    "often each type is drawn, for the generator's question of each item and for the extra "
+                    "branches (default: uniform; run 6, extra branches only: 1,1,2.5,0.5,1.5,2). Only an item "
+                    "whose own question is a list has an image of 7-12 shapes: extra list branches list 1-5")
     args = ap.parse_args()
+    if args.type_weights:
+        global EXTRA_TYPE_WEIGHTS
+        EXTRA_TYPE_WEIGHTS = [float(x) for x in args.type_weights.split(",")]
+        if len(EXTRA_TYPE_WEIGHTS) != len(TYPE_NAMES) or min(EXTRA_TYPE_WEIGHTS) < 0 or sum(EXTRA_TYPE_WEIGHTS) <= 0:
+            raise SystemExit("--type-weights: %d non-negative weights" % len(TYPE_NAMES))
     if args.selftest:
         selftest()
         return
@@ -1142,7 +1181,7 @@ def main():
     torch.manual_seed(args.seed)
     tok_path = os.path.join(args.out, "tokenizer-trained.json")
     if rank == 0:
-        tok = build_tokenizer(scenes, args.seed, args.vocab)
+        tok = gguf_tokenizer(args.init_gguf.split(",")[0]) if args.init_gguf else build_tokenizer(scenes, args.seed, args.vocab)
         tok.save(tok_path)
     if world > 1:
         dist.barrier()

@@ -22,11 +22,11 @@
 #define OC_LONG_MAX_IMAGES 32
 #define OC_LONG_MIN_SIDE_PX 224      /* 8 x 8 cells, 64 merged tokens */
 #define OC_LONG_MAX_SIDE_PX 448      /* 16 x 16 cells, 256 merged tokens */
-#define OC_LONG_MAX_SHAPES 8         /* per image: 1-5 drawn, 4-8 in an image to be listed */
+#define OC_LONG_MAX_SHAPES 12        /* per image: 1-5 drawn, 7-12 in an image to be listed */
 #define OC_LONG_CODE_CHARS 3         /* a code is 3 glyphs in 3 adjacent cells of one row */
 #define OC_LONG_N_GLYPHS 22          /* 0-9 A C E F H K L P R T U X */
 #define OC_LONG_MAX_ANSWER_CELLS 16
-#define OC_LONG_ANSWER_BYTES 192
+#define OC_LONG_ANSWER_BYTES 256
 
 typedef enum {
     OC_LONG_DETAIL, OC_LONG_WHICH_IMAGE, OC_LONG_COUNT_ALL, OC_LONG_CODE, OC_LONG_COMPARE, OC_LONG_LIST,

@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
-"""make_long_fixture.py HF_DIR OUT.json: transformers' results for the long model
-(examples/long/, trained by examples/long/train.py) on fixed items of the long suite, for the
+"""make_long_fixture.py HF_DIR|TEXT.gguf,MMPROJ.gguf OUT.json: transformers' results for the long
+model (examples/long/, trained by examples/long/train.py) on fixed items of the long suite, for the
 parity check of the converted GGUF (tests/test_long.c). The items are stream 77 (never trained
 on: training uses seed 1, evaluation 1000001), 8 images of 224 px, one per question type
 (type mask 1 << t), index 0.
+
+HF_DIR is the checkpoint train.py saved. A GGUF pair (the shipped files) is read back into
+transformers first (gguf_init.py, the tokenizer from the file's token list), Q8_0 dequantized, and
+saved as train.py saves (f16): that is how the fixture of the shipped run-5 model was remade when
+the list question changed (TRAINING.md, run 6), its PyTorch checkpoint being long gone.
 
 Per item it writes: type, question, answer, n_prompt_tokens, the prompt's last-position logits
 (float32 model, sdpa attention, f16 weights as saved), and the greedy continuation (at most 48 new
@@ -20,8 +25,30 @@ import train  # noqa: E402
 SEED, N_IMAGES, SIDE = 77, 8, 224
 
 
+def hf_from_gguf(pair, hf):
+    """The GGUF pair as a transformers checkpoint in hf (f16 safetensors + tokenizer files)."""
+    import types
+    import torch
+    import gguf_init
+    text, mmproj = pair.split(",")
+    tok = train.gguf_tokenizer(text)
+    n_tok = tok.get_vocab_size(with_added_tokens=True)
+    shape = types.SimpleNamespace(ffn=1024, layers=12, vision_layers=6)   # the shipped model's (TRAINING.md)
+    model = train.make_model(tok, (n_tok + 63) // 64 * 64, shape)
+    n, _ = gguf_init.load_into(torch, model, text, mmproj)
+    os.makedirs(hf, exist_ok=True)
+    train.save_f16(model, hf)
+    train.save_tokenizer_files(tok, hf)
+    print("%s: %d tensors -> %s" % (pair, n, hf), flush=True)
+
+
 def main():
     hf, out_path = sys.argv[1], sys.argv[2]
+    if hf.endswith(".gguf"):
+        import tempfile
+        tmp = tempfile.mkdtemp(prefix="long-hf-")
+        hf_from_gguf(hf, tmp)
+        hf = tmp
     import torch
     from tokenizers import Tokenizer
     from transformers import Qwen2_5_VLForConditionalGeneration
