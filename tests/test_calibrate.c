@@ -809,7 +809,7 @@ static void test_mminf_search(void) {
     oc_token_span img = { 20, 100 };
     oc_token_layout *layout = NULL;
     REQUIRE(oc_layout_build(&layout, NQ, &img, 1, 0.1f, NULL, NULL) == OC_OK);
-    REQUIREF(oc_calib_mminf_head(&h, cand, 4, NQ, layout, work, err, err_modal, &ref, kept, &e) == OC_OK, "%s", e.message);
+    REQUIREF(oc_calib_mminf_head(&h, cand, 4, NQ, layout, NULL, work, err, err_modal, NULL, &ref, kept, &e) == OC_OK, "%s", e.message);
     /* the indices the engine builds for this head (the same call as the search makes) */
     oc_attn_call a;
     memset(&a, 0, sizeof a);
@@ -887,6 +887,171 @@ static void test_mminf_search(void) {
     oc_port_aligned_free(dmem);
 }
 
+/* ---- MMInference's cross-modality step on heads whose answer is known by construction ----------- */
+
+/* A prompt of text [0, 150), one 15 x 20 image [150, 450), text [450, 600); two heads, each with its
+ * own kv head (all scores are dot products, q scaled by sqrt(D) against the observer's 1/sqrt(D)):
+ *  head 0 (2D-Boundary by construction): a text query of text rank r looks at text keys only, in a
+ *    window of about 10 text ranks before it (B cos(w (r - r')): the window crosses the image in
+ *    prompt positions); an image query of rank u looks at image keys only: a window of about 10
+ *    ranks plus four vertical columns (image ranks 10, 77, 150, 201). Cross-modality scores are
+ *    2M below: no mass. Right answer: 2d-boundary with vision-vision a vertical-slash and
+ *    text-text a pattern that keeps the text ranks' window; no No-Boundary or Q-Boundary head of
+ *    Table 3's sizes keeps the text keys before the image for the text rows after it.
+ *  head 1 (plain Vertical-Slash): every query looks at a window of about 12 positions before it and
+ *    at four columns (positions 20, 200, 300, 500), modality-blind. Right answer: vertical-slash
+ *    (a 2D head cuts the windows at the image's edges into rank coordinates that do not line up). */
+#define MM_N 600
+#define MM_D 32
+#define MM_IMG0 150
+#define MM_IMG1 450
+static const int32_t mm_images_[1][4] = { { MM_IMG0, MM_IMG1 - MM_IMG0, 15, 20 } };
+
+typedef struct mm_synth { float q[MM_N * 2 * MM_D], k[MM_N * 2 * MM_D], v[MM_N * 2 * MM_D]; } mm_synth;
+
+static void make_mm_heads(mm_synth *s, check_rng *r) {
+    const double w = 6.283185307179586 / 400.0, wp = 6.283185307179586 / 800.0;   /* periods above each stream's length */
+    const double bt = 450.0, bv = 450.0, m = 400.0, av = 448.0;      /* windows of sigma ~3 ranks; a column
+                                                                        weighs e^-2 of the query's own key */
+    const double bp = 1000.0, ap = 998.0;                            /* head 1: sigma ~4 positions */
+    const float up = sqrtf((float)MM_D);
+    memset(s, 0, sizeof *s);
+    for (int32_t t = 0; t < MM_N; t++) {
+        int vis = t >= MM_IMG0 && t < MM_IMG1;
+        int32_t rank = vis ? t - MM_IMG0 : t < MM_IMG0 ? t : t - (MM_IMG1 - MM_IMG0);
+        float *q0 = s->q + (size_t)t * 2 * MM_D, *q1 = q0 + MM_D;
+        float *k0 = s->k + (size_t)t * 2 * MM_D, *k1 = k0 + MM_D;
+        int vert = rank == 10 || rank == 77 || rank == 150 || rank == 201;
+        int c = vis ? 3 : 1;   /* the modality's window channels */
+        k0[0] = vis ? -1.0f : 1.0f;
+        if (!(vis && vert)) {   /* a column has no window channels: every image row sees it alike */
+            k0[c] = (float)cos(w * rank);
+            k0[c + 1] = (float)sin(w * rank);
+        }
+        k0[5] = vis && vert ? 1.0f : 0.0f;
+        q0[0] = up * (float)(vis ? -m : m);
+        q0[c] = up * (float)((vis ? bv : bt) * cos(w * rank));
+        q0[c + 1] = up * (float)((vis ? bv : bt) * sin(w * rank));
+        q0[5] = vis ? up * (float)av : 0.0f;
+        int vert1 = t == 20 || t == 200 || t == 300 || t == 500;
+        if (!vert1) {
+            k1[0] = (float)cos(wp * t);
+            k1[1] = (float)sin(wp * t);
+        }
+        k1[2] = vert1 ? 1.0f : 0.0f;
+        q1[0] = up * (float)(bp * cos(wp * t));
+        q1[1] = up * (float)(bp * sin(wp * t));
+        q1[2] = up * (float)ap;
+        for (int h = 0; h < 2; h++) fill(r, s->v + ((size_t)t * 2 + h) * MM_D, MM_D, -1.0f, 1.0f);
+    }
+}
+
+/* NMSE of head h of s under pattern p against dense, run by the engine (the plan's executor). */
+static double mm_engine_nmse(const mm_synth *s, int h, const oc_head_pattern *p, const oc_token_layout *layout) {
+    oc_attn_call a;
+    memset(&a, 0, sizeof a);
+    a.n_q = a.n_kv = MM_N; a.n_head = a.n_head_kv = 1; a.head_dim = MM_D; a.q_stride_token = 2 * MM_D;
+    a.kv_dtype = OC_DTYPE_F32; a.k_stride_token = a.v_stride_token = 2 * MM_D; a.out_stride_token = MM_D;
+    a.scale = 1.0f / sqrtf((float)MM_D); a.mask = OC_ATTN_CAUSAL; a.layout = layout;
+    oc_attn_dims dims = { MM_N, MM_N, 1, 1, MM_D };
+    size_t sb = oc_attn_scratch_bytes(&dims, 1), db = oc_attn_dyn_bytes(&dims, 1);
+    void *scratch = oc_port_aligned_alloc(OC_MEM_ALIGN, sb), *dmem = oc_port_aligned_alloc(OC_MEM_ALIGN, db);
+    float *dense = malloc(sizeof(float) * MM_N * MM_D), *sparse = malloc(sizeof(float) * MM_N * MM_D);
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    oc_isa isa = oc_isa_best(&cpu);
+    oc_attn_host mem = { s->q + h * MM_D, s->k + h * MM_D, s->v + h * MM_D, dense };
+    double e = INFINITY, ref = 0.0, err = 0.0;
+    if (oc_attn_run(&a, &mem, isa, NULL, scratch, sb, NULL, NULL) != OC_OK) goto done;
+    a.patterns = p;
+    mem.out = sparse;
+    if (oc_pattern_needs_index(p) && oc_attn_dyn_build(&a, &mem, isa, NULL, dmem, db, &a.dyn, NULL) != OC_OK) goto done;
+    if (oc_attn_run(&a, &mem, isa, NULL, scratch, sb, NULL, NULL) != OC_OK) goto done;
+    for (size_t i = 0; i < (size_t)MM_N * MM_D; i++) {
+        ref += (double)dense[i] * dense[i];
+        err += ((double)sparse[i] - dense[i]) * ((double)sparse[i] - dense[i]);
+    }
+    e = err / ref;
+done:
+    free(dense); free(sparse);
+    oc_port_aligned_free(scratch); oc_port_aligned_free(dmem);
+    return e;
+}
+
+static void test_mminf_2d_boundary_choice(void) {
+    static mm_synth s;
+    check_rng r = { 2020 };
+    make_mm_heads(&s, &r);
+    oc_plan_shape shape = { 1, 2, 2, MM_D };
+    oc_calib_params p;
+    oc_calib_params_default(&p);
+    p.methods = OC_CALIB_MMINFERENCE;
+    p.mminf_scale = 0.05;   /* Table 3 for ~25K tokens; this prompt is 600 */
+    oc_calib *c;
+    check_alloc ca;
+    memset(&ca, 0, sizeof ca);
+    oc_allocator counting = { check_alloc_fn, &ca };
+    REQUIRE(oc_calib_open(&c, &p, &shape, MM_N, NULL, 0, &counting, NULL) == OC_OK);
+    long calls_after_open = ca.n_calls;
+    oc_attn_view v;
+    memset(&v, 0, sizeof v);
+    v.n_q = v.n_kv = v.n_prompt_tokens = MM_N;
+    v.n_head = v.n_head_kv = 2;
+    v.head_dim = MM_D;
+    v.q = s.q; v.k = s.k; v.v = s.v;
+    v.n_images = 1;
+    v.images = &mm_images_[0][0];
+    oc_calib_item_begin(c, NULL, 0);
+    oc_calib_observe(c, &v);
+    oc_calib_item_end(c, 1, 1);
+    CHECKF(ca.n_calls == calls_after_open, "the search called the allocator %ld times", ca.n_calls - calls_after_open);
+    oc_plan *plan;
+    REQUIRE(oc_plan_create(&plan, &shape, NULL, NULL, NULL) == OC_OK);
+    oc_error e;
+    REQUIREF(oc_calib_to_plan(c, plan, &e) == OC_OK, "%s", e.message);
+    if (getenv("OC_TEST_REPORT")) oc_calib_report(c, stderr);   /* the search's per-head table */
+    oc_calib_close(c);
+    CHECK(ca.n_live == 0);
+    /* the round trip: the plan's text parses back to the same plan */
+    size_t n_text = 0;
+    REQUIRE(oc_plan_write(plan, NULL, 0, &n_text, NULL) == OC_OK);
+    char *text = malloc(n_text + 1);
+    REQUIRE(oc_plan_write(plan, text, n_text + 1, &n_text, NULL) == OC_OK);
+    oc_plan *back = NULL;
+    REQUIREF(oc_plan_parse(&back, text, n_text, "calibrated", NULL, &e) == OC_OK, "%s", e.message);
+    CHECK(oc_plan_equal(plan, back));
+    CHECKF(strstr(text, "2d-boundary(") != NULL, "no 2d-boundary head in:\n%s", text);
+    free(text);
+    const oc_head_pattern *h0 = oc_plan_head(back, OC_PLAN_DECODER, 0, 0), *h1 = oc_plan_head(back, OC_PLAN_DECODER, 0, 1);
+    CHECKF(h0->kind == OC_PATTERN_BOUNDARY_2D, "head 0: %s, want 2d-boundary", oc_plan_pattern_name(h0->kind));
+    CHECKF(h1->kind == OC_PATTERN_VERTICAL_SLASH, "head 1: %s, want vertical-slash", oc_plan_pattern_name(h1->kind));
+    oc_token_span img = { MM_IMG0, MM_IMG1 };
+    oc_token_layout *layout = NULL;
+    REQUIRE(oc_layout_build(&layout, MM_N, &img, 1, 0.1f, NULL, NULL) == OC_OK);
+    if (h0->kind == OC_PATTERN_BOUNDARY_2D) {
+        oc_head_pattern vv = oc_pattern_pair(h0, OC_MODALITY_VISION, OC_MODALITY_VISION);
+        oc_head_pattern tt = oc_pattern_pair(h0, OC_MODALITY_TEXT, OC_MODALITY_TEXT);
+        CHECKF(vv.kind == OC_PATTERN_VERTICAL_SLASH, "vision-vision: %s", oc_plan_pattern_name(vv.kind));
+        /* the text ranks' window (about 10 ranks back) in the text stream: an a-shape of at least
+         * that many ranks is the first such candidate in Table 3's order */
+        CHECKF(tt.kind == OC_PATTERN_A_SHAPE && tt.n_local >= 16, "text-text: %s local %d", oc_plan_pattern_name(tt.kind),
+               (int)tt.n_local);
+        /* the loaded plan runs: head 0 as the plan says it is close to dense, and much closer than
+         * the same head as one Vertical-Slash of the space (No-Boundary) */
+        double nmse_2d = mm_engine_nmse(&s, 0, h0, layout);
+        oc_head_pattern vs;
+        memset(&vs, 0, sizeof vs);
+        vs.kind = OC_PATTERN_VERTICAL_SLASH; vs.n_vertical = 175; vs.n_slash = 10;   /* 0.05 x (3500, 200) */
+        double nmse_vs = mm_engine_nmse(&s, 0, &vs, layout);
+        CHECKF(nmse_2d < 1e-4 && nmse_vs > 100 * nmse_2d, "head 0: NMSE as planned %.3g, as vertical-slash %.3g",
+               nmse_2d, nmse_vs);
+    }
+    CHECKF(mm_engine_nmse(&s, 1, h1, layout) < 1e-4, "head 1 as planned: NMSE %.3g", mm_engine_nmse(&s, 1, h1, layout));
+    oc_layout_free(layout);
+    oc_plan_free(back);
+    oc_plan_free(plan);
+}
+
 int main(void) {
     CHECK_RUN(test_keeps_rule);
     CHECK_RUN(test_mask_errors_match_naive);
@@ -894,6 +1059,7 @@ int main(void) {
     CHECK_RUN(test_jsd);
     CHECK_RUN(test_blindsight_rules);
     CHECK_RUN(test_mminf_search);
+    CHECK_RUN(test_mminf_2d_boundary_choice);
     CHECK_RUN(test_kv_budgets);
     CHECK_RUN(test_qc_groups);
     CHECK_RUN(test_zipvl);

@@ -158,6 +158,14 @@ struct oc_token_layout;
  * frame_stride: Table 3's fixed-stride grids stride by one frame; for images, one image's tokens
  * (ours; < 1: those six candidates are left out). */
 int32_t oc_calib_mminf_space(double scale, int32_t frame_stride, oc_head_pattern *out);
+/* The cross-modality step's space (App. A Alg. 4; ours where the paper is silent): cand[0..n_cand)
+ * for one key modality holding share (0, 1] of the keys: A-shape's sink and local and
+ * Vertical-Slash's columns and diagonals times share (rounded, at least 1), Grid as it is (a line
+ * every stride keys of any stream is already that share). So the pairs of one query row together
+ * keep about as many keys as one candidate does over all keys: the 2D-Boundary head competes at
+ * the cost of the No-Boundary and Q-Boundary heads (App. A: "comparable real-world FLOPs").
+ * Returns n_cand. */
+int32_t oc_calib_mminf_pair_space(const oc_head_pattern *cand, int32_t n_cand, double share, oc_head_pattern *out);
 /* Bytes of the work block oc_calib_mminf_head needs for prompts of up to max_tokens. */
 size_t oc_calib_mminf_work_bytes(int32_t max_tokens, int32_t head_dim);
 /* Alg. 4's objective for one head over its causal rows: ref_sq += sum ||O_dense||^2 and
@@ -166,11 +174,15 @@ size_t oc_calib_mminf_work_bytes(int32_t max_tokens, int32_t head_dim);
  * run); kept_pairs[c] (may be NULL) += the pairs the candidate keeps. With layout (the prompt's
  * images; NULL: skipped) also the intra-modality step: err_modal[2 c + m] += the squared error on
  * the rows of modality m (pattern.h OC_MODALITY_*) with candidate c as modality m's pattern of a
- * Q-Boundary head. work: oc_calib_mminf_work_bytes. [alloc: no] [errors: OC_ERR_INVALID (above
- * max_tokens), the engine's] */
+ * Q-Boundary head; and with pair_cand (NULL: skipped; [2][n_cand]: key modality mk's candidates,
+ * oc_calib_mminf_pair_space) the cross-modality step: err_pair[(2 c + mq) 2 + mk] += the squared
+ * error on the rows of modality mq with pair_cand[mk][c] as pair (mq, mk) of a 2D-Boundary head
+ * whose other pair (mq, 1 - mk) is dense. work: oc_calib_mminf_work_bytes. [alloc: no] [errors:
+ * OC_ERR_INVALID (above max_tokens), the engine's] */
 oc_status oc_calib_mminf_head(const oc_calib_head *h, const oc_head_pattern *cand, int32_t n_cand, int32_t max_tokens,
-                              const struct oc_token_layout *layout, void *work, double *err_sq, double *err_modal,
-                              double *ref_sq, uint64_t *kept_pairs, oc_error *err);
+                              const struct oc_token_layout *layout, const oc_head_pattern *pair_cand, void *work,
+                              double *err_sq, double *err_modal, double *err_pair, double *ref_sq,
+                              uint64_t *kept_pairs, oc_error *err);
 /* Alg. 4's argmin: the candidate with the smallest mean NMSE (ties: the earlier in Table 3). */
 int32_t oc_calib_mminf_choose(const double *nmse, int32_t n_cand);
 

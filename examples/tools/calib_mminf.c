@@ -7,9 +7,14 @@
  * actual attention output as the objective", so V counts). Alg. 4's steps as this engine can run
  * them: the intra-modality search (each candidate as the pattern of one modality's queries, indexed
  * from that modality's own last 64 queries: a Q-Boundary head), and the inter-modality choice
- * between the best No-Boundary pattern (App. B.1: one index over all rows) and the Q-Boundary head
- * of the two best modality patterns. The cross-modality step (2D-Boundary heads, which the engine
- * runs: attention/dyn.h) is not searched yet. */
+ * between the best No-Boundary pattern (App. B.1: one index over all rows), the Q-Boundary head
+ * of the two best modality patterns and the 2D-Boundary head of the four best pair patterns. The
+ * cross-modality step (Alg. 4's loop over modality pairs, Sec. 3.2 Alg. 3): each candidate, its
+ * sizes scaled to the key modality's share of the keys (oc_calib_mminf_pair_space: the kernel-aware
+ * space at equal cost, App. A), as the pattern of one (query modality, key modality) pair of a
+ * 2D-Boundary head whose other pair of those rows is dense; the rows of the query modality measure
+ * it. Two runs per candidate: the diagonal pairs (text-text, vision-vision) sparse, then the cross
+ * pairs. Everything runs in the engine tile by tile: no N x N score matrix. */
 #include "tools/calib.h"
 #include "attention/attn.h"
 #include "attention/layout.h"
@@ -67,6 +72,21 @@ int32_t oc_calib_mminf_space(double scale, int32_t frame_stride, oc_head_pattern
     return n;
 }
 
+int32_t oc_calib_mminf_pair_space(const oc_head_pattern *cand, int32_t n_cand, double share, oc_head_pattern *out) {
+    for (int32_t c = 0; c < n_cand; c++) {
+        oc_head_pattern p = cand[c];
+        if (p.kind == OC_PATTERN_A_SHAPE) {   /* keys per row: sink + local */
+            p.n_sink = scaled(p.n_sink, share, 1);
+            p.n_local = scaled(p.n_local, share, 1);
+        } else if (p.kind == OC_PATTERN_VERTICAL_SLASH) {   /* columns + diagonals */
+            p.n_vertical = scaled(p.n_vertical, share, 1);
+            p.n_slash = scaled(p.n_slash, share, 1);
+        }   /* Grid: a line every stride keys, in any stream: already the stream's share */
+        out[c] = p;
+    }
+    return n_cand;
+}
+
 size_t oc_calib_mminf_work_bytes(int32_t max_tokens, int32_t head_dim) {
     oc_attn_dims dims = { max_tokens, max_tokens, 1, 1, head_dim };
     size_t sc = oc_attn_scratch_bytes(&dims, 1), dyn = oc_attn_dyn_bytes(&dims, 1);
@@ -109,8 +129,9 @@ static void sq_errors(const float *out, const float *dense, int32_t n_q, int32_t
 }
 
 oc_status oc_calib_mminf_head(const oc_calib_head *h, const oc_head_pattern *cand, int32_t n_cand, int32_t max_tokens,
-                              const oc_token_layout *layout, void *work, double *err_sq, double *err_modal,
-                              double *ref_sq, uint64_t *kept_pairs, oc_error *err) {
+                              const oc_token_layout *layout, const oc_head_pattern *pair_cand, void *work,
+                              double *err_sq, double *err_modal, double *err_pair, double *ref_sq,
+                              uint64_t *kept_pairs, oc_error *err) {
     if (h->n_kv > max_tokens || h->n_q > max_tokens || h->n_q < 1)
         return oc_fail(err, OC_ERR_INVALID, "calibrate mminference: %d rows / %d keys above %d", (int)h->n_q,
                        (int)h->n_kv, (int)max_tokens);
@@ -171,6 +192,30 @@ oc_status oc_calib_mminf_head(const oc_calib_head *h, const oc_head_pattern *can
             return st;
         sq_errors(w.sparse, w.dense, h->n_q, d, h->q_first, layout, NULL, err_modal + 2 * c);
     }
+    if (!layout || !pair_cand || !err_pair) return OC_OK;
+    /* Alg. 4's cross-modality step: candidate c as one pair's pattern of a 2D-Boundary head, the
+     * other pair of the same query rows dense; cross 0: pairs (text, text) and (vision, vision),
+     * cross 1: (text, vision) and (vision, text). The rows of query modality mq measure pair
+     * (mq, mk) with mk = mq ^ cross. */
+    oc_attn_call a2 = a;
+    a2.layout = layout;
+    for (int32_t c = 0; c < n_cand; c++)
+        for (int cross = 0; cross < 2; cross++) {
+            oc_head_pattern p2;
+            memset(&p2, 0, sizeof p2);
+            p2.kind = OC_PATTERN_BOUNDARY_2D;   /* pair[][] of kind DENSE: zero */
+            for (int mq = 0; mq < OC_N_MODALITIES; mq++) {
+                int mk = mq ^ cross;
+                p2.pair[mq][mk] = oc_pattern_to_modal(&pair_cand[(size_t)mk * (size_t)n_cand + (size_t)c]);
+            }
+            a2.patterns = &p2;
+            if ((st = oc_attn_dyn_build(&a2, &mem, isa, NULL, w.dyn, w.dyn_bytes, &a2.dyn, err)) != OC_OK ||
+                (st = oc_attn_run(&a2, &mem, isa, NULL, w.scratch, w.scratch_bytes, NULL, err)) != OC_OK)
+                return st;
+            double e[2] = { 0.0, 0.0 };
+            sq_errors(w.sparse, w.dense, h->n_q, d, h->q_first, layout, NULL, e);
+            for (int mq = 0; mq < OC_N_MODALITIES; mq++) err_pair[((size_t)c * 2 + (size_t)mq) * 2 + (size_t)(mq ^ cross)] += e[mq];
+        }
     return OC_OK;
 }
 

@@ -68,6 +68,13 @@ struct oc_calib {
     double *mm_qb;                   /* [L][H][OC_CALIB_MMINF_MAX_CAND][2]: NMSE of each candidate as
                                         one modality's pattern (Q-Boundary), summed over prompts */
     double *mm_nb_elig;              /* [L][H][OC_CALIB_MMINF_MAX_CAND]: No-Boundary NMSE on those prompts */
+    oc_head_pattern mm_pair_cand[OC_N_MODALITIES * OC_CALIB_MMINF_MAX_CAND];   /* [mk][mm_n_cand]: the
+                                        cross-modality space, fixed by the first prompt with a layout */
+    int mm_pair_ready;
+    int32_t mm_n_vision;             /* this item's image tokens */
+    double *mm_pair_err;             /* [OC_CALIB_MMINF_MAX_CAND][2][2]: one head's per-pair errors */
+    double *mm_2d;                   /* [L][H][OC_CALIB_MMINF_MAX_CAND][2][2]: NMSE of each candidate as
+                                        one pair's pattern (2D-Boundary), summed over prompts */
     int64_t mm_qb_items;             /* prompts with >= 64 text and >= 64 image queries */
     struct oc_token_layout *mm_layout;   /* this item's images, when it takes the modality steps */
     unsigned char *mm_layout_mem;    /* one layout's bytes: the slot allocator's block */
@@ -156,6 +163,8 @@ static size_t layout_block(oc_calib *c, char *base) {
         PART(mm_err_modal, OC_CALIB_MMINF_MAX_CAND * 2 * sizeof(double));
         PART(mm_qb, LH * OC_CALIB_MMINF_MAX_CAND * 2 * sizeof(double));
         PART(mm_nb_elig, LH * OC_CALIB_MMINF_MAX_CAND * sizeof(double));
+        PART(mm_pair_err, OC_CALIB_MMINF_MAX_CAND * 4 * sizeof(double));
+        PART(mm_2d, LH * OC_CALIB_MMINF_MAX_CAND * 4 * sizeof(double));
         c->mm_layout_cap = oc_layout_bytes(c->max_tokens, OC_CALIB_MMINF_MAX_IMAGES) + OC_MEM_ALIGN;
         PART(mm_layout_mem, c->mm_layout_cap);
     }
@@ -322,6 +331,7 @@ static void build_tokens(oc_calib *c, const oc_attn_view *v) {
     c->mm_layout = NULL;
     int32_t n_vision = 0;
     for (int32_t i = 0; i < n; i++) n_vision += c->image_of[i] >= 0;
+    c->mm_n_vision = n_vision;
     if ((c->p.methods & OC_CALIB_MMINFERENCE) && n_vision >= OC_DYN_LAST_Q && n - n_vision >= OC_DYN_LAST_Q &&
         v->n_images <= OC_CALIB_MMINF_MAX_IMAGES) {
         oc_token_span spans[OC_CALIB_MMINF_MAX_IMAGES];
@@ -416,8 +426,10 @@ static void observe_mminf(oc_calib *c, const oc_calib_head *hd, size_t lh) {
     oc_error e = { OC_OK, "" };
     memset(c->mm_err, 0, sizeof(double) * OC_CALIB_MMINF_MAX_CAND);
     memset(c->mm_err_modal, 0, sizeof(double) * OC_CALIB_MMINF_MAX_CAND * 2);
-    oc_status st = oc_calib_mminf_head(hd, c->mm_cand, c->mm_n_cand, c->max_tokens, c->mm_layout, c->mm_work, c->mm_err,
-                                       c->mm_err_modal, &ref, c->mm_kept, &e);
+    memset(c->mm_pair_err, 0, sizeof(double) * OC_CALIB_MMINF_MAX_CAND * 4);
+    oc_status st = oc_calib_mminf_head(hd, c->mm_cand, c->mm_n_cand, c->max_tokens, c->mm_layout,
+                                       c->mm_pair_ready ? c->mm_pair_cand : NULL, c->mm_work, c->mm_err,
+                                       c->mm_err_modal, c->mm_pair_err, &ref, c->mm_kept, &e);
     if (st != OC_OK) {
         c->mm_status = st;
         snprintf(c->mm_error, sizeof c->mm_error, "%s", e.message);
@@ -430,6 +442,7 @@ static void observe_mminf(oc_calib *c, const oc_calib_head *hd, size_t lh) {
         if (!c->mm_layout) continue;
         c->mm_nb_elig[at] += ref > 0.0 ? c->mm_err[k] / ref : 0.0;
         for (int m = 0; m < 2; m++) c->mm_qb[2 * at + (size_t)m] += ref > 0.0 ? c->mm_err_modal[2 * k + m] / ref : 0.0;
+        for (int m = 0; m < 4; m++) c->mm_2d[4 * at + (size_t)m] += ref > 0.0 ? c->mm_pair_err[4 * k + m] / ref : 0.0;
     }
 }
 
@@ -511,6 +524,12 @@ void oc_calib_observe(void *user, const struct oc_attn_view *v) {
                 v->n_q == c->n_prompt && v->n_q >= OC_DYN_LAST_Q;
     if (mminf && !c->mm_n_cand)   /* the space, fixed by the first searched prompt (calib.h) */
         c->mm_n_cand = oc_calib_mminf_space(c->p.mminf_scale, v->n_images > 0 ? v->images[1] : 0, c->mm_cand);
+    if (mminf && c->mm_layout && !c->mm_pair_ready) {   /* the cross-modality space: this prompt's key shares */
+        double share_vision = (double)c->mm_n_vision / (double)c->n_prompt;
+        oc_calib_mminf_pair_space(c->mm_cand, c->mm_n_cand, 1.0 - share_vision, c->mm_pair_cand);
+        oc_calib_mminf_pair_space(c->mm_cand, c->mm_n_cand, share_vision, c->mm_pair_cand + c->mm_n_cand);
+        c->mm_pair_ready = 1;
+    }
     if (zipvl) {
         memset(c->col_sum, 0, sizeof(double) * (size_t)v->n_kv);
         memset(c->col_nnz, 0, sizeof(int64_t) * (size_t)v->n_kv);
@@ -590,9 +609,37 @@ const double *oc_calib_visual_scores(oc_calib *c) {
     return c->kvs;
 }
 
-/* Alg. 4's inter-modality step for head lh: the best No-Boundary candidate, or, when on the prompts
- * that took the modality steps the two best modality patterns together lose less (summed NMSE),
- * the Q-Boundary head of those two (a static pattern chosen for both modalities is that pattern). */
+/* The 2D-Boundary head of head lh's best pair patterns (Alg. 4's cross-modality step, one argmin
+ * per pair, ties in Table 3's order); *total: their summed NMSE on the prompts that took the
+ * modality steps (the pairs of one query row measured apart, each with the other dense: our
+ * first-order sum where Alg. 4 leaves open how the pairs' searches combine). */
+static oc_head_pattern mminf_2d(const oc_calib *c, size_t lh, double *total) {
+    oc_head_pattern p;
+    memset(&p, 0, sizeof p);
+    p.kind = OC_PATTERN_BOUNDARY_2D;
+    *total = 0.0;
+    const double *e2 = c->mm_2d + lh * OC_CALIB_MMINF_MAX_CAND * 4;
+    for (int m = 0; m < 4; m++) {
+        double e[OC_CALIB_MMINF_MAX_CAND];
+        for (int32_t k = 0; k < c->mm_n_cand; k++) e[k] = e2[4 * k + m];
+        int32_t k = oc_calib_mminf_choose(e, c->mm_n_cand);
+        *total += e[k];
+        p.pair[m / 2][m % 2] = oc_pattern_to_modal(&c->mm_pair_cand[(m % 2) * c->mm_n_cand + k]);
+    }
+    return p;
+}
+
+/* A head kind with more parts replaces a simpler one only when it loses clearly less: by more than
+ * 0.1% of the simpler one's summed NMSE and more than 1e-6 per prompt (ours: below that the
+ * difference is the engine's rounding, and the simpler head runs faster). */
+static int clearly_less(double complex_total, double simple_total, int64_t n_prompts) {
+    return simple_total - complex_total > fmax(1e-3 * simple_total, 1e-6 * (double)n_prompts);
+}
+
+/* Alg. 4's inter-modality step for head lh over the prompts that took the modality steps: the best
+ * No-Boundary candidate; the Q-Boundary head of the two best modality patterns when it loses
+ * clearly less (a static pattern chosen for both modalities is that pattern); the 2D-Boundary head
+ * of the four best pair patterns when it loses clearly less than both. */
 static oc_head_pattern mminf_choice(const oc_calib *c, size_t lh) {
     const double *nb = c->mm_nmse + lh * OC_CALIB_MMINF_MAX_CAND;
     oc_head_pattern best = c->mm_cand[oc_calib_mminf_choose(nb, c->mm_n_cand)];
@@ -604,7 +651,10 @@ static oc_head_pattern mminf_choice(const oc_calib *c, size_t lh) {
     int32_t kt = oc_calib_mminf_choose(modal_err[0], c->mm_n_cand), kv = oc_calib_mminf_choose(modal_err[1], c->mm_n_cand);
     const double *nb_e = c->mm_nb_elig + lh * OC_CALIB_MMINF_MAX_CAND;
     double qb_total = modal_err[0][kt] + modal_err[1][kv], nb_total = nb_e[oc_calib_mminf_choose(nb_e, c->mm_n_cand)];
-    if (!(qb_total < nb_total)) return best;
+    double total_2d = INFINITY;
+    oc_head_pattern p2 = c->mm_pair_ready ? mminf_2d(c, lh, &total_2d) : best;
+    if (clearly_less(total_2d, nb_total, c->mm_qb_items) && clearly_less(total_2d, qb_total, c->mm_qb_items)) return p2;
+    if (!clearly_less(qb_total, nb_total, c->mm_qb_items)) return best;
     if (kt == kv && !oc_pattern_is_dynamic(c->mm_cand[kt].kind)) return c->mm_cand[kt];
     oc_head_pattern q;
     memset(&q, 0, sizeof q);
@@ -734,7 +784,7 @@ static void report_mminf(const oc_calib *c, FILE *f) {
     fprintf(f, "%lld prompts took the modality steps (>= %d text and >= %d image queries)\n", (long long)c->mm_qb_items,
             OC_DYN_LAST_Q, OC_DYN_LAST_Q);
     fprintf(f, "layer head  -> No-Boundary choice (mean NMSE vs dense; the best A-shape, Vertical-Slash, Grid)"
-               " [plan: the head's pattern when Q-Boundary wins]\n");
+               " [plan: the head's pattern when Q-Boundary or 2D-Boundary wins]\n");
     for (int32_t l = 0; l < c->L; l++)
         for (int32_t h = 0; h < c->H; h++) {
             const double *e = c->mm_nmse + ((size_t)l * c->H + h) * OC_CALIB_MMINF_MAX_CAND;
@@ -754,6 +804,16 @@ static void report_mminf(const oc_calib *c, FILE *f) {
                 cand_text(&t, tn, sizeof tn);
                 cand_text(&vi, vn, sizeof vn);
                 fprintf(f, " [q-boundary text=%s vision=%s]", tn, vn);
+            } else if (ch.kind == OC_PATTERN_BOUNDARY_2D) {
+                static const char *pn[4] = { "text-text", "text-vision", "vision-text", "vision-vision" };
+                fprintf(f, " [2d-boundary");
+                for (int m = 0; m < 4; m++) {
+                    oc_head_pattern part = oc_pattern_pair(&ch, m / 2, m % 2);
+                    char pt[64];
+                    cand_text(&part, pt, sizeof pt);
+                    fprintf(f, " %s=%s", pn[m], pt);
+                }
+                fprintf(f, "]");
             }
             fprintf(f, "\n");
         }

@@ -563,6 +563,23 @@ static void emit_grid(run *r, int64_t lo, int64_t hi, const oc_mask_ivals *all) 
     }
 }
 
+
+/* pack_qt for rows that lie far apart in Q (Grid runs: `stride` positions, a new page per row
+ * group, which the hardware prefetchers do not follow): one panel at a time, the next panel's
+ * rows requested before this one is packed, so their loads overlap the transposes (measured:
+ * BENCHMARKS.md, issue 20's fifth round). The same packed bytes as one pack_qt call. */
+static void pack_qt_strided(const oc_attn_kernels *kn, float *qt, const float *const *rows, int32_t n_rows, int32_t cols,
+                            int32_t d, float qscale) {
+    int32_t pw = kn->panel;
+    for (int32_t r = 0; r < OC_MIN(pw, n_rows); r++)
+        for (int32_t c = 0; c < d; c += 16) OC_PREFETCH(rows[r] + c);
+    for (int32_t p0 = 0; p0 < cols; p0 += pw) {
+        for (int32_t r = p0 + pw; r < OC_MIN(p0 + 2 * pw, n_rows); r++)
+            for (int32_t c = 0; c < d; c += 16) OC_PREFETCH(rows[r] + c);
+        kn->pack_qt(qt + (int64_t)p0 * d, rows + p0, OC_MIN(pw, n_rows - p0), OC_MIN(pw, cols - p0), d, qscale);
+    }
+}
+
 /* Start a run: rows i0, i0 + step, .., i0 + (len-1) step of one class (see struct run) for the
  * stacked heads w->heads[0..n_heads) of kv head g: Q^T packed, the accumulators reset. */
 static void run_begin(run *r, const run_ctx *x, work *w, int32_t n_heads, int32_t g, int32_t i0, int32_t len,
@@ -590,8 +607,10 @@ static void run_begin(run *r, const run_ctx *x, work *w, int32_t n_heads, int32_
                        (int64_t)w->heads[run_head(r, row)] * a->q_stride_head;
     if (r->direct)
         for (int32_t row = 0; row < r->rows; row++) x->kern->scale(w->qt + (int64_t)row * d, w->qptr[row], d, x->qscale);
-    else
+    else if (!r->inter)
         x->kern->pack_qt(w->qt, w->qptr, r->rows, cols, d, x->qscale);
+    else   /* rows `step` positions apart: panel by panel, the next panel's rows prefetched */
+        pack_qt_strided(x->kern, w->qt, w->qptr, r->rows, cols, d, x->qscale);
     for (int32_t k = 0; k < cols; k++) {
         w->m[k] = -INFINITY;
         w->l[k] = 0.0f;

@@ -55,32 +55,25 @@ int32_t oc_dyn_top_k(const float *score, int32_t n, int32_t k, int32_t force, in
 }
 
 /* sums[r] = the viewed columns t = r (mod s), t < n_view (view[t]: key j0 + t), each summed in
- * ascending t (the order of the pass-per-period fold this replaces: the same sums). Four phases at
- * a time in registers down the whole view, so the view is read once and each sum written once,
- * with four independent adds per step. */
+ * ascending t. */
 static void fold(const double *restrict view, int32_t n_view, int32_t s, double *restrict sums) {
-    int32_t r = 0;
-    for (; r + 4 <= s; r += 4) {
-        double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
-        int32_t t = r;
-        for (; t + 3 < n_view; t += s) {
-            a0 += view[t];
-            a1 += view[t + 1];
-            a2 += view[t + 2];
-            a3 += view[t + 3];
+    /* period by period: each period adds into sums[0..s) as one contiguous stream (vector adds at
+     * -O2; the four-phases-in-registers fold walked the view with stride s, and its inner loops ran
+     * only n_view / s times: this is 2% faster per build at 8K, BENCHMARKS.md issue 20's fifth
+     * round); each phase still sums its keys in ascending order: bitwise the same sums */
+    int32_t first = OC_MIN(s, n_view), r = 0;
+    for (; r < first; r++) sums[r] = view[r];
+    for (; r < s; r++) sums[r] = 0.0;
+    for (int32_t k0 = s; k0 < n_view; k0 += s) {
+        const double *restrict v = view + k0;
+        int32_t len = OC_MIN(s, n_view - k0), t = 0;
+        for (; t + 4 <= len; t += 4) {
+            sums[t] += v[t];
+            sums[t + 1] += v[t + 1];
+            sums[t + 2] += v[t + 2];
+            sums[t + 3] += v[t + 3];
         }
-        if (t < n_view) a0 += view[t];   /* the last period ends inside these four */
-        if (t + 1 < n_view) a1 += view[t + 1];
-        if (t + 2 < n_view) a2 += view[t + 2];
-        sums[r] = a0;
-        sums[r + 1] = a1;
-        sums[r + 2] = a2;
-        sums[r + 3] = a3;
-    }
-    for (; r < s; r++) {
-        double a = 0.0;
-        for (int32_t t = r; t < n_view; t += s) a += view[t];
-        sums[r] = a;
+        for (; t < len; t++) sums[t] += v[t];
     }
 }
 
