@@ -28,3 +28,5 @@ double oc_calib_zipvl_tau(double ratio_at_tau, double ratio_at_low) {
     if (ratio_at_tau > 0.0 && ratio_at_low <= (1.0 - OC_CALIB_ZIPVL_MIN_GAIN) * ratio_at_tau) return OC_CALIB_ZIPVL_TAU_LOW;
     return OC_CALIB_ZIPVL_TAU;
 }
+
+int oc_calib_zipvl_keeps_layer(double nmse, double max_nmse) { return !(nmse > max_nmse); }
