@@ -100,6 +100,25 @@ else
   sed 's/^/# /' "$tmp_dir/out" | head -20
   fail eval_long_prefill_chunk_all "the long suite did not run a vertical-slash plan with the prompt in one call"
 fi
+
+# examples/plans/measure_long.sh: dense and a plan, each split over 2 processes with --first, merged
+# into one table: the row's score is the sum of the processes' items, and a split run scores as one
+# process does (the same items)
+M="sh examples/plans/measure_long.sh -m examples/demo/ocellus-demo.gguf --mmproj examples/demo/ocellus-demo-mmproj.gguf
+   --items 3 --max-images 8 --types detail,code -t 1"
+if [ -n "$target_exec" ]; then
+  skip measure_long_table "cross build: the script runs ./ocellus natively"
+elif $M --procs 2 --out "$tmp_dir/m2" "$tmp_dir/zipvl.plan" >"$tmp_dir/m2.md" 2>"$tmp_dir/m2.err" &&
+     $M --procs 1 --no-dense "$tmp_dir/zipvl.plan" >"$tmp_dir/m1.md" 2>>"$tmp_dir/m2.err" &&
+     [ "$(ls "$tmp_dir"/m2/dense.*.json | wc -l)" -eq 2 ] &&
+     grep -Eq '^\| dense \| [0-3]/3 \| [0-3]/[0-3] \| ' "$tmp_dir/m2.md" &&
+     grep -Eq '^\| zipvl \| [0-3]/3 \|.*\| [0-9.]+% \| [0-9.]+% \| [0-9.]+ MiB \([0-9.]+%\) \| [0-9.]+ \([0-9.]+x\) \| [0-9]+ ms \|$' "$tmp_dir/m2.md" &&
+     [ "$(grep '^| zipvl' "$tmp_dir/m2.md" | cut -d'|' -f3-9)" = "$(grep '^| zipvl' "$tmp_dir/m1.md" | cut -d'|' -f3-9)" ]; then
+  pass measure_long_table
+else
+  sed 's/^/# /' "$tmp_dir/m2.md" "$tmp_dir/m1.md" "$tmp_dir/m2.err" 2>/dev/null | tail -20
+  fail measure_long_table "measure_long.sh did not merge two processes into the one-process table"
+fi
 fi
 run_target ./ocellus eval --suite long -m x --mmproj y --prefill-chunk 0 >/dev/null 2>&1
 rc=$?

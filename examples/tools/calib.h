@@ -158,11 +158,11 @@ int32_t oc_calib_qc_groups(const double *s_adjacent, int32_t n_layers, double ep
  * each layer as the runtime would (the runtime's probes and T, kvcache/kv_select.h) and leaves the
  * layer dense (no zipvl-tau line) when the output NMSE, sum ||O_zipvl - O_dense||^2 over
  * sum ||O_dense||^2 of the layer's heads and rows, averaged over the prompts, exceeds this.
- * 0.5: more than half of the layer's attention output energy destroyed; NMSE is about the share of
- * output energy in the rows outside T, so it separates a layer that keeps most rows (the long
- * model's layers 1-11: 86-94% of the tokens) from one that zeroes most of them (its layer 0: 15-30%
- * kept) with a wide margin either side; BlindSight's alpha = 0.1 would leave every layer dense,
- * since any T below 90% of the rows zeroes more than 10% of the output. */
+ * 0.5: more than half of the layer's attention output energy destroyed. The NMSE is about the
+ * share of output energy in the rows outside T; measured (BENCHMARKS.md, "ZipVL's output check"):
+ * the long model's layer 0 0.69, its layers 1-11 0.05-0.12, the demo model's layers 0.0001-0.21,
+ * so 0.5 has a wide margin either side. BlindSight's alpha = 0.1 would leave most layers dense:
+ * any T below 90% of the rows zeroes about 10% of the output. */
 #define OC_CALIB_ZIPVL_MAX_NMSE 0.5
 
 /* Eq. 7: the fewest tokens whose column sums (col_sum[0..n), adding up to total) reach tau * total.

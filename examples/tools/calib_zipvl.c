@@ -2,7 +2,10 @@
  * per-layer threshold tau for the plan. The paper fixes tau = 0.975 (Sec. 5.3.2: accuracy holds
  * down to about 0.97 and falls below it); calibration keeps that default and lowers a layer to
  * 0.97 only where the measured mass curve makes it worth it: the layer then keeps at least 10% fewer
- * tokens. The column sums come from oc_calib_column_mass (two passes over key tiles per row). */
+ * tokens. The column sums come from oc_calib_column_mass (two passes over key tiles per row).
+ * Ours, beyond the paper: the output check (calib.h OC_CALIB_ZIPVL_MAX_NMSE; measured in
+ * calib_run.c, zipvl_check): a layer where Alg. 1 destroys most of the attention output is left
+ * dense. */
 #include "tools/calib.h"
 
 #include <stdlib.h>
