@@ -108,6 +108,8 @@ M="sh examples/plans/measure_long.sh -m examples/demo/ocellus-demo.gguf --mmproj
    --items 3 --max-images 8 --types detail,code -t 1"
 if [ -n "$target_exec" ]; then
   skip measure_long_table "cross build: the script runs ./ocellus natively"
+elif [ "${OC_TEST_SLOW:-0}" != 0 ]; then   # shell and eval plumbing only: nothing kernel-specific
+  skip measure_long_table "scalar-only build (2.5 minutes there); the SIMD configurations run it"
 elif $M --procs 2 --out "$tmp_dir/m2" "$tmp_dir/zipvl.plan" >"$tmp_dir/m2.md" 2>"$tmp_dir/m2.err" &&
      $M --procs 1 --no-dense "$tmp_dir/zipvl.plan" >"$tmp_dir/m1.md" 2>>"$tmp_dir/m2.err" &&
      [ "$(ls "$tmp_dir"/m2/dense.*.json | wc -l)" -eq 2 ] &&
