@@ -63,7 +63,7 @@ plans="$*"
 is_count "$items" || die "--items needs a positive count"
 is_count "$threads" || die "-t needs a positive count"
 [ -x "$bin" ] || die "no ocellus binary at $bin (make, or --ocellus BIN)"
-[ -f "$text" ] && [ -f "$mmproj" ] || die "model files not found: $text, $mmproj"
+if ! [ -f "$text" ] || ! [ -f "$mmproj" ]; then die "model files not found: $text, $mmproj"; fi
 if [ -z "$procs" ]; then
   cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
   is_count "$cpus" || cpus=1
