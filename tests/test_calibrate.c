@@ -234,6 +234,77 @@ static void test_zipvl(void) {
     CHECK(oc_calib_zipvl_tau(0.8, 0.70) == OC_CALIB_ZIPVL_TAU_LOW);
 }
 
+/* ZipVL Alg. 1's output (calib_stats.c oc_calib_zipvl_errors) and the probe rows' mass against a
+ * naive reference over the whole score matrix, on a head long enough to span several key tiles. */
+#define ZN 150
+static void test_zipvl_errors_match_naive(void) {
+    check_rng r = { 0x5eed7 };
+    static float q[ZN * HD], k[ZN * HD], v[ZN * HD];
+    static double s[ZN * ZN];
+    double scratch[4 * HD + OC_CALIB_TILE_KEYS], col[ZN], col_ref[ZN];
+    uint8_t in_set[ZN];
+    for (int trial = 0; trial < 6; trial++) {
+        int32_t n_q = trial < 3 ? ZN : check_rng_int(&r, 1, ZN);
+        fill(&r, q, ZN * HD, -1.5f, 1.5f);
+        fill(&r, k, ZN * HD, -1.5f, 1.5f);
+        fill(&r, v, ZN * HD, -1.0f, 1.0f);
+        oc_calib_head h = { n_q, ZN - n_q, ZN, HD, q, HD, k, v, HD, 0.25f };
+        for (int32_t j = 0; j < ZN; j++) {   /* set 1 inside set 0, as T at the low tau inside T at tau */
+            in_set[j] = check_rng_int(&r, 0, 2) ? 1 : 0;
+            if ((in_set[j] & 1) && check_rng_int(&r, 0, 1)) in_set[j] |= 2;
+        }
+        naive_scores(&h, s);
+        double err[2] = { 0, 0 }, ref = 0.0, err_ref[2] = { 0, 0 }, ref_ref = 0.0;
+        oc_calib_zipvl_errors(&h, in_set, 2, err, &ref, scratch);
+        for (int32_t i = 0; i < n_q; i++) {
+            int32_t p = h.q_first + i;
+            double o[3][HD];
+            for (int m = 0; m < 3; m++) {   /* 0: dense; 1, 2: set 0, 1 (0 outside the set) */
+                for (int32_t d = 0; d < HD; d++) o[m][d] = 0.0;
+                unsigned bit = m ? 1u << (m - 1) : 0u;
+                if (m && !(in_set[p] & bit)) continue;
+                double mx = -INFINITY, l = 0.0;
+                for (int32_t j = 0; j <= p; j++)
+                    if (!m || (in_set[j] & bit)) mx = fmax(mx, s[i * ZN + j]);
+                for (int32_t j = 0; j <= p; j++) {
+                    if (m && !(in_set[j] & bit)) continue;
+                    double e = exp(s[i * ZN + j] - mx);
+                    l += e;
+                    for (int32_t d = 0; d < HD; d++) o[m][d] += e * v[j * HD + d];
+                }
+                for (int32_t d = 0; d < HD; d++) o[m][d] /= l;
+            }
+            for (int32_t d = 0; d < HD; d++) {
+                ref_ref += o[0][d] * o[0][d];
+                for (int m = 1; m < 3; m++) err_ref[m - 1] += (o[m][d] - o[0][d]) * (o[m][d] - o[0][d]);
+            }
+        }
+        CHECKF(rel(ref, ref_ref) < 1e-10, "trial %d ref %g vs %g", trial, ref, ref_ref);
+        for (int m = 0; m < 2; m++)
+            CHECKF(rel(err[m], err_ref[m]) < 1e-10, "trial %d set %d: %g vs %g", trial, m, err[m], err_ref[m]);
+        /* the probe rows' column sums: every fifth row */
+        int32_t rows[ZN], n_rows = 0;
+        for (int32_t i = 0; i < n_q; i += 5) rows[n_rows++] = i;
+        for (int32_t j = 0; j < ZN; j++) col[j] = col_ref[j] = 0.0;
+        oc_calib_rows_mass(&h, rows, n_rows, col, scratch);
+        for (int32_t t = 0; t < n_rows; t++) {
+            int32_t i = rows[t], p = h.q_first + i;
+            double mx = -INFINITY, l = 0.0;
+            for (int32_t j = 0; j <= p; j++) mx = fmax(mx, s[i * ZN + j]);
+            for (int32_t j = 0; j <= p; j++) l += exp(s[i * ZN + j] - mx);
+            for (int32_t j = 0; j <= p; j++) col_ref[j] += exp(s[i * ZN + j] - mx) / l;
+        }
+        for (int32_t j = 0; j < ZN; j++)
+            CHECKF(col_ref[j] == 0.0 ? col[j] == 0.0 : rel(col[j], col_ref[j]) < 1e-10, "column %d", j);
+    }
+    /* every row in one set of every token: Alg. 1 is dense attention, no error */
+    memset(in_set, 1, sizeof in_set);
+    oc_calib_head h = { ZN, 0, ZN, HD, q, HD, k, v, HD, 0.25f };
+    double err[1] = { 0 }, ref = 0.0;
+    oc_calib_zipvl_errors(&h, in_set, 1, err, &ref, scratch);
+    CHECKF(err[0] <= 1e-20 * ref && ref > 0.0, "T = every token: err %g", err[0]);
+}
+
 static void test_qc_groups(void) {
     double s[7] = { 0.01, 0.02, 0.5, 0.01, 0.01, 0.01, 0.3 };   /* 8 layers */
     int32_t f[4], l[4];
@@ -396,6 +467,171 @@ static void test_calibration_on_synthetic_layers(void) {
     CHECK(oc_plan_equal(serial, threaded));
     oc_plan_free(serial);
     oc_plan_free(threaded);
+}
+
+/* ---- ZipVL's output check (ours, calib.h OC_CALIB_ZIPVL_MAX_NMSE) on layers known by construction */
+
+/* A 256-token prompt: text 0-7, image 0 at 8-119 (8x14), text 120-123, image 1 at 124-235, text
+ * 236-255. Longer than the runtime's 64 recent + 64 random probes, so T is not every token. */
+#define ZT 256
+#define ZH 4
+#define ZKV 2
+static const int32_t zimages_[2][4] = { { 8, 112, 8, 14 }, { 124, 112, 8, 14 } };
+typedef struct zsynth {
+    float q[ZT * ZH * HD], k[ZT * ZKV * HD], v[ZT * ZKV * HD];
+} zsynth;
+
+/* Key axes: 4 the text tokens 0-3 ("labels", keys exactly on the axis), 5 the closing text, 0 the
+ * sinks (kinds 1-2: the first token of each image and of the prompt); every other key is small noise.
+ * kind 0, "labels": every query of every head reads the labels, whose values are as large as any:
+ * the image rows' outputs are what the text tells them, as in the long model's layer 0. T holds the
+ * labels and the 64 recent tokens, and Alg. 1 zeroes the output of the 188 rows in between: it must
+ * be left dense.
+ * kind 1, "image sinks": rows before the closing text put their mass on the first token of each
+ * image (and the prompt's first token, for the rows before any image), whose values are zero (an
+ * attention sink: a no-op), and the closing rows read the closing text (in T as the recent
+ * probes). T holds the sinks and the recent tokens; the rows Alg. 1 zeroes had (almost) no output:
+ * it keeps its zipvl-tau line.
+ * kind 2: kind 1, but the last row reads the labels as kind 0's does (so Q-Cache groups it with a
+ * kind-0 layer: the same last row). */
+static void make_zlayer(zsynth *s, check_rng *r, int kind) {
+    for (int32_t t = 0; t < ZT; t++) {
+        int sink = t == 0 || t == 8 || t == 124, label = t < 4, closing = t >= 236;
+        for (int kv = 0; kv < ZKV; kv++) {
+            float *k = s->k + ((size_t)t * ZKV + kv) * HD, *v = s->v + ((size_t)t * ZKV + kv) * HD;
+            fill(r, k, HD, -0.05f, 0.05f);
+            fill(r, v, HD, -1.0f, 1.0f);
+            if (label) unit(k, 4, 1.0f);
+            if (closing) k[5] += 1.0f;
+            if (kind != 0 && sink) {
+                k[0] += 1.0f;
+                memset(v, 0, sizeof(float) * HD);
+            }
+        }
+        for (int h = 0; h < ZH; h++) {
+            float *q = s->q + ((size_t)t * ZH + h) * HD;
+            int axis = kind == 0 || (kind == 2 && t == ZT - 1) ? 4 : closing ? 5 : 0;
+            unit(q, axis, 40.0f);
+        }
+    }
+}
+
+static void observe_z(oc_calib *c, zsynth *s, int32_t layer) {
+    oc_attn_view v;
+    memset(&v, 0, sizeof v);
+    v.layer = layer;
+    v.n_q = ZT;
+    v.n_kv = ZT;
+    v.n_head = ZH;
+    v.n_head_kv = ZKV;
+    v.head_dim = HD;
+    v.q = s->q;
+    v.k = s->k;
+    v.v = s->v;
+    v.n_prompt_tokens = ZT;
+    v.n_images = 2;
+    v.images = &zimages_[0][0];
+    oc_calib_observe(c, &v);
+}
+
+/* Two prompts through layers of the given kinds: *plan_out the plan (NULL on a failed REQUIRE),
+ * *c_out the run, open. */
+static void zipvl_check_run(unsigned methods, const int *kinds, int32_t n_layers, double max_nmse, oc_plan **plan_out,
+                            oc_calib **c_out) {
+    static zsynth s[2];
+    check_rng r = { 0x5eed9 };
+    oc_plan_shape shape = { n_layers, ZH, ZKV, HD };
+    oc_calib_params p;
+    oc_calib_params_default(&p);
+    p.methods = methods;
+    p.zipvl_max_nmse = max_nmse;
+    p.n_threads = 2;
+    oc_calib *c = NULL;
+    oc_error e;
+    *c_out = NULL;
+    *plan_out = NULL;
+    REQUIREF(oc_calib_open(&c, &p, &shape, ZT, NULL, 0, NULL, &e) == OC_OK, "%s", e.message);
+    *c_out = c;
+    for (int item = 0; item < 2; item++) {
+        oc_calib_item_begin(c, NULL, 0);
+        for (int32_t l = 0; l < n_layers; l++) {
+            make_zlayer(&s[l % 2], &r, kinds[l]);
+            observe_z(c, &s[l % 2], l);
+        }
+        oc_calib_item_end(c, 1, 1);
+    }
+    oc_plan *plan = NULL;
+    REQUIRE(oc_plan_create(&plan, &shape, NULL, NULL, NULL) == OC_OK);
+    CHECKF(oc_calib_to_plan(c, plan, &e) == OC_OK, "%s", e.message);
+    *plan_out = plan;
+}
+
+/* The plan's text parses back into the same plan, and the runtime's KV rules take it. */
+static void check_round_trip(const oc_plan *plan) {
+    static char text[16384];
+    size_t n;
+    oc_error e;
+    oc_plan *q = NULL;
+    REQUIREF(oc_plan_write(plan, text, sizeof text, &n, &e) == OC_OK, "%s", e.message);
+    REQUIREF(oc_plan_parse(&q, text, n, "w", NULL, &e) == OC_OK, "%s", e.message);
+    CHECK(oc_plan_equal(plan, q));
+    const oc_stack_plan *d = &q->stacks[OC_PLAN_DECODER];
+    static oc_kv_policy pol;
+    CHECKF(oc_kv_policy_build(&pol, d, d->shape.n_layers, d->shape.n_kv_heads, q->kv_window_tokens, "t", &e) == OC_OK,
+           "%s", e.message);
+    oc_plan_free(q);
+}
+
+static void test_zipvl_output_check(void) {
+    oc_calib *c = NULL;
+    /* labels (layer 0) and image sinks (layer 1) */
+    int kinds[2] = { 0, 1 };
+    oc_plan *plan = NULL;
+    zipvl_check_run(OC_CALIB_ZIPVL, kinds, 2, OC_CALIB_ZIPVL_MAX_NMSE, &plan, &c);
+    REQUIRE(plan && c);
+    const int32_t *tau = plan->stacks[OC_PLAN_DECODER].zipvl_tau_ppm;
+    double n0 = oc_calib_zipvl_nmse(c, 0), n1 = oc_calib_zipvl_nmse(c, 1);
+    CHECKF(n0 > 0.6 && tau[0] == 0, "label layer: NMSE %g, tau %d: want > 0.6 and left dense", n0, (int)tau[0]);
+    CHECKF(n1 >= 0.0 && n1 < 0.01 && (tau[1] == 975000 || tau[1] == 970000), "sink layer: NMSE %g, tau %d", n1,
+           (int)tau[1]);
+    check_round_trip(plan);
+    /* the report says which layer was left dense and why */
+    FILE *f = tmpfile();
+    REQUIRE(f);
+    oc_calib_report(c, f);
+    static char rep[8192];
+    rewind(f);
+    size_t got = fread(rep, 1, sizeof rep - 1, f);
+    rep[got] = '\0';
+    fclose(f);
+    CHECKF(strstr(rep, "the check is ours"), "report:\n%s", rep);
+    const char *first = strstr(rep, "layer   0:"), *second = strstr(rep, "layer   1:");
+    REQUIRE(first && second);
+    CHECKF(strstr(first, "LEFT DENSE") && strstr(first, "LEFT DENSE") < second && !strstr(second, "LEFT DENSE"),
+           "report:\n%s", rep);
+    oc_plan_free(plan);
+    oc_calib_close(c);
+    /* the check off (a threshold above any NMSE): both keep the paper's tau */
+    zipvl_check_run(OC_CALIB_ZIPVL, kinds, 2, 1e9, &plan, &c);
+    REQUIRE(plan && c);
+    tau = plan->stacks[OC_PLAN_DECODER].zipvl_tau_ppm;
+    CHECK(tau[0] != 0 && tau[1] != 0);
+    check_round_trip(plan);
+    oc_plan_free(plan);
+    oc_calib_close(c);
+    /* a lazy group (Q-Cache: the same last row) of a label layer and a sink-like layer: the second
+     * passes the check alone, but the group's first layer picks T for both, so the group stays dense */
+    int grouped[2] = { 0, 2 };
+    zipvl_check_run(OC_CALIB_ZIPVL | OC_CALIB_QCACHE, grouped, 2, OC_CALIB_ZIPVL_MAX_NMSE, &plan, &c);
+    REQUIRE(plan && c);
+    const oc_stack_plan *d = &plan->stacks[OC_PLAN_DECODER];
+    REQUIREF(d->n_lazy_groups == 1, "%d lazy groups", (int)d->n_lazy_groups);
+    double g1 = oc_calib_zipvl_nmse(c, 1);
+    CHECKF(oc_calib_zipvl_keeps_layer(g1, OC_CALIB_ZIPVL_MAX_NMSE), "layer 1 alone: NMSE %g", g1);
+    CHECK(d->zipvl_tau_ppm[0] == 0 && d->zipvl_tau_ppm[1] == 0);
+    check_round_trip(plan);
+    oc_plan_free(plan);
+    oc_calib_close(c);
 }
 
 /* ---- the library's observation hook on the demo model ----------------------------------------- */
@@ -1063,6 +1299,8 @@ int main(void) {
     CHECK_RUN(test_kv_budgets);
     CHECK_RUN(test_qc_groups);
     CHECK_RUN(test_zipvl);
+    CHECK_RUN(test_zipvl_errors_match_naive);
+    CHECK_RUN(test_zipvl_output_check);
     CHECK_RUN(test_vision_errors_match_naive);
     CHECK_RUN(test_vision_heads_on_synthetic_images);
     CHECK_RUN(test_calibration_on_synthetic_layers);

@@ -94,6 +94,25 @@ else
   fail plan_says_what_each_backend_runs "$mm $kv"
 fi
 
+# ZipVL's output check (ours): the demo's layers measure 0.0001-0.21, so a threshold of 0.01 leaves
+# all but layer 0 dense; stdout names each with its NMSE, the plan keeps layer 0's line alone and
+# records the threshold, and it loads; a negative threshold is refused
+if [ $emu = 0 ]; then
+  out=$(run_target $bin calibrate --suite demo --items 4 --methods zipvl --zipvl-max-nmse 0.01 -t 2 -o "$tmp_dir/z.plan" 2>/dev/null); rc=$?
+  run_target $bin calibrate --suite demo --methods zipvl --zipvl-max-nmse -1 -o "$tmp_dir/x.plan" >/dev/null 2>&1; rc2=$?
+fi
+if [ $emu = 1 ]; then
+  skip calibrate_zipvl_output_check "under an emulator; the native configurations run it"
+elif [ "$rc" -eq 0 ] && [ "$rc2" -eq 2 ] &&
+   printf '%s\n' "$out" | grep -q '^ZipVL: layer 4 left dense: above the threshold (output NMSE 0\.[0-9]*' &&
+   ! printf '%s\n' "$out" | grep -q '^ZipVL: layer 0 left dense' &&
+   [ "$(grep -c '^decoder .*zipvl-tau' "$tmp_dir/z.plan")" -eq 1 ] && grep -q '^decoder layer 0 zipvl-tau 0.97' "$tmp_dir/z.plan" &&
+   grep -q 'zipvl_max_nmse=0.01' "$tmp_dir/z.plan" && run_target $bin plan "$tmp_dir/z.plan" >/dev/null 2>&1; then
+  pass calibrate_zipvl_output_check
+else
+  fail calibrate_zipvl_output_check "exit statuses $rc and $rc2 (want 0 and 2), or the layers left dense differ: $out"
+fi
+
 out=$(run_target $bin calibrate --suite demo --methods nonsense -o "$tmp_dir/x.plan" 2>&1); rc=$?
 out2=$(run_target $bin calibrate --data "$tmp_dir/missing" -o "$tmp_dir/x.plan" 2>&1); rc2=$?
 if [ "$rc" -eq 2 ] && [ "$rc2" -eq 1 ] && printf '%s' "$out2" | grep -q 'missing/items.jsonl'; then

@@ -29,6 +29,23 @@ else
   fail eval_long_runs "ocellus eval --suite long did not report 2 items of the chosen types"
 fi
 
+# decode speed and the KV cache at both ends, as text and JSON (the table of issue 19's must-show 3
+# comes from eval runs alone: examples/plans/measure_long.sh): one-token forward passes after
+# prefill over their time (at least one per item: the pass that produces the stop token); the
+# JSON's tok/s is decode_tokens / decode_ms, and the KV bytes are positive
+if grep -Eq '^decode: [0-9.]+ tok/s \([1-9][0-9]* one-token passes' "$tmp_dir/out" &&
+   grep -Eq '"mean_kv_bytes_prefill":[1-9][0-9]*,' "$tmp_dir/r.json" && grep -Eq '"mean_kv_bytes_end":[1-9][0-9]*,' "$tmp_dir/r.json" &&
+   awk '{ if (!match($0, /"decode_tokens":[0-9]+/)) exit 1; n = substr($0, RSTART + 16, RLENGTH - 16) + 0
+          if (!match($0, /"decode_ms":[0-9.]+/)) exit 1; ms = substr($0, RSTART + 12, RLENGTH - 12) + 0
+          if (!match($0, /"decode_tok_per_s":[0-9.]+/)) exit 1; r = substr($0, RSTART + 19, RLENGTH - 19) + 0
+          want = ms > 0 ? 1000 * n / ms : 0; d = r - want; if (d < 0) d = -d
+          exit !(n >= 2 && d <= 0.01 + 1e-3 * want) }' "$tmp_dir/r.json"; then
+  pass eval_long_decode_speed_and_kv
+else
+  grep -E '^decode|^KV' "$tmp_dir/out" | sed 's/^/# /'; sed 's/^/# /' "$tmp_dir/r.json"
+  fail eval_long_decode_speed_and_kv "eval --suite long did not report decode tok/s and the KV cache at both ends"
+fi
+
 # --first I: items I.. of the same stream, so processes can split one evaluation: item 1 alone
 # is the second line of the two-item run (question, expected and generated answer)
 E="./ocellus eval --suite long -m examples/demo/ocellus-demo.gguf --mmproj examples/demo/ocellus-demo-mmproj.gguf --max-images 8 --types detail,code -t 2 --verbose"
@@ -82,6 +99,27 @@ if run_target ./ocellus eval --suite long -m examples/demo/ocellus-demo.gguf --m
 else
   sed 's/^/# /' "$tmp_dir/out" | head -20
   fail eval_long_prefill_chunk_all "the long suite did not run a vertical-slash plan with the prompt in one call"
+fi
+
+# examples/plans/measure_long.sh: dense and a plan, each split over 2 processes with --first, merged
+# into one table: the row's score is the sum of the processes' items, and a split run scores as one
+# process does (the same items)
+M="sh examples/plans/measure_long.sh -m examples/demo/ocellus-demo.gguf --mmproj examples/demo/ocellus-demo-mmproj.gguf
+   --items 3 --max-images 8 --types detail,code -t 1"
+if [ -n "$target_exec" ]; then
+  skip measure_long_table "cross build: the script runs ./ocellus natively"
+elif [ "${OC_TEST_SLOW:-0}" != 0 ]; then   # shell and eval plumbing only: nothing kernel-specific
+  skip measure_long_table "scalar-only build (2.5 minutes there); the SIMD configurations run it"
+elif $M --procs 2 --out "$tmp_dir/m2" "$tmp_dir/zipvl.plan" >"$tmp_dir/m2.md" 2>"$tmp_dir/m2.err" &&
+     $M --procs 1 --no-dense "$tmp_dir/zipvl.plan" >"$tmp_dir/m1.md" 2>>"$tmp_dir/m2.err" &&
+     [ -s "$tmp_dir/m2/dense.0.json" ] && [ -s "$tmp_dir/m2/dense.1.json" ] && ! [ -e "$tmp_dir/m2/dense.2.json" ] &&
+     grep -Eq '^\| dense \| [0-3]/3 \| [0-3]/[0-3] \| ' "$tmp_dir/m2.md" &&
+     grep -Eq '^\| zipvl \| [0-3]/3 \|.*\| [0-9.]+% \| [0-9.]+% \| [0-9.]+ MiB \([0-9.]+%\) \| [0-9.]+ \([0-9.]+x\) \| [0-9]+ ms \|$' "$tmp_dir/m2.md" &&
+     [ "$(grep '^| zipvl' "$tmp_dir/m2.md" | cut -d'|' -f3-9)" = "$(grep '^| zipvl' "$tmp_dir/m1.md" | cut -d'|' -f3-9)" ]; then
+  pass measure_long_table
+else
+  sed 's/^/# /' "$tmp_dir/m2.md" "$tmp_dir/m1.md" "$tmp_dir/m2.err" 2>/dev/null | tail -20
+  fail measure_long_table "measure_long.sh did not merge two processes into the one-process table"
 fi
 fi
 run_target ./ocellus eval --suite long -m x --mmproj y --prefill-chunk 0 >/dev/null 2>&1

@@ -76,6 +76,20 @@ int32_t oc_calib_row_argmax(const oc_calib_head *h, int32_t i, double *scratch);
  * per row a first pass over key tiles for the normaliser, a second adds the probabilities. */
 void oc_calib_column_mass(const oc_calib_head *h, double *col_sum, int64_t *col_nnz, double *scratch);
 
+/* The softmax rows rows[0..n_rows) (indices into the head's query rows, ascending) added to
+ * col_sum[j]: ZipVL's probe rows (zipvl.txt supplement Eq. A), the runtime's important-token input.
+ * Two passes over key tiles per row, as oc_calib_column_mass. */
+void oc_calib_rows_mass(const oc_calib_head *h, const int32_t *rows, int32_t n_rows, double *col_sum, double *scratch);
+
+/* ZipVL Alg. 1's prefill attention for one head against dense attention, for up to three important
+ * sets at once: bit s of in_set[pos] (pos < n_kv) marks set s's tokens. A row whose position is in
+ * set s attends causally over set s's keys only; a row outside it outputs 0 (Sec. 4.2: "Tokens
+ * excluded from this computation have their outputs padded"). ref_sq += sum ||O_dense||^2 and
+ * err_sq[s] += sum ||O_s - O_dense||^2 over the head's rows, s < n_sets <= 3, each row by an online
+ * softmax over key tiles (no N x N matrix). */
+void oc_calib_zipvl_errors(const oc_calib_head *h, const uint8_t *in_set, int32_t n_sets, double *err_sq,
+                           double *ref_sq, double *scratch);
+
 /* Jensen-Shannon divergence in bits (qcache.txt Eq. 3), in [0, 1]: the base-2 logarithm makes the
  * paper's range 0 < epsilon <= 1 the whole range of the divergence. */
 double oc_calib_jsd(const double *p, const double *q, int32_t n);
@@ -137,6 +151,19 @@ int32_t oc_calib_qc_groups(const double *s_adjacent, int32_t n_layers, double ep
 #define OC_CALIB_ZIPVL_TAU 0.975       /* Sec. 5.3.2: the paper's setting, just above the knee */
 #define OC_CALIB_ZIPVL_TAU_LOW 0.97    /* Sec. 5.3.2 / App. B.3: below 0.97 accuracy falls */
 #define OC_CALIB_ZIPVL_MIN_GAIN 0.10   /* lower a layer only when it keeps >= 10% fewer tokens (ours) */
+/* OUR ADDITION, not in the paper: the output check. Alg. 1 zeroes the attention output of every
+ * row outside the important set T (Sec. 4.2), and Eq. 7 bounds only the mass lost on the key side,
+ * so a layer whose rows read a few (text) keys keeps a small T and loses most of its output: the
+ * long model's layer 0 (BENCHMARKS.md, "Issue 19 on the run-5 model"). Calibration runs Alg. 1 on
+ * each layer as the runtime would (the runtime's probes and T, kvcache/kv_select.h) and leaves the
+ * layer dense (no zipvl-tau line) when the output NMSE, sum ||O_zipvl - O_dense||^2 over
+ * sum ||O_dense||^2 of the layer's heads and rows, averaged over the prompts, exceeds this.
+ * 0.5: more than half of the layer's attention output energy destroyed. The NMSE is about the
+ * share of output energy in the rows outside T; measured (BENCHMARKS.md, "ZipVL's output check"):
+ * the long model's layer 0 0.69, its layers 1-11 0.05-0.12, the demo model's layers 0.0001-0.21,
+ * so 0.5 has a wide margin either side. BlindSight's alpha = 0.1 would leave most layers dense:
+ * any T below 90% of the rows zeroes about 10% of the output. */
+#define OC_CALIB_ZIPVL_MAX_NMSE 0.5
 
 /* Eq. 7: the fewest tokens whose column sums (col_sum[0..n), adding up to total) reach tau * total.
  * scratch: n doubles. */
@@ -145,6 +172,9 @@ int32_t oc_calib_zipvl_p(const double *col_sum, int32_t n, double total, double 
  * one only where it saves at least OC_CALIB_ZIPVL_MIN_GAIN of the tokens ("the measured mass curve
  * allows"), else the paper's default. */
 double oc_calib_zipvl_tau(double ratio_at_tau, double ratio_at_low);
+/* The output check (OC_CALIB_ZIPVL_MAX_NMSE, ours): 1 when a layer with this mean output NMSE keeps
+ * its zipvl-tau line (nmse <= max_nmse), 0 when it is left dense. */
+int oc_calib_zipvl_keeps_layer(double nmse, double max_nmse);
 
 /* ---- MMInference (calib_mminf.c) ------------------------------------------------------------- */
 
@@ -218,6 +248,7 @@ typedef struct oc_calib_params {
     int32_t qc_max_group;
     oc_lazy_mode qc_mode;                  /* VLA: the paper's recommended mode (Sec. 4) */
     double mminf_scale;                    /* Table 3's sizes times this (1: as written) */
+    double zipvl_max_nmse;                 /* ZipVL output check (ours): a layer above it stays dense */
     int32_t n_threads;                     /* heads observed in parallel (<= 1: serial); the plan
                                               is the same for any count */
 } oc_calib_params;
@@ -254,6 +285,10 @@ const double *oc_calib_visual_scores(oc_calib *c);
 /* The number of items seen; the answer tokens SparseMM scored (0: no right answer with a region). */
 int64_t oc_calib_n_items(const oc_calib *c);
 int64_t oc_calib_n_scored_tokens(const oc_calib *c);
+/* ZipVL's output check (ours): the layer's mean output NMSE of Alg. 1 against dense attention at
+ * the tau calibration picks for it (negative: no prompt measured). A layer above the params'
+ * zipvl_max_nmse gets no zipvl-tau line, nor does a lazy group holding such a layer. */
+double oc_calib_zipvl_nmse(const oc_calib *c, int32_t layer);
 /* Drop methods from the run's set before oc_calib_to_plan (e.g. SparseMM when nothing was scored). */
 void oc_calib_drop_methods(oc_calib *c, unsigned methods);
 

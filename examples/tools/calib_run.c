@@ -15,6 +15,7 @@
 #include "attention/dyn.h"
 #include "attention/layout.h"
 #include "core/pool.h"
+#include "kvcache/kv_select.h"
 #include "port.h"
 
 #include <math.h>
@@ -56,6 +57,13 @@ struct oc_calib {
     double *col_sum, *col_sorted;    /* [max_tokens]: this layer's column sums (head mean), sort scratch */
     int64_t *col_nnz;                /* [max_tokens] */
     double *zv_ratio;                /* [L][2]: summed p / n at tau and at the low tau */
+    /* ZipVL output check (ours, calib.h OC_CALIB_ZIPVL_MAX_NMSE): the runtime's T from its probes */
+    double *zv_nmse;                 /* [L][2]: summed per-prompt output NMSE at tau and the low tau */
+    int32_t *zv_probes;              /* [OC_KV_ZIPVL_RECENT_PROBES + OC_KV_ZIPVL_RANDOM_PROBES] */
+    int32_t n_zv_probes;
+    double *zv_mass, *zv_norm;       /* [max_tokens]: the probe rows' column sums (all heads), scratch */
+    int32_t *zv_nnz, *zv_kept, *zv_order;   /* [max_tokens] */
+    uint8_t *zv_set;                 /* [max_tokens]: bit 0 in T at tau, bit 1 in T at the low tau */
     /* MMInference */
     oc_head_pattern mm_cand[OC_CALIB_MMINF_MAX_CAND];
     int32_t mm_n_cand;               /* 0 until the first searched prompt fixes the space */
@@ -103,6 +111,8 @@ struct oc_calib {
     double *head_cols;               /* [H][max_tokens]: ZipVL column mass of each head */
     int64_t *head_nnz;               /* [H][max_tokens] */
     double *head_rows;               /* [H][max_tokens]: Q-Cache: each head's last prompt row */
+    double *head_probe;              /* [H][max_tokens]: ZipVL: each head's probe-row column sums */
+    double *head_zerr;               /* [H][3]: ZipVL check: squared errors at the two taus, ref */
 };
 
 /* ---- the run's state and its one block ----------------------------------------------------------- */
@@ -122,6 +132,7 @@ void oc_calib_params_default(oc_calib_params *p) {
     p->qc_max_group = OC_CALIB_QC_MAX_GROUP;
     p->qc_mode = OC_LAZY_VLA;
     p->mminf_scale = 1.0;
+    p->zipvl_max_nmse = OC_CALIB_ZIPVL_MAX_NMSE;
 }
 
 /* The block's layout; with base NULL only the size. */
@@ -145,6 +156,14 @@ static size_t layout_block(oc_calib *c, char *base) {
     PART(col_sorted, T * sizeof(double));
     PART(col_nnz, T * sizeof(int64_t));
     PART(zv_ratio, (size_t)c->L * 2 * sizeof(double));
+    PART(zv_nmse, (size_t)c->L * 2 * sizeof(double));
+    PART(zv_probes, (OC_KV_ZIPVL_RECENT_PROBES + OC_KV_ZIPVL_RANDOM_PROBES) * sizeof(int32_t));
+    PART(zv_mass, T * sizeof(double));
+    PART(zv_norm, T * sizeof(double));
+    PART(zv_nnz, T * sizeof(int32_t));
+    PART(zv_kept, T * sizeof(int32_t));
+    PART(zv_order, T * sizeof(int32_t));
+    PART(zv_set, T);
     PART(seg_start, (size_t)c->max_vision * sizeof(int32_t));
     PART(seg_end, (size_t)c->max_vision * sizeof(int32_t));
     PART(vis_votes, (size_t)c->VL * (size_t)c->VH * (1 + OC_CALIB_VISION_N_CAND) * sizeof(int32_t));
@@ -155,6 +174,8 @@ static size_t layout_block(oc_calib *c, char *base) {
     PART(head_cols, (size_t)c->H * T * sizeof(double));
     PART(head_nnz, (size_t)c->H * T * sizeof(int64_t));
     PART(head_rows, (size_t)c->H * T * sizeof(double));
+    PART(head_probe, (size_t)c->H * T * sizeof(double));
+    PART(head_zerr, (size_t)c->H * 3 * sizeof(double));
     if (c->p.methods & OC_CALIB_MMINFERENCE) {
         PART(mm_nmse, LH * OC_CALIB_MMINF_MAX_CAND * sizeof(double));
         PART(mm_err, OC_CALIB_MMINF_MAX_CAND * sizeof(double));
@@ -485,6 +506,9 @@ static void decoder_head(void *ctx, int64_t task, int thread) {
         memset(cols, 0, sizeof(double) * (size_t)v->n_kv);
         memset(nnz, 0, sizeof(int64_t) * (size_t)v->n_kv);
         oc_calib_column_mass(&hd, cols, nnz, scratch);
+        double *probe = c->head_probe + (size_t)h * T;   /* the runtime's T comes from its probes */
+        memset(probe, 0, sizeof(double) * (size_t)v->n_kv);
+        oc_calib_rows_mass(&hd, c->zv_probes, c->n_zv_probes, probe, scratch);
     }
     /* SparseMM Eq. 3-4: the rows that predict answer tokens: the prompt's last row, then each
      * decode row (whether its token belongs to the answer is known at item end) */
@@ -498,6 +522,49 @@ static void decoder_head(void *ctx, int64_t task, int thread) {
      * paper compares layers, and head h of one layer has no counterpart in the next) */
     if ((c->p.methods & OC_CALIB_QCACHE) && j->has_last)
         oc_calib_row_probs(&hd, last - v->q_first, c->head_rows + (size_t)h * T, scratch);
+}
+
+/* The ZipVL output check (ours, calib.h OC_CALIB_ZIPVL_MAX_NMSE) for one head: Alg. 1's output
+ * with the runtime's T at both taus against dense. */
+static void zipvl_head(void *ctx, int64_t task, int thread) {
+    const head_job *j = ctx;
+    oc_calib *c = j->c;
+    int32_t h = (int32_t)task;
+    oc_calib_head hd = decoder_view_head(c, j->v, h);
+    double *e = c->head_zerr + (size_t)h * 3;
+    e[0] = e[1] = e[2] = 0.0;
+    oc_calib_zipvl_errors(&hd, c->zv_set, 2, e, e + 2, thread_scratch(c, thread));
+}
+
+/* The check for one layer of one prompt (the prompt is this one forward call): T as the runtime
+ * picks it (text_kv.c oc_text_kv_zipvl_set: the probe rows' column sums over every head, Eq. 8's
+ * nnz from the probe positions, oc_kv_select_zipvl) at tau and at the low tau, then each head's
+ * output errors; the layer's NMSE sums errors and references over its heads, in head order. */
+static void zipvl_check(oc_calib *c, const oc_attn_view *v, head_job *job) {
+    int32_t n = v->n_kv, l = v->layer;
+    size_t T = (size_t)c->max_tokens;
+    memset(c->zv_mass, 0, sizeof(double) * (size_t)n);
+    for (int32_t h = 0; h < c->H; h++)
+        for (int32_t j = 0; j < n; j++) c->zv_mass[j] += c->head_probe[(size_t)h * T + (size_t)j];
+    for (int32_t j = 0, t = 0; j < n; j++) {   /* rows of every head see key j when their position is >= j */
+        while (t < c->n_zv_probes && c->zv_probes[t] < j) t++;
+        c->zv_nnz[j] = (c->n_zv_probes - t) * c->H;
+    }
+    memset(c->zv_set, 0, (size_t)n);
+    static const double taus[2] = { OC_CALIB_ZIPVL_TAU, OC_CALIB_ZIPVL_TAU_LOW };
+    for (int s = 0; s < 2; s++) {
+        int32_t m = oc_kv_select_zipvl(c->zv_mass, c->zv_nnz, n, (double)c->n_zv_probes * c->H, taus[s], c->zv_kept,
+                                       c->zv_order, c->zv_norm);
+        for (int32_t r = 0; r < m; r++) c->zv_set[c->zv_kept[r]] |= (uint8_t)(1u << s);
+    }
+    oc_pool_run(c->pool, c->H, zipvl_head, job);
+    double err[2] = { 0.0, 0.0 }, ref = 0.0;
+    for (int32_t h = 0; h < c->H; h++) {
+        err[0] += c->head_zerr[(size_t)h * 3];
+        err[1] += c->head_zerr[(size_t)h * 3 + 1];
+        ref += c->head_zerr[(size_t)h * 3 + 2];
+    }
+    for (int s = 0; s < 2; s++) c->zv_nmse[2 * l + s] += ref > 0.0 ? err[s] / ref : 0.0;
 }
 
 void oc_calib_observe(void *user, const struct oc_attn_view *v) {
@@ -533,6 +600,7 @@ void oc_calib_observe(void *user, const struct oc_attn_view *v) {
     if (zipvl) {
         memset(c->col_sum, 0, sizeof(double) * (size_t)v->n_kv);
         memset(c->col_nnz, 0, sizeof(int64_t) * (size_t)v->n_kv);
+        c->n_zv_probes = oc_kv_zipvl_probes(v->n_kv, c->zv_probes);   /* the runtime's (text_kv.c) */
     }
     head_job job = { c, v, tok, zipvl, has_last, last };
     oc_pool_run(c->pool, c->H, decoder_head, &job);
@@ -559,6 +627,7 @@ void oc_calib_observe(void *user, const struct oc_attn_view *v) {
         for (int32_t j = 0; j < n; j++) c->col_sum[j] /= c->H;
         c->zv_ratio[2 * l] += (double)oc_calib_zipvl_p(c->col_sum, n, n, OC_CALIB_ZIPVL_TAU, c->col_sorted) / n;
         c->zv_ratio[2 * l + 1] += (double)oc_calib_zipvl_p(c->col_sum, n, n, OC_CALIB_ZIPVL_TAU_LOW, c->col_sorted) / n;
+        zipvl_check(c, v, &job);
         if (l == c->L - 1) c->n_zipvl_items++;
     }
     if ((c->p.methods & OC_CALIB_QCACHE) && has_last) {
@@ -702,7 +771,10 @@ oc_status oc_calib_to_plan(const oc_calib *c, oc_plan *plan, oc_error *err) {
             return oc_fail(err, OC_ERR_INVALID, "calibrate: ZipVL needs each prompt in one forward call");
         for (int32_t l = 0; l < c->L; l++) {
             double tau = oc_calib_zipvl_tau(c->zv_ratio[2 * l], c->zv_ratio[2 * l + 1]);
-            s->zipvl_tau_ppm[l] = (int32_t)lround(tau * OC_PLAN_PPM);
+            /* the output check (ours, not the paper's): a layer whose Alg. 1 output NMSE exceeds the
+             * threshold gets no zipvl-tau line */
+            int keep = oc_calib_zipvl_keeps_layer(oc_calib_zipvl_nmse(c, l), c->p.zipvl_max_nmse);
+            s->zipvl_tau_ppm[l] = keep ? (int32_t)lround(tau * OC_PLAN_PPM) : 0;
         }
     }
     if (c->p.methods & OC_CALIB_MMINFERENCE) {
@@ -742,14 +814,24 @@ oc_status oc_calib_to_plan(const oc_calib *c, oc_plan *plan, oc_error *err) {
             if (st) return st;
             /* a lazy layer attends with its first layer's Q/K, so it keeps the first layer's tokens:
              * the runtime requires its kv budgets and tau to be the first layer's (kvcache/kv_cache.h) */
-            for (int32_t l = first[g] + 1; l <= last[g]; l++) {
-                memcpy(s->kv_budget_tokens + (size_t)l * c->HKV, s->kv_budget_tokens + (size_t)first[g] * c->HKV,
-                       sizeof(int32_t) * (size_t)c->HKV);
-                s->zipvl_tau_ppm[l] = s->zipvl_tau_ppm[first[g]];
+            /* ... and a group with a layer the ZipVL output check left dense stays dense (ours) */
+            int any_dense = 0;
+            for (int32_t l = first[g]; l <= last[g]; l++) any_dense |= s->zipvl_tau_ppm[l] == 0;
+            for (int32_t l = first[g]; l <= last[g]; l++) {
+                if (l > first[g])
+                    memcpy(s->kv_budget_tokens + (size_t)l * c->HKV, s->kv_budget_tokens + (size_t)first[g] * c->HKV,
+                           sizeof(int32_t) * (size_t)c->HKV);
+                s->zipvl_tau_ppm[l] = any_dense ? 0 : s->zipvl_tau_ppm[first[g]];
             }
         }
     }
     return OC_OK;
+}
+
+double oc_calib_zipvl_nmse(const oc_calib *c, int32_t layer) {
+    if (!c->n_zipvl_items || layer < 0 || layer >= c->L) return -1.0;
+    double tau = oc_calib_zipvl_tau(c->zv_ratio[2 * layer], c->zv_ratio[2 * layer + 1]);
+    return c->zv_nmse[2 * layer + (tau < OC_CALIB_ZIPVL_TAU)] / (double)c->n_zipvl_items;
 }
 
 /* A candidate as the plan spells it, e.g. "vertical-slash(1000,1024)" (shorter: no key names). */
@@ -851,13 +933,18 @@ void oc_calib_report(oc_calib *c, FILE *f) {
     }
     if (c->p.methods & OC_CALIB_ZIPVL) {
         double n = c->n_zipvl_items ? (double)c->n_zipvl_items : 1.0;
-        fprintf(f, "\n## ZipVL: mean important-token ratio p/n (Eq. 7) per layer at tau %.3f and %.3f -> tau\n",
-                OC_CALIB_ZIPVL_TAU, OC_CALIB_ZIPVL_TAU_LOW);
+        fprintf(f, "\n## ZipVL: mean important-token ratio p/n (Eq. 7) per layer at tau %.3f and %.3f -> tau;\n"
+                   "## output NMSE of Alg. 1 (rows outside T padded with 0) vs dense at that tau: the check is ours,\n"
+                   "## not the paper's: above %g the layer is left dense (no zipvl-tau line)\n",
+                OC_CALIB_ZIPVL_TAU, OC_CALIB_ZIPVL_TAU_LOW, c->p.zipvl_max_nmse);
         for (int32_t l = 0; l < c->L; l++) {
             double r0 = c->zv_ratio[2 * l] / n, r1 = c->zv_ratio[2 * l + 1] / n;
             double tau = oc_calib_zipvl_tau(c->zv_ratio[2 * l], c->zv_ratio[2 * l + 1]);
-            fprintf(f, "layer %3d: %.3f %.3f -> %.3f%s\n", (int)l, r0, r1, tau,
-                    tau < OC_CALIB_ZIPVL_TAU ? " (lowered: saves >= 10% of the tokens)" : "");
+            double nmse = oc_calib_zipvl_nmse(c, l);
+            int keep = oc_calib_zipvl_keeps_layer(nmse, c->p.zipvl_max_nmse);
+            fprintf(f, "layer %3d: %.3f %.3f -> %.3f%s; output NMSE %.4f%s\n", (int)l, r0, r1, tau,
+                    tau < OC_CALIB_ZIPVL_TAU ? " (lowered: saves >= 10% of the tokens)" : "", nmse,
+                    keep ? "" : " > threshold: LEFT DENSE");
         }
     }
     if ((c->p.methods & OC_CALIB_VISION) && c->VL) {

@@ -212,6 +212,75 @@ void oc_calib_column_mass(const oc_calib_head *h, double *col_sum, int64_t *col_
     }
 }
 
+void oc_calib_rows_mass(const oc_calib_head *h, const int32_t *rows, int32_t n_rows, double *col_sum, double *scratch) {
+    double *s = scratch + 4 * (size_t)h->head_dim;
+    for (int32_t r = 0; r < n_rows; r++) {
+        int32_t i = rows[r], n_keys = OC_MIN(h->q_first + i + 1, h->n_kv);
+        double m, l;
+        row_norm(h, i, s, &m, &l);
+        for (int32_t j0 = 0; j0 < n_keys; j0 += OC_CALIB_TILE_KEYS) {
+            int32_t j1 = OC_MIN(j0 + OC_CALIB_TILE_KEYS, n_keys);
+            scores(h, i, j0, j1, s);
+            for (int32_t j = j0; j < j1; j++) col_sum[j] += exp(s[j - j0] - m) / l;
+        }
+    }
+}
+
+void oc_calib_zipvl_errors(const oc_calib_head *h, const uint8_t *in_set, int32_t n_sets, double *err_sq,
+                           double *ref_sq, double *scratch) {
+    int32_t D = h->head_dim;
+    double *s = scratch + 4 * (size_t)D;
+    osm st[4];   /* 0: dense, 1..n_sets: attention over set s - 1 */
+    for (int m = 0; m <= n_sets; m++) st[m].acc = scratch + (size_t)m * (size_t)D;
+    for (int32_t i = 0; i < h->n_q; i++) {
+        int32_t p = h->q_first + i, n_keys = OC_MIN(p + 1, h->n_kv);
+        unsigned row_sets = in_set[p];   /* the sets this row belongs to: only those attend */
+        for (int m = 0; m <= n_sets; m++) {
+            st[m].m = -INFINITY;
+            st[m].l = 0.0;
+            memset(st[m].acc, 0, sizeof(double) * (size_t)D);
+        }
+        for (int32_t j0 = 0; j0 < n_keys; j0 += OC_CALIB_TILE_KEYS) {
+            int32_t j1 = OC_MIN(j0 + OC_CALIB_TILE_KEYS, n_keys);
+            scores(h, i, j0, j1, s);
+            for (int m = 0; m <= n_sets; m++) {
+                unsigned bit = m ? 1u << (m - 1) : 0u;
+                if (m && !(row_sets & bit)) continue;   /* a padded row: its output stays 0 */
+                double tile_max = -INFINITY;
+                for (int32_t j = j0; j < j1; j++)
+                    if ((!m || (in_set[j] & bit)) && s[j - j0] > tile_max) tile_max = s[j - j0];
+                if (tile_max == -INFINITY) continue;
+                double m_new = OC_MAX(st[m].m, tile_max), corr = exp(st[m].m - m_new);
+                st[m].l *= corr;
+                for (int32_t d = 0; d < D; d++) st[m].acc[d] *= corr;
+                st[m].m = m_new;
+                for (int32_t j = j0; j < j1; j++) {
+                    if (m && !(in_set[j] & bit)) continue;
+                    double e = exp(s[j - j0] - m_new);
+                    const float *v = h->v + (size_t)j * (size_t)h->kv_stride;
+                    st[m].l += e;
+                    for (int32_t d = 0; d < D; d++) st[m].acc[d] += e * (double)v[d];
+                }
+            }
+        }
+        double r = 0.0;
+        for (int32_t d = 0; d < D; d++) {
+            double o = st[0].acc[d] / st[0].l;
+            r += o * o;
+        }
+        *ref_sq += r;
+        for (int m = 1; m <= n_sets; m++) {
+            double e2 = 0.0;
+            for (int32_t d = 0; d < D; d++) {
+                /* a row in the set keeps its own key (j == p), so l > 0; outside it the output is 0 */
+                double o = st[m].l > 0.0 ? st[m].acc[d] / st[m].l : 0.0, diff = o - st[0].acc[d] / st[0].l;
+                e2 += diff * diff;
+            }
+            err_sq[m - 1] += e2;
+        }
+    }
+}
+
 double oc_calib_jsd(const double *p, const double *q, int32_t n) {
     double kl_p = 0.0, kl_q = 0.0;
     for (int32_t j = 0; j < n; j++) {

@@ -45,7 +45,11 @@ static void usage(FILE *f) {
             "Q-Cache (qcache.txt Eq. 3-4): --epsilon E JS divergence in bits (default 0.1), --max-group N\n"
             "  layers per lazy block (default 3); mode vla (the paper's recommendation)\n"
             "ZipVL (zipvl.txt Eq. 6-7, Sec. 5.3.2): tau 0.975 per layer, lowered to 0.97 (the knee) only in\n"
-            "  layers where that keeps >= 10%% fewer important tokens on the calibration prompts\n"
+            "  layers where that keeps >= 10%% fewer important tokens on the calibration prompts. Ours, not the\n"
+            "  paper's: --zipvl-max-nmse X (default %g) leaves a layer dense (no zipvl-tau line) when Alg. 1\n"
+            "  as the runtime runs it (its probes and T; rows outside T output 0) changes the layer's attention\n"
+            "  output by more than X (NMSE vs dense, mean over the prompts; a lazy group with such a layer\n"
+            "  stays dense too); the layers left dense are printed. 1e9 turns the check off\n"
             "MMInference (mminference.txt App. A Alg. 4, C.5 Table 3): per decoder head the candidate of\n"
             "  Table 3 (grid with a fixed stride of one image's tokens or searched up to 1024, a-shape (128,\n"
             "  1024..4096), vertical-slash (1000..3500, 200..4096)) whose attention output is closest to dense\n"
@@ -60,9 +64,10 @@ static void usage(FILE *f) {
             "  images need it; the sizes fit images of the calibration size\n"
             "Memory, allocated before the first prompt and printed: the model context (as `ocellus ask`,\n"
             "  plus f32 copies of one layer's KV cache and one batch of queries) and the statistics: about\n"
-            "  60 bytes per context token, 220 per decoder head, 8 per vision patch, 40 per vision head.\n"
-            "  Never an N x N attention matrix: statistics are reduced over tiles of 64 keys, with a second\n"
-            "  pass over the tiles where a softmax normaliser is needed.\n");
+            "  90 bytes per context token, 32 per context token and decoder query head, 220 per decoder\n"
+            "  head, 8 per vision patch, 40 per vision head. Never an N x N attention matrix: statistics\n"
+            "  are reduced over tiles of 64 keys, with a second pass over the tiles where a softmax\n"
+            "  normaliser is needed.\n", OC_CALIB_ZIPVL_MAX_NMSE);
 }
 
 typedef struct calib_ui {
@@ -217,6 +222,8 @@ static void calibration_text(char *buf, size_t n_bytes, const oc_calib_params *c
     if (cp->methods & OC_CALIB_ZIPVL) {
         snprintf(v, sizeof v, "%g,%g,%g", OC_CALIB_ZIPVL_TAU, OC_CALIB_ZIPVL_TAU_LOW, OC_CALIB_ZIPVL_MIN_GAIN);
         add_word(buf, n_bytes, "zipvl_tau_low_gain", v);
+        snprintf(v, sizeof v, "%g", cp->zipvl_max_nmse);
+        add_word(buf, n_bytes, "zipvl_max_nmse", v);
     }
     if (cp->methods & OC_CALIB_VISION) add_word(buf, n_bytes, "vision", "nested-a-shape");
     if (cp->methods & OC_CALIB_MMINFERENCE) {
@@ -268,6 +275,7 @@ int oc_tool_calibrate(int argc, char **argv) {
         else if (!strcmp(a, "--gamma-s")) ok = parse_double(v, 0, 1, &cp.bs_gamma_s);
         else if (!strcmp(a, "--gamma-i")) ok = parse_double(v, 0, 1, &cp.bs_gamma_i);
         else if (!strcmp(a, "--mminf-scale")) ok = parse_double(v, 1e-6, 1, &cp.mminf_scale);
+        else if (!strcmp(a, "--zipvl-max-nmse")) ok = parse_double(v, 0, 1e9, &cp.zipvl_max_nmse);
         else if (!strcmp(a, "--epsilon")) ok = parse_double(v, 1e-9, 1, &cp.qc_epsilon);
         else if (!strcmp(a, "--max-group")) ok = parse_ll(v, 2, OC_PLAN_MAX_LAYERS, &ll) && (cp.qc_max_group = (int32_t)ll, 1);
         else if (!strcmp(a, "--kv-budget")) {
@@ -412,6 +420,22 @@ int oc_tool_calibrate(int argc, char **argv) {
            out_path, (long long)sp.n_items, (double)ui.tokens / (double)sp.n_items, (long long)n_right, seconds,
            (int)st.n_sparse, (int)st.n_heads, (int)st.n_budgeted_kv_heads,
            (int)plan->stacks[OC_PLAN_DECODER].n_lazy_groups);
+    if (cp.methods & OC_CALIB_ZIPVL) {   /* the output check (ours): which layers it left dense, and why */
+        const oc_stack_plan *d = &plan->stacks[OC_PLAN_DECODER];
+        int n_dense = 0;
+        for (int32_t l = 0; l < d->shape.n_layers; l++) {
+            if (d->zipvl_tau_ppm[l]) continue;
+            double nmse = oc_calib_zipvl_nmse(c, l);
+            printf("ZipVL: layer %d left dense: %s (output NMSE %.3f of Alg. 1 vs dense; threshold %g, "
+                   "--zipvl-max-nmse; our check, not the paper's)\n", (int)l,
+                   oc_calib_zipvl_keeps_layer(nmse, cp.zipvl_max_nmse) ? "its lazy group holds a layer above the threshold"
+                                                                    : "above the threshold",
+                   nmse, cp.zipvl_max_nmse);
+            n_dense++;
+        }
+        if (!n_dense)
+            printf("ZipVL: every layer keeps its zipvl-tau line (output NMSE <= %g on each)\n", cp.zipvl_max_nmse);
+    }
     rc = 0;
 done:
     oc_plan_free(plan);

@@ -1,7 +1,9 @@
 /* cmd_eval_long.c: `ocellus eval --suite long`: scores a model on the long-prompt suite
  * (examples/tools/scene_long.h: 8-32 images of 224-448 px, prompts of 1K-8K tokens) with greedy
  * decoding: accuracy per question type, mean prompt tokens, the attention FLOPs kept and skipped,
- * vision / prefill / decode time, and the context's memory, as text and (--json) for scripts.
+ * vision / prefill / decode time, decode tokens per second, the KV cache held at the end of prefill
+ * and of decode, and the context's memory, as text and (--json) for scripts
+ * (examples/plans/measure_long.sh merges the JSON of several processes).
  * A progress bar goes to stderr when it is a terminal. Memory: one pixel buffer for the largest
  * item (32 x 448 x 448 x 3 bytes, 18.4 MiB), allocated once. */
 #include "tools/tools.h"
@@ -44,6 +46,7 @@ static void usage(FILE *f) {
 typedef struct long_result {
     int64_t n_items, n_correct, n_items_of[OC_LONG_N_TYPES], n_correct_of[OC_LONG_N_TYPES];
     double prompt_tokens, generated_tokens, vision_ms, prefill_ms, decode_ms, ttft_ms;
+    int64_t decode_tokens;           /* one-token forward passes after prefill (decode_ms is their time) */
     uint64_t flops_kept, flops_skipped;
     uint64_t prefill_kept, prefill_skipped, decode_kept, decode_skipped;   /* the decoder's share */
     double kv_bytes;                 /* sum over items of the KV cache held at the end of the request */
@@ -55,6 +58,7 @@ typedef struct long_result {
 typedef struct answer_buf {
     char text[GOT_BYTES];
     size_t n_bytes;
+    int stopped;                     /* collect asked oc_ask to stop (the buffer was full) */
 } answer_buf;
 
 static int collect(void *user, const char *text, size_t n_bytes) {
@@ -63,7 +67,17 @@ static int collect(void *user, const char *text, size_t n_bytes) {
     memcpy(a->text + a->n_bytes, text, n);
     a->n_bytes += n;
     a->text[a->n_bytes] = '\0';
+    a->stopped |= n < n_bytes;
     return n < n_bytes;
+}
+
+/* The one-token forward passes of an answer of n_generated tokens (oc_ask's loop, context.c
+ * generate()): the first token comes from prefill; each generated token is fed back, except the last
+ * when generation ended by the token limit or by on_text asking to stop; when it ended on a stop
+ * token, the pass after the last text token produced it. */
+static int64_t decode_passes(int32_t n_generated, int truncated) {
+    if (n_generated <= 0) return 0;
+    return n_generated - (n_generated >= MAX_NEW_TOKENS || truncated ? 1 : 0);
 }
 
 static int parse_ll(const char *s, long long lo, long long hi, long long *out) {
@@ -107,6 +121,12 @@ static double skipped_pct(uint64_t kept, uint64_t skipped) {
     return kept + skipped ? 100.0 * (double)skipped / (double)(kept + skipped) : 0.0;
 }
 
+/* Decode speed over every item: one-token forward passes over their time (the first token is
+ * prefill's: TTFT). */
+static double decode_tok_per_s(const long_result *r) {
+    return r->decode_ms > 0.0 ? 1000.0 * (double)r->decode_tokens / r->decode_ms : 0.0;
+}
+
 static void print_result(FILE *f, const long_result *r, int json, unsigned long long seed, long long first, int max_images,
                          const char *plan, double wall_s) {
     double n = r->n_items ? (double)r->n_items : 1.0;
@@ -123,13 +143,15 @@ static void print_result(FILE *f, const long_result *r, int json, unsigned long 
                 "\"decode_attn_flops_kept\":%llu,\"decode_attn_flops_skipped\":%llu,\"mean_kv_bytes_prefill\":%.0f,"
                 "\"mean_vision_ms\":%.3f,\"mean_prefill_ms\":%.3f,\"mean_decode_ms\":%.3f,"
                 "\"mean_ttft_ms\":%.3f,\"mean_kv_bytes_end\":%.0f,\"kv_capacity_bytes\":%zu,\"context_bytes\":%zu,"
-                "\"device_bytes\":%zu,\"peak_rss_bytes\":%llu,\"wall_s\":%.3f}\n",
+                "\"device_bytes\":%zu,\"peak_rss_bytes\":%llu,\"decode_tokens\":%lld,\"decode_ms\":%.3f,"
+                "\"decode_tok_per_s\":%.3f,\"wall_s\":%.3f}\n",
                 r->prompt_tokens / n, r->generated_tokens / n, (unsigned long long)r->flops_kept,
                 (unsigned long long)r->flops_skipped, (unsigned long long)r->prefill_kept,
                 (unsigned long long)r->prefill_skipped, (unsigned long long)r->decode_kept,
                 (unsigned long long)r->decode_skipped, r->kv_prefill_bytes / n, r->vision_ms / n, r->prefill_ms / n, r->decode_ms / n,
                 r->ttft_ms / n, r->kv_bytes / n, r->kv_capacity_bytes, r->context_bytes, r->device_bytes,
-                (unsigned long long)r->peak_rss_bytes, wall_s);
+                (unsigned long long)r->peak_rss_bytes, (long long)r->decode_tokens, r->decode_ms, decode_tok_per_s(r),
+                wall_s);
         return;
     }
     fprintf(f, "ocellus eval --suite long: %lld items (from %lld) of seed %llu, 8-%d images of 224-448 px, %s attention\n",
@@ -153,6 +175,8 @@ static void print_result(FILE *f, const long_result *r, int json, unsigned long 
             skipped_pct(r->decode_kept, r->decode_skipped), (double)(r->decode_kept + r->decode_skipped));
     fprintf(f, "mean per item: vision %.1f ms, prefill %.1f ms, decode %.1f ms, TTFT %.1f ms\n",
             r->vision_ms / n, r->prefill_ms / n, r->decode_ms / n, r->ttft_ms / n);
+    fprintf(f, "decode: %.2f tok/s (%lld one-token passes after prefill, in %.1f ms)\n", decode_tok_per_s(r),
+            (long long)r->decode_tokens, r->decode_ms);
     fprintf(f, "KV cache per item: %.2f MiB at the end of prefill, %.2f MiB at the end of decode (buffers %.1f MiB)\n",
             r->kv_prefill_bytes / n / 1048576.0, r->kv_bytes / n / 1048576.0, (double)r->kv_capacity_bytes / 1048576.0);
     fprintf(f, "context memory (allocated up front, KV cache included): %.1f MiB host, %.1f MiB device; peak RSS %.1f MiB\n",
@@ -239,7 +263,7 @@ int oc_tool_eval_long(int argc, char **argv) {
             views[k].height_px = item.side_px;
             views[k].stride_bytes = (size_t)item.side_px * 3;
         }
-        answer_buf answer = { { 0 }, 0 };
+        answer_buf answer = { { 0 }, 0, 0 };
         oc_request req;
         oc_request_default(&req);
         req.question = item.question;
@@ -264,6 +288,7 @@ int oc_tool_eval_long(int argc, char **argv) {
         res.vision_ms += s.vision_ms;
         res.prefill_ms += s.prefill_ms;
         res.decode_ms += s.decode_ms;
+        res.decode_tokens += decode_passes(s.n_generated, answer.stopped);
         res.ttft_ms += s.ttft_ms;
         res.flops_kept += s.attn_flops_kept;
         res.flops_skipped += s.attn_flops_skipped;
