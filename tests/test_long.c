@@ -151,7 +151,7 @@ static void parity(oc_backend_choice backend) {
         REQUIRE(oc_json_str(d, oc_json_get(d, item, "answer"), &truth, &e) == OC_OK);
         /* Where transformers answers right, the model's margins are wide and every token must be
          * the same. Where it answers wrong (the list item: the model gets lists wrong), its greedy
-         * answer runs through near-ties, and Q8_0 weights may flip one late in a 40-token answer:
+         * answer runs through near-ties, and Q8_0 weights may flip one late in a 20-40-token answer:
          * there the first answer token (its logits are checked above) is what must agree. */
         int hf_right = !strcmp(want.ptr, truth.ptr);
         if (hf_right)
