@@ -37,6 +37,53 @@ static void scores(const oc_calib_head *h, int32_t i, int32_t j0, int32_t j1, do
 /* One online-softmax state: running max m, normaliser l, accumulator acc[head_dim]. */
 typedef struct osm { double m, l; double *acc; } osm;
 
+static void osm_reset(osm *st, int32_t n_states, int32_t D) {
+    for (int m = 0; m < n_states; m++) {
+        st[m].m = -INFINITY;
+        st[m].l = 0.0;
+        memset(st[m].acc, 0, sizeof(double) * (size_t)D);
+    }
+}
+
+/* Adds the keys [j0, j1) that keep[j - j0] marks (scores s) to the state: the online softmax. */
+static void osm_add_tile(osm *st, const oc_calib_head *h, const double *s, const uint8_t *keep, int32_t j0, int32_t j1) {
+    double tile_max = -INFINITY;
+    for (int32_t j = j0; j < j1; j++)
+        if (keep[j - j0] && s[j - j0] > tile_max) tile_max = s[j - j0];
+    if (tile_max == -INFINITY) return;   /* the mask keeps nothing in this tile */
+    double m_new = OC_MAX(st->m, tile_max), corr = exp(st->m - m_new);
+    st->l *= corr;
+    for (int32_t d = 0; d < h->head_dim; d++) st->acc[d] *= corr;
+    st->m = m_new;
+    for (int32_t j = j0; j < j1; j++) {
+        if (!keep[j - j0]) continue;
+        double e = exp(s[j - j0] - m_new);
+        const float *v = h->v + (size_t)j * (size_t)h->kv_stride;
+        st->l += e;
+        for (int32_t d = 0; d < h->head_dim; d++) st->acc[d] += e * (double)v[d];
+    }
+}
+
+/* Squared norm of the dense output ref (its row keeps its own key, so l > 0) and squared error
+ * of a masked output against it; a mask that keeps nothing of the row outputs zeros (the
+ * engine's convention, and ZipVL's for rows outside T). */
+static double osm_out_sq(const osm *ref, int32_t D) {
+    double r = 0.0;
+    for (int32_t d = 0; d < D; d++) {
+        double o = ref->acc[d] / ref->l;
+        r += o * o;
+    }
+    return r;
+}
+static double osm_err_sq(const osm *st, const osm *ref, int32_t D) {
+    double e2 = 0.0;
+    for (int32_t d = 0; d < D; d++) {
+        double o = st->l > 0.0 ? st->acc[d] / st->l : 0.0, diff = o - ref->acc[d] / ref->l;
+        e2 += diff * diff;
+    }
+    return e2;
+}
+
 static const oc_pattern_kind mask_kinds[OC_CALIB_N_BS_MASKS] = {
     OC_PATTERN_SINK, OC_PATTERN_INTRA_IMAGE, OC_PATTERN_INTRA_IMAGE_SINK,
 };
@@ -45,55 +92,26 @@ void oc_calib_mask_errors(const oc_calib_head *h, const oc_calib_tokens *t, doub
                           double *scratch) {
     int32_t D = h->head_dim;
     double *s = scratch + 4 * (size_t)D;
+    uint8_t keep[OC_CALIB_TILE_KEYS];
     osm st[4];   /* 0: dense, 1..3: the masks */
     for (int m = 0; m < 4; m++) st[m].acc = scratch + (size_t)m * (size_t)D;
     for (int32_t i = 0; i < h->n_q; i++) {
         int32_t p = h->q_first + i, n_keys = OC_MIN(p + 1, h->n_kv);
         /* a text query keeps every key under every mask: its masked outputs equal the dense one */
         int is_image = p < t->n_tokens && t->image_of[p] >= 0, n_states = is_image ? 4 : 1;
-        for (int m = 0; m < n_states; m++) {
-            st[m].m = -INFINITY;
-            st[m].l = 0.0;
-            memset(st[m].acc, 0, sizeof(double) * (size_t)D);
-        }
+        osm_reset(st, n_states, D);
         for (int32_t j0 = 0; j0 < n_keys; j0 += OC_CALIB_TILE_KEYS) {
             int32_t j1 = OC_MIN(j0 + OC_CALIB_TILE_KEYS, n_keys);
             scores(h, i, j0, j1, s);
             for (int m = 0; m < n_states; m++) {
                 oc_pattern_kind kind = m == 0 ? OC_PATTERN_DENSE : mask_kinds[m - 1];
-                double tile_max = -INFINITY;
-                for (int32_t j = j0; j < j1; j++)
-                    if (oc_calib_keeps(t, kind, p, j) && s[j - j0] > tile_max) tile_max = s[j - j0];
-                if (tile_max == -INFINITY) continue;   /* the mask keeps nothing in this tile */
-                double m_new = OC_MAX(st[m].m, tile_max), corr = exp(st[m].m - m_new);
-                st[m].l *= corr;
-                for (int32_t d = 0; d < D; d++) st[m].acc[d] *= corr;
-                st[m].m = m_new;
-                for (int32_t j = j0; j < j1; j++) {
-                    if (!oc_calib_keeps(t, kind, p, j)) continue;
-                    double e = exp(s[j - j0] - m_new);
-                    const float *v = h->v + (size_t)j * (size_t)h->kv_stride;
-                    st[m].l += e;
-                    for (int32_t d = 0; d < D; d++) st[m].acc[d] += e * (double)v[d];
-                }
+                for (int32_t j = j0; j < j1; j++) keep[j - j0] = (uint8_t)oc_calib_keeps(t, kind, p, j);
+                osm_add_tile(&st[m], h, s, keep, j0, j1);
             }
         }
-        /* every mask keeps the query's own key (j == p), so each l > 0 */
-        double r = 0.0;
-        for (int32_t d = 0; d < D; d++) {
-            double o = st[0].acc[d] / st[0].l;
-            r += o * o;
-        }
-        *ref_sq += r;
+        *ref_sq += osm_out_sq(&st[0], D);
         if (!is_image) continue;
-        for (int m = 1; m < 4; m++) {
-            double e2 = 0.0;
-            for (int32_t d = 0; d < D; d++) {
-                double diff = st[m].acc[d] / st[m].l - st[0].acc[d] / st[0].l;
-                e2 += diff * diff;
-            }
-            err_sq[m - 1] += e2;
-        }
+        for (int m = 1; m < 4; m++) err_sq[m - 1] += osm_err_sq(&st[m], &st[0], D);
     }
 }
 
@@ -101,52 +119,23 @@ void oc_calib_vision_errors(const oc_calib_head *h, const int32_t *seg_start, co
                             const int32_t *sink, const int32_t *local, double *err_sq, double *ref_sq, double *scratch) {
     int32_t D = h->head_dim, n_states = 1 + n_cand;
     double *s = scratch + 4 * (size_t)D;
+    uint8_t keep[OC_CALIB_TILE_KEYS];
     osm st[4];
     for (int m = 0; m < n_states; m++) st[m].acc = scratch + (size_t)m * (size_t)D;
     for (int32_t i = 0; i < h->n_q; i++) {
         int32_t lo = seg_start[i], hi = seg_end[i];
-        for (int m = 0; m < n_states; m++) {
-            st[m].m = -INFINITY;
-            st[m].l = 0.0;
-            memset(st[m].acc, 0, sizeof(double) * (size_t)D);
-        }
+        osm_reset(st, n_states, D);
         for (int32_t j0 = lo; j0 < hi; j0 += OC_CALIB_TILE_KEYS) {
             int32_t j1 = OC_MIN(j0 + OC_CALIB_TILE_KEYS, hi);
             scores(h, i, j0, j1, s);
             for (int m = 0; m < n_states; m++) {
-                double tile_max = -INFINITY;
                 for (int32_t j = j0; j < j1; j++)
-                    if ((m == 0 || j < sink[m - 1] || (j > i - local[m - 1] && j <= i)) && s[j - j0] > tile_max)
-                        tile_max = s[j - j0];
-                if (tile_max == -INFINITY) continue;
-                double m_new = OC_MAX(st[m].m, tile_max), corr = exp(st[m].m - m_new);
-                st[m].l *= corr;
-                for (int32_t d = 0; d < D; d++) st[m].acc[d] *= corr;
-                st[m].m = m_new;
-                for (int32_t j = j0; j < j1; j++) {
-                    if (m > 0 && !(j < sink[m - 1] || (j > i - local[m - 1] && j <= i))) continue;
-                    double e = exp(s[j - j0] - m_new);
-                    const float *v = h->v + (size_t)j * (size_t)h->kv_stride;
-                    st[m].l += e;
-                    for (int32_t d = 0; d < D; d++) st[m].acc[d] += e * (double)v[d];
-                }
+                    keep[j - j0] = (uint8_t)(m == 0 || j < sink[m - 1] || (j > i - local[m - 1] && j <= i));
+                osm_add_tile(&st[m], h, s, keep, j0, j1);
             }
         }
-        double r = 0.0;
-        for (int32_t d = 0; d < D; d++) {
-            double o = st[0].acc[d] / st[0].l;
-            r += o * o;
-        }
-        *ref_sq += r;
-        for (int m = 1; m < n_states; m++) {
-            double e2 = 0.0;
-            for (int32_t d = 0; d < D; d++) {
-                /* a candidate that keeps nothing of the row outputs zeros (the engine's convention) */
-                double o = st[m].l > 0.0 ? st[m].acc[d] / st[m].l : 0.0, diff = o - st[0].acc[d] / st[0].l;
-                e2 += diff * diff;
-            }
-            err_sq[m - 1] += e2;
-        }
+        *ref_sq += osm_out_sq(&st[0], D);
+        for (int m = 1; m < n_states; m++) err_sq[m - 1] += osm_err_sq(&st[m], &st[0], D);
     }
 }
 
@@ -230,54 +219,25 @@ void oc_calib_zipvl_errors(const oc_calib_head *h, const uint8_t *in_set, int32_
                            double *ref_sq, double *scratch) {
     int32_t D = h->head_dim;
     double *s = scratch + 4 * (size_t)D;
+    uint8_t keep[OC_CALIB_TILE_KEYS];
     osm st[4];   /* 0: dense, 1..n_sets: attention over set s - 1 */
     for (int m = 0; m <= n_sets; m++) st[m].acc = scratch + (size_t)m * (size_t)D;
     for (int32_t i = 0; i < h->n_q; i++) {
         int32_t p = h->q_first + i, n_keys = OC_MIN(p + 1, h->n_kv);
         unsigned row_sets = in_set[p];   /* the sets this row belongs to: only those attend */
-        for (int m = 0; m <= n_sets; m++) {
-            st[m].m = -INFINITY;
-            st[m].l = 0.0;
-            memset(st[m].acc, 0, sizeof(double) * (size_t)D);
-        }
+        osm_reset(st, n_sets + 1, D);
         for (int32_t j0 = 0; j0 < n_keys; j0 += OC_CALIB_TILE_KEYS) {
             int32_t j1 = OC_MIN(j0 + OC_CALIB_TILE_KEYS, n_keys);
             scores(h, i, j0, j1, s);
             for (int m = 0; m <= n_sets; m++) {
                 unsigned bit = m ? 1u << (m - 1) : 0u;
                 if (m && !(row_sets & bit)) continue;   /* a padded row: its output stays 0 */
-                double tile_max = -INFINITY;
-                for (int32_t j = j0; j < j1; j++)
-                    if ((!m || (in_set[j] & bit)) && s[j - j0] > tile_max) tile_max = s[j - j0];
-                if (tile_max == -INFINITY) continue;
-                double m_new = OC_MAX(st[m].m, tile_max), corr = exp(st[m].m - m_new);
-                st[m].l *= corr;
-                for (int32_t d = 0; d < D; d++) st[m].acc[d] *= corr;
-                st[m].m = m_new;
-                for (int32_t j = j0; j < j1; j++) {
-                    if (m && !(in_set[j] & bit)) continue;
-                    double e = exp(s[j - j0] - m_new);
-                    const float *v = h->v + (size_t)j * (size_t)h->kv_stride;
-                    st[m].l += e;
-                    for (int32_t d = 0; d < D; d++) st[m].acc[d] += e * (double)v[d];
-                }
+                for (int32_t j = j0; j < j1; j++) keep[j - j0] = (uint8_t)(!m || (in_set[j] & bit));
+                osm_add_tile(&st[m], h, s, keep, j0, j1);
             }
         }
-        double r = 0.0;
-        for (int32_t d = 0; d < D; d++) {
-            double o = st[0].acc[d] / st[0].l;
-            r += o * o;
-        }
-        *ref_sq += r;
-        for (int m = 1; m <= n_sets; m++) {
-            double e2 = 0.0;
-            for (int32_t d = 0; d < D; d++) {
-                /* a row in the set keeps its own key (j == p), so l > 0; outside it the output is 0 */
-                double o = st[m].l > 0.0 ? st[m].acc[d] / st[m].l : 0.0, diff = o - st[0].acc[d] / st[0].l;
-                e2 += diff * diff;
-            }
-            err_sq[m - 1] += e2;
-        }
+        *ref_sq += osm_out_sq(&st[0], D);
+        for (int m = 1; m <= n_sets; m++) err_sq[m - 1] += osm_err_sq(&st[m], &st[0], D);
     }
 }
 
