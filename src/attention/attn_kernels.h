@@ -95,8 +95,18 @@ void oc_attn_bf16_pack_p(float *s, int64_t lds, int32_t n_keys, int32_t n_cols);
 void oc_attn_avx2_pack_qt(float *dst, const float *const *rows, int32_t n_rows, int32_t n_cols, int32_t d,
                           float scale, int32_t panel, int32_t vec);
 
-/* A micro-kernel's row count as a compile-time constant (1..12, the AVX-512 register budget): the
- * attention kernels of attn_avx512.c and attn_bf16_avx512.c instantiate their tile loops through it. */
+/* A micro-kernel's row count as a compile-time constant, up to the ISA's register budget (6 rows
+ * for AVX2 and NEON, 12 for AVX-512): each ISA's tile loops are instantiated through one of these. */
+#define OC_ATTN_DISPATCH_ROWS_6(kernel, rows, ...) \
+    switch (rows) {                      \
+    case 1: kernel(1, __VA_ARGS__); break; \
+    case 2: kernel(2, __VA_ARGS__); break; \
+    case 3: kernel(3, __VA_ARGS__); break; \
+    case 4: kernel(4, __VA_ARGS__); break; \
+    case 5: kernel(5, __VA_ARGS__); break; \
+    default: kernel(6, __VA_ARGS__); break; \
+    }
+
 #define OC_ATTN_DISPATCH_ROWS_12(kernel, rows, ...) \
     switch (rows) {                      \
     case 1: kernel(1, __VA_ARGS__); break; \

@@ -59,15 +59,7 @@ INLINE void kernel_1v(int32_t rows, int32_t k, const float *a, int64_t a_rs, int
     for (int32_t r = 0; r < rows; r++) vst1q_f32(c + r * ldc, c0[r]);
 }
 
-#define DISPATCH_ROWS(kernel, rows, ...) \
-    switch (rows) {                      \
-    case 1: kernel(1, __VA_ARGS__); break; \
-    case 2: kernel(2, __VA_ARGS__); break; \
-    case 3: kernel(3, __VA_ARGS__); break; \
-    case 4: kernel(4, __VA_ARGS__); break; \
-    case 5: kernel(5, __VA_ARGS__); break; \
-    default: kernel(6, __VA_ARGS__); break; \
-    }
+#define DISPATCH_ROWS OC_ATTN_DISPATCH_ROWS_6
 
 static void gemm(int32_t m, int32_t n, int32_t k, const float *a, int64_t a_rs, int64_t a_cs,
                  const float *b, float *c, int64_t ldc, int accumulate) {
