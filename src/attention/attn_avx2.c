@@ -150,8 +150,7 @@ static void softmax_cols(float *s, int64_t lds, int32_t n_keys, int32_t n_cols, 
     for (int32_t c = 0; c < n_cols; c += VEC) {
         __m256 mx = ninf;
         for (int32_t t = 0; t < n_keys; t++) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + t * lds + c));
-        __m256 m_old = _mm256_loadu_ps(m + c), slack = _mm256_set1_ps(OC_ATTN_MAX_SLACK);   /* lazy (attn_kernels.h) */
-        __m256 m_new = _mm256_blendv_ps(m_old, mx, _mm256_cmp_ps(mx, _mm256_add_ps(m_old, slack), _CMP_GT_OQ));
+        __m256 m_old = _mm256_loadu_ps(m + c), m_new = _mm256_max_ps(m_old, mx);
         __m256 old_empty = _mm256_cmp_ps(m_old, ninf, _CMP_EQ_OQ);
         __m256 sub = _mm256_blendv_ps(m_new, zero, _mm256_cmp_ps(m_new, ninf, _CMP_EQ_OQ));   /* no -inf - -inf */
         __m256 sum = zero;

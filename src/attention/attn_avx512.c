@@ -122,8 +122,7 @@ static void softmax_cols(float *s, int64_t lds, int32_t n_keys, int32_t n_cols, 
     for (int32_t c = 0; c < n_cols; c += VEC) {
         __m512 mx = ninf;
         for (int32_t t = 0; t < n_keys; t++) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + t * lds + c));
-        __m512 m_old = _mm512_loadu_ps(m + c), slack = _mm512_set1_ps(OC_ATTN_MAX_SLACK);   /* lazy (attn_kernels.h) */
-        __m512 m_new = _mm512_mask_mov_ps(m_old, _mm512_cmp_ps_mask(mx, _mm512_add_ps(m_old, slack), _CMP_GT_OQ), mx);
+        __m512 m_old = _mm512_loadu_ps(m + c), m_new = _mm512_max_ps(m_old, mx);
         __mmask16 old_empty = _mm512_cmp_ps_mask(m_old, ninf, _CMP_EQ_OQ);
         __m512 sub = _mm512_mask_mov_ps(m_new, _mm512_cmp_ps_mask(m_new, ninf, _CMP_EQ_OQ), zero);   /* no -inf - -inf */
         __m512 sum = zero;

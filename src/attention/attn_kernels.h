@@ -19,8 +19,6 @@
 #include "core/core.h"
 #include "core/isa.h"
 
-#define OC_ATTN_MAX_SLACK 8.0f   /* softmax_cols: how far (base 2) m may lag the max */
-
 typedef struct oc_attn_kernels {
     const char *name;
     int32_t vec;     /* floats per vector register; padded dims are multiples of it */
@@ -36,15 +34,9 @@ typedef struct oc_attn_kernels {
      * d..dpad-1 zero. */
     void (*pack_v)(float *dst, const void *const *rows, int32_t n_keys, int32_t d, int32_t dpad, int32_t dtype);
     /* Online softmax (base 2) down the columns of s[n_keys x n_cols] (row stride lds, n_cols % vec
-     * == 0, masked entries -inf): per column c, with running reference m[c] and sum l[c]:
-     *   mx = max_t s[t][c];  m' = mx when mx > m + OC_ATTN_MAX_SLACK, else m;
-     *   s[t][c] = 2^(s[t][c] - m');  l = alpha l + sum_t s[t][c];  alpha[c] = 2^(m - m') (0 while m
-     *   is -inf, exactly 1 when m' = m), m = m'.
-     * m lags the running max by at most OC_ATTN_MAX_SLACK, so P <= 2^8 and l, O stay far from
-     * overflow; the accumulators are rescaled only when the max grows by more than that (lazy
-     * rescaling, as FlashAttention-4 does; BENCHMARKS.md issue 20's sixth round: a sparse row's
-     * short tiles move its max up tile after tile). Once every score has been seen, a second pass
-     * with l = 0 and the final m gives 2^(s - m) with no update (dyn_build.c's estimate).
+     * == 0, masked entries -inf): per column c, with running max m[c] and sum l[c]:
+     *   m' = max(m, max_t s[t][c]);  s[t][c] = 2^(s[t][c] - m');  l = alpha l + sum_t s[t][c];
+     *   alpha[c] = 2^(m - m') (0 while m is -inf), m = m'.
      * A column with every entry -inf (and m = -inf) gets P = 0, alpha = 0, l unchanged. */
     void (*softmax_cols)(float *s, int64_t lds, int32_t n_keys, int32_t n_cols, float *m, float *l, float *alpha);
     /* Q^T for S^T = K Q^T: packed B of k = d rows and n = n_cols columns (n_cols % vec == 0), column

@@ -155,8 +155,7 @@ static void softmax_cols(float *s, int64_t lds, int32_t n_keys, int32_t n_cols, 
     for (int32_t c = 0; c < n_cols; c += VEC) {
         float32x4_t mx = ninf;
         for (int32_t t = 0; t < n_keys; t++) mx = vmaxq_f32(mx, vld1q_f32(s + t * lds + c));
-        float32x4_t m_old = vld1q_f32(m + c), slack = vdupq_n_f32(OC_ATTN_MAX_SLACK);   /* lazy (attn_kernels.h) */
-        float32x4_t m_new = vbslq_f32(vcgtq_f32(mx, vaddq_f32(m_old, slack)), mx, m_old);
+        float32x4_t m_old = vld1q_f32(m + c), m_new = vmaxq_f32(m_old, mx);
         uint32x4_t old_empty = vceqq_f32(m_old, ninf);
         float32x4_t sub = vbslq_f32(vceqq_f32(m_new, ninf), zero, m_new);   /* no -inf - -inf */
         float32x4_t sum = zero;

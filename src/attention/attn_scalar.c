@@ -53,7 +53,7 @@ static void softmax_cols(float *s, int64_t lds, int32_t n_keys, int32_t n_cols, 
     for (int32_t c = 0; c < n_cols; c++) {
         float mx = -INFINITY;
         for (int32_t t = 0; t < n_keys; t++) mx = s[t * lds + c] > mx ? s[t * lds + c] : mx;
-        float m_new = mx > m[c] + OC_ATTN_MAX_SLACK ? mx : m[c];   /* lazy (attn_kernels.h) */
+        float m_new = mx > m[c] ? mx : m[c];
         float sub = m_new == -INFINITY ? 0.0f : m_new;   /* keeps -inf - -inf out */
         float sum = 0.0f;
         for (int32_t t = 0; t < n_keys; t++) {

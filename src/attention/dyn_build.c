@@ -205,9 +205,8 @@ static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_at
                              w->alpha);
         }
     }
-    /* pass 2: the same tiles again; softmax_cols with pass 1's final m gives 2^(s - m) exactly (no
-     * score lies more than OC_ATTN_MAX_SLACK above it, so m does not move: attn_kernels.h), and 1 / l
-     * normalizes the row */
+    /* pass 2: the same tiles again; softmax_cols with the final max gives 2^(s - m) exactly (the
+     * max cannot grow), and 1 / l normalizes the row */
     for (int32_t e = 0; e < n; e++) {
         float *l = w->l + e * OC_DYN_LAST_Q, *inv_l = w->l + (n + e) * OC_DYN_LAST_Q;
         for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) inv_l[c] = l[c] > 0.0f ? 1.0f / l[c] : 0.0f;
