@@ -260,11 +260,22 @@ static int grid_keeps(const run *r, int64_t p, int64_t j) {
            ((lines & OC_GRID_VLINE) && ((j - f) % s + s) % s == 0) || ((lines & OC_GRID_SLASH) && ((p - j) % s + s) % s == 0);
 }
 
+/* The first t in [0, n) with idx[t] >= v (n when none); idx[0..n) ascending. */
+static int32_t lower_bound(const int32_t *idx, int32_t n, int64_t v) {
+    int32_t lo = 0, hi = n;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (idx[mid] < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 /* The exact mask over a partial tile for stacked rows r0 .. r0+n_cols-1 (columns of the S^T block):
  * keys were drawn from the class's key set, so only each row's window (and an explicit mask)
- * remains to check. Returns the kept count. */
-static uint64_t mask_cols(const run *r, int32_t r0, int32_t n_cols, const int32_t *idx, int32_t nk, float *s,
-                          int32_t k_min, int32_t k_max) {
+ * remains to check; idx[0..n_asc) ascend. Returns the kept count. */
+static uint64_t mask_cols(const run *r, int32_t r0, int32_t n_cols, const int32_t *idx, int32_t nk, int32_t n_asc,
+                          float *s, int32_t k_min, int32_t k_max) {
     const oc_attn_call *a = r->x->a;
     uint64_t n_kept = 0;
     int per_key = a->mask == OC_ATTN_EXPLICIT || r->grid_exact;
@@ -275,12 +286,26 @@ static uint64_t mask_cols(const run *r, int32_t r0, int32_t n_cols, const int32_
             n_kept += (uint64_t)nk;
             continue;
         }
+        int32_t t0 = 0;
+        if (!per_key) {
+            /* The window alone decides: on the ascending keys idx[0..n_asc) the row drops the keys in
+             * [sk, lo) and after hi, two runs found by binary search, and only those lanes are written
+             * (the per-element test below was ~4% of a Grid call at 8K, BENCHMARKS.md issue 20's
+             * sixth round); the rest of the tile (a topped-up tail that does not precede the
+             * partial keys, flush_keys) is tested per element. */
+            int32_t a_sk = lower_bound(idx, n_asc, win.sk), a_lo = OC_MAX(a_sk, lower_bound(idx, n_asc, win.lo));
+            int32_t a_hi = OC_MAX(a_sk, lower_bound(idx, n_asc, win.hi + 1));
+            for (int32_t t = a_sk; t < a_lo; t++) s[(int64_t)t * ROW_BLOCK + k] = -INFINITY;
+            for (int32_t t = a_hi; t < n_asc; t++) s[(int64_t)t * ROW_BLOCK + k] = -INFINITY;
+            n_kept += (uint64_t)(n_asc - (a_lo - a_sk) - (n_asc - a_hi));
+            t0 = n_asc;
+        }
         int64_t pc = (int64_t)a->q_offset + i - r->row_shift;   /* the row's coordinate */
         const uint8_t *em = NULL;
         if (a->mask == OC_ATTN_EXPLICIT)
             em = a->explicit_mask + (int64_t)r->w->heads[run_head(r, row)] * a->explicit_stride_head +
                  (int64_t)i * a->explicit_stride_q;
-        for (int32_t t = 0; t < nk; t++) {
+        for (int32_t t = t0; t < nk; t++) {
             int64_t j = idx[t];
             int keep = (j < win.sk || (j >= win.lo && j <= win.hi)) && (!em || em[j]) &&
                        (!r->grid_exact || grid_keeps(r, pc, j));
@@ -340,7 +365,8 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial, ui
     work *w = r->w;
     int32_t d = a->head_dim, dpad = x->dpad;
     int64_t ks = a->k_stride_token * x->elem_bytes, vs = a->v_stride_token * x->elem_bytes;
-    int32_t k_min = INT32_MAX, k_max = -1;
+    int32_t k_min = INT32_MAX, k_max = -1, n_asc = nk > 0;   /* idx[0..n_asc) ascend */
+    while (n_asc < nk && idx[n_asc] > idx[n_asc - 1]) n_asc++;
     for (int32_t t = 0; t < nk; t++) {
         int64_t j = r->key_map ? r->key_map[idx[t]] : idx[t];
         w->kptr[t] = (a->k_shared && a->k_shared[j] ? r->kbase_shared : r->kbase) + j * ks;
@@ -367,7 +393,7 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial, ui
             exact = bc == BLOCK_PARTIAL || r->grid_exact;
             /* Keys after the last one the block's last row can keep are masked for every row of
              * the block: the block runs only the tile's keys up to the last such key (the tile is
-             * in ascending order except a topped-up tail, so this cuts the causal band's empty
+             * in ascending order except a topped-up tail, if any (flush_keys), so this cuts the causal band's empty
              * triangle: a Grid run's blocks span block_rows x stride positions). Dropping keys
              * whose probabilities are 0 changes no sum. */
             int32_t last = run_ascends(r, r0, rb) ? run_row(r, r0 + rb - 1) : run_row(r, r->rows - 1);
@@ -379,7 +405,7 @@ static void process_tile(run *r, const int32_t *idx, int32_t nk, int partial, ui
             kn->dot_rows(w->s, ROW_BLOCK, w->qt + (int64_t)r0 * d, rb, cols, w->kptr, w->vptr, nb, d, a->kv_dtype);
         else
             kn->gemm(nb, cols, d, w->kt, d, 1, w->qt + (int64_t)r0 * d, w->s, ROW_BLOCK, 0);   /* S^T = K Q^T */
-        r->kept += exact ? mask_cols(r, r0, rb, idx, nb, w->s, k_min, k_max) : (uint64_t)nb * (uint64_t)rb;
+        r->kept += exact ? mask_cols(r, r0, rb, idx, nb, OC_MIN(n_asc, nb), w->s, k_min, k_max) : (uint64_t)nb * (uint64_t)rb;
         kn->softmax_cols(w->s, ROW_BLOCK, nb, cols, w->m + r0, w->l + r0, w->alpha);
         for (int32_t k = 0; k < rb; k++) {
             float *o = w->o + (int64_t)(r0 + k) * dpad;
@@ -444,6 +470,15 @@ static void flush_keys(run *r) {
             struct slot *u = &r->slot[f];
             if (!u->n || !u->full || u->blocks != t->blocks) continue;
             const int32_t *from = r->w->idx + f * TILE_K;
+            int32_t m = OC_MIN(TILE_K - t->n, u->n);
+            if (m && from[u->n - 1] < idx[0]) {
+                /* the full keys all come before the partial ones (a causal band): they go first, so
+                 * the tile ascends and mask_cols finds each row's cut by binary search */
+                memmove(idx + m, idx, (size_t)t->n * sizeof *idx);
+                memcpy(idx, from + u->n - m, (size_t)m * sizeof *idx);
+                t->n += m;
+                u->n -= m;
+            }
             while (t->n < TILE_K && u->n) idx[t->n++] = from[--u->n];
         }
         process_tile(r, idx, t->n, 1, t->blocks);

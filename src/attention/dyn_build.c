@@ -1,8 +1,11 @@
 /* dyn_build.c: builds the per-prompt indices of the VERTICAL_SLASH and GRID heads (dyn.h) before
  * oc_attn_run: the online estimate of A^ from the last 64 queries (mminference.txt Sec. 4.1, C.3),
  * computed tile by tile with the same ISA micro-kernels as the engine (attn_kernels.h), then the
- * Vertical-Slash top-k or the Grid search (dyn_index.c). One task per dynamic head, each writing
- * only its own index, so the result does not depend on the thread count. A Q_BOUNDARY head gets
+ * Vertical-Slash top-k or the Grid search (dyn_index.c). Tasks: (kv group, share of its heads),
+ * as many shares as it takes to give every thread a task; the plain dynamic heads of one task are
+ * estimated together, each K tile converted once for all of them (the rows are the same 64 queries
+ * for every head; BENCHMARKS.md issue 20's sixth round), and each head runs the same operations
+ * whatever its share, so the result does not depend on the thread count. A Q_BOUNDARY head gets
  * one index per modality, each from that modality's last 64 query rows, a BOUNDARY_2D head one per
  * modality pair, in rank coordinates (dyn.h). Nothing is allocated: everything lives in the
  * caller's block of oc_attn_dyn_bytes bytes:
@@ -17,6 +20,7 @@
 #include <string.h>
 
 #define EST_TILE 128        /* keys per score tile: S^T is EST_TILE x 64 floats (32 KiB) */
+#define EST_BATCH 8         /* heads estimated together at most (their Q^T: 8 x 64 x d floats) */
 #define N_SLOTS (OC_N_MODALITIES * OC_N_MODALITIES)   /* index slots per head: modalities or pairs */
 #define LOG2E 1.44269504088896340736f
 #define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
@@ -26,6 +30,7 @@
 typedef struct dyn_geom {
     size_t off_heads, off_heads_vision, off_pairs, off_perm, off_rank, off_idx, off_threads, thread_bytes, total;
     size_t idx_per_head;   /* int32 per head and slot: n_kv vertical + 2 n_kv slash */
+    int32_t batch;         /* heads per estimate: min(GQA ratio, EST_BATCH) */
     size_t t_qt, t_qptr, t_kt, t_kptr, t_s, t_m, t_l, t_m2, t_l2, t_alpha, t_vs, t_ss, t_vr, t_work, t_grid, t_rows;
 } dyn_geom;
 
@@ -52,13 +57,16 @@ static int dyn_geom_init(dyn_geom *g, const oc_attn_dims *dims, int n_threads) {
     g->off_idx = take(&off, (size_t)dims->n_head * N_SLOTS * g->idx_per_head * sizeof(int32_t));
     g->off_threads = off;
     size_t t = 0;
-    g->t_qt = take(&t, OC_DYN_LAST_Q * d * sizeof(float));
+    g->batch = dims->n_head_kv >= 1 && dims->n_head % dims->n_head_kv == 0
+                   ? OC_MIN(dims->n_head / dims->n_head_kv, EST_BATCH) : EST_BATCH;
+    size_t nb = (size_t)g->batch;
+    g->t_qt = take(&t, nb * OC_DYN_LAST_Q * d * sizeof(float));
     g->t_qptr = take(&t, OC_DYN_LAST_Q * sizeof(float *));
     g->t_kt = take(&t, EST_TILE * d * sizeof(float));
     g->t_kptr = take(&t, EST_TILE * sizeof(void *));
     g->t_s = take(&t, EST_TILE * OC_DYN_LAST_Q * sizeof(float));
-    g->t_m = take(&t, OC_DYN_LAST_Q * sizeof(float));
-    g->t_l = take(&t, OC_DYN_LAST_Q * sizeof(float));
+    g->t_m = take(&t, nb * OC_DYN_LAST_Q * sizeof(float));
+    g->t_l = take(&t, 2 * nb * OC_DYN_LAST_Q * sizeof(float));   /* l, then 1 / l, per head */
     g->t_m2 = take(&t, OC_DYN_LAST_Q * sizeof(float));
     g->t_l2 = take(&t, OC_DYN_LAST_Q * sizeof(float));
     g->t_alpha = take(&t, OC_DYN_LAST_Q * sizeof(float));
@@ -82,7 +90,7 @@ size_t oc_attn_dyn_bytes(const oc_attn_dims *dims, int n_threads) {
 /* ---- the estimate ------------------------------------------------------------------------------ */
 
 typedef struct est_work {
-    float *qt, *kt, *s, *m, *l, *m2, *l2, *alpha, *vs, *ss, *vr;
+    float *qt, *kt, *s, *m, *l, *m2, *l2, *alpha, *vs, *ss, *vr;   /* qt, m, l: batch heads' */
     const float **qptr;
     const void **kptr;
     int32_t *work;
@@ -114,14 +122,19 @@ static est_work est_work_at(const dyn_geom *g, unsigned char *base, int thread) 
     return w;
 }
 
-/* Keys [j0, j0 + nk) against the estimate rows: S^T (nk x 64, base-2 scaled scores), causal cut
- * (row c sits at position pos[c], ascending). */
-static void score_tile(const oc_attn_call *a, const oc_attn_kernels *kn, est_work *w, const unsigned char *const kbase[2],
-                       int64_t ks, int32_t j0, int32_t nk) {
+/* Keys [j0, j0 + nk) of the kv group as f32 rows into w->kt (once for every head of the batch). */
+static void load_tile(const oc_attn_call *a, const oc_attn_kernels *kn, est_work *w, const unsigned char *const kbase[2],
+                      int64_t ks, int32_t j0, int32_t nk) {
     for (int32_t t = 0; t < nk; t++)   /* kbase[1]: Q-Cache VLA's shared keys (attn_call.h k_shared) */
         w->kptr[t] = kbase[a->k_shared && a->k_shared[j0 + t]] + (int64_t)(j0 + t) * ks;
     kn->convert_rows(w->kt, w->kptr, nk, a->head_dim, a->kv_dtype);
-    kn->gemm(nk, OC_DYN_LAST_Q, a->head_dim, w->kt, a->head_dim, 1, w->qt, w->s, OC_DYN_LAST_Q, 0);
+}
+
+/* The loaded keys [j0, j0 + nk) against one head's estimate rows (qt): S^T (nk x 64, base-2 scaled
+ * scores), causal cut (row c sits at position pos[c], ascending). */
+static void score_tile(const oc_attn_call *a, const oc_attn_kernels *kn, est_work *w, const float *qt, int32_t j0,
+                       int32_t nk) {
+    kn->gemm(nk, OC_DYN_LAST_Q, a->head_dim, w->kt, a->head_dim, 1, qt, w->s, OC_DYN_LAST_Q, 0);
     if (a->mask != OC_ATTN_CAUSAL) return;
     for (int32_t t = 0; t < nk; t++)
         for (int32_t c = 0; c < OC_DYN_LAST_Q && j0 + t > w->pos[c]; c++) w->s[t * OC_DYN_LAST_Q + c] = -INFINITY;
@@ -140,15 +153,25 @@ static int key_modality(const oc_attn_dyn *dyn, int32_t j) {
     return r < dyn->key_start[1] && dyn->key_perm[r] == j ? 0 : 1;
 }
 
-/* Column and diagonal scores of head h: vs[j] = sum_r A^[r, j], ss[o + n_kv - 1] =
- * sum_r A^[r, p_r - o]. The rows are w->rows[0..64) (ascending; the last 64 queries of the call, or
- * of one modality), at positions w->pos. Pass 2 (the scores) covers the keys [lo2, hi2) only (whole
- * tiles, so pass 1's maxima hold exactly); the rest of vs is 0, and ss is computed only when slash
- * is set (a Grid head reads the columns of its view alone). With rs (BOUNDARY_2D) the diagonal
- * scores go to rs's rank arrays instead of ss. */
+/* One head of an estimate: its query head h, the keys [lo2, hi2) of pass 2, whether it wants the
+ * diagonal scores, and where its column (vs[n_kv]) and diagonal (ss[2 n_kv - 1]) scores go. */
+typedef struct est_head {
+    int32_t h, lo2, hi2;
+    int slash;
+    float *vs, *ss;
+} est_head;
+
+/* Column and diagonal scores of the heads eh[0..n) (one kv group, n <= the geometry's batch):
+ * vs[j] = sum_r A^[r, j], ss[o + n_kv - 1] = sum_r A^[r, p_r - o]. The rows are w->rows[0..64)
+ * (ascending; the last 64 queries of the call, or of one modality), at positions w->pos, the same
+ * for every head, so each K tile is converted once for all of them; every head runs the operations
+ * it would run alone. Pass 2 (the scores) covers the head's keys [lo2, hi2) only (whole tiles, so
+ * pass 1's maxima hold exactly); the rest of vs is 0, and ss is computed only when slash is set (a
+ * Grid head reads the columns of its view alone). With rs (BOUNDARY_2D, n = 1) the diagonal scores
+ * go to rs's rank arrays instead of ss. */
 static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_attn_kernels *kn, est_work *w,
-                     int32_t h, int32_t lo2, int32_t hi2, int slash, const rank_slash *rs) {
-    int32_t n_kv = a->n_kv, d = a->head_dim, g = h / (a->n_head / a->n_head_kv);
+                     const est_head *eh, int32_t n, const rank_slash *rs) {
+    int32_t n_kv = a->n_kv, d = a->head_dim, g = eh[0].h / (a->n_head / a->n_head_kv);
     int64_t eb = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
     const unsigned char *kbase[2] = {
         (const unsigned char *)mem->k + (a->k_off + (int64_t)g * a->k_stride_head) * eb,
@@ -159,54 +182,71 @@ static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_at
         w->rq[c] = rs ? rs->dyn->key_rank[w->pos[c]] : w->pos[c];   /* the row's coordinate for diagonals */
     }
     int32_t key_end = a->mask == OC_ATTN_CAUSAL ? OC_MIN(n_kv, w->pos[OC_DYN_LAST_Q - 1] + 1) : n_kv;
-    for (int32_t c = 0; c < OC_DYN_LAST_Q; c++)
-        w->qptr[c] = mem->q + a->q_off + (int64_t)w->rows[c] * a->q_stride_token + (int64_t)h * a->q_stride_head;
-    kn->pack_qt(w->qt, w->qptr, OC_DYN_LAST_Q, OC_DYN_LAST_Q, d, a->scale * LOG2E);
-    for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
-        w->m[c] = -INFINITY;
-        w->l[c] = 0.0f;
+    int32_t t_lo = INT32_MAX, t_hi = 0;   /* pass 2's tiles: the union of the heads' */
+    for (int32_t e = 0; e < n; e++) {
+        float *qt = w->qt + (int64_t)e * OC_DYN_LAST_Q * d, *m = w->m + e * OC_DYN_LAST_Q, *l = w->l + e * OC_DYN_LAST_Q;
+        for (int32_t c = 0; c < OC_DYN_LAST_Q; c++)
+            w->qptr[c] = mem->q + a->q_off + (int64_t)w->rows[c] * a->q_stride_token + (int64_t)eh[e].h * a->q_stride_head;
+        kn->pack_qt(qt, w->qptr, OC_DYN_LAST_Q, OC_DYN_LAST_Q, d, a->scale * LOG2E);
+        for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
+            m[c] = -INFINITY;
+            l[c] = 0.0f;
+        }
+        t_lo = OC_MIN(t_lo, eh[e].lo2 - eh[e].lo2 % EST_TILE);
+        t_hi = OC_MAX(t_hi, OC_MIN(key_end, eh[e].hi2));
     }
     /* pass 1: each row's max and sum, online */
     for (int32_t j0 = 0; j0 < key_end; j0 += EST_TILE) {
         int32_t nk = OC_MIN(EST_TILE, key_end - j0);
-        score_tile(a, kn, w, kbase, ks, j0, nk);
-        kn->softmax_cols(w->s, OC_DYN_LAST_Q, nk, OC_DYN_LAST_Q, w->m, w->l, w->alpha);
+        load_tile(a, kn, w, kbase, ks, j0, nk);
+        for (int32_t e = 0; e < n; e++) {
+            score_tile(a, kn, w, w->qt + (int64_t)e * OC_DYN_LAST_Q * d, j0, nk);
+            kn->softmax_cols(w->s, OC_DYN_LAST_Q, nk, OC_DYN_LAST_Q, w->m + e * OC_DYN_LAST_Q, w->l + e * OC_DYN_LAST_Q,
+                             w->alpha);
+        }
     }
     /* pass 2: the same tiles again; softmax_cols with the final max gives 2^(s - m) exactly (the
      * max cannot grow), and 1 / l normalizes the row */
-    float inv_l[OC_DYN_LAST_Q];
-    for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) inv_l[c] = w->l[c] > 0.0f ? 1.0f / w->l[c] : 0.0f;
-    for (int32_t j = 0; j < n_kv; j++) w->vs[j] = 0.0f;
-    for (int32_t o = 0; slash && !rs && o < 2 * n_kv - 1; o++) w->ss[o] = 0.0f;
-    for (int m = 0; slash && rs && m < OC_N_MODALITIES; m++)
+    for (int32_t e = 0; e < n; e++) {
+        float *l = w->l + e * OC_DYN_LAST_Q, *inv_l = w->l + (n + e) * OC_DYN_LAST_Q;
+        for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) inv_l[c] = l[c] > 0.0f ? 1.0f / l[c] : 0.0f;
+        for (int32_t j = 0; j < n_kv; j++) eh[e].vs[j] = 0.0f;
+        for (int32_t o = 0; eh[e].slash && !rs && o < 2 * n_kv - 1; o++) eh[e].ss[o] = 0.0f;
+    }
+    for (int m = 0; n && eh[0].slash && rs && m < OC_N_MODALITIES; m++)
         for (int32_t o = 0; o < 2 * rs->n[m] - 1; o++) rs->ss[m][o] = 0.0f;
-    for (int32_t j0 = lo2 - lo2 % EST_TILE; j0 < OC_MIN(key_end, hi2); j0 += EST_TILE) {
+    for (int32_t j0 = t_lo; j0 < t_hi; j0 += EST_TILE) {
         int32_t nk = OC_MIN(EST_TILE, key_end - j0);
-        score_tile(a, kn, w, kbase, ks, j0, nk);
-        for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
-            w->m2[c] = w->m[c];
-            w->l2[c] = 0.0f;
-        }
-        kn->softmax_cols(w->s, OC_DYN_LAST_Q, nk, OC_DYN_LAST_Q, w->m2, w->l2, w->alpha);
-        for (int32_t t = 0; t < nk; t++) {
-            int32_t j = j0 + t;
-            const float *row = w->s + (int64_t)t * OC_DYN_LAST_Q;
-            float col = 0.0f;
-            if (slash) {
-                float *diag = w->ss + n_kv - 1 - j;   /* diag[rq[c]]: offset rq - key coordinate */
-                if (rs) {
-                    int mk = key_modality(rs->dyn, j);
-                    diag = rs->ss[mk] + rs->n[mk] - 1 - rs->dyn->key_rank[j];
-                }
-                for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
-                    float p = row[c] * inv_l[c];
-                    col += p;
-                    diag[w->rq[c]] += p;
-                }
-            } else {
-                for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) col += row[c] * inv_l[c];
+        load_tile(a, kn, w, kbase, ks, j0, nk);
+        for (int32_t e = 0; e < n; e++) {
+            if (j0 < eh[e].lo2 - eh[e].lo2 % EST_TILE || j0 >= OC_MIN(key_end, eh[e].hi2)) continue;
+            const float *inv_l = w->l + (n + e) * OC_DYN_LAST_Q;
+            score_tile(a, kn, w, w->qt + (int64_t)e * OC_DYN_LAST_Q * d, j0, nk);
+            for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
+                w->m2[c] = w->m[e * OC_DYN_LAST_Q + c];
+                w->l2[c] = 0.0f;
             }
-            w->vs[j] += col;
+            kn->softmax_cols(w->s, OC_DYN_LAST_Q, nk, OC_DYN_LAST_Q, w->m2, w->l2, w->alpha);
+            for (int32_t t = 0; t < nk; t++) {
+                int32_t j = j0 + t;
+                const float *row = w->s + (int64_t)t * OC_DYN_LAST_Q;
+                float col = 0.0f;
+                if (eh[e].slash) {
+                    float *diag = eh[e].ss + n_kv - 1 - j;   /* diag[rq[c]]: offset rq - key coordinate */
+                    if (rs) {
+                        int mk = key_modality(rs->dyn, j);
+                        diag = rs->ss[mk] + rs->n[mk] - 1 - rs->dyn->key_rank[j];
+                    }
+                    for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
+                        float p = row[c] * inv_l[c];
+                        col += p;
+                        diag[w->rq[c]] += p;
+                    }
+                } else {
+                    for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) col += row[c] * inv_l[c];
+                }
+                eh[e].vs[j] += col;
+            }
         }
     }
 }
@@ -221,6 +261,7 @@ typedef struct build_ctx {
     unsigned char *base;
     oc_dyn_head *heads, *heads_vision, *pairs;
     const oc_attn_dyn *dyn;
+    int32_t n_shares;   /* tasks per kv group */
 } build_ctx;
 
 int oc_dyn_row_modality(const oc_attn_call *a, int32_t i) {
@@ -239,12 +280,38 @@ int oc_dyn_last_rows(const oc_attn_call *a, int m, int32_t *rows) {
 
 static int last_rows(const oc_attn_call *a, int m, est_work *w) { return oc_dyn_last_rows(a, m, w->rows); }
 
+/* The estimate's part of head h with plain pattern pat (VERTICAL_SLASH or GRID), its scores into
+ * vs and ss. */
+static est_head est_head_of(const oc_attn_call *a, int32_t h, const oc_head_pattern *pat, float *vs, float *ss) {
+    est_head e = { h, 0, a->n_kv, pat->kind == OC_PATTERN_VERTICAL_SLASH, vs, ss };
+    if (pat->kind == OC_PATTERN_GRID) oc_dyn_grid_view(a->n_kv, pat->grid_stride, pat->grid_max_stride, &e.lo2, &e.hi2);
+    return e;
+}
+
 /* Plain pattern pat's index into out from the rows in w->rows; idx: 3 n_kv int32. */
 static void build_one(build_ctx *x, est_work *w, int32_t h, const oc_head_pattern *pat, int32_t *idx, oc_dyn_head *out) {
-    int32_t n_kv = x->a->n_kv, lo2 = 0, hi2 = n_kv;
-    if (pat->kind == OC_PATTERN_GRID) oc_dyn_grid_view(n_kv, pat->grid_stride, pat->grid_max_stride, &lo2, &hi2);
-    estimate(x->a, x->mem, x->kern, w, h, lo2, hi2, pat->kind == OC_PATTERN_VERTICAL_SLASH, NULL);
-    oc_dyn_choose(pat, n_kv, w->vs, w->ss, idx, w->work, w->grid, out);
+    est_head e = est_head_of(x->a, h, pat, w->vs, w->ss);
+    estimate(x->a, x->mem, x->kern, w, &e, 1, NULL);
+    oc_dyn_choose(pat, x->a->n_kv, w->vs, w->ss, idx, w->work, w->grid, out);
+}
+
+/* The plain VERTICAL_SLASH and GRID heads hs[0..n) of one kv group (n <= the batch), estimated
+ * together from the call's last 64 queries. Each head's scores wait in its own index slot 1
+ * (3 n_kv int32, unused by a plain head: n_kv column and 2 n_kv - 1 diagonal scores) until its
+ * choice fills slot 0. */
+static void build_batch(build_ctx *x, est_work *w, const int32_t *hs, int32_t n) {
+    const oc_attn_call *a = x->a;
+    est_head eh[EST_BATCH] = { { 0 } };
+    for (int32_t e = 0; e < n; e++) {
+        float *vs = (float *)((int32_t *)(x->base + x->g.off_idx) + ((size_t)hs[e] * N_SLOTS + 1) * x->g.idx_per_head);
+        eh[e] = est_head_of(a, hs[e], &a->patterns[hs[e]], vs, vs + a->n_kv);
+    }
+    last_rows(a, -1, w);
+    estimate(a, x->mem, x->kern, w, eh, n, NULL);
+    for (int32_t e = 0; e < n; e++) {
+        int32_t *idx = (int32_t *)(x->base + x->g.off_idx) + (size_t)hs[e] * N_SLOTS * x->g.idx_per_head;
+        oc_dyn_choose(&a->patterns[hs[e]], a->n_kv, eh[e].vs, eh[e].ss, idx, w->work, w->grid, &x->heads[hs[e]]);
+    }
 }
 
 /* A BOUNDARY_2D head's dynamic pairs (dyn.h): per query modality one estimate from its last 64
@@ -269,7 +336,8 @@ static void build_2d(build_ctx *x, est_work *w, int32_t h, int32_t *idx, oc_dyn_
         }
         rank_slash rs = { dyn, { w->ss, w->ss + 2 * (size_t)OC_MAX(n_m[0], n_m[mq]) }, { 0, 0 } };
         for (int mk = 0; mk < OC_N_MODALITIES; mk++) rs.n[mk] = OC_MAX(n_m[mk], n_m[mq]);
-        estimate(a, x->mem, x->kern, w, h, 0, a->n_kv, slash, &rs);
+        est_head e = { h, 0, a->n_kv, slash, w->vs, w->ss };
+        estimate(a, x->mem, x->kern, w, &e, 1, &rs);
         for (int mk = 0; mk < OC_N_MODALITIES; mk++) {
             oc_head_pattern sub = oc_pattern_pair(pat, mq, mk);
             if (!oc_pattern_is_dynamic(sub.kind)) continue;
@@ -295,10 +363,8 @@ void oc_dyn_key_perm(const oc_attn_call *a, int32_t *perm, int32_t *rank, int32_
     }
 }
 
-static void build_task(void *ctx, int64_t task, int thread) {
-    build_ctx *x = ctx;
-    const oc_attn_call *a = x->a;
-    int32_t h = (int32_t)task, n_kv = a->n_kv;
+/* A head's outputs before its build: no index (dense, stride 1). */
+static void clear_head(build_ctx *x, int32_t h) {
     oc_dyn_head *out[OC_N_MODALITIES] = { &x->heads[h], &x->heads_vision[h] };
     for (int m = 0; m < OC_N_MODALITIES; m++) {
         memset(out[m], 0, sizeof *out[m]);
@@ -308,28 +374,52 @@ static void build_task(void *ctx, int64_t task, int thread) {
         memset(&x->pairs[h * N_SLOTS + k], 0, sizeof(oc_dyn_head));
         x->pairs[h * N_SLOTS + k].stride = 1;
     }
-    if (!a->patterns || !oc_pattern_needs_index(&a->patterns[h]) || n_kv == 0) return;
-    est_work w = est_work_at(&x->g, x->base, thread);
+}
+
+/* A Q_BOUNDARY or BOUNDARY_2D head h: its estimates alone (each from its own rows). */
+static void build_boundary(build_ctx *x, est_work *w, int32_t h) {
+    const oc_attn_call *a = x->a;
     const oc_head_pattern *pat = &a->patterns[h];
+    oc_dyn_head *out[OC_N_MODALITIES] = { &x->heads[h], &x->heads_vision[h] };
     int32_t *idx = (int32_t *)(x->base + x->g.off_idx) + (size_t)h * N_SLOTS * x->g.idx_per_head;
     if (pat->kind == OC_PATTERN_BOUNDARY_2D) {
-        build_2d(x, &w, h, idx, &x->pairs[h * N_SLOTS]);
-        return;
-    }
-    if (pat->kind != OC_PATTERN_Q_BOUNDARY) {
-        last_rows(a, -1, &w);
-        build_one(x, &w, h, pat, idx, out[0]);
+        build_2d(x, w, h, idx, &x->pairs[h * N_SLOTS]);
         return;
     }
     for (int m = 0; m < OC_N_MODALITIES; m++) {   /* Alg. 2: each modality from its own last queries */
         oc_head_pattern sub = oc_pattern_modal(pat, m);
         if (!oc_pattern_is_dynamic(sub.kind)) continue;
-        if (!last_rows(a, m, &w)) {
+        if (!last_rows(a, m, w)) {
             out[m]->dense = 1;
             continue;
         }
-        build_one(x, &w, h, &sub, idx + (size_t)m * x->g.idx_per_head, out[m]);
+        build_one(x, w, h, &sub, idx + (size_t)m * x->g.idx_per_head, out[m]);
     }
+}
+
+/* Task (kv group g, share c): the group's heads whose index within the group is c modulo n_shares;
+ * the plain ones in batches of at most x->g.batch, the boundary ones alone. */
+static void build_task(void *ctx, int64_t task, int thread) {
+    build_ctx *x = ctx;
+    const oc_attn_call *a = x->a;
+    int32_t n_rep = a->n_head / a->n_head_kv, g = (int32_t)(task / x->n_shares), c = (int32_t)(task % x->n_shares);
+    est_work w = est_work_at(&x->g, x->base, thread);
+    int32_t batch[EST_BATCH], n = 0;
+    for (int32_t k = c; k < n_rep; k += x->n_shares) {
+        int32_t h = g * n_rep + k;
+        clear_head(x, h);
+        if (!a->patterns || !oc_pattern_needs_index(&a->patterns[h]) || a->n_kv == 0) continue;
+        if (oc_pattern_is_boundary(a->patterns[h].kind)) {
+            build_boundary(x, &w, h);
+            continue;
+        }
+        batch[n++] = h;
+        if (n == x->g.batch) {
+            build_batch(x, &w, batch, n);
+            n = 0;
+        }
+    }
+    if (n) build_batch(x, &w, batch, n);
 }
 
 /* The checks of oc_attn_run (without the index) plus: the call has enough queries to estimate. */
@@ -384,7 +474,11 @@ oc_status oc_attn_dyn_build(const oc_attn_call *a, const oc_attn_host *mem, oc_i
         dyn->key_rank = rank;
     }
     x.dyn = dyn;
-    oc_pool_run(pool, a->n_head, build_task, &x);
+    /* every thread a task where the groups are fewer than the threads (a share's heads are built
+     * alike whatever the share count) */
+    int32_t n_rep = a->n_head / a->n_head_kv;
+    x.n_shares = OC_MIN(n_rep, OC_MAX(1, (n_threads + a->n_head_kv - 1) / a->n_head_kv));
+    oc_pool_run(pool, (int64_t)a->n_head_kv * x.n_shares, build_task, &x);
     *out = dyn;
     return OC_OK;
 }
@@ -405,7 +499,8 @@ oc_status oc_attn_dyn_scores(const oc_attn_call *a, const oc_attn_host *mem, oc_
         return oc_fail(err, OC_ERR_INVALID, "attn dyn: memory too small for these dimensions");
     est_work w = est_work_at(&g, dyn_mem, 0);
     last_rows(a, -1, &w);
-    estimate(a, mem, kern, &w, head, 0, a->n_kv, 1, NULL);
+    est_head e = { head, 0, a->n_kv, 1, w.vs, w.ss };
+    estimate(a, mem, kern, &w, &e, 1, NULL);
     memcpy(vertical, w.vs, (size_t)a->n_kv * sizeof(float));
     memcpy(slash, w.ss, (size_t)(2 * a->n_kv - 1) * sizeof(float));
     return OC_OK;
