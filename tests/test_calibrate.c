@@ -350,23 +350,27 @@ static void make_layer(synth *s, check_rng *r, int variant) {
     }
 }
 
+/* One synthetic layer of a whole prompt (every row a query) shown to the calibration observer. */
+static void observe_prompt(oc_calib *c, int32_t layer, int32_t n_tok, int32_t n_head, int32_t n_head_kv,
+                           int32_t head_dim, const float *q, const float *k, const float *v, int32_t n_images,
+                           const int32_t *images) {
+    oc_attn_view view;
+    memset(&view, 0, sizeof view);
+    view.layer = layer;
+    view.n_q = view.n_kv = view.n_prompt_tokens = n_tok;
+    view.n_head = n_head;
+    view.n_head_kv = n_head_kv;
+    view.head_dim = head_dim;
+    view.q = q;
+    view.k = k;
+    view.v = v;
+    view.n_images = n_images;
+    view.images = images;
+    oc_calib_observe(c, &view);
+}
+
 static void observe_synth(oc_calib *c, synth *s, int32_t layer) {
-    oc_attn_view v;
-    memset(&v, 0, sizeof v);
-    v.layer = layer;
-    v.n_q = N_TOK;
-    v.q_first = 0;
-    v.n_kv = N_TOK;
-    v.n_head = SH;
-    v.n_head_kv = SKV;
-    v.head_dim = HD;
-    v.q = s->q;
-    v.k = s->k;
-    v.v = s->v;
-    v.n_prompt_tokens = N_TOK;
-    v.n_images = 2;
-    v.images = &images_[0][0];
-    oc_calib_observe(c, &v);
+    observe_prompt(c, layer, N_TOK, SH, SKV, HD, s->q, s->k, s->v, 2, &images_[0][0]);
 }
 
 /* The synthetic run with the observer's heads on n_threads threads; *out: its plan (NULL on a
@@ -517,21 +521,7 @@ static void make_zlayer(zsynth *s, check_rng *r, int kind) {
 }
 
 static void observe_z(oc_calib *c, zsynth *s, int32_t layer) {
-    oc_attn_view v;
-    memset(&v, 0, sizeof v);
-    v.layer = layer;
-    v.n_q = ZT;
-    v.n_kv = ZT;
-    v.n_head = ZH;
-    v.n_head_kv = ZKV;
-    v.head_dim = HD;
-    v.q = s->q;
-    v.k = s->k;
-    v.v = s->v;
-    v.n_prompt_tokens = ZT;
-    v.n_images = 2;
-    v.images = &zimages_[0][0];
-    oc_calib_observe(c, &v);
+    observe_prompt(c, layer, ZT, ZH, ZKV, HD, s->q, s->k, s->v, 2, &zimages_[0][0]);
 }
 
 /* Two prompts through layers of the given kinds: *plan_out the plan (NULL on a failed REQUIRE),
@@ -1229,16 +1219,8 @@ static void test_mminf_2d_boundary_choice(void) {
     oc_allocator counting = { check_alloc_fn, &ca };
     REQUIRE(oc_calib_open(&c, &p, &shape, MM_N, NULL, 0, &counting, NULL) == OC_OK);
     long calls_after_open = ca.n_calls;
-    oc_attn_view v;
-    memset(&v, 0, sizeof v);
-    v.n_q = v.n_kv = v.n_prompt_tokens = MM_N;
-    v.n_head = v.n_head_kv = 2;
-    v.head_dim = MM_D;
-    v.q = s.q; v.k = s.k; v.v = s.v;
-    v.n_images = 1;
-    v.images = &mm_images_[0][0];
     oc_calib_item_begin(c, NULL, 0);
-    oc_calib_observe(c, &v);
+    observe_prompt(c, 0, MM_N, 2, 2, MM_D, s.q, s.k, s.v, 1, &mm_images_[0][0]);
     oc_calib_item_end(c, 1, 1);
     CHECKF(ca.n_calls == calls_after_open, "the search called the allocator %ld times", ca.n_calls - calls_after_open);
     oc_plan *plan;
