@@ -13,6 +13,7 @@
 #include "tools/scene_long.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,8 @@ static void usage(FILE *f) {
             "  --json FILE            also write the numbers as JSON\n"
             "  -t N                   threads (default: all CPUs)\n"
             OC_TOOL_BACKEND_HELP("            ")
-            "  --verbose              print each item's question, expected and generated answer\n");
+            "  --verbose              print each item's question, expected and generated answer, and the\n"
+            "                         first answer token's logit margin over the runner-up\n");
 }
 
 typedef struct long_result {
@@ -125,6 +127,21 @@ static double skipped_pct(uint64_t kept, uint64_t skipped) {
  * prefill's: TTFT). */
 static double decode_tok_per_s(const long_result *r) {
     return r->decode_ms > 0.0 ? 1000.0 * (double)r->decode_tokens / r->decode_ms : 0.0;
+}
+
+/* How near the first answer token was to a tie: the largest logit at the last prompt position minus
+ * the second largest. Answers on different backends or ISAs (whose sums round differently) can
+ * differ only where some step's margin is about as small as those rounding differences. */
+static double first_token_margin(const oc_context *ctx) {
+    int32_t n = 0;
+    const float *lg = oc_context_prompt_logits(ctx, &n);
+    if (!lg || n < 2) return 0.0;
+    float a = -INFINITY, b = -INFINITY;
+    for (int32_t t = 0; t < n; t++) {
+        if (lg[t] > a) { b = a; a = lg[t]; }
+        else if (lg[t] > b) b = lg[t];
+    }
+    return (double)a - (double)b;
 }
 
 static void print_result(FILE *f, const long_result *r, int json, unsigned long long seed, long long first, int max_images,
@@ -306,8 +323,9 @@ int oc_tool_eval_long(int argc, char **argv) {
             for (char *c = got; *c; c++)
                 if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
             if (tty) fprintf(stderr, "\r%70s\r", "");
-            printf("%5lld %-11s %2d x %3d px %s | expected %s | got %s%s\n", i, oc_long_type_name(item.type),
-                   (int)item.n_images, (int)item.side_px, item.question, item.answer, got, correct ? "" : "  (wrong)");
+            printf("%5lld %-11s %2d x %3d px %s | expected %s | got %s%s | margin %.3f\n", i, oc_long_type_name(item.type),
+                   (int)item.n_images, (int)item.side_px, item.question, item.answer, got, correct ? "" : "  (wrong)",
+                   first_token_margin(ctx));
             fflush(stdout);
         }
         if (tty) progress(i + 1 - first, n_items, res.n_correct);
