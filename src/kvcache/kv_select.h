@@ -36,16 +36,19 @@ typedef struct oc_kv_rows {
  * 0..q_pos[i] (causal, Eq. 12), for j <= q_pos[i]; acc_stride_head 0 sums every head into one row
  * (ZipVL's layer-wide column sums). Rows are ascending by position.
  * Precision: logits and exp in float through the attention micro-kernels kn (attn_kernels.h: the
- * table of the ISA the caller runs, oc_attn_kernels_for), each probability's relative error within
- * about (head_dim + 3) * 2^-24 * (|logit| + scale * sum_d |q_d k_d|) * ln 2 + 1e-6 (probabilities
- * below 2^-125 of the row's largest count as 0); acc, and each key's sum over the rows and heads of
- * a call, in double, so the order of query rows (the batches of a chunked prefill) changes nothing
- * beyond rounding. The key blocks run as pool tasks (pool may be NULL: serial); the result is
- * bitwise the same for any thread count.
+ * table of the ISA the caller runs, oc_attn_kernels_for). With s the logit in base 2 and M its
+ * row's max, each probability's relative error is at most about
+ *   ln 2 * 2^-24 * ((head_dim + 1) * log2(e) * scale * sum_d |q_d k_d| + |s - M|)   (the logit)
+ *   + 2^-22 (the table's exp2) + 128 * 2^-24 (a 128-key block's float sum; the blocks in double),
+ * so at most about 1e-5 for moderate logits, typically far less (tests/test_kvcache.c observes
+ * 2.3e-7); probabilities below 2^-125 of the row's largest count as 0. acc, and each key's sum over
+ * the rows and heads of a call, in double, so the order of query rows (the batches of a chunked
+ * prefill) changes nothing beyond rounding. The key blocks run as pool tasks (pool may be NULL:
+ * serial); the result is bitwise the same for any thread count.
  * scratch: OC_MEM_ALIGN-aligned, oc_kv_score_scratch_bytes(n_head, n_head_kv, keys of the last
  * row or more, head_dim, oc_pool_n_threads(pool) or more) bytes: with group <= 128, at most
  * 8 * n_head_kv bytes per key (block partials) plus n_head_kv * head_dim * 512 bytes (packed
- * queries) shared, and 512 * (head_dim + 144) bytes per thread (a key block and its logits), plus
+ * queries) shared, and 512 * (head_dim + 128) bytes per thread (a key block and its logits), plus
  * a few KiB. [alloc: no] */
 size_t oc_kv_score_scratch_bytes(int32_t n_head, int32_t n_head_kv, int32_t max_keys, int32_t head_dim,
                                  int n_threads);
