@@ -41,7 +41,7 @@ typedef struct oc_kv_rows {
  *   ln 2 * 2^-24 * ((head_dim + 1) * log2(e) * scale * sum_d |q_d k_d| + |s - M|)   (the logit)
  *   + 2^-22 (the table's exp2) + 128 * 2^-24 (a 128-key block's float sum; the blocks in double),
  * so at most about 1e-5 for moderate logits, typically far less (tests/test_kvcache.c observes
- * 2.3e-7); probabilities below 2^-125 of the row's largest count as 0. acc, and each key's sum over
+ * 4e-7); probabilities below 2^-125 of the row's largest count as 0. acc, and each key's sum over
  * the rows and heads of a call, in double, so the order of query rows (the batches of a chunked
  * prefill) changes nothing beyond rounding. The key blocks run as pool tasks (pool may be NULL:
  * serial); the result is bitwise the same for any thread count.
