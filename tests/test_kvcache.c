@@ -8,6 +8,7 @@
 #include "attention/attn.h"
 #include "core/f16.h"
 #include "core/isa.h"
+#include "core/pool.h"
 #include "kvcache/kv_cache.h"
 #include "kvcache/kv_select.h"
 #include "port.h"
@@ -89,6 +90,176 @@ static oc_kv_rows rows_of(const problem *p, const int32_t *pos, int32_t n_q, con
     return r;
 }
 
+/* Scoring scratch for every test here (checked against oc_kv_score_scratch_bytes), and the
+ * attention kernels of the best ISA this CPU runs. */
+static _Alignas(64) unsigned char score_scratch[1 << 20];
+
+static const oc_attn_kernels *best_kernels(void) {
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    return oc_attn_kernels_for(oc_isa_best(&cpu));
+}
+
+static void score(const oc_kv_rows *rows, double *acc, int64_t stride) {
+    if (oc_kv_score_scratch_bytes(rows->n_head, rows->n_head_kv, rows->q_pos[rows->n_q - 1] + 1, rows->head_dim, 1) >
+        sizeof score_scratch) {
+        CHECKF(0, "score scratch too small");
+        return;
+    }
+    oc_kv_score_rows(rows, acc, stride, score_scratch, best_kernels(), NULL);
+}
+
+/* oc_kv_score_rows against the softmax rows in double, directly: f16 and f32 keys, per kv head
+ * and summed (stride 0), group sizes 1-4, head dims that are and are not multiples of 8, key
+ * counts over several blocks, the window's rows and spread-out probe rows, on every ISA table that
+ * runs here and on pools of 1-3 threads. acc starts at random values (the call adds), the scratch
+ * is poisoned with NaN bytes first. Float logits and exp: each entry within SCORE_REL of the
+ * double sum (observed at most 4e-7 here, scalar and AVX2 tables; the bound in kv_select.h), and
+ * NaN never passes. */
+#define SCORE_MAXN 700
+#define SCORE_HD 64
+#define SCORE_REL 2e-6
+
+typedef struct score_case {
+    int32_t n, n_head, n_kv, hd, f32_keys;
+    float q[SCORE_MAXN * 8 * SCORE_HD], k32[SCORE_MAXN * 2 * SCORE_HD];
+    uint16_t k16[SCORE_MAXN * 2 * SCORE_HD];
+} score_case;
+
+static oc_kv_rows score_rows(const score_case *t, const int32_t *pos, int32_t n_q) {
+    oc_kv_rows r;
+    memset(&r, 0, sizeof r);
+    r.q_stride_head = t->hd;
+    r.q_pos = pos;
+    r.n_q = n_q;
+    if (t->f32_keys) r.k_f32 = t->k32;
+    else r.k_f16 = t->k16;
+    r.k_stride_token = (int64_t)t->n_kv * t->hd;
+    r.k_stride_head = t->hd;
+    r.n_head = t->n_head;
+    r.n_head_kv = t->n_kv;
+    r.head_dim = t->hd;
+    r.scale = 1.0f / sqrtf((float)t->hd);
+    return r;
+}
+
+/* Row i of a call is the q of the token at pos[i], copied out as the runtime does (text_kv.c). */
+static void run_score(const score_case *t, const int32_t *pos, int32_t n_q, double *acc, int64_t stride,
+                      const oc_attn_kernels *kn, oc_pool *pool) {
+    static float rows_q[128 * 8 * SCORE_HD];
+    size_t d = (size_t)t->n_head * t->hd;
+    for (int32_t i = 0; i < n_q; i++) memcpy(rows_q + i * d, t->q + (size_t)pos[i] * d, d * sizeof(float));
+    oc_kv_rows r = score_rows(t, pos, n_q);
+    r.q = rows_q;
+    r.q_stride_token = (int64_t)d;
+    size_t need = oc_kv_score_scratch_bytes(t->n_head, t->n_kv, pos[n_q - 1] + 1, t->hd, oc_pool_n_threads(pool));
+    if (need > sizeof score_scratch) {
+        CHECKF(0, "score scratch %zu > %zu", need, sizeof score_scratch);
+        return;
+    }
+    memset(score_scratch, 0xff, need);
+    oc_kv_score_rows(&r, acc, stride, score_scratch, kn, pool);
+}
+
+/* contrib[g * stride + j] += the softmax rows of pos[0..n_q) in double (rows consecutive tokens). */
+static void naive_score(const score_case *t, const int32_t *pos, int32_t n_q, double *contrib, int64_t stride) {
+    static double s[SCORE_MAXN];
+    int32_t group = t->n_head / t->n_kv;
+    for (int32_t i = 0; i < n_q; i++)
+        for (int32_t h = 0; h < t->n_head; h++) {
+            int32_t g = h / group, n = pos[i] + 1;
+            double mx = -INFINITY, sum = 0;
+            for (int32_t j = 0; j < n; j++) {
+                double d = 0;
+                for (int32_t e = 0; e < t->hd; e++) {
+                    size_t at = ((size_t)j * t->n_kv + g) * t->hd + e;
+                    double kv = t->f32_keys ? (double)t->k32[at] : (double)oc_f16_to_f32(t->k16[at]);
+                    d += (double)t->q[((size_t)pos[i] * t->n_head + h) * t->hd + e] * kv;
+                }
+                s[j] = d / sqrt((double)t->hd);
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            for (int32_t j = 0; j < n; j++) sum += s[j] = exp(s[j] - mx);
+            for (int32_t j = 0; j < n; j++) contrib[g * stride + j] += s[j] / sum;
+        }
+}
+
+static void test_score_rows_match_naive(void) {
+    static score_case t;
+    static double base[2 * SCORE_MAXN], contrib[2 * SCORE_MAXN], acc[2 * SCORE_MAXN], acc1[2 * SCORE_MAXN];
+    static int32_t pos[128];
+    static const int32_t heads[][2] = { { 2, 2 }, { 4, 2 }, { 6, 2 }, { 8, 2 } }, hds[] = { 16, 20, 64 };
+    check_rng r = { 0x5c0e5u };
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    oc_pool *pools[3] = { NULL, NULL, NULL };
+    for (int i = 0; i < 3; i++) REQUIRE(oc_pool_open(&pools[i], i + 1, NULL, NULL) == OC_OK);
+    double worst = 0;
+    int n_runs = 0;
+    for (int trial = 0; trial < 16; trial++) {
+        t.n = check_rng_int(&r, trial < 4 ? 2 : 40, SCORE_MAXN);
+        t.n_head = heads[trial % 4][0];
+        t.n_kv = heads[trial % 4][1];
+        t.hd = hds[trial % 3];
+        t.f32_keys = trial / 2 % 2;
+        for (int32_t i = 0; i < t.n * t.n_head * t.hd; i++) t.q[i] = check_rng_uniform(&r, -1, 1);
+        for (int32_t j = 0; j < t.n; j++) {
+            float sc = check_rng_uniform(&r, 0.2f, 2.5f);
+            for (int32_t e = 0; e < t.n_kv * t.hd; e++) {
+                float v = sc * check_rng_uniform(&r, -1, 1);
+                t.k16[j * t.n_kv * t.hd + e] = oc_f32_to_f16(v);
+                t.k32[j * t.n_kv * t.hd + e] = v;
+            }
+        }
+        /* the window (its last up to 32 tokens) or every third token from a random start (probes) */
+        int32_t n_q = 0, probes = trial % 2;
+        if (probes)
+            for (int32_t p = check_rng_int(&r, 0, t.n - 1); p < t.n && n_q < 128; p += 3) pos[n_q++] = p;
+        else
+            for (int32_t p = OC_MAX(0, t.n - 32); p < t.n; p++) pos[n_q++] = p;
+        int64_t stride = probes ? 0 : SCORE_MAXN;
+        for (int32_t j = 0; j < 2 * SCORE_MAXN; j++) base[j] = check_rng_uniform(&r, 0, 1), contrib[j] = 0;
+        naive_score(&t, pos, n_q, contrib, stride);
+        for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+            if (!oc_isa_runs((oc_isa)isa, &cpu) || !oc_attn_kernels_for((oc_isa)isa)) continue;
+            const oc_attn_kernels *kn = oc_attn_kernels_for((oc_isa)isa);
+            for (int pi = -1; pi < 3; pi++) {   /* no pool, then 1, 2, 3 threads */
+                memcpy(acc, base, sizeof acc);
+                if (pi != 1 || n_q < 2) {   /* one call; with 2 threads the rows split in two calls */
+                    run_score(&t, pos, n_q, acc, stride, kn, pi < 0 ? NULL : pools[pi]);
+                } else {
+                    int32_t split = check_rng_int(&r, 1, n_q - 1);
+                    run_score(&t, pos, split, acc, stride, kn, pools[pi]);
+                    run_score(&t, pos + split, n_q - split, acc, stride, kn, pools[pi]);
+                }
+                for (int32_t j = 0; j < 2 * SCORE_MAXN; j++) {
+                    double want = base[j] + contrib[j], err = fabs(acc[j] - want);
+                    REQUIREF(err <= SCORE_REL * contrib[j] + 1e-15, "trial %d %s threads %d key %d: %.17g vs %.17g",
+                             trial, kn->name, pi + 1, j, acc[j], want);
+                    if (contrib[j] > 1e-300) worst = OC_MAX(worst, err / contrib[j]);
+                }
+                n_runs++;
+                if (pi < 0) {
+                    memcpy(acc1, acc, sizeof acc);
+                } else if (pi == 0 || pi == 2 || n_q < 2) {
+                    /* bitwise the same result for any thread count (one call each) */
+                    REQUIREF(!memcmp(acc, acc1, sizeof acc), "trial %d %s: %d threads differ from serial", trial,
+                             kn->name, pi + 1);
+                } else {
+                    /* two calls: the same up to double rounding of each key's sum */
+                    for (int32_t j = 0; j < 2 * SCORE_MAXN; j++)
+                        REQUIREF(fabs(acc[j] - acc1[j]) <= 1e-13 * fabs(acc1[j]), "trial %d %s: split rows: key %d",
+                                 trial, kn->name, j);
+                }
+            }
+        }
+    }
+    CHECKF(worst < SCORE_REL, "worst relative error %g", worst);
+    CHECKF(n_runs >= 64, "only %d runs", n_runs);
+    printf("  score rows: worst relative error %.3g over %d runs\n", worst, n_runs);
+    for (int i = 0; i < 3; i++) oc_pool_close(pools[i]);
+}
+
 /* SparseMM Eq. 10-14, naively, for kv head g: mean over the window of the last w queries of the
  * full causal softmax, summed over the group's query heads (App. A.1); top budget - w of keys
  * 0..n-w-1, plus the window. */
@@ -115,7 +286,7 @@ static int32_t naive_sparsemm(const problem *p, int32_t g, int32_t w, int32_t bu
 
 static void test_sparsemm_keeps_the_naive_tokens(void) {
     static problem p;
-    static double acc[2 * MAXN], scores[4 * MAXN];
+    static double acc[2 * MAXN];
     static int32_t kept[MAXN], ref[MAXN], order[MAXN], pos[64];
     check_rng r = { 0x5ba5e11u };
     for (int trial = 0; trial < 12; trial++) {
@@ -128,7 +299,7 @@ static void test_sparsemm_keeps_the_naive_tokens(void) {
             int32_t first = part ? n - w + split : n - w, cnt = part ? w - split : split;
             for (int32_t i = 0; i < cnt; i++) pos[i] = first + i;
             oc_kv_rows rows = rows_of(&p, pos, cnt, p.q + (size_t)first * n_head * HD);
-            oc_kv_score_rows(&rows, acc, MAXN, scores);
+            score(&rows, acc, MAXN);
         }
         for (int32_t g = 0; g < n_kv; g++) {
             int32_t budget = check_rng_int(&r, w, n + 5);
@@ -183,7 +354,7 @@ static int32_t naive_zipvl(const problem *p, const int32_t *probes, int32_t n_pr
 
 static void test_zipvl_keeps_the_naive_tokens(void) {
     static problem p;
-    static double acc[MAXN], scores[4 * MAXN], norm[MAXN];
+    static double acc[MAXN], norm[MAXN];
     static int32_t kept[MAXN], ref[MAXN], order[MAXN], probes[128], nnz[MAXN];
     check_rng r = { 0x21b71u };
     int32_t n_evicting = 0;   /* the test has teeth only if some trials drop tokens */
@@ -196,7 +367,7 @@ static void test_zipvl_keeps_the_naive_tokens(void) {
         /* probes scored one at a time, as the batches of a prefill reach them */
         for (int32_t c = 0; c < n_probe; c++) {
             oc_kv_rows rows = rows_of(&p, probes + c, 1, p.q + (size_t)probes[c] * n_head * HD);
-            oc_kv_score_rows(&rows, acc, 0, scores);
+            score(&rows, acc, 0);
         }
         for (int32_t j = 0, c = 0; j < n; j++) {   /* rows that see key j: probes at or after it */
             while (c < n_probe && probes[c] < j) c++;
@@ -216,7 +387,7 @@ static void test_zipvl_keeps_the_naive_tokens(void) {
  * window = T's last w, the rest of T ranked by the window's mean attention. */
 static void test_zipvl_then_sparsemm_keeps_the_naive_tokens(void) {
     static problem p;
-    static double acc_z[MAXN], acc_s[2 * MAXN], scores[4 * MAXN], norm[MAXN], tmp[MAXN], mean[MAXN], A[MAXN];
+    static double acc_z[MAXN], acc_s[2 * MAXN], norm[MAXN], tmp[MAXN], mean[MAXN], A[MAXN];
     static int32_t T[MAXN], kept[MAXN], order[MAXN], probes[128], nnz[MAXN], pos[32], T_ref[MAXN];
     check_rng r = { 0xb0745u };
     for (int trial = 0; trial < 8; trial++) {
@@ -227,11 +398,11 @@ static void test_zipvl_then_sparsemm_keeps_the_naive_tokens(void) {
         memset(acc_s, 0, sizeof acc_s);
         for (int32_t c = 0; c < n_probe; c++) {
             oc_kv_rows rows = rows_of(&p, probes + c, 1, p.q + (size_t)probes[c] * 4 * HD);
-            oc_kv_score_rows(&rows, acc_z, 0, scores);
+            score(&rows, acc_z, 0);
         }
         for (int32_t i = 0; i < w; i++) pos[i] = n - w + i;
         oc_kv_rows rows = rows_of(&p, pos, w, p.q + (size_t)(n - w) * 4 * HD);
-        oc_kv_score_rows(&rows, acc_s, MAXN, scores);
+        score(&rows, acc_s, MAXN);
         for (int32_t j = 0, c = 0; j < n; j++) {
             while (c < n_probe && probes[c] < j) c++;
             nnz[j] = (n_probe - c) * 4;
@@ -426,6 +597,7 @@ static void test_policy_rules(void) {
 }
 
 int main(void) {
+    CHECK_RUN(test_score_rows_match_naive);
     CHECK_RUN(test_sparsemm_keeps_the_naive_tokens);
     CHECK_RUN(test_zipvl_keeps_the_naive_tokens);
     CHECK_RUN(test_zipvl_then_sparsemm_keeps_the_naive_tokens);

@@ -1,58 +1,171 @@
-/* kv_select.c: the SparseMM and ZipVL token choices (kv_select.h) on host arrays. Runs once per
- * prompt on caller scratch; plain C in double precision because it is not a hot path (w = 32 or
- * 128 query rows against the prompt's keys, once per layer) and a ranking must not flip with the
- * ISA or the thread count. */
+/* kv_select.c: the SparseMM and ZipVL token choices (kv_select.h) on host arrays, on caller
+ * scratch. The scores (w = 32 or up to 128 query rows against every key of the prompt, once per
+ * evicting layer during prefill) run on the attention micro-kernels in float, key blocks across the
+ * pool, accumulated in double in a fixed order; the ranking is plain C in double. Neither depends
+ * on the thread count. */
 #include "kvcache/kv_select.h"
-#include "core/f16.h"
 
 #include <math.h>
+#include <string.h>
 
 /* ---- scores ------------------------------------------------------------------------------------ */
 
-/* Key j of kv head g as f32 (the cache's f16 converted once, shared by the group's query heads). */
-static void key_row(const oc_kv_rows *r, int32_t g, int32_t j, float *out) {
-    int64_t at = (int64_t)j * r->k_stride_token + (int64_t)g * r->k_stride_head;
-    if (r->k_f16)
-        for (int32_t d = 0; d < r->head_dim; d++) out[d] = oc_f16_to_f32(r->k_f16[at + d]);
-    else
-        for (int32_t d = 0; d < r->head_dim; d++) out[d] = r->k_f32[at + d];
+/* The scorer is the attention engine's S^T = K Q^T loop (attn_kernels.h) run twice over the same
+ * key blocks: pass 1 takes each column's (query row x head) softmax max and sum per block; a serial
+ * combine in block order gives the row's max M and 1 / sum; pass 2 recomputes the block's logits,
+ * which come out bitwise the same, turns them into 2^(s - M) with softmax_cols (m preset to M) and
+ * adds p / sum into acc in double. A block is a pool task; every task writes only its own
+ * partials and its own keys of acc, so the result does not depend on the thread count. Each key
+ * block is converted to f32 once per pass for all the rows of a chunk (SCORE_COLS columns). */
+#define SCORE_KEYS 128    /* keys per block (one pool task) */
+#define SCORE_COLS 128    /* query row x head columns per chunk of rows */
+#define SCORE_PAD 16      /* columns padded to a multiple of every table's vec */
+#define SCORE_ALIGN 64
+
+static int32_t chunk_rows(int32_t group) { return group >= SCORE_COLS ? 1 : SCORE_COLS / group; }
+static int32_t pad_cols(int32_t group) { return (chunk_rows(group) * group + SCORE_PAD - 1) / SCORE_PAD * SCORE_PAD; }
+static size_t up(size_t n) { return (n + SCORE_ALIGN - 1) / SCORE_ALIGN * SCORE_ALIGN; }
+
+/* The scratch's parts, in bytes: shared ones, then one slice per thread. */
+typedef struct score_layout {
+    size_t qt, part, mx, inv, qptr, thread;           /* shared */
+    size_t k, s, stats, kptr;                          /* per thread: k, s, m/l/alpha, key pointers */
+} score_layout;
+
+static score_layout layout_of(int32_t n_head, int32_t n_head_kv, int32_t max_keys, int32_t head_dim) {
+    int32_t group = n_head / n_head_kv, nc = pad_cols(group);
+    size_t blocks = ((size_t)max_keys + SCORE_KEYS - 1) / SCORE_KEYS, gc = (size_t)n_head_kv * (size_t)nc;
+    score_layout L;
+    L.qt = up(gc * (size_t)head_dim * sizeof(float));
+    L.part = up(2 * blocks * gc * sizeof(float));
+    L.mx = up(gc * sizeof(float));
+    L.inv = up(gc * sizeof(double));
+    L.qptr = up((size_t)nc * sizeof(const float *));
+    L.k = up((size_t)SCORE_KEYS * (size_t)head_dim * sizeof(float));
+    L.s = up((size_t)SCORE_KEYS * (size_t)nc * sizeof(float));
+    L.stats = up(3 * (size_t)nc * sizeof(float));
+    L.kptr = up((size_t)SCORE_KEYS * sizeof(const void *));
+    L.thread = L.k + L.s + L.stats + L.kptr;
+    return L;
 }
 
-/* q . k in 8 float lanes (so the compiler can vectorize it; each lane sums head_dim / 8 products,
- * a relative error near 1e-7, far below the gaps between the masses being ranked), then in double. */
-static double dot(const float *q, const float *k, int32_t n) {
-    float lane[8] = { 0 };
-    int32_t d = 0;
-    for (; d + 8 <= n; d += 8)
-        for (int32_t l = 0; l < 8; l++) lane[l] += q[d + l] * k[d + l];
-    double s = 0;
-    for (int32_t l = 0; l < 8; l++) s += (double)lane[l];
-    for (; d < n; d++) s += (double)q[d] * (double)k[d];
-    return s;
+size_t oc_kv_score_scratch_bytes(int32_t n_head, int32_t n_head_kv, int32_t max_keys, int32_t head_dim,
+                                 int n_threads) {
+    score_layout L = layout_of(n_head, n_head_kv, max_keys, head_dim);
+    return L.qt + L.part + L.mx + L.inv + L.qptr + (size_t)(n_threads < 1 ? 1 : n_threads) * L.thread;
 }
 
-void oc_kv_score_rows(const oc_kv_rows *r, double *acc, int64_t acc_stride_head, double *scores) {
-    int32_t group = r->n_head / r->n_head_kv, hd = r->head_dim;
-    float *k = (float *)(void *)(scores + (size_t)group * (size_t)(r->q_pos[r->n_q - 1] + 1));
-    for (int32_t i = 0; i < r->n_q; i++) {
-        int32_t n_keys = r->q_pos[i] + 1;   /* Eq. 12: key j is seen by query i when j <= i */
-        const float *qi = r->q + (int64_t)i * r->q_stride_token;
-        for (int32_t g = 0; g < r->n_head_kv; g++) {
-            /* logits of the group's heads, scores[h][j]: each key converted once, while in L1 */
-            for (int32_t j = 0; j < n_keys; j++) {
-                key_row(r, g, j, k);
-                for (int32_t h = 0; h < group; h++)
-                    scores[(size_t)h * (size_t)n_keys + (size_t)j] =
-                        dot(qi + (int64_t)(g * group + h) * r->q_stride_head, k, hd) * (double)r->scale;
-            }
-            double *a = acc + (int64_t)g * acc_stride_head;
-            for (int32_t h = 0; h < group; h++) {
-                double *sc = scores + (size_t)h * (size_t)n_keys, mx = -INFINITY, sum = 0;
-                for (int32_t j = 0; j < n_keys; j++) mx = sc[j] > mx ? sc[j] : mx;
-                for (int32_t j = 0; j < n_keys; j++) sum += sc[j] = exp(sc[j] - mx);
-                for (int32_t j = 0; j < n_keys; j++) a[j] += sc[j] / sum;
-            }
+typedef struct score_run {
+    const oc_kv_rows *r;
+    const oc_attn_kernels *kn;
+    score_layout L;
+    double *acc;
+    int64_t acc_stride;
+    int32_t group, i0, n_cols, nc, n_keys, pass;
+    float *qt, *part, *mx;   /* part: [block][kv head][nc] maxima, then the same for sums */
+    double *inv;             /* [kv head][nc] 1 / sum */
+    char *threads;
+    size_t part_half;        /* floats from the maxima to the sums */
+} score_run;
+
+static void score_block(void *ctx, int64_t b, int thread) {
+    score_run *x = ctx;
+    const oc_kv_rows *r = x->r;
+    const oc_attn_kernels *kn = x->kn;
+    char *t = x->threads + (size_t)thread * x->L.thread;
+    float *k = (float *)(void *)t, *s = (float *)(void *)(t + x->L.k);
+    float *m = (float *)(void *)(t + x->L.k + x->L.s), *l = m + x->nc, *alpha = l + x->nc;
+    const void **kp = (const void **)(void *)(t + x->L.k + x->L.s + x->L.stats);
+    int32_t hd = r->head_dim, nc = x->nc, j0 = (int32_t)b * SCORE_KEYS, nk = OC_MIN(SCORE_KEYS, x->n_keys - j0);
+    int32_t dtype = r->k_f16 ? OC_DTYPE_F16 : OC_DTYPE_F32;
+    for (int32_t g = 0; g < r->n_head_kv; g++) {
+        for (int32_t j = 0; j < nk; j++) {
+            int64_t at = (int64_t)(j0 + j) * r->k_stride_token + (int64_t)g * r->k_stride_head;
+            kp[j] = r->k_f16 ? (const void *)(r->k_f16 + at) : (const void *)(r->k_f32 + at);
         }
+        kn->convert_rows(k, kp, nk, hd, dtype);
+        kn->gemm(nk, nc, hd, k, hd, 1, x->qt + (size_t)g * (size_t)hd * (size_t)nc, s, nc, 0);   /* S^T = K Q^T */
+        /* Eq. 12: column c (row i0 + c / group) sees key j when j <= its position; rows ascend, so
+         * only keys past the chunk's first row need the mask. Padding columns are never read. */
+        for (int32_t j = OC_MAX(0, r->q_pos[x->i0] + 1 - j0); j < nk; j++)
+            for (int32_t c = 0; c < x->n_cols; c++)
+                if (j0 + j > r->q_pos[x->i0 + c / x->group]) s[(size_t)j * (size_t)nc + (size_t)c] = -INFINITY;
+        float *pm = x->part + ((size_t)b * (size_t)r->n_head_kv + (size_t)g) * (size_t)nc, *pl = pm + x->part_half;
+        const float *row_max = x->mx + (size_t)g * (size_t)nc;
+        for (int32_t c = 0; c < nc; c++) {
+            m[c] = x->pass == 1 ? -INFINITY : row_max[c];
+            l[c] = 0;
+        }
+        kn->softmax_cols(s, nc, nk, nc, m, l, alpha);
+        if (x->pass == 1) {
+            memcpy(pm, m, (size_t)nc * sizeof(float));
+            memcpy(pl, l, (size_t)nc * sizeof(float));
+            continue;
+        }
+        /* pass 2: s = 2^(s - M) (M is the row's max, so softmax_cols leaves m at M) */
+        double *a = x->acc + (int64_t)g * x->acc_stride + j0;
+        const double *inv = x->inv + (size_t)g * (size_t)nc;
+        for (int32_t j = 0; j < nk; j++) {   /* 4 lanes in a fixed order, so the compiler vectorizes */
+            const float *sj = s + (size_t)j * (size_t)nc;
+            double lane[4] = { 0, 0, 0, 0 };
+            for (int32_t c = 0; c < x->n_cols; c += 4)   /* inv is 0 on padding columns */
+                for (int32_t e = 0; e < 4; e++) lane[e] += (double)sj[c + e] * inv[c + e];
+            a[j] += (lane[0] + lane[1]) + (lane[2] + lane[3]);
+        }
+    }
+}
+
+void oc_kv_score_rows(const oc_kv_rows *r, double *acc, int64_t acc_stride_head, void *scratch,
+                      const oc_attn_kernels *kn, oc_pool *pool) {
+    int32_t group = r->n_head / r->n_head_kv, hd = r->head_dim, rows_per = chunk_rows(group);
+    score_run x;
+    memset(&x, 0, sizeof x);
+    x.r = r;
+    x.kn = kn;
+    x.L = layout_of(r->n_head, r->n_head_kv, r->q_pos[r->n_q - 1] + 1, hd);
+    x.acc = acc;
+    x.acc_stride = acc_stride_head;
+    x.group = group;
+    x.nc = pad_cols(group);
+    char *p = scratch;
+    x.qt = (float *)(void *)p;
+    x.part = (float *)(void *)(p + x.L.qt);
+    x.mx = (float *)(void *)(p + x.L.qt + x.L.part);
+    x.inv = (double *)(void *)(p + x.L.qt + x.L.part + x.L.mx);
+    const float **qp = (const float **)(void *)(p + x.L.qt + x.L.part + x.L.mx + x.L.inv);
+    x.threads = p + x.L.qt + x.L.part + x.L.mx + x.L.inv + x.L.qptr;
+    /* logits in base 2: softmax_cols takes 2^(s - m) */
+    float qscale = r->scale * 1.44269504088896340736f;
+    size_t gc = (size_t)r->n_head_kv * (size_t)x.nc;
+    for (int32_t i0 = 0; i0 < r->n_q; i0 += rows_per) {
+        int32_t n_rows = OC_MIN(rows_per, r->n_q - i0);
+        x.i0 = i0;
+        x.n_cols = n_rows * group;
+        x.n_keys = r->q_pos[i0 + n_rows - 1] + 1;
+        int32_t n_blocks = (x.n_keys + SCORE_KEYS - 1) / SCORE_KEYS;
+        x.part_half = (size_t)n_blocks * gc;
+        for (int32_t g = 0; g < r->n_head_kv; g++) {   /* column c = row i0 + c / group, head g * group + c % group */
+            for (int32_t c = 0; c < x.n_cols; c++)
+                qp[c] = r->q + (int64_t)(i0 + c / group) * r->q_stride_token +
+                        (int64_t)(g * group + c % group) * r->q_stride_head;
+            kn->pack_qt(x.qt + (size_t)g * (size_t)hd * (size_t)x.nc, qp, x.n_cols, x.nc, hd, qscale);
+        }
+        x.pass = 1;
+        oc_pool_run(pool, n_blocks, score_block, &x);
+        /* the rows' max and sum from the blocks', in block order (double) */
+        for (size_t gcol = 0; gcol < gc; gcol++) {
+            float M = -INFINITY;
+            for (int32_t b = 0; b < n_blocks; b++) M = OC_MAX(M, x.part[(size_t)b * gc + gcol]);
+            double sum = 0;
+            for (int32_t b = 0; b < n_blocks; b++) {
+                float mb = x.part[(size_t)b * gc + gcol];
+                if (mb != -INFINITY) sum += (double)x.part[x.part_half + (size_t)b * gc + gcol] * exp2((double)mb - M);
+            }
+            x.mx[gcol] = M;
+            x.inv[gcol] = sum > 0 && (int32_t)(gcol % (size_t)x.nc) < x.n_cols ? 1.0 / sum : 0.0;
+        }
+        x.pass = 2;
+        oc_pool_run(pool, n_blocks, score_block, &x);
     }
 }
 

@@ -10,7 +10,9 @@
 #ifndef OC_KV_SELECT_H
 #define OC_KV_SELECT_H
 
+#include "attention/attn_kernels.h"
 #include "core/core.h"
+#include "core/pool.h"
 
 #define OC_KV_SPARSEMM_WINDOW_QUERIES 32   /* sparsemm.txt Eq. 11: the last w = 32 queries */
 #define OC_KV_ZIPVL_RECENT_PROBES 64       /* zipvl.txt supplement: 64 recent ... */
@@ -32,14 +34,26 @@ typedef struct oc_kv_rows {
 
 /* acc[g * acc_stride_head + j] += softmax row of every query head of kv group g over keys
  * 0..q_pos[i] (causal, Eq. 12), for j <= q_pos[i]; acc_stride_head 0 sums every head into one row
- * (ZipVL's layer-wide column sums). Double accumulation so the order of query rows (the batches
- * of a chunked prefill) changes nothing beyond rounding of the last bit. scores: scratch of
- * oc_kv_score_scratch_bytes(n_head / n_head_kv, keys of the last row) bytes, 8-aligned. Rows are
- * ascending by position. [alloc: no] */
-static inline size_t oc_kv_score_scratch_bytes(int32_t group, int32_t n_keys, int32_t head_dim) {
-    return (size_t)group * (size_t)n_keys * sizeof(double) + (size_t)head_dim * sizeof(float);
-}
-void oc_kv_score_rows(const oc_kv_rows *r, double *acc, int64_t acc_stride_head, double *scores);
+ * (ZipVL's layer-wide column sums). Rows are ascending by position.
+ * Precision: logits and exp in float through the attention micro-kernels kn (attn_kernels.h: the
+ * table of the ISA the caller runs, oc_attn_kernels_for). With s the logit in base 2 and M its
+ * row's max, each probability's relative error is at most about
+ *   ln 2 * 2^-24 * ((head_dim + 1) * log2(e) * scale * sum_d |q_d k_d| + |s - M|)   (the logit)
+ *   + 2^-22 (the table's exp2) + 128 * 2^-24 (a 128-key block's float sum; the blocks in double),
+ * so at most about 1e-5 for moderate logits, typically far less (tests/test_kvcache.c observes
+ * 4e-7); probabilities below 2^-125 of the row's largest count as 0. acc, and each key's sum over
+ * the rows and heads of a call, in double, so the order of query rows (the batches of a chunked
+ * prefill) changes nothing beyond rounding. The key blocks run as pool tasks (pool may be NULL:
+ * serial); the result is bitwise the same for any thread count.
+ * scratch: OC_MEM_ALIGN-aligned, oc_kv_score_scratch_bytes(n_head, n_head_kv, keys of the last
+ * row or more, head_dim, oc_pool_n_threads(pool) or more) bytes: with group <= 128, at most
+ * 8 * n_head_kv bytes per key (block partials) plus n_head_kv * head_dim * 512 bytes (packed
+ * queries) shared, and 512 * (head_dim + 128) bytes per thread (a key block and its logits), plus
+ * a few KiB. [alloc: no] */
+size_t oc_kv_score_scratch_bytes(int32_t n_head, int32_t n_head_kv, int32_t max_keys, int32_t head_dim,
+                                 int n_threads);
+void oc_kv_score_rows(const oc_kv_rows *r, double *acc, int64_t acc_stride_head, void *scratch,
+                      const oc_attn_kernels *kn, oc_pool *pool);
 
 /* SparseMM token choice for one kv head over n keys (Eq. 13-14): the last `window` keys, plus the
  * budget - window keys of highest mass among the others. budget >= n keeps all. Writes the kept

@@ -93,7 +93,7 @@ static int kv_regions(const oc_text_model *m, const oc_text_limits *lim, const o
  * the regions above, the score rows and selection scratch exist when a layer evicts, and a context
  * that prefills by layer keeps the whole prompt's residual stream. */
 static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, const oc_kv_policy *p, oc_backend_kind kind,
-                      sizes *s, oc_text_kv_regions *r) {
+                      int n_threads, sizes *s, oc_text_kv_regions *r) {
     const oc_text_hparams *hp = &m->hp;
     size_t B = (size_t)lim->max_batch_tokens, C = (size_t)lim->max_ctx_tokens;
     size_t d = (size_t)hp->n_embd, kv = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
@@ -119,7 +119,10 @@ static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, const o
     s->book = evict ? oc_kv_book_bytes(hp->n_layers, hp->n_head_kv, lim->max_ctx_tokens) : 0;
     s->acc = pad(acc);
     s->scratch_d = evict ? pad(C * 8) : 0;
-    s->scores = evict ? pad(oc_kv_score_scratch_bytes(hp->n_head / hp->n_head_kv, lim->max_ctx_tokens, hp->head_dim)) : 0;
+    /* the scoring's scratch for the pool's threads (oc_text_kv_score); after prefill also the
+     * C doubles of SparseMM-within's tmp (oc_text_kv_compact) */
+    size_t scores = oc_kv_score_scratch_bytes(hp->n_head, hp->n_head_kv, lim->max_ctx_tokens, hp->head_dim, n_threads);
+    s->scores = evict ? pad(OC_MAX(scores, C * 8)) : 0;
     s->scratch_i = evict ? pad(C * 4) : 0;
     s->kv_q = evict ? pad(B * d * 4) : 0;
     /* a device's keys are read to the host to be scored: reserved here, not mapped per layer */
@@ -156,7 +159,7 @@ size_t oc_text_ctx_bytes(const oc_text_model *m, const oc_text_limits *lim, cons
     sizes s;
     oc_kv_policy p;
     oc_text_kv_regions r;
-    if (policy_of(m, lim, &p, NULL) || !plan_sizes(m, lim, &p, spec->kind, &s, &r)) return 0;
+    if (policy_of(m, lim, &p, NULL) || !plan_sizes(m, lim, &p, spec->kind, n_threads, &s, &r)) return 0;
     oc_backend_limits bl = backend_limits(m, lim, &p);
     size_t be = oc_backend_bytes(spec, &bl, n_threads), total = be;
     if (spec->kind == OC_BACKEND_KIND_CPU && !be) return 0;
@@ -216,7 +219,7 @@ oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, co
     oc_status st = policy_of(m, lim, &pol, err);
     if (st) return st;
     oc_text_kv_regions reg;
-    if (!plan_sizes(m, lim, &pol, spec->kind, &s, &reg))
+    if (!plan_sizes(m, lim, &pol, spec->kind, oc_pool_n_threads(spec->pool), &s, &reg))
         return oc_fail(err, OC_ERR_RANGE, "text context: %d tokens of context do not fit in memory "
                        "arithmetic", lim->max_ctx_tokens);
     oc_text_ctx *c = oc_mem_calloc(alloc, sizeof *c);
@@ -226,6 +229,8 @@ oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, co
     c->lim = *lim;
     c->kind = spec->kind;
     c->reg = reg;
+    c->pool = spec->pool;
+    if (!(c->kv_kern = oc_attn_kernels_for(spec->isa))) c->kv_kern = oc_attn_kernels_scalar();
     oc_backend_limits bl = backend_limits(m, lim, &pol);
     st = oc_backend_open(&c->be, spec, &bl, &c->alloc, err);
     if (st) goto fail;
@@ -248,7 +253,7 @@ oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, co
         h += s.book;
         c->kv_acc = (double *)(void *)h;
         h += s.acc;
-        c->kv_scores = (double *)(void *)h;
+        c->kv_scores = h;
         c->kv_norm = (double *)(void *)(h + s.scores);
         h += s.scores + s.scratch_d;
         c->kv_kept = (int32_t *)(void *)h;

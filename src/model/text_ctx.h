@@ -67,7 +67,10 @@ struct oc_text_ctx {
     oc_kv_book book;                             /* which tokens each (layer, kv head) holds */
     double *kv_acc;                              /* [kvp->n_acc_rows][C]: attention mass of the
                                                     prompt's window / probe rows per key */
-    double *kv_scores;                           /* oc_kv_score_scratch_bytes: scoring scratch */
+    void *kv_scores;                             /* oc_kv_score_scratch_bytes: scoring scratch
+                                                    for the pool's threads */
+    oc_pool *pool;                               /* borrowed (may be NULL): the scoring's threads */
+    const oc_attn_kernels *kv_kern;              /* the host's attention kernels, for the scoring */
     double *kv_norm;                             /* [C] selection scratch */
     int32_t *kv_kept, *kv_order, *kv_nnz, *kv_move;   /* [C] selection scratch */
     float *kv_q;                                 /* [B][n_embd] host copy of the rows being scored */

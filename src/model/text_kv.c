@@ -35,7 +35,7 @@ static oc_status score(oc_text_ctx *c, int32_t il, const int32_t *pos, int32_t n
     if (k == c->kv_k && (st = be->ops->read(be, &c->k_cache, k_at, c->kv_k, k_bytes, err))) return st;
     oc_kv_rows rows = { c->kv_q, (int64_t)d, hp->head_dim, pos, n_rows, k, NULL, (int64_t)kvd, hp->head_dim,
                         hp->n_head, hp->n_head_kv, hp->head_dim, 1.0f / sqrtf((float)hp->head_dim) };
-    oc_kv_score_rows(&rows, acc, acc_stride_head, c->kv_scores);
+    oc_kv_score_rows(&rows, acc, acc_stride_head, c->kv_scores, c->kv_kern, c->pool);
     if (k != c->kv_k) be->ops->unmap(be, &c->k_cache, k);
     return OC_OK;
 }
