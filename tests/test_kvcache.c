@@ -14,6 +14,7 @@
 #include "port.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #define MAXN 700
 #define HD 16
@@ -98,6 +99,13 @@ static const oc_attn_kernels *best_kernels(void) {
     oc_cpu_features cpu;
     oc_port_cpu_features(&cpu);
     return oc_attn_kernels_for(oc_isa_best(&cpu));
+}
+
+/* Under an emulator (tests/run.sh: OC_TEST_SLOW=2) the scoring tests run fewer trials: the scorer's
+ * NEON micro-kernels, one probe row per call, cost about 5 s a trial under qemu-aarch64. */
+static int emulated(void) {
+    const char *slow = getenv("OC_TEST_SLOW");
+    return slow && atoi(slow) >= 2;
 }
 
 static void score(const oc_kv_rows *rows, double *acc, int64_t stride) {
@@ -196,7 +204,8 @@ static void test_score_rows_match_naive(void) {
     for (int i = 0; i < 3; i++) REQUIRE(oc_pool_open(&pools[i], i + 1, NULL, NULL) == OC_OK);
     double worst = 0;
     int n_runs = 0;
-    for (int trial = 0; trial < 16; trial++) {
+    int n_trials = emulated() ? 4 : 16;   /* 4 still cover every head grouping, both key types and row kinds */
+    for (int trial = 0; trial < n_trials; trial++) {
         t.n = check_rng_int(&r, trial < 4 ? 2 : 40, SCORE_MAXN);
         t.n_head = heads[trial % 4][0];
         t.n_kv = heads[trial % 4][1];
@@ -255,7 +264,7 @@ static void test_score_rows_match_naive(void) {
         }
     }
     CHECKF(worst < SCORE_REL, "worst relative error %g", worst);
-    CHECKF(n_runs >= 64, "only %d runs", n_runs);
+    CHECKF(n_runs >= 4 * n_trials, "only %d runs", n_runs);   /* every trial on 4 pools, one ISA at least */
     printf("  score rows: worst relative error %.3g over %d runs\n", worst, n_runs);
     for (int i = 0; i < 3; i++) oc_pool_close(pools[i]);
 }
@@ -358,7 +367,8 @@ static void test_zipvl_keeps_the_naive_tokens(void) {
     static int32_t kept[MAXN], ref[MAXN], order[MAXN], probes[128], nnz[MAXN];
     check_rng r = { 0x21b71u };
     int32_t n_evicting = 0;   /* the test has teeth only if some trials drop tokens */
-    for (int trial = 0; trial < 10; trial++) {
+    int n_trials = emulated() ? 4 : 10;
+    for (int trial = 0; trial < n_trials; trial++) {
         int32_t n = check_rng_int(&r, trial ? 120 : 20, MAXN), n_head = trial % 2 ? 4 : 2;
         double tau = trial % 3 == 0 ? 0.975 : check_rng_uniform(&r, 0.5f, 0.99f);
         make_problem(&p, &r, n, n_head, 2);
@@ -380,7 +390,7 @@ static void test_zipvl_keeps_the_naive_tokens(void) {
         n_evicting += m < n;
         for (int32_t t = 0; t < m; t++) REQUIREF(kept[t] == ref[t], "trial %d slot %d: %d vs %d", trial, t, kept[t], ref[t]);
     }
-    CHECKF(n_evicting >= 8, "only %d of 10 trials evicted anything", n_evicting);
+    CHECKF(n_evicting >= n_trials - 2, "only %d of %d trials evicted anything", n_evicting, n_trials);
 }
 
 /* Both on one layer (kv_cache.h): ZipVL's set T first, then SparseMM per kv head inside T, naively:
@@ -390,7 +400,7 @@ static void test_zipvl_then_sparsemm_keeps_the_naive_tokens(void) {
     static double acc_z[MAXN], acc_s[2 * MAXN], norm[MAXN], tmp[MAXN], mean[MAXN], A[MAXN];
     static int32_t T[MAXN], kept[MAXN], order[MAXN], probes[128], nnz[MAXN], pos[32], T_ref[MAXN];
     check_rng r = { 0xb0745u };
-    for (int trial = 0; trial < 8; trial++) {
+    for (int trial = 0, n_trials = emulated() ? 3 : 8; trial < n_trials; trial++) {
         int32_t n = check_rng_int(&r, 150, MAXN), w = 16, group = 2;
         make_problem(&p, &r, n, 4, 2);
         int32_t n_probe = oc_kv_zipvl_probes(n, probes);
