@@ -132,16 +132,19 @@ static double decode_tok_per_s(const long_result *r) {
 /* How near the first answer token was to a tie: the largest logit at the last prompt position minus
  * the second largest. Answers on different backends or ISAs (whose sums round differently) can
  * differ only where some step's margin is about as small as those rounding differences. */
-static double first_token_margin(const oc_context *ctx) {
+static void print_first_token_margin(const oc_context *ctx) {
     int32_t n = 0;
     const float *lg = oc_context_prompt_logits(ctx, &n);
-    if (!lg || n < 2) return 0.0;
+    if (!lg || n < 2) {   /* no logits kept: say so rather than print a tie */
+        printf(" | margin -\n");
+        return;
+    }
     float a = -INFINITY, b = -INFINITY;
     for (int32_t t = 0; t < n; t++) {
         if (lg[t] > a) { b = a; a = lg[t]; }
         else if (lg[t] > b) b = lg[t];
     }
-    return (double)a - (double)b;
+    printf(" | margin %.3f\n", (double)a - (double)b);
 }
 
 static void print_result(FILE *f, const long_result *r, int json, unsigned long long seed, long long first, int max_images,
@@ -323,9 +326,9 @@ int oc_tool_eval_long(int argc, char **argv) {
             for (char *c = got; *c; c++)
                 if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
             if (tty) fprintf(stderr, "\r%70s\r", "");
-            printf("%5lld %-11s %2d x %3d px %s | expected %s | got %s%s | margin %.3f\n", i, oc_long_type_name(item.type),
-                   (int)item.n_images, (int)item.side_px, item.question, item.answer, got, correct ? "" : "  (wrong)",
-                   first_token_margin(ctx));
+            printf("%5lld %-11s %2d x %3d px %s | expected %s | got %s%s", i, oc_long_type_name(item.type),
+                   (int)item.n_images, (int)item.side_px, item.question, item.answer, got, correct ? "" : "  (wrong)");
+            print_first_token_margin(ctx);
             fflush(stdout);
         }
         if (tty) progress(i + 1 - first, n_items, res.n_correct);
