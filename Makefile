@@ -156,14 +156,16 @@ $(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJ)
 
 fuzz: $(FUZZ_BIN)
 
+# make fuzz-run: every target for FUZZ_SECONDS, FUZZ_RUN_JOBS targets at a time (default: one per
+# core); each prints its executions and peak RSS when it ends, or its log's tail on a crash.
+FUZZ_RUN_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 fuzz-run: $(FUZZ_BIN)
-	@for f in $(FUZZ_BIN); do \
-	  n=$$(basename $$f); mkdir -p fuzz-out/$$n; \
-	  echo "== $$n ($(FUZZ_SECONDS) s)"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 fuzz-out/$$n tests/fuzz/corpus/$$n \
-	     >fuzz-out/$$n.log 2>&1 || { tail -40 fuzz-out/$$n.log; exit 1; }; \
-	  grep -E 'stat::number_of_executed_units|stat::peak_rss' fuzz-out/$$n.log; \
-	done
+	@printf '%s\n' $(FUZZ_BIN) | xargs -P $(FUZZ_RUN_JOBS) -I{} sh -c '\
+	  f={}; n=$$(basename $$f); mkdir -p fuzz-out/$$n; \
+	  if $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 fuzz-out/$$n tests/fuzz/corpus/$$n \
+	       >fuzz-out/$$n.log 2>&1; then \
+	    echo "== $$n ($(FUZZ_SECONDS) s)" $$(grep -E "stat::(number_of_executed_units|peak_rss)" fuzz-out/$$n.log); \
+	  else echo "== $$n: CRASH"; tail -40 fuzz-out/$$n.log; exit 255; fi'
 
 # make fuzz-long (not in CI): every target until FUZZ_RUNS executions (issue 21: 10^7), one target
 # at a time, each with FUZZ_JOBS parallel workers whose executions add up; FUZZ_LONG_SECONDS (0:

@@ -7,11 +7,13 @@
 . tests/support/testlib.sh
 bin=./ocellus
 
-# Under an emulator (tests/run.sh: OC_TEST_SLOW=2) each calibration costs a minute or more: the
-# second runs of the thread-count checks, the long-suite folder and the MMInference search are left
-# to the native configurations, which run every case.
+# Under an emulator (tests/run.sh: OC_TEST_SLOW=2) each calibration prompt costs half a minute: the
+# two calibrations run one prompt each, and the second runs of the thread-count checks, the
+# long-suite folder and the MMInference search are left to the native configurations, which run
+# every case.
 emu=0; [ "${OC_TEST_SLOW:-0}" = 2 ] && emu=1
-out=$(run_target $bin calibrate --suite demo --items 4 -t 1 -o "$tmp_dir/t1.plan" --report "$tmp_dir/r.txt" 2>&1); rc=$?
+n_items=4 n_folder=3; [ $emu = 1 ] && n_items=1 n_folder=1
+out=$(run_target $bin calibrate --suite demo --items $n_items -t 1 -o "$tmp_dir/t1.plan" --report "$tmp_dir/r.txt" 2>&1); rc=$?
 printf '%s\n' "$out" | tail -n 2 | sed 's/^/# /'
 if [ "$rc" -eq 0 ] && grep -q '^calibration tool=ocellus-calibrate methods=' "$tmp_dir/t1.plan" &&
    grep -q '^## BlindSight' "$tmp_dir/r.txt" && run_target $bin plan "$tmp_dir/t1.plan" >/dev/null 2>&1; then
@@ -30,7 +32,7 @@ else
 fi
 
 run_target $bin scene -o "$tmp_dir/scenes" --items 3 --seed 9 >/dev/null 2>&1
-out=$(run_target $bin calibrate --data "$tmp_dir/scenes" --methods blindsight,sparsemm -t 2 -o "$tmp_dir/d.plan" 2>&1); rc=$?
+out=$(run_target $bin calibrate --data "$tmp_dir/scenes" --items $n_folder --methods blindsight,sparsemm -t 2 -o "$tmp_dir/d.plan" 2>&1); rc=$?
 if [ "$rc" -eq 0 ] && grep -q 'data=' "$tmp_dir/d.plan" && grep -q 'kv-budget' "$tmp_dir/d.plan"; then
   pass calibrate_data_folder
 else

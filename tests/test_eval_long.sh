@@ -20,7 +20,7 @@ if [ "${OC_TEST_SLOW:-0}" = 2 ]; then
   skip eval_long_runs "under an emulator; the native configurations run it"
 else
 if run_target ./ocellus eval --suite long -m examples/demo/ocellus-demo.gguf --mmproj examples/demo/ocellus-demo-mmproj.gguf \
-     --items 2 --max-images 8 --types detail,code -t 2 --json "$tmp_dir/r.json" >"$tmp_dir/out" 2>/dev/null &&
+     --items 2 --max-images 8 --types detail,code -t 2 --verbose --json "$tmp_dir/r.json" >"$tmp_dir/out" 2>/dev/null &&
    grep -q '^overall  *[0-9]  *2 ' "$tmp_dir/out" && grep -q 'KV cache per item: .* at the end of prefill' "$tmp_dir/out" &&
    grep -q '"items":2,' "$tmp_dir/r.json" && grep -q '"list":{"correct":0,"total":0}' "$tmp_dir/r.json"; then
   pass eval_long_runs
@@ -47,14 +47,14 @@ else
 fi
 
 # --first I: items I.. of the same stream, so processes can split one evaluation: item 1 alone
-# is the second line of the two-item run (question, expected and generated answer)
+# is the second line of the two-item run above (question, expected and generated answer)
 E="./ocellus eval --suite long -m examples/demo/ocellus-demo.gguf --mmproj examples/demo/ocellus-demo-mmproj.gguf --max-images 8 --types detail,code -t 2 --verbose"
-if run_target $E --items 2 >"$tmp_dir/two" 2>/dev/null && run_target $E --first 1 --items 1 --json "$tmp_dir/f.json" >"$tmp_dir/one" 2>/dev/null &&
-   [ -n "$(sed -n 2p "$tmp_dir/two")" ] && [ "$(sed -n 2p "$tmp_dir/two")" = "$(sed -n 1p "$tmp_dir/one")" ] &&
+if run_target $E --first 1 --items 1 --json "$tmp_dir/f.json" >"$tmp_dir/one" 2>/dev/null &&
+   [ -n "$(sed -n 2p "$tmp_dir/out")" ] && [ "$(sed -n 2p "$tmp_dir/out")" = "$(sed -n 1p "$tmp_dir/one")" ] &&
    grep -q '"first":1,' "$tmp_dir/f.json"; then
   pass eval_long_first
 else
-  sed 's/^/# /' "$tmp_dir/two" "$tmp_dir/one" | head -8
+  sed 's/^/# /' "$tmp_dir/out" "$tmp_dir/one" | head -8
   fail eval_long_first "--first 1 --items 1 did not give the second item of the stream"
 fi
 

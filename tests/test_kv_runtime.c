@@ -263,8 +263,7 @@ static void test_zipvl_decode_equals_masked_dense(void) {
 /* Under an emulator (tests/run.sh: OC_TEST_SLOW=2) the two longest cases, 2 to 3 minutes each
  * there, are left to the native configurations, which run every case. */
 static int emulated(void) {
-    const char *slow = getenv("OC_TEST_SLOW");
-    if (!slow || strcmp(slow, "2")) return 0;
+    if (!check_emulated()) return 0;
     check_skip("under an emulator this case costs minutes; the native configurations run it");
     return 1;
 }

@@ -101,12 +101,8 @@ static const oc_attn_kernels *best_kernels(void) {
     return oc_attn_kernels_for(oc_isa_best(&cpu));
 }
 
-/* Under an emulator (tests/run.sh: OC_TEST_SLOW=2) the scoring tests run fewer trials: the scorer's
- * NEON micro-kernels, one probe row per call, cost about 5 s a trial under qemu-aarch64. */
-static int emulated(void) {
-    const char *slow = getenv("OC_TEST_SLOW");
-    return slow && atoi(slow) >= 2;
-}
+/* Under an emulator (check_emulated) the scoring tests run fewer trials: the scorer's NEON
+ * micro-kernels, one probe row per call, cost about 5 s a trial under qemu-aarch64. */
 
 static void score(const oc_kv_rows *rows, double *acc, int64_t stride) {
     if (oc_kv_score_scratch_bytes(rows->n_head, rows->n_head_kv, rows->q_pos[rows->n_q - 1] + 1, rows->head_dim, 1) >
@@ -204,7 +200,7 @@ static void test_score_rows_match_naive(void) {
     for (int i = 0; i < 3; i++) REQUIRE(oc_pool_open(&pools[i], i + 1, NULL, NULL) == OC_OK);
     double worst = 0;
     int n_runs = 0;
-    int n_trials = emulated() ? 4 : 16;   /* 4 still cover every head grouping, both key types and row kinds */
+    int n_trials = check_emulated() ? 4 : 16;   /* 4 still cover every head grouping, both key types and row kinds */
     for (int trial = 0; trial < n_trials; trial++) {
         t.n = check_rng_int(&r, trial < 4 ? 2 : 40, SCORE_MAXN);
         t.n_head = heads[trial % 4][0];
@@ -367,7 +363,7 @@ static void test_zipvl_keeps_the_naive_tokens(void) {
     static int32_t kept[MAXN], ref[MAXN], order[MAXN], probes[128], nnz[MAXN];
     check_rng r = { 0x21b71u };
     int32_t n_evicting = 0;   /* the test has teeth only if some trials drop tokens */
-    int n_trials = emulated() ? 4 : 10;
+    int n_trials = check_emulated() ? 4 : 10;
     for (int trial = 0; trial < n_trials; trial++) {
         int32_t n = check_rng_int(&r, trial ? 120 : 20, MAXN), n_head = trial % 2 ? 4 : 2;
         double tau = trial % 3 == 0 ? 0.975 : check_rng_uniform(&r, 0.5f, 0.99f);
@@ -400,7 +396,7 @@ static void test_zipvl_then_sparsemm_keeps_the_naive_tokens(void) {
     static double acc_z[MAXN], acc_s[2 * MAXN], norm[MAXN], tmp[MAXN], mean[MAXN], A[MAXN];
     static int32_t T[MAXN], kept[MAXN], order[MAXN], probes[128], nnz[MAXN], pos[32], T_ref[MAXN];
     check_rng r = { 0xb0745u };
-    for (int trial = 0, n_trials = emulated() ? 3 : 8; trial < n_trials; trial++) {
+    for (int trial = 0, n_trials = check_emulated() ? 3 : 8; trial < n_trials; trial++) {
         int32_t n = check_rng_int(&r, 150, MAXN), w = 16, group = 2;
         make_problem(&p, &r, n, 4, 2);
         int32_t n_probe = oc_kv_zipvl_probes(n, probes);

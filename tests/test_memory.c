@@ -145,6 +145,8 @@ static void ask_allocates_nothing(oc_backend_choice backend, const char *plan_pa
     for (size_t i = 0; i < OC_ARRAY_LEN(cases); i++) {
         const request_case *k = &cases[i];
         if (!k->width_px && !have_bomb) continue;   /* no libpng */
+        /* emulated (check_emulated): the 5-megapixel resize is left to the native configurations */
+        if (check_emulated() && k->width_px == 16384 && k->expect == OC_OK) continue;
         uint8_t *px = k->width_px ? malloc((size_t)k->width_px * (size_t)k->height_px * 3) : NULL;
         if (k->width_px) {
             REQUIRE(px);

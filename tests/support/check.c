@@ -50,6 +50,11 @@ int check_finish(void) {
     return check_g.n_fail ? 1 : 0;
 }
 
+int check_emulated(void) {
+    const char *slow = getenv("OC_TEST_SLOW");
+    return slow && atoi(slow) >= 2;
+}
+
 const char *check_shared_data_dir(void) {
     static const char *const candidates[] = { "../shared/data", "../../shared/data" };
     struct stat st;
