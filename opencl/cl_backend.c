@@ -73,6 +73,7 @@ void oc_cl_backend_device_close(oc_backend_device *d) {
 
 const char *oc_cl_backend_device_name(const oc_backend_device *d) { return d->name; }
 size_t oc_cl_backend_device_bytes(const oc_backend_device *d) { return d->device_bytes; }
+oc_status oc_cl_backend_device_finish(oc_backend_device *d, oc_error *err) { return oc_cl_finish(d->cl, err); }
 
 size_t oc_cl_backend_buffer_host_bytes(void) { return oc_cl_buf_host_bytes(); }
 

@@ -11,6 +11,7 @@ oc_status oc_cl_backend_device_open(oc_backend_device **out, const char *selecto
 void oc_cl_backend_device_close(oc_backend_device *dev);
 const char *oc_cl_backend_device_name(const oc_backend_device *dev);
 size_t oc_cl_backend_device_bytes(const oc_backend_device *dev);
+oc_status oc_cl_backend_device_finish(oc_backend_device *dev, oc_error *err);
 size_t oc_cl_backend_device_host_bytes(void);   /* what oc_cl_backend_device_open takes (host) */
 size_t oc_cl_backend_buffer_host_bytes(void);   /* the host handle of one device buffer or weight */
 

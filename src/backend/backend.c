@@ -75,6 +75,15 @@ size_t oc_backend_device_bytes(const oc_backend_device *dev) {
     return 0;
 }
 
+oc_status oc_backend_device_finish(oc_backend_device *dev, oc_error *err) {
+#if OC_BUILT_OPENCL
+    if (dev) return oc_cl_backend_device_finish(dev, err);
+#endif
+    (void)dev;
+    (void)err;
+    return OC_OK;
+}
+
 size_t oc_backend_bytes(const oc_backend_spec *spec, const oc_backend_limits *lim, int n_threads) {
     if (spec->kind == OC_BACKEND_KIND_CPU) return oc_backend_cpu_bytes(lim, n_threads, spec->isa);
 #if OC_BUILT_OPENCL

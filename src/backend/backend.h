@@ -92,6 +92,11 @@ const char *oc_backend_device_name(const oc_backend_device *dev);
 /* Device memory the instances on dev hold now (weights, buffers, KV cache; not the driver's own
  * or the attention tables'), in bytes; 0 for NULL. */
 size_t oc_backend_device_bytes(const oc_backend_device *dev);
+/* Waits until every operation queued on dev has run, so a stage's time is its own: the vision
+ * encoder's output stays on the device, and without this the last image's kernels would still be
+ * running when the prefill's timer starts. OC_OK at once for NULL (the CPU runs each op before it
+ * returns). [alloc: no] [errors: OC_ERR_DEVICE] */
+oc_status oc_backend_device_finish(oc_backend_device *dev, oc_error *err);
 
 /* Which backend and where. */
 typedef struct oc_backend_spec {

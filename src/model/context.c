@@ -704,6 +704,7 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
         if (st) return st;
     }
     if (r->n_images) progress(c, "vision", r->n_images, r->n_images);
+    if (r->n_images && (st = oc_backend_device_finish(c->dev, err))) return st;   /* the last image's kernels too */
     c->stats.vision_ms = ms_since(t0);
     c->stats.n_images = r->n_images;
     c->stats.n_image_tokens = row;
