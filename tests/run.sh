@@ -3,7 +3,8 @@
 # every test script (*.sh, with sh; they read config.mk themselves), prints each test's failures and
 # skips with their reasons as it ends, and ends with exactly one line
 #   N passed, N failed[, N skipped]
-# Tests run OC_TEST_JOBS at a time (default: one per core), the scripts first: they are the longest
+# Tests run OC_TEST_JOBS at a time (default: one per core, at most 8: the largest process of a CI
+# run peaked at 800 MB), the scripts first: they are the longest
 # natively, and starting the longest first leaves no long tail. Each test's lines print together
 # when it ends, so the log reads the same as a serial run's, in the order the tests finish. Every
 # test keeps its files in its own mktemp directory, so they cannot collide.
@@ -45,6 +46,7 @@ OC_TEST_SLOW=0
 [ -n "$exec_prefix" ] && OC_TEST_SLOW=2
 export OC_TEST_SLOW
 jobs=${OC_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+[ -z "${OC_TEST_JOBS:-}" ] && [ "$jobs" -gt 8 ] && jobs=8
 dir=$(mktemp -d) || exit 1
 trap 'rm -rf "$dir"' EXIT INT TERM
 {
