@@ -22,4 +22,15 @@ check cli_bench_attention_images_junk --images bench attention --quick --images 
 check cli_bench_matmul_threads_negative -t bench matmul --reps 1 --types f32 -t -1
 check cli_bench_vlm_new_overflow -n bench vlm -m missing.gguf -n 99999999999
 check cli_tokenize_time_overflow --time tokenize -m missing.gguf --time 99999999999 hi
+
+# bench vlm with no image case (--images ''): the text case alone runs (it used to refuse the
+# context's image limits); a --pp shorter than the chat template is refused with a message (it
+# used to exit 1 silently after a failed allocation)
+demo="-m examples/demo/ocellus-demo.gguf --mmproj examples/demo/ocellus-demo-mmproj.gguf"
+out=$(timeout 120 $target_exec "$bin" bench vlm $demo --images '' --pp 64 -n 2 -t 1 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && printf '%s\n' "$out" | grep -q '^| text pp64 |'; then pass cli_bench_vlm_text_only
+else fail cli_bench_vlm_text_only "exit status $rc: $(printf '%s' "$out" | tail -n 3)"; fi
+out=$(timeout 120 $target_exec "$bin" bench vlm $demo --images '' --pp 8 -n 2 -t 1 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && printf '%s\n' "$out" | grep -q -- '--pp 8: the chat template alone takes'; then pass cli_bench_vlm_pp_too_short
+else fail cli_bench_vlm_pp_too_short "exit status $rc: $(printf '%s' "$out" | tail -n 2)"; fi
 exit $failed

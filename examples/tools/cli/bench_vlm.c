@@ -369,7 +369,7 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
     oc_context_params_default(&cp);
     cp.n_threads = n_threads;
     cp.max_images = max_images;
-    cp.max_image_tokens = max_image_tokens;
+    if (max_images) cp.max_image_tokens = max_image_tokens;   /* --images '': the default limits stand */
     /* as llama-mtmd-cli -c 4096, or room for the images and the question where they need more */
     cp.max_context_tokens = OC_MAX(4096, max_case_tokens + 1024);
     cp.backend = backend;
@@ -429,7 +429,14 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
                                 pp_tokens, (const uint8_t *const *)pixels);
     }
     if (pp_tokens > 0) {
-        if (!(question = long_question(tok, pp_tokens - overhead))) goto done;
+        if (pp_tokens <= overhead) {
+            fprintf(stderr, "ocellus bench vlm: --pp %d: the chat template alone takes %d tokens\n", pp_tokens, overhead);
+            goto done;
+        }
+        if (!(question = long_question(tok, pp_tokens - overhead))) {
+            fprintf(stderr, "ocellus bench vlm: out of memory\n");
+            goto done;
+        }
         char name[32];
         snprintf(name, sizeof name, "text pp%d", pp_tokens);
         req.question = question;
