@@ -39,14 +39,22 @@ fi
 
 exec_prefix=$1; shift
 # A slow target: OC_TEST_SLOW=1 with scalar kernels only, 2 under an emulator (qemu). Tests that
-# would take minutes there run fewer model items (test_long.c, test_eval_long.sh, test_kv_runtime.c);
-# the native SIMD configurations run them all.
+# would take minutes there run fewer model items or random cases (test_long.c, test_eval_long.sh;
+# under an emulator the C tests that call check_emulated(), tests/check.h); the native SIMD
+# configurations run them all.
 OC_TEST_SLOW=0
 [ -f config.mk ] && ! grep -q '^HAVE_\(AVX2\|NEON\) = 1' config.mk && OC_TEST_SLOW=1
 [ -n "$exec_prefix" ] && OC_TEST_SLOW=2
 export OC_TEST_SLOW
-jobs=${OC_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
-[ -z "${OC_TEST_JOBS:-}" ] && [ "$jobs" -gt 8 ] && jobs=8
+if [ -n "${OC_TEST_JOBS:-}" ]; then
+  case $OC_TEST_JOBS in
+    *[!0-9]*|0*) echo "run.sh: OC_TEST_JOBS=$OC_TEST_JOBS: want a whole number of tests at once, 1 or more" >&2; exit 2 ;;
+  esac
+  jobs=$OC_TEST_JOBS
+else
+  jobs=$(nproc 2>/dev/null || echo 1)
+  [ "$jobs" -gt 8 ] && jobs=8
+fi
 dir=$(mktemp -d) || exit 1
 trap 'rm -rf "$dir"' EXIT INT TERM
 {

@@ -101,9 +101,6 @@ static const oc_attn_kernels *best_kernels(void) {
     return oc_attn_kernels_for(oc_isa_best(&cpu));
 }
 
-/* Under an emulator (check_emulated) the scoring tests run fewer trials: the scorer's NEON
- * micro-kernels, one probe row per call, cost about 5 s a trial under qemu-aarch64. */
-
 static void score(const oc_kv_rows *rows, double *acc, int64_t stride) {
     if (oc_kv_score_scratch_bytes(rows->n_head, rows->n_head_kv, rows->q_pos[rows->n_q - 1] + 1, rows->head_dim, 1) >
         sizeof score_scratch) {
@@ -200,7 +197,10 @@ static void test_score_rows_match_naive(void) {
     for (int i = 0; i < 3; i++) REQUIRE(oc_pool_open(&pools[i], i + 1, NULL, NULL) == OC_OK);
     double worst = 0;
     int n_runs = 0;
-    int n_trials = check_emulated() ? 4 : 16;   /* 4 still cover every head grouping, both key types and row kinds */
+    /* under an emulator (check_emulated) fewer trials: the scorer's NEON micro-kernels, one probe row
+     * per call, cost about 5 s a trial under qemu-aarch64; 4 still cover every head grouping, both
+     * key types and row kinds */
+    int n_trials = check_emulated() ? 4 : 16;
     for (int trial = 0; trial < n_trials; trial++) {
         t.n = check_rng_int(&r, trial < 4 ? 2 : 40, SCORE_MAXN);
         t.n_head = heads[trial % 4][0];
