@@ -200,6 +200,15 @@ static void test_blindsight_rules(void) {
     CHECK(oc_calib_bs_aggregate(c3, 10, 0.25, 0.6, 0.6) == OC_PATTERN_INTRA_IMAGE_SINK);
     int32_t c4[OC_PATTERN_COUNT] = { 1, 1, 8, 0, 0 };
     CHECK(oc_calib_bs_aggregate(c4, 10, 0.25, 0.6, 0.6) == OC_PATTERN_INTRA_IMAGE);
+    /* alpha_layer: fixed, or Sec. 5's Linear scheme 0.005 + (0.195 - 0.005) * layer / layers */
+    oc_calib_params p;
+    oc_calib_params_default(&p);
+    CHECK(oc_calib_bs_alpha(&p, 0, 12) == 0.1 && oc_calib_bs_alpha(&p, 11, 12) == 0.1);
+    p.bs_alpha = 0.005;
+    p.bs_alpha_end = 0.195;
+    CHECK(oc_calib_bs_alpha(&p, 0, 12) == 0.005);
+    CHECK(rel(oc_calib_bs_alpha(&p, 6, 12), 0.1) < 1e-15);
+    CHECK(rel(oc_calib_bs_alpha(&p, 11, 12), 0.005 + 0.19 * 11.0 / 12.0) < 1e-15);   /* never the end value */
 }
 
 static void test_kv_budgets(void) {

@@ -2,7 +2,8 @@
 # test_calibrate_cli.sh: `ocellus calibrate` end to end on the demo model (a few prompts of the
 # built-in suite and of folders `ocellus scene` wrote, the long suite's too): the plan it writes loads, names its
 # calibration, the runtime takes it (`ocellus plan` exits 0), the same plan comes out with 1 and 2
-# threads, `ocellus plan show --svg` draws it, `ocellus plan` says what each backend runs, and bad
+# threads, `ocellus plan show --svg` draws it, `ocellus plan` says what each backend runs, `--alpha A:B`
+# (the Linear alpha_layer) names itself and A:A equals the fixed A, every shipped plan loads, and bad
 # arguments exit 2 with a message.
 . tests/support/testlib.sh
 bin=./ocellus
@@ -114,6 +115,29 @@ elif [ "$rc" -eq 0 ] && [ "$rc2" -eq 2 ] &&
 else
   fail calibrate_zipvl_output_check "exit statuses $rc and $rc2 (want 0 and 2), or the layers left dense differ: $out"
 fi
+
+# Sec. 5's Linear alpha_layer: A:B names itself in the plan and the report, and A:A is the fixed A
+out=$(run_target $bin calibrate --suite demo --items $n_items -t 2 --alpha 0.1:0.1 -o "$tmp_dir/lin.plan" --report "$tmp_dir/lin.txt" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && grep -q 'alpha_gd_gs_gi=0.1:0.1,' "$tmp_dir/lin.plan" && grep -q '^## BlindSight (alpha 0.1 + (0.1 - 0.1) \* layer / ' "$tmp_dir/lin.txt" &&
+   grep -v '^calibration ' "$tmp_dir/t1.plan" > "$tmp_dir/fixed.body" && grep -v '^calibration ' "$tmp_dir/lin.plan" > "$tmp_dir/lin.body" &&
+   cmp -s "$tmp_dir/fixed.body" "$tmp_dir/lin.body"; then
+  pass calibrate_linear_alpha
+else
+  fail calibrate_linear_alpha "exit status $rc, or the plan's calibration line or the report's header lacks the scheme, or --alpha 0.1:0.1 chose differently from --alpha 0.1: $out"
+fi
+for bad in 0.1: :0.2 0.1:x 0.1:0.2:0.3 0.1:-1; do
+  if run_target $bin calibrate --suite demo --alpha "$bad" -o "$tmp_dir/x.plan" 2>"$tmp_dir/err" >/dev/null; then rc=0; else rc=$?; fi
+  if [ "$rc" -ne 2 ] || ! grep -q 'bad value for --alpha' "$tmp_dir/err"; then fail calibrate_bad_alpha "--alpha $bad: exit status $rc"; bad=x; break; fi
+done
+[ "$bad" = x ] || pass calibrate_bad_alpha
+
+# every plan the repository ships loads (calibrated ones name their calibration)
+bad_plans=""
+for p in examples/plans/*.plan; do
+  out=$(run_target $bin plan "$p" 2>&1) || bad_plans="$bad_plans $p"
+  case $p in *-calibrated-*) printf '%s' "$out" | grep -q '^calibrated: tool=ocellus-calibrate' || bad_plans="$bad_plans $p(no calibration line)" ;; esac
+done
+if [ -z "$bad_plans" ]; then pass example_plans_load; else fail example_plans_load "refused:$bad_plans"; fi
 
 out=$(run_target $bin calibrate --suite demo --methods nonsense -o "$tmp_dir/x.plan" 2>&1); rc=$?
 out2=$(run_target $bin calibrate --data "$tmp_dir/missing" -o "$tmp_dir/x.plan" 2>&1); rc2=$?

@@ -239,6 +239,7 @@ enum {
 typedef struct oc_calib_params {
     unsigned methods;                      /* OC_CALIB_* bits */
     double bs_alpha, bs_gamma_d, bs_gamma_s, bs_gamma_i;
+    double bs_alpha_end;                   /* > 0: the Linear alpha_layer scheme up to it */
     int32_t sink_fraction_ppm;             /* BlindSight Sec. 6.1: 10% */
     int32_t kv_window;                     /* SparseMM w = 32 */
     double kv_rho;
@@ -253,6 +254,10 @@ typedef struct oc_calib_params {
                                               is the same for any count */
 } oc_calib_params;
 void oc_calib_params_default(oc_calib_params *p);
+/* BlindSight's alpha_layer of layer `layer` of n_layers: bs_alpha, or with bs_alpha_end > 0 the Linear scheme
+ * bs_alpha + (bs_alpha_end - bs_alpha) * layer / n_layers (Sec. 5 "Hyperparameter Selection",
+ * App. D.1.2), which keeps the first layers, the most sensitive ones, denser. */
+double oc_calib_bs_alpha(const oc_calib_params *p, int32_t layer, int32_t n_layers);
 
 typedef struct oc_calib oc_calib;
 

@@ -17,6 +17,13 @@ oc_pattern_kind oc_calib_bs_choose(const double err_sq[3], double ref_sq, double
     return OC_PATTERN_DENSE;
 }
 
+/* Sec. 5 gives alpha_layer = 0.005 + (0.195 - 0.005) * layer_idx / num_layers for Gemma 3 (12B) and
+ * 0.001 .. 0.099 for smaller models with less sparsity; the last layer never reaches the end value. */
+double oc_calib_bs_alpha(const oc_calib_params *p, int32_t layer, int32_t n_layers) {
+    if (!(p->bs_alpha_end > 0.0) || n_layers <= 0) return p->bs_alpha;
+    return p->bs_alpha + (p->bs_alpha_end - p->bs_alpha) * (double)layer / (double)n_layers;
+}
+
 /* Alg. 2 (Sec. 4.2): the dense fraction is checked first ("the cautious strategy"), then the
  * predominant sparse categories in the paper's order. Strict inequalities as written. */
 oc_pattern_kind oc_calib_bs_aggregate(const int32_t counts[OC_PATTERN_COUNT], int32_t n, double gamma_d,

@@ -385,7 +385,7 @@ static void vision_head(void *ctx, int64_t task, int thread) {
     oc_calib_head hd = { v->n_q, 0, v->n_kv, c->VD, v->q + (size_t)h * c->VD, (int64_t)c->VH * c->VD,
                          v->k + (size_t)h * c->VD, v->v + (size_t)h * c->VD, (int64_t)c->VH * c->VD,
                          (float)pow((double)c->VD, -0.5) };
-    double err[OC_CALIB_VISION_N_CAND] = { 0, 0, 0 }, ref = 0.0;
+    double err[OC_CALIB_VISION_N_CAND] = { 0, 0, 0 }, ref = 0.0, alpha = oc_calib_bs_alpha(&c->p, v->layer, c->VL);
     oc_calib_vision_errors(&hd, c->seg_start, c->seg_end, OC_CALIB_VISION_N_CAND, c->vis_sink, c->vis_local, err,
                            &ref, thread_scratch(c, thread));
     size_t lh = (size_t)v->layer * c->VH + h;
@@ -393,7 +393,7 @@ static void vision_head(void *ctx, int64_t task, int thread) {
     for (int m = 0; m < OC_CALIB_VISION_N_CAND; m++) {
         double nmse = ref > 0.0 ? err[m] / ref : 0.0;
         c->vis_nmse[lh * OC_CALIB_VISION_N_CAND + m] += nmse;
-        if (!choice && nmse < c->p.bs_alpha) choice = m + 1;
+        if (!choice && nmse < alpha) choice = m + 1;
     }
     c->vis_votes[lh * (1 + OC_CALIB_VISION_N_CAND) + choice]++;
 }
@@ -645,7 +645,8 @@ void oc_calib_item_end(oc_calib *c, int answer_right, int32_t n_answer_tokens) {
     c->prompt_tokens_sum += c->n_prompt;
     if (c->p.methods & OC_CALIB_BLINDSIGHT)
         for (size_t lh = 0; lh < LH; lh++) {
-            oc_pattern_kind k = oc_calib_bs_choose(c->item_err + lh * 3, c->item_ref[lh], c->p.bs_alpha);
+            double alpha = oc_calib_bs_alpha(&c->p, (int32_t)(lh / (size_t)c->H), c->L);
+            oc_pattern_kind k = oc_calib_bs_choose(c->item_err + lh * 3, c->item_ref[lh], alpha);
             c->votes[lh * OC_PATTERN_COUNT + k]++;
             for (int m = 0; m < 3; m++)
                 c->nmse_sum[lh * 3 + m] += c->item_ref[lh] > 0.0 ? c->item_err[lh * 3 + m] / c->item_ref[lh] : 0.0;
@@ -906,8 +907,9 @@ void oc_calib_report(oc_calib *c, FILE *f) {
     fprintf(f, "# ocellus calibrate report: %lld items, %.1f prompt tokens on average\n", (long long)c->n_items,
             c->n_items ? (double)c->prompt_tokens_sum / (double)c->n_items : 0.0);
     if (c->p.methods & OC_CALIB_BLINDSIGHT) {
-        fprintf(f, "\n## BlindSight (alpha %.3g, gamma_d %.3g, gamma_s %.3g, gamma_i %.3g)\n", c->p.bs_alpha,
-                c->p.bs_gamma_d, c->p.bs_gamma_s, c->p.bs_gamma_i);
+        fprintf(f, "\n## BlindSight (alpha %.3g", c->p.bs_alpha);
+        if (c->p.bs_alpha_end > 0.0) fprintf(f, " + (%.3g - %.3g) * layer / %d", c->p.bs_alpha_end, c->p.bs_alpha, (int)c->L);
+        fprintf(f, ", gamma_d %.3g, gamma_s %.3g, gamma_i %.3g)\n", c->p.bs_gamma_d, c->p.bs_gamma_s, c->p.bs_gamma_i);
         fprintf(f, "layer head  mean NMSE: sink  intra  intra+sink | votes: dense sink intra intra+sink -> choice\n");
         for (int32_t l = 0; l < c->L; l++)
             for (int32_t h = 0; h < c->H; h++) {
@@ -951,7 +953,7 @@ void oc_calib_report(oc_calib *c, FILE *f) {
         fprintf(f, "\n## Vision encoder: %lld images of %d patches (%lld of other sizes skipped); mean NMSE of\n"
                    "## local(%d) | a-shape(%d,%d) | a-shape(%d,%d) | votes: dense, each -> choice (alpha %.3g)\n",
                 (long long)c->n_vision_images, (int)c->vis_patches, (long long)c->n_vision_skipped, (int)c->vis_local[0],
-                (int)c->vis_sink[1], (int)c->vis_local[1], (int)c->vis_sink[2], (int)c->vis_local[2], c->p.bs_alpha);
+                (int)c->vis_sink[1], (int)c->vis_local[1], (int)c->vis_sink[2], (int)c->vis_local[2], oc_calib_bs_alpha(&c->p, 0, c->VL));
         double n = c->n_vision_images ? (double)c->n_vision_images : 1.0;
         for (int32_t l = 0; l < c->VL; l++)
             for (int32_t h = 0; h < c->VH; h++) {

@@ -39,7 +39,8 @@ static void usage(FILE *f) {
             "  --report FILE          per-head statistics: NMSE and votes, visual scores, JS divergences\n"
             "  -t N                   threads for the model (default: all CPUs; the plan does not depend on it)\n"
             "BlindSight (blindsight.txt Alg. 1-2): --alpha A (0.1), --gamma-d G (0.25), --gamma-s G (0.6),\n"
-            "  --gamma-i G (0.6); sinks = first 10%% of each image's tokens (Sec. 6.1)\n"
+            "  --gamma-i G (0.6); sinks = first 10%% of each image's tokens (Sec. 6.1); --alpha A:B is Sec. 5's\n"
+            "  Linear scheme, alpha = A + (B - A) * layer / layers (e.g. 0.005:0.195), in the vision encoder too\n"
             "SparseMM (sparsemm.txt Eq. 3-9): --kv-budget TOKENS|FRACTION mean budget per kv head, in tokens\n"
             "  or as a fraction of the mean calibration prompt length (default 0.5); window w = 32, rho = 0.1\n"
             "Q-Cache (qcache.txt Eq. 3-4): --epsilon E JS divergence in bits (default 0.1), --max-group N\n"
@@ -143,6 +144,17 @@ static int parse_ll(const char *s, long long lo, long long hi, long long *out) {
     return 1;
 }
 
+/* --alpha A (fixed) or A:B (the Linear alpha_layer scheme from A towards B), each in (0, 1e9]. */
+static int parse_alpha(const char *s, double *alpha, double *alpha_end) {
+    const char *colon = strchr(s, ':');
+    char buf[64];
+    if (!colon) return parse_double(s, 1e-9, 1e9, alpha) && (*alpha_end = 0.0, 1);
+    if ((size_t)(colon - s) >= sizeof buf) return 0;
+    memcpy(buf, s, (size_t)(colon - s));
+    buf[colon - s] = '\0';
+    return parse_double(buf, 1e-9, 1e9, alpha) && parse_double(colon + 1, 1e-9, 1e9, alpha_end);
+}
+
 static int parse_range(const char *s, int32_t *lo, int32_t *hi) {
     long long a, b;
     const char *dash = strchr(s, '-');
@@ -192,7 +204,7 @@ static void add_word(char *buf, size_t n_bytes, const char *key, const char *val
 /* The plan's calibration line: methods, thresholds, data and model, so a plan says how it was made. */
 static void calibration_text(char *buf, size_t n_bytes, const oc_calib_params *cp, const oc_calib_scene_params *sp,
                              const char *data_dir, const char *text_path, uint64_t hash, const char *methods) {
-    char v[64];
+    char v[128];
     buf[0] = '\0';
     add_word(buf, n_bytes, "tool", "ocellus-calibrate");
     add_word(buf, n_bytes, "methods", methods);
@@ -209,7 +221,10 @@ static void calibration_text(char *buf, size_t n_bytes, const oc_calib_params *c
         add_word(buf, n_bytes, "data", v);
     }
     if (cp->methods & OC_CALIB_BLINDSIGHT) {
-        snprintf(v, sizeof v, "%g,%g,%g,%g", cp->bs_alpha, cp->bs_gamma_d, cp->bs_gamma_s, cp->bs_gamma_i);
+        if (cp->bs_alpha_end > 0.0)
+            snprintf(v, sizeof v, "%g:%g,%g,%g,%g", cp->bs_alpha, cp->bs_alpha_end, cp->bs_gamma_d, cp->bs_gamma_s,
+                     cp->bs_gamma_i);
+        else snprintf(v, sizeof v, "%g,%g,%g,%g", cp->bs_alpha, cp->bs_gamma_d, cp->bs_gamma_s, cp->bs_gamma_i);
         add_word(buf, n_bytes, "alpha_gd_gs_gi", v);
     }
     if (cp->methods & OC_CALIB_SPARSEMM) {
@@ -270,7 +285,7 @@ int oc_tool_calibrate(int argc, char **argv) {
         else if (!strcmp(a, "--side"))
             ok = parse_ll(v, 56, OC_SCENE_MAX_SIDE_PX, &ll) && ll % OC_SCENE_CELL_PX == 0 && (sp.side_px = (int32_t)ll, 1);
         else if (!strcmp(a, "-t")) ok = parse_ll(v, 1, 1024, &n_threads);
-        else if (!strcmp(a, "--alpha")) ok = parse_double(v, 1e-9, 1e9, &cp.bs_alpha);
+        else if (!strcmp(a, "--alpha")) ok = parse_alpha(v, &cp.bs_alpha, &cp.bs_alpha_end);
         else if (!strcmp(a, "--gamma-d")) ok = parse_double(v, 0, 1, &cp.bs_gamma_d);
         else if (!strcmp(a, "--gamma-s")) ok = parse_double(v, 0, 1, &cp.bs_gamma_s);
         else if (!strcmp(a, "--gamma-i")) ok = parse_double(v, 0, 1, &cp.bs_gamma_i);
