@@ -117,8 +117,11 @@ else
 fi
 
 # Sec. 5's Linear alpha_layer: A:B names itself in the plan and the report, and A:A is the fixed A
-out=$(run_target $bin calibrate --suite demo --items $n_items -t 2 --alpha 0.1:0.1 -o "$tmp_dir/lin.plan" --report "$tmp_dir/lin.txt" 2>&1); rc=$?
-if [ "$rc" -eq 0 ] && grep -q 'alpha_gd_gs_gi=0.1:0.1,' "$tmp_dir/lin.plan" && grep -q '^## BlindSight (alpha 0.1 + (0.1 - 0.1) \* layer / ' "$tmp_dir/lin.txt" &&
+# (alpha bookkeeping, no kernel of its own: left to the native configurations under an emulator)
+[ $emu = 1 ] || { out=$(run_target $bin calibrate --suite demo --items $n_items -t 2 --alpha 0.1:0.1 -o "$tmp_dir/lin.plan" --report "$tmp_dir/lin.txt" 2>&1); rc=$?; }
+if [ $emu = 1 ]; then
+  skip calibrate_linear_alpha "under an emulator; the native configurations run it"
+elif [ "$rc" -eq 0 ] && grep -q 'alpha_gd_gs_gi=0.1:0.1,' "$tmp_dir/lin.plan" && grep -q '^## BlindSight (alpha 0.1 + (0.1 - 0.1) \* layer / ' "$tmp_dir/lin.txt" &&
    grep -v '^calibration ' "$tmp_dir/t1.plan" > "$tmp_dir/fixed.body" && grep -v '^calibration ' "$tmp_dir/lin.plan" > "$tmp_dir/lin.body" &&
    cmp -s "$tmp_dir/fixed.body" "$tmp_dir/lin.body"; then
   pass calibrate_linear_alpha
