@@ -902,13 +902,19 @@ static void report_mminf(const oc_calib *c, FILE *f) {
         }
 }
 
+/* "alpha A" or Sec. 5's Linear "alpha A + (B - A) * layer / N" for a stack of n_layers. */
+static void print_alpha(FILE *f, const oc_calib_params *p, int32_t n_layers) {
+    fprintf(f, "alpha %.3g", p->bs_alpha);
+    if (p->bs_alpha_end > 0.0) fprintf(f, " + (%.3g - %.3g) * layer / %d", p->bs_alpha_end, p->bs_alpha, (int)n_layers);
+}
+
 void oc_calib_report(oc_calib *c, FILE *f) {
     static const char *short_name[OC_PATTERN_COUNT] = { "dense", "sink", "intra", "intra+sink", "a-shape" };
     fprintf(f, "# ocellus calibrate report: %lld items, %.1f prompt tokens on average\n", (long long)c->n_items,
             c->n_items ? (double)c->prompt_tokens_sum / (double)c->n_items : 0.0);
     if (c->p.methods & OC_CALIB_BLINDSIGHT) {
-        fprintf(f, "\n## BlindSight (alpha %.3g", c->p.bs_alpha);
-        if (c->p.bs_alpha_end > 0.0) fprintf(f, " + (%.3g - %.3g) * layer / %d", c->p.bs_alpha_end, c->p.bs_alpha, (int)c->L);
+        fprintf(f, "\n## BlindSight (");
+        print_alpha(f, &c->p, c->L);
         fprintf(f, ", gamma_d %.3g, gamma_s %.3g, gamma_i %.3g)\n", c->p.bs_gamma_d, c->p.bs_gamma_s, c->p.bs_gamma_i);
         fprintf(f, "layer head  mean NMSE: sink  intra  intra+sink | votes: dense sink intra intra+sink -> choice\n");
         for (int32_t l = 0; l < c->L; l++)
@@ -951,9 +957,11 @@ void oc_calib_report(oc_calib *c, FILE *f) {
     }
     if ((c->p.methods & OC_CALIB_VISION) && c->VL) {
         fprintf(f, "\n## Vision encoder: %lld images of %d patches (%lld of other sizes skipped); mean NMSE of\n"
-                   "## local(%d) | a-shape(%d,%d) | a-shape(%d,%d) | votes: dense, each -> choice (alpha %.3g)\n",
+                   "## local(%d) | a-shape(%d,%d) | a-shape(%d,%d) | votes: dense, each -> choice (",
                 (long long)c->n_vision_images, (int)c->vis_patches, (long long)c->n_vision_skipped, (int)c->vis_local[0],
-                (int)c->vis_sink[1], (int)c->vis_local[1], (int)c->vis_sink[2], (int)c->vis_local[2], oc_calib_bs_alpha(&c->p, 0, c->VL));
+                (int)c->vis_sink[1], (int)c->vis_local[1], (int)c->vis_sink[2], (int)c->vis_local[2]);
+        print_alpha(f, &c->p, c->VL);
+        fprintf(f, ")\n");
         double n = c->n_vision_images ? (double)c->n_vision_images : 1.0;
         for (int32_t l = 0; l < c->VL; l++)
             for (int32_t h = 0; h < c->VH; h++) {
