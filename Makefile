@@ -5,7 +5,8 @@
 #   make fuzz       builds the libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=60 runs them;
 #                   make fuzz-long FUZZ_JOBS=N the 10^7-execution campaign; make fuzz-bundle packs
 #                   it for a machine without clang (build/fuzz-bundle.tar.gz)
-#   make install    PREFIX=... DESTDIR=...
+#   make install    PREFIX=... DESTDIR=... (also the bundled models, under PREFIX/share/ocellus/)
+#   make -s print-libs  flags to build a program against this tree: cc prog.c $(make -s print-libs)
 # Sources are found by wildcard: a new src/<concept>/*.c, opencl/*.c, examples/tools/{,cli/}*.c or
 # tests/test_*.c needs no Makefile edit. Files named *_avx2.c, *_avx512.c, *_neon.c hold one ISA's
 # kernels and get that ISA's flags.
@@ -198,6 +199,11 @@ soak: $(B)/soak
 
 # ---- install -------------------------------------------------------------------------------------
 DESTDIR ?=
+# The bundled models, installed under PREFIX/share/ocellus/, where the CLI finds them when no -m is
+# given (examples/tools/cli/demo_model.c), and the demo's sample picture (PPM, and the same as JPEG).
+DEMO_DATA = examples/demo/ocellus-demo.gguf examples/demo/ocellus-demo-mmproj.gguf examples/demo/shapes.ppm \
+            examples/demo/shapes.jpg
+LONG_DATA = examples/long/ocellus-long.gguf examples/long/ocellus-long-mmproj.gguf
 ocellus.pc: config.mk
 	@printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' \
 	  'Name: ocellus' 'Description: CPU-first runtime for small vision-language models' \
@@ -210,6 +216,14 @@ install: all ocellus.pc
 	cp libocellus.a libocellus.so $(DESTDIR)$(PREFIX)/lib/
 	cp ocellus.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	cp ocellus $(DESTDIR)$(PREFIX)/bin/
+	mkdir -p $(DESTDIR)$(PREFIX)/share/ocellus/demo $(DESTDIR)$(PREFIX)/share/ocellus/long
+	cp $(DEMO_DATA) $(DESTDIR)$(PREFIX)/share/ocellus/demo/
+	cp $(LONG_DATA) $(DESTDIR)$(PREFIX)/share/ocellus/long/
+
+# The compiler and linker flags for a program built against this tree's static library, without
+# installing: cc prog.c $$(make -s print-libs) (the same libraries pkg-config --static lists).
+print-libs:
+	@echo '-I$(CURDIR)/include $(CURDIR)/libocellus.a $(LINK_FLAGS) $(LIBS)'
 
 clean:
 	rm -rf $(B) libocellus.a libocellus.so ocellus ocellus.pc fuzz-out
@@ -217,7 +231,7 @@ clean:
 distclean: clean
 	rm -f config.mk config.h config.log
 
-.PHONY: all check tests fuzz fuzz-run fuzz-long fuzz-bundle soak install clean distclean ocellus.pc
+.PHONY: all check tests fuzz fuzz-run fuzz-long fuzz-bundle soak install print-libs clean distclean ocellus.pc
 .SECONDARY:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

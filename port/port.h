@@ -49,6 +49,11 @@ void oc_port_unmap_file(oc_port_mapping *m);
  * shrank while being read. */
 int  oc_port_read_file(const char *path, void *(*alloc_fn)(void *user, size_t n_bytes), void *user,
                        oc_port_mapping *out, char *msg, size_t msg_bytes);
+/* The folder holding the running program (symbolic links resolved), without a trailing slash,
+ * into buf: how the CLI finds the data installed beside it (PREFIX/bin/../share/ocellus) from any
+ * working directory. Returns 0 when the system cannot say (no /proc/self/exe) or buf is too
+ * small, else the length written. */
+size_t oc_port_program_dir(char *buf, size_t buf_bytes);
 
 /* ---- time and memory --------------------------------------------------------------------------------- */
 uint64_t oc_port_now_ns(void);   /* monotonic */

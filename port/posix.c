@@ -181,6 +181,20 @@ double oc_port_children_cpu_s(void) {
     return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec + 1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
+size_t oc_port_program_dir(char *buf, size_t buf_bytes) {
+    if (!buf || buf_bytes < 2) return 0;
+    /* Linux (and BSDs with procfs mounted); elsewhere readlink fails and the caller falls back to
+     * its other places. readlink does not terminate the string, and a full buffer may be cut. */
+    ssize_t n = readlink("/proc/self/exe", buf, buf_bytes - 1);
+    if (n <= 0 || (size_t)n >= buf_bytes - 1) return 0;
+    buf[n] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (!slash) return 0;
+    if (slash == buf) slash++;   /* a program in / keeps "/" */
+    *slash = '\0';
+    return (size_t)(slash - buf);
+}
+
 double oc_port_load_average(void) {
     double one_min;
     return getloadavg(&one_min, 1) == 1 ? one_min : -1;   /* glibc, musl, macOS, the BSDs */

@@ -24,11 +24,27 @@ int oc_tool_calibrate(int argc, char **argv);
 
 /* ---- what every command shares, so they spell options and messages the same */
 
-/* The demo model, relative to the source tree's root. oc_tool_demo_model sets both paths and
- * returns 1 when both files are there, else returns 0 (demo_model.c). */
+/* The bundled models, relative to the source tree's root. oc_tool_bundled_model looks for one in
+ * ./examples/NAME/ (the source root), in examples/NAME/ beside the running program (an in-tree
+ * build run from another folder) and in share/ocellus/NAME/ beside the program's bin/ (after make
+ * install); it sets both paths (static storage, valid until the next call for the same model) and
+ * returns 1 when both files are there, else returns 0 (demo_model.c). oc_tool_demo_model is the
+ * demo's lookup. */
 #define OC_DEMO_TEXT "examples/demo/ocellus-demo.gguf"
 #define OC_DEMO_MMPROJ "examples/demo/ocellus-demo-mmproj.gguf"
+#define OC_LONG_TEXT "examples/long/ocellus-long.gguf"
+#define OC_LONG_MMPROJ "examples/long/ocellus-long-mmproj.gguf"
+/* Where the lookup searched, for messages. */
+#define OC_TOOL_MODEL_PLACES "the source root's examples/, beside the ocellus program, PREFIX/share/ocellus/"
+typedef enum oc_tool_bundled { OC_TOOL_MODEL_DEMO, OC_TOOL_MODEL_LONG } oc_tool_bundled;
+int oc_tool_bundled_model(oc_tool_bundled which, const char **text_path, const char **mmproj_path);
 int oc_tool_demo_model(const char **text_path, const char **mmproj_path);
+
+/* The demo model knows only its synthetic world (demo_check.c): these return 1 when a question
+ * (with n_images pictures) or a picture file is inside what it was trained on, else 0 with a
+ * one-line reason in why, for a warning. The image check decodes at most 112 x 112 pixels. */
+int oc_tool_demo_question_check(const char *question, int n_images, char *why, size_t why_bytes);
+int oc_tool_demo_image_check(const char *path, char *why, size_t why_bytes);
 
 /* --backend NAME (cpu, opencl, auto) into *out; 0 for another name (backend_arg.c). */
 int oc_tool_parse_backend(const char *name, oc_backend_choice *out);

@@ -318,7 +318,7 @@ int oc_tool_calibrate(int argc, char **argv) {
         return 2;
     }
     if (!text_path && !mmproj_path && !oc_tool_demo_model(&text_path, &mmproj_path)) {
-        fprintf(stderr, "ocellus calibrate: give -m and --mmproj (the demo model is not here)\n");
+        fprintf(stderr, "ocellus calibrate: give -m and --mmproj (no demo model in " OC_TOOL_MODEL_PLACES ")\n");
         return 2;
     }
     if (!text_path || !mmproj_path) { fprintf(stderr, "ocellus calibrate: give both -m and --mmproj\n"); return 2; }

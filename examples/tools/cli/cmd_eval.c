@@ -133,7 +133,7 @@ int oc_tool_eval(int argc, char **argv) {
         else { fprintf(stderr, "ocellus eval: bad option or value: %s %s\n", a, v); return 2; }
     }
     if (!text_path && !mmproj && !oc_tool_demo_model(&text_path, &mmproj))
-        return fail("no demo model at " OC_DEMO_TEXT " and " OC_DEMO_MMPROJ ": pass -m TEXT.gguf --mmproj MMPROJ.gguf");
+        return fail("no demo model (looked in " OC_TOOL_MODEL_PLACES "): pass -m TEXT.gguf --mmproj MMPROJ.gguf");
     if (!text_path || !mmproj) return fail("give both -m TEXT.gguf and --mmproj MMPROJ.gguf (the items have images)");
 
     oc_context_params cp;
@@ -155,7 +155,7 @@ int oc_tool_eval(int argc, char **argv) {
     mp.mmproj_path = mmproj;
     if (oc_model_open_params(&model, &mp, &err)) { fail(err.message); goto done; }
     if (oc_context_open(&ctx, model, &cp, &err)) { fail(err.message); goto done; }
-    fprintf(stderr, "backend: %s\n", oc_context_backend_name(ctx));
+    fprintf(stderr, "model: %s + %s\nbackend: %s\n", text_path, mmproj, oc_context_backend_name(ctx));
     oc_status st = oc_scene_eval(ctx, &ep, &res, &err);
     if (ui.tty) fprintf(stderr, "\r%70s\r", "");
     if (st) { fail(err.message); goto done; }

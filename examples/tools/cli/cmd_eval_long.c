@@ -24,7 +24,9 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: ocellus eval --suite long -m TEXT.gguf --mmproj VISION.gguf [options]\n"
+            "usage: ocellus eval --suite long [-m TEXT.gguf --mmproj VISION.gguf] [options]\n"
+            "  -m FILE                text model GGUF (default " OC_LONG_TEXT ")\n"
+            "  --mmproj FILE          vision encoder GGUF (default " OC_LONG_MMPROJ ")\n"
             "  --items N              number of items (default 500)\n"
             "  --seed S               item stream (default 1000001, never used in training)\n"
             "  --first I              index of the first item in the stream (default 0): items\n"
@@ -240,7 +242,9 @@ int oc_tool_eval_long(int argc, char **argv) {
         else if (!strcmp(a, "--prefill-chunk") && parse_ll(v, 1, 1 << 20, &v_ll)) { chunk = v_ll; i++; }
         else { fprintf(stderr, "ocellus eval: bad option or value: %s %s\n", a, v); return 2; }
     }
-    if (!text_path || !mmproj) return fail("the long suite needs -m TEXT.gguf --mmproj MMPROJ.gguf (examples/long/)");
+    if (!text_path && !mmproj && !oc_tool_bundled_model(OC_TOOL_MODEL_LONG, &text_path, &mmproj))
+        return fail("no long model (looked in " OC_TOOL_MODEL_PLACES "): pass -m TEXT.gguf --mmproj MMPROJ.gguf");
+    if (!text_path || !mmproj) return fail("the long suite needs both -m TEXT.gguf and --mmproj MMPROJ.gguf");
     oc_context_params cp;
     oc_context_params_default(&cp);
     int32_t max_tokens_per_image = (OC_LONG_MAX_SIDE_PX / OC_SCENE_CELL_PX) * (OC_LONG_MAX_SIDE_PX / OC_SCENE_CELL_PX);
@@ -266,7 +270,7 @@ int oc_tool_eval_long(int argc, char **argv) {
     if (!rgb) { fail("out of memory for the pixel buffer"); goto done; }
     if (oc_model_open(&model, text_path, mmproj, NULL, &err)) { fail(err.message); goto done; }
     if (oc_context_open(&ctx, model, &cp, &err)) { fail(err.message); goto done; }
-    fprintf(stderr, "backend: %s\n", oc_context_backend_name(ctx));
+    fprintf(stderr, "model: %s + %s\nbackend: %s\n", text_path, mmproj, oc_context_backend_name(ctx));
     double t0 = (double)oc_port_now_ns() / 1e6;
     for (long long i = first; i < first + n_items; i++) {
         oc_long_item item;
