@@ -127,11 +127,23 @@ int cmd_ask(int argc, char **argv) {
         else if (!prompt) prompt = a;
         else { fprintf(stderr, "ocellus ask: unexpected argument '%s' (quote the question)\n", a); return 2; }
     }
-    if (!text_path && !mmproj && !oc_tool_demo_model(&text_path, &mmproj))
-        return fail("no model: pass -m TEXT.gguf [--mmproj VISION.gguf] (the demo model " OC_DEMO_TEXT
-                    " is found only from the source tree's root)");
+    int demo = 0;
+    if (!text_path && !mmproj) {
+        if (!oc_tool_demo_model(&text_path, &mmproj))
+            return fail("no model: pass -m TEXT.gguf [--mmproj VISION.gguf] (no demo model in "
+                        OC_TOOL_MODEL_PLACES ")");
+        demo = 1;
+    }
     if (!text_path) { usage(stderr); return 2; }
     if (!prompt) return fail("no question given (use -p TEXT or a last argument)");
+    if (demo) {   /* it still answers outside its world, with a confident guess: say so first */
+        char why[512];
+        int inside = oc_tool_demo_question_check(prompt, n_images, why, sizeof why);
+        for (int k = 0; inside && k < n_images; k++) inside = oc_tool_demo_image_check(images[k], why, sizeof why);
+        if (!inside)
+            fprintf(stderr, "ocellus ask: warning: %s; outside its synthetic world the demo model guesses "
+                            "(give a real model with -m and --mmproj)\n", why);
+    }
     if (n_images > 0 && !mmproj) return fail("images need the vision encoder: add --mmproj FILE");
     cp.max_images = n_images > 0 ? n_images : 1;
     /* room after the prompt in a plan's budgeted KV cache (ocellus.h): the answer asked for */
