@@ -2,9 +2,10 @@
  * vision-language models (Qwen2-VL, Qwen2.5-VL) with sparse attention driven by head plans.
  * Anything not declared in this file is not API.
  *
- * Quick start: the block after this comment (examples/embed/embed.c's main: make check compiles
- * that file and tests/test_quickstart.sh checks that the block here repeats its lines exactly;
- * the full program also counts every allocated byte).
+ * Quick start: the block after this comment is a whole program (tests/test_quickstart.sh compiles
+ * and runs it, and the same program in README.md, with the demo model): one model, one context
+ * with the default limits, one question about a picture file, the answer streamed to stdout.
+ * examples/embed/embed.c goes further: the host's own allocator, a frame passed as pixels.
  * Then: models, contexts and asking; status codes and the allocator; the GGUF reader and writer
  * (element types, files, writer) at the end.
  *
@@ -23,34 +24,36 @@
  *  @@ OC_HAVE_OPENCL, OC_HAVE_CLBLAST, OC_HAVE_SLEEF, OC_HAVE_LIBJPEG, OC_HAVE_LIBPNG
  */
 #if 0 /* quick start >>> */
-    oc_error err = { OC_OK, "" };
+#include <ocellus.h>
+#include <stdio.h>
+
+static int print_piece(void *user, const char *text, size_t n_bytes) {
+    (void)user;
+    fwrite(text, 1, n_bytes, stdout);   /* the answer as it is generated; nonzero would stop it */
+    return 0;
+}
+
+int main(int argc, char **argv) {       /* ./ask TEXT.gguf MMPROJ.gguf PICTURE "QUESTION" */
+    if (argc != 5) return 2;
+    oc_error err;
     oc_model *model = NULL;
     oc_context *ctx = NULL;
-    oc_status st = oc_model_open(&model, argv[1], argv[2], &alloc, &err);
-    if (st == OC_OK) {
-        oc_context_params params;
-        oc_context_params_default(&params);
-        params.alloc = &alloc;
-        params.n_threads = 2;              /* the cores this program lends to ocellus */
-        params.max_context_tokens = 512;   /* the limits fix the memory, all allocated here */
-        params.max_image_tokens = 64;
-        st = oc_context_open(&ctx, model, &params, &err);
-    }
-    if (st == OC_OK) {
-        oc_image_rgb image = { &rgb[0][0][0], 112, 112, sizeof rgb[0] };
-        oc_request req;
-        oc_request_default(&req);
-        req.question = "What color is the square in image 1?";   /* the demo model: "red" */
-        req.images = &image;
-        req.n_images = 1;
-        req.max_new_tokens = 8;
-        req.on_text = print_piece;
-        printf("answer: ");
-        st = oc_ask(ctx, &req, &err);
-        printf("\n");
-    }
-    oc_context_close(ctx);   /* both accept NULL */
+    oc_context_params params;
+    oc_context_params_default(&params);                                 /* all cores, 4096 tokens */
+    oc_request req;
+    oc_request_default(&req);
+    req.question = argv[4];
+    req.image_paths = (const char *const *)&argv[3];                    /* PPM, JPEG or PNG */
+    req.n_images = 1;
+    req.on_text = print_piece;
+    oc_status st = oc_model_open(&model, argv[1], argv[2], NULL, &err); /* NULL: malloc */
+    if (st == OC_OK) st = oc_context_open(&ctx, model, &params, &err);  /* all its memory, now */
+    if (st == OC_OK) st = oc_ask(ctx, &req, &err);
+    if (st == OC_OK) printf("\n"); else fprintf(stderr, "error: %s\n", err.message);
+    oc_context_close(ctx);                                              /* both accept NULL */
     oc_model_close(model);
+    return st != OC_OK;
+}
 #endif /* <<< quick start */
 
 #ifndef OCELLUS_H
@@ -224,8 +227,10 @@ typedef struct oc_context_params {
     oc_attn_observer_fn on_attention;
     void *attention_user;
     int64_t max_image_pixels;     /* the buffer oc_ask decodes oc_request.image_paths into: this
-                                     many RGB8 pixels (default 0: none, images come as pixels);
-                                     larger images are decoded at reduced scale to fit, or refused */
+                                     many RGB8 pixels (default 4194304 = 2048 x 2048, up to
+                                     28 MiB with a PNG decoder's rows; 0:
+                                     none, images come as pixels only); larger JPEG and PNG files
+                                     are decoded at reduced scale to fit, others refused */
     int32_t max_answer_tokens;    /* with a plan's SparseMM kv budgets: the room each budgeted
                                      layer's KV cache keeps after the prompt (default 256), so the
                                      cache is allocated at budget + this instead of the whole

@@ -71,6 +71,11 @@ OC_API void oc_context_params_default(oc_context_params *p) {
     p->min_image_tokens = 4;
     p->batch_tokens = 256;
     p->max_answer_tokens = 256;
+    /* Image files work out of the box: 4 Mi pixels (a 2048 x 2048 frame; at most 7 bytes each
+     * with a PNG decoder's rows, 28 MiB) holds any image at the default max_image_tokens (1280
+     * tokens = about 1 Mi pixels after smart_resize) with room to spare, and a larger JPEG or PNG
+     * is decoded at reduced scale into it. A host that passes pixels only sets 0 and saves it. */
+    p->max_image_pixels = (int64_t)1 << 22;
 }
 
 OC_API void oc_request_default(oc_request *r) {
