@@ -84,7 +84,7 @@ typedef struct oc_cpu_features {
     /* not a CPUID bit: vdpbf16ps delivers at least the FP32 FMA FLOP rate, so the GEMMs of F16 and
      * BF16 matrices (vision encoder, text prefill) take the BF16 path (matmul.h). Set for AMD
      * family 0x19 (Zen 4) and 0x1A (Zen 5) with AVX512_BF16: a Zen 4 measured 2.0x the FMA rate,
-     * an Emerald Rapids core 0.5x (BENCHMARKS.md "Issue 22"), so Intel stays off until measured.
+     * an Emerald Rapids core 0.5x (BENCHMARKS.md "matmul"), so Intel stays off until measured.
      * OCELLUS_CPU_FEATURES=-bf16_fast turns it off (the exact FP32 path), +bf16_fast on. */
     unsigned bf16_fast : 1;
     /* aarch64 / armv7 */

@@ -154,7 +154,7 @@ int32_t oc_calib_qc_groups(const double *s_adjacent, int32_t n_layers, double ep
 /* OUR ADDITION, not in the paper: the output check. Alg. 1 zeroes the attention output of every
  * row outside the important set T (Sec. 4.2), and Eq. 7 bounds only the mass lost on the key side,
  * so a layer whose rows read a few (text) keys keeps a small T and loses most of its output: the
- * long model's layer 0 (BENCHMARKS.md, "Issue 19 on the run-5 model"). Calibration runs Alg. 1 on
+ * long model's layer 0 (BENCHMARKS.md, "ZipVL's output check"). Calibration runs Alg. 1 on
  * each layer as the runtime would (the runtime's probes and T, kvcache/kv_select.h) and leaves the
  * layer dense (no zipvl-tau line) when the output NMSE, sum ||O_zipvl - O_dense||^2 over
  * sum ||O_dense||^2 of the layer's heads and rows, averaged over the prompts, exceeds this.

@@ -32,7 +32,7 @@
  *     accumulate the V rows where they lie, converting each element in registers once for all the
  *     rows. The GEMM path would convert the tile into scratch and pad 6 query rows to 16 columns;
  *     for decode that made the engine compute-bound at 4-6x the bandwidth floor (BENCHMARKS.md
- *     "Issue 22 on Zen 4"). Which path a run takes depends on the call only, not on threads.
+ *     "Kernels against the silicon's peak"). Which path a run takes depends on the call only, not on threads.
  *
  * Contents: geometry and scratch | per-call context | one run of query rows (the mask pieces: mask.c)
  * | tasks | entry point.
@@ -290,8 +290,8 @@ static uint64_t mask_cols(const run *r, int32_t r0, int32_t n_cols, const int32_
         if (!per_key) {
             /* The window alone decides: on the ascending keys idx[0..n_asc) the row drops the keys in
              * [sk, lo) and after hi, two runs found by binary search, and only those lanes are written
-             * (the per-element test below was ~4% of a Grid call at 8K, BENCHMARKS.md issue 20's
-             * sixth round); the rest of the tile (a topped-up tail that does not precede the
+             * (the per-element test below was ~4% of a Grid call at 8K, BENCHMARKS.md
+             * "Dynamic patterns"); the rest of the tile (a topped-up tail that does not precede the
              * partial keys, flush_keys) is tested per element. */
             int32_t a_sk = lower_bound(idx, n_asc, win.sk), a_lo = OC_MAX(a_sk, lower_bound(idx, n_asc, win.lo));
             int32_t a_hi = OC_MAX(a_sk, lower_bound(idx, n_asc, win.hi + 1));
@@ -602,7 +602,7 @@ static void emit_grid(run *r, int64_t lo, int64_t hi, const oc_mask_ivals *all) 
 /* pack_qt for rows that lie far apart in Q (Grid runs: `stride` positions, a new page per row
  * group, which the hardware prefetchers do not follow): one panel at a time, the next panel's
  * rows requested before this one is packed, so their loads overlap the transposes (measured:
- * BENCHMARKS.md, issue 20's fifth round). The same packed bytes as one pack_qt call. */
+ * BENCHMARKS.md, "Dynamic patterns"). The same packed bytes as one pack_qt call. */
 static void pack_qt_strided(const oc_attn_kernels *kn, float *qt, const float *const *rows, int32_t n_rows, int32_t cols,
                             int32_t d, float qscale) {
     int32_t pw = kn->panel;

@@ -1,5 +1,5 @@
 /* attn_bf16_avx512.c: the attention engine's two products on BF16 dot products (AVX512_BF16
- * vdpbf16ps, twice the FP32 FMA rate on a Zen 4: BENCHMARKS.md "Issue 22"). The table is the
+ * vdpbf16ps, twice the FP32 FMA rate on a Zen 4: BENCHMARKS.md "attention"). The table is the
  * AVX-512 one (attn_avx512.c) with the GEMM operands in bf16 pairs: K and Q^T for S^T = K Q^T, P and
  * V for O += P V; the scores, the online softmax and the accumulators stay f32. attn.c takes it for
  * calls that set bf16_products where the CPU's BF16 dot products are fast (attn_call.h).

@@ -4,7 +4,7 @@
  * Vertical-Slash top-k or the Grid search (dyn_index.c). Tasks: (kv group, share of its heads),
  * as many shares as it takes to give every thread a task; the plain dynamic heads of one task are
  * estimated together, each K tile converted once for all of them (the rows are the same 64 queries
- * for every head; BENCHMARKS.md issue 20's sixth round), and each head runs the same operations
+ * for every head; BENCHMARKS.md "Dynamic patterns"), and each head runs the same operations
  * whatever its share, so the result does not depend on the thread count. A Q_BOUNDARY head gets
  * one index per modality, each from that modality's last 64 query rows, a BOUNDARY_2D head one per
  * modality pair, in rank coordinates (dyn.h). Nothing is allocated: everything lives in the

@@ -59,8 +59,8 @@ int32_t oc_dyn_top_k(const float *score, int32_t n, int32_t k, int32_t force, in
 static void fold(const double *restrict view, int32_t n_view, int32_t s, double *restrict sums) {
     /* period by period: each period adds into sums[0..s) as one contiguous stream (vector adds at
      * -O2; the four-phases-in-registers fold walked the view with stride s, and its inner loops ran
-     * only n_view / s times: this is 2% faster per build at 8K, BENCHMARKS.md issue 20's fifth
-     * round); each phase still sums its keys in ascending order: bitwise the same sums */
+     * only n_view / s times: this is 2% faster per build at 8K, BENCHMARKS.md "Dynamic
+     * patterns"); each phase still sums its keys in ascending order: bitwise the same sums */
     int32_t first = OC_MIN(s, n_view), r = 0;
     for (; r < first; r++) sums[r] = view[r];
     for (; r < s; r++) sums[r] = 0.0;

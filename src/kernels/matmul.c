@@ -439,7 +439,7 @@ static void gemm_bf16_task(void *arg, int64_t task, int thread) {
         /* The next block's W rows into the cache while this block's tiles run: the rows come from
          * DRAM once per task (the vision encoder's 1.3 GB of F16 matrices), and read where the
          * panel is packed they stalled the packing (f16_to_bf16 and this loop: 18% of gemm_bf16's
-         * samples in a 448x448 encode on a Zen 4, 12% with this; BENCHMARKS.md "Issue 22"). One
+         * samples in a 448x448 encode on a Zen 4, 12% with this; BENCHMARKS.md "matmul"). One
          * line of one row per step, spread evenly over the block's tile calls. (Also prefetching
          * the first block of task + n_threads after the last block: 11.8%, not kept.) */
         bf16_pf pf = bf16_pf_init(c, o0, o1, k0 + KC, ((t1 - t0 + k->bf16_mr - 1) / k->bf16_mr) *

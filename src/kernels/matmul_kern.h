@@ -68,7 +68,7 @@ typedef void (*oc_gemv_q8x_fn)(const void *w, size_t row_bytes, int n_rows, cons
  * per row, rows row_bytes apart, the rows sharing every load of x. For rows whose x does not stay
  * in L1 next to the weight stream (n_in > OC_MM_GEMV_LONG_N_IN), where one row at a time reads x
  * from L2 for every row and the weights stream at half speed (down projection, n_in 8960: 12 vs
- * 26 GB/s on one Zen 4 core, BENCHMARKS.md "Issue 22 on Zen 4"). Each row's sum depends only on
+ * 26 GB/s on one Zen 4 core, BENCHMARKS.md "matmul"). Each row's sum depends only on
  * that row and x, as for gemv_q8x. */
 typedef void (*oc_gemv_rows_fn)(const void *w, size_t row_bytes, int n_rows, const float *x, int64_t n, float *y);
 #define OC_MM_GEMV_LONG_N_IN 4096

@@ -35,7 +35,7 @@ void oc_act_avx512(float *out, const float *x, const float *up, int64_t n, oc_ac
 typedef void (*oc_act_fn)(float *out, const float *x, const float *up, int64_t n, oc_act act);
 /* The activation loop for isa: oc_act_avx512 for OC_ISA_AVX512 where built, else oc_act_scalar. The
  * backend's elementwise ops take it (the activations were 4-6% of an image's encode and prefill on a
- * Zen 4 with libm's expf: BENCHMARKS.md "Issue 22"). */
+ * Zen 4 with libm's expf: BENCHMARKS.md "matmul"). */
 oc_act_fn oc_act_kernel(oc_isa isa);
 /* y[i] += x[i] */
 void oc_add(float *y, const float *x, int64_t n);
