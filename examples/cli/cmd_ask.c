@@ -18,7 +18,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: ocellus ask [-m TEXT.gguf --mmproj VISION.gguf] [-i IMAGE]... [-p] PROMPT [options]\n"
             "  -m FILE              text model GGUF (arch qwen2vl); without -m and --mmproj: the demo\n"
-            "                       model in examples/demo/ (from the source tree's root)\n"
+            "                       model (examples/demo/, or PREFIX/share/ocellus/demo/ after make install)\n"
             "  --mmproj FILE        vision encoder GGUF (needed for images)\n"
             "  --no-mmap            read the model files into memory instead of mapping them (a mapped\n"
             "                       file changed or truncated while in use can crash the process)\n"
