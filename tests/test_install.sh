@@ -1,7 +1,7 @@
 #!/bin/sh
 # test_install.sh: `make install PREFIX=DIR` puts the header, both libraries, ocellus.pc and the CLI
-# under DIR, and examples/embed/embed.c builds against that tree through pkg-config alone, as the
-# README's "Embedding ocellus" shows: linked to libocellus.so, and fully static (-static, in the
+# under DIR, and examples/embed/embed.c builds against that tree through pkg-config alone, as
+# docs/embedding.md shows: linked to libocellus.so, and fully static (-static, in the
 # configurations whose optional libraries all have static archives: the minimal one). Both run.
 # Cross builds use the host pkg-config with PKG_CONFIG_LIBDIR pointing only at DIR.
 . tests/support/testlib.sh
