@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
         }
     counter c = { 0, 0 };
     oc_allocator alloc = { counting_alloc, &c };
-    /* quick start >>> (include/ocellus.h repeats these lines; tests/test_quickstart.sh compares) */
+    /* the calls (include/ocellus.h opens with the same sequence as a whole program) */
     oc_error err = { OC_OK, "" };
     oc_model *model = NULL;
     oc_context *ctx = NULL;
@@ -50,6 +50,7 @@ int main(int argc, char **argv) {
         params.n_threads = 2;              /* the cores this program lends to ocellus */
         params.max_context_tokens = 512;   /* the limits fix the memory, all allocated here */
         params.max_image_tokens = 64;
+        params.max_image_pixels = 0;       /* frames come as pixels: no buffer to decode files */
         st = oc_context_open(&ctx, model, &params, &err);
     }
     if (st == OC_OK) {
@@ -67,7 +68,6 @@ int main(int argc, char **argv) {
     }
     oc_context_close(ctx);   /* both accept NULL */
     oc_model_close(model);
-    /* <<< quick start */
     if (st != OC_OK) printf("error: %s: %s\n", oc_status_str(st), err.message);
     printf("memory: peak %zu bytes, %zu bytes not freed\n", c.peak_bytes, c.live_bytes);
     return st == OC_OK && c.live_bytes == 0 ? 0 : 1;
