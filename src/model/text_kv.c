@@ -59,6 +59,15 @@ oc_status oc_text_kv_score(oc_text_ctx *c, const oc_text_batch *b, int32_t il, o
     return OC_OK;
 }
 
+oc_status oc_text_kv_score_timed(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_error *err) {
+    const oc_kv_layer *P = &c->kvp->layer[il];
+    if ((P->acc_row < 0 && P->zipvl_row < 0) || b->prompt_tokens <= 0) return OC_OK;   /* no clock for nothing */
+    uint64_t t0 = oc_text_clock(c);
+    oc_status st = oc_text_kv_score(c, b, il, err);
+    c->times.score_ns += oc_text_clock(c) - t0;
+    return st;
+}
+
 /* Keep kept[0..n_kept) of kv head g in every layer that follows layer `first` (itself included):
  * their V rows, their own K rows (GLA lazy layers read the first layer's), the book. Row kept[r]
  * of the prompt's rows (staging, or the region itself) moves to row r of the region: staging lies
