@@ -748,14 +748,15 @@ static int rows_all_text(const oc_attn_call *a) {
  * of a kv group with different categories form one sub-group and read each K/V tile once, as dense
  * heads do, instead of once per category (decode was slower than dense for that alone). The keys
  * kept, and so the counters, are the same. */
+int oc_attn_head_is_dense(const oc_attn_call *a, int32_t h) {
+    if (!a->patterns) return 1;
+    oc_pattern_kind k = a->patterns[h].kind;
+    if (k == OC_PATTERN_DENSE || (oc_pattern_is_prefill(k) && !oc_attn_wants_dyn(a))) return 1;
+    return (k == OC_PATTERN_SINK || k == OC_PATTERN_INTRA_IMAGE || k == OC_PATTERN_INTRA_IMAGE_SINK) && rows_all_text(a);
+}
+
 static const oc_head_pattern *pattern_of(const oc_attn_call *a, int32_t h) {
-    if (!a->patterns) return &dense_pattern;
-    const oc_head_pattern *p = &a->patterns[h];
-    if (oc_pattern_is_prefill(p->kind) && !oc_attn_wants_dyn(a)) return &dense_pattern;
-    if ((p->kind == OC_PATTERN_SINK || p->kind == OC_PATTERN_INTRA_IMAGE || p->kind == OC_PATTERN_INTRA_IMAGE_SINK) &&
-        rows_all_text(a))
-        return &dense_pattern;
-    return p;
+    return oc_attn_head_is_dense(a, h) ? &dense_pattern : &a->patterns[h];
 }
 
 /* Heads h and e (of one kv group) that keep the same keys for every query share K/V tiles: the
