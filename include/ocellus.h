@@ -236,6 +236,9 @@ typedef struct oc_context_params {
                                      cache is allocated at budget + this instead of the whole
                                      context; an answer longer than it fails with OC_ERR_RANGE.
                                      0: the whole context (no bound) */
+    int profile;                  /* 1: on OpenCL each step that oc_stats times waits for the
+                                     device before and after, so its time is its own (slower);
+                                     0 (default): no waits. The CPU ignores it. */
 } oc_context_params;
 OC_API void oc_context_params_default(oc_context_params *params);
 /* The host bytes oc_context_open will allocate for these limits (KV cache, activations, scratch,
@@ -379,6 +382,13 @@ typedef struct oc_stats {
                                      max_answer_tokens rows plus the whole prompt of one layer
                                      (or lazy group) at a time while it is prefilled */
     uint64_t peak_rss_bytes;      /* the whole process's peak resident set so far (0: unknown) */
+    /* Where the decoder's prefill and decode time went (ocellus bench plans): its attention calls
+     * (index estimation included), MMInference's index estimation and choice alone, SparseMM /
+     * ZipVL's scoring of the observed rows, and their choice of kept tokens with the compaction
+     * of the cache. On OpenCL these are host times of queued work unless the context was opened
+     * with profile = 1. */
+    double prefill_attn_ms, prefill_estimate_ms, prefill_kv_score_ms, prefill_kv_select_ms;
+    double decode_attn_ms;
 } oc_stats;
 OC_API void oc_context_get_stats(const oc_context *ctx, oc_stats *out);
 /* The logits at the last prompt position of the latest oc_ask ([n_vocab] floats), or NULL. */

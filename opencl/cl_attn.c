@@ -43,6 +43,9 @@
  * 90 tok/s between 64 and 420 keys. A CPU device (PoCL) has a few compute units and keeps 256. */
 #define SPLIT_MIN_KEYS_GPU 64
 #define SPLIT_MAX_CHUNKS 64
+/* The host staging ring of the per-call tables' uploads (stage_table): 64 KiB, about 2,300 decode
+ * run tables between two waits for the queue. */
+#define STAGE_BYTES (64 * 1024)
 #define POS_LIMIT 0x3fffffff   /* positions stay below the kernel's "unbounded" window edge */
 
 struct oc_cl_attn {
@@ -76,6 +79,8 @@ struct oc_cl_attn {
     oc_attn_dyn dyn;
     oc_cl_buf *dyn_buf, *hruns_buf, *est_rows_buf, *est_part_buf, *est_scores_buf, *est_prob_buf, *est_perm_buf;
     oc_cl_buf *shared_buf;           /* [lim.max_shared_keys] a call's k_shared flags, or NULL */
+    unsigned char *stage;            /* [STAGE_BYTES]: copies of tables whose upload is in flight */
+    size_t stage_at;                 /* next free byte of stage */
     /* the prepared call */
     int prepared, causal, stacked;
     oc_attn_mask_kind mask;
@@ -147,6 +152,7 @@ size_t oc_cl_attn_host_bytes(const oc_cl_attn_limits *lim) {
     oc_add_block(&total, counts_bytes(&at));
     oc_add_block(&total, segs_bytes(&at));
     oc_add_block(&total, pat_bytes(&at));
+    oc_add_block(&total, STAGE_BYTES);
     if (lim->max_shared_keys > 0) total += oc_cl_buf_host_bytes();   /* the k_shared flags */
     if (has_dyn(&at)) {   /* the prefill heads' host block and its 7 device buffers */
         total += 7 * oc_cl_buf_host_bytes();
@@ -208,6 +214,10 @@ void oc_cl_attn_close(oc_cl_attn *at) {
     oc_mem_free(alloc, at->img, img_bytes(at));
     oc_mem_free(alloc, at->counts, counts_bytes(at));
     oc_mem_free(alloc, at->segs, segs_bytes(at));
+    if (at->stage) {
+        oc_cl_finish(at->dev, NULL);   /* no upload may still read the ring */
+        oc_mem_free(alloc, at->stage, STAGE_BYTES);
+    }
     oc_mem_free(alloc, at, sizeof *at);
 }
 
@@ -246,8 +256,9 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
     at->counts = oc_mem_alloc(dev->alloc, counts_bytes(at));
     at->segs = oc_mem_alloc(dev->alloc, segs_bytes(at));
     at->pat_host = oc_mem_alloc(dev->alloc, pat_bytes(at));
+    at->stage = oc_mem_alloc(dev->alloc, STAGE_BYTES);
     oc_status st = OC_OK;
-    if (!at->runs || !at->img || !at->counts || !at->segs || !at->pat_host)
+    if (!at->runs || !at->img || !at->counts || !at->segs || !at->pat_host || !at->stage)
         st = oc_fail(err, OC_ERR_NOMEM, "opencl attn: out of memory");
     size_t partials = (size_t)SPLIT_MAX_CHUNKS * lim->n_head * OC_MIN(lim->max_n_q, SPLIT_MAX_Q) * (lim->head_dim + 2) * 4;
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, runs_bytes(at), &at->runs_buf, err);
@@ -335,6 +346,25 @@ static void build_runs(oc_cl_attn *at, const oc_attn_call *s, int32_t max_len) {
     at->n_runs = n;
 }
 
+/* Upload n bytes of a per-call table without waiting for the queue: a copy goes into the staging
+ * ring and the write reads it from there, so the table's host array can change at the next call.
+ * The ring is reused from its start only after the queue finished (every earlier write has read
+ * its copy). Decode re-prepares at every call whose key count differs (every token; with a
+ * compacted KV cache every kv head of every layer), and a waiting upload drained the GPU's queue
+ * each time. */
+static oc_status stage_table(oc_cl_attn *at, oc_cl_buf *buf, const void *src, size_t n, oc_error *err) {
+    if (n > STAGE_BYTES) return oc_cl_upload(at->dev, buf, 0, src, n, err);
+    if (at->stage_at + n > STAGE_BYTES) {
+        oc_status st = oc_cl_finish(at->dev, err);
+        if (st != OC_OK) return st;
+        at->stage_at = 0;
+    }
+    unsigned char *p = at->stage + at->stage_at;
+    memcpy(p, src, n);
+    at->stage_at += (n + 63) / 64 * 64;
+    return oc_cl_upload_nowait(at->dev, buf, 0, p, n, err);
+}
+
 /* 1 when s is the geometry prepared last (every layer of a forward pass asks for the same one). */
 static int same_geometry(const oc_cl_attn *at, const oc_attn_call *s) {
     if (!at->prepared || s->n_q != at->n_q || s->n_kv != at->n_kv || s->q_offset != at->q_offset ||
@@ -400,9 +430,9 @@ oc_status oc_cl_attn_prepare(oc_cl_attn *at, const oc_attn_call *s, oc_error *er
     at->forced_for = at->force_chunks;
     at->causal = s->mask == OC_ATTN_CAUSAL;
     at->base_pairs = oc_mask_base_pairs(s, 0);
-    if (at->n_runs > 0) st = oc_cl_upload(at->dev, at->runs_buf, 0, at->runs, (size_t)at->n_runs * RUN_INTS * sizeof(int32_t), err);
+    if (at->n_runs > 0) st = stage_table(at, at->runs_buf, at->runs, (size_t)at->n_runs * RUN_INTS * sizeof(int32_t), err);
     if (st == OC_OK && at->n_images > 0)
-        st = oc_cl_upload(at->dev, at->img_buf, 0, at->img, (size_t)at->n_images * IMG_INTS * sizeof(int32_t), err);
+        st = stage_table(at, at->img_buf, at->img, (size_t)at->n_images * IMG_INTS * sizeof(int32_t), err);
     at->prepared = st == OC_OK;
     return st;
 }

@@ -13,6 +13,7 @@
 #include "opencl/cl_ops.h"
 #include "core/dtype.h"
 #include "kernels/quant.h"
+#include "port.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -308,12 +309,21 @@ static oc_status cl_attention(oc_backend *be, const oc_attn_call *a, const oc_at
     oc_cl_attn_bufs bufs = { buf_of(t->q), buf_of(t->k), buf_of(t->v), buf_of(t->out), NULL, 0 };
     int dense = 1, dynamic = 0;
     for (int32_t h = 0; a->patterns && h < a->n_head; h++) {
-        dense &= a->patterns[h].kind == OC_PATTERN_DENSE;
+        dense &= oc_attn_head_is_dense(a, h);
         dynamic |= oc_pattern_needs_index(&a->patterns[h]);
     }
     oc_attn_call with_index = *a;
+    if (dense && a->patterns) {   /* decode with a plan: its heads keep what dense keeps (attn.h), so no
+                                     counters to wait for and no pattern table */
+        with_index.patterns = NULL;
+        dynamic = 0;
+        a = &with_index;
+    }
     if (dynamic && oc_attn_wants_dyn(a)) {   /* a prefill with heads that need an index (dyn.h): it first */
-        if ((st = oc_cl_attn_dyn_build(at, a, &bufs, &with_index.dyn, err)) != OC_OK) return st;
+        uint64_t t0 = a->estimate_ns ? oc_port_now_ns() : 0;
+        st = oc_cl_attn_dyn_build(at, a, &bufs, &with_index.dyn, err);
+        if (a->estimate_ns) *a->estimate_ns += oc_port_now_ns() - t0;   /* it reads the estimate back: host time is its time */
+        if (st != OC_OK) return st;
         a = &with_index;
     }
     if ((st = oc_cl_attn_run(at, a, &bufs, dense ? NULL : stats, err)) || !stats || !dense) return st;

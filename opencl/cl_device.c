@@ -538,13 +538,33 @@ oc_status oc_cl_keep_rows(oc_cl_device *dev, oc_cl_buf *buf, size_t off, size_t 
     if (row_bytes > stride_bytes)
         return oc_fail(err, OC_ERR_INVALID, "opencl: keep_rows of %zu-byte rows %zu bytes apart overlap", row_bytes,
                        stride_bytes);
-    /* the queue runs in order, so the copies run in increasing r as the host issues them; two
-     * distinct rows never overlap (row_bytes <= stride_bytes), as clEnqueueCopyBuffer requires */
-    for (int32_t r = 0; r < n_kept; r++) {
-        if (kept[r] == r) continue;
-        cl_int rc = clEnqueueCopyBuffer(dev->queue, buf->mem, buf->mem, off + (size_t)kept[r] * stride_bytes,
-                                        off + (size_t)r * stride_bytes, row_bytes, 0, NULL, NULL);
-        if (rc != CL_SUCCESS) return cl_fail(err, rc, "clEnqueueCopyBuffer");
+    /* the queue runs in order, so the copies run in increasing r as the host issues them. A piece
+     * of m rows whose sources are consecutive (kept[r + i] = kept[r] + i) moves in one rectangle
+     * copy (rows stride_bytes apart, origins in (byte in row, row) so that the specification's
+     * overlap test sees rows) when its source and destination rows do not meet: m <= kept[r] - r,
+     * the shift (row_bytes <= stride_bytes). One command per row made a SparseMM
+     * prefill on a GPU wait for thousands of tiny copies per layer. */
+    size_t row0 = off / stride_bytes, x = off % stride_bytes;
+    int rect = x + row_bytes <= stride_bytes;   /* else a row would wrap: one copy per row */
+    for (int32_t r = 0; r < n_kept;) {
+        int32_t shift = kept[r] - r, m = 1;
+        if (shift == 0) {
+            r++;
+            continue;
+        }
+        while (rect && r + m < n_kept && m < shift && kept[r + m] == kept[r] + m) m++;
+        cl_int rc;
+        if (m == 1) {
+            rc = clEnqueueCopyBuffer(dev->queue, buf->mem, buf->mem, off + (size_t)kept[r] * stride_bytes,
+                                     off + (size_t)r * stride_bytes, row_bytes, 0, NULL, NULL);
+        } else {
+            size_t src[3] = { x, row0 + (size_t)kept[r], 0 }, dst[3] = { x, row0 + (size_t)r, 0 };
+            size_t region[3] = { row_bytes, (size_t)m, 1 };
+            rc = clEnqueueCopyBufferRect(dev->queue, buf->mem, buf->mem, src, dst, region, stride_bytes, 0, stride_bytes, 0,
+                                         0, NULL, NULL);
+        }
+        if (rc != CL_SUCCESS) return cl_fail(err, rc, m == 1 ? "clEnqueueCopyBuffer" : "clEnqueueCopyBufferRect");
+        r += m;
     }
     return OC_OK;
 }

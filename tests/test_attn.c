@@ -512,6 +512,83 @@ static void test_decode(void) {
     pools_close(&ps);
 }
 
+/* BlindSight categories over text query rows (decode after the prompt, or a prefill chunk between
+ * two images, or no layout at all): the categories restrict image queries only, so the call keeps
+ * what dense keeps; attn.c runs such heads as dense, in one sub-group with the group's other heads.
+ * Checked against the double reference (run_all: every ISA, 1-3 threads, the counters) and bitwise
+ * against the same call with every head dense (patterns NULL). Random GQA ratios, head dims, key
+ * types, and categories mixed inside each kv group. */
+static void test_blindsight_text_rows(void) {
+    pools ps;
+    REQUIRE(pools_open(&ps));
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    for (int k = 0; k < 9; k++) {
+        check_rng rng = { 0xb115ULL + (unsigned long long)k * 104729ULL };
+        ref_case c;
+        memset(&c, 0, sizeof c);
+        static const int reps[] = { 2, 6, 7 }, dims[] = { 16, 64, 80 };
+        int rep = reps[k % 3], kind = k / 3;   /* 0: decode after the prompt, 1: no layout, 2: prefill between images */
+        c.n_head_kv = rep <= 2 ? 2 : 1;
+        c.n_head = rep * c.n_head_kv;
+        c.d = dims[(k + 1) % 3];
+        c.mask = OC_ATTN_CAUSAL;
+        ref_layout L;
+        L.n_images = 0;
+        if (kind == 2) {   /* image [5, 205), text rows [205, 205 + n_q), image after them */
+            c.n_q = check_rng_int(&rng, 1, 90);
+            c.q_offset = 205;
+            c.n_kv = c.q_offset + c.n_q;
+            L.n_images = 2;
+            L.img[0].start = 5; L.img[0].end = 205;
+            L.img[1].start = c.n_kv; L.img[1].end = c.n_kv + 40;
+            L.n_sink[0] = 20; L.n_sink[1] = 4;
+        } else {
+            c.n_q = 1 + k % 4;
+            c.n_kv = check_rng_int(&rng, 520, 1400);
+            c.q_offset = c.n_kv - c.n_q;
+            if (kind == 0) make_layout(&L, c.q_offset, 1 + k % 5, 100, &rng);
+        }
+        c.layout = kind == 1 ? NULL : &L;
+        oc_head_pattern pat[16];
+        memset(pat, 0, sizeof pat);
+        for (int h = 0; h < c.n_head; h++)
+            pat[h].kind = (oc_pattern_kind)(OC_PATTERN_SINK + (h + k) % 3);   /* Sink, Intra-Image, Intra-Image+Sink */
+        c.pat = pat;
+        int n_layout_tokens = kind == 2 ? L.img[1].end : c.q_offset;
+        oc_token_layout *layout = NULL;
+        if (kind != 1)
+            REQUIRE(oc_layout_build(&layout, n_layout_tokens, L.img, L.n_images, 0.1f, NULL, NULL) == OC_OK);
+        if (kind == 2)   /* the layout's sinks are what the reference reads */
+            for (int g = 0; g < L.n_images; g++) L.n_sink[g] = oc_layout_image_n_sink(layout, g);
+        bufs b;
+        bufs_make(&b, &c, k % 2 ? OC_DTYPE_F16 : OC_DTYPE_F32, &rng, 4.0f);
+        float *q = compact_q(&b, &c);
+        double *ref = malloc(sizeof(double) * (size_t)c.n_q * c.n_head * c.d);
+        double *rms = malloc(sizeof(double) * (size_t)c.n_q * c.n_head);
+        uint64_t kept = ref_attention(&c, q, b.kf, b.vf, 1.0f / sqrtf((float)c.d), ref, rms);
+        char what[96];
+        snprintf(what, sizeof what, "blindsight text rows k=%d n_q=%d n_kv=%d rep=%d d=%d", k, c.n_q, c.n_kv, rep, c.d);
+        run_all(&c, &b, layout, ref, rms, kept, &ps, what);
+        float *sparse = malloc(sizeof(float) * b.out_floats);
+        for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+            if (!oc_isa_runs((oc_isa)isa, &cpu) || !oc_attn_kernels_for((oc_isa)isa)) continue;
+            size_t n_bytes;
+            void *scratch = scratch_for(&c, 2, &n_bytes);
+            run_args a = args_for(&c, &b, layout, (oc_isa)isa);
+            CHECK(run_call(&a, ps.p[1], scratch, n_bytes, NULL, NULL) == OC_OK);
+            memcpy(sparse, b.out, sizeof(float) * b.out_floats);
+            a.c.patterns = NULL;
+            CHECK(run_call(&a, ps.p[1], scratch, n_bytes, NULL, NULL) == OC_OK);
+            CHECKF(memcmp(sparse, b.out, sizeof(float) * b.out_floats) == 0, "%s isa=%s: differs from dense", what,
+                   oc_isa_name((oc_isa)isa));
+            oc_port_aligned_free(scratch);
+        }
+        free(sparse); free(rms); free(ref); free(q); bufs_free(&b); oc_layout_free(layout);
+    }
+    pools_close(&ps);
+}
+
 /* Q-Cache VLA (qcache.txt Eq. 7-8; attn_call.h k_shared): the visual keys come from a second K
  * array (the group's first layer's) at the same rows, the text keys from the layer's own; the
  * layer's own rows of visual keys are NaN, so reading one fails. Reference: dense attention over
@@ -1179,6 +1256,7 @@ int main(void) {
     CHECK_RUN(test_random_prefill);
     CHECK_RUN(test_odd_shapes);
     CHECK_RUN(test_decode);
+    CHECK_RUN(test_blindsight_text_rows);
     CHECK_RUN(test_shared_keys);
     CHECK_RUN(test_long_sequences);
     CHECK_RUN(test_pattern_equals_explicit_mask);

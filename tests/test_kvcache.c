@@ -93,7 +93,7 @@ static oc_kv_rows rows_of(const problem *p, const int32_t *pos, int32_t n_q, con
 
 /* Scoring scratch for every test here (checked against oc_kv_score_scratch_bytes), and the
  * attention kernels of the best ISA this CPU runs. */
-static _Alignas(64) unsigned char score_scratch[1 << 20];
+static _Alignas(64) unsigned char score_scratch[1 << 22];   /* the kept logits: 520 bytes per key and kv head */
 
 static const oc_attn_kernels *best_kernels(void) {
     oc_cpu_features cpu;

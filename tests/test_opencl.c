@@ -536,6 +536,40 @@ static void test_kv_store(void) {
     free(src);
 }
 
+/* oc_cl_keep_rows (the KV cache's in-place compaction): random kept sets with runs of consecutive
+ * rows (moved as one rectangle copy when the shift allows) and single rows, at offsets inside a
+ * row and at a whole-row base, against the host's compaction of the same bytes; rows past the
+ * kept count and bytes outside each row stay as they were. */
+static void test_keep_rows(void) {
+    if (!need_dev()) return;
+    check_rng r = { 77 };
+    for (int trial = 0; trial < 12; trial++) {
+        const size_t stride = 96, row = trial % 3 == 2 ? 96 : 32, n_rows = 300;
+        size_t off = (size_t)(trial % 3) * 32 + (trial % 4 == 3 ? 5 * stride : 0);
+        if (off % stride + row > stride) off -= off % stride;
+        size_t n_bytes = off + n_rows * stride;
+        unsigned char *h = malloc(n_bytes), *want = malloc(n_bytes), *got = malloc(n_bytes);
+        for (size_t i = 0; i < n_bytes; i++) h[i] = (unsigned char)check_rng_int(&r, 0, 255);
+        int32_t kept[300];
+        int32_t n_kept = 0;
+        for (int32_t j = 0; j < (int32_t)n_rows;) {   /* runs of 1-40 kept rows, gaps of 0-30 */
+            int32_t run = check_rng_int(&r, 1, 40), gap = check_rng_int(&r, 0, trial % 2 ? 3 : 30);
+            for (int32_t k = 0; k < run && j < (int32_t)n_rows; k++) kept[n_kept++] = j++;
+            j += gap;
+        }
+        memcpy(want, h, n_bytes);
+        for (int32_t k = 0; k < n_kept; k++) memmove(want + off + (size_t)k * stride, h + off + (size_t)kept[k] * stride, row);
+        oc_cl_buf *b = dup_host(h, n_bytes);
+        oc_error err;
+        CHECKF(oc_cl_keep_rows(g_dev, b, off, stride, row, kept, n_kept, &err) == OC_OK, "trial %d: %s", trial, err.message);
+        CHECK(oc_cl_download(g_dev, b, 0, got, n_bytes, &err) == OC_OK);
+        CHECKF(memcmp(got, want, n_bytes) == 0, "trial %d (%d kept of %zu, off %zu, row %zu): bytes differ", trial, n_kept,
+               n_rows, off, row);
+        oc_cl_buf_free(b);
+        free(h); free(want); free(got);
+    }
+}
+
 static void test_argmax(void) {
     if (!need_dev()) return;
     check_rng r = { 17 };
@@ -1250,6 +1284,7 @@ int main(void) {
     CHECK_RUN(test_embed);
     CHECK_RUN(test_matmul);
     CHECK_RUN(test_kv_store);
+    CHECK_RUN(test_keep_rows);
     CHECK_RUN(test_argmax);
     CHECK_RUN(test_attn_dense);
     CHECK_RUN(test_attn_patterns);

@@ -15,7 +15,7 @@ int oc_tool_version(int argc, char **argv);
 int oc_tool_plan(int argc, char **argv);
 int oc_tool_info(int argc, char **argv);
 int oc_tool_tokenize(int argc, char **argv);
-int oc_tool_bench(int argc, char **argv);       /* bench matmul|attention|vlm|kernels */
+int oc_tool_bench(int argc, char **argv);       /* bench matmul|attention|vlm|kernels|plans */
 int oc_tool_convert(int argc, char **argv);
 int oc_tool_scene(int argc, char **argv);
 int oc_tool_eval(int argc, char **argv);        /* hands --suite long to oc_tool_eval_long */

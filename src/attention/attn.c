@@ -732,11 +732,31 @@ static const oc_head_pattern dense_pattern = { .kind = OC_PATTERN_DENSE };
 
 int oc_attn_wants_dyn(const oc_attn_call *a) { return a->n_q >= OC_DYN_LAST_Q; }
 
-/* A prefill pattern runs dense in a call too short for its estimate (decode; pattern.h). */
+/* 1 when every query row of the call is a text token: no layout (every token is text: decode),
+ * rows past the prompt's, or rows between two images. */
+static int rows_all_text(const oc_attn_call *a) {
+    const oc_token_layout *l = a->layout;
+    if (!l || a->q_offset >= oc_layout_n_tokens(l)) return 1;
+    if (oc_layout_image_at(l, a->q_offset) >= 0) return 0;
+    int32_t next = oc_layout_next_image(l, a->q_offset);
+    return next >= oc_layout_n_images(l) || oc_layout_image_span(l, next).start >= (int64_t)a->q_offset + a->n_q;
+}
+
+/* A prefill pattern runs dense in a call too short for its estimate (decode; pattern.h). A
+ * BlindSight category restricts image queries only (blindsight.txt Sec. 3.2: text queries keep
+ * every key the causal mask keeps), so over text rows it is dense: taken as dense there, the heads
+ * of a kv group with different categories form one sub-group and read each K/V tile once, as dense
+ * heads do, instead of once per category (decode was slower than dense for that alone). The keys
+ * kept, and so the counters, are the same. */
+int oc_attn_head_is_dense(const oc_attn_call *a, int32_t h) {
+    if (!a->patterns) return 1;
+    oc_pattern_kind k = a->patterns[h].kind;
+    if (k == OC_PATTERN_DENSE || (oc_pattern_is_prefill(k) && !oc_attn_wants_dyn(a))) return 1;
+    return (k == OC_PATTERN_SINK || k == OC_PATTERN_INTRA_IMAGE || k == OC_PATTERN_INTRA_IMAGE_SINK) && rows_all_text(a);
+}
+
 static const oc_head_pattern *pattern_of(const oc_attn_call *a, int32_t h) {
-    if (!a->patterns) return &dense_pattern;
-    const oc_head_pattern *p = &a->patterns[h];
-    return oc_pattern_is_prefill(p->kind) && !oc_attn_wants_dyn(a) ? &dense_pattern : p;
+    return oc_attn_head_is_dense(a, h) ? &dense_pattern : &a->patterns[h];
 }
 
 /* Heads h and e (of one kv group) that keep the same keys for every query share K/V tiles: the

@@ -87,6 +87,11 @@ oc_status oc_attn_run(const oc_attn_call *call, const oc_attn_host *mem, oc_isa 
 /* 1 when the call runs its VERTICAL_SLASH / GRID heads sparse (n_q >= OC_DYN_LAST_Q), so it needs
  * call->dyn; 0 when they run dense (decode). */
 int oc_attn_wants_dyn(const oc_attn_call *call);
+/* 1 when head h of the call keeps exactly the keys the base mask keeps: no patterns, a dense head,
+ * a prefill pattern in a call too short for its estimate (decode), or a BlindSight category over
+ * query rows that are all text (it restricts image queries only). Executors run such heads as
+ * dense heads (one sub-group with the group's other dense heads; on a device, no counters). */
+int oc_attn_head_is_dense(const oc_attn_call *call, int32_t h);
 /* Bytes of the block oc_attn_dyn_build needs for calls up to dims (0 on overflow): per head
  * 12 * max_n_kv for the index, per thread about 28 * max_n_kv plus a few tiles. [alloc: no] */
 size_t oc_attn_dyn_bytes(const oc_attn_dims *dims, int n_threads);

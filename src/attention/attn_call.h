@@ -74,6 +74,10 @@ typedef struct oc_attn_call {
      * changes nothing. Error: about 2^-7 of sum |q k| per score and of sum p |v| per output
      * (attn_bf16_avx512.c). The vision encoder sets it; the text model does not. 0: f32. */
     int32_t bf16_products;
+    /* Profiling, may be NULL: the executor adds the nanoseconds it spent estimating and choosing
+     * the dynamic heads' index (dyn.h) before the kernels ran, so a caller can tell that cost
+     * from the kernels' (bench plans). Results never depend on it. */
+    uint64_t *estimate_ns;
 } oc_attn_call;
 
 #endif

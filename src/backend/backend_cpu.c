@@ -6,6 +6,7 @@
  * graph gives the same bits through it as it did calling those kernels directly.
  * Every operand is checked to lie inside its buffer before it is touched. */
 #include "backend/backend_cpu.h"
+#include "port.h"
 
 #include <string.h>
 
@@ -174,7 +175,9 @@ static oc_status cpu_attention(oc_backend *be, const oc_attn_call *a, const oc_a
         return oc_attn_run(a, &mem, c->isa, c->pool, c->attn_scratch, c->attn_scratch_bytes, stats, err);
     /* a prefill with vertical-slash / grid heads: their index from this prompt first (dyn.h) */
     oc_attn_call with_index = *a;
+    uint64_t t0 = a->estimate_ns ? oc_port_now_ns() : 0;
     oc_status st = oc_attn_dyn_build(a, &mem, c->isa, c->pool, c->dyn_mem, c->dyn_bytes, &with_index.dyn, err);
+    if (a->estimate_ns) *a->estimate_ns += oc_port_now_ns() - t0;
     if (st != OC_OK) return st;
     return oc_attn_run(&with_index, &mem, c->isa, c->pool, c->attn_scratch, c->attn_scratch_bytes, stats, err);
 }

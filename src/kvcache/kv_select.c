@@ -10,11 +10,13 @@
 
 /* ---- scores ------------------------------------------------------------------------------------ */
 
-/* The scorer is the attention engine's S^T = K Q^T loop (attn_kernels.h) run twice over the same
- * key blocks: pass 1 takes each column's (query row x head) softmax max and sum per block; a serial
- * combine in block order gives the row's max M and 1 / sum; pass 2 recomputes the block's logits,
- * which come out bitwise the same, turns them into 2^(s - M) with softmax_cols (m preset to M) and
- * adds p / sum into acc in double. A block is a pool task; every task writes only its own
+/* The scorer is the attention engine's S^T = K Q^T loop (attn_kernels.h) run once over the key
+ * blocks: pass 1 computes each block's logits, keeps them in the scratch and takes each column's
+ * (query row x head) softmax max and sum per block; a serial combine in block order gives the
+ * row's max M and 1 / sum; pass 2 turns the kept logits into 2^(s - M) with softmax_cols (m preset
+ * to M) and adds p / sum into acc in double. (Pass 2 used to recompute the logits, bitwise the
+ * same, doubling the key conversion and the GEMM: about half of the scoring's time. Keeping them
+ * costs max_keys x n_head_kv x 128 floats of scratch: 9 MiB at the long model's 9K tokens.) A block is a pool task; every task writes only its own
  * partials and its own keys of acc, so the result does not depend on the thread count. Each key
  * block is converted to f32 once per pass for all the rows of a chunk (SCORE_COLS columns). */
 #define SCORE_KEYS 128    /* keys per block (one pool task) */
@@ -28,7 +30,7 @@ static size_t up(size_t n) { return (n + SCORE_ALIGN - 1) / SCORE_ALIGN * SCORE_
 
 /* The scratch's parts, in bytes: shared ones, then one slice per thread. */
 typedef struct score_layout {
-    size_t qt, part, mx, inv, qptr, thread;           /* shared */
+    size_t qt, part, mx, inv, qptr, logits, thread;   /* shared */
     size_t k, s, stats, kptr;                          /* per thread: k, s, m/l/alpha, key pointers */
 } score_layout;
 
@@ -41,6 +43,7 @@ static score_layout layout_of(int32_t n_head, int32_t n_head_kv, int32_t max_key
     L.mx = up(gc * sizeof(float));
     L.inv = up(gc * sizeof(double));
     L.qptr = up((size_t)nc * sizeof(const float *));
+    L.logits = up(blocks * gc * (size_t)SCORE_KEYS * sizeof(float));   /* [block][kv head][key][nc] */
     L.k = up((size_t)SCORE_KEYS * (size_t)head_dim * sizeof(float));
     L.s = up((size_t)SCORE_KEYS * (size_t)nc * sizeof(float));
     L.stats = up(3 * (size_t)nc * sizeof(float));
@@ -52,7 +55,7 @@ static score_layout layout_of(int32_t n_head, int32_t n_head_kv, int32_t max_key
 size_t oc_kv_score_scratch_bytes(int32_t n_head, int32_t n_head_kv, int32_t max_keys, int32_t head_dim,
                                  int n_threads) {
     score_layout L = layout_of(n_head, n_head_kv, max_keys, head_dim);
-    return L.qt + L.part + L.mx + L.inv + L.qptr + (size_t)(n_threads < 1 ? 1 : n_threads) * L.thread;
+    return L.qt + L.part + L.mx + L.inv + L.qptr + L.logits + (size_t)(n_threads < 1 ? 1 : n_threads) * L.thread;
 }
 
 typedef struct score_run {
@@ -63,6 +66,7 @@ typedef struct score_run {
     int64_t acc_stride;
     int32_t group, i0, n_cols, nc, n_keys, pass;
     float *qt, *part, *mx;   /* part: [block][kv head][nc] maxima, then the same for sums */
+    float *logits;           /* [block][kv head][SCORE_KEYS][nc]: pass 1's logits for pass 2 */
     double *inv;             /* [kv head][nc] 1 / sum */
     char *threads;
     size_t part_half;        /* floats from the maxima to the sums */
@@ -73,23 +77,29 @@ static void score_block(void *ctx, int64_t b, int thread) {
     const oc_kv_rows *r = x->r;
     const oc_attn_kernels *kn = x->kn;
     char *t = x->threads + (size_t)thread * x->L.thread;
-    float *k = (float *)(void *)t, *s = (float *)(void *)(t + x->L.k);
+    float *k = (float *)(void *)t;
     float *m = (float *)(void *)(t + x->L.k + x->L.s), *l = m + x->nc, *alpha = l + x->nc;
     const void **kp = (const void **)(void *)(t + x->L.k + x->L.s + x->L.stats);
     int32_t hd = r->head_dim, nc = x->nc, j0 = (int32_t)b * SCORE_KEYS, nk = OC_MIN(SCORE_KEYS, x->n_keys - j0);
     int32_t dtype = r->k_f16 ? OC_DTYPE_F16 : OC_DTYPE_F32;
     for (int32_t g = 0; g < r->n_head_kv; g++) {
-        for (int32_t j = 0; j < nk; j++) {
-            int64_t at = (int64_t)(j0 + j) * r->k_stride_token + (int64_t)g * r->k_stride_head;
-            kp[j] = r->k_f16 ? (const void *)(r->k_f16 + at) : (const void *)(r->k_f32 + at);
+        float *kept = x->logits + ((size_t)b * (size_t)r->n_head_kv + (size_t)g) * SCORE_KEYS * (size_t)nc;
+        /* pass 1 takes its softmax on a copy in the thread's s; pass 2 on the kept logits */
+        float *s = x->pass == 1 ? (float *)(void *)(t + x->L.k) : kept;
+        if (x->pass == 1) {
+            for (int32_t j = 0; j < nk; j++) {
+                int64_t at = (int64_t)(j0 + j) * r->k_stride_token + (int64_t)g * r->k_stride_head;
+                kp[j] = r->k_f16 ? (const void *)(r->k_f16 + at) : (const void *)(r->k_f32 + at);
+            }
+            kn->convert_rows(k, kp, nk, hd, dtype);
+            kn->gemm(nk, nc, hd, k, hd, 1, x->qt + (size_t)g * (size_t)hd * (size_t)nc, s, nc, 0);   /* S^T = K Q^T */
+            /* Eq. 12: column c (row i0 + c / group) sees key j when j <= its position; rows ascend, so
+             * only keys past the chunk's first row need the mask. Padding columns are never read. */
+            for (int32_t j = OC_MAX(0, r->q_pos[x->i0] + 1 - j0); j < nk; j++)
+                for (int32_t c = 0; c < x->n_cols; c++)
+                    if (j0 + j > r->q_pos[x->i0 + c / x->group]) s[(size_t)j * (size_t)nc + (size_t)c] = -INFINITY;
+            memcpy(kept, s, (size_t)nk * (size_t)nc * sizeof(float));
         }
-        kn->convert_rows(k, kp, nk, hd, dtype);
-        kn->gemm(nk, nc, hd, k, hd, 1, x->qt + (size_t)g * (size_t)hd * (size_t)nc, s, nc, 0);   /* S^T = K Q^T */
-        /* Eq. 12: column c (row i0 + c / group) sees key j when j <= its position; rows ascend, so
-         * only keys past the chunk's first row need the mask. Padding columns are never read. */
-        for (int32_t j = OC_MAX(0, r->q_pos[x->i0] + 1 - j0); j < nk; j++)
-            for (int32_t c = 0; c < x->n_cols; c++)
-                if (j0 + j > r->q_pos[x->i0 + c / x->group]) s[(size_t)j * (size_t)nc + (size_t)c] = -INFINITY;
         float *pm = x->part + ((size_t)b * (size_t)r->n_head_kv + (size_t)g) * (size_t)nc, *pl = pm + x->part_half;
         const float *row_max = x->mx + (size_t)g * (size_t)nc;
         for (int32_t c = 0; c < nc; c++) {
@@ -133,7 +143,8 @@ void oc_kv_score_rows(const oc_kv_rows *r, double *acc, int64_t acc_stride_head,
     x.mx = (float *)(void *)(p + x.L.qt + x.L.part);
     x.inv = (double *)(void *)(p + x.L.qt + x.L.part + x.L.mx);
     const float **qp = (const float **)(void *)(p + x.L.qt + x.L.part + x.L.mx + x.L.inv);
-    x.threads = p + x.L.qt + x.L.part + x.L.mx + x.L.inv + x.L.qptr;
+    x.logits = (float *)(void *)(p + x.L.qt + x.L.part + x.L.mx + x.L.inv + x.L.qptr);
+    x.threads = p + x.L.qt + x.L.part + x.L.mx + x.L.inv + x.L.qptr + x.L.logits;
     /* logits in base 2: softmax_cols takes 2^(s - m) */
     float qscale = r->scale * 1.44269504088896340736f;
     size_t gc = (size_t)r->n_head_kv * (size_t)x.nc;

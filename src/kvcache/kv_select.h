@@ -47,7 +47,8 @@ typedef struct oc_kv_rows {
  * serial); the result is bitwise the same for any thread count.
  * scratch: OC_MEM_ALIGN-aligned, oc_kv_score_scratch_bytes(n_head, n_head_kv, keys of the last
  * row or more, head_dim, oc_pool_n_threads(pool) or more) bytes: with group <= 128, at most
- * 8 * n_head_kv bytes per key (block partials) plus n_head_kv * head_dim * 512 bytes (packed
+ * 520 * n_head_kv bytes per key (block partials, and the logits kept from the first pass for the
+ * second, so the K Q^T product runs once) plus n_head_kv * head_dim * 512 bytes (packed
  * queries) shared, and 512 * (head_dim + 128) bytes per thread (a key block and its logits), plus
  * a few KiB. [alloc: no] */
 size_t oc_kv_score_scratch_bytes(int32_t n_head, int32_t n_head_kv, int32_t max_keys, int32_t head_dim,

@@ -296,6 +296,7 @@ static oc_status open_engines(oc_context *c, oc_backend_kind kind, const char *d
     oc_status st = oc_backend_device_open(&c->dev, kind, device, &c->alloc, err);
     oc_backend_spec spec = { kind, device, c->pool, c->isa, c->dev };
     if (!st) st = oc_text_ctx_open_backend(&c->text, m->text, &lim, &spec, &c->alloc, err);
+    if (!st && c->p.profile) oc_text_ctx_time_sync(c->text, c->dev);
     if (!st && m->vision && c->p.max_images > 0)
         st = oc_vision_ctx_open_backend(&c->vision, m->vision, 4 * c->p.max_image_tokens, &spec, &c->alloc, err);
     /* on a device the image embeddings stay there, in the text context's store (the CPU reads
@@ -740,6 +741,11 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     oc_attn_stats after_vision = as, after_prefill;
     st = prefill(c, layout, row, &as, err);
     c->stats.prefill_ms = ms_since(t1);
+    oc_text_times tp = oc_text_ctx_times(c->text);
+    c->stats.prefill_attn_ms = (double)tp.attn_ns / 1e6;
+    c->stats.prefill_estimate_ms = (double)tp.estimate_ns / 1e6;
+    c->stats.prefill_kv_score_ms = (double)tp.score_ns / 1e6;
+    c->stats.prefill_kv_select_ms = (double)tp.select_ns / 1e6;
     after_prefill = as;
     size_t kv_capacity_bytes;
     oc_text_ctx_kv_bytes(c->text, &c->stats.kv_prefill_bytes, &kv_capacity_bytes);
@@ -749,6 +755,7 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
         if (r->max_new_tokens > 0) st = generate(c, r, t0, &as, err);
     }
     oc_layout_free(layout);
+    c->stats.decode_attn_ms = (double)(oc_text_ctx_times(c->text).attn_ns - tp.attn_ns) / 1e6;
     c->stats.attn_flops_kept = as.flops_kept;
     c->stats.attn_flops_skipped = as.flops_skipped;
     c->stats.attn_prefill_flops_kept = after_prefill.flops_kept - after_vision.flops_kept;

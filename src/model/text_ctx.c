@@ -4,6 +4,7 @@
  * (text_ctx.h), so oc_text_forward (text_decoder.c) allocates nothing. oc_text_ctx_bytes adds up the
  * same sizes without allocating. */
 #include "model/text_ctx.h"
+#include "port.h"
 
 #include <string.h>
 
@@ -335,7 +336,16 @@ int oc_text_ctx_prefills_by_layer(const oc_text_ctx *c) { return c->reg.by_layer
 
 void oc_text_ctx_reset(oc_text_ctx *c) {
     c->n_past = 0;
+    memset(&c->times, 0, sizeof c->times);
     if (c->kvp->any_evict) oc_kv_book_reset(&c->book);
+}
+
+oc_text_times oc_text_ctx_times(const oc_text_ctx *c) { return c->times; }
+void oc_text_ctx_time_sync(oc_text_ctx *c, oc_backend_device *sync_dev) { c->sync_dev = sync_dev; }
+
+uint64_t oc_text_clock(const oc_text_ctx *c) {
+    if (c->sync_dev) oc_backend_device_finish(c->sync_dev, NULL);   /* a failure shows at the next op */
+    return oc_port_now_ns();
 }
 
 void oc_text_ctx_kv_bytes(const oc_text_ctx *c, size_t *held, size_t *capacity) {

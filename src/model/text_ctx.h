@@ -81,6 +81,8 @@ struct oc_text_ctx {
                                                     (an image row: its key is the first layer's) */
     uint8_t *kv_shared;                          /* [C] one attention call's k_shared flags per
                                                     key row of a compacted kv head */
+    oc_text_times times;
+    oc_backend_device *sync_dev;                 /* borrowed: times waits for it (may be NULL) */
     int32_t kv_probes[OC_KV_ZIPVL_RECENT_PROBES + OC_KV_ZIPVL_RANDOM_PROBES];
     int32_t n_kv_probes;
     /* host block */
@@ -89,6 +91,9 @@ struct oc_text_ctx {
     float *inv_freq;                             /* [head_dim / 2] */
     float *cos_h, *sin_h;                        /* [B][head_dim / 2] */
 };
+
+/* The clock for c->times: now, after the device finished what is queued when c->sync_dev is set. */
+uint64_t oc_text_clock(const oc_text_ctx *c);
 
 /* text_decoder.c: the forward pass's steps, for text_prefill.c. Rows of x start at element xo. */
 oc_status oc_text_inputs(oc_text_ctx *c, const oc_text_batch *b, int64_t xo, oc_error *err);   /* input rows */
@@ -122,6 +127,8 @@ oc_status oc_text_prefill_by_layer(oc_text_ctx *c, const oc_text_batch *b, oc_at
 void oc_text_kv_start(oc_text_ctx *c, int32_t prompt_tokens);
 /* After layer il ran on a prompt batch: add the observed rows' attention to the layer's scores. */
 oc_status oc_text_kv_score(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_error *err);
+/* The same, its time added to c->times.score_ns. */
+oc_status oc_text_kv_score_timed(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_error *err);
 /* After the segment of layers first..last ran over the whole prompt (n_past counts it): choose
  * and keep, moving kept rows from the prefill rows (staging) to the layers' regions. */
 oc_status oc_text_kv_compact(oc_text_ctx *c, int32_t first, int32_t last, oc_error *err);

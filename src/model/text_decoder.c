@@ -125,8 +125,8 @@ oc_attn_call oc_text_attn_call(const oc_text_ctx *c, int32_t il, int32_t n_q) {
     return a;
 }
 
-static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_attn_stats *stats,
-                           oc_error *err) {
+static oc_status attention_calls(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_attn_stats *stats,
+                                 oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     const oc_kv_layer *P = &c->kvp->layer[il];
     int64_t hd = hp->head_dim;
@@ -134,6 +134,7 @@ static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, o
     a.patterns = b->plan && b->plan->shape.n_layers > 0
                      ? b->plan->heads + (size_t)il * (size_t)b->plan->shape.n_heads : NULL;
     a.layout = b->layout;
+    a.estimate_ns = &c->times.estimate_ns;
     if (b->layer_masks && b->layer_masks[il]) {
         a.mask = OC_ATTN_EXPLICIT;
         a.explicit_mask = b->layer_masks[il];
@@ -171,6 +172,14 @@ static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, o
         if (st) return st;
     }
     return OC_OK;
+}
+
+/* The layer's attention, timed (oc_text_times). */
+static oc_status attention(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_attn_stats *stats, oc_error *err) {
+    uint64_t t0 = oc_text_clock(c);
+    oc_status st = attention_calls(c, b, il, stats, err);
+    c->times.attn_ns += oc_text_clock(c) - t0;
+    return st;
 }
 
 void oc_text_vla_keys(oc_text_ctx *c, int32_t il, oc_attn_call *a, int32_t g, int per_head, const int32_t *pos,
@@ -340,7 +349,7 @@ oc_status oc_text_layer_forward(oc_text_ctx *c, const oc_text_batch *b, int32_t 
     if (b->on_attn && !c->kvp->any_evict && c->kvp->layer[il].lazy == OC_KV_OWN && (st = observe(c, b, il, err)))
         return st;
     /* att [n][d] over the cache; x += att Wo^T; the MLP */
-    if ((st = attention(c, b, il, stats, err)) || (st = oc_text_kv_score(c, b, il, err)) ||
+    if ((st = attention(c, b, il, stats, err)) || (st = oc_text_kv_score_timed(c, b, il, err)) ||
         (st = op->matmul(be, &c->layers[il].wo, &c->att, 0, d, &c->xb, 0, d, n, NULL, err)) ||
         (st = op->add(be, &c->x, xo, &c->xb, 0, n * d, err)))
         return st;

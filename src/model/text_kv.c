@@ -25,9 +25,16 @@ static oc_status score(oc_text_ctx *c, int32_t il, const int32_t *pos, int32_t n
     int32_t first = c->n_past, end = pos[n_rows - 1] + 1;
     size_t d = (size_t)hp->n_embd, kvd = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
     oc_status st;
-    for (int32_t r = 0; r < n_rows; r++)   /* the observed q rows, to host */
-        if ((st = be->ops->read(be, &c->q, (size_t)(pos[r] - first) * d * 4, c->kv_q + (size_t)r * d, d * 4, err)))
+    /* the observed q rows, to host: runs of consecutive positions in one read each (on a device
+     * every read waits for the queue: one per row made the 128 probe rows 128 round trips) */
+    for (int32_t r = 0; r < n_rows;) {
+        int32_t e = r + 1;
+        while (e < n_rows && pos[e] == pos[e - 1] + 1) e++;
+        if ((st = be->ops->read(be, &c->q, (size_t)(pos[r] - first) * d * 4, c->kv_q + (size_t)r * d,
+                                (size_t)(e - r) * d * 4, err)))
             return st;
+        r = e;
+    }
     size_t k_at = (size_t)c->reg.k_pre[il] * 2, k_bytes = (size_t)end * kvd * 2;   /* the prompt's keys */
     /* the CPU's cache is host memory, read in place; a device's is read into the reserved copy */
     const uint16_t *k = c->kv_k;
@@ -57,6 +64,15 @@ oc_status oc_text_kv_score(oc_text_ctx *c, const oc_text_batch *b, int32_t il, o
         if (n_rows && (st = score(c, il, pos, n_rows, c->kv_acc + (size_t)P->zipvl_row * (size_t)C, 0, err))) return st;
     }
     return OC_OK;
+}
+
+oc_status oc_text_kv_score_timed(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_error *err) {
+    const oc_kv_layer *P = &c->kvp->layer[il];
+    if ((P->acc_row < 0 && P->zipvl_row < 0) || b->prompt_tokens <= 0) return OC_OK;   /* no clock for nothing */
+    uint64_t t0 = oc_text_clock(c);
+    oc_status st = oc_text_kv_score(c, b, il, err);
+    c->times.score_ns += oc_text_clock(c) - t0;
+    return st;
 }
 
 /* Keep kept[0..n_kept) of kv head g in every layer that follows layer `first` (itself included):

@@ -70,6 +70,16 @@ typedef struct oc_text_limits {
 
 typedef struct oc_text_ctx oc_text_ctx;
 
+/* Where the decoder's time went, summed since oc_text_ctx_reset (bench plans, oc_stats): wall
+ * nanoseconds on the host. On a device the steps are queued, so a step's time is its own only when
+ * sync_dev is set: each timed step then waits for the device before and after (slower). */
+typedef struct oc_text_times {
+    uint64_t attn_ns;        /* the attention calls (their index estimation included) */
+    uint64_t estimate_ns;    /* ... of which MMInference's index estimation and choice (dyn.h) */
+    uint64_t score_ns;       /* SparseMM / ZipVL: scoring the window / probe rows (text_kv.c) */
+    uint64_t select_ns;      /* SparseMM / ZipVL: choosing the kept tokens, compacting the cache */
+} oc_text_times;
+
 /* Host bytes oc_text_ctx_open_backend allocates for these limits on that backend with n_threads
  * pool threads (on CPU: KV cache, activations, scratch, handles); 0 on overflow. */
 size_t oc_text_ctx_bytes(const oc_text_model *m, const oc_text_limits *lim, const oc_backend_spec *spec,
@@ -89,6 +99,10 @@ int32_t oc_text_ctx_n_past(const oc_text_ctx *ctx);
 /* KV cache bytes: held = f16 keys and values of the tokens held now (after eviction), capacity =
  * what the cache buffers take (fixed at open). */
 void oc_text_ctx_kv_bytes(const oc_text_ctx *ctx, size_t *held, size_t *capacity);
+/* Where the time went since the last reset (oc_text_times); sync_dev (borrowed, may be NULL): the
+ * device whose queue each timed step waits for, so that on OpenCL the times are the steps' own. */
+oc_text_times oc_text_ctx_times(const oc_text_ctx *ctx);
+void oc_text_ctx_time_sync(oc_text_ctx *ctx, oc_backend_device *sync_dev);
 /* Benchmarks: stand a prompt of n_tokens in the cache without computing it (a 16K-token prefill
  * takes minutes on a small CPU): every layer's keys and values become rows_f16 ([n_tokens][kv_dim]
  * f16, the same rows in every layer), each evicting layer's attention mass of key j becomes mass[j]

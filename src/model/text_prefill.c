@@ -73,8 +73,10 @@ static oc_status sparse_attention(oc_text_ctx *c, const oc_text_batch *k, int32_
     a.q_offset = i0;
     oc_text_vla_keys(c, il, &a, 0, 0, oc_kv_book_pos(&c->book, il, 0), i0 + m, 0);   /* key r: token T[r] */
     oc_attn_bt t = { &c->xb, &c->k_cache, &c->v_cache, &c->att };
-    if ((st = op->attention(be, &a, &t, stats, err)) ||
-        (st = op->matmul(be, &c->layers[il].wo, &c->att, 0, d, &c->xb, 0, d, m, NULL, err)))
+    uint64_t t0 = oc_text_clock(c);
+    st = op->attention(be, &a, &t, stats, err);
+    c->times.attn_ns += oc_text_clock(c) - t0;
+    if (st || (st = op->matmul(be, &c->layers[il].wo, &c->att, 0, d, &c->xb, 0, d, m, NULL, err)))
         return st;
     /* x += O Wo on T's rows only (the others' output is 0) */
     for (int32_t r = 0; r < m;) {
@@ -104,11 +106,12 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
             (st = oc_text_layer_qkv(c, &k, l0, s * d, err)) ||
             (st = be->ops->kv_store(be, &c->k, 0, &c->k_cache, oc_text_k_base(c, l0) + s * kvd, k.n_tokens * kvd, err)) ||
             (st = be->ops->kv_store(be, &c->v, 0, &c->v_cache, oc_text_v_base(c, l0) + s * kvd, k.n_tokens * kvd, err)) ||
-            (st = oc_text_kv_score(c, &k, l0, err)))
+            (st = oc_text_kv_score_timed(c, &k, l0, err)))
             return st;
     }
     c->n_past = P;
     /* T (Eq. 6-9); K[T], V[T] move down in place for every kv head, the book follows */
+    uint64_t t_select = oc_text_clock(c);
     int32_t n_t = oc_text_kv_zipvl_set(c, l0);
     for (int32_t g = 0; g < hp->n_head_kv; g++) {
         oc_bt *caches[2] = { &c->k_cache, &c->v_cache };
@@ -117,6 +120,7 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
             if ((st = be->ops->kv_keep(be, caches[w], at[w] + g * hd, kvd, hd, c->kv_kept, n_t, err))) return st;
         for (int32_t l = l0; l <= l1; l++) oc_kv_book_keep(&c->book, l, g, c->kv_kept, n_t);
     }
+    c->times.select_ns += oc_text_clock(c) - t_select;
     notify(c, b, l0, l1);
     /* B: every layer of the segment, attention over T */
     uint64_t kept_before = stats ? stats->flops_kept : 0;
@@ -144,6 +148,7 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
     if (stats && dense > kept) stats->flops_skipped += dense - kept;
     if (F->acc_row < 0) return OC_OK;   /* ZipVL alone: T stays where it is (the region is the context's) */
     /* kv-budget within T (kv_cache.h): each kv head's SparseMM choice among T, by T's indices */
+    t_select = oc_text_clock(c);
     memcpy(c->kv_nnz, t, (size_t)n_t * sizeof(int32_t));
     for (int32_t g = 0; g < hp->n_head_kv; g++) {
         const double *acc = c->kv_acc + ((size_t)F->acc_row + (size_t)g) * (size_t)c->lim.max_ctx_tokens;
@@ -155,6 +160,7 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
         }
         if ((st = oc_text_kv_keep(c, l0, g, c->kv_kept, m, err))) return st;
     }
+    c->times.select_ns += oc_text_clock(c) - t_select;
     return OC_OK;
 }
 
@@ -180,7 +186,10 @@ oc_status oc_text_prefill_by_layer(oc_text_ctx *c, const oc_text_batch *b, oc_at
                     if ((st = oc_text_layer_forward(c, &k, il, s * d, stats, err))) return st;
             }
             c->n_past = P;
-            if ((st = oc_text_kv_compact(c, l0, l1, err))) return st;
+            uint64_t t0 = oc_text_clock(c);
+            st = oc_text_kv_compact(c, l0, l1, err);
+            c->times.select_ns += oc_text_clock(c) - t0;
+            if (st) return st;
         }
         l0 = l1 + 1;
     }

@@ -50,6 +50,7 @@ int bench_matmul_cl(int argc, char **argv);      /* bench matmul --backend openc
 int bench_decoder_layout(int n_images, int image_tokens, oc_token_layout **out, int *n_tokens);
 extern const oc_head_pattern bench_sparse_plan[12];
 int bench_kernels(int argc, char **argv);   /* argv[0] is "kernels" */
+int bench_plans(int argc, char **argv);     /* argv[0] is "plans" (bench_plans.c) */
 /* Case (d) of bench attention: MMInference's dynamic patterns vs dense (bench_mminf.c). */
 int bench_mminf(oc_pool *pool, int n_threads, oc_isa isa, int quick, int reps);
 

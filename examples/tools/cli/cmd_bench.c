@@ -19,6 +19,7 @@ static const bench_entry benches[] = {
     { "attention", "attention engine: dense and sparse prefill, vision, decode vs FMA peak", bench_attention },
     { "vlm", "end to end on Qwen2-VL-2B shapes: images, prefill, decode (--synth writes the model)", bench_vlm },
     { "kernels", "one untimed run of a kernel case, for instruction counts under emulation", bench_kernels },
+    { "plans", "dense vs each plan on the same long-suite items: time per phase, ideal vs achieved", bench_plans },
 };
 
 void bench_cpu_name(char *buf, size_t n_bytes) {

@@ -11,6 +11,7 @@
 #include "port/port.h"
 #include "tools/scene.h"
 #include "tools/scene_long.h"
+#include "tools/long_run.h"
 
 #include <errno.h>
 #include <math.h>
@@ -19,8 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_NEW_TOKENS 96            /* a list answer is at most ~60 tokens */
-#define GOT_BYTES 256
+#define GOT_BYTES OC_LONG_RUN_ANSWER_BYTES
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -58,31 +58,6 @@ typedef struct long_result {
     size_t context_bytes, device_bytes, kv_capacity_bytes;
     uint64_t peak_rss_bytes;
 } long_result;
-
-typedef struct answer_buf {
-    char text[GOT_BYTES];
-    size_t n_bytes;
-    int stopped;                     /* collect asked oc_ask to stop (the buffer was full) */
-} answer_buf;
-
-static int collect(void *user, const char *text, size_t n_bytes) {
-    answer_buf *a = user;
-    size_t room = sizeof a->text - 1 - a->n_bytes, n = n_bytes < room ? n_bytes : room;
-    memcpy(a->text + a->n_bytes, text, n);
-    a->n_bytes += n;
-    a->text[a->n_bytes] = '\0';
-    a->stopped |= n < n_bytes;
-    return n < n_bytes;
-}
-
-/* The one-token forward passes of an answer of n_generated tokens (oc_ask's loop, context.c
- * generate()): the first token comes from prefill; each generated token is fed back, except the last
- * when generation ended by the token limit or by on_text asking to stop; when it ended on a stop
- * token, the pass after the last text token produced it. */
-static int64_t decode_passes(int32_t n_generated, int truncated) {
-    if (n_generated <= 0) return 0;
-    return n_generated - (n_generated >= MAX_NEW_TOKENS || truncated ? 1 : 0);
-}
 
 static int parse_ll(const char *s, long long lo, long long hi, long long *out) {
     char *end;
@@ -247,19 +222,12 @@ int oc_tool_eval_long(int argc, char **argv) {
     if (!text_path || !mmproj) return fail("the long suite needs both -m TEXT.gguf and --mmproj MMPROJ.gguf");
     oc_context_params cp;
     oc_context_params_default(&cp);
-    int32_t max_tokens_per_image = (OC_LONG_MAX_SIDE_PX / OC_SCENE_CELL_PX) * (OC_LONG_MAX_SIDE_PX / OC_SCENE_CELL_PX);
-    cp.max_images = (int32_t)max_images;
-    /* each image: its tokens, <|vision_start|>, <|vision_end|> and its "Picture N: " label (< 8
-     * tokens); 512 more for the template, the question and a long answer */
-    cp.max_context_tokens = (int32_t)max_images * (max_tokens_per_image + 10) + 512;
-    if (cp.max_image_tokens < max_tokens_per_image) cp.max_image_tokens = max_tokens_per_image;
-    if (cp.min_image_tokens > 64) cp.min_image_tokens = 64;
-    cp.batch_tokens = chunk && chunk < cp.max_context_tokens ? (int32_t)chunk : cp.max_context_tokens;
+    oc_long_run_context_params(&cp, (int32_t)max_images, (int32_t)chunk);
     cp.n_threads = n_threads;
     cp.plan_path = plan;
     cp.backend = backend;
     cp.device = device;
-    size_t rgb_bytes = (size_t)max_images * OC_LONG_MAX_SIDE_PX * OC_LONG_MAX_SIDE_PX * 3;
+    size_t rgb_bytes = oc_long_run_rgb_bytes((int32_t)max_images);
     uint8_t *rgb = malloc(rgb_bytes);
     oc_error err;
     oc_model *model = NULL;
@@ -273,36 +241,16 @@ int oc_tool_eval_long(int argc, char **argv) {
     fprintf(stderr, "model: %s + %s\nbackend: %s\n", text_path, mmproj, oc_context_backend_name(ctx));
     double t0 = (double)oc_port_now_ns() / 1e6;
     for (long long i = first; i < first + n_items; i++) {
-        oc_long_item item;
-        if (oc_long_make(seed, (uint64_t)i, OC_LONG_MIN_IMAGES, (int32_t)max_images, OC_LONG_MIN_SIDE_PX,
-                         OC_LONG_MAX_SIDE_PX, types, &item, rgb)) {
-            fail("the long scene generator refused an item");
+        oc_long_run run;
+        if (oc_long_run_item(ctx, seed, (uint64_t)i, (int32_t)max_images, types, rgb, &run, &err)) {
+            fail(err.message);
             goto done;
         }
-        oc_image_rgb views[OC_LONG_MAX_IMAGES];
-        size_t image_bytes = (size_t)item.side_px * (size_t)item.side_px * 3;
-        for (int32_t k = 0; k < item.n_images; k++) {
-            views[k].rgb = rgb + (size_t)k * image_bytes;
-            views[k].width_px = item.side_px;
-            views[k].height_px = item.side_px;
-            views[k].stride_bytes = (size_t)item.side_px * 3;
-        }
-        answer_buf answer = { { 0 }, 0, 0 };
-        oc_request req;
-        oc_request_default(&req);
-        req.question = item.question;
-        req.images = views;
-        req.n_images = item.n_images;
-        req.max_new_tokens = MAX_NEW_TOKENS;
-        req.sampling.temperature = 0.0f;
-        req.on_text = collect;
-        req.user = &answer;
-        if (oc_ask(ctx, &req, &err)) { fail(err.message); goto done; }
-        oc_stats s;
-        oc_context_get_stats(ctx, &s);
-        int correct = oc_scene_answer_ok(item.answer, answer.text);   /* both sides normalized */
+        const oc_long_item item = run.item;
+        const oc_stats s = run.stats;
+        int correct = run.correct;
         char got[GOT_BYTES];
-        oc_scene_normalize(answer.text, got, sizeof got);
+        oc_scene_normalize(run.answer, got, sizeof got);
         res.n_items++;
         res.n_correct += correct;
         res.n_items_of[item.type]++;
@@ -312,7 +260,7 @@ int oc_tool_eval_long(int argc, char **argv) {
         res.vision_ms += s.vision_ms;
         res.prefill_ms += s.prefill_ms;
         res.decode_ms += s.decode_ms;
-        res.decode_tokens += decode_passes(s.n_generated, answer.stopped);
+        res.decode_tokens += run.decode_passes;
         res.ttft_ms += s.ttft_ms;
         res.flops_kept += s.attn_flops_kept;
         res.flops_skipped += s.attn_flops_skipped;
