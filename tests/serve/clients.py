@@ -233,7 +233,7 @@ def hostile(port, key, img, allowed_name):
 
 
 def load(port, key, img, clients, requests):
-    lat, toks, errors = [], [], []
+    lat, toks, ptoks, errors = [], [], [], []
     lock = threading.Lock()
     body = json.dumps(chat_body(img)).encode()
 
@@ -246,6 +246,7 @@ def load(port, key, img, clients, requests):
                 if st == 200 and answer_of(r) == "green":
                     lat.append(dt)
                     toks.append(r["usage"]["completion_tokens"])
+                    ptoks.append(r["usage"]["prompt_tokens"])
                 else:
                     errors.append((st, str(r)[:200]))
 
@@ -260,9 +261,9 @@ def load(port, key, img, clients, requests):
     total = clients * requests
     pct = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] if lat else float("nan")
     print("# load: %d clients x %d requests in %.1f s: %d answered green, %d errors; latency p50 %.3f s, p99 %.3f s, "
-          "max %.3f s; %.1f requests/s, %.1f generated tokens/s" %
+          "max %.3f s; %.1f requests/s, %.1f generated tokens/s, %.0f prompt tokens/s" %
           (clients, requests, wall, len(lat), len(errors), pct(0.5), pct(0.99), lat[-1] if lat else 0,
-           len(lat) / wall, sum(toks) / wall))
+           len(lat) / wall, sum(toks) / wall, sum(ptoks) / wall))
     report("load_every_answer_green", len(lat) == total and not errors, "%d of %d; first errors %r" % (len(lat), total, errors[:3]))
 
 
