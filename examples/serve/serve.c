@@ -172,8 +172,15 @@ static void observe(server *sv, const job *j) {
     pthread_mutex_unlock(&sv->mmu);
 }
 
+static int job_flag(job *j, const int *flag) {
+    pthread_mutex_lock(&j->mu);
+    int v = *flag;
+    pthread_mutex_unlock(&j->mu);
+    return v;
+}
+
 static void run_job(server *sv, int slot, job *j) {
-    if (j->cancelled) { job_fail(j, 503, "server_error", "the request was cancelled"); return; }
+    if (job_flag(j, &j->cancelled)) { job_fail(j, 503, "server_error", "the request was cancelled"); return; }
     if (j->deadline_ns && oc_port_now_ns() > j->deadline_ns) {
         job_fail(j, 503, "server_error", "the request waited in the queue past --timeout; try again");
         return;
@@ -217,8 +224,8 @@ static void run_job(server *sv, int slot, job *j) {
         req.user = j;
         oc_status st = oc_ask(sv->ctx[slot], &req, &err);
         oc_context_get_stats(sv->ctx[slot], &j->stats);
-        if (j->timed_out) job_fail(j, 504, "server_error", "the answer took longer than --timeout");
-        else if (j->cancelled) job_fail(j, 503, "server_error", "the request was cancelled");
+        if (job_flag(j, &j->timed_out)) job_fail(j, 504, "server_error", "the answer took longer than --timeout");
+        else if (job_flag(j, &j->cancelled)) job_fail(j, 503, "server_error", "the request was cancelled");
         else if (st && st != OC_ERR_ABORTED) {
             int client = st == OC_ERR_INVALID || st == OC_ERR_RANGE || st == OC_ERR_FORMAT || st == OC_ERR_UNSUPPORTED;
             job_fail(j, client ? 400 : 500, client ? "invalid_request_error" : "server_error", err.message);
@@ -248,8 +255,13 @@ static void *slot_main(void *arg) {
         sv->q_len--;
         sv->busy++;
         sv->running[slot] = j;
-        if (sv->stopping) j->cancelled = 1;
+        int stopping = sv->stopping;
         pthread_mutex_unlock(&sv->qmu);
+        if (stopping) {
+            pthread_mutex_lock(&j->mu);
+            j->cancelled = 1;
+            pthread_mutex_unlock(&j->mu);
+        }
         run_job(sv, slot, j);
         pthread_mutex_lock(&sv->qmu);
         sv->busy--;
