@@ -86,8 +86,20 @@ $(B)/examples/cli/%.o: examples/cli/%.c config.h config.mk
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) $(DEP_CFLAGS) -MMD -MP -c $< -o $@
 
-ocellus: $(CLI_OBJ) $(TOOLS_LIB) libocellus.a
-	$(CC) -o $@ $(CLI_OBJ) $(TOOLS_LIB) libocellus.a $(LINK_FLAGS) $(LIBS)
+# ocellus serve (examples/serve/): built when configure found libmicrohttpd (HAVE_SERVER), else a
+# stub that says so; only the CLI links SERVER_LIBS.
+ifeq ($(HAVE_SERVER),1)
+SERVE_SRC := $(filter-out examples/serve/serve_none.c,$(wildcard examples/serve/*.c))
+else
+SERVE_SRC := examples/serve/serve_none.c
+endif
+SERVE_OBJ := $(SERVE_SRC:%.c=$(B)/%.o)
+$(B)/examples/serve/%.o: examples/serve/%.c config.h config.mk
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(DEP_CFLAGS) $(SERVER_CFLAGS) -MMD -MP -c $< -o $@
+
+ocellus: $(CLI_OBJ) $(SERVE_OBJ) $(TOOLS_LIB) libocellus.a
+	$(CC) -o $@ $(CLI_OBJ) $(SERVE_OBJ) $(TOOLS_LIB) libocellus.a $(LINK_FLAGS) $(LIBS) $(SERVER_LIBS)
 
 all: libocellus.a libocellus.so ocellus
 .DEFAULT_GOAL := all
@@ -132,7 +144,8 @@ FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
 # The fuzzers compile the library sources themselves (no OpenCL), with the ISA kernels this
 # configuration builds: a context runs the best the CPU has (oc_isa_best), as in production.
-FUZZ_LIB_SRC := $(call isa_filter,$(wildcard src/*/*.c) $(wildcard port/*.c) $(wildcard examples/tools/*.c))
+FUZZ_LIB_SRC := $(call isa_filter,$(wildcard src/*/*.c) $(wildcard port/*.c) $(wildcard examples/tools/*.c)) \
+                examples/serve/serve_request.c
 
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(B)/fuzz/lib/%.o)
 # Speed without losing what the inputs reach (TESTING.md "Fuzzing speed"): the numeric kernels,

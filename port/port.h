@@ -75,6 +75,22 @@ double oc_port_load_average(void);
 #define OC_PREFETCH(p) ((void)(p))
 #endif
 
+/* ---- serving (examples/serve, port/posix_serve.c) ----------------------------------------------------- */
+/* The canonical absolute path of path (links and .. resolved) into out; 0 or an errno-style code. */
+int oc_port_real_path(const char *path, char *out, size_t out_bytes);
+/* Block SIGINT and SIGTERM in the calling thread (threads it starts later inherit the mask, so
+ * only oc_port_stop_signal_wait sees them) and ignore SIGPIPE. 0 or an errno-style code. */
+int oc_port_stop_signals_block(void);
+/* Wait up to timeout_ms for SIGINT or SIGTERM: the signal's number, or 0 when none came. */
+int oc_port_stop_signal_wait(int timeout_ms);
+/* 1 when the peer of the connected socket fd has closed it (or it failed), else 0; never blocks. */
+int oc_port_socket_peer_closed(int fd);
+/* A socket address for a numeric IPv4 or IPv6 host (no name lookup) and port into out (at least
+ * 128 bytes): its length and family. 0, or EINVAL for anything but a numeric address. */
+int oc_port_sockaddr(const char *host, int port, void *out, size_t out_bytes, size_t *n_bytes, int *is_ipv6);
+/* This process's resident set now, in bytes, or 0 when unknown. */
+uint64_t oc_port_rss_bytes(void);
+
 /* ---- CPU features ------------------------------------------------------------------------------------- */
 typedef struct oc_cpu_features {
     /* x86-64 (each also requires the OS to save the register state: checked with xgetbv) */

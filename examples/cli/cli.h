@@ -15,5 +15,6 @@ typedef struct cli_command {
 } cli_command;
 
 int cmd_ask(int argc, char **argv);
+int cmd_serve(int argc, char **argv);   /* examples/serve/ (serve_none.c without libmicrohttpd) */
 
 #endif

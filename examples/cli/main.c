@@ -15,6 +15,7 @@ static const cli_command commands[] = {
     { "bench", "benchmarks: ocellus bench matmul|attention [-t N] ...", oc_tool_bench },
     { "scene", "write synthetic scene items (images + question/answer) to a directory", oc_tool_scene },
     { "eval", "accuracy on fresh synthetic scenes: ocellus eval [-m M --mmproj V] [--items N]", oc_tool_eval },
+    { "serve", "OpenAI-compatible HTTP server: ocellus serve [-m M --mmproj V] [--port N] [--slots N]", cmd_serve },
     { "calibrate", "compute an attention plan: ocellus calibrate [-m M --mmproj V] --suite demo -o OUT.plan", oc_tool_calibrate },
 };
 
