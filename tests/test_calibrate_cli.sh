@@ -143,6 +143,25 @@ for p in examples/plans/*.plan; do
 done
 if [ -z "$bad_plans" ]; then pass example_plans_load; else fail example_plans_load "refused:$bad_plans"; fi
 
+# the accuracy budget: a validation seed of its own, printed and named in the plan, never the
+# calibration's (tests/test_calibrate_budget.c checks the back-off itself); refused for --data
+if [ $emu = 1 ]; then
+  skip calibrate_budget_cli "under an emulator; the native configurations run it"
+else
+  out=$(run_target $bin calibrate --suite demo --items 2 -t 2 --methods blindsight --val-items 4 --max-loss 100 \
+        -o "$tmp_dir/b.plan" 2>&1); rc=$?
+  vs=$(printf '%s\n' "$out" | sed -n 's/^budget: validation on 4 scenes of seed \([0-9]*\) (derived from the calibration seed 2000002).*/\1/p')
+  run_target $bin calibrate --data "$tmp_dir/scenes" --val-items 4 -o "$tmp_dir/x.plan" 2>"$tmp_dir/err" >/dev/null; rc2=$?
+  if [ "$rc" -eq 0 ] && [ -n "$vs" ] && [ "$vs" != 2000002 ] && [ "$vs" != 1000001 ] &&
+     printf '%s\n' "$out" | grep -q '^budget: within: ' &&
+     grep -q "budget=max_loss=100:val_items=4:val_seed=$vs:dense_layers=none" "$tmp_dir/b.plan" &&
+     [ ! -e "$tmp_dir/b.plan.candidate" ] && [ "$rc2" -eq 2 ] && grep -q 'use it with --suite demo' "$tmp_dir/err"; then
+    pass calibrate_budget_cli
+  else
+    fail calibrate_budget_cli "exit statuses $rc and $rc2 (want 0 and 2), validation seed '$vs': $out"
+  fi
+fi
+
 out=$(run_target $bin calibrate --suite demo --methods nonsense -o "$tmp_dir/x.plan" 2>&1); rc=$?
 out2=$(run_target $bin calibrate --data "$tmp_dir/missing" -o "$tmp_dir/x.plan" 2>&1); rc2=$?
 if [ "$rc" -eq 2 ] && [ "$rc2" -eq 1 ] && printf '%s' "$out2" | grep -q 'missing/items.jsonl'; then
