@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "tools/scene_eval.h"
+#include "tools/scene_long.h"
 
 /* Streams the validation seed must never be: `ocellus eval`'s default (1000001), the calibration
  * default (2000002), and the validation and evaluation streams earlier measurements used (3000003,
@@ -40,6 +41,8 @@ int oc_calib_within_budget(const oc_calib_val *d, const oc_calib_val *v, double 
 
 /* ---- one validation ----------------------------------------------------------------------------- */
 
+static double first_token_margin(const oc_context *ctx);
+
 typedef struct margin_sum {
     const oc_context *ctx;
     double sum;
@@ -48,14 +51,80 @@ typedef struct margin_sum {
 static void on_item(void *user, const oc_scene_eval_report *r) {
     (void)r;
     margin_sum *m = user;
+    m->sum += first_token_margin(m->ctx);
+}
+
+/* The first answer token's margin: the largest logit at the last prompt position minus the
+ * runner-up (0 when the context kept no logits). */
+static double first_token_margin(const oc_context *ctx) {
     int32_t n = 0;
-    const float *lg = oc_context_prompt_logits(m->ctx, &n);
+    const float *lg = oc_context_prompt_logits(ctx, &n);
     float a = -INFINITY, b = -INFINITY;
     for (int32_t t = 0; lg && t < n; t++) {
         if (lg[t] > a) { b = a; a = lg[t]; }
         else if (lg[t] > b) b = lg[t];
     }
-    if (lg && n >= 2) m->sum += (double)a - (double)b;
+    return lg && n >= 2 ? (double)a - (double)b : 0.0;
+}
+
+typedef struct long_answer {
+    char text[OC_LONG_ANSWER_BYTES + 64];
+    size_t n_bytes;
+} long_answer;
+
+static int collect_long(void *user, const char *text, size_t n) {
+    long_answer *a = user;
+    size_t room = sizeof a->text - 1 - a->n_bytes;
+    if (n > room) n = room;
+    memcpy(a->text + a->n_bytes, text, n);
+    a->n_bytes += n;
+    a->text[a->n_bytes] = '\0';
+    return n < room;   /* full: stop, the answer is wrong anyway */
+}
+
+/* The long suite's items through ctx (cmd_eval_long.c's loop, without its reporting). */
+static oc_status validate_long(oc_context *ctx, const oc_calib_budget_params *p, oc_calib_val *out, oc_error *err) {
+    int32_t max_images = p->max_images < OC_LONG_MIN_IMAGES ? OC_LONG_MIN_IMAGES : p->max_images;
+    size_t rgb_bytes = (size_t)max_images * OC_LONG_MAX_SIDE_PX * OC_LONG_MAX_SIDE_PX * 3;
+    uint8_t *rgb = malloc(rgb_bytes);
+    if (!rgb) return oc_fail(err, OC_ERR_NOMEM, "calibrate budget: out of memory for %zu bytes of pixels", rgb_bytes);
+    oc_status st = OC_OK;
+    double margin = 0.0;
+    uint64_t kept = 0, skipped = 0;
+    for (int64_t i = 0; i < p->n_items && !st; i++) {
+        oc_long_item item;
+        if (oc_long_make(p->seed, (uint64_t)i, OC_LONG_MIN_IMAGES, max_images, OC_LONG_MIN_SIDE_PX, OC_LONG_MAX_SIDE_PX,
+                         0, &item, rgb)) {
+            st = oc_fail(err, OC_ERR_INVALID, "calibrate budget: the long scene generator refused item %lld", (long long)i);
+            break;
+        }
+        oc_image_rgb views[OC_LONG_MAX_IMAGES];
+        size_t image_bytes = (size_t)item.side_px * (size_t)item.side_px * 3;
+        for (int32_t k = 0; k < item.n_images; k++)
+            views[k] = (oc_image_rgb){ rgb + (size_t)k * image_bytes, item.side_px, item.side_px, (size_t)item.side_px * 3 };
+        long_answer answer = { { 0 }, 0 };
+        oc_request req;
+        oc_request_default(&req);
+        req.question = item.question;
+        req.images = views;
+        req.n_images = item.n_images;
+        req.max_new_tokens = 96;   /* as eval: a list answer is at most ~60 tokens */
+        req.sampling.temperature = 0.0f;
+        req.on_text = collect_long;
+        req.user = &answer;
+        if ((st = oc_ask(ctx, &req, err))) break;
+        oc_stats s;
+        oc_context_get_stats(ctx, &s);
+        out->n_items++;
+        out->n_correct += oc_scene_answer_ok(item.answer, answer.text);
+        margin += first_token_margin(ctx);
+        kept += s.attn_prefill_flops_kept;
+        skipped += s.attn_prefill_flops_skipped;
+    }
+    free(rgb);
+    out->mean_margin = out->n_items ? margin / (double)out->n_items : 0.0;
+    out->prefill_skipped = kept + skipped ? (double)skipped / (double)(kept + skipped) : 0.0;
+    return st;
 }
 
 /* Validates plan (NULL: dense) on p's items. */
@@ -66,11 +135,26 @@ static oc_status validate(oc_model *model, const oc_plan *plan, const oc_calib_b
     if (plan && (st = oc_plan_write_file(plan, p->tmp_plan_path, err))) return st;
     oc_context_params cp;
     oc_context_params_default(&cp);
-    oc_scene_eval_context_params(&cp, p->max_images, p->side_px);
+    if (p->long_suite) {   /* as cmd_eval_long.c sizes it, the whole prompt in one prefill call */
+        int32_t max_images = p->max_images < OC_LONG_MIN_IMAGES ? OC_LONG_MIN_IMAGES : p->max_images;
+        int32_t per_image = (OC_LONG_MAX_SIDE_PX / OC_SCENE_CELL_PX) * (OC_LONG_MAX_SIDE_PX / OC_SCENE_CELL_PX);
+        cp.max_images = max_images;
+        cp.max_context_tokens = max_images * (per_image + 10) + 512;
+        if (cp.max_image_tokens < per_image) cp.max_image_tokens = per_image;
+        if (cp.min_image_tokens > 64) cp.min_image_tokens = 64;
+        cp.batch_tokens = cp.max_context_tokens;
+    } else {
+        oc_scene_eval_context_params(&cp, p->max_images, p->side_px);
+    }
     cp.n_threads = p->n_threads;
     cp.plan_path = plan ? p->tmp_plan_path : NULL;
     oc_context *ctx = NULL;
     if ((st = oc_context_open(&ctx, model, &cp, err))) return st;
+    if (p->long_suite) {
+        st = validate_long(ctx, p, out, err);
+        oc_context_close(ctx);
+        return st;
+    }
     oc_scene_eval_params ep;
     oc_scene_eval_params_default(&ep);
     ep.seed = p->seed;

@@ -15,7 +15,8 @@
  * stack is left as calibrated. Why layers: the long model's losses sit in a few layers, and each
  * layer alone carries them (docs/sparsity-findings.md).
  *
- * The validation scenes are the demo suite's (scene.h) of the seed oc_calib_val_seed derives:
+ * The validation scenes are the demo suite's (scene.h) or the long suite's (scene_long.h), of the
+ * seed oc_calib_val_seed derives:
  * never the calibration seed, nor an `ocellus eval` default, nor an evaluation stream used before. */
 #ifndef OC_CALIB_BUDGET_H
 #define OC_CALIB_BUDGET_H
@@ -34,7 +35,11 @@ typedef struct oc_calib_budget_params {
     double max_loss_points;      /* accuracy points (and % of dense's mean margin) the plan may lose */
     int64_t n_items;             /* validation items */
     uint64_t seed;               /* validation seed (oc_calib_val_seed) */
-    int32_t min_images, max_images, side_px;   /* the validation scenes (as the calibration's) */
+    int long_suite;              /* 0: the demo suite's scenes (scene.h); 1: the long suite's
+                                  * (scene_long.h: 8..max_images images of 224-448 px, every question
+                                  * type, the whole prompt in one prefill call as eval --prefill-chunk all) */
+    int32_t min_images, max_images, side_px;   /* the validation scenes (demo: as the calibration's;
+                                  * long: max_images only, >= 8) */
     int n_threads;
     const char *tmp_plan_path;   /* where each candidate plan is written for its context */
     FILE *log;                   /* one line per validation; may be NULL */

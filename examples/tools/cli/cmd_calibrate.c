@@ -64,11 +64,13 @@ static void usage(FILE *f) {
             "Vision encoder (ours): per head the cheapest of local(P/4), a-shape(P/16,P/4), a-shape(P/16,P/2)\n"
             "  for the calibration images' P patches with output NMSE < alpha, dense when > gamma_d of the\n"
             "  images need it; the sizes fit images of the calibration size\n"
-            "Accuracy budget (ours, not a paper's; --suite demo only): --val-items N (default 0: off)\n"
-            "  validates the calibrated plan against dense on N scenes of a seed derived from --seed (printed;\n"
-            "  never the calibration's nor an eval default); --max-loss P (default 1) points of accuracy and\n"
-            "  percent of dense's mean first-answer-token margin the plan may lose. Over budget, decoder layers\n"
-            "  go back to dense, the one that loses most alone first, until the plan is within it\n"
+            "Accuracy budget (ours, not a paper's): --val-items N (default 0: off) validates the calibrated\n"
+            "  plan against dense on N scenes of a seed derived from --seed (printed; never the calibration's\n"
+            "  nor an eval default), of --val-suite demo|long (default demo; needed with --data; long: 8 to\n"
+            "  --max-images images of 224-448 px, the prompt in one prefill call); --max-loss P (default 1)\n"
+            "  points of accuracy and percent of dense's mean first-answer-token margin the plan may lose.\n"
+            "  Over budget, decoder layers go back to dense, the one that loses most alone first, until\n"
+            "  the plan is within it (docs/sparsity-findings.md: the long model's losses sit in a few layers)\n"
             "Memory, allocated before the first prompt and printed: the model context (as `ocellus ask`,\n"
             "  plus f32 copies of one layer's KV cache and one batch of queries) and the statistics: about\n"
             "  90 bytes per context token, 32 per context token and decoder query head, 220 per decoder\n"
@@ -271,6 +273,7 @@ int oc_tool_calibrate(int argc, char **argv) {
     int32_t max_images = 0;   /* --max-images, for --data */
     long long val_items = 0;  /* --val-items: the accuracy budget's validation items (0: off) */
     double max_loss = 1.0;    /* --max-loss: points (and % of dense's mean margin) the plan may lose */
+    const char *val_suite = NULL;   /* --val-suite demo|long: the validation scenes */
     char methods_buf[64];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -303,6 +306,7 @@ int oc_tool_calibrate(int argc, char **argv) {
         else if (!strcmp(a, "--max-group")) ok = parse_ll(v, 2, OC_PLAN_MAX_LAYERS, &ll) && (cp.qc_max_group = (int32_t)ll, 1);
         else if (!strcmp(a, "--val-items")) ok = parse_ll(v, 0, 1000000, &ll) && (val_items = ll, 1);
         else if (!strcmp(a, "--max-loss")) ok = parse_double(v, 0, 100, &max_loss);
+        else if (!strcmp(a, "--val-suite")) ok = (!strcmp(v, "demo") || !strcmp(v, "long")) && (val_suite = v);
         else if (!strcmp(a, "--kv-budget")) {
             if (strchr(v, '.')) ok = parse_double(v, 1e-6, 1, &cp.kv_budget_fraction) && (cp.kv_budget_tokens = 0, 1);
             else ok = parse_ll(v, 1, OC_PLAN_MAX_TOKENS, &ll) && (cp.kv_budget_tokens = ll, 1);
@@ -318,9 +322,14 @@ int oc_tool_calibrate(int argc, char **argv) {
                         "ask for one of them\n");
         return 2;
     }
-    if (val_items && data_dir) {
-        fprintf(stderr, "ocellus calibrate: --val-items validates on the demo suite's scenes: use it with --suite demo "
-                        "(for --data folders, examples/plans/ablation/ measures plans per layer)\n");
+    if (val_items && data_dir && !val_suite) {
+        fprintf(stderr, "ocellus calibrate: with --data, --val-items needs --val-suite demo|long: the scenes to "
+                        "validate on (the suite the folder's prompts come from)\n");
+        return 2;
+    }
+    int val_long = val_suite && !strcmp(val_suite, "long");
+    if (val_long && sp.max_images < 8) {
+        fprintf(stderr, "ocellus calibrate: --val-suite long needs --max-images >= 8 (its items have 8 or more images)\n");
         return 2;
     }
     if (max_images && !data_dir) {
@@ -432,11 +441,12 @@ int oc_tool_calibrate(int argc, char **argv) {
     if (val_items) {   /* the accuracy budget (calib_budget.h; ours, not a paper's) */
         char tmp_path[4096];
         snprintf(tmp_path, sizeof tmp_path, "%s.candidate", out_path);
-        printf("budget: validation on %lld scenes of seed %llu (derived from the calibration seed %llu), max loss %g "
+        printf("budget: validation on %lld %s scenes of seed %llu (derived from the calibration seed %llu), max loss %g "
                "points (ours, not a paper's)\n",
-               val_items, (unsigned long long)val_seed, (unsigned long long)sp.seed, max_loss);
+               val_items, val_long ? "long-suite" : "demo-suite", (unsigned long long)val_seed, (unsigned long long)sp.seed,
+               max_loss);
         fflush(stdout);
-        oc_calib_budget_params bp = { max_loss, val_items, val_seed, sp.min_images, sp.max_images, sp.side_px,
+        oc_calib_budget_params bp = { max_loss, val_items, val_seed, val_long, sp.min_images, sp.max_images, sp.side_px,
                                       (int)n_threads, tmp_path, stdout };
         oc_status bst = oc_calib_budget(model, plan, &bp, &bres, &e);
         remove(tmp_path);
