@@ -46,7 +46,16 @@ static void test_budget_rule(void) {
     CHECK(oc_calib_within_budget(&d, &v, 1.0));
 }
 
-static void test_budget_keeps_essential_layer_dense(void) {
+static void budget_case(int heads);
+
+static void test_budget_keeps_essential_layer_dense(void) { budget_case(0); }
+
+/* The head phase on the same plan: each kv head of layer 2 is tried alone on top of the plan; the
+ * budget still holds (each kept unit was validated), layer 4 stays cut, and both of layer 2's kv
+ * heads cut together (what lost the answers) never come back. */
+static void test_budget_head_phase(void) { budget_case(1); }
+
+static void budget_case(int heads) {
     /* 200 demo answers (5 validations of 40 items): under an emulator minutes; the native
      * configurations run it */
     if (check_emulated()) {
@@ -68,7 +77,7 @@ static void test_budget_keeps_essential_layer_dense(void) {
     oc_plan *plan = NULL;
     REQUIREF(oc_plan_parse(&plan, text, sizeof text - 1, "test", NULL, &e) == OC_OK, "%s", e.message);
     const char *tmp = "build/tests/calibrate_budget.candidate.plan";   /* exists: this program lives there */
-    oc_calib_budget_params p = { 5.0, 40, oc_calib_val_seed(2000002u), 0, 1, 8, 112, 2, tmp, NULL };
+    oc_calib_budget_params p = { 5.0, 40, oc_calib_val_seed(2000002u), 0, 1, 8, 112, heads, 2, tmp, NULL };
     oc_calib_budget_result r;
     oc_status st = oc_calib_budget(m, plan, &p, &r, &e);
     remove(tmp);
@@ -78,13 +87,19 @@ static void test_budget_keeps_essential_layer_dense(void) {
         CHECKF(r.dense.n_correct - r.calibrated.n_correct >= 4, "the cut plan lost only %lld of 40",
                (long long)(r.dense.n_correct - r.calibrated.n_correct));
         CHECKF(r.solo_loss_points[2] > 5.0, "layer 2 alone lost %.1f points", r.solo_loss_points[2]);
-        CHECKF(d->kv_budget_tokens[2 * 2] == OC_PLAN_KV_FULL && d->kv_budget_tokens[2 * 2 + 1] == OC_PLAN_KV_FULL,
-               "layer 2 kept its cut (%d, %d)", (int)d->kv_budget_tokens[4], (int)d->kv_budget_tokens[5]);
+        if (!heads)
+            CHECKF(d->kv_budget_tokens[2 * 2] == OC_PLAN_KV_FULL && d->kv_budget_tokens[2 * 2 + 1] == OC_PLAN_KV_FULL,
+                   "layer 2 kept its cut (%d, %d)", (int)d->kv_budget_tokens[4], (int)d->kv_budget_tokens[5]);
+        else
+            CHECKF(d->kv_budget_tokens[2 * 2] == OC_PLAN_KV_FULL || d->kv_budget_tokens[2 * 2 + 1] == OC_PLAN_KV_FULL,
+                   "both of layer 2's kv heads came back cut");
         CHECKF(d->kv_budget_tokens[4 * 2] == 4 && d->kv_budget_tokens[4 * 2 + 1] == 4, "layer 4 went dense too");
         CHECKF(r.n_backed_off == 1 && r.backed_off[0] == 2, "%d layers backed off, first %d", (int)r.n_backed_off,
                (int)r.backed_off[0]);
         CHECK(oc_calib_within_budget(&r.dense, &r.final, 5.0));
-        CHECK(r.n_validations == 5);   /* dense, the plan, layers 2 and 4 alone, the plan without layer 2 */
+        /* dense, the plan, layers 2 and 4 alone, the plan without layer 2; the head phase: one per kv head */
+        CHECKF(r.n_validations == (heads ? 7 : 5), "%d validations", (int)r.n_validations);
+        CHECK(heads || r.n_restored == 0);
     }
     oc_plan_free(plan);
     oc_model_close(m);
@@ -94,5 +109,6 @@ int main(void) {
     CHECK_RUN(test_val_seed_disjoint);
     CHECK_RUN(test_budget_rule);
     CHECK_RUN(test_budget_keeps_essential_layer_dense);
+    CHECK_RUN(test_budget_head_phase);
     return check_finish();
 }

@@ -155,7 +155,7 @@ else
   run_target $bin calibrate --data "$tmp_dir/scenes" --val-items 4 -o "$tmp_dir/x.plan" 2>"$tmp_dir/err" >/dev/null; rc2=$?
   if [ "$rc" -eq 0 ] && [ -n "$vs" ] && [ "$vs" != 2000002 ] && [ "$vs" != 1000001 ] &&
      printf '%s\n' "$out" | grep -q '^budget: within: ' &&
-     grep -q "budget=max_loss=100:val_items=4:val_seed=$vs:dense_layers=none" "$tmp_dir/b.plan" &&
+     grep -q "budget=max_loss=100:val_items=4:val_seed=$vs:backoff=layers:backed_off_layers=none" "$tmp_dir/b.plan" &&
      [ ! -e "$tmp_dir/b.plan.candidate" ] && [ "$rc2" -eq 2 ] && grep -q 'needs --val-suite demo|long' "$tmp_dir/err"; then
     pass calibrate_budget_cli
   else

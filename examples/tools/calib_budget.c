@@ -220,20 +220,26 @@ static oc_status save(const oc_stack_plan *d, saved_stack *s, oc_error *err) {
     return OC_OK;
 }
 
-/* Layer l as calibrated (keep[l]) or dense; a lazy group stays only when all its layers are kept. */
-static void apply(oc_stack_plan *d, const saved_stack *s, const unsigned char *keep) {
-    int32_t L = d->shape.n_layers, H = d->shape.n_heads, G = d->shape.n_kv_heads;
+/* Units of a layer for the head phase: its H query heads' patterns, its G kv heads' budgets, its
+ * ZipVL tau (in that order). */
+static int32_t units_per_layer(const oc_stack_plan *d) { return d->shape.n_heads + d->shape.n_kv_heads + 1; }
+
+/* Layer l as calibrated (keep[l]) or dense, except the units restored in a dense layer (unit,
+ * [layer][units_per_layer], may be NULL); a lazy group stays only when all its layers are kept. */
+static void apply(oc_stack_plan *d, const saved_stack *s, const unsigned char *keep, const unsigned char *unit) {
+    int32_t L = d->shape.n_layers, H = d->shape.n_heads, G = d->shape.n_kv_heads, U = units_per_layer(d);
     for (int32_t l = 0; l < L; l++) {
+        const unsigned char *u = unit ? unit + (size_t)l * (size_t)U : NULL;
         for (int32_t h = 0; h < H; h++) {
             size_t i = (size_t)l * (size_t)H + (size_t)h;
-            if (keep[l]) d->heads[i] = s->heads[i];
+            if (keep[l] || (u && u[h])) d->heads[i] = s->heads[i];
             else memset(&d->heads[i], 0, sizeof d->heads[i]);   /* OC_PATTERN_DENSE = 0 */
         }
         for (int32_t g = 0; g < G; g++) {
             size_t i = (size_t)l * (size_t)G + (size_t)g;
-            d->kv_budget_tokens[i] = keep[l] ? s->kv[i] : OC_PLAN_KV_FULL;
+            d->kv_budget_tokens[i] = keep[l] || (u && u[H + g]) ? s->kv[i] : OC_PLAN_KV_FULL;
         }
-        d->zipvl_tau_ppm[l] = keep[l] ? s->tau[l] : 0;
+        d->zipvl_tau_ppm[l] = keep[l] || (u && u[H + G]) ? s->tau[l] : 0;
     }
     d->n_lazy_groups = 0;
     for (int32_t k = 0; k < s->n_groups; k++) {
@@ -241,6 +247,14 @@ static void apply(oc_stack_plan *d, const saved_stack *s, const unsigned char *k
         for (int32_t l = s->groups[k].first_layer; l <= s->groups[k].last_layer; l++) all &= keep[l] != 0;
         if (all) d->lazy_groups[d->n_lazy_groups++] = s->groups[k];
     }
+}
+
+/* Is unit j of layer l (units_per_layer's order) sparse as calibrated? */
+static int unit_sparse(const oc_stack_plan *d, const saved_stack *s, int32_t l, int32_t j) {
+    int32_t H = d->shape.n_heads, G = d->shape.n_kv_heads;
+    if (j < H) return s->heads[(size_t)l * (size_t)H + (size_t)j].kind != OC_PATTERN_DENSE;
+    if (j < H + G) return s->kv[(size_t)l * (size_t)G + (size_t)(j - H)] != OC_PLAN_KV_FULL;
+    return s->tau[l] != 0;
 }
 
 /* Does the calibrated plan make layer l sparse? */
@@ -283,7 +297,7 @@ oc_status oc_calib_budget(oc_model *model, oc_plan *plan, const oc_calib_budget_
         if (!layer_sparse(d, &s, l)) continue;
         memset(keep, 0, (size_t)L);
         keep[l] = 1;
-        apply(d, &s, keep);
+        apply(d, &s, keep, NULL);
         oc_calib_val v;
         if ((st = validate(model, plan, p, &v, err))) break;
         out->n_validations++;
@@ -308,7 +322,7 @@ oc_status oc_calib_budget(oc_model *model, oc_plan *plan, const oc_calib_budget_
     for (int32_t i = 0; i < n_sparse && !st; i++) {
         keep[order[i]] = 0;
         out->backed_off[out->n_backed_off++] = order[i];
-        apply(d, &s, keep);
+        apply(d, &s, keep, NULL);
         /* with every decoder layer dense the decoder is dense attention; only a calibrated vision
          * stack can then still lose (it is not backed off: calib_budget.h) */
         if ((st = validate(model, plan, p, &out->final, err))) break;
@@ -318,9 +332,42 @@ oc_status oc_calib_budget(oc_model *model, oc_plan *plan, const oc_calib_budget_
         log_val(p, what, &out->final, &out->dense);
         if (oc_calib_within_budget(&out->dense, &out->final, p->max_loss_points)) break;
     }
+    /* the head phase: in each layer backed off, each sparse unit (a head's pattern, a kv head's
+     * budget, the layer's tau) restored alone on top of the plan, kept when it stays within */
+    unsigned char *unit = NULL;
+    int32_t U = units_per_layer(d);
+    if (!st && p->heads && out->n_backed_off > 0 && oc_calib_within_budget(&out->dense, &out->final, p->max_loss_points)) {
+        unit = calloc((size_t)L * (size_t)U, 1);
+        if (!unit) st = oc_fail(err, OC_ERR_NOMEM, "calibrate budget: out of memory for the head phase");
+        for (int32_t i = 0; i < out->n_backed_off && !st; i++) {
+            int32_t l = out->backed_off[i];
+            for (int32_t j = 0; j < U && !st; j++) {
+                if (!unit_sparse(d, &s, l, j)) continue;
+                unit[(size_t)l * (size_t)U + (size_t)j] = 1;
+                apply(d, &s, keep, unit);
+                oc_calib_val v;
+                if ((st = validate(model, plan, p, &v, err))) break;
+                out->n_validations++;
+                int ok = oc_calib_within_budget(&out->dense, &v, p->max_loss_points);
+                char what[48];
+                snprintf(what, sizeof what, "layer %d %s %d %s", (int)l,
+                         j < d->shape.n_heads ? "head" : j < U - 1 ? "kv head" : "tau",
+                         (int)(j < d->shape.n_heads ? j : j < U - 1 ? j - d->shape.n_heads : 0), ok ? "kept" : "dense");
+                log_val(p, what, &v, &out->dense);
+                if (ok) {
+                    out->final = v;
+                    out->n_restored++;
+                } else {
+                    unit[(size_t)l * (size_t)U + (size_t)j] = 0;
+                }
+            }
+        }
+        apply(d, &s, keep, unit);
+    }
+    free(unit);
     if (st) {   /* leave the plan as calibrated */
         for (int32_t l = 0; l < L; l++) keep[l] = 1;
-        apply(d, &s, keep);
+        apply(d, &s, keep, NULL);
     }
     saved_free(&s);
     return st;

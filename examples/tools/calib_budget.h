@@ -10,6 +10,10 @@
  *  4. layers go back to dense, the largest solo loss first (ties: larger margin loss, then lower
  *     layer), re-validating the whole plan after each, until it is within the budget. With every
  *     layer dense the plan is dense attention: the budget holds by construction.
+ *  5. with heads set, the head phase: in each layer backed off, each unit the calibration made
+ *     sparse (a query head's pattern, a kv head's budget, the layer's ZipVL tau) is restored alone
+ *     on top of the plan and kept when the plan stays within the budget (one validation each), so
+ *     a layer where only some heads lose keeps the others sparse.
  * A layer "made sparse" is any of: a head pattern other than dense, a SparseMM kv budget, a ZipVL
  * tau, a Q-Cache lazy group over it (dropped whole when one of its layers goes dense). The vision
  * stack is left as calibrated. Why layers: the long model's losses sit in a few layers, and each
@@ -40,6 +44,7 @@ typedef struct oc_calib_budget_params {
                                   * type, the whole prompt in one prefill call as eval --prefill-chunk all) */
     int32_t min_images, max_images, side_px;   /* the validation scenes (demo: as the calibration's;
                                   * long: max_images only, >= 8) */
+    int heads;                   /* 1: then the head phase (below) */
     int n_threads;
     const char *tmp_plan_path;   /* where each candidate plan is written for its context */
     FILE *log;                   /* one line per validation; may be NULL */
@@ -56,6 +61,7 @@ typedef struct oc_calib_budget_result {
     int32_t n_validations;
     int32_t n_backed_off;                       /* layers made dense */
     int32_t backed_off[OC_PLAN_MAX_LAYERS];     /* in the order they went dense */
+    int32_t n_restored;                         /* units the head phase gave back */
     double solo_loss_points[OC_PLAN_MAX_LAYERS];   /* step 3 (0 where not measured) */
 } oc_calib_budget_result;
 

@@ -70,7 +70,9 @@ static void usage(FILE *f) {
             "  --max-images images of 224-448 px, the prompt in one prefill call); --max-loss P (default 1)\n"
             "  points of accuracy and percent of dense's mean first-answer-token margin the plan may lose.\n"
             "  Over budget, decoder layers go back to dense, the one that loses most alone first, until\n"
-            "  the plan is within it (docs/sparsity-findings.md: the long model's losses sit in a few layers)\n"
+            "  the plan is within it (docs/sparsity-findings.md: the long model's losses sit in a few layers);\n"
+            "  --backoff heads then gives each backed-off layer's heads (patterns, kv budgets, tau) back one by\n"
+            "  one where the plan stays within (one validation each; default --backoff layers)\n"
             "Memory, allocated before the first prompt and printed: the model context (as `ocellus ask`,\n"
             "  plus f32 copies of one layer's KV cache and one batch of queries) and the statistics: about\n"
             "  90 bytes per context token, 32 per context token and decoder query head, 220 per decoder\n"
@@ -274,6 +276,7 @@ int oc_tool_calibrate(int argc, char **argv) {
     long long val_items = 0;  /* --val-items: the accuracy budget's validation items (0: off) */
     double max_loss = 1.0;    /* --max-loss: points (and % of dense's mean margin) the plan may lose */
     const char *val_suite = NULL;   /* --val-suite demo|long: the validation scenes */
+    int backoff_heads = 0;    /* --backoff heads: then the budget's head phase (calib_budget.h) */
     char methods_buf[64];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -306,6 +309,7 @@ int oc_tool_calibrate(int argc, char **argv) {
         else if (!strcmp(a, "--max-group")) ok = parse_ll(v, 2, OC_PLAN_MAX_LAYERS, &ll) && (cp.qc_max_group = (int32_t)ll, 1);
         else if (!strcmp(a, "--val-items")) ok = parse_ll(v, 0, 1000000, &ll) && (val_items = ll, 1);
         else if (!strcmp(a, "--max-loss")) ok = parse_double(v, 0, 100, &max_loss);
+        else if (!strcmp(a, "--backoff")) ok = (!strcmp(v, "layers") || !strcmp(v, "heads")) && ((backoff_heads = !strcmp(v, "heads")), 1);
         else if (!strcmp(a, "--val-suite")) ok = (!strcmp(v, "demo") || !strcmp(v, "long")) && (val_suite = v);
         else if (!strcmp(a, "--kv-budget")) {
             if (strchr(v, '.')) ok = parse_double(v, 1e-6, 1, &cp.kv_budget_fraction) && (cp.kv_budget_tokens = 0, 1);
@@ -447,6 +451,7 @@ int oc_tool_calibrate(int argc, char **argv) {
                max_loss);
         fflush(stdout);
         oc_calib_budget_params bp = { max_loss, val_items, val_seed, val_long, sp.min_images, sp.max_images, sp.side_px,
+                                      backoff_heads,
                                       (int)n_threads, tmp_path, stdout };
         oc_status bst = oc_calib_budget(model, plan, &bp, &bres, &e);
         remove(tmp_path);
@@ -459,13 +464,14 @@ int oc_tool_calibrate(int argc, char **argv) {
                (long long)bres.final.n_correct, (long long)bres.final.n_items, (long long)bres.dense.n_correct,
                (int)bres.n_backed_off, bres.n_backed_off == 1 ? "" : "s");
         for (int32_t i = 0; i < bres.n_backed_off; i++) printf("%s%d", i ? "," : " (", (int)bres.backed_off[i]);
-        printf("%s, %d validations\n", bres.n_backed_off ? ")" : "", (int)bres.n_validations);
+        printf("%s, %d head%s given back, %d validations\n", bres.n_backed_off ? ")" : "", (int)bres.n_restored,
+               bres.n_restored == 1 ? "" : "s", (int)bres.n_validations);
     }
     calibration_text(plan->calibration, sizeof plan->calibration, &cp, &sp, data_dir, text_path, hash, methods);
     if (val_items) {
         char v[160];
-        int n = snprintf(v, sizeof v, "max_loss=%g:val_items=%lld:val_seed=%llu:dense_layers=", max_loss, val_items,
-                         (unsigned long long)val_seed);
+        int n = snprintf(v, sizeof v, "max_loss=%g:val_items=%lld:val_seed=%llu:backoff=%s:backed_off_layers=", max_loss,
+                         val_items, (unsigned long long)val_seed, backoff_heads ? "heads" : "layers");
         for (int32_t i = 0; i < bres.n_backed_off && n > 0 && (size_t)n < sizeof v; i++)
             n += snprintf(v + n, sizeof v - (size_t)n, "%s%d", i ? "," : "", (int)bres.backed_off[i]);
         if (!bres.n_backed_off && n > 0 && (size_t)n < sizeof v) snprintf(v + n, sizeof v - (size_t)n, "none");
