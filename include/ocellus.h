@@ -366,7 +366,8 @@ typedef struct oc_stats {
     double decode_ms;             /* the tokens after the first */
     uint64_t attn_flops_kept, attn_flops_skipped;   /* attention FLOPs (vision + decoder) */
     /* ... of which the decoder's prompt rows (prefill) and its generated rows (decode); the rest is
-     * the vision encoder's */
+     * the vision encoder's. Keys a plan's KV eviction (SparseMM budgets, ZipVL) removed count as
+     * skipped in decode: a generated row skips every earlier position its layer no longer holds */
     uint64_t attn_prefill_flops_kept, attn_prefill_flops_skipped;
     uint64_t attn_decode_flops_kept, attn_decode_flops_skipped;
     size_t context_bytes;         /* what the context allocated up front (host) */

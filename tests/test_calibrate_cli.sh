@@ -143,6 +143,35 @@ for p in examples/plans/*.plan; do
 done
 if [ -z "$bad_plans" ]; then pass example_plans_load; else fail example_plans_load "refused:$bad_plans"; fi
 
+# the accuracy budget: a validation seed of its own, printed and named in the plan, never the
+# calibration's (tests/test_calibrate_budget.c checks the back-off itself); refused for --data
+if [ $emu = 1 ]; then
+  skip calibrate_budget_cli "under an emulator; the native configurations run it"
+  skip calibrate_budget_long_suite "under an emulator; the native configurations run it"
+else
+  out=$(run_target $bin calibrate --suite demo --items 2 -t 2 --methods blindsight --val-items 4 --max-loss 100 \
+        -o "$tmp_dir/b.plan" 2>&1); rc=$?
+  vs=$(printf '%s\n' "$out" | sed -n 's/^budget: validation on 4 demo-suite scenes of seed \([0-9]*\) (derived from the calibration seed 2000002).*/\1/p')
+  run_target $bin calibrate --data "$tmp_dir/scenes" --val-items 4 -o "$tmp_dir/x.plan" 2>"$tmp_dir/err" >/dev/null; rc2=$?
+  if [ "$rc" -eq 0 ] && [ -n "$vs" ] && [ "$vs" != 2000002 ] && [ "$vs" != 1000001 ] &&
+     printf '%s\n' "$out" | grep -q '^budget: within: ' &&
+     grep -q "budget=max_loss=100:val_items=4:val_seed=$vs:backoff=layers:backed_off_layers=none" "$tmp_dir/b.plan" &&
+     [ ! -e "$tmp_dir/b.plan.candidate" ] && [ "$rc2" -eq 2 ] && grep -q 'needs --val-suite demo|long' "$tmp_dir/err"; then
+    pass calibrate_budget_cli
+  else
+    fail calibrate_budget_cli "exit statuses $rc and $rc2 (want 0 and 2), validation seed '$vs': $out"
+  fi
+  # the long suite's validation scenes (the demo model answers few of them; the path is what is tested)
+  out=$(run_target $bin calibrate --data "$tmp_dir/long" --max-images 8 --side 448 --methods blindsight -t 2 \
+        --val-suite long --val-items 1 --max-loss 100 -o "$tmp_dir/lb.plan" 2>&1); rc=$?
+  if [ "$rc" -eq 0 ] && printf '%s\n' "$out" | grep -q '^budget: validation on 1 long-suite scenes of seed' &&
+     printf '%s\n' "$out" | grep -q '^budget: within: ' && grep -q 'budget=max_loss=100:val_items=1:' "$tmp_dir/lb.plan"; then
+    pass calibrate_budget_long_suite
+  else
+    fail calibrate_budget_long_suite "exit status $rc: $out"
+  fi
+fi
+
 out=$(run_target $bin calibrate --suite demo --methods nonsense -o "$tmp_dir/x.plan" 2>&1); rc=$?
 out2=$(run_target $bin calibrate --data "$tmp_dir/missing" -o "$tmp_dir/x.plan" 2>&1); rc2=$?
 if [ "$rc" -eq 2 ] && [ "$rc2" -eq 1 ] && printf '%s' "$out2" | grep -q 'missing/items.jsonl'; then

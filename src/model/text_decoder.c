@@ -170,6 +170,11 @@ static oc_status attention_calls(oc_text_ctx *c, const oc_text_batch *b, int32_t
         oc_text_vla_keys(c, il, &h, g, 1, oc_kv_book_pos(&c->book, il, g), held, b->n_tokens);
         oc_status st = c->be->ops->attention(c->be, &h, &t, stats, err);
         if (st) return st;
+        /* the keys the eviction removed count as skipped (attn.h's counters: pairs the causal mask
+         * keeps and the plan drops): each of the batch's rows would have seen the n_past earlier
+         * positions, and sees the held ones */
+        if (stats && c->n_past > held)
+            stats->flops_skipped += (uint64_t)group * 4u * (uint64_t)hd * (uint64_t)(c->n_past - held) * (uint64_t)b->n_tokens;
     }
     return OC_OK;
 }

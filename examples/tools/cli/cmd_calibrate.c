@@ -9,6 +9,7 @@
 #include "ocellus.h"
 #include "port.h"
 #include "tools/calib.h"
+#include "tools/calib_budget.h"
 #include "tools/calib_scenes.h"
 #include "tools/scene_eval.h"
 
@@ -63,6 +64,15 @@ static void usage(FILE *f) {
             "Vision encoder (ours): per head the cheapest of local(P/4), a-shape(P/16,P/4), a-shape(P/16,P/2)\n"
             "  for the calibration images' P patches with output NMSE < alpha, dense when > gamma_d of the\n"
             "  images need it; the sizes fit images of the calibration size\n"
+            "Accuracy budget (ours, not a paper's): --val-items N (default 0: off) validates the calibrated\n"
+            "  plan against dense on N scenes of a seed derived from --seed (printed; never the calibration's\n"
+            "  nor an eval default), of --val-suite demo|long (default demo; needed with --data; long: 8 to\n"
+            "  --max-images images of 224-448 px, the prompt in one prefill call); --max-loss P (default 1)\n"
+            "  points of accuracy and percent of dense's mean first-answer-token margin the plan may lose.\n"
+            "  Over budget, decoder layers go back to dense, the one that loses most alone first, until\n"
+            "  the plan is within it (docs/sparsity-findings.md: the long model's losses sit in a few layers);\n"
+            "  --backoff heads then gives each backed-off layer's heads (patterns, kv budgets, tau) back one by\n"
+            "  one where the plan stays within (one validation each; default --backoff layers)\n"
             "Memory, allocated before the first prompt and printed: the model context (as `ocellus ask`,\n"
             "  plus f32 copies of one layer's KV cache and one batch of queries) and the statistics: about\n"
             "  90 bytes per context token, 32 per context token and decoder query head, 220 per decoder\n"
@@ -263,6 +273,10 @@ int oc_tool_calibrate(int argc, char **argv) {
     oc_calib_scene_params_default(&sp);
     long long n_threads = 0, ll;
     int32_t max_images = 0;   /* --max-images, for --data */
+    long long val_items = 0;  /* --val-items: the accuracy budget's validation items (0: off) */
+    double max_loss = 1.0;    /* --max-loss: points (and % of dense's mean margin) the plan may lose */
+    const char *val_suite = NULL;   /* --val-suite demo|long: the validation scenes */
+    int backoff_heads = 0;    /* --backoff heads: then the budget's head phase (calib_budget.h) */
     char methods_buf[64];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -293,6 +307,10 @@ int oc_tool_calibrate(int argc, char **argv) {
         else if (!strcmp(a, "--zipvl-max-nmse")) ok = parse_double(v, 0, 1e9, &cp.zipvl_max_nmse);
         else if (!strcmp(a, "--epsilon")) ok = parse_double(v, 1e-9, 1, &cp.qc_epsilon);
         else if (!strcmp(a, "--max-group")) ok = parse_ll(v, 2, OC_PLAN_MAX_LAYERS, &ll) && (cp.qc_max_group = (int32_t)ll, 1);
+        else if (!strcmp(a, "--val-items")) ok = parse_ll(v, 0, 1000000, &ll) && (val_items = ll, 1);
+        else if (!strcmp(a, "--max-loss")) ok = parse_double(v, 0, 100, &max_loss);
+        else if (!strcmp(a, "--backoff")) ok = (!strcmp(v, "layers") || !strcmp(v, "heads")) && ((backoff_heads = !strcmp(v, "heads")), 1);
+        else if (!strcmp(a, "--val-suite")) ok = (!strcmp(v, "demo") || !strcmp(v, "long")) && (val_suite = v);
         else if (!strcmp(a, "--kv-budget")) {
             if (strchr(v, '.')) ok = parse_double(v, 1e-6, 1, &cp.kv_budget_fraction) && (cp.kv_budget_tokens = 0, 1);
             else ok = parse_ll(v, 1, OC_PLAN_MAX_TOKENS, &ll) && (cp.kv_budget_tokens = ll, 1);
@@ -306,6 +324,16 @@ int oc_tool_calibrate(int argc, char **argv) {
     if ((cp.methods & OC_CALIB_BLINDSIGHT) && (cp.methods & OC_CALIB_MMINFERENCE)) {
         fprintf(stderr, "ocellus calibrate: blindsight and mminference both choose the decoder's head patterns: "
                         "ask for one of them\n");
+        return 2;
+    }
+    if (val_items && data_dir && !val_suite) {
+        fprintf(stderr, "ocellus calibrate: with --data, --val-items needs --val-suite demo|long: the scenes to "
+                        "validate on (the suite the folder's prompts come from)\n");
+        return 2;
+    }
+    int val_long = val_suite && !strcmp(val_suite, "long");
+    if (val_long && sp.max_images < 8) {
+        fprintf(stderr, "ocellus calibrate: --val-suite long needs --max-images >= 8 (its items have 8 or more images)\n");
         return 2;
     }
     if (max_images && !data_dir) {
@@ -412,7 +440,43 @@ int oc_tool_calibrate(int argc, char **argv) {
             goto done;
         }
     }
+    oc_calib_budget_result bres;
+    uint64_t val_seed = oc_calib_val_seed(sp.seed);
+    if (val_items) {   /* the accuracy budget (calib_budget.h; ours, not a paper's) */
+        char tmp_path[4096];
+        snprintf(tmp_path, sizeof tmp_path, "%s.candidate", out_path);
+        printf("budget: validation on %lld %s scenes of seed %llu (derived from the calibration seed %llu), max loss %g "
+               "points (ours, not a paper's)\n",
+               val_items, val_long ? "long-suite" : "demo-suite", (unsigned long long)val_seed, (unsigned long long)sp.seed,
+               max_loss);
+        fflush(stdout);
+        oc_calib_budget_params bp = { max_loss, val_items, val_seed, val_long, sp.min_images, sp.max_images, sp.side_px,
+                                      backoff_heads,
+                                      (int)n_threads, tmp_path, stdout };
+        oc_status bst = oc_calib_budget(model, plan, &bp, &bres, &e);
+        remove(tmp_path);
+        if (bst) {
+            fprintf(stderr, "ocellus calibrate: budget: %s\n", e.message);
+            goto done;
+        }
+        printf("budget: %s: %lld/%lld right against dense's %lld, %d layer%s backed off to dense", 
+               oc_calib_within_budget(&bres.dense, &bres.final, max_loss) ? "within" : "OVER (the vision stack is not backed off)",
+               (long long)bres.final.n_correct, (long long)bres.final.n_items, (long long)bres.dense.n_correct,
+               (int)bres.n_backed_off, bres.n_backed_off == 1 ? "" : "s");
+        for (int32_t i = 0; i < bres.n_backed_off; i++) printf("%s%d", i ? "," : " (", (int)bres.backed_off[i]);
+        printf("%s, %d head%s given back, %d validations\n", bres.n_backed_off ? ")" : "", (int)bres.n_restored,
+               bres.n_restored == 1 ? "" : "s", (int)bres.n_validations);
+    }
     calibration_text(plan->calibration, sizeof plan->calibration, &cp, &sp, data_dir, text_path, hash, methods);
+    if (val_items) {
+        char v[160];
+        int n = snprintf(v, sizeof v, "max_loss=%g:val_items=%lld:val_seed=%llu:backoff=%s:backed_off_layers=", max_loss,
+                         val_items, (unsigned long long)val_seed, backoff_heads ? "heads" : "layers");
+        for (int32_t i = 0; i < bres.n_backed_off && n > 0 && (size_t)n < sizeof v; i++)
+            n += snprintf(v + n, sizeof v - (size_t)n, "%s%d", i ? "," : "", (int)bres.backed_off[i]);
+        if (!bres.n_backed_off && n > 0 && (size_t)n < sizeof v) snprintf(v + n, sizeof v - (size_t)n, "none");
+        add_word(plan->calibration, sizeof plan->calibration, "budget", v);
+    }
     if (oc_plan_write_file(plan, out_path, &e)) {
         fprintf(stderr, "ocellus calibrate: %s\n", e.message);
         goto done;
