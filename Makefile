@@ -206,7 +206,7 @@ ocellus.pc: config.mk
 
 install: all ocellus.pc
 	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	cp include/ocellus.h $(DESTDIR)$(PREFIX)/include/
+	cp include/ocellus.h include/ocellus_gguf.h $(DESTDIR)$(PREFIX)/include/
 	cp libocellus.a libocellus.so $(DESTDIR)$(PREFIX)/lib/
 	cp ocellus.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	cp ocellus $(DESTDIR)$(PREFIX)/bin/
