@@ -21,7 +21,7 @@
 #define OC_ATTN_CALL_H
 
 #include "attention/layout.h"
-#include "plan/pattern.h"
+#include "attention/pattern.h"
 
 typedef enum oc_attn_mask_kind {
     OC_ATTN_CAUSAL = 0,      /* query at position p sees keys 0..p */

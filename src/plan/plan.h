@@ -7,7 +7,7 @@
 #define OC_PLAN_H
 
 #include "core/core.h"
-#include "plan/pattern.h"
+#include "attention/pattern.h"
 
 #define OC_PLAN_VERSION 3   /* the newest format this build reads (it reads 1 and 2 too) */
 /* Limits that bound a plan's memory (a plan never grows past them, whatever the input). */

@@ -1,5 +1,5 @@
 /* pattern.h: the sparse attention pattern of one head, as a plan file names it and the attention
- * engine executes it. Shared by plan.c (parse/write) and the attention engine.
+ * engine executes it: the engine's input type, so it lives with attention; plan.c parses and writes it.
  *   DENSE               the model's own mask (causal in the decoder, full/segments in vision)
  *   SINK, INTRA_IMAGE,  BlindSight categories (blindsight.txt Sec. 3.2, App. L Alg. 3): text
  *   INTRA_IMAGE_SINK    queries stay dense; image queries keep all text keys plus: the sink tokens
