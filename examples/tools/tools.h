@@ -42,5 +42,10 @@ int oc_tool_parse_backend(const char *name, oc_backend_choice *out);
 /* Reads value as a whole number in [lo, hi] (lo, hi within int) into *out; otherwise prints
  * "ocellus CMD: OPT wants a whole number in [lo, hi], not 'value'" and returns 0 (args.c). */
 int oc_tool_int_arg(const char *cmd, const char *opt, const char *value, long lo, long hi, int *out);
+/* The whole of s a decimal number <= hi (no sign, no space): 1 and *out, else 0 (args.c). */
+int oc_tool_parse_ull(const char *s, unsigned long long hi, unsigned long long *out);
+/* "A-B" or "A" (B = A) with 1 <= A <= B <= max: 1 and *lo, *hi, else 0 (args.c): the
+ * --images-per-item of eval and scene. */
+int oc_tool_parse_range(const char *s, long max, int32_t *lo, int32_t *hi);
 
 #endif
