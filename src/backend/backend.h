@@ -1,4 +1,4 @@
-/* backend.h: the interface between the model graphs (text_decoder.c, vision_encoder.c) and the hardware
+/* backend.h: the interface between the model graphs (text_layer.c, vision_encoder.c) and the hardware
  * that runs them: a table of operations (oc_backend_ops) on opaque buffers (oc_bt), one call per
  * layer-level operation over the whole batch. The graphs hold handles and element offsets and never
  * touch activations, so a device backend can keep weights, activations and the KV cache on the

@@ -1,7 +1,7 @@
 /* text_ctx.c: sizing, opening and closing an oc_text_ctx (text_model.h): opens the context's
  * backend instance for its limits, hands it every weight and 1-D tensor once (the CPU backend wraps
  * them in place; a device uploads them), and allocates every buffer the forward pass uses
- * (text_ctx.h), so oc_text_forward (text_decoder.c) allocates nothing. oc_text_ctx_bytes adds up the
+ * (text_ctx.h), so oc_text_forward (text_forward.c) allocates nothing. oc_text_ctx_bytes adds up the
  * same sizes without allocating. */
 #include "model/text_ctx.h"
 
