@@ -14,8 +14,8 @@
  * device this context opens. OC_BACKEND_AUTO tries OpenCL and, when anything of it fails to open
  * (no device, a program that does not build, a model it cannot run), opens the CPU instead.
  * This file is the public API (open, close, stats, oc_ask's order of steps); each step's work is in
- * a file named for its job (context.h lists them in the order a question passes them). */
-#include "model/context.h"
+ * a file named for its job (context_state.h lists them in the order a question passes them). */
+#include "model/context_state.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* context_engines.c: the text and vision graphs of a context opened on one backend (OpenCL: on one
  * device opened here), and the plan features a context refuses before it opens them. */
-#include "model/context.h"
+#include "model/context_state.h"
 
 #include <stdio.h>
 #include <string.h>

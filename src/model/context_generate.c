@@ -1,6 +1,6 @@
 /* context_generate.c: the answer, one decode step per token: sample, stream the text, feed the
  * token back, until a stop token, the limit, or the caller stops it. */
-#include "model/context.h"
+#include "model/context_state.h"
 
 #include <string.h>
 

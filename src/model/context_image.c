@@ -1,6 +1,6 @@
 /* context_image.c: one image of a question: preprocessed as the model was trained (in the context's
  * work arena), then encoded by the vision graph into the embedding store. */
-#include "model/context.h"
+#include "model/context_state.h"
 
 /* Preprocess and encode image i into the embedding store at token row *row; grid out in merged
  * tokens. The preprocessing takes its memory from the work arena, after whatever the image itself

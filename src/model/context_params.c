@@ -1,7 +1,7 @@
 /* context_params.c: the limits a context really gets (checked, clamped to the model) and its
  * memory, added up before anything opens (context.c's header says what oc_context_open holds):
  * oc_context_params_default, oc_request_default and oc_context_memory_bytes of ocellus.h. */
-#include "model/context.h"
+#include "model/context_state.h"
 
 #include <string.h>
 

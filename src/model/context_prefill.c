@@ -1,7 +1,7 @@
 /* context_prefill.c: the chat prompt through the language model in batches, image rows taken from
  * the embedding store by the prompt's image spans, and the observation hooks (ocellus.h
  * on_attention) that calibration reads. */
-#include "model/context.h"
+#include "model/context_state.h"
 
 #include <string.h>
 

@@ -15,9 +15,9 @@
  *   vision_model.c, vision_ctx.c, vision_window.c, vision_encoder.c   the same for the encoder
  *   prompt.c, sample.c          the chat prompt and its positions; sampling
  *   model.c                     oc_model: both models, the tokenizer, the chat tokens
- *   context.c (context.h)       oc_context and oc_ask, over one file per job: context_params.c,
- *                               context_engines.c, context_image.c, context_prefill.c,
- *                               context_generate.c */
+ *   context_state.h, context.c  oc_context and oc_ask (the public API), over one file per job:
+ *                               context_params.c, context_engines.c, context_image.c,
+ *                               context_prefill.c, context_generate.c */
 #ifndef OC_MODEL_H
 #define OC_MODEL_H
 

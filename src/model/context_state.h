@@ -1,13 +1,13 @@
-/* context.h: what an oc_context holds and how its files share the work, for context*.c only. The
- * public API is context.c (open, close, stats, oc_ask); each job oc_ask and open do has a file
- * named for it, in the order a question passes them:
+/* context_state.h: what an oc_context holds and how its files share the work, for context*.c
+ * only. The public API is context.c (open, close, stats, oc_ask); each job oc_ask and open do has
+ * a file named for it, in the order a question passes them:
  *   context_params.c    the limits a context gets and its memory, added up before anything opens
  *   context_engines.c   opening the text and vision graphs on a backend (and the plan's checks)
  *   context_image.c     one image: preprocessing, then the vision encoder into the embedding store
  *   context_prefill.c   the prompt through the language model in batches (and the observers)
  *   context_generate.c  sampling and streaming the answer, one token per decode step */
-#ifndef OC_CONTEXT_H
-#define OC_CONTEXT_H
+#ifndef OC_CONTEXT_STATE_H
+#define OC_CONTEXT_STATE_H
 
 #include "image/image.h"
 #include "attention/layout.h"
