@@ -11,8 +11,7 @@
 # kernels and get that ISA's flags.
 #   libocellus.a      the runtime: src/*/ (by concept), opencl/ (host code + kernels), port/
 #   build/libocellus-tools.a  tools/ (calibration, converter, JSON, safetensors, scenes + eval,
-#                     roofline, behind tools/tools.h): linked by the CLI and the tests, never in the
-#                     runtime
+#                     roofline): linked by the CLI and the tests, never in the runtime
 #   ocellus           cli/: the program, every command (main.c dispatches) over both libraries
 
 -include config.mk
