@@ -1,9 +1,10 @@
 #!/bin/sh
 # test_install.sh: `make install PREFIX=DIR` puts the headers (ocellus.h and the GGUF API's
 # ocellus_gguf.h), both libraries, ocellus.pc and the CLI under DIR, the GGUF header compiles on
-# its own through pkg-config's flags, and examples/embed/embed.c builds against that tree through pkg-config alone, as the
-# README's "Embedding ocellus" shows: linked to libocellus.so, and fully static (-static, in the
-# configurations whose optional libraries all have static archives: the minimal one). Both run.
+# its own through pkg-config's flags, and examples/embed/embed.c builds against that tree through
+# pkg-config alone, as the README's "Embedding ocellus" shows: linked to libocellus.so, and fully
+# static (-static, in the configurations whose optional libraries all have static archives: the
+# minimal one). Both run.
 # Cross builds use the host pkg-config with PKG_CONFIG_LIBDIR pointing only at DIR.
 . tests/support/testlib.sh
 prefix=$tmp_dir/prefix

@@ -52,8 +52,12 @@ struct oc_context {
     oc_stats stats;
 };
 
-static inline int32_t oc_ctx_batch_of(const oc_context_params *p) { return OC_MIN(p->batch_tokens, p->max_context_tokens); }
-static inline int32_t oc_ctx_max_images_of(const oc_model *m, const oc_context_params *p) { return m->vision ? p->max_images : 0; }
+static inline int32_t oc_ctx_batch_of(const oc_context_params *p) {
+    return OC_MIN(p->batch_tokens, p->max_context_tokens);
+}
+static inline int32_t oc_ctx_max_images_of(const oc_model *m, const oc_context_params *p) {
+    return m->vision ? p->max_images : 0;
+}
 static inline double oc_ctx_ms_since(uint64_t t0) { return (double)(oc_port_now_ns() - t0) / 1e6; }
 static inline void oc_ctx_progress(const oc_context *c, const char *stage, int32_t done, int32_t total) {
     if (c->p.progress) c->p.progress(c->p.progress_user, stage, done, total);

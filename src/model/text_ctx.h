@@ -1,7 +1,8 @@
 /* text_ctx.h: what an oc_text_ctx holds, shared by text_ctx.c (sizing, opening: weight handles
  * and buffers on the backend), text_layer.c (one layer step), text_forward.c (a batch through
- * every layer), text_prefill.c (a whole prompt by layer segment) and text_kv.c (eviction) only. Every activation lives in
- * a backend buffer; the host keeps the M-RoPE tables it computes before uploading them. */
+ * every layer), text_prefill.c (a whole prompt by layer segment) and text_kv.c (eviction) only.
+ * Every activation lives in a backend buffer; the host keeps the M-RoPE tables it computes before
+ * uploading them. */
 #ifndef OC_TEXT_CTX_H
 #define OC_TEXT_CTX_H
 
