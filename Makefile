@@ -6,13 +6,13 @@
 #                   make fuzz-long FUZZ_JOBS=N the 10^7-execution campaign; make fuzz-bundle packs
 #                   it for a machine without clang (build/fuzz-bundle.tar.gz)
 #   make install    PREFIX=... DESTDIR=...
-# Sources are found by wildcard: a new src/<concept>/*.c, opencl/*.c, tools/*.c, cli/*.c or
+# Sources are found by wildcard: a new src/<concept>/*.c, opencl/*.c, examples/tools/*.c, examples/cli/*.c or
 # tests/test_*.c needs no Makefile edit. Files named *_avx2.c, *_avx512.c, *_neon.c hold one ISA's
 # kernels and get that ISA's flags.
 #   libocellus.a      the runtime: src/*/ (by concept), opencl/ (host code + kernels), port/
-#   build/libocellus-tools.a  tools/ (calibration, converter, JSON, safetensors, scenes + eval,
+#   build/libocellus-tools.a  examples/tools/ (calibration, converter, JSON, safetensors, scenes + eval,
 #                     roofline): linked by the CLI and the tests, never in the runtime
-#   ocellus           cli/: the program, every command (main.c dispatches) over both libraries
+#   ocellus           examples/cli/: the program, every command (main.c dispatches) over both libraries
 
 -include config.mk
 ifndef CONFIG_DONE
@@ -23,7 +23,7 @@ VERSION := 0.1.0
 B := build
 
 BASE_CFLAGS = -std=c11 -fPIC $(OPT_CFLAGS) $(WARN_CFLAGS) $(SAN_FLAGS) -pthread \
-              -I. -Iinclude -Isrc -Iport $(USER_CFLAGS)
+              -I. -Iinclude -Isrc -Iport -Iexamples $(USER_CFLAGS)
 LIB_CFLAGS  = $(BASE_CFLAGS) -fvisibility=hidden -DOC_BUILDING_LIBRARY $(DEP_CFLAGS)
 LINK_FLAGS  = $(SAN_FLAGS) -pthread $(USER_LDFLAGS)
 LIBS        = $(DEP_LIBS) -lm
@@ -38,7 +38,7 @@ ifeq ($(HAVE_OPENCL),1)
 LIB_SRC += $(wildcard opencl/*.c)
 endif
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
-TOOLS_SRC := $(call isa_filter,$(wildcard tools/*.c))
+TOOLS_SRC := $(call isa_filter,$(wildcard examples/tools/*.c))
 TOOLS_OBJ := $(TOOLS_SRC:%.c=$(B)/%.o)
 TOOLS_LIB := $(B)/libocellus-tools.a
 
@@ -79,9 +79,9 @@ libocellus.so: $(LIB_OBJ)
 	$(CC) -shared -o $@ $(LIB_OBJ) $(LINK_FLAGS) $(LIBS)
 
 # ---- CLI ---------------------------------------------------------------------------------------
-CLI_SRC := $(wildcard cli/*.c)
+CLI_SRC := $(wildcard examples/cli/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(B)/%.o)
-$(B)/cli/%.o: cli/%.c config.h config.mk
+$(B)/examples/cli/%.o: examples/cli/%.c config.h config.mk
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) $(DEP_CFLAGS) -MMD -MP -c $< -o $@
 
@@ -126,12 +126,12 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS   := -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
                 -fsanitize-coverage-ignorelist=tests/fuzz/coverage_ignore.txt \
-                -I. -Iinclude -Isrc -Iport -pthread -DOC_FUZZING
+                -I. -Iinclude -Isrc -Iport -Iexamples -pthread -DOC_FUZZING
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
 # The fuzzers compile the library sources themselves (no OpenCL), with the ISA kernels this
 # configuration builds: a context runs the best the CPU has (oc_isa_best), as in production.
-FUZZ_LIB_SRC := $(call isa_filter,$(wildcard src/*/*.c) $(wildcard port/*.c) $(wildcard tools/*.c))
+FUZZ_LIB_SRC := $(call isa_filter,$(wildcard src/*/*.c) $(wildcard port/*.c) $(wildcard examples/tools/*.c))
 
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(B)/fuzz/lib/%.o)
 # Speed without losing what the inputs reach (TESTING.md "Fuzzing speed"): the numeric kernels,

@@ -1,4 +1,4 @@
-/* test_calibrate.c: the calibration algorithms (tools/calib*.c). Each tiled statistic
+/* test_calibrate.c: the calibration algorithms (examples/tools/calib*.c). Each tiled statistic
  * against a naive double-precision reference that builds the whole score matrix (fine at test
  * sizes), on random heads with outputs poisoned first; then each method on synthetic attention
  * inputs whose right answer is known by construction (issue 18, must-show 1): a head that only

@@ -1,9 +1,9 @@
 #!/bin/sh
-# test_cli_includes.sh: the CLI's front end (cli/main.c, cli/cmd_ask.c, cli/cli.h) is a user of the
-# library like any embedder: it includes ocellus.h, the commands' header (tools/tools.h), cli.h and
+# test_cli_includes.sh: the CLI's front end (examples/cli/main.c, examples/cli/cmd_ask.c, examples/cli/cli.h) is a user of the
+# library like any embedder: it includes ocellus.h, the commands' header (examples/tools/tools.h), cli.h and
 # system headers, nothing else. The commands that need internals (benches, tokenizer, plans,
-# converter: cli/cmd_*.c, cli/bench_*.c) are reached through tools.h. A header counts as internal
-# when the repo has a file of that name under src/, port/, opencl/, tools/, cli/, examples/ or
+# converter: examples/cli/cmd_*.c, examples/cli/bench_*.c) are reached through tools.h. A header counts as internal
+# when the repo has a file of that name under src/, port/, opencl/, examples/tools/, examples/cli/, examples/ or
 # include/ (other than the allowed ones), or it is config.h, however it is spelled ("..." or <...>).
 . tests/support/testlib.sh
 
@@ -34,7 +34,7 @@ if [ "$n_probe" -eq 4 ]; then pass cli_includes_check_catches; else
   fail cli_includes_check_catches "expected 4 forbidden includes in the probe, found $n_probe: $(bad_includes "$probe" | tr '\n' ' ')"
 fi
 
-front="cli/main.c cli/cmd_ask.c cli/cli.h"
+front="examples/cli/main.c examples/cli/cmd_ask.c examples/cli/cli.h"
 # shellcheck disable=SC2086
 bad=$(bad_includes $front)
 echo "# front end: $front"
@@ -43,8 +43,8 @@ if [ -z "$bad" ]; then pass cli_includes_public_only; else
 fi
 
 # tools.h is the boundary, so it too may include only ocellus.h and standard headers.
-tools_bad=$(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' tools/tools.h | grep -vx 'ocellus.h')
+tools_bad=$(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' examples/tools/tools.h | grep -vx 'ocellus.h')
 if [ -z "$tools_bad" ]; then pass tools_header_public_only; else
-  fail tools_header_public_only "tools/tools.h includes $(printf '%s' "$tools_bad" | tr '\n' ' ')"
+  fail tools_header_public_only "examples/tools/tools.h includes $(printf '%s' "$tools_bad" | tr '\n' ' ')"
 fi
 exit $failed

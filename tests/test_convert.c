@@ -1,4 +1,4 @@
-/* test_convert.c: the HF -> GGUF converter (tools/convert.h).
+/* test_convert.c: the HF -> GGUF converter (examples/tools/convert.h).
  *  1. A tiny Qwen2-VL checkpoint written here (F32 text weights, BF16 vision weights, an F16 patch
  *     kernel; a hand-made tokenizer): names, GGUF shapes, types, every key with its value type and
  *     value, and tensor values equal to the safetensors values (qkv split, Conv3d split), for

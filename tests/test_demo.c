@@ -1,5 +1,5 @@
 /* test_demo.c: the bundled demo model (examples/demo/, trained by examples/demo/train.py) answers
- * three questions with known answers through the public API, on scenes of tools/scene.c: a colour
+ * three questions with known answers through the public API, on scenes of examples/tools/scene.c: a colour
  * in one image, a position and a count in the second of two images. The items (stream 77, never
  * used in training) were picked among ones the current model answers right with a first-token
  * logit margin above 4 (the model is right on about 56% of fresh items: BENCHMARKS.md), so

@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_lib_contents.sh: the runtime library holds runtime code only. Firmware links libocellus.a,
-# so the tools (converter, JSON, safetensors, scenes and eval, roofline: tools/, built
+# so the tools (converter, JSON, safetensors, scenes and eval, roofline: examples/tools/, built
 # into build/libocellus-tools.a for the CLI and the tests) must not be inside it: no member named
 # after a tools source, and no global symbol that the tools library defines.
 . tests/support/testlib.sh
@@ -12,7 +12,7 @@ tools_lib=build/libocellus-tools.a
 
 members=$($ar t libocellus.a)
 bad=
-for src in tools/*.c cli/*.c; do
+for src in examples/tools/*.c examples/cli/*.c; do
   o=$(basename "$src" .c).o
   for m in $members; do [ "$m" = "$o" ] && bad="$bad $o"; done
 done

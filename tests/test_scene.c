@@ -1,4 +1,4 @@
-/* test_scene.c: the synthetic scene generator (tools/scene.c) and the eval loop (tools/scene_eval.c):
+/* test_scene.c: the synthetic scene generator (examples/tools/scene.c) and the eval loop (examples/tools/scene_eval.c):
  *   - oc_scene_item's layout (the training script mirrors it with ctypes) and a pinned hash of a
  *     stream of items, so a change to the generated data is deliberate (a trained demo model
  *     depends on it) and platforms agree byte for byte;

@@ -1,4 +1,4 @@
-/* test_scene_long.c: the long suite's generator (tools/scene_long.h): the item layout
+/* test_scene_long.c: the long suite's generator (examples/tools/scene_long.h): the item layout
  * that examples/long/train.py mirrors through ctypes, determinism, argument checks, that every
  * answer is true of the scene drawn (re-derived here from the description) and that the answer
  * cells point at what answers, and that shapes and code glyphs reach the pixels. */

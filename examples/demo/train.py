@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""train.py: trains ocellus' demo model, a tiny Qwen2-VL, on the synthetic scenes of tools/scene.c.
+"""train.py: trains ocellus' demo model, a tiny Qwen2-VL, on the synthetic scenes of examples/tools/scene.c.
 
 Run from the repository root on a machine with torch + transformers + tokenizers + safetensors and a
 GPU (the project's GPU machine: 14.4 minutes on one H200, the shipped model), after
@@ -13,7 +13,7 @@ It writes /tmp/demo/hf (a Hugging Face checkpoint: config, safetensors, tokenize
 gives the files committed under examples/ and their accuracy (examples/demo/TRAINING.md).
 
 What is trained, and why so:
-- Data: tools/scene.c compiled alone into a shared object and called through ctypes, so training
+- Data: examples/tools/scene.c compiled alone into a shared object and called through ctypes, so training
   sees exactly the scenes, questions and answers `ocellus eval` asks (stream seed --seed, default
   1; `ocellus eval` uses seed 1000001 by default: items training never saw). Every step draws
   fresh items; nothing is repeated.
@@ -65,7 +65,7 @@ MAX_IMAGES = 8
 TYPE_NAMES = ["color", "count", "position", "which_image", "compare"]
 
 
-# ---- the scene generator (tools/scene.h) ---------------------------------------------------------
+# ---- the scene generator (examples/tools/scene.h) ---------------------------------------------------------
 class SceneItem(ctypes.Structure):
     _fields_ = [("n_images", ctypes.c_int32), ("width_px", ctypes.c_int32), ("height_px", ctypes.c_int32),
                 ("type", ctypes.c_int32), ("question", ctypes.c_char * 160), ("answer", ctypes.c_char * 16)]
@@ -141,7 +141,7 @@ class Scenes:
 
 def build_scene_so(out_dir):
     so = os.path.join(out_dir, "scene.so")
-    subprocess.run(["cc", "-O2", "-std=c11", "-shared", "-fPIC", "-I.", "-o", so, "tools/scene.c", "-lm"], check=True)
+    subprocess.run(["cc", "-O2", "-std=c11", "-shared", "-fPIC", "-Iexamples", "-o", so, "examples/tools/scene.c", "-lm"], check=True)
     return so
 
 
@@ -790,7 +790,7 @@ def main():
     easy = ("%s questions of 1-%d images from stream seed %d (items 8 b batch on)" %
             (args.easy_types, args.easy_images, args.seed + 500) if args.easy_types else
             "1-%d images" % args.easy_images)
-    log["data"] = ("tools/scene.c stream seed %d, batches [%d, %d) of %d items; batches b below %d: %s; then 1-8 "
+    log["data"] = ("examples/tools/scene.c stream seed %d, batches [%d, %d) of %d items; batches b below %d: %s; then 1-8 "
                    "images, of %dx%d" % (args.seed, args.first_batch, args.first_batch + step, args.batch,
                                          args.easy_batches, easy, SIDE_PX, SIDE_PX))
     log["train_seconds"] = time.time() - t0

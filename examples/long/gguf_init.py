@@ -3,7 +3,7 @@ them) back into transformers' Qwen2_5_VLForConditionalGeneration, so training ca
 shipped model (train.py --init-gguf) instead of from scratch: the session that trained it kept no
 PyTorch checkpoint, only the GGUF files in the repository.
 
-The mapping is the inverse of tools/convert_text.c and convert_vision.c:
+The mapping is the inverse of examples/tools/convert_text.c and convert_vision.c:
 - text: token_embd / blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate,
   ffn_up, ffn_down} / output_norm -> embed_tokens / layers.N.{...} / norm (tied output);
 - vision: v.patch_embd.weight and .weight.1 are the two temporal slices of the Conv3d kernel

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """train.py: trains ocellus' long-prompt model, a small Qwen2.5-VL, on the long suite of
-tools/scene_long.c (8-32 images of 224-448 px per item, prompts of 1K-8K tokens).
+examples/tools/scene_long.c (8-32 images of 224-448 px per item, prompts of 1K-8K tokens).
 
 Run from the repository root on the GPU machine (torch + transformers + tokenizers + safetensors):
     python3 examples/long/train.py --out /tmp/long --minutes 15                 # one GPU
@@ -61,7 +61,7 @@ EVAL_SEED = 1000001
 WINDOW_UNITS = 4   # Qwen2.5-VL window_size 112 px / 14 px patches / merge 2
 
 
-# ---- the generator (tools/scene_long.h), mirrored field by field ------------------------
+# ---- the generator (examples/tools/scene_long.h), mirrored field by field ------------------------
 class Cell(ctypes.Structure):
     _fields_ = [("image", ctypes.c_int32), ("row", ctypes.c_int32), ("col", ctypes.c_int32)]
 
@@ -91,8 +91,8 @@ class LongDesc(ctypes.Structure):
 
 def build_scene_so(out_dir):
     so = os.path.join(out_dir, "scene_long.so")
-    subprocess.run(["cc", "-O2", "-std=c11", "-shared", "-fPIC", "-I.", "-o", so, "tools/scene.c",
-                    "tools/scene_long.c", "-lm"], check=True)
+    subprocess.run(["cc", "-O2", "-std=c11", "-shared", "-fPIC", "-Iexamples", "-o", so, "examples/tools/scene.c",
+                    "examples/tools/scene_long.c", "-lm"], check=True)
     return so
 
 
@@ -1397,7 +1397,7 @@ def main():
         ["answer_attn_" + n for n in TYPE_NAMES]
     log.update(steps=step, world=world, skipped_steps=n_skipped, items_seen=items_seen * world,
                tokens_seen=tokens_seen * world, train_seconds=time.time() - t0,
-               data="tools/scene_long.c stream seed %d, batch b = items b*4096.. with curriculum()" % args.seed)
+               data="examples/tools/scene_long.c stream seed %d, batch b = items b*4096.. with curriculum()" % args.seed)
     save_f16(model, hf_dir)
     save_tokenizer_files(tok, hf_dir)
     with open(os.path.join(args.out, "train-log.json"), "w") as f:

@@ -1,5 +1,5 @@
 /* cmd_calibrate.c: `ocellus calibrate`: computes an attention plan from a model and calibration
- * prompts (tools/calib.h): BlindSight head categories, SparseMM visual scores and KV
+ * prompts (examples/tools/calib.h): BlindSight head categories, SparseMM visual scores and KV
  * budgets, Q-Cache lazy layer groups. The prompts are the built-in synthetic scene suite; the
  * model runs dense through the public API with the calibration observer attached. Writes the plan
  * (its calibration line names methods, thresholds, data and the model file's hash; its

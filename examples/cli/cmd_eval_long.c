@@ -1,5 +1,5 @@
 /* cmd_eval_long.c: `ocellus eval --suite long`: scores a model on the long-prompt suite
- * (tools/scene_long.h: 8-32 images of 224-448 px, prompts of 1K-8K tokens) with greedy
+ * (examples/tools/scene_long.h: 8-32 images of 224-448 px, prompts of 1K-8K tokens) with greedy
  * decoding: accuracy per question type, mean prompt tokens, the attention FLOPs kept and skipped,
  * vision / prefill / decode time, decode tokens per second, the KV cache held at the end of prefill
  * and of decode, and the context's memory, as text and (--json) for scripts

@@ -1,7 +1,7 @@
-/* cmd_eval.c: `ocellus eval`: scores a model on fresh synthetic scenes (tools/scene.h): accuracy
+/* cmd_eval.c: `ocellus eval`: scores a model on fresh synthetic scenes (examples/tools/scene.h): accuracy
  * overall and per question type, mean prompt tokens per item, the attention FLOPs a plan skipped
  * and the mean time to first token. A progress bar goes to stderr when it is a terminal;
- * --verbose prints every item. The scoring loop is oc_scene_eval (tools/scene_eval.c). */
+ * --verbose prints every item. The scoring loop is oc_scene_eval (examples/tools/scene_eval.c). */
 #include "tools/tools.h"
 #include "ocellus.h"
 #include "tools/scene_eval.h"

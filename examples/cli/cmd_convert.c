@@ -1,6 +1,6 @@
 /* cmd_convert.c: `ocellus convert HF_DIR -o OUT_PREFIX [--type T]`: a Hugging Face Qwen2-VL /
  * Qwen2.5-VL checkpoint directory -> OUT_PREFIX.gguf (text) + OUT_PREFIX-mmproj.gguf (vision), as
- * llama.cpp's convert_hf_to_gguf.py writes them (tools/convert.h). Prints what it wrote, the time it
+ * llama.cpp's convert_hf_to_gguf.py writes them (examples/tools/convert.h). Prints what it wrote, the time it
  * took and the peak memory. */
 #include "tools/tools.h"
 #include "tools/convert.h"

@@ -3,7 +3,7 @@
  * (a colour, a count, a position, which image holds something, or a comparison across images)
  * with a short answer (a word, a number or an image index). `ocellus eval` scores a model on
  * these items; `ocellus scene` writes them to disk; the demo model's training script compiles
- * scene.c alone (cc -O2 -shared -fPIC -o scene.so tools/scene.c -lm) and calls it through ctypes,
+ * scene.c alone (cc -O2 -shared -fPIC -o scene.so examples/tools/scene.c -lm) and calls it through ctypes,
  * so this header and scene.c depend on the C standard library only.
  *
  * The world: an image of side_px x side_px is a grid of 28 px cells (the area of one language

@@ -1,4 +1,4 @@
-/* cmd_scene.c: `ocellus scene`: writes synthetic scene items (tools/scene.h) to a directory, for
+/* cmd_scene.c: `ocellus scene`: writes synthetic scene items (examples/tools/scene.h) to a directory, for
  * looking at them and for training data: DIR/items.jsonl, one JSON object per line
  *   {"index":I,"images":["I_0.ppm",...],"question":"...","answer":"...","type":"count",
  *    "grid":G,"grounding":[[image,row,col],...]}
@@ -6,7 +6,7 @@
  * `ocellus calibrate --data DIR` scores SparseMM's visual heads with)
  * and the images as binary PPM (P6) files next to it. The same seed and index give the same
  * item as `ocellus eval` and the ctypes interface of the training script.
- * --suite long writes the long suite (tools/scene_long.h) the same way, each line with
+ * --suite long writes the long suite (examples/tools/scene_long.h) the same way, each line with
  *   "side_px", "grid" and "grounding" as above (each item has one side, so one grid) and
  *   "answer_image" (-1 when the answer is spread over images). */
 #include "tools/tools.h"

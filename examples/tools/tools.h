@@ -1,8 +1,8 @@
-/* tools.h: the commands of the ocellus program (cli/) as its dispatcher calls them, and the helpers
+/* tools.h: the commands of the ocellus program (examples/cli/) as its dispatcher calls them, and the helpers
  * they share. The commands whose work needs the library's internals (kernels, the thread pool, the
- * tokenizer, plans, the converter, the scene generator and eval: the tool library, tools/,
- * libocellus-tools.a) include those headers themselves; the front end (cli/main.c, cli/cmd_ask.c,
- * cli/cli.h) stays over include/ocellus.h and this header alone, which includes only ocellus.h and
+ * tokenizer, plans, the converter, the scene generator and eval: the tool library, examples/tools/,
+ * libocellus-tools.a) include those headers themselves; the front end (examples/cli/main.c, examples/cli/cmd_ask.c,
+ * examples/cli/cli.h) stays over include/ocellus.h and this header alone, which includes only ocellus.h and
  * standard headers (tests/test_cli_includes.sh checks). */
 #ifndef OC_TOOLS_H
 #define OC_TOOLS_H
@@ -10,7 +10,7 @@
 #include "ocellus.h"
 
 /* ---- commands: `ocellus NAME ...`; argv[0] is the command name; each returns the process exit
- * status (0 ok, 1 failure, 2 usage error). One file each in cli/cmd_NAME.c. */
+ * status (0 ok, 1 failure, 2 usage error). One file each in examples/cli/cmd_NAME.c. */
 int oc_tool_version(int argc, char **argv);
 int oc_tool_plan(int argc, char **argv);
 int oc_tool_info(int argc, char **argv);
@@ -25,12 +25,12 @@ int oc_tool_calibrate(int argc, char **argv);
 /* ---- what every command shares, so they spell options and messages the same */
 
 /* The demo model, relative to the source tree's root. oc_tool_demo_model sets both paths and
- * returns 1 when both files are there, else returns 0 (cli/demo_model.c). */
+ * returns 1 when both files are there, else returns 0 (examples/cli/demo_model.c). */
 #define OC_DEMO_TEXT "examples/demo/ocellus-demo.gguf"
 #define OC_DEMO_MMPROJ "examples/demo/ocellus-demo-mmproj.gguf"
 int oc_tool_demo_model(const char **text_path, const char **mmproj_path);
 
-/* --backend NAME (cpu, opencl, auto) into *out; 0 for another name (cli/backend_arg.c). */
+/* --backend NAME (cpu, opencl, auto) into *out; 0 for another name (examples/cli/backend_arg.c). */
 int oc_tool_parse_backend(const char *name, oc_backend_choice *out);
 /* Their --help lines; pad: the spaces that bring a 13-column option name to the command's column. */
 #define OC_TOOL_BACKEND_HELP(pad)                                                                     \

@@ -8,7 +8,7 @@
  *  (d) only with --only d: MMInference's Vertical-Slash and Grid vs dense at 8K, 33K and 66K tokens
  *      (bench_mminf.c).
  * Useful FLOPs = 4 * d per kept (query, key) pair (halved by causality, as the anchors count them).
- * The peak comes from tools/roofline.h, the same measurement `ocellus bench matmul` reports. */
+ * The peak comes from examples/tools/roofline.h, the same measurement `ocellus bench matmul` reports. */
 #include "attention/attn.h"
 #include "bench.h"
 #include "tools/tools.h"
