@@ -7,13 +7,13 @@
 #                   it for a machine without clang (build/fuzz-bundle.tar.gz)
 #   make install    PREFIX=... DESTDIR=... (also the bundled models, under PREFIX/share/ocellus/)
 #   make -s print-libs  flags to build a program against this tree: cc prog.c $(make -s print-libs)
-# Sources are found by wildcard: a new src/<concept>/*.c, opencl/*.c, examples/tools/{,cli/}*.c or
+# Sources are found by wildcard: a new src/<concept>/*.c, opencl/*.c, examples/tools/*.c, examples/cli/*.c or
 # tests/test_*.c needs no Makefile edit. Files named *_avx2.c, *_avx512.c, *_neon.c hold one ISA's
 # kernels and get that ISA's flags.
 #   libocellus.a      the runtime: src/*/ (by concept), opencl/ (host code + kernels), port/
-#   build/libocellus-tools.a  examples/tools/ (converter, JSON, safetensors, scenes + eval,
-#                     roofline) and examples/tools/cli/ (the commands that need internals, behind
-#                     examples/tools/tools.h): linked by the CLI and the tests, never in the runtime
+#   build/libocellus-tools.a  examples/tools/ (calibration, converter, JSON, safetensors, scenes + eval,
+#                     roofline): linked by the CLI and the tests, never in the runtime
+#   ocellus           examples/cli/: the program, every command (main.c dispatches) over both libraries
 
 -include config.mk
 ifndef CONFIG_DONE
@@ -39,7 +39,7 @@ ifeq ($(HAVE_OPENCL),1)
 LIB_SRC += $(wildcard opencl/*.c)
 endif
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
-TOOLS_SRC := $(call isa_filter,$(wildcard examples/tools/*.c) $(wildcard examples/tools/cli/*.c))
+TOOLS_SRC := $(call isa_filter,$(wildcard examples/tools/*.c))
 TOOLS_OBJ := $(TOOLS_SRC:%.c=$(B)/%.o)
 TOOLS_LIB := $(B)/libocellus-tools.a
 
@@ -225,7 +225,7 @@ ocellus.pc: config.mk
 
 install: all ocellus.pc
 	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	cp include/ocellus.h $(DESTDIR)$(PREFIX)/include/
+	cp include/ocellus.h include/ocellus_gguf.h $(DESTDIR)$(PREFIX)/include/
 	cp libocellus.a libocellus.so $(DESTDIR)$(PREFIX)/lib/
 	cp ocellus.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	cp ocellus $(DESTDIR)$(PREFIX)/bin/

@@ -509,20 +509,6 @@ static int tensor_fits(const oc_cl_buf *buf, int64_t off, int64_t st, int64_t sh
     return oc_cl_fits_i32(off, last) && (uint64_t)(off + last) <= oc_cl_buf_bytes(buf) / elem_bytes;
 }
 
-oc_pattern_exec oc_cl_attn_pattern_exec(oc_pattern_kind k) {
-    switch (k) {
-    case OC_PATTERN_SINK:
-    case OC_PATTERN_INTRA_IMAGE:
-    case OC_PATTERN_INTRA_IMAGE_SINK:
-    case OC_PATTERN_A_SHAPE: return OC_EXEC_SPARSE;
-    case OC_PATTERN_VERTICAL_SLASH:
-    case OC_PATTERN_GRID:
-    case OC_PATTERN_Q_BOUNDARY:
-    case OC_PATTERN_BOUNDARY_2D: return OC_EXEC_PREFILL;
-    default: return OC_EXEC_DENSE;
-    }
-}
-
 /* ---- prefill heads ------------------------------------------------------------------------------------ */
 
 /* 1 when the call runs prefill heads (VERTICAL_SLASH, GRID, Q_BOUNDARY, BOUNDARY_2D) sparse: attn.h. */

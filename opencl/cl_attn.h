@@ -94,10 +94,6 @@ oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_a
 oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *bufs,
                                const oc_attn_dyn **out, oc_error *err);
 
-/* How the device runs heads of pattern kind k (pattern.h): the BlindSight kinds and A-shape
- * sparse, Vertical-Slash, Grid, Q-Boundary and 2D-Boundary sparse in prefill. [alloc: no] */
-oc_pattern_exec oc_cl_attn_pattern_exec(oc_pattern_kind k);
-
 /* Pairs the base mask of the call prepared last keeps for one head (attention/mask.h). */
 uint64_t oc_cl_attn_base_pairs(const oc_cl_attn *at);
 

@@ -21,6 +21,7 @@
 #define OC_BT_CL_F32 (1u << 8)   /* a weight stored dequantized to f32 */
 
 struct oc_backend_device {
+    oc_backend_device_head head; /* first: the provider (backend.h) */
     oc_allocator alloc;          /* the oc_cl_device keeps a pointer to this copy */
     oc_cl_device *cl;
     size_t device_bytes;         /* buffers its instances hold now */
@@ -53,6 +54,7 @@ oc_status oc_cl_backend_device_open(oc_backend_device **out, const char *selecto
     if (!alloc) alloc = oc_default_allocator();
     oc_backend_device *d = oc_mem_calloc(alloc, sizeof *d);
     if (!d) return oc_fail(err, OC_ERR_NOMEM, "opencl: out of memory");
+    d->head.provider = &oc_backend_opencl_provider;
     d->alloc = *alloc;
     oc_status st = oc_cl_open(&d->cl, selector, NULL, &d->alloc, err);
     if (st != OC_OK) {
@@ -483,3 +485,29 @@ oc_status oc_cl_backend_open(oc_backend **out, const oc_backend_spec *spec, cons
     *out = &b->base;
     return OC_OK;
 }
+
+/* ---- the provider ------------------------------------------------------------------------------ */
+
+static size_t cl_bytes(const oc_backend_spec *spec, const oc_backend_limits *lim, int n_threads) {
+    (void)spec;
+    (void)n_threads;   /* the device runs the threads */
+    return oc_cl_backend_bytes(lim);
+}
+
+const oc_backend_provider oc_backend_opencl_provider = {
+    .kind = OC_BACKEND_KIND_OPENCL,
+    .name = "OpenCL",
+    .bytes = cl_bytes,
+    .open = oc_cl_backend_open,
+    /* cl_attn.c executes the same patterns as the CPU engine (the kernels mirror attn.c's tile
+     * classes), so it shares the engine's one table; a pattern the device cannot run yet would get
+     * a table of its own here. */
+    .pattern_exec = oc_attn_pattern_exec,
+    .buffer_host_bytes = oc_cl_backend_buffer_host_bytes,
+    .device_open = oc_cl_backend_device_open,
+    .device_close = oc_cl_backend_device_close,
+    .device_name = oc_cl_backend_device_name,
+    .device_bytes = oc_cl_backend_device_bytes,
+    .device_finish = oc_cl_backend_device_finish,
+    .device_host_bytes = oc_cl_backend_device_host_bytes,
+};

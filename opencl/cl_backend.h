@@ -1,5 +1,6 @@
-/* cl_backend.h: the OpenCL implementation of backend.h (cl_backend.c), as backend.c dispatches to
- * it when the build has OpenCL (OC_HAVE_OPENCL); nothing else includes this header. The shared
+/* cl_backend.h: the OpenCL implementation of backend.h (cl_backend.c), which backend.c reaches
+ * through its provider (oc_backend_opencl_provider) when the build has OpenCL (OC_HAVE_OPENCL);
+ * nothing but cl_backend.c includes this header. The shared
  * device (oc_backend_device) is defined in cl_backend.c: OpenCL is the only kind that has one. */
 #ifndef OC_CL_BACKEND_H
 #define OC_CL_BACKEND_H

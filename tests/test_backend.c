@@ -557,7 +557,41 @@ static void test_context_selection(void) {
     oc_model_close(m);
 }
 
+/* The provider table (backend.h): the CPU's is always there, OpenCL's exactly when the build
+ * links it; each answers for its own kind, carries the device members all or none, and both
+ * report the attention engine's one table of what runs sparse. */
+static void test_providers(void) {
+    const oc_backend_provider *cpu = oc_backend_provider_find(OC_BACKEND_KIND_CPU);
+    const oc_backend_provider *cl = oc_backend_provider_find(OC_BACKEND_KIND_OPENCL);
+    REQUIRE(cpu != NULL);
+    CHECK(cpu->kind == OC_BACKEND_KIND_CPU && !strcmp(cpu->name, "CPU") && cpu->open && cpu->bytes);
+    CHECK(!cpu->device_open && !cpu->device_close && !cpu->buffer_host_bytes);
+    CHECK(cpu->pattern_exec == oc_attn_pattern_exec);
+    CHECK((cl != NULL) == (OC_HAVE_OPENCL != 0));
+    if (cl) {
+        CHECK(cl->kind == OC_BACKEND_KIND_OPENCL && !strcmp(cl->name, "OpenCL") && cl->open && cl->bytes);
+        CHECK(cl->device_open && cl->device_close && cl->device_name && cl->device_bytes &&
+              cl->device_finish && cl->device_host_bytes && cl->buffer_host_bytes);
+        CHECK(cl->pattern_exec == oc_attn_pattern_exec);
+    }
+    CHECK(oc_backend_provider_find((oc_backend_kind)7) == NULL);
+    /* the table itself: BlindSight kinds and A-shape sparse, the prefill kinds in prefill */
+    CHECK(oc_attn_pattern_exec(OC_PATTERN_SINK) == OC_EXEC_SPARSE &&
+          oc_attn_pattern_exec(OC_PATTERN_A_SHAPE) == OC_EXEC_SPARSE &&
+          oc_attn_pattern_exec(OC_PATTERN_VERTICAL_SLASH) == OC_EXEC_PREFILL &&
+          oc_attn_pattern_exec(OC_PATTERN_BOUNDARY_2D) == OC_EXEC_PREFILL &&
+          oc_attn_pattern_exec(OC_PATTERN_DENSE) == OC_EXEC_DENSE);
+    /* the CPU has no device: NULL, named "CPU", nothing to wait for */
+    oc_backend_device *dev = (oc_backend_device *)1;
+    oc_error e;
+    CHECK(oc_backend_device_open(&dev, OC_BACKEND_KIND_CPU, NULL, NULL, &e) == OC_OK && dev == NULL);
+    CHECK(!strcmp(oc_backend_device_name(NULL), "CPU") && oc_backend_device_bytes(NULL) == 0 &&
+          oc_backend_device_finish(NULL, &e) == OC_OK);
+    oc_backend_device_close(NULL);
+}
+
 int main(void) {
+    CHECK_RUN(test_providers);
     CHECK_RUN(test_cpu_ops);
     CHECK_RUN(test_opencl_ops);
     CHECK_RUN(test_context_selection);

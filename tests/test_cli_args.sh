@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_cli_args.sh: every number the CLI reads goes through oc_tool_int_arg
-# (examples/tools/cli/args.c): out of range, negative, overflowing or trailing junk stops the
+# (examples/cli/args.c): out of range, negative, overflowing or trailing junk stops the
 # command at once with status 2 and one line naming the option (issue 21 finding 6: atoi took "-1"
 # and 99999999999, and a bench then ran with them). `timeout` turns a command that goes on running
 # into a failure.

@@ -5,6 +5,7 @@
 #include "check.h"
 #include "core/dtype.h"
 #include "ocellus.h"
+#include "ocellus_gguf.h"
 
 #include <stdint.h>
 

@@ -1,8 +1,10 @@
 #!/bin/sh
-# test_install.sh: `make install PREFIX=DIR` puts the header, both libraries, ocellus.pc and the CLI
-# under DIR, and examples/embed/embed.c builds against that tree through pkg-config alone, as
-# docs/embedding.md shows: linked to libocellus.so, and fully static (-static, in the
-# configurations whose optional libraries all have static archives: the minimal one). Both run.
+# test_install.sh: `make install PREFIX=DIR` puts the headers (ocellus.h and the GGUF API's
+# ocellus_gguf.h), both libraries, ocellus.pc and the CLI under DIR, the GGUF header compiles on
+# its own through pkg-config's flags, and examples/embed/embed.c builds against that tree through
+# pkg-config alone, as docs/embedding.md shows: linked to libocellus.so, and fully
+# static (-static, in the configurations whose optional libraries all have static archives: the
+# minimal one). Both run.
 # Cross builds use the host pkg-config with PKG_CONFIG_LIBDIR pointing only at DIR.
 . tests/support/testlib.sh
 prefix=$tmp_dir/prefix
@@ -17,7 +19,7 @@ if ! env -u MAKEFLAGS -u MFLAGS "${MAKE:-make}" -s install PREFIX="$prefix" >"$t
   exit $failed
 fi
 missing=
-for f in include/ocellus.h lib/libocellus.a lib/libocellus.so lib/pkgconfig/ocellus.pc bin/ocellus; do
+for f in include/ocellus.h include/ocellus_gguf.h lib/libocellus.a lib/libocellus.so lib/pkgconfig/ocellus.pc bin/ocellus; do
   [ -f "$prefix/$f" ] || missing="$missing $f"
 done
 for f in share/ocellus/demo/ocellus-demo.gguf share/ocellus/demo/ocellus-demo-mmproj.gguf share/ocellus/demo/shapes.ppm \
@@ -73,6 +75,16 @@ if [ -n "$target_exec" ]; then
   pc() { PKG_CONFIG_LIBDIR=$prefix/lib/pkgconfig "$pkg_config" "$@"; }
 else
   pc() { PKG_CONFIG_PATH=$prefix/lib/pkgconfig "$pkg_config" "$@"; }
+fi
+
+# The GGUF API's header stands alone (it brings ocellus.h itself) from the installed tree.
+printf '#include <ocellus_gguf.h>\nint main(void) { oc_gguf_close(0); return (int)OC_GGUF_NONE - 13; }\n' >"$tmp_dir/gguf_probe.c"
+# shellcheck disable=SC2046
+if $cc -std=c11 -Wall -Wextra -Werror -fsyntax-only "$tmp_dir/gguf_probe.c" $(pc --cflags ocellus) >"$tmp_dir/gguf_probe.log" 2>&1; then
+  pass gguf_header_installed
+else
+  sed 's/^/# /' "$tmp_dir/gguf_probe.log" | tail -20
+  fail gguf_header_installed "the installed ocellus_gguf.h does not compile alone"
 fi
 
 # build_and_run NAME [CC FLAGS...]: compiles examples/embed/embed.c into $tmp_dir/NAME, runs it

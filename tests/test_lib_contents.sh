@@ -12,7 +12,7 @@ tools_lib=build/libocellus-tools.a
 
 members=$($ar t libocellus.a)
 bad=
-for src in examples/tools/*.c examples/tools/cli/*.c; do
+for src in examples/tools/*.c examples/cli/*.c; do
   o=$(basename "$src" .c).o
   for m in $members; do [ "$m" = "$o" ] && bad="$bad $o"; done
 done

@@ -17,6 +17,7 @@
 #if OC_HAVE_OPENCL
 
 #include "attention/attn.h"
+#include "backend/backend.h"
 #include "opencl/cl_attn.h"
 #include "opencl/cl_ops.h"
 #include "core/dtype.h"
@@ -1109,8 +1110,9 @@ static void test_attn_boundary(void) {
           1, { { 0, 131 } } },
     };
     for (int k = 0; k < (int)OC_ARRAY_LEN(cases); k++) check_boundary(&cases[k], k);
-    CHECK(oc_cl_attn_pattern_exec(OC_PATTERN_BOUNDARY_2D) == OC_EXEC_PREFILL &&
-          oc_cl_attn_pattern_exec(OC_PATTERN_Q_BOUNDARY) == OC_EXEC_PREFILL);
+    const oc_backend_provider *clp = oc_backend_provider_find(OC_BACKEND_KIND_OPENCL);
+    CHECK(clp && clp->pattern_exec(OC_PATTERN_BOUNDARY_2D) == OC_EXEC_PREFILL &&
+          clp->pattern_exec(OC_PATTERN_Q_BOUNDARY) == OC_EXEC_PREFILL);
 }
 
 /* Every tile shape the kernel offers (ocellus bench attention --tiles compares them), each on a

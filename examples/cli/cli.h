@@ -1,7 +1,8 @@
-/* cli.h: shared declarations of the ocellus CLI. main.c dispatches `ocellus COMMAND ...`; `ask`
- * is a front end over include/ocellus.h (cmd_ask.c), the other commands and the helpers they share
- * are in the tools library (examples/tools/tools.h). Each command returns the process exit status
- * (0 ok, 1 failure, 2 usage error). */
+/* cli.h: shared declarations of the ocellus program, all of it in this folder. main.c dispatches
+ * `ocellus COMMAND ...`; `ask` is a front end over include/ocellus.h (cmd_ask.c); the other
+ * commands (cmd_*.c, bench_*.c) and the helpers they share are declared in examples/tools/tools.h and use
+ * the tool library (examples/tools/). Each command returns the process exit status (0 ok, 1 failure, 2
+ * usage error). */
 #ifndef OC_CLI_H
 #define OC_CLI_H
 

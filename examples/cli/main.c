@@ -1,5 +1,5 @@
 /* main.c: the ocellus command-line tool: dispatches `ocellus COMMAND ...` to cmd_ask.c and the
- * commands of the tools library (tools/tools.h). */
+ * commands of the tools library (examples/tools/tools.h). */
 #include "cli.h"
 
 #include <stdio.h>

@@ -1,11 +1,13 @@
 /* scene.c: the synthetic scene generator behind `ocellus eval` and the demo model's training
  * data (see scene.h). Self-contained on purpose: the training script compiles this file alone
- * and calls it through ctypes, so it includes scene.h and the C standard library only, keeps no
- * state between calls and uses integer arithmetic only (identical bytes on every platform).
+ * and calls it through ctypes, so it includes its two headers (scene.h, scene_rng.h) and the C
+ * standard library only, keeps no state between calls and uses integer arithmetic only
+ * (identical bytes on every platform).
  * An item is built in three steps: a random scene (describe), one question whose answer the
  * generator makes unique by editing the scene (e.g. recolouring the other red circles), then
  * the pixels (render). Editing instead of re-drawing keeps the retries bounded. */
 #include "tools/scene.h"
+#include "tools/scene_rng.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -51,25 +53,12 @@ int oc_scene_color_rgb(int32_t color, uint8_t rgb[3]) {
 
 /* ---- random numbers ------------------------------------------------------------------------------ */
 
-/* splitmix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", 2014):
- * one 64-bit state, so an item's generator is seeded directly from (seed, index). */
-typedef struct rng { uint64_t state; } rng;
-
-static uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static uint64_t next_u64(rng *r) { return mix64(r->state += 0x9E3779B97F4A7C15ull); }
-/* 0..n-1 (n >= 1); the modulo bias, n / 2^64, is negligible for the n used here (< 2^13). */
-static int32_t below(rng *r, int32_t n) { return (int32_t)(next_u64(r) % (uint64_t)n); }
-
-/* Distinct indices of one seed get distinct states (multiplying by an odd constant is a
- * bijection modulo 2^64). */
-static void rng_seed(rng *r, uint64_t seed, uint64_t index) {
-    r->state = mix64(seed ^ 0x6A09E667F3BCC909ull) ^ (index * 0xD1B54A32D192ED03ull);
-    (void)next_u64(r);
-}
+/* splitmix64, shared with scene_long.c (scene_rng.h); this suite's stream constant. */
+typedef oc_scene_rng rng;
+#define mix64 oc_scene_mix64
+#define next_u64 oc_scene_next_u64
+#define below oc_scene_below
+static void rng_seed(rng *r, uint64_t seed, uint64_t index) { oc_scene_rng_seed(r, 0x6A09E667F3BCC909ull, seed, index); }
 
 /* ---- the random scene ------------------------------------------------------------------------------ */
 

@@ -3,6 +3,7 @@
  * Uses scene.c's palette and names, and the C standard library only. */
 #include "tools/scene_long.h"
 #include "tools/scene.h"
+#include "tools/scene_rng.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -50,20 +51,13 @@ int32_t oc_long_type_from_name(const char *name) {
 }
 char oc_long_glyph_char(int32_t g) { return g >= 0 && g < OC_LONG_N_GLYPHS ? glyph_chars[g] : '?'; }
 
-/* ---- random numbers: splitmix64, as scene.c (a different stream constant) -------------------------- */
+/* ---- random numbers: splitmix64 as scene.c (scene_rng.h), a different stream constant ------------ */
 
-typedef struct { uint64_t state; } rng;
-static uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static uint64_t next_u64(rng *r) { return mix64(r->state += 0x9E3779B97F4A7C15ull); }
-static int32_t below(rng *r, int32_t n) { return (int32_t)(next_u64(r) % (uint64_t)n); }
-static void rng_seed(rng *r, uint64_t seed, uint64_t index) {
-    r->state = mix64(seed ^ 0x3C6EF372FE94F82Bull) ^ (index * 0xD1B54A32D192ED03ull);
-    (void)next_u64(r);
-}
+typedef oc_scene_rng rng;
+#define mix64 oc_scene_mix64
+#define next_u64 oc_scene_next_u64
+#define below oc_scene_below
+static void rng_seed(rng *r, uint64_t seed, uint64_t index) { oc_scene_rng_seed(r, 0x3C6EF372FE94F82Bull, seed, index); }
 
 /* ---- the random scene ------------------------------------------------------------------------------ */
 

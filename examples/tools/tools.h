@@ -1,16 +1,16 @@
-/* tools.h: what the ocellus CLI (examples/cli) calls in the tools library (libocellus-tools.a).
- * The commands whose work needs the library's internals (kernels, the thread pool, the tokenizer,
- * plans, the converter, the scene generator and eval) live in examples/tools/cli/; the CLI is
- * left with a dispatcher and front ends over include/ocellus.h. This header is that boundary: it
- * includes only ocellus.h and standard headers, so the CLI never sees an internal header
- * (tests/test_cli_includes.sh checks). */
+/* tools.h: the commands of the ocellus program (examples/cli/) as its dispatcher calls them, and the helpers
+ * they share. The commands whose work needs the library's internals (kernels, the thread pool, the
+ * tokenizer, plans, the converter, the scene generator and eval: the tool library, examples/tools/,
+ * libocellus-tools.a) include those headers themselves; the front end (examples/cli/main.c, examples/cli/cmd_ask.c,
+ * examples/cli/cli.h) stays over include/ocellus.h and this header alone, which includes only ocellus.h and
+ * standard headers (tests/test_cli_includes.sh checks). */
 #ifndef OC_TOOLS_H
 #define OC_TOOLS_H
 
 #include "ocellus.h"
 
 /* ---- commands: `ocellus NAME ...`; argv[0] is the command name; each returns the process exit
- * status (0 ok, 1 failure, 2 usage error). One file each in examples/tools/cli/cmd_NAME.c. */
+ * status (0 ok, 1 failure, 2 usage error). One file each in examples/cli/cmd_NAME.c. */
 int oc_tool_version(int argc, char **argv);
 int oc_tool_plan(int argc, char **argv);
 int oc_tool_info(int argc, char **argv);
@@ -28,7 +28,7 @@ int oc_tool_calibrate(int argc, char **argv);
  * ./examples/NAME/ (the source root), in examples/NAME/ beside the running program (an in-tree
  * build run from another folder) and in share/ocellus/NAME/ beside the program's bin/ (after make
  * install); it sets both paths (static storage, valid until the next call for the same model) and
- * returns 1 when both files are there, else returns 0 (demo_model.c). oc_tool_demo_model is the
+ * returns 1 when both files are there, else returns 0 (examples/cli/demo_model.c). oc_tool_demo_model is the
  * demo's lookup. */
 #define OC_DEMO_TEXT "examples/demo/ocellus-demo.gguf"
 #define OC_DEMO_MMPROJ "examples/demo/ocellus-demo-mmproj.gguf"
@@ -46,7 +46,7 @@ int oc_tool_demo_model(const char **text_path, const char **mmproj_path);
 int oc_tool_demo_question_check(const char *question, int n_images, char *why, size_t why_bytes);
 int oc_tool_demo_image_check(const char *path, char *why, size_t why_bytes);
 
-/* --backend NAME (cpu, opencl, auto) into *out; 0 for another name (backend_arg.c). */
+/* --backend NAME (cpu, opencl, auto) into *out; 0 for another name (examples/cli/backend_arg.c). */
 int oc_tool_parse_backend(const char *name, oc_backend_choice *out);
 /* Their --help lines; pad: the spaces that bring a 13-column option name to the command's column. */
 #define OC_TOOL_BACKEND_HELP(pad)                                                                     \
@@ -58,5 +58,10 @@ int oc_tool_parse_backend(const char *name, oc_backend_choice *out);
 /* Reads value as a whole number in [lo, hi] (lo, hi within int) into *out; otherwise prints
  * "ocellus CMD: OPT wants a whole number in [lo, hi], not 'value'" and returns 0 (args.c). */
 int oc_tool_int_arg(const char *cmd, const char *opt, const char *value, long lo, long hi, int *out);
+/* The whole of s a decimal number <= hi (no sign, no space): 1 and *out, else 0 (args.c). */
+int oc_tool_parse_ull(const char *s, unsigned long long hi, unsigned long long *out);
+/* "A-B" or "A" (B = A) with 1 <= A <= B <= max: 1 and *lo, *hi, else 0 (args.c): the
+ * --images-per-item of eval and scene. */
+int oc_tool_parse_range(const char *s, long max, int32_t *lo, int32_t *hi);
 
 #endif

@@ -122,7 +122,10 @@ void oc_dyn_key_perm(const oc_attn_call *call, int32_t *perm, int32_t *rank, int
  * oc_attn_dyn_build needs them). [errors: OC_ERR_INVALID] */
 oc_status oc_attn_check_call(const oc_attn_call *call, const oc_attn_host *mem, int need_index, oc_error *err);
 
-/* How this engine runs heads of pattern kind k (pattern.h). [alloc: no] */
+/* How this engine runs heads of pattern kind k (pattern.h): the BlindSight kinds and A-shape
+ * sparse, Vertical-Slash, Grid, Q-Boundary and 2D-Boundary sparse in prefill. The one table of
+ * what runs sparse: each backend provider (backend.h) points at it, OpenCL's too, whose kernels
+ * execute the same patterns. [alloc: no] */
 oc_pattern_exec oc_attn_pattern_exec(oc_pattern_kind k);
 
 /* Name of the kernels an ISA would use, or NULL when that ISA's kernels are not built. */

@@ -1,4 +1,4 @@
-/* attn_call.h: one attention call, as the model code (text_decoder.c, vision_encoder.c) describes it
+/* attn_call.h: one attention call, as the model code (text_layer.c, vision_encoder.c) describes it
  * and every executor reads it: the CPU engine (attn.c), the backend table (backend.h) and the
  * OpenCL host (opencl/cl_attn.c). The struct is passed by pointer from the graph to the engine and
  * never copied field by field, so a new sparse method is one new field here, read where it is
@@ -21,7 +21,7 @@
 #define OC_ATTN_CALL_H
 
 #include "attention/layout.h"
-#include "plan/pattern.h"
+#include "attention/pattern.h"
 
 typedef enum oc_attn_mask_kind {
     OC_ATTN_CAUSAL = 0,      /* query at position p sees keys 0..p */

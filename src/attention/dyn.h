@@ -61,7 +61,7 @@
 
 #include "core/core.h"
 #include "core/pool.h"
-#include "plan/pattern.h"
+#include "attention/pattern.h"
 
 #define OC_DYN_LAST_Q 64    /* mminference.txt Alg. 1, C.3: last_q = 64 */
 #define OC_DYN_BLOCK 64     /* queries that share one set of diagonal runs */

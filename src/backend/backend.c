@@ -1,18 +1,35 @@
 /* backend.c: choosing and opening a backend (backend.h): maps the public oc_backend_choice of
  * oc_context_params to a kind this build has, and dispatches open, size queries and the shared
- * device to the implementation (backend_cpu.c; cl_backend.c when the build has OpenCL). Nothing
- * here runs an operation. */
+ * device through the providers' table (backend.h oc_backend_provider: backend_cpu.c's; OpenCL's
+ * when the build has it). It names no implementation's header. Nothing here runs an operation. */
 #include "backend/backend.h"
-#include "backend/backend_cpu.h"
 
 /* Whether opencl/ host code are linked: the fuzz targets (Makefile FUZZ_LIB_SRC, -DOC_FUZZING) compile
  * the portable sources only, whatever config.h says (as isa_built.h does for the ISA kernels). */
 #if OC_HAVE_OPENCL && !defined(OC_FUZZING)
 #define OC_BUILT_OPENCL 1
-#include "opencl/cl_backend.h"
 #else
 #define OC_BUILT_OPENCL 0
 #endif
+
+/* The providers this build links: the one table of backends. */
+static const oc_backend_provider *const providers[] = {
+    &oc_backend_cpu_provider,
+#if OC_BUILT_OPENCL
+    &oc_backend_opencl_provider,
+#endif
+};
+
+const oc_backend_provider *oc_backend_provider_find(oc_backend_kind kind) {
+    for (size_t i = 0; i < sizeof providers / sizeof providers[0]; i++)
+        if (providers[i]->kind == kind) return providers[i];
+    return NULL;
+}
+
+/* The provider of an open device (NULL for the CPU's NULL device). */
+static const oc_backend_provider *device_provider(const oc_backend_device *dev) {
+    return dev ? ((const oc_backend_device_head *)(const void *)dev)->provider : NULL;
+}
 
 static oc_status not_built(oc_error *err) {
     return oc_fail(err, OC_ERR_UNSUPPORTED, "backend: OpenCL backend not built in (configure --enable-opencl "
@@ -26,10 +43,10 @@ oc_status oc_backend_resolve(int choice, const char *device, oc_backend_kind *ou
         *out = OC_BACKEND_KIND_CPU;
         return OC_OK;
     case OC_BACKEND_AUTO:
-        *out = OC_BUILT_OPENCL ? OC_BACKEND_KIND_OPENCL : OC_BACKEND_KIND_CPU;
+        *out = oc_backend_provider_find(OC_BACKEND_KIND_OPENCL) ? OC_BACKEND_KIND_OPENCL : OC_BACKEND_KIND_CPU;
         return OC_OK;
     case OC_BACKEND_OPENCL:
-        if (!OC_BUILT_OPENCL) return not_built(err);
+        if (!oc_backend_provider_find(OC_BACKEND_KIND_OPENCL)) return not_built(err);
         *out = OC_BACKEND_KIND_OPENCL;
         return OC_OK;
     default:
@@ -40,56 +57,36 @@ oc_status oc_backend_resolve(int choice, const char *device, oc_backend_kind *ou
 oc_status oc_backend_device_open(oc_backend_device **out, oc_backend_kind kind, const char *selector,
                                  const oc_allocator *alloc, oc_error *err) {
     *out = NULL;
-    if (kind == OC_BACKEND_KIND_CPU) return OC_OK;
-#if OC_BUILT_OPENCL
-    if (kind == OC_BACKEND_KIND_OPENCL) return oc_cl_backend_device_open(out, selector, alloc, err);
-#else
-    (void)selector;
-    (void)alloc;
-#endif
+    const oc_backend_provider *p = oc_backend_provider_find(kind);
+    if (p && !p->device_open) return OC_OK;   /* nothing to share (the CPU) */
+    if (p) return p->device_open(out, selector, alloc, err);
     return kind == OC_BACKEND_KIND_OPENCL ? not_built(err)
                                           : oc_fail(err, OC_ERR_INVALID, "backend: unknown kind %d", (int)kind);
 }
 
 void oc_backend_device_close(oc_backend_device *dev) {
-#if OC_BUILT_OPENCL
-    oc_cl_backend_device_close(dev);
-#else
-    (void)dev;   /* never opened without OpenCL */
-#endif
+    const oc_backend_provider *p = device_provider(dev);
+    if (p) p->device_close(dev);
 }
 
 const char *oc_backend_device_name(const oc_backend_device *dev) {
-#if OC_BUILT_OPENCL
-    if (dev) return oc_cl_backend_device_name(dev);
-#endif
-    (void)dev;
-    return "CPU";
+    const oc_backend_provider *p = device_provider(dev);
+    return p ? p->device_name(dev) : "CPU";
 }
 
 size_t oc_backend_device_bytes(const oc_backend_device *dev) {
-#if OC_BUILT_OPENCL
-    if (dev) return oc_cl_backend_device_bytes(dev);
-#endif
-    (void)dev;
-    return 0;
+    const oc_backend_provider *p = device_provider(dev);
+    return p ? p->device_bytes(dev) : 0;
 }
 
 oc_status oc_backend_device_finish(oc_backend_device *dev, oc_error *err) {
-#if OC_BUILT_OPENCL
-    if (dev) return oc_cl_backend_device_finish(dev, err);
-#endif
-    (void)dev;
-    (void)err;
-    return OC_OK;
+    const oc_backend_provider *p = device_provider(dev);
+    return p ? p->device_finish(dev, err) : OC_OK;
 }
 
 size_t oc_backend_bytes(const oc_backend_spec *spec, const oc_backend_limits *lim, int n_threads) {
-    if (spec->kind == OC_BACKEND_KIND_CPU) return oc_backend_cpu_bytes(lim, n_threads, spec->isa);
-#if OC_BUILT_OPENCL
-    if (spec->kind == OC_BACKEND_KIND_OPENCL) return oc_cl_backend_bytes(lim);
-#endif
-    return 0;
+    const oc_backend_provider *p = oc_backend_provider_find(spec->kind);
+    return p ? p->bytes(spec, lim, n_threads) : 0;
 }
 
 size_t oc_backend_buffer_bytes(oc_backend_kind kind, size_t n_bytes, uint32_t flags) {
@@ -101,28 +98,20 @@ size_t oc_backend_buffer_bytes(oc_backend_kind kind, size_t n_bytes, uint32_t fl
 }
 
 size_t oc_backend_tensor_bytes(oc_backend_kind kind) {
-#if OC_BUILT_OPENCL
-    if (kind == OC_BACKEND_KIND_OPENCL) return oc_cl_backend_buffer_host_bytes();
-#endif
-    (void)kind;
-    return 0;
+    const oc_backend_provider *p = oc_backend_provider_find(kind);
+    return p && p->buffer_host_bytes ? p->buffer_host_bytes() : 0;
 }
 
 size_t oc_backend_device_host_bytes(oc_backend_kind kind) {
-#if OC_BUILT_OPENCL
-    if (kind == OC_BACKEND_KIND_OPENCL) return oc_cl_backend_device_host_bytes();
-#endif
-    (void)kind;
-    return 0;
+    const oc_backend_provider *p = oc_backend_provider_find(kind);
+    return p && p->device_host_bytes ? p->device_host_bytes() : 0;
 }
 
 oc_status oc_backend_open(oc_backend **out, const oc_backend_spec *spec, const oc_backend_limits *lim,
                           const oc_allocator *alloc, oc_error *err) {
     *out = NULL;
-    if (spec->kind == OC_BACKEND_KIND_CPU) return oc_backend_cpu_open(out, spec, lim, alloc, err);
-#if OC_BUILT_OPENCL
-    if (spec->kind == OC_BACKEND_KIND_OPENCL) return oc_cl_backend_open(out, spec, lim, alloc, err);
-#endif
+    const oc_backend_provider *p = oc_backend_provider_find(spec->kind);
+    if (p) return p->open(out, spec, lim, alloc, err);
     return oc_fail(err, OC_ERR_UNSUPPORTED, "backend: kind %d is not available in this build", (int)spec->kind);
 }
 

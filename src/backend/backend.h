@@ -1,13 +1,14 @@
-/* backend.h: the interface between the model graphs (text_decoder.c, vision_encoder.c) and the hardware
+/* backend.h: the interface between the model graphs (text_layer.c, vision_encoder.c) and the hardware
  * that runs them: a table of operations (oc_backend_ops) on opaque buffers (oc_bt), one call per
  * layer-level operation over the whole batch. The graphs hold handles and element offsets and never
  * touch activations, so a device backend can keep weights, activations and the KV cache on the
  * device; host memory is crossed only by the explicit transfer operations (write, read, bind,
  * map_read), which on the CPU backend cost nothing when the memory is already the host's.
  *
- * Implementations: backend_cpu.c (the thread pool over matmul.c, nn.c and attn.c, the same
- * arithmetic in the same order as the graphs had before this interface) and cl_backend.c (an
- * OpenCL device through opencl/ host code; built only with OpenCL). Each graph context (oc_text_ctx,
+ * Implementations, each a provider (the table at the end; backend.c dispatches through it):
+ * backend_cpu.c (the thread pool over matmul.c, nn.c and attn.c, the same arithmetic in the same
+ * order as the graphs had before this interface) and opencl/cl_backend.c (an OpenCL device through
+ * opencl/ host code; built only with OpenCL). Each graph context (oc_text_ctx,
  * oc_vision_ctx) opens its own backend instance sized for its limits; both are opened, with every
  * buffer, when an oc_context opens, and on OpenCL both run on one oc_backend_device the context
  * opened (one device context, its programs built once). */
@@ -224,6 +225,50 @@ size_t oc_backend_device_host_bytes(oc_backend_kind kind);
 oc_status oc_backend_open(oc_backend **out, const oc_backend_spec *spec, const oc_backend_limits *lim,
                           const oc_allocator *alloc, oc_error *err);
 void oc_backend_close(oc_backend *be);   /* NULL is a no-op */
+
+/* ---- providers ---------------------------------------------------------------------------------- */
+
+/* One implementation of this interface, as an os_*.c registers a VFS with SQLite: backend.c finds
+ * a kind's provider in its table and dispatches through it, naming no implementation's header (the
+ * floors stay one-way: opencl/ sits above backend/). A third backend is one more provider and one
+ * more row in that table. Members marked (optional) may be NULL, as said there. */
+typedef struct oc_backend_provider {
+    oc_backend_kind kind;
+    const char *name;                    /* for people: "CPU", "OpenCL" */
+    /* host bytes an instance takes (oc_backend_bytes) */
+    size_t (*bytes)(const oc_backend_spec *spec, const oc_backend_limits *lim, int n_threads);
+    oc_status (*open)(oc_backend **out, const oc_backend_spec *spec, const oc_backend_limits *lim,
+                      const oc_allocator *alloc, oc_error *err);
+    /* What the provider's attention executes sparse, per head pattern kind (pattern.h): what
+     * `ocellus plan` reports per backend. */
+    oc_pattern_exec (*pattern_exec)(oc_pattern_kind kind);
+    /* (optional) the host handle of one device buffer or weight (oc_backend_tensor_bytes); NULL:
+     * buffers are host memory (the CPU's accounting in oc_backend_buffer_bytes) */
+    size_t (*buffer_host_bytes)(void);
+    /* (optional, all or none) a device shared by instances; NULL: the kind has none, and
+     * oc_backend_device_open gives NULL. A device's struct begins with oc_backend_device_head. */
+    oc_status (*device_open)(oc_backend_device **out, const char *selector, const oc_allocator *alloc,
+                             oc_error *err);
+    void (*device_close)(oc_backend_device *dev);
+    const char *(*device_name)(const oc_backend_device *dev);
+    size_t (*device_bytes)(const oc_backend_device *dev);
+    oc_status (*device_finish)(oc_backend_device *dev, oc_error *err);
+    size_t (*device_host_bytes)(void);   /* what device_open takes from the allocator */
+} oc_backend_provider;
+
+/* The first member of every provider's device struct, so that a device names its provider. */
+typedef struct oc_backend_device_head {
+    const oc_backend_provider *provider;
+} oc_backend_device_head;
+
+/* The provider of kind in this build, or NULL when it is not built in. [alloc: no] */
+const oc_backend_provider *oc_backend_provider_find(oc_backend_kind kind);
+
+/* The providers, each defined by its implementation; backend.c's table lists those this build
+ * links (OpenCL: only with OC_HAVE_OPENCL, not in the fuzz targets). */
+extern const oc_backend_provider oc_backend_cpu_provider;      /* backend_cpu.c */
+extern const oc_backend_provider oc_backend_opencl_provider;   /* opencl/cl_backend.c */
+
 
 /* An optional buffer: NULL when absent (or t is NULL), so it can be passed as an op's optional operand. */
 static inline const oc_bt *oc_bt_opt(const oc_bt *t) { return t && t->n_bytes ? t : NULL; }

@@ -229,3 +229,18 @@ oc_status oc_backend_cpu_open(oc_backend **out, const oc_backend_spec *spec, con
     *out = &c->base;
     return OC_OK;
 }
+
+/* ---- the provider ------------------------------------------------------------------------------- */
+
+static size_t cpu_bytes(const oc_backend_spec *spec, const oc_backend_limits *lim, int n_threads) {
+    return oc_backend_cpu_bytes(lim, n_threads, spec->isa);
+}
+
+/* No shared device: buffers are host memory, so the optional members stay NULL. */
+const oc_backend_provider oc_backend_cpu_provider = {
+    .kind = OC_BACKEND_KIND_CPU,
+    .name = "CPU",
+    .bytes = cpu_bytes,
+    .open = oc_backend_cpu_open,
+    .pattern_exec = oc_attn_pattern_exec,   /* the attention engine's own table (attn.h) */
+};

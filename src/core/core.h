@@ -4,6 +4,7 @@
 #define OC_CORE_H
 
 #include "ocellus.h"
+#include "ocellus_gguf.h"
 #include "config.h"
 
 #include <stddef.h>

@@ -1,10 +1,11 @@
 /* text_ctx.c: sizing, opening and closing an oc_text_ctx (text_model.h): opens the context's
  * backend instance for its limits, hands it every weight and 1-D tensor once (the CPU backend wraps
  * them in place; a device uploads them), and allocates every buffer the forward pass uses
- * (text_ctx.h), so oc_text_forward (text_decoder.c) allocates nothing. oc_text_ctx_bytes adds up the
+ * (text_ctx.h), so oc_text_forward (text_forward.c) allocates nothing. oc_text_ctx_bytes adds up the
  * same sizes without allocating. */
 #include "model/text_ctx.h"
 #include "port.h"
+#include "model/graph_ctx.h"
 
 #include <string.h>
 
@@ -305,31 +306,33 @@ fail:
 
 oc_status oc_text_ctx_open(oc_text_ctx **out, const oc_text_model *m, const oc_text_limits *lim,
                            oc_pool *pool, oc_isa isa, const oc_allocator *alloc, oc_error *err) {
-    oc_backend_spec spec = { OC_BACKEND_KIND_CPU, NULL, pool, isa, NULL };
+    oc_backend_spec spec = oc_graph_cpu_spec(pool, isa);
     return oc_text_ctx_open_backend(out, m, lim, &spec, alloc, err);
 }
 
-void oc_text_ctx_close(oc_text_ctx *c) {
-    if (!c) return;
-    oc_allocator a = c->alloc;
-    oc_backend *be = c->be;
-    if (be) {
-        void (*release)(oc_backend *, oc_bt *) = be->ops->free;
-        for (int i = 0; i < N_BUF; i++) release(be, buffer(c, i));
-        for (int32_t il = 0; c->layers && il < c->m->hp.n_layers; il++) {
-            oc_text_layer_bt *B = &c->layers[il];
-            oc_bt *all[] = { &B->attn_norm, &B->ffn_norm, &B->bq, &B->bk, &B->bv, &B->wq.t, &B->wk.t, &B->wv.t,
-                             &B->wo.t, &B->gate.t, &B->up.t, &B->down.t };
-            for (size_t i = 0; i < OC_ARRAY_LEN(all); i++) release(be, all[i]);
-        }
-        release(be, &c->output_norm);
-        release(be, &c->output_bias);
-        if (!c->output_tied) release(be, &c->output.t);
-        release(be, &c->token_embd.t);
-        oc_backend_close(be);
+/* oc_graph_tensors_fn (graph_ctx.h): the buffers and the weights outside the layers (il -1), or
+ * layer il's weights. */
+static int tensors(void *ctx, int32_t il, oc_bt **out) {
+    oc_text_ctx *c = ctx;
+    int n = 0;
+    if (il < 0) {
+        for (int i = 0; i < N_BUF; i++) out[n++] = buffer(c, i);
+        out[n++] = &c->output_norm;
+        out[n++] = &c->output_bias;
+        if (!c->output_tied) out[n++] = &c->output.t;
+        out[n++] = &c->token_embd.t;
+        return n;
     }
-    if (c->host) oc_mem_free(&a, c->host, c->host_bytes);
-    oc_mem_free(&a, c, sizeof *c);
+    oc_text_layer_bt *B = &c->layers[il];
+    oc_bt *all[] = { &B->attn_norm, &B->ffn_norm, &B->bq, &B->bk, &B->bv, &B->wq.t, &B->wk.t, &B->wv.t,
+                     &B->wo.t, &B->gate.t, &B->up.t, &B->down.t };
+    memcpy(out, all, sizeof all);
+    return (int)OC_ARRAY_LEN(all);
+}
+
+void oc_text_ctx_close(oc_text_ctx *c) {
+    if (c) oc_graph_ctx_free(c, sizeof *c, c->be, c->layers ? c->m->hp.n_layers : 0, tensors, c->alloc, c->host,
+                             c->host_bytes);
 }
 
 int oc_text_ctx_prefills_by_layer(const oc_text_ctx *c) { return c->reg.by_layer; }

@@ -1,7 +1,8 @@
 /* text_ctx.h: what an oc_text_ctx holds, shared by text_ctx.c (sizing, opening: weight handles
- * and buffers on the backend), text_decoder.c (the forward pass), text_prefill.c (a whole prompt
- * by layer segment) and text_kv.c (eviction) only. Every activation lives in
- * a backend buffer; the host keeps the M-RoPE tables it computes before uploading them. */
+ * and buffers on the backend), text_layer.c (one layer step), text_forward.c (a batch through
+ * every layer), text_prefill.c (a whole prompt by layer segment) and text_kv.c (eviction) only.
+ * Every activation lives in a backend buffer; the host keeps the M-RoPE tables it computes before
+ * uploading them. */
 #ifndef OC_TEXT_CTX_H
 #define OC_TEXT_CTX_H
 
@@ -95,7 +96,16 @@ struct oc_text_ctx {
 /* The clock for c->times: now, after the device finished what is queued when c->sync_dev is set. */
 uint64_t oc_text_clock(const oc_text_ctx *c);
 
-/* text_decoder.c: the forward pass's steps, for text_prefill.c. Rows of x start at element xo. */
+/* A layer attends over a compacted cache once its eviction ran (kvcache/kv_cache.h). */
+static inline int oc_text_compacted(const oc_text_ctx *c, int32_t il) {
+    return c->kvp->any_evict && il < c->book.n_compacted && c->kvp->layer[il].evict != OC_KV_KEEP_ALL;
+}
+
+/* A visual token: an image row (no id). */
+static inline int oc_text_visual(const oc_text_batch *b, int32_t i) { return !(b->ids && b->ids[i] >= 0); }
+
+/* text_layer.c: the forward pass's steps, for text_forward.c and text_prefill.c. Rows of x start at
+ * element xo. */
 oc_status oc_text_inputs(oc_text_ctx *c, const oc_text_batch *b, int64_t xo, oc_error *err);   /* input rows */
 oc_status oc_text_tables(oc_text_ctx *c, const oc_text_batch *b, oc_error *err);   /* M-RoPE tables */
 /* One decoder layer over the batch: x += attn(norm(x)); x += mlp(norm(x)). */

@@ -1,5 +1,5 @@
 /* text_kv.c: the language model's KV cache eviction (kvcache/kv_cache.h) as the forward pass
- * (text_decoder.c) drives it: while a prompt is prefilled, each evicting layer scores the rows
+ * (text_layer.c, text_prefill.c) drives it: while a prompt is prefilled, each evicting layer scores the rows
  * that the papers observe (SparseMM: the last w queries, sparsemm.txt Eq. 10-13; ZipVL: the probe
  * rows, zipvl.txt supplement Eq. A) against the keys they see; when the batch that ends the prompt
  * is done, every evicting layer picks its tokens (Eq. 14; Eq. 6-9) and the backend compacts its

@@ -1,6 +1,7 @@
 /* text_model.h: the Qwen2-VL / Qwen2.5-VL language model as a text GGUF (arch "qwen2vl") holds it,
- * and its forward pass (text_decoder.c): RMSNorm, q/k/v with bias, M-RoPE, grouped-query attention
- * through the engine over an f16 KV cache, SwiGLU, tied or separate output head.
+ * and its forward pass (text_forward.c over text_layer.c): RMSNorm, q/k/v with bias, M-RoPE,
+ * grouped-query attention through the engine over an f16 KV cache, SwiGLU, tied or separate output
+ * head.
  * Names, keys and orientation: docs/formats.md §2a (llama.cpp's converter output).
  *
  * The model is read-only after loading (share it between threads and contexts); all mutable state

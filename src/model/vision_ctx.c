@@ -4,6 +4,7 @@
  * (vision_ctx.h), so oc_vision_encode (vision_encoder.c) allocates nothing. oc_vision_ctx_bytes adds up the
  * same sizes without allocating. */
 #include "model/vision_ctx.h"
+#include "model/graph_ctx.h"
 
 #include <string.h>
 
@@ -96,7 +97,7 @@ size_t oc_vision_ctx_bytes_backend(const oc_vision_model *m, int32_t max_patches
 size_t oc_vision_ctx_bytes(const oc_vision_model *m, int32_t max_patches, int n_threads) {
     size_t most = 0;
     for (int isa = 0; isa < OC_ISA_COUNT; isa++) {   /* the hungriest ISA table that runs here */
-        oc_backend_spec spec = { OC_BACKEND_KIND_CPU, NULL, NULL, (oc_isa)isa, NULL };
+        oc_backend_spec spec = oc_graph_cpu_spec(NULL, (oc_isa)isa);
         if (!oc_matmul_kernels_for((oc_isa)isa)) continue;
         size_t b = oc_vision_ctx_bytes_backend(m, max_patches, &spec, n_threads);
         if (!b) return 0;
@@ -211,30 +212,31 @@ fail:
 
 oc_status oc_vision_ctx_open(oc_vision_ctx **out, const oc_vision_model *m, int32_t max_patches, oc_pool *pool,
                              oc_isa isa, const oc_allocator *alloc, oc_error *err) {
-    oc_backend_spec spec = { OC_BACKEND_KIND_CPU, NULL, pool, isa, NULL };
+    oc_backend_spec spec = oc_graph_cpu_spec(pool, isa);
     return oc_vision_ctx_open_backend(out, m, max_patches, &spec, alloc, err);
 }
 
-void oc_vision_ctx_close(oc_vision_ctx *c) {
-    if (!c) return;
-    oc_allocator a = c->alloc;
-    oc_backend *be = c->be;
-    if (be) {
-        void (*release)(oc_backend *, oc_bt *) = be->ops->free;
-        for (int i = 0; i < N_BUF; i++) release(be, buffer(c, i));
-        for (int32_t il = 0; c->layers && il < c->m->hp.n_layers; il++) {
-            oc_vision_layer_bt *B = &c->layers[il];
-            oc_bt *all[] = { &B->ln1_w, &B->ln1_b, &B->ln2_w, &B->ln2_b, &B->q.t, &B->k.t, &B->v.t, &B->o.t, &B->up.t,
-                             &B->gate.t, &B->down.t, &B->q_b, &B->k_b, &B->v_b, &B->o_b, &B->up_b, &B->gate_b,
-                             &B->down_b };
-            for (size_t i = 0; i < OC_ARRAY_LEN(all); i++) release(be, all[i]);
-        }
-        oc_bt *all[] = { &c->patch.t, &c->mm0.t, &c->mm2.t, &c->post_ln_w, &c->post_ln_b, &c->mm0_b, &c->mm2_b };
-        for (size_t i = 0; i < OC_ARRAY_LEN(all); i++) release(be, all[i]);
-        oc_backend_close(be);
+/* oc_graph_tensors_fn (graph_ctx.h): the buffers and the weights outside the layers (il -1), or
+ * layer il's weights. */
+static int tensors(void *ctx, int32_t il, oc_bt **out) {
+    oc_vision_ctx *c = ctx;
+    if (il < 0) {
+        oc_bt *own[] = { &c->patch.t, &c->mm0.t, &c->mm2.t, &c->post_ln_w, &c->post_ln_b, &c->mm0_b, &c->mm2_b };
+        for (int i = 0; i < N_BUF; i++) out[i] = buffer(c, i);
+        memcpy(out + N_BUF, own, sizeof own);
+        return N_BUF + (int)OC_ARRAY_LEN(own);
     }
-    if (c->host) oc_mem_free(&a, c->host, c->host_bytes);
-    oc_mem_free(&a, c, sizeof *c);
+    oc_vision_layer_bt *B = &c->layers[il];
+    oc_bt *all[] = { &B->ln1_w, &B->ln1_b, &B->ln2_w, &B->ln2_b, &B->q.t, &B->k.t, &B->v.t, &B->o.t, &B->up.t,
+                     &B->gate.t, &B->down.t, &B->q_b, &B->k_b, &B->v_b, &B->o_b, &B->up_b, &B->gate_b,
+                     &B->down_b };
+    memcpy(out, all, sizeof all);
+    return (int)OC_ARRAY_LEN(all);
+}
+
+void oc_vision_ctx_close(oc_vision_ctx *c) {
+    if (c) oc_graph_ctx_free(c, sizeof *c, c->be, c->layers ? c->m->hp.n_layers : 0, tensors, c->alloc, c->host,
+                             c->host_bytes);
 }
 
 void oc_vision_ctx_set_debug(oc_vision_ctx *ctx, oc_vision_debug_fn fn, void *user) {

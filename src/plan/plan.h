@@ -7,7 +7,7 @@
 #define OC_PLAN_H
 
 #include "core/core.h"
-#include "plan/pattern.h"
+#include "attention/pattern.h"
 
 #define OC_PLAN_VERSION 3   /* the newest format this build reads (it reads 1 and 2 too) */
 /* Limits that bound a plan's memory (a plan never grows past them, whatever the input). */
@@ -149,7 +149,7 @@ oc_status oc_plan_validate(const oc_plan *plan, oc_error *err);
 /* Refuse a plan that breaks a rule (oc_plan_validate) or does not fit the model, e.g.
  *   plan is for 28 decoder layers x 12 heads; model has 24 layers
  * A plan without a vision part fits any vision encoder (it runs dense). The one check of a plan:
- * a context runs it at open, and the graphs (text_decoder.c, vision_encoder.c) trust the plan afterwards.
+ * a context runs it at open, and the graphs (text_layer.c, vision_encoder.c) trust the plan afterwards.
  * [errors: OC_ERR_INVALID (a rule), OC_ERR_UNSUPPORTED (the fit)] */
 oc_status oc_plan_check_fits(const oc_plan *plan, const oc_plan_model_shape *model, oc_error *err);
 /* 1 when a and b hold the same data (shapes, patterns, budgets, thresholds, groups, settings). */

@@ -15,6 +15,7 @@
  * removed, so any number of workers can start at once from any directory. */
 #define _POSIX_C_SOURCE 200809L
 #include "ocellus.h"
+#include "ocellus_gguf.h"
 #include "tests/support/tiny_vocab.h"
 
 #include <math.h>

@@ -4,6 +4,7 @@
  * validation let through. Invariants the reader promises are checked with __builtin_trap.
  * Seeds: tests/fuzz/corpus/fuzz_gguf/ (made by tests/fuzz/gen_gguf_seeds.c). */
 #include "ocellus.h"
+#include "ocellus_gguf.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -4,6 +4,7 @@
  *   ./build/gen_gguf_seeds tests/fuzz/corpus/fuzz_gguf
  * Every seed is a few hundred bytes to a few KB. */
 #include "ocellus.h"
+#include "ocellus_gguf.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -4,6 +4,7 @@
  *   make && cc -Iinclude -Isrc -o build/gen_vision_seeds tests/fuzz/gen_vision_seeds.c libocellus.a -lm -pthread
  *   ./build/gen_vision_seeds tests/fuzz/corpus/fuzz_vision */
 #include "ocellus.h"
+#include "ocellus_gguf.h"
 
 #include <math.h>
 #include <stdio.h>

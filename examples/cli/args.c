@@ -19,3 +19,27 @@ int oc_tool_int_arg(const char *cmd, const char *opt, const char *value, long lo
     *out = (int)v;
     return 1;
 }
+
+int oc_tool_parse_ull(const char *s, unsigned long long hi, unsigned long long *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*s < '0' || *s > '9' || *end != '\0' || errno || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+int oc_tool_parse_range(const char *s, long max, int32_t *lo, int32_t *hi) {
+    char *end;
+    long a = strtol(s, &end, 10), b = a;
+    if (end == s) return 0;
+    if (*end == '-') {
+        const char *t = end + 1;
+        b = strtol(t, &end, 10);
+        if (end == t) return 0;
+    }
+    if (*end != '\0' || a < 1 || b < a || b > max) return 0;
+    *lo = (int32_t)a;
+    *hi = (int32_t)b;
+    return 1;
+}

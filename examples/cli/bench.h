@@ -9,7 +9,7 @@
 #include "attention/layout.h"
 #include "core/isa.h"
 #include "core/pool.h"
-#include "plan/pattern.h"
+#include "attention/pattern.h"
 
 int bench_matmul(int argc, char **argv);   /* argv[0] is "matmul" */
 int bench_attention(int argc, char **argv);   /* argv[0] is "attention" */

@@ -1,5 +1,5 @@
 /* pattern.h: the sparse attention pattern of one head, as a plan file names it and the attention
- * engine executes it. Shared by plan.c (parse/write) and the attention engine.
+ * engine executes it: the engine's input type, so it lives with attention; plan.c parses and writes it.
  *   DENSE               the model's own mask (causal in the decoder, full/segments in vision)
  *   SINK, INTRA_IMAGE,  BlindSight categories (blindsight.txt Sec. 3.2, App. L Alg. 3): text
  *   INTRA_IMAGE_SINK    queries stay dense; image queries keep all text keys plus: the sink tokens
@@ -76,8 +76,8 @@ typedef struct oc_head_pattern {
 #define OC_GRID_VLINE 2
 #define OC_GRID_SLASH 4
 
-/* How an executor runs a head pattern (attn.h oc_attn_pattern_exec for the CPU engine, cl_attn.h
- * oc_cl_attn_pattern_exec for OpenCL): what `ocellus plan` reports per backend. */
+/* How an executor runs a head pattern (attn.h oc_attn_pattern_exec, which every backend provider
+ * of backend.h names as its pattern_exec): what `ocellus plan` reports per backend. */
 typedef enum oc_pattern_exec {
     OC_EXEC_DENSE = 0,     /* the pattern is not executed: the head runs dense */
     OC_EXEC_SPARSE,        /* sparse in prefill and decode */

@@ -1,8 +1,11 @@
-/* text_decoder.c: the language model's forward pass (docs/formats.md §2a graph; Hugging Face
- * Qwen2VLTextModel / Qwen2_5_VLTextModel): per layer RMSNorm -> q/k/v (+bias) -> M-RoPE on q and k
+/* text_layer.c: one step of the language model's forward pass, the layer, and what every caller of it
+ * shares (docs/formats.md §2a graph; Hugging Face Qwen2VLTextModel / Qwen2_5_VLTextModel): the input
+ * rows and M-RoPE tables, then per layer RMSNorm -> q/k/v (+bias) -> M-RoPE on q and k
  * -> keys and values appended to the f16 KV cache -> grouped-query attention through the engine
  * (causal, with the plan's per-head patterns) -> output projection -> residual -> RMSNorm ->
- * SwiGLU -> residual; then the final norm and the lm head.
+ * SwiGLU -> residual; then the final norm and the lm head. Its callers: text_forward.c (a batch
+ * through every layer: decode, and prompts of plans that keep the whole cache) and text_prefill.c
+ * (a whole prompt segment by segment, for plans that evict).
  *
  * Every step is one backend operation over the whole batch (backend.h) on buffers opened with the
  * context (text_ctx.c), so the same graph runs on the CPU or a device and a call allocates nothing.
@@ -88,11 +91,6 @@ oc_status oc_text_inputs(oc_text_ctx *c, const oc_text_batch *b, int64_t xo, oc_
     return be->ops->embed(be, &c->token_embd, &c->ids, n, &c->x, xo, err);
 }
 
-/* A layer attends over a compacted cache once its eviction ran (kvcache/kv_cache.h). */
-static int compacted(const oc_text_ctx *c, int32_t il) {
-    return c->kvp->any_evict && il < c->book.n_compacted && c->kvp->layer[il].evict != OC_KV_KEEP_ALL;
-}
-
 int64_t oc_text_k_base(const oc_text_ctx *c, int32_t il) {
     return il < c->book.n_compacted ? c->reg.k_at[il] : c->reg.k_pre[il];
 }
@@ -144,7 +142,7 @@ static oc_status attention_calls(oc_text_ctx *c, const oc_text_batch *b, int32_t
     }
     /* Q-Cache Eq. 5-6: a GLA lazy layer's queries are its group's (the Q cache) */
     oc_attn_bt t = { P->lazy == OC_KV_LAZY_GLA ? &c->q_share : &c->q, &c->k_cache, &c->v_cache, &c->att };
-    if (!compacted(c, il)) {
+    if (!oc_text_compacted(c, il)) {
         oc_text_vla_keys(c, il, &a, 0, 0, NULL, c->n_past, b->n_tokens);
         return c->be->ops->attention(c->be, &a, &t, stats, err);
     }
@@ -201,9 +199,6 @@ void oc_text_vla_keys(oc_text_ctx *c, int32_t il, oc_attn_call *a, int32_t g, in
     a->k_shared = c->kv_shared;
 }
 
-/* A visual token: an image row (no id). */
-static int visual(const oc_text_batch *b, int32_t i) { return !(b->ids && b->ids[i] >= 0); }
-
 /* Q-Cache VLA (Eq. 7-8): the batch's visual rows (image embeddings) take the group's first
  * layer's q; their keys are read from its K rows in place (oc_text_vla_keys), text rows keep the
  * layer's own. */
@@ -237,15 +232,15 @@ static oc_status store_kv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, in
     int64_t kb = oc_text_k_base(c, il), vb = oc_text_v_base(c, il);
     oc_status st;
     int vla = P->lazy == OC_KV_LAZY_VLA;
-    if (!compacted(c, il)) {
+    if (!oc_text_compacted(c, il)) {
         int64_t at = (int64_t)c->n_past * kvd;
         if ((st = op->kv_store(c->be, &c->v, 0, &c->v_cache, vb + at, n * kvd, err))) return st;
         for (int32_t i = 0; store_k && i < n;) {   /* runs of rows that keep their own keys */
             int32_t j = i;
-            while (j < n && !(vla && visual(b, j))) j++;
+            while (j < n && !(vla && oc_text_visual(b, j))) j++;
             if (j > i && (st = op->kv_store(c->be, &c->k, i * kvd, &c->k_cache, kb + at + i * kvd, (j - i) * kvd, err)))
                 return st;
-            for (i = j; i < n && vla && visual(b, i); i++) {}
+            for (i = j; i < n && vla && oc_text_visual(b, i); i++) {}
         }
         return OC_OK;
     }
@@ -253,7 +248,7 @@ static oc_status store_kv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, in
         int64_t at = (int64_t)*oc_kv_book_n(&c->book, il, g) * kvd + g * hd;
         for (int32_t i = 0; i < n; i++) {
             int64_t src = i * kvd + g * hd, dst = at + i * kvd;
-            if ((store_k && !(vla && visual(b, i)) &&
+            if ((store_k && !(vla && oc_text_visual(b, i)) &&
                  (st = op->kv_store(c->be, &c->k, src, &c->k_cache, kb + dst, hd, err))) ||
                 (st = op->kv_store(c->be, &c->v, src, &c->v_cache, vb + dst, hd, err)))
                 return st;
@@ -393,60 +388,4 @@ oc_status oc_text_head(oc_text_ctx *c, int32_t x_row, int32_t n_out, float *logi
                          err)))
         return st;
     return op->read(be, &c->logits, 0, logits, bytes, err);
-}
-
-/* A compacted layer's kv heads have rows for n more tokens (kvcache/kv_cache.h "Memory"). */
-static oc_status check_room(const oc_text_ctx *c, int32_t n, oc_error *err) {
-    const oc_text_hparams *hp = &c->m->hp;
-    for (int32_t il = 0; il < c->book.n_compacted; il++) {
-        if (!compacted(c, il)) continue;
-        for (int32_t g = 0; g < hp->n_head_kv; g++) {
-            int32_t held = *oc_kv_book_n(&c->book, il, g);
-            if (held + n > c->reg.rows[il])
-                return oc_fail(err, OC_ERR_RANGE, "KV cache full: decoder layer %d kv head %d holds %d of its %d rows "
-                               "(the plan's budget + %d answer tokens)", il, g, held, c->reg.rows[il],
-                               c->lim.max_answer_tokens);
-        }
-    }
-    return OC_OK;
-}
-
-oc_status oc_text_forward(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats *stats, oc_error *err) {
-    const oc_text_model *m = c->m;
-    const oc_text_hparams *hp = &m->hp;
-    int32_t n = b->n_tokens;
-    if (n < 1 || !b->pos_t || !b->pos_h || !b->pos_w)
-        return oc_fail(err, OC_ERR_INVALID, "text forward: empty batch or missing positions");
-    int whole_prompt = c->reg.by_layer && b->prompt_tokens > 0;
-    if (whole_prompt && (c->n_past != 0 || n != b->prompt_tokens || b->layer_masks))
-        return oc_fail(err, OC_ERR_INVALID, "text forward: this context's plan evicts, so its prompt of %d tokens "
-                       "goes in one call from an empty cache (got %d tokens after %d)", b->prompt_tokens, n, c->n_past);
-    if (c->reg.by_layer && !whole_prompt && c->book.n_compacted < hp->n_layers)
-        return oc_fail(err, OC_ERR_INVALID, "text forward: this context's plan evicts: give the prompt first "
-                       "(prompt_tokens)");
-    if (n > c->lim.max_batch_tokens && !whole_prompt)
-        return oc_fail(err, OC_ERR_RANGE, "text forward: batch of %d tokens exceeds the limit %d", n,
-                       c->lim.max_batch_tokens);
-    if (n > c->lim.max_ctx_tokens - c->n_past)
-        return oc_fail(err, OC_ERR_RANGE, "context full: %d cached + %d new tokens exceed the context "
-                       "of %d tokens", c->n_past, n, c->lim.max_ctx_tokens);
-    for (int32_t i = 0; i < n; i++) {
-        int32_t id = b->ids ? b->ids[i] : -1;
-        if (id >= hp->n_vocab)
-            return oc_fail(err, OC_ERR_INVALID, "text forward: token id %d is outside the vocabulary "
-                           "of %d", id, hp->n_vocab);
-        if (id < 0 && !b->embd && !b->embd_in_store)
-            return oc_fail(err, OC_ERR_INVALID, "text forward: token %d has no id and no embedding", i);
-    }
-    oc_status st;
-    for (int32_t i = 0; c->tok_visual && i < n; i++) c->tok_visual[c->n_past + i] = (uint8_t)visual(b, i);
-    if (whole_prompt) return oc_text_prefill_by_layer(c, b, stats, err);
-    if ((st = check_room(c, n, err)) || (st = oc_text_tables(c, b, err)) || (st = oc_text_inputs(c, b, 0, err))) return st;
-    for (int32_t il = 0; il < hp->n_layers; il++)
-        if ((st = oc_text_layer_forward(c, b, il, 0, stats, err))) return st;
-    if (c->kvp->any_evict) oc_kv_book_append(&c->book, c->n_past, n);
-    c->n_past += n;
-    if (!b->logits) return OC_OK;
-    int32_t first = b->all_logits ? 0 : n - 1;
-    return oc_text_head(c, first, n - first, b->logits, err);
 }

@@ -1,5 +1,5 @@
 /* backend_arg.c: the --backend / --device options that ask, eval and bench vlm share
- * (tools/tools.h): one parser for the names, so every command spells them the same. */
+ * (examples/tools/tools.h): one parser for the names, so every command spells them the same. */
 #include "tools/tools.h"
 
 #include <string.h>

@@ -1,12 +1,13 @@
 /* cmd_plan.c: `ocellus plan [show] FILE [--check-shape L,H,KV,D] [--check-vision L,H,D] [--svg OUT]
  * [--kv-budget N -o OUT]`: reads an attention plan, prints what it holds (how it was made, shapes,
  * heads per pattern per stack, budgets, ZipVL layers, lazy groups), how each backend runs each
- * pattern (asked of the executors: attn.h oc_attn_pattern_exec, cl_attn.h), whether the runtime executes
+ * pattern (asked of the backend providers, backend.h), whether the runtime executes
  * each section (it refuses impossible combinations of the KV cache methods on one layer), given a
  * model shape whether the plan fits it, draws it as SVG, or re-budgets its SparseMM kv heads from
  * its visual scores. Exit 1 on a bad plan. */
 #include "tools/tools.h"
 #include "attention/attn.h"
+#include "backend/backend.h"
 #include "kvcache/kv_cache.h"
 #include "plan/plan.h"
 #include "tools/calib.h"
@@ -44,23 +45,21 @@ static int parse_numbers(const char *s, int32_t *v, int n) {
     return 1;
 }
 
-#if OC_HAVE_OPENCL
-#include "opencl/cl_attn.h"
-#endif
-
 static const char *exec_name(oc_pattern_exec e) {
     return e == OC_EXEC_SPARSE ? "executes" : e == OC_EXEC_PREFILL ? "executes in prefill (decode runs them dense)"
                                                                    : "runs them dense";
 }
 
-/* "; runtime: CPU executes, OpenCL ..." for pattern kind k, asked of the executors themselves. */
+/* "; runtime: CPU executes, OpenCL ..." for pattern kind k, asked of each backend provider
+ * (backend.h), "not built" for a kind this build lacks. */
 static void print_exec(oc_pattern_kind k) {
-    printf("; runtime: CPU %s", exec_name(oc_attn_pattern_exec(k)));
-#if OC_HAVE_OPENCL
-    printf(", OpenCL %s", exec_name(oc_cl_attn_pattern_exec(k)));
-#else
-    printf(", OpenCL not built");
-#endif
+    static const oc_backend_kind kinds[] = { OC_BACKEND_KIND_CPU, OC_BACKEND_KIND_OPENCL };
+    static const char *const names[] = { "CPU", "OpenCL" };
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        const oc_backend_provider *p = oc_backend_provider_find(kinds[i]);
+        printf("%s%s %s", i ? ", " : "; runtime: ", p ? p->name : names[i],
+               p ? exec_name(p->pattern_exec(k)) : "not built");
+    }
 }
 
 static void print_stack(const oc_plan *plan, oc_plan_stack stack) {

@@ -3,6 +3,7 @@
  * files by hand and for error messages on broken ones. */
 #include "tools/tools.h"
 #include "ocellus.h"
+#include "ocellus_gguf.h"
 #include "port.h"
 
 #include <stdio.h>

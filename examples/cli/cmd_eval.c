@@ -40,31 +40,6 @@ static int parse_int(const char *s, long long lo, long long hi, long long *out) 
     return 1;
 }
 
-static int parse_u64(const char *s, uint64_t *out) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*s < '0' || *s > '9' || *end != '\0' || errno) return 0;
-    *out = (uint64_t)v;
-    return 1;
-}
-
-/* "A-B" or "A" */
-static int parse_range(const char *s, int32_t *lo, int32_t *hi) {
-    char *end;
-    long a = strtol(s, &end, 10), b = a;
-    if (end == s) return 0;
-    if (*end == '-') {
-        const char *t = end + 1;
-        b = strtol(t, &end, 10);
-        if (end == t) return 0;
-    }
-    if (*end != '\0' || a < 1 || b < a || b > OC_SCENE_MAX_IMAGES) return 0;
-    *lo = (int32_t)a;
-    *hi = (int32_t)b;
-    return 1;
-}
-
 typedef struct eval_ui {
     int tty, verbose;
     int64_t n_items, n_correct;
@@ -114,6 +89,7 @@ int oc_tool_eval(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long n;
+        unsigned long long seed;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--verbose")) verbose = 1;
         else if (!strcmp(a, "--no-mmap")) mp.load = OC_LOAD_READ;
@@ -126,10 +102,10 @@ int oc_tool_eval(int argc, char **argv) {
         else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &backend)) i++;
         else if (!strcmp(a, "--device")) { device = v; i++; }
         else if (!strcmp(a, "--items") && parse_int(v, 0, 1LL << 40, &n)) { ep.n_items = n; i++; }
-        else if (!strcmp(a, "--seed") && parse_u64(v, &ep.seed)) i++;
+        else if (!strcmp(a, "--seed") && oc_tool_parse_ull(v, ~0ULL, &seed)) ep.seed = seed, i++;
         else if (!strcmp(a, "--side") && parse_int(v, 56, OC_SCENE_MAX_SIDE_PX, &n) && n % OC_SCENE_CELL_PX == 0) { ep.side_px = (int32_t)n; i++; }
         else if (!strcmp(a, "-t") && parse_int(v, 1, 1024, &n)) { n_threads = (int)n; i++; }
-        else if (!strcmp(a, "--images-per-item") && parse_range(v, &ep.min_images, &ep.max_images)) i++;
+        else if (!strcmp(a, "--images-per-item") && oc_tool_parse_range(v, OC_SCENE_MAX_IMAGES, &ep.min_images, &ep.max_images)) i++;
         else { fprintf(stderr, "ocellus eval: bad option or value: %s %s\n", a, v); return 2; }
     }
     if (!text_path && !mmproj && !oc_tool_demo_model(&text_path, &mmproj))

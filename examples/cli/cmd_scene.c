@@ -34,30 +34,6 @@ static void usage(FILE *f) {
             "                         default 8-32) of 224-448 px drawn per item (--side is ignored)\n");
 }
 
-static int parse_u64(const char *s, unsigned long long hi, unsigned long long *out) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*s < '0' || *s > '9' || *end != '\0' || errno || v > hi) return 0;
-    *out = v;
-    return 1;
-}
-
-static int parse_range(const char *s, int32_t *lo, int32_t *hi, long max) {
-    char *end;
-    long a = strtol(s, &end, 10), b = a;
-    if (end == s) return 0;
-    if (*end == '-') {
-        const char *t = end + 1;
-        b = strtol(t, &end, 10);
-        if (end == t) return 0;
-    }
-    if (*end != '\0' || a < 1 || b < a || b > max) return 0;
-    *lo = (int32_t)a;
-    *hi = (int32_t)b;
-    return 1;
-}
-
 /* A JSON string; the generator writes printable ASCII, the escapes are for safety. */
 static void put_json_str(FILE *f, const char *s) {
     fputc('"', f);
@@ -123,12 +99,12 @@ int oc_tool_scene(int argc, char **argv) {
         else if (!v) { fprintf(stderr, "ocellus scene: option %s needs a value\n", a); return 2; }
         else if (!strcmp(a, "-o")) { dir = v; i++; }
         else if (!strcmp(a, "--suite") && (!strcmp(v, "long") || !strcmp(v, "demo"))) i++;
-        else if (!strcmp(a, "--items") && parse_u64(v, 1ULL << 40, &n_items)) i++;
-        else if (!strcmp(a, "--seed") && parse_u64(v, ~0ULL, &seed)) i++;
-        else if (!strcmp(a, "--start") && parse_u64(v, ~0ULL, &start)) i++;
-        else if (!strcmp(a, "--side") && parse_u64(v, OC_SCENE_MAX_SIDE_PX, &side) && side >= 56 && side % OC_SCENE_CELL_PX == 0) i++;
+        else if (!strcmp(a, "--items") && oc_tool_parse_ull(v, 1ULL << 40, &n_items)) i++;
+        else if (!strcmp(a, "--seed") && oc_tool_parse_ull(v, ~0ULL, &seed)) i++;
+        else if (!strcmp(a, "--start") && oc_tool_parse_ull(v, ~0ULL, &start)) i++;
+        else if (!strcmp(a, "--side") && oc_tool_parse_ull(v, OC_SCENE_MAX_SIDE_PX, &side) && side >= 56 && side % OC_SCENE_CELL_PX == 0) i++;
         else if (!strcmp(a, "--images-per-item") &&
-                 parse_range(v, &min_images, &max_images, long_suite ? OC_LONG_MAX_IMAGES : OC_SCENE_MAX_IMAGES)) {
+                 oc_tool_parse_range(v, long_suite ? OC_LONG_MAX_IMAGES : OC_SCENE_MAX_IMAGES, &min_images, &max_images)) {
             range_given = 1;
             i++;
         }

@@ -8,7 +8,7 @@
  * process got in each phase (from the progress callback; below ~95% other processes took the
  * cores), peak RSS (process, so far); and the FP32 FMA peak
  * (examples/tools/roofline.h; on OpenCL the device's, opencl/kernels/peak.cl) measured in the same run, before and
- * after the cases. --backend / --device choose where the model runs (tools/tools.h). FLOPs are counted from the
+ * after the cases. --backend / --device choose where the model runs (examples/tools/tools.h). FLOPs are counted from the
  * shapes (2 per multiply-add; attention 4 d per query-key pair, halved when causal, as anchors.md).
  * Several -m/--mmproj pairs (F16 and Q8_0 files, say) run one after another with the same cases, and
  * --images 1,4,1@896 mixes image sizes, so that one invocation gives a whole comparison table.
