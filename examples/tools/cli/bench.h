@@ -81,9 +81,10 @@ int bench_kernels(int argc, char **argv);   /* argv[0] is "kernels" */
 /* Case (d) of bench attention: MMInference's dynamic patterns vs dense (bench_mminf.c). */
 int bench_mminf(oc_pool *pool, int n_threads, oc_isa isa, int quick, int reps);
 
-/* Writes DIR/qwen2vl-2b-TYPE.gguf and DIR/mmproj-qwen2vl-2b-TYPE.gguf (TYPE f16 or q8_0): random
- * weights with Qwen2-VL-2B shapes, tokenizer keys copied from tok_path (synth_qwen2vl.c). */
-int synth_qwen2vl(const char *dir, const char *type, const char *tok_path, uint64_t seed);
+/* Writes DIR/qwen2vl-2b-TYPE.gguf and DIR/mmproj-qwen2vl-2b-TYPE.gguf (TYPE f16, q8_0 or q4_0):
+ * random weights with Qwen2-VL-2B shapes, tokenizer keys copied from tok_path (synth_qwen2vl.c).
+ * n_layers 0: the 2B's 28 text / 32 vision layers; else that many of each, "-Nl" in the names. */
+int synth_qwen2vl(const char *dir, const char *type, const char *tok_path, uint64_t seed, int n_layers);
 
 /* "model name" of the first CPU in /proc/cpuinfo, or the cpuid vendor string: into buf. */
 void bench_cpu_name(char *buf, size_t n_bytes);

@@ -1,6 +1,6 @@
 /* bench_vlm.c: `ocellus bench vlm`: the whole question -> answer path through the public API
  * (oc_model_open, oc_context_open, oc_ask, oc_context_get_stats) on a Qwen2-VL-2B-shaped model:
- *  --synth DIR [--type f16|q8_0]   writes such a model with random weights (synth_qwen2vl.c);
+ *  --synth DIR [--type f16|q8_0|q4_0]  writes such a model with random weights (synth_qwen2vl.c);
  *  -m TEXT --mmproj VISION         asks a fixed question about 1 and 4 synthetic 448x448 images
  *                                  (256 tokens each) and a text-only ~512-token prompt (prefill
  *                                  comparable to llama-bench pp512); greedy, 32 new tokens.
@@ -33,11 +33,14 @@ static int g_image_px = 448;   /* --image-px: the side of the square test images
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: ocellus bench vlm --synth DIR [--type f16|q8_0] [--tokenizer GGUF] [--seed N]\n"
+            "usage: ocellus bench vlm --synth DIR [--type f16|q8_0|q4_0] [--tokenizer GGUF] [--seed N] [--layers N]\n"
             "       ocellus bench vlm -m TEXT.gguf --mmproj VISION.gguf [-m TEXT2 --mmproj VISION2 ...] [-t N]\n"
             "                        [--images 1,4] [--image-px 448] [-n N] [--pp N] [--compare-llama DIR]\n"
             "  --synth DIR      write DIR/qwen2vl-2b-TYPE.gguf and DIR/mmproj-qwen2vl-2b-TYPE.gguf: random\n"
-            "                   weights, Qwen2-VL-2B shapes (kept when present; ~4.5 GB f16, ~2.5 GB q8_0)\n"
+            "                   weights, Qwen2-VL-2B shapes (kept when present; ~4.5 GB f16, ~2.5 GB q8_0,\n"
+            "                   ~1.3 GB q4_0: every matrix Q4_0, as llama-quantize --pure)\n"
+            "  --layers N       --synth: N text and N vision layers instead of 28 and 32 (small files\n"
+            "                   for tests; '-Nl' in the names)\n"
             "  --tokenizer GGUF copy its tokenizer.* keys (default tests/data/models/qwen2vl/text.gguf)\n"
             "  -t N             threads (default 2)\n"
             "  -m, --mmproj     up to 4 pairs (the i-th --mmproj goes with the i-th -m), measured one after\n"
@@ -495,7 +498,7 @@ int bench_vlm(int argc, char **argv) {
     const char *synth = NULL, *type = "f16", *tok_path = "tests/data/models/qwen2vl/text.gguf";
     const char *text[MAX_PAIRS] = { 0 }, *mmproj[MAX_PAIRS] = { 0 }, *images = "1,4";
     int n_text = 0, n_mmproj = 0;
-    int n_threads = 2, n_new = 32, pp = 512, rounds = 5;
+    int n_threads = 2, n_new = 32, pp = 512, rounds = 5, synth_layers = 0;
     const char *kv_context = NULL;
     unsigned long long seed = 1;
     const char *device = NULL, *llama_dir = NULL;
@@ -521,6 +524,7 @@ int bench_vlm(int argc, char **argv) {
             (is_text ? text : mmproj)[(*n)++] = v;
         }
         else if (!strcmp(a, "--images")) images = v;
+        else if (!strcmp(a, "--layers")) { if (!oc_tool_int_arg("bench vlm", a, v, 1, 64, &synth_layers)) return 2; }
         else if (!strcmp(a, "-t")) { if (!oc_tool_int_arg("bench vlm", a, v, 1, 1024, &n_threads)) return 2; }
         else if (!strcmp(a, "-n")) { if (!oc_tool_int_arg("bench vlm", a, v, 0, 16777216, &n_new)) return 2; }
         else if (!strcmp(a, "--no-mmap")) { i--; load = OC_LOAD_READ; }
@@ -536,7 +540,7 @@ int bench_vlm(int argc, char **argv) {
         else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &backend)) continue;
         else { fprintf(stderr, "ocellus bench vlm: unknown option %s\n", a); usage(stderr); return 2; }
     }
-    if (synth) return synth_qwen2vl(synth, type, tok_path, seed);
+    if (synth) return synth_qwen2vl(synth, type, tok_path, seed, synth_layers);
     if (!n_text || n_threads < 1 || n_new < 0 || pp < 0) { usage(stderr); return 2; }
     if (n_mmproj && n_mmproj != n_text) {
         fprintf(stderr, "ocellus bench vlm: %d -m but %d --mmproj: give one --mmproj per -m, or none\n", n_text, n_mmproj);
