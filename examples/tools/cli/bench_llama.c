@@ -306,7 +306,9 @@ void bench_llama_print(const char *dir, int n_threads, int pp, const bench_vlm_r
             line(o, what, t->pp_tok_s, o->prefill_tok_s, "%.1f tok/s", 0, o->prompt_tokens == pp ? NULL : why_prompt,
                  o->other[BENCH_PH_PREFILL], t->other, t->cpu_share);
             const char *why = NULL;
-            if (t->tg_depth >= 0) {
+            if (t->tg_n == 0) {
+                snprintf(what, sizeof what, "decode: not run (ocellus stopped after the first token)");
+            } else if (t->tg_depth >= 0) {
                 snprintf(what, sizeof what, "decode after %d tok (llama-bench tg%d -d %d; ocellus %d tok)", t->tg_depth,
                          t->tg_n, t->tg_depth, o->n_decoded);
                 if (t->tg_depth != o->prompt_tokens || t->tg_n != o->n_decoded) why = "different context or length";
