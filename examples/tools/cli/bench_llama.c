@@ -157,7 +157,7 @@ static void run_mtmd(const char *dir, const bench_vlm_row *row, int n_threads, i
                       dir, row->text, row->mmproj, n_threads, n_ctx > 4096 ? n_ctx : 4096, n_new);
     for (int i = 0; i < row->n_images && at > 0 && (size_t)at < sizeof cmd; i++)
         at += snprintf(cmd + at, sizeof cmd - (size_t)at, "<__media__>\n");   /* a newline inside '': sh keeps it */
-    if (at > 0 && (size_t)at < sizeof cmd) at += snprintf(cmd + at, sizeof cmd - (size_t)at, "%s'", BENCH_VLM_QUESTION + 1);
+    if (at > 0 && (size_t)at < sizeof cmd) at += snprintf(cmd + at, sizeof cmd - (size_t)at, "%s'", &BENCH_VLM_QUESTION[1]);   /* without its newline */
     for (int i = 0; i < row->n_images && at > 0 && (size_t)at < sizeof cmd; i++)
         at += snprintf(cmd + at, sizeof cmd - (size_t)at, " --image ocellus-bench-image-%d.ppm", i);
     if (at <= 0 || (size_t)at + 16 >= sizeof cmd) return;
