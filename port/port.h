@@ -66,6 +66,13 @@ uint64_t oc_port_peak_rss_bytes(void);
 double oc_port_children_cpu_s(void);
 /* The load average over the last minute (runnable processes), or -1 when unknown. */
 double oc_port_load_average(void);
+/* CPU seconds (user + system) this process has used so far, all its threads, or -1 when unknown. */
+double oc_port_self_cpu_s(void);
+/* CPU seconds every process on the machine has kept a CPU busy since boot, summed over CPUs (user,
+ * nice, system, irq, softirq, and steal: time a hypervisor gave this VM's CPUs to someone else), or -1
+ * where the OS does not say (Linux: /proc/stat, in clock ticks, so 10 ms steps per CPU). A benchmark
+ * subtracts its own CPU time from the difference over a run to see what else ran. */
+double oc_port_machine_busy_cpu_s(void);
 
 /* A hint to bring the cache line holding p closer for reading; nothing where the compiler has no
  * such builtin. p need not be dereferenceable (a prefetch never faults). */

@@ -199,3 +199,26 @@ double oc_port_load_average(void) {
     double one_min;
     return getloadavg(&one_min, 1) == 1 ? one_min : -1;   /* glibc, musl, macOS, the BSDs */
 }
+
+double oc_port_self_cpu_s(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return -1;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec + 1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+double oc_port_machine_busy_cpu_s(void) {
+#if defined(__linux__)
+    /* first line: "cpu  user nice system idle iowait irq softirq steal guest guest_nice" (proc(5));
+     * guest time is already inside user, idle and iowait are the CPU doing nothing */
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return -1;
+    unsigned long long v[8] = { 0 };
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    if (n < 7 || hz <= 0) return -1;   /* steal came with Linux 2.6.11: 0 when absent */
+    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)hz;
+#else
+    return -1;
+#endif
+}

@@ -19,21 +19,49 @@ int bench_vlm_kv(const char *text_path, int n_threads, const char *ctx_list, int
 /* bench_llama.c: bench vlm --compare-llama DIR: llama.cpp's llama-mtmd-cli / llama-bench from DIR on the
  * same files, run right after each ocellus case (the two under the same load), then one table of both
  * columns and the ratios. One row per case: images 0 is the text-only pp case. */
+/* What else used the CPU over a span of a run: a snapshot at each end (bench_span_now), then
+ * bench_other_share. own_s is the CPU time of whatever the span measures (this process, or the
+ * children it waited for), which is taken out of the machine's busy time. */
+typedef struct bench_span {
+    uint64_t ns;      /* monotonic wall clock */
+    double busy_s;    /* oc_port_machine_busy_cpu_s, -1 unknown */
+    double own_s;     /* the measured program's CPU seconds so far, -1 unknown */
+} bench_span;
+void bench_span_now(bench_span *s, double own_s);
+/* Other processes' CPU time over [a, b] as a share of the machine's (wall x logical CPUs), 0..1;
+ * -1 where the OS does not say, -2 for a span of under 2 CPU-seconds (wall x CPUs), which /proc/stat's
+ * 10 ms ticks cannot resolve to 1%. */
+double bench_other_share(const bench_span *a, const bench_span *b);
+/* Above this share of other load a row is marked busy (the comparisons of record take clean rows:
+ * other load under 2%). */
+#define BENCH_BUSY_SHARE 0.02
+
+/* The image cases' question. llama-mtmd-cli gets it without the newline, after one <__media__> line
+ * per image (bench_llama.c run_mtmd), so that with one image both programs see the same tokens. */
+#define BENCH_VLM_QUESTION "\nDescribe these images in detail."
+
+/* Phases of one ocellus case, for the other-load shares of bench_vlm_row. */
+enum { BENCH_PH_VISION, BENCH_PH_PREFILL, BENCH_PH_TTFT, BENCH_PH_DECODE, BENCH_PH_N };
+
 typedef struct bench_vlm_row {
     char name[32];     /* "4 images 448x448", "text pp512" */
     char files[64];    /* the text GGUF's file name: tells the model pairs of one invocation apart */
     const char *text, *mmproj;   /* the files both programs ran */
     int n_images, image_px, image_tokens;
+    int prompt_tokens;   /* the whole prompt, image tokens and chat template included */
+    int n_decoded;       /* tokens decode produced after the first (generated - 1) */
     double vision_ms, ttft_ms, prefill_tok_s, decode_tok_s;
-    double load_start;   /* 1-minute load average when the ocellus case started (-1 unknown) */
+    double other[BENCH_PH_N];   /* other load during each phase of the ocellus case (bench_other_share) */
 } bench_vlm_row;
 /* llama.cpp's numbers for one case; 0 where it printed no such timing (never a made-up number). */
 typedef struct bench_llama_run {
     double vision_ms, ttft_ms, prefill_tok_s, decode_tok_s;   /* llama-mtmd-cli (image cases) */
+    int image_tokens, prompt_tokens, decode_runs;             /* as it counted them (0: not printed) */
     double pp_tok_s, tg_tok_s;                                /* llama-bench (text case) */
-    int image_tokens;
-    double cpu_share;   /* its CPU time / (wall x threads) over the whole run, loading included */
-    double load_end;    /* 1-minute load average when it ended */
+    int tg_n, tg_depth;   /* the tg test it ran: tg_n tokens after tg_depth of context (-1: this
+                             llama-bench has no -d, so from an empty context) */
+    double cpu_share, cpu_share_tg;   /* its CPU time / (wall x threads) over the whole run, loading included */
+    double other, other_tg;           /* other load during its run (bench_other_share); _tg: llama-bench's tg run */
 } bench_llama_run;
 /* 0, or 2 (and a message) when a path cannot be passed through the shell. */
 int bench_llama_check_paths(const char *dir, const char *text, const char *mmproj);
@@ -54,9 +82,10 @@ int bench_plans(int argc, char **argv);     /* argv[0] is "plans" (bench_plans.c
 /* Case (d) of bench attention: MMInference's dynamic patterns vs dense (bench_mminf.c). */
 int bench_mminf(oc_pool *pool, int n_threads, oc_isa isa, int quick, int reps);
 
-/* Writes DIR/qwen2vl-2b-TYPE.gguf and DIR/mmproj-qwen2vl-2b-TYPE.gguf (TYPE f16 or q8_0): random
- * weights with Qwen2-VL-2B shapes, tokenizer keys copied from tok_path (synth_qwen2vl.c). */
-int synth_qwen2vl(const char *dir, const char *type, const char *tok_path, uint64_t seed);
+/* Writes DIR/qwen2vl-2b-TYPE.gguf and DIR/mmproj-qwen2vl-2b-TYPE.gguf (TYPE f16, q8_0 or q4_0):
+ * random weights with Qwen2-VL-2B shapes, tokenizer keys copied from tok_path (synth_qwen2vl.c).
+ * n_layers 0: the 2B's 28 text / 32 vision layers; else that many of each, "-Nl" in the names. */
+int synth_qwen2vl(const char *dir, const char *type, const char *tok_path, uint64_t seed, int n_layers);
 
 /* "model name" of the first CPU in /proc/cpuinfo, or the cpuid vendor string: into buf. */
 void bench_cpu_name(char *buf, size_t n_bytes);

@@ -1,6 +1,6 @@
 /* bench_vlm.c: `ocellus bench vlm`: the whole question -> answer path through the public API
  * (oc_model_open, oc_context_open, oc_ask, oc_context_get_stats) on a Qwen2-VL-2B-shaped model:
- *  --synth DIR [--type f16|q8_0]   writes such a model with random weights (synth_qwen2vl.c);
+ *  --synth DIR [--type f16|q8_0|q4_0]  writes such a model with random weights (synth_qwen2vl.c);
  *  -m TEXT --mmproj VISION         asks a fixed question about 1 and 4 synthetic 448x448 images
  *                                  (256 tokens each) and a text-only ~512-token prompt (prefill
  *                                  comparable to llama-bench pp512); greedy, 32 new tokens.
@@ -33,11 +33,14 @@ static int g_image_px = 448;   /* --image-px: the side of the square test images
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: ocellus bench vlm --synth DIR [--type f16|q8_0] [--tokenizer GGUF] [--seed N]\n"
+            "usage: ocellus bench vlm --synth DIR [--type f16|q8_0|q4_0] [--tokenizer GGUF] [--seed N] [--layers N]\n"
             "       ocellus bench vlm -m TEXT.gguf --mmproj VISION.gguf [-m TEXT2 --mmproj VISION2 ...] [-t N]\n"
             "                        [--images 1,4] [--image-px 448] [-n N] [--pp N] [--compare-llama DIR]\n"
             "  --synth DIR      write DIR/qwen2vl-2b-TYPE.gguf and DIR/mmproj-qwen2vl-2b-TYPE.gguf: random\n"
-            "                   weights, Qwen2-VL-2B shapes (kept when present; ~4.5 GB f16, ~2.5 GB q8_0)\n"
+            "                   weights, Qwen2-VL-2B shapes (kept when present; ~4.5 GB f16, ~2.5 GB q8_0,\n"
+            "                   ~1.3 GB q4_0: every matrix Q4_0, as llama-quantize --pure)\n"
+            "  --layers N       --synth: N text and N vision layers instead of 28 and 32 (small files\n"
+            "                   for tests; '-Nl' in the names)\n"
             "  --tokenizer GGUF copy its tokenizer.* keys (default tests/data/models/qwen2vl/text.gguf)\n"
             "  -t N             threads (default 2)\n"
             "  -m, --mmproj     up to 4 pairs (the i-th --mmproj goes with the i-th -m), measured one after\n"
@@ -81,6 +84,7 @@ static uint8_t *make_image(int index, int px_side) {
 typedef struct phase_clock {
     uint64_t ns[4];
     clock_t cpu[4];
+    bench_span span[4];   /* the same boundaries with the machine's busy time (other load) */
 } phase_clock;
 
 static void on_progress(void *user, const char *stage, int32_t done, int32_t total) {
@@ -90,7 +94,8 @@ static void on_progress(void *user, const char *stage, int32_t done, int32_t tot
     if (!i) return;
     pc->ns[i] = oc_port_now_ns();
     pc->cpu[i] = clock();
-    if (i == 1) { pc->ns[2] = pc->ns[1]; pc->cpu[2] = pc->cpu[1]; }
+    bench_span_now(&pc->span[i], oc_port_self_cpu_s());   /* once per phase: a read of /proc/stat */
+    if (i == 1) { pc->ns[2] = pc->ns[1]; pc->cpu[2] = pc->cpu[1]; pc->span[2] = pc->span[1]; }
 }
 
 typedef struct vlm_case {
@@ -98,6 +103,7 @@ typedef struct vlm_case {
     oc_stats st;
     double wall_ms, vision_gflop, prefill_gflop;
     double share[3];   /* CPU time / (wall x threads) of vision, prefill, decode: 1 = both cores all along */
+    double other[BENCH_PH_N];   /* other processes' load in each phase (bench_other_share) */
     uint64_t peak_rss;
 } vlm_case;
 
@@ -123,12 +129,19 @@ static int run_case(oc_context *ctx, phase_clock *pc, const oc_request *req, con
     oc_error err;
     pc->cpu[0] = pc->cpu[1] = pc->cpu[2] = clock();
     pc->ns[0] = pc->ns[1] = pc->ns[2] = oc_port_now_ns();
+    bench_span_now(&pc->span[0], oc_port_self_cpu_s());
+    pc->span[1] = pc->span[2] = pc->span[0];
     if (oc_ask(ctx, req, &err) != OC_OK) {
         fprintf(stderr, "ocellus bench vlm: %s: %s\n", name, err.message);
         return 0;
     }
     pc->ns[3] = oc_port_now_ns();
     pc->cpu[3] = clock();
+    bench_span_now(&pc->span[3], oc_port_self_cpu_s());
+    out->other[BENCH_PH_VISION] = bench_other_share(&pc->span[0], &pc->span[1]);
+    out->other[BENCH_PH_PREFILL] = bench_other_share(&pc->span[1], &pc->span[2]);
+    out->other[BENCH_PH_TTFT] = bench_other_share(&pc->span[0], &pc->span[2]);
+    out->other[BENCH_PH_DECODE] = bench_other_share(&pc->span[2], &pc->span[3]);
     out->wall_ms = (double)(pc->ns[3] - pc->ns[0]) * 1e-6;
     for (int i = 0; i < 3; i++) {
         double wall_s = (double)(pc->ns[i + 1] - pc->ns[i]) * 1e-9;
@@ -297,7 +310,7 @@ static const char *base_name(const char *path) {
 }
 
 /* Runs llama.cpp on the case just measured (bench_llama.c), so both programs see the same load. */
-static void compare_case(llama_table *t, const vlm_case *c, int side, double load_start, const char *text,
+static void compare_case(llama_table *t, const vlm_case *c, int side, const char *text,
                          const char *mmproj, int n_threads, int n_new, int pp, const uint8_t *const *pixels) {
     if (t->n == (int)(sizeof t->rows / sizeof t->rows[0])) return;
     const oc_stats *s = &c->st;
@@ -314,7 +327,9 @@ static void compare_case(llama_table *t, const vlm_case *c, int side, double loa
     r->ttft_ms = s->ttft_ms;
     r->prefill_tok_s = s->prefill_ms > 0 ? 1000.0 * s->n_prompt_tokens / s->prefill_ms : 0;
     r->decode_tok_s = s->n_generated > 1 && s->decode_ms > 0 ? 1000.0 * (s->n_generated - 1) / s->decode_ms : 0;
-    r->load_start = load_start;
+    r->prompt_tokens = s->n_prompt_tokens;
+    r->n_decoded = s->n_generated > 1 ? s->n_generated - 1 : 0;
+    memcpy(r->other, c->other, sizeof r->other);
     bench_llama_case(t->dir, n_threads, n_new, pp, r, pixels, &t->runs[t->n]);
     t->n++;
 }
@@ -411,6 +426,9 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
     int overhead = cases[0].st.n_prompt_tokens - count_tokens(tok, req.question);
 
     req.max_new_tokens = n_new;
+    /* no "Picture N: " labels, whatever the template says: llama-mtmd-cli's images are markers in the
+     * prompt's text, which its template does not label (--compare-llama compares the two prompts) */
+    req.image_labels = 0;
     for (int k = 0; k < n_counts; k++) {
         char name[32];
         int side = sides[k];
@@ -420,12 +438,11 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
             views[n_pix] = (oc_image_rgb){ pixels[n_pix], side, side, (size_t)side * 3 };
         }
         snprintf(name, sizeof name, "%d image%s %dx%d", counts[k], counts[k] > 1 ? "s" : "", side, side);
-        req.question = "Describe these images in detail.";
+        req.question = BENCH_VLM_QUESTION;
         req.images = views;
         req.n_images = counts[k];
-        double load_start = oc_port_load_average();
         if (!run_case(ctx, &pc, &req, &mi, name, n_threads, &cases[n_cases++])) goto done;
-        if (llama) compare_case(llama, &cases[n_cases - 1], side, load_start, text_path, mmproj, n_threads, n_new,
+        if (llama) compare_case(llama, &cases[n_cases - 1], side, text_path, mmproj, n_threads, n_new,
                                 pp_tokens, (const uint8_t *const *)pixels);
     }
     if (pp_tokens > 0) {
@@ -442,9 +459,8 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
         req.question = question;
         req.images = NULL;
         req.n_images = 0;
-        double load_start = oc_port_load_average();
         if (!run_case(ctx, &pc, &req, &mi, name, n_threads, &cases[n_cases++])) goto done;
-        if (llama) compare_case(llama, &cases[n_cases - 1], 0, load_start, text_path, mmproj, n_threads, n_new, pp_tokens, NULL);
+        if (llama) compare_case(llama, &cases[n_cases - 1], 0, text_path, mmproj, n_threads, n_new, pp_tokens, NULL);
     }
     double peak1 = fma_peak(n_threads, peak_dev);
     double read1 = peak_dev ? 0 : read_floor_gbps(n_threads);
@@ -482,7 +498,7 @@ int bench_vlm(int argc, char **argv) {
     const char *synth = NULL, *type = "f16", *tok_path = "tests/data/models/qwen2vl/text.gguf";
     const char *text[MAX_PAIRS] = { 0 }, *mmproj[MAX_PAIRS] = { 0 }, *images = "1,4";
     int n_text = 0, n_mmproj = 0;
-    int n_threads = 2, n_new = 32, pp = 512, rounds = 5;
+    int n_threads = 2, n_new = 32, pp = 512, rounds = 5, synth_layers = 0;
     const char *kv_context = NULL;
     unsigned long long seed = 1;
     const char *device = NULL, *llama_dir = NULL;
@@ -508,6 +524,7 @@ int bench_vlm(int argc, char **argv) {
             (is_text ? text : mmproj)[(*n)++] = v;
         }
         else if (!strcmp(a, "--images")) images = v;
+        else if (!strcmp(a, "--layers")) { if (!oc_tool_int_arg("bench vlm", a, v, 1, 64, &synth_layers)) return 2; }
         else if (!strcmp(a, "-t")) { if (!oc_tool_int_arg("bench vlm", a, v, 1, 1024, &n_threads)) return 2; }
         else if (!strcmp(a, "-n")) { if (!oc_tool_int_arg("bench vlm", a, v, 0, 16777216, &n_new)) return 2; }
         else if (!strcmp(a, "--no-mmap")) { i--; load = OC_LOAD_READ; }
@@ -523,7 +540,7 @@ int bench_vlm(int argc, char **argv) {
         else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &backend)) continue;
         else { fprintf(stderr, "ocellus bench vlm: unknown option %s\n", a); usage(stderr); return 2; }
     }
-    if (synth) return synth_qwen2vl(synth, type, tok_path, seed);
+    if (synth) return synth_qwen2vl(synth, type, tok_path, seed, synth_layers);
     if (!n_text || n_threads < 1 || n_new < 0 || pp < 0) { usage(stderr); return 2; }
     if (n_mmproj && n_mmproj != n_text) {
         fprintf(stderr, "ocellus bench vlm: %d -m but %d --mmproj: give one --mmproj per -m, or none\n", n_text, n_mmproj);

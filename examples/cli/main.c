@@ -12,6 +12,7 @@ static const cli_command commands[] = {
     { "info", "print the keys and tensor table of a GGUF file", oc_tool_info },
     { "tokenize", "tokenize a text with a model's vocabulary", oc_tool_tokenize },
     { "convert", "Hugging Face Qwen2-VL checkpoint -> text + mmproj GGUF", oc_tool_convert },
+    { "quantize", "GGUF -> GGUF with Q8_0 / Q4_0 matrices: ocellus quantize IN OUT --type q8_0", oc_tool_quantize },
     { "bench", "benchmarks: ocellus bench matmul|attention [-t N] ...", oc_tool_bench },
     { "scene", "write synthetic scene items (images + question/answer) to a directory", oc_tool_scene },
     { "eval", "accuracy on fresh synthetic scenes: ocellus eval [-m M --mmproj V] [--items N]", oc_tool_eval },

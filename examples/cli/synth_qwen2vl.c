@@ -4,8 +4,12 @@
  * oc_gguf_writer_add_tensor_fn one chunk of rows at a time (never a whole model in memory); every row
  * is a pure function of (tensor name, row index), so chunking does not change the bytes.
  * Values: weights ~ N(0, 1/fan_in) (sum of 4 uniforms), norm weights 1 +- 0.05, biases std 0.02,
- * the embedding std 1, so activations stay O(1) through all layers. 2-D weights F16 or Q8_0, patch
- * kernels always F16 (as llama.cpp's converter writes them), 1-D tensors F32.
+ * the embedding std 1, so activations stay O(1) through all layers. 2-D weights F16, Q8_0 or Q4_0,
+ * patch kernels always F16 (as llama.cpp's converter writes them), 1-D tensors F32. Q4_0 is every
+ * matrix in Q4_0, the token embedding included, as llama-quantize --pure Q4_0 writes it (without
+ * --pure it would take Q6_K for the tied embedding, which has no quantizer here); both programs of a
+ * comparison read the same file either way. A layer count other than the 2B's (tests) goes into the
+ * file names, so that such a file is never kept in place of a whole model.
  * The tokenizer keys are copied from a given GGUF; its vocabulary is padded with "[PADn]" UNUSED
  * tokens up to the 151936 embedding rows, as llama.cpp's converter pads Qwen2's, so every id the
  * random model generates decodes (to nothing). */
@@ -59,6 +63,7 @@ typedef struct synth_set {
     size_t n, cap;
     float *row;
     uint64_t seed;
+    int text_layers, vision_layers;
 } synth_set;
 
 static uint64_t splitmix(uint64_t *s) {
@@ -105,6 +110,8 @@ static oc_status fill_rows(void *user, void *dst, uint64_t first_row, uint64_t n
                 uint16_t h = oc_f32_to_f16(x[i]);
                 memcpy(out + 2 * i, &h, 2);
             }
+        } else if (t->dtype == OC_DTYPE_Q4_0) {
+            oc_quantize_q4_0(x, out, n);
         } else {
             oc_quantize_q8_0(x, out, n);
         }
@@ -142,7 +149,7 @@ static int set_add(synth_set *set, const char *name, int32_t dtype, uint32_t n_d
 static int text_tensors(synth_set *set, int32_t dtype) {
     int ok = set_add(set, "token_embd.weight", dtype, 2, T_EMBD, T_VOCAB, 1, 1, INIT_WEIGHT, 1.0f);
     char n[64];
-    for (int il = 0; il < T_LAYERS; il++) {
+    for (int il = 0; il < set->text_layers; il++) {
 #define NM(suffix) (snprintf(n, sizeof n, "blk.%d." suffix, il), n)
         NORM(NM("attn_norm.weight"), T_EMBD);
         MAT(NM("attn_q.weight"), T_EMBD, T_EMBD);
@@ -168,7 +175,7 @@ static int vision_tensors(synth_set *set, int32_t dtype) {
     int ok = set_add(set, "v.patch_embd.weight", OC_DTYPE_F16, 4, V_PATCH, V_PATCH, 3, V_HIDDEN, INIT_WEIGHT, patch_std);
     ok &= set_add(set, "v.patch_embd.weight.1", OC_DTYPE_F16, 4, V_PATCH, V_PATCH, 3, V_HIDDEN, INIT_WEIGHT, patch_std);
     char n[64];
-    for (int il = 0; il < V_LAYERS; il++) {
+    for (int il = 0; il < set->vision_layers; il++) {
 #define NM(suffix) (snprintf(n, sizeof n, "v.blk.%d." suffix, il), n)
         NORM(NM("ln1.weight"), V_HIDDEN);
         BIAS(NM("ln1.bias"), V_HIDDEN);
@@ -308,23 +315,23 @@ static oc_status copy_tokenizer(oc_gguf_writer *w, const char *src_path, oc_erro
 
 static oc_status common_keys(oc_gguf_writer *w, const char *arch, const char *type, int32_t dtype, oc_error *err) {
     oc_status st;
-    /* llama.cpp's file_type: 1 = MOSTLY_F16, 7 = MOSTLY_Q8_0 */
+    /* llama.cpp's file_type: 1 = MOSTLY_F16, 2 = MOSTLY_Q4_0, 7 = MOSTLY_Q8_0 */
     if ((st = oc_gguf_writer_add_str(w, "general.architecture", arch, err)) ||
         (st = oc_gguf_writer_add_str(w, "general.type", type, err)) ||
         (st = oc_gguf_writer_add_str(w, "general.name", "ocellus synthetic Qwen2-VL-2B shapes (random weights)", err)) ||
-        (st = oc_gguf_writer_add_u32(w, "general.file_type", dtype == OC_DTYPE_Q8_0 ? 7 : 1, err)) ||
+        (st = oc_gguf_writer_add_u32(w, "general.file_type", dtype == OC_DTYPE_Q8_0 ? 7 : dtype == OC_DTYPE_Q4_0 ? 2 : 1, err)) ||
         (st = oc_gguf_writer_add_u32(w, "general.quantization_version", 2, err)))
         return st;
     return OC_OK;
 }
 
-static oc_status text_keys(oc_gguf_writer *w, int32_t dtype, const char *tok_path, oc_error *err) {
+static oc_status text_keys(oc_gguf_writer *w, int32_t dtype, const char *tok_path, int n_layers, oc_error *err) {
     static const int32_t sections[4] = { 16, 24, 24, 0 };
     oc_status st;
     if ((st = common_keys(w, "qwen2vl", "model", dtype, err)) ||
         (st = oc_gguf_writer_add_u32(w, "qwen2vl.context_length", 32768, err)) ||
         (st = oc_gguf_writer_add_u32(w, "qwen2vl.embedding_length", T_EMBD, err)) ||
-        (st = oc_gguf_writer_add_u32(w, "qwen2vl.block_count", T_LAYERS, err)) ||
+        (st = oc_gguf_writer_add_u32(w, "qwen2vl.block_count", (uint32_t)n_layers, err)) ||
         (st = oc_gguf_writer_add_u32(w, "qwen2vl.feed_forward_length", T_FF, err)) ||
         (st = oc_gguf_writer_add_u32(w, "qwen2vl.attention.head_count", T_HEADS, err)) ||
         (st = oc_gguf_writer_add_u32(w, "qwen2vl.attention.head_count_kv", T_HEADS_KV, err)) ||
@@ -335,7 +342,7 @@ static oc_status text_keys(oc_gguf_writer *w, int32_t dtype, const char *tok_pat
     return copy_tokenizer(w, tok_path, err);
 }
 
-static oc_status vision_keys(oc_gguf_writer *w, int32_t dtype, oc_error *err) {
+static oc_status vision_keys(oc_gguf_writer *w, int32_t dtype, int n_layers, oc_error *err) {
     static const float mean[3] = { 0.48145466f, 0.4578275f, 0.40821073f };
     static const float std[3] = { 0.26862954f, 0.26130258f, 0.27577711f };
     oc_status st;
@@ -347,7 +354,7 @@ static oc_status vision_keys(oc_gguf_writer *w, int32_t dtype, oc_error *err) {
         (st = oc_gguf_writer_add_u32(w, "clip.vision.embedding_length", V_HIDDEN, err)) ||
         /* 1536, not 5120: current converters copy the merger's output width here (docs/formats.md §2b) */
         (st = oc_gguf_writer_add_u32(w, "clip.vision.feed_forward_length", T_EMBD, err)) ||
-        (st = oc_gguf_writer_add_u32(w, "clip.vision.block_count", V_LAYERS, err)) ||
+        (st = oc_gguf_writer_add_u32(w, "clip.vision.block_count", (uint32_t)n_layers, err)) ||
         (st = oc_gguf_writer_add_u32(w, "clip.vision.attention.head_count", V_HEADS, err)) ||
         (st = oc_gguf_writer_add_f32(w, "clip.vision.attention.layer_norm_epsilon", 1e-6f, err)) ||
         (st = oc_gguf_writer_add_u32(w, "clip.vision.projection_dim", T_EMBD, err)) ||
@@ -364,7 +371,7 @@ static int file_exists(const char *path) {
 
 /* Writes path (through path.tmp, renamed at the end, so an interrupted run leaves no file that a
  * later run would take as complete). */
-static int write_model(const char *path, int vision, int32_t dtype, const char *tok_path, uint64_t seed) {
+static int write_model(const char *path, int vision, int32_t dtype, const char *tok_path, uint64_t seed, int n_layers) {
     if (file_exists(path)) {
         printf("%s exists: kept\n", path);
         return 0;
@@ -375,13 +382,15 @@ static int write_model(const char *path, int vision, int32_t dtype, const char *
     memset(&set, 0, sizeof set);
     set.seed = seed + (uint64_t)vision;
     set.row = malloc(MAX_ROW * sizeof(float));
+    set.text_layers = n_layers ? n_layers : T_LAYERS;
+    set.vision_layers = n_layers ? n_layers : V_LAYERS;
     oc_gguf_writer *w = NULL;
     oc_error err;
     oc_status st = OC_OK;
     int ok = set.row && (vision ? vision_tensors(&set, dtype) : text_tensors(&set, dtype));
     if (!ok) st = oc_fail(&err, OC_ERR_NOMEM, "out of memory");
     if (!st) st = oc_gguf_writer_open(&w, NULL, &err);
-    if (!st) st = vision ? vision_keys(w, dtype, &err) : text_keys(w, dtype, tok_path, &err);
+    if (!st) st = vision ? vision_keys(w, dtype, set.vision_layers, &err) : text_keys(w, dtype, tok_path, set.text_layers, &err);
     uint64_t n_bytes = 0;
     for (size_t i = 0; i < set.n && !st; i++) {
         synth_tensor *t = &set.t[i];
@@ -404,12 +413,13 @@ static int write_model(const char *path, int vision, int32_t dtype, const char *
     return 0;
 }
 
-int synth_qwen2vl(const char *dir, const char *type, const char *tok_path, uint64_t seed) {
+int synth_qwen2vl(const char *dir, const char *type, const char *tok_path, uint64_t seed, int n_layers) {
     int32_t dtype;
     if (!strcmp(type, "f16")) dtype = OC_DTYPE_F16;
     else if (!strcmp(type, "q8_0")) dtype = OC_DTYPE_Q8_0;
+    else if (!strcmp(type, "q4_0")) dtype = OC_DTYPE_Q4_0;
     else {
-        fprintf(stderr, "ocellus bench vlm: --type must be f16 or q8_0, not '%s'\n", type);
+        fprintf(stderr, "ocellus bench vlm: --type must be f16, q8_0 or q4_0, not '%s'\n", type);
         return 2;
     }
     if (!file_exists(dir) && mkdir(dir, 0777) != 0) {
@@ -417,9 +427,11 @@ int synth_qwen2vl(const char *dir, const char *type, const char *tok_path, uint6
         return 1;
     }
     char text[4096], mmproj[4096];
-    snprintf(text, sizeof text, "%s/qwen2vl-2b-%s.gguf", dir, type);
-    snprintf(mmproj, sizeof mmproj, "%s/mmproj-qwen2vl-2b-%s.gguf", dir, type);
-    int rc = write_model(text, 0, dtype, tok_path, seed);
-    if (!rc) rc = write_model(mmproj, 1, dtype, tok_path, seed);
+    char layers[16] = "";
+    if (n_layers) snprintf(layers, sizeof layers, "-%dl", n_layers);
+    snprintf(text, sizeof text, "%s/qwen2vl-2b-%s%s.gguf", dir, type, layers);
+    snprintf(mmproj, sizeof mmproj, "%s/mmproj-qwen2vl-2b-%s%s.gguf", dir, type, layers);
+    int rc = write_model(text, 0, dtype, tok_path, seed, n_layers);
+    if (!rc) rc = write_model(mmproj, 1, dtype, tok_path, seed, n_layers);
     return rc;
 }

@@ -17,6 +17,7 @@ int oc_tool_info(int argc, char **argv);
 int oc_tool_tokenize(int argc, char **argv);
 int oc_tool_bench(int argc, char **argv);       /* bench matmul|attention|vlm|kernels|plans */
 int oc_tool_convert(int argc, char **argv);
+int oc_tool_quantize(int argc, char **argv);   /* cmd_quantize.c: GGUF -> GGUF with Q8_0 / Q4_0 matrices */
 int oc_tool_scene(int argc, char **argv);
 int oc_tool_eval(int argc, char **argv);        /* hands --suite long to oc_tool_eval_long */
 int oc_tool_eval_long(int argc, char **argv);
