@@ -15,8 +15,12 @@ if [ -z "$missing" ]; then pass usage_doc_commands; else fail usage_doc_commands
 
 n=0
 missing=
-for cmd in ask eval "eval --suite long" scene calibrate plan convert info tokenize \
-           "bench matmul" "bench attention" "bench vlm" "bench kernels"; do
+cmds='ask|eval|eval --suite long|scene|calibrate|plan|convert|quantize|info|tokenize|bench matmul|bench attention|bench vlm|bench kernels|bench plans'
+# serve is built only where libmicrohttpd was found
+grep -q '^HAVE_SERVER = 1' config.mk 2>/dev/null && cmds="$cmds|serve"
+IFS='|'
+for cmd in $cmds; do
+  unset IFS
   grep -q "^### ocellus $cmd\$" "$doc" || missing="$missing [section: $cmd]"
   # shellcheck disable=SC2086
   for opt in $(run_target ./ocellus $cmd --help 2>&1 | grep -oE '(^|[ [(,|])--?[a-z][a-z0-9-]*' | sed 's/^[ [(,|]//' | sort -u); do
