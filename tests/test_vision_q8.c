@@ -21,7 +21,7 @@
 #include "port.h"
 #include "tools/convert.h"
 #include "tools/safetensors.h"
-#include "tools/tools.h"
+#include "tools/quantize.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,8 +150,8 @@ static void q8_case(const char *dir) {
     snprintf(text, sizeof text, "%s.gguf", prefix);
     oc_status cs = oc_convert_hf(hf, prefix, OC_CONVERT_Q8_0, NULL, NULL, &e);
     CHECKF(cs == OC_OK, "convert %s --type q8_0: %s", hf, e.message);
-    char *argv[] = { "quantize", f16, quant, "--type", "q8_0", NULL };
-    CHECKF(oc_tool_quantize(5, argv) == 0, "ocellus quantize %s %s --type q8_0 failed", f16, quant);
+    cs = oc_quantize_gguf(f16, quant, OC_DTYPE_Q8_0, NULL, NULL, &e);
+    CHECKF(cs == OC_OK, "quantize %s %s --type q8_0: %s", f16, quant, e.message);
     const char *files[2] = { conv, quant };
     for (int img = 0; img < 2; img++) {
         char en[32];
