@@ -294,8 +294,9 @@ OC_API void oc_image_limits_default(oc_image_limits *limits);
 
 /* Decode any supported format (detected by magic bytes). limits may be NULL (defaults), alloc NULL
  * (malloc). On failure *out is zeroed and owns nothing.
- * [alloc: the pixels and the decoder's state through alloc; libjpeg and libpng also allocate
- * their own working memory (rows, tables: O(width)) with malloc]
+ * [alloc: the pixels and the decoder's state through alloc, and a progressive (multi-scan) JPEG's
+ * coefficients, at most 4 bytes per max_pixels (a larger such file is OC_ERR_RANGE); libjpeg and
+ * libpng also allocate their own working memory (rows, tables: O(width)) with malloc]
  * [errors: OC_ERR_FORMAT, OC_ERR_RANGE (limits), OC_ERR_UNSUPPORTED (a format this build lacks),
  *  OC_ERR_NOMEM, OC_ERR_INVALID] */
 OC_API oc_status oc_image_decode(oc_image *out, const void *bytes, size_t n_bytes,

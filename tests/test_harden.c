@@ -359,6 +359,56 @@ static void test_image_bomb_stays_in_budget(void) {
 #endif
 }
 
+/* Issue 40, finding 1: a progressive JPEG keeps every coefficient of the whole image while it
+ * decodes. Before, a 2048 x 2048 one asked about under a 256 x 256 budget was decoded with 12 MiB
+ * of coefficients from libjpeg's malloc, outside the context's stated memory (the CLI's 16384 x
+ * 16384 one: 1,558 MiB against a stated 199 MiB); now it is refused from its header, and a
+ * progressive file within the budget is decoded inside the context's memory: oc_ask makes no
+ * allocator call. */
+static void test_progressive_jpeg_bomb(void) {
+#if !OC_HAVE_LIBJPEG
+    check_skip("built without libjpeg");
+#else
+    const char *bomb = "build/tests/harden_bomb.jpg", *ok = "build/tests/harden_prog.jpg";
+    REQUIRE(check_write_jpeg_bomb(bomb, 2048, 2048, 1) && check_write_jpeg_bomb(ok, 256, 256, 1));
+    check_alloc cnt = { 0 };
+    oc_allocator a = { check_alloc_fn, &cnt };
+    oc_model *m;
+    oc_error e;
+    REQUIREF(oc_model_open(&m, "examples/demo/ocellus-demo.gguf", "examples/demo/ocellus-demo-mmproj.gguf", &a, &e) ==
+             OC_OK, "%s", e.message);
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.max_context_tokens = 512;
+    cp.max_images = 1;
+    cp.max_image_tokens = 64;
+    cp.max_image_pixels = 256 * 256;
+    cp.n_threads = 1;
+    cp.alloc = &a;
+    oc_context *c;
+    REQUIREF(oc_context_open(&c, m, &cp, &e) == OC_OK, "%s", e.message);
+    long calls = cnt.n_calls;
+    oc_request r;
+    oc_request_default(&r);
+    r.question = "What color is image 1?";
+    r.image_paths = &bomb;
+    r.n_images = 1;
+    r.max_new_tokens = 2;
+    oc_status st = oc_ask(c, &r, &e);
+    CHECKF(st == OC_ERR_RANGE && strstr(e.message, "progressive") && strstr(e.message, "harden_bomb.jpg"),
+           "status %d: %s", (int)st, e.message);
+    r.image_paths = &ok;
+    st = oc_ask(c, &r, &e);
+    CHECKF(st == OC_OK, "status %d: %s", (int)st, e.message);
+    CHECKF(cnt.n_calls == calls, "oc_ask made %ld allocator calls", cnt.n_calls - calls);
+    oc_context_close(c);
+    oc_model_close(m);
+    CHECK(cnt.n_live == 0);
+    remove(bomb);
+    remove(ok);
+#endif
+}
+
 int main(void) {
     CHECK_RUN(test_text_cannot_place_image_tokens);
     CHECK_RUN(test_fifo_paths_do_not_hang);
@@ -366,5 +416,6 @@ int main(void) {
     CHECK_RUN(test_reference_to_missing_image);
     CHECK_RUN(test_model_survives_truncation_when_read);
     CHECK_RUN(test_image_bomb_stays_in_budget);
+    CHECK_RUN(test_progressive_jpeg_bomb);
     return check_finish();
 }

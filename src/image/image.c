@@ -155,7 +155,9 @@ size_t oc_image_decode_bytes(const oc_image_limits *limits) {
     size_t px = (size_t)limits->max_pixels, w = (size_t)limits->max_width_px, h = (size_t)limits->max_height_px;
     size_t out, full, reduced, total;
     /* PNG at full size: RGBA copy (4 bytes a pixel) + row pointers; reduced: a source row
-     * (4 bytes a pixel) + block sums (3 x uint32 per output pixel, at most one per source pixel) */
+     * (4 bytes a pixel) + block sums (3 x uint32 per output pixel, at most one per source pixel).
+     * A multi-scan JPEG's coefficient arrays are capped at 4 bytes a pixel (image_jpeg.c), within
+     * the full-size PNG term. */
     if (!oc_mul_size(px, 3, &out) || !oc_mul_size(px, 4, &full) || !oc_mul_size(w, 16, &reduced) ||
         !oc_add_size(full, h * sizeof(void *), &full) || !oc_add_size(out, OC_MAX(full, reduced), &total) ||
         !oc_add_size(total, OC_IMAGE_STATE_BYTES, &total))

@@ -42,7 +42,9 @@ const char *oc_image_format_name(oc_image_format format);
 /* The most memory oc_image_decode takes from its allocator under these limits (limits NULL:
  * defaults), whatever the input: the pixels (3 bytes each), a PNG's RGBA copy or row buffers, the
  * row pointers and the decoder's state, in at most OC_IMAGE_DECODE_BLOCKS allocations of
- * oc_mem_alloc. SIZE_MAX when it overflows. libjpeg/libpng's own working memory is not in it. */
+ * oc_mem_alloc. SIZE_MAX when it overflows. A progressive JPEG's coefficient arrays are in it
+ * (taken through alloc, at most 4 bytes per max_pixels); libjpeg/libpng's other working memory
+ * (rows, tables: O(width)) is not. */
 #define OC_IMAGE_DECODE_BLOCKS 4
 size_t oc_image_decode_bytes(const oc_image_limits *limits);
 
