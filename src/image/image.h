@@ -48,6 +48,16 @@ const char *oc_image_format_name(oc_image_format format);
 #define OC_IMAGE_DECODE_BLOCKS 4
 size_t oc_image_decode_bytes(const oc_image_limits *limits);
 
+/* The size an image file declares, read from its header alone (PNG IHDR, JPEG SOF, PNM header),
+ * and the size oc_image_decode will give it under limits (after a reduced decode: ceil(w/f)), so
+ * a caller can count an image's tokens before decoding anything. 0 when the header cannot be read
+ * (the decoder then reports why). [alloc: no] */
+int oc_image_probe(const void *bytes, size_t n_bytes, const oc_image_limits *limits, int32_t *width_px,
+                   int32_t *height_px);
+
+/* The largest f x f block a reduced PNG decode averages (image_png.c). */
+#define OC_IMAGE_PNG_MAX_REDUCE 256
+
 /* One decoder each (oc_image_decode dispatches to them). */
 oc_status oc_image_decode_pnm(oc_image *out, const void *bytes, size_t n_bytes,
                               const oc_image_limits *limits, const oc_allocator *alloc, oc_error *err);

@@ -655,6 +655,61 @@ static oc_status generate(oc_context *c, const oc_request *r, uint64_t t_start, 
     return st;
 }
 
+/* "context overflow" with what to do about it: a context already at the model's trained length
+ * (where -c beyond it was clamped) cannot be raised. */
+static oc_status overflow(const oc_context *c, const char *why, oc_error *err) {
+    int32_t n_ctx = c->m->text->hp.n_ctx_train;
+    if (n_ctx >= 16 && c->p.max_context_tokens >= n_ctx)
+        return oc_fail(err, OC_ERR_RANGE, "context overflow: the prompt does not fit in %d tokens, the model's "
+                       "context length (%s); use fewer / smaller images (--max-image-tokens) or a shorter question",
+                       c->p.max_context_tokens, why);
+    return oc_fail(err, OC_ERR_RANGE, "context overflow: the prompt does not fit in %d tokens (%s); raise the "
+                   "context size (at most %d for this model) or use fewer / smaller images", c->p.max_context_tokens,
+                   why, n_ctx >= 16 ? n_ctx : c->p.max_context_tokens);
+}
+
+/* The prompt built from the images' sizes alone (a file's header: oc_image_probe), before any image
+ * is decoded or encoded, so an overflow is found at once rather than after minutes of encoding.
+ * An image whose size cannot be known here counts as one token; decoding it then says why. */
+static oc_status check_prompt_fits(oc_context *c, const oc_request *r, int32_t *grids, oc_error *err) {
+    const oc_model *m = c->m;
+    oc_qwen2vl_prep_params pp;
+    oc_image_limits lim;
+    int32_t unit = 1;
+    if (r->n_images > 0) {
+        const oc_vision_hparams *vh = oc_vision_model_hparams(m->vision);
+        unit = vh->patch_size * vh->merge_size;
+        prep_params(m, &c->p, &pp);
+        lim = decode_limits(m, &c->p);
+    }
+    for (int32_t i = 0; i < r->n_images; i++) {
+        int32_t w = 0, h = 0, rw, rh;
+        grids[2 * i] = grids[2 * i + 1] = 1;
+        if (r->images) {
+            w = r->images[i].width_px;
+            h = r->images[i].height_px;
+        } else {
+            oc_port_mapping map;
+            char msg[OC_ERROR_MESSAGE_BYTES];
+            if (!r->image_paths[i] || oc_port_map_file(r->image_paths[i], &map, msg, sizeof msg) != 0) continue;
+            if (!oc_image_probe(map.data, map.n_bytes, &lim, &w, &h)) w = h = 0;
+            oc_port_unmap_file(&map);
+        }
+        size_t payload, blocks;
+        oc_error e;
+        if (w > 0 && h > 0 && !oc_qwen2vl_preprocess_bytes(w, h, &pp, &rw, &rh, &payload, &blocks, &e)) {
+            grids[2 * i] = rh / unit;
+            grids[2 * i + 1] = rw / unit;
+        }
+    }
+    oc_prompt_reset(&c->prompt);
+    oc_error e;
+    oc_status st = oc_prompt_chat(&c->prompt, m->tok, c->tok_scratch, &m->chat, r->system, grids, r->n_images,
+                                  r->image_labels < 0 ? m->image_labels : r->image_labels != 0, r->question, &e);
+    if (st == OC_ERR_RANGE) return overflow(c, e.message, err);
+    return OC_OK;   /* other errors are reported when the prompt is built for real */
+}
+
 OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     if (!c || !r) return oc_fail(err, OC_ERR_INVALID, "oc_ask: context or request is NULL");
     const oc_model *m = c->m;
@@ -673,7 +728,12 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     if (r->n_images > c->p.max_images)
         return oc_fail(err, OC_ERR_RANGE, "%d images given, the context allows %d", r->n_images, c->p.max_images);
     if (r->max_new_tokens < 0) return oc_fail(err, OC_ERR_INVALID, "max_new_tokens is negative");
-    int32_t ref = r->n_images > 0 ? oc_prompt_max_image_reference(r->question) : 0;
+    /* checked with no image given too: "image 1" then names an image the model never sees */
+    int32_t ref = oc_prompt_max_image_reference(r->question);
+    if (ref < 0)
+        return oc_fail(err, OC_ERR_INVALID, "the question refers to image 0, but images are numbered from 1");
+    if (ref > r->n_images && r->n_images == 0)
+        return oc_fail(err, OC_ERR_INVALID, "the question refers to image %d, but no image was given", ref);
     if (ref > r->n_images)
         return oc_fail(err, OC_ERR_INVALID, "the question refers to image %d, but %d image%s given", ref,
                        r->n_images, r->n_images == 1 ? " was" : "s were");
@@ -687,6 +747,7 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     uint64_t t0 = oc_port_now_ns();
     oc_attn_stats as = { 0, 0, 0 };
     int32_t grids[2 * 1024], row = 0;
+    if ((st = check_prompt_fits(c, r, grids, err))) return st;
     for (int32_t i = 0; i < r->n_images; i++) {
         progress(c, "vision", i, r->n_images);
         oc_arena_reset(&c->work);   /* one image at a time */
@@ -714,9 +775,7 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     oc_error e;
     if ((st = oc_prompt_chat(&c->prompt, m->tok, c->tok_scratch, &m->chat, r->system, grids, r->n_images,
                                r->image_labels < 0 ? m->image_labels : r->image_labels != 0, r->question, &e))) {
-        if (st == OC_ERR_RANGE)
-            return oc_fail(err, st, "context overflow: the prompt does not fit in %d tokens (%s); raise the "
-                           "context size or use fewer / smaller images", c->p.max_context_tokens, e.message);
+        if (st == OC_ERR_RANGE) return overflow(c, e.message, err);
         return oc_fail(err, st, "prompt: %s", e.message);
     }
     c->stats.n_prompt_tokens = c->prompt.n_tokens;
