@@ -274,10 +274,9 @@ OC_API oc_status oc_image_decode(oc_image *out, const void *bytes, size_t n_byte
     case OC_IMAGE_FORMAT_UNKNOWN: break;
     }
     if (n_bytes == 0) return oc_fail(err, OC_ERR_FORMAT, "image: empty input");
-    return oc_fail(err, OC_ERR_FORMAT,
-                   "image: unknown format (first bytes %02x %02x %02x %02x; expected PNM, JPEG or PNG)",
-                   ((const uint8_t *)bytes)[0], n_bytes > 1 ? ((const uint8_t *)bytes)[1] : 0,
-                   n_bytes > 2 ? ((const uint8_t *)bytes)[2] : 0, n_bytes > 3 ? ((const uint8_t *)bytes)[3] : 0);
+    /* the file's bytes are never echoed: a path may lead (through a symlink) to a file the user
+     * may not read otherwise; oc_image_load names the path */
+    return oc_fail(err, OC_ERR_FORMAT, "image: not an image file of a known format (expected PNM, JPEG or PNG)");
 }
 
 OC_API oc_status oc_image_load(oc_image *out, const char *path, const oc_image_limits *limits,

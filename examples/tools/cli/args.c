@@ -2,6 +2,7 @@
  * "12abc" and 99999999999 (overflowing int) without a word; here the whole text must be a number
  * within the option's range, or the command stops with one line naming the option. */
 #include "tools/tools.h"
+#include "port.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -18,4 +19,11 @@ int oc_tool_int_arg(const char *cmd, const char *opt, const char *value, long lo
     }
     *out = (int)v;
     return 1;
+}
+
+int oc_tool_output_ok(const char *cmd, const char *opt, const char *path) {
+    char msg[4200];
+    if (!path || oc_port_check_writable(path, msg, sizeof msg) == 0) return 1;
+    fprintf(stderr, "ocellus %s: %s %s\n", cmd, opt, msg);
+    return 0;
 }

@@ -421,6 +421,10 @@ int bench_attention(int argc, char **argv) {
             return !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help") ? 0 : 2;
         }
     }
+    if (!only[0] || strspn(only, "abcd") != strlen(only)) {
+        fprintf(stderr, "ocellus bench attention: --only wants letters of the cases a, b, c, d, not '%s'\n", only);
+        return 2;
+    }
     oc_cpu_features cpu;
     oc_port_cpu_features(&cpu);
     oc_isa isa = oc_isa_best(&cpu);

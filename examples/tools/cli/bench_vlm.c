@@ -488,9 +488,17 @@ int bench_vlm(int argc, char **argv) {
     const char *device = NULL, *llama_dir = NULL;
     oc_backend_choice backend = OC_BACKEND_CPU;
     oc_load_mode load = OC_LOAD_MAP;
+    /* The three modes take different options; one given to a mode that does not read it is refused
+     * rather than ignored (e.g. --type outside --synth). */
+    const char *synth_only = NULL, *run_only = NULL, *kv_only = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--type") || !strcmp(a, "--tokenizer") || !strcmp(a, "--seed")) synth_only = a;
+        if (!strcmp(a, "--images") || !strcmp(a, "--image-px") || !strcmp(a, "--pp") || !strcmp(a, "--compare-llama") ||
+            !strcmp(a, "--no-mmap") || !strcmp(a, "--backend") || !strcmp(a, "--device") || !strcmp(a, "--mmproj"))
+            run_only = a;
+        if (!strcmp(a, "--rounds")) kv_only = a;
         if (!v && strcmp(a, "--no-mmap")) { fprintf(stderr, "ocellus bench vlm: %s needs a value\n", a); usage(stderr); return 2; }
         i++;
         if (!strcmp(a, "--synth")) synth = v;
@@ -522,6 +530,14 @@ int bench_vlm(int argc, char **argv) {
         else if (!strcmp(a, "--compare-llama")) llama_dir = v;
         else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &backend)) continue;
         else { fprintf(stderr, "ocellus bench vlm: unknown option %s\n", a); usage(stderr); return 2; }
+    }
+    const char *stray = synth ? (n_text ? "-m" : run_only ? run_only : kv_context ? "--kv-context" : kv_only)
+                              : synth_only ? synth_only : kv_context ? run_only : kv_only;
+    if (!stray && kv_context && n_text > 1) stray = "a second -m";
+    if (stray) {
+        fprintf(stderr, "ocellus bench vlm: %s does nothing %s\n", stray,
+                synth ? "with --synth" : kv_context ? "with --kv-context" : synth_only ? "without --synth" : "without --kv-context");
+        return 2;
     }
     if (synth) return synth_qwen2vl(synth, type, tok_path, seed);
     if (!n_text || n_threads < 1 || n_new < 0 || pp < 0) { usage(stderr); return 2; }

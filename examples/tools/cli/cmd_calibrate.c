@@ -97,7 +97,8 @@ static void on_item(void *user, int64_t done, int64_t total, int32_t n_prompt_to
 static int64_t data_items(const char *dir) {
     char path[4096];
     if (snprintf(path, sizeof path, "%s/items.jsonl", dir) >= (int)sizeof path) return 0;
-    FILE *f = fopen(path, "rb");
+    char msg[64];
+    FILE *f = oc_port_fopen_regular(path, msg, sizeof msg);   /* never waits on a FIFO */
     if (!f) return 0;
     int64_t n = 0;
     int ch, last = '\n';
@@ -171,7 +172,8 @@ static int parse_range(const char *s, int32_t *lo, int32_t *hi) {
 
 /* FNV-1a 64 of the whole file: names the model in the plan (any change to the weights changes it). */
 static int file_hash(const char *path, uint64_t *out) {
-    FILE *f = fopen(path, "rb");
+    char msg[64];
+    FILE *f = oc_port_fopen_regular(path, msg, sizeof msg);
     if (!f) return 0;
     uint64_t h = 1469598103934665603ULL;
     unsigned char buf[1 << 16];
@@ -303,6 +305,8 @@ int oc_tool_calibrate(int argc, char **argv) {
         if (!ok) { fprintf(stderr, "ocellus calibrate: bad value for %s: %s\n", a, v); return 2; }
     }
     if (!out_path || !suite == !data_dir) { usage(stderr); return 2; }
+    if (!oc_tool_output_ok("calibrate", "-o", out_path) || !oc_tool_output_ok("calibrate", "--report", report_path))
+        return 1;   /* before the calibration, not after it */
     if ((cp.methods & OC_CALIB_BLINDSIGHT) && (cp.methods & OC_CALIB_MMINFERENCE)) {
         fprintf(stderr, "ocellus calibrate: blindsight and mminference both choose the decoder's head patterns: "
                         "ask for one of them\n");
@@ -346,6 +350,7 @@ int oc_tool_calibrate(int argc, char **argv) {
     ctxp.batch_tokens = ctxp.max_context_tokens;   /* one prefill call per prompt */
     ctxp.n_threads = (int)n_threads;
     ctxp.on_attention = oc_calib_observe;
+    if (data_dir) ctxp.max_image_pixels = OC_TOOL_MAX_IMAGE_PIXELS;   /* the folder's files: decoded by oc_ask */
     oc_plan_shape vshape = { 0, 0, 0, 0 };
     if (mi.has_vision && mi.vision_heads > 0 && (cp.methods & OC_CALIB_VISION))
         vshape = (oc_plan_shape){ mi.vision_layers, mi.vision_heads, mi.vision_heads, mi.vision_hidden / mi.vision_heads };

@@ -3,13 +3,9 @@
  * source tree with no download. */
 #include "tools/tools.h"
 
-#include <stdio.h>
+#include "port.h"
 
-static int readable(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (f) fclose(f);
-    return f != NULL;
-}
+static int readable(const char *path) { return oc_port_is_regular_file(path); }
 
 int oc_tool_demo_model(const char **text_path, const char **mmproj_path) {
     if (!readable(OC_DEMO_TEXT) || !readable(OC_DEMO_MMPROJ)) return 0;
