@@ -498,7 +498,19 @@ static void test_overflow_found_before_encoding(void) {
     oc_model_close(m);
 }
 
-int main(void) {
+/* `test_harden --write-bomb png|jpeg|progressive PATH W H` writes a bomb for the shell tests
+ * (tests/test_harden_cli.sh), built at run time, never committed; exits 0 when written, 77 when the
+ * build lacks the library. */
+static int write_bomb(char **argv) {
+    unsigned w = (unsigned)strtoul(argv[4], NULL, 10), h = (unsigned)strtoul(argv[5], NULL, 10);
+    int ok = !strcmp(argv[2], "png") ? check_write_png_bomb(argv[3], w, h)
+                                     : check_write_jpeg_bomb(argv[3], w, h, !strcmp(argv[2], "progressive"));
+    if (ok) return 0;
+    return !strcmp(argv[2], "png") ? (OC_HAVE_LIBPNG ? 1 : 77) : (OC_HAVE_LIBJPEG ? 1 : 77);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 6 && !strcmp(argv[1], "--write-bomb")) return write_bomb(argv);
     CHECK_RUN(test_text_cannot_place_image_tokens);
     CHECK_RUN(test_fifo_paths_do_not_hang);
     CHECK_RUN(test_context_clamped_to_model);

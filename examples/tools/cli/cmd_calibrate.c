@@ -374,9 +374,10 @@ int oc_tool_calibrate(int argc, char **argv) {
         if (n_data > 0 && n_data < sp.n_items) sp.n_items = n_data;
     }
     fprintf(stderr, "calibrating %s (%d layers x %d heads, %d kv heads) on %lld scene prompts, %s\n"
-                    "memory: context %.1f MiB + statistics %.1f KiB, allocated up front\n",
+                    "memory: model %.1f MiB + context %.1f MiB + statistics %.1f KiB, allocated up front\n",
             base_name(text_path), (int)mi.n_layers, (int)mi.n_head, (int)mi.n_head_kv, (long long)sp.n_items,
-            oc_context_backend_name(ctx), (double)ctx_bytes / 1048576.0, (double)calib_bytes / 1024.0);
+            oc_context_backend_name(ctx), (double)mi.memory_bytes / 1048576.0, (double)ctx_bytes / 1048576.0,
+            (double)calib_bytes / 1024.0);
     calib_ui ui = { isatty(2), oc_port_now_ns(), 0 };
     sp.on_item = on_item;
     sp.user = &ui;
@@ -387,6 +388,10 @@ int oc_tool_calibrate(int argc, char **argv) {
         goto done;
     }
     if (data_dir) sp.n_items = n_done;   /* the folder may hold fewer than --items */
+    /* what the process really held, next to the bound stated above (images included: oc_ask
+     * decodes a --data folder's files within the context) */
+    fprintf(stderr, "memory: peak RSS %.1f MiB (stated: %.1f MiB)\n", (double)oc_port_peak_rss_bytes() / 1048576.0,
+            (double)(mi.memory_bytes + ctx_bytes + calib_bytes) / 1048576.0);
     if ((cp.methods & OC_CALIB_SPARSEMM) && !oc_calib_n_scored_tokens(c)) {
         /* a model that answers nothing right (e.g. random weights) grounds no token: say so and
          * write the other sections rather than budgets from no evidence */
