@@ -130,7 +130,10 @@ int cmd_ask(int argc, char **argv) {
     if (!text_path && !mmproj && !oc_tool_demo_model(&text_path, &mmproj))
         return fail("no model: pass -m TEXT.gguf [--mmproj VISION.gguf] (the demo model " OC_DEMO_TEXT
                     " is found only from the source tree's root)");
-    if (!text_path) { usage(stderr); return 2; }
+    if (!text_path) {
+        fprintf(stderr, "ocellus ask: --mmproj needs the text model too: give -m TEXT.gguf\n");
+        return 2;
+    }
     if (!prompt) return fail("no question given (use -p TEXT or a last argument)");
     if (n_images > 0 && !mmproj) return fail("images need the vision encoder: add --mmproj FILE");
     if (cp.device && cp.backend == OC_BACKEND_CPU) {
@@ -138,6 +141,8 @@ int cmd_ask(int argc, char **argv) {
         return 2;
     }
     if (!oc_tool_output_ok("ask", "--dump-logits", dump)) return 1;   /* before the answer, not after it */
+    for (int k = 0; k < n_images; k++)   /* a missing image is said before the model loads */
+        if (!oc_tool_input_ok("ask", "-i", images[k])) return 1;
     cp.max_images = n_images > 0 ? n_images : 1;
     /* room after the prompt in a plan's budgeted KV cache (ocellus.h): the answer asked for */
     cp.max_answer_tokens = req.max_new_tokens > 0 ? req.max_new_tokens : 1;

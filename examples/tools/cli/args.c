@@ -27,3 +27,14 @@ int oc_tool_output_ok(const char *cmd, const char *opt, const char *path) {
     fprintf(stderr, "ocellus %s: %s %s\n", cmd, opt, msg);
     return 0;
 }
+
+int oc_tool_input_ok(const char *cmd, const char *opt, const char *path) {
+    char msg[4200];
+    FILE *f = path ? oc_port_fopen_regular(path, msg, sizeof msg) : NULL;
+    if (f) {
+        fclose(f);
+        return 1;
+    }
+    if (path) fprintf(stderr, "ocellus %s: %s %s\n", cmd, opt, msg);
+    return 0;
+}

@@ -304,6 +304,10 @@ int oc_tool_calibrate(int argc, char **argv) {
         }
         if (!ok) { fprintf(stderr, "ocellus calibrate: bad value for %s: %s\n", a, v); return 2; }
     }
+    if (suite && data_dir) {
+        fprintf(stderr, "ocellus calibrate: give --suite demo or --data DIR, not both\n");
+        return 2;
+    }
     if (!out_path || !suite == !data_dir) { usage(stderr); return 2; }
     if (!oc_tool_output_ok("calibrate", "-o", out_path) || !oc_tool_output_ok("calibrate", "--report", report_path))
         return 1;   /* before the calibration, not after it */

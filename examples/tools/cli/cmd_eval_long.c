@@ -242,6 +242,10 @@ int oc_tool_eval_long(int argc, char **argv) {
     }
     if (!text_path || !mmproj) return fail("the long suite needs -m TEXT.gguf --mmproj MMPROJ.gguf (examples/long/)");
     if (!oc_tool_output_ok("eval", "--json", json_path)) return 1;   /* before the run, not after it */
+    if (device && backend == OC_BACKEND_CPU) {
+        fprintf(stderr, "ocellus eval: --device picks an OpenCL device: give --backend opencl or auto\n");
+        return 2;
+    }
     oc_context_params cp;
     oc_context_params_default(&cp);
     int32_t max_tokens_per_image = (OC_LONG_MAX_SIDE_PX / OC_SCENE_CELL_PX) * (OC_LONG_MAX_SIDE_PX / OC_SCENE_CELL_PX);

@@ -186,7 +186,8 @@ int oc_tool_plan(int argc, char **argv) {
             model.vision = (oc_plan_shape){ v[0], v[1], v[1], v[2] };
             check_vision = 1;
         } else if (argv[i][0] == '-' || path) {
-            usage(stderr);
+            fprintf(stderr, "ocellus plan: %s '%s' (ocellus plan --help lists the options)\n",
+                    argv[i][0] == '-' ? "unknown option or missing value" : "a second plan file", argv[i]);
             return 2;
         } else {
             path = argv[i];
