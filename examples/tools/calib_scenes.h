@@ -56,8 +56,9 @@ oc_status oc_calib_data_parse(const struct oc_json *j, int32_t max_images, uint8
  * "images" (file names in DIR, at most p->max_images), "question", "answer", and optionally "grid"
  * and "grounding" ([[image, row, col], ...], the cells that hold the answer: SparseMM's region;
  * without them the item gives BlindSight and Q-Cache statistics only). The first p->n_items lines
- * (all when fewer). [alloc: per line, freed] [errors: OC_ERR_IO, OC_ERR_FORMAT naming the line,
- * oc_ask's] */
+ * (all when fewer). The images are decoded by oc_ask within ctx's limits (as `ocellus ask` does),
+ * so ctx needs max_image_pixels > 0. [alloc: per line, freed] [errors: OC_ERR_IO, OC_ERR_FORMAT
+ * naming the line, oc_ask's] */
 oc_status oc_calib_data(oc_context *ctx, oc_calib *c, const char *dir, const oc_calib_scene_params *p,
                         int64_t *n_items, int64_t *n_right, oc_error *err);
 
