@@ -10,7 +10,8 @@
 #  - an unknown image format printed the file's first bytes (through a symlink: a file the user
 #    could not read);
 #  - options that did nothing exited 0: bench attention --only zz, plan --kv-budget without -o,
-#    bench vlm --type outside --synth.
+#    bench vlm --type outside --synth (and the same kind: scene --side with --suite long, calibrate
+#    --seed with --data, --device without an OpenCL backend).
 # The bombs are written at run time by test_harden --write-bomb (libpng/libjpeg), never committed.
 # `timeout` turns a hang into a failure.
 . tests/support/testlib.sh
@@ -108,6 +109,9 @@ expect bench_attention_only_bad 2 "--only wants letters" $bin bench attention --
 expect plan_kv_budget_without_out 2 "--kv-budget needs -o" $bin plan examples/plans/demo-calibrated-all.plan --kv-budget 100
 expect plan_out_without_kv_budget 2 "give --kv-budget" $bin plan examples/plans/demo-calibrated-all.plan -o "$tmp_dir/p.plan"
 expect bench_vlm_type_without_synth 2 "--type does nothing without --synth" $bin bench vlm $demo --type q2
+expect scene_side_with_long_suite 2 "--side does nothing with --suite long" $bin scene --suite long --side 112 -o "$tmp_dir/sc"
+expect calibrate_seed_with_data 2 "--seed does nothing with --data" $bin calibrate --data "$tmp_dir/d" --seed 3 -o "$tmp_dir/x.plan"
+expect ask_device_without_opencl 2 "--device picks an OpenCL device" $bin ask $demo --device 0 "hi"
 # finding 8: a kv budget too large is said in the option's terms
 expect plan_kv_budget_too_large 1 "--kv-budget 16777216 gives some kv head more than" \
   $bin plan examples/plans/demo-calibrated-all.plan --kv-budget 16777216 -o "$tmp_dir/p.plan"

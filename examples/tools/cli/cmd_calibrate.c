@@ -265,6 +265,7 @@ int oc_tool_calibrate(int argc, char **argv) {
     oc_calib_scene_params_default(&sp);
     long long n_threads = 0, ll;
     int32_t max_images = 0;   /* --max-images, for --data */
+    const char *suite_only = NULL;   /* an option the synthetic suite reads and --data does not */
     char methods_buf[64];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -281,8 +282,8 @@ int oc_tool_calibrate(int argc, char **argv) {
         else if (!strcmp(a, "--data")) data_dir = v;
         else if (!strcmp(a, "--methods")) ok = parse_methods(v, &cp.methods) && (methods = v);
         else if (!strcmp(a, "--items")) ok = parse_ll(v, 1, 1000000, &ll) && (sp.n_items = ll, 1);
-        else if (!strcmp(a, "--seed")) ok = parse_ll(v, 0, 0x7fffffffffffffffLL, &ll) && (sp.seed = (uint64_t)ll, 1);
-        else if (!strcmp(a, "--images-per-item")) ok = parse_range(v, &sp.min_images, &sp.max_images);
+        else if (!strcmp(a, "--seed") && (suite_only = a)) ok = parse_ll(v, 0, 0x7fffffffffffffffLL, &ll) && (sp.seed = (uint64_t)ll, 1);
+        else if (!strcmp(a, "--images-per-item") && (suite_only = a)) ok = parse_range(v, &sp.min_images, &sp.max_images);
         else if (!strcmp(a, "--max-images")) ok = parse_ll(v, 1, OC_CALIB_DATA_MAX_IMAGES, &ll) && (max_images = (int32_t)ll, 1);
         else if (!strcmp(a, "--side"))
             ok = parse_ll(v, 56, OC_SCENE_MAX_SIDE_PX, &ll) && ll % OC_SCENE_CELL_PX == 0 && (sp.side_px = (int32_t)ll, 1);
@@ -318,6 +319,11 @@ int oc_tool_calibrate(int argc, char **argv) {
     }
     if (max_images && !data_dir) {
         fprintf(stderr, "ocellus calibrate: --max-images is for --data (the suite's is --images-per-item)\n");
+        return 2;
+    }
+    if (data_dir && suite_only) {
+        fprintf(stderr, "ocellus calibrate: %s does nothing with --data (it picks the synthetic suite's scenes)\n",
+                suite_only);
         return 2;
     }
     if (data_dir && max_images) sp.max_images = max_images;
