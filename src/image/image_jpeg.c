@@ -27,6 +27,10 @@
 
 #define MAX_SCANS 500
 #define MAX_ARRAYS 10   /* libjpeg's MAX_COMPONENTS: one coefficient array per component */
+/* The blocks start this aligned: libjpeg-turbo's SIMD IDCTs read a block with aligned loads
+ * (movdqa), as its own memory manager aligns them; 8 bytes off, they fault (found by
+ * fuzz_ask_files: a progressive file whose arrays held an odd number of row pointers). */
+#define BLOCK_ALIGN 64
 
 /* Our definition of libjpeg's opaque virtual block array (jpeglib.h declares the struct tag only;
  * the library reaches an array through the memory manager's methods, which are ours here). The
@@ -105,13 +109,20 @@ static void fail_jump(jpeg_state *s, oc_status st) {
     longjmp(s->jump, 1);
 }
 
-/* The bytes the coefficient arrays of a blocks_per_row x n_rows array take with our layout. */
-static int array_bytes(size_t blocks_per_row, size_t n_rows, size_t *out) {
-    size_t blocks, b;
-    if (!oc_mul_size(blocks_per_row, n_rows, &blocks) || !oc_mul_size(blocks, sizeof(JBLOCK), &b) ||
-        !oc_add_size(b, n_rows * sizeof(JBLOCKROW), out))
+/* The bytes of n arrays with our layout (on_realize): every row pointer, rounded up to
+ * BLOCK_ALIGN, then every block; *ptr_bytes: where the blocks start. */
+static int arrays_bytes(const size_t *blocks_per_row, const size_t *n_rows, int n, size_t *ptr_bytes, size_t *out) {
+    size_t ptrs = 0, blocks = 0, b;
+    for (int i = 0; i < n; i++) {
+        if (!oc_add_size(ptrs, n_rows[i], &ptrs) || !oc_mul_size(blocks_per_row[i], n_rows[i], &b) ||
+            !oc_add_size(blocks, b, &blocks))
+            return 0;
+    }
+    if (!oc_mul_size(ptrs, sizeof(JBLOCKROW), &ptrs) || !oc_add_size(ptrs, BLOCK_ALIGN - 1, &ptrs) ||
+        !oc_mul_size(blocks, sizeof(JBLOCK), &blocks))
         return 0;
-    return 1;
+    *ptr_bytes = ptrs / BLOCK_ALIGN * BLOCK_ALIGN;
+    return oc_add_size(*ptr_bytes, blocks, out);
 }
 
 /* The most coefficient memory a multi-scan file may take under limits: 4 bytes per max_pixels. */
@@ -147,10 +158,12 @@ static void on_realize(j_common_ptr c) {
     jpeg_state *s = state_of(c);
     s->libjpeg_realize(c);
     if (!s->n_arrays || s->coef) return;
-    size_t total = 0, n;
-    for (int i = 0; i < s->n_arrays; i++)
-        if (!array_bytes(s->arrays[i].blocks_per_row, s->arrays[i].n_rows, &n) || !oc_add_size(total, n, &total))
-            total = SIZE_MAX;
+    size_t total, ptr_bytes = 0, bpr[MAX_ARRAYS], rows_n[MAX_ARRAYS];
+    for (int i = 0; i < s->n_arrays; i++) {
+        bpr[i] = s->arrays[i].blocks_per_row;
+        rows_n[i] = s->arrays[i].n_rows;
+    }
+    if (!arrays_bytes(bpr, rows_n, s->n_arrays, &ptr_bytes, &total)) total = SIZE_MAX;
     size_t cap = coef_cap_bytes(s->limits);
     if (total > cap) {
         snprintf(s->message, sizeof s->message, "jpeg: a multi-scan (progressive) image needs %zu bytes of "
@@ -165,11 +178,11 @@ static void on_realize(j_common_ptr c) {
     memset(p, 0, total);   /* libjpeg asks progressive arrays pre-zeroed: absent bands decode as 0 */
     s->coef = p;
     s->coef_bytes = total;
-    /* row pointers first (pointer-aligned), then each array's blocks (JBLOCK is an array of shorts) */
+    /* row pointers first, then each array's blocks from ptr_bytes on (BLOCK_ALIGN: oc_mem_alloc
+     * returns OC_MEM_ALIGN-aligned memory, and a JBLOCK is 128 bytes, so every block stays aligned) */
+    _Static_assert(OC_MEM_ALIGN % BLOCK_ALIGN == 0 && sizeof(JBLOCK) % BLOCK_ALIGN == 0, "blocks must stay aligned");
     JBLOCKROW *rows = (JBLOCKROW *)(void *)p;
-    size_t n_ptrs = 0;
-    for (int i = 0; i < s->n_arrays; i++) n_ptrs += s->arrays[i].n_rows;
-    JBLOCKROW blocks = (JBLOCKROW)(void *)(p + n_ptrs * sizeof(JBLOCKROW));
+    JBLOCKROW blocks = (JBLOCKROW)(void *)(p + ptr_bytes);
     for (int i = 0; i < s->n_arrays; i++) {
         struct jvirt_barray_control *a = &s->arrays[i];
         a->rows = rows;
@@ -195,16 +208,17 @@ static JBLOCKARRAY on_access_barray(j_common_ptr c, jvirt_barray_ptr a, JDIMENSI
 /* The coefficient memory libjpeg will ask for a multi-scan file (jdcoefct.c: each component's
  * blocks rounded up to its sampling factors), known once the header is read. */
 static int header_coef_bytes(const struct jpeg_decompress_struct *ci, size_t *out) {
-    size_t total = 0, n;
+    size_t bpr[MAX_ARRAYS], rows_n[MAX_ARRAYS];
+    if (ci->num_components < 1 || ci->num_components > MAX_ARRAYS) return 0;
     for (int i = 0; i < ci->num_components; i++) {
         const jpeg_component_info *k = &ci->comp_info[i];
         size_t h = (size_t)k->h_samp_factor, v = (size_t)k->v_samp_factor;
         if (!h || !v) return 0;
-        size_t w = ((size_t)k->width_in_blocks + h - 1) / h * h, r = ((size_t)k->height_in_blocks + v - 1) / v * v;
-        if (!array_bytes(w, r, &n) || !oc_add_size(total, n, &total)) return 0;
+        bpr[i] = ((size_t)k->width_in_blocks + h - 1) / h * h;
+        rows_n[i] = ((size_t)k->height_in_blocks + v - 1) / v * v;
     }
-    *out = total;
-    return 1;
+    size_t ptr_bytes;
+    return arrays_bytes(bpr, rows_n, ci->num_components, &ptr_bytes, out);
 }
 
 /* All libjpeg calls happen here. Returns 0 on success; on failure s->status/message say why.
