@@ -661,7 +661,7 @@ static oc_status overflow(const oc_context *c, const char *why, oc_error *err) {
     int32_t n_ctx = c->m->text->hp.n_ctx_train;
     if (n_ctx >= 16 && c->p.max_context_tokens >= n_ctx)
         return oc_fail(err, OC_ERR_RANGE, "context overflow: the prompt does not fit in %d tokens, the model's "
-                       "context length (%s); use fewer / smaller images (--max-image-tokens) or a shorter question",
+                       "context length (%s); use fewer / smaller images or a shorter question",
                        c->p.max_context_tokens, why);
     return oc_fail(err, OC_ERR_RANGE, "context overflow: the prompt does not fit in %d tokens (%s); raise the "
                    "context size (at most %d for this model) or use fewer / smaller images", c->p.max_context_tokens,
