@@ -302,8 +302,9 @@ OC_API void oc_image_limits_default(oc_image_limits *limits);
 
 /* Decode any supported format (detected by magic bytes). limits may be NULL (defaults), alloc NULL
  * (malloc). On failure *out is zeroed and owns nothing.
- * [alloc: the pixels and the decoder's state through alloc; libjpeg and libpng also allocate
- * their own working memory (rows, tables: O(width)) with malloc]
+ * [alloc: the pixels and the decoder's state through alloc, and a progressive (multi-scan) JPEG's
+ * coefficients, at most 4 bytes per max_pixels (a larger such file is OC_ERR_RANGE); libjpeg and
+ * libpng also allocate their own working memory (rows, tables: O(width)) with malloc]
  * [errors: OC_ERR_FORMAT, OC_ERR_RANGE (limits), OC_ERR_UNSUPPORTED (a format this build lacks),
  *  OC_ERR_NOMEM, OC_ERR_INVALID] */
 OC_API oc_status oc_image_decode(oc_image *out, const void *bytes, size_t n_bytes,
@@ -351,10 +352,14 @@ OC_API void oc_request_default(oc_request *req);
 
 /* One single-turn question (the context's previous conversation is dropped): encodes the
  * images, builds the Qwen2-VL chat prompt, prefills, and generates until <|im_end|>,
- * <|endoftext|>, max_new_tokens or on_text asks to stop.
- * [alloc: no] [errors: OC_ERR_INVALID (empty question, bad image), OC_ERR_RANGE (too many
- * images, an image larger than the limits: sides above OC_IMAGE_DEFAULT_MAX_SIDE_PX, or more
- * than max_image_tokens after resizing, which smart_resize gives near aspect 200; context full),
+ * <|endoftext|>, max_new_tokens or on_text asks to stop. Before any image is decoded or
+ * encoded, the prompt is measured from the images' sizes (a file's header), so a context
+ * overflow is refused at once.
+ * [alloc: no] [errors: OC_ERR_INVALID (empty question, bad image, a question about "image N"
+ * or "picture N" with fewer than N images given (none included), or about image 0), OC_ERR_RANGE
+ * (too many images, an image larger than the limits: sides above OC_IMAGE_DEFAULT_MAX_SIDE_PX,
+ * or more than max_image_tokens after resizing, which smart_resize gives near aspect 200, a
+ * progressive JPEG whose coefficients exceed 4 bytes per max_image_pixels; context full),
  * OC_ERR_UNSUPPORTED (images without an mmproj)] */
 OC_API oc_status oc_ask(oc_context *ctx, const oc_request *req, oc_error *err);
 

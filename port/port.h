@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* ---- threads ------------------------------------------------------------------------------------ */
 /* Opaque storage big enough for the platform's thread, mutex and condition variable types;
@@ -54,6 +55,20 @@ int  oc_port_read_file(const char *path, void *(*alloc_fn)(void *user, size_t n_
  * working directory. Returns 0 when the system cannot say (no /proc/self/exe) or buf is too
  * small, else the length written. */
 size_t oc_port_program_dir(char *buf, size_t buf_bytes);
+
+/* The one way the tools open an input as a stream: path must be a regular file, checked on the
+ * open descriptor before a byte is read (a FIFO neither blocks the open nor is read: it would hang
+ * on a writer that never comes; a folder or a device is refused too). NULL on failure with a
+ * message naming the path (never the file's contents). */
+FILE *oc_port_fopen_regular(const char *path, char *msg, size_t msg_bytes);
+/* 1 when path names a regular file that can be opened for reading (opened as above, closed). */
+int  oc_port_is_regular_file(const char *path);
+
+/* Can path be written (created or appended to)? Checked before a long run rather than after it.
+ * Nothing is truncated: a file that did not exist is created and removed again; an existing FIFO
+ * with no reader yet passes (it is opened when the result is written). 0, or an errno-style code
+ * and a message naming the path. */
+int  oc_port_check_writable(const char *path, char *msg, size_t msg_bytes);
 
 /* ---- time and memory --------------------------------------------------------------------------------- */
 uint64_t oc_port_now_ns(void);   /* monotonic */

@@ -146,6 +146,42 @@ int oc_port_read_file(const char *path, void *(*alloc_fn)(void *user, size_t n_b
     return 0;
 }
 
+FILE *oc_port_fopen_regular(const char *path, char *msg, size_t msg_bytes) {
+    size_t n;
+    int e = 0, fd = open_regular(path, &n, &e, msg, msg_bytes);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        snprintf(msg, msg_bytes, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
+int oc_port_check_writable(const char *path, char *msg, size_t msg_bytes) {
+    int created = 1, fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOCTTY | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == EEXIST) {
+        created = 0;
+        fd = open(path, O_WRONLY | O_APPEND | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0 && errno == ENXIO) return 0;   /* a FIFO nobody reads yet */
+    }
+    if (fd < 0) {
+        int e = errno;
+        snprintf(msg, msg_bytes, "%s: cannot write: %s", path, strerror(e));
+        return e;
+    }
+    close(fd);
+    if (created) unlink(path);
+    return 0;
+}
+
+int oc_port_is_regular_file(const char *path) {
+    char msg[64];
+    FILE *f = oc_port_fopen_regular(path, msg, sizeof msg);
+    if (f) fclose(f);
+    return f != NULL;
+}
+
 void oc_port_unmap_file(oc_port_mapping *m) {
     if (!m || !m->data) return;
     if (m->is_mapped == 2) return;   /* the caller's memory (oc_port_read_file) */

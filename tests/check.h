@@ -49,6 +49,11 @@ void *check_alloc_fn(void *user, void *ptr, size_t old_bytes, size_t new_bytes);
  * few KB, written row by row. 0 when it could not be written or the build has no libpng. */
 int check_write_png_bomb(const char *path, unsigned width_px, unsigned height_px);
 
+/* A progressive (progressive != 0) or baseline JPEG of width x height flat grey pixels, 4:2:0,
+ * written by libjpeg (tests/support/jpeg_bomb.c). 0 when it could not be written or the build has
+ * no libjpeg. */
+int check_write_jpeg_bomb(const char *path, unsigned width_px, unsigned height_px, int progressive);
+
 /* Is the test running under an emulator (tests/run.sh sets OC_TEST_SLOW=2 for a TARGET_EXEC such as
  * qemu)? There the randomized cases run a subset that still covers every shape kind, ISA table and
  * thread count: an emulated instruction costs 10-50x a native one, and the native configurations

@@ -877,6 +877,7 @@ static void test_calibrate_data_folder(void) {
     oc_scene_eval_context_params(&ctxp, 2, 112);
     ctxp.n_threads = 2;
     ctxp.on_attention = oc_calib_observe;
+    ctxp.max_image_pixels = 112 * 112;   /* oc_ask decodes the folder's files (calib_scenes.h) */
     oc_calib *c = NULL;
     oc_context *ctx = NULL;
     REQUIRE(oc_calib_open(&c, &cp, &shape, ctxp.max_context_tokens, NULL, 0, NULL, &e) == OC_OK);

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "image/image.h"
 #include "ocellus.h"
+#include "port.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -213,6 +214,17 @@ static void test_reference_to_missing_image(void) {
     CHECKF(oc_ask(c, &r, &e) == OC_OK, "%s", e.message);
     r.question = "Is this a multiimage3 test?";   /* not a reference: part of a word */
     CHECKF(oc_ask(c, &r, &e) == OC_OK, "%s", e.message);
+    /* issue 40, finding 4: before, the check ran only with an image given, and "image 0" passed */
+    r.question = "What color is image 0?";
+    st = oc_ask(c, &r, &e);
+    CHECKF(st == OC_ERR_INVALID && strstr(e.message, "image 0"), "status %d: %s", st, e.message);
+    r.images = NULL;
+    r.n_images = 0;
+    r.question = "What color is the circle in image 1?";
+    st = oc_ask(c, &r, &e);
+    CHECKF(st == OC_ERR_INVALID && strstr(e.message, "no image was given"), "status %d: %s", st, e.message);
+    r.question = "What is an image?";   /* no number: a text question */
+    CHECKF(oc_ask(c, &r, &e) == OC_OK, "%s", e.message);
     oc_context_close(c);
     oc_model_close(m);
 }
@@ -359,12 +371,153 @@ static void test_image_bomb_stays_in_budget(void) {
 #endif
 }
 
-int main(void) {
+/* Issue 40, finding 1: a progressive JPEG keeps every coefficient of the whole image while it
+ * decodes. Before, a 2048 x 2048 one asked about under a 256 x 256 budget was decoded with 12 MiB
+ * of coefficients from libjpeg's malloc, outside the context's stated memory (the CLI's 16384 x
+ * 16384 one: 1,558 MiB against a stated 199 MiB); now it is refused from its header, and a
+ * progressive file within the budget is decoded inside the context's memory: oc_ask makes no
+ * allocator call. */
+static void test_progressive_jpeg_bomb(void) {
+#if !OC_HAVE_LIBJPEG
+    check_skip("built without libjpeg");
+#else
+    const char *bomb = "build/tests/harden_bomb.jpg", *ok = "build/tests/harden_prog.jpg";
+    REQUIRE(check_write_jpeg_bomb(bomb, 2048, 2048, 1) && check_write_jpeg_bomb(ok, 256, 256, 1));
+    check_alloc cnt = { 0 };
+    oc_allocator a = { check_alloc_fn, &cnt };
+    oc_model *m;
+    oc_error e;
+    REQUIREF(oc_model_open(&m, "examples/demo/ocellus-demo.gguf", "examples/demo/ocellus-demo-mmproj.gguf", &a, &e) ==
+             OC_OK, "%s", e.message);
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.max_context_tokens = 512;
+    cp.max_images = 1;
+    cp.max_image_tokens = 64;
+    cp.max_image_pixels = 256 * 256;
+    cp.n_threads = 1;
+    cp.alloc = &a;
+    oc_context *c;
+    REQUIREF(oc_context_open(&c, m, &cp, &e) == OC_OK, "%s", e.message);
+    long calls = cnt.n_calls;
+    oc_request r;
+    oc_request_default(&r);
+    r.question = "What color is image 1?";
+    r.image_paths = &bomb;
+    r.n_images = 1;
+    r.max_new_tokens = 2;
+    oc_status st = oc_ask(c, &r, &e);
+    CHECKF(st == OC_ERR_RANGE && strstr(e.message, "progressive") && strstr(e.message, "harden_bomb.jpg"),
+           "status %d: %s", (int)st, e.message);
+    r.image_paths = &ok;
+    st = oc_ask(c, &r, &e);
+    CHECKF(st == OC_OK, "status %d: %s", (int)st, e.message);
+    CHECKF(cnt.n_calls == calls, "oc_ask made %ld allocator calls", cnt.n_calls - calls);
+    oc_context_close(c);
+    oc_model_close(m);
+    CHECK(cnt.n_live == 0);
+    remove(bomb);
+    remove(ok);
+#endif
+}
+
+/* Issue 40, finding 5: a context overflow is found from the images' sizes (a file's header) before
+ * any image is decoded or encoded: before, 1,000 1x1 images were all encoded (14.6 s) before the
+ * refusal. Finding 8: at the model's context length (where -c was clamped) the message no longer
+ * says to raise the context size. */
+static void test_overflow_found_before_encoding(void) {
+    oc_error e;
+    oc_model *m;
+    REQUIREF(oc_model_open(&m, "examples/demo/ocellus-demo.gguf", "examples/demo/ocellus-demo-mmproj.gguf", NULL,
+                           &e) == OC_OK, "%s", e.message);
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.max_context_tokens = 512;
+    cp.max_images = 1000;
+    cp.max_image_tokens = 16;
+    cp.n_threads = 1;
+    oc_context *c;
+    REQUIREF(oc_context_open(&c, m, &cp, &e) == OC_OK, "%s", e.message);
+    static uint8_t px[3 * 64 * 64];
+    static oc_image_rgb views[1000];
+    for (int i = 0; i < 1000; i++) views[i] = (oc_image_rgb){ px, 1, 1, 3 };
+    oc_request r;
+    oc_request_default(&r);
+    r.images = views;
+    r.n_images = 1000;
+    r.max_new_tokens = 1;
+    r.question = "Which one is red?";
+    uint64_t t0 = oc_port_now_ns();
+    oc_status st = oc_ask(c, &r, &e);
+    double s = (double)(oc_port_now_ns() - t0) / 1e9;
+    CHECKF(st == OC_ERR_RANGE && strstr(e.message, "context overflow"), "status %d: %s", (int)st, e.message);
+    oc_stats stats;
+    oc_context_get_stats(c, &stats);
+    CHECKF(stats.n_image_tokens == 0 && s < 2.0, "%d image tokens encoded, %.1f s before the refusal",
+           stats.n_image_tokens, s);
+#if OC_HAVE_LIBPNG
+    /* files: counted from their headers (a 64x64 PNG is 4 tokens here; 200 of them overflow) */
+    const char *png = "build/tests/harden_small.png";
+    REQUIRE(check_write_png_bomb(png, 64, 64));
+    static const char *paths[200];
+    for (int i = 0; i < 200; i++) paths[i] = png;
+    cp.max_image_pixels = 64 * 64;
+    oc_context *cf;
+    REQUIREF(oc_context_open(&cf, m, &cp, &e) == OC_OK, "%s", e.message);
+    r.images = NULL;
+    r.image_paths = paths;
+    r.n_images = 200;
+    st = oc_ask(cf, &r, &e);
+    oc_context_get_stats(cf, &stats);
+    CHECKF(st == OC_ERR_RANGE && strstr(e.message, "context overflow") && stats.n_image_tokens == 0,
+           "status %d, %d image tokens: %s", (int)st, stats.n_image_tokens, e.message);
+    r.n_images = 2;   /* and two of them fit */
+    CHECKF(oc_ask(cf, &r, &e) == OC_OK, "%s", e.message);
+    oc_context_close(cf);
+    remove(png);
+#endif
+    oc_context_close(c);
+    /* finding 8: -c above the model's 4096 tokens is clamped to them; the overflow says so */
+    cp.max_context_tokens = 1 << 24;
+    cp.max_images = 1;
+    REQUIREF(oc_context_open(&c, m, &cp, &e) == OC_OK, "%s", e.message);
+    size_t n = 6 * 5000;
+    char *q = malloc(n + 1);
+    REQUIRE(q);
+    for (size_t i = 0; i < n; i += 6) memcpy(q + i, "word. ", 6);
+    q[n] = '\0';
+    r.images = NULL;
+    r.image_paths = NULL;
+    r.n_images = 0;
+    r.question = q;
+    st = oc_ask(c, &r, &e);
+    CHECKF(st == OC_ERR_RANGE && strstr(e.message, "the model's context length") && !strstr(e.message, "raise"),
+           "status %d: %s", (int)st, e.message);
+    free(q);
+    oc_context_close(c);
+    oc_model_close(m);
+}
+
+/* `test_harden --write-bomb png|jpeg|progressive PATH W H` writes a bomb for the shell tests
+ * (tests/test_harden_cli.sh), built at run time, never committed; exits 0 when written, 77 when the
+ * build lacks the library. */
+static int write_bomb(char **argv) {
+    unsigned w = (unsigned)strtoul(argv[4], NULL, 10), h = (unsigned)strtoul(argv[5], NULL, 10);
+    int ok = !strcmp(argv[2], "png") ? check_write_png_bomb(argv[3], w, h)
+                                     : check_write_jpeg_bomb(argv[3], w, h, !strcmp(argv[2], "progressive"));
+    if (ok) return 0;
+    return !strcmp(argv[2], "png") ? (OC_HAVE_LIBPNG ? 1 : 77) : (OC_HAVE_LIBJPEG ? 1 : 77);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 6 && !strcmp(argv[1], "--write-bomb")) return write_bomb(argv);
     CHECK_RUN(test_text_cannot_place_image_tokens);
     CHECK_RUN(test_fifo_paths_do_not_hang);
     CHECK_RUN(test_context_clamped_to_model);
     CHECK_RUN(test_reference_to_missing_image);
     CHECK_RUN(test_model_survives_truncation_when_read);
     CHECK_RUN(test_image_bomb_stays_in_budget);
+    CHECK_RUN(test_progressive_jpeg_bomb);
+    CHECK_RUN(test_overflow_found_before_encoding);
     return check_finish();
 }

@@ -44,8 +44,11 @@ static void test_detect(void) {
     oc_image img;
     oc_error e;
     CHECK(oc_image_decode(&img, "GIF89a", 6, NULL, NULL, &e) == OC_ERR_FORMAT);
-    CHECKF(strcmp(e.message, "image: unknown format (first bytes 47 49 46 38; expected PNM, JPEG or PNG)") == 0,
+    /* issue 40, finding 9: the message names the expected formats and never echoes the bytes */
+    CHECKF(strcmp(e.message, "image: not an image file of a known format (expected PNM, JPEG or PNG)") == 0,
            "%s", e.message);
+    CHECK(oc_image_decode(&img, "root:x:0:0", 10, NULL, NULL, &e) == OC_ERR_FORMAT && !strstr(e.message, "72 6f") &&
+          !strstr(e.message, "root"));
     CHECK(oc_image_decode(&img, "", 0, NULL, NULL, &e) == OC_ERR_FORMAT);
     CHECK(strcmp(e.message, "image: empty input") == 0);
     CHECK(img.rgb == NULL && img.alloc_bytes == 0);
@@ -149,7 +152,7 @@ typedef struct { const char *data; size_t n; oc_status st; const char *msg; } ba
 
 static void test_pnm_errors(void) {
     static const bad_case cases[] = {
-        BAD("P", OC_ERR_FORMAT, "image: unknown format (first bytes 50 00 00 00; expected PNM, JPEG or PNG)"),
+        BAD("P", OC_ERR_FORMAT, "image: not an image file of a known format (expected PNM, JPEG or PNG)"),
         BAD("P6", OC_ERR_FORMAT, "pnm: file ends before the width"),
         BAD("P63 2 255\n", OC_ERR_FORMAT, "pnm: expected whitespace after the magic number P6"),
         BAD("P6 3 2 255", OC_ERR_FORMAT, "pnm: file ends before the raster"),
@@ -600,6 +603,104 @@ static void test_reduced_decoding(void) {
 #endif
 }
 
+/* ---- progressive JPEG: the coefficient buffer ------------------------------------------------------ */
+
+typedef struct peak_alloc { size_t live, peak; long n_live; } peak_alloc;
+static void *peak_fn(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
+    peak_alloc *c = user;
+    c->live = c->live - old_bytes + new_bytes;
+    c->n_live += (old_bytes == 0 && new_bytes > 0) - (old_bytes > 0 && new_bytes == 0);
+    if (c->live > c->peak) c->peak = c->live;
+    if (!new_bytes) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, new_bytes);
+}
+
+/* A progressive file keeps every DCT coefficient of the whole image while it decodes, whatever the
+ * output scale. Before: a 2048 x 2048 progressive file (12 MiB of coefficients through libjpeg's
+ * malloc) was decoded at 1/8 under a 256 x 256 budget whose stated bound is 1.3 MiB; now it is
+ * refused from its header, and a small progressive file takes its coefficients through our
+ * allocator, within oc_image_decode_bytes. */
+static void test_progressive_coefficients(void) {
+#if !OC_HAVE_LIBJPEG
+    check_skip("built without libjpeg");
+#else
+    const char *bomb = "build/tests/image_bomb.jpg", *small = "build/tests/image_prog.jpg",
+               *base = "build/tests/image_base.jpg";
+    REQUIRE(check_write_jpeg_bomb(bomb, 2048, 2048, 1));
+    REQUIRE(check_write_jpeg_bomb(small, 320, 240, 1));
+    REQUIRE(check_write_jpeg_bomb(base, 2048, 2048, 0));
+    oc_image_limits lim = { 16384, 16384, 256 * 256, 128 * 128 };
+    peak_alloc c = { 0, 0, 0 };
+    oc_allocator a = { peak_fn, &c };
+    oc_image img;
+    oc_error e;
+    oc_status st = oc_image_load(&img, bomb, &lim, &a, &e);
+    CHECKF(st == OC_ERR_RANGE && strstr(e.message, "progressive 2048x2048") && strstr(e.message, "coefficients"),
+           "status %d: %s", (int)st, e.message);
+    if (st == OC_OK) oc_image_free(&img);
+    CHECKF(c.peak < 65536, "the refused bomb took %zu bytes", c.peak);
+    /* the same pixels, baseline: decoded at 1/8 by DCT scaling, no coefficient buffer */
+    REQUIREF(oc_image_load(&img, base, &lim, &a, &e) == OC_OK, "%s", e.message);
+    CHECK(img.width_px == 256 && img.height_px == 256);
+    oc_image_free(&img);
+    /* 320 x 240 4:2:0: 60 row pointers (480 bytes, 512 with the blocks' alignment) + 1800 blocks of
+     * 128 bytes = 230912 bytes <= 4 x 65536 */
+    c.peak = 0;
+    REQUIREF(oc_image_load(&img, small, &lim, &a, &e) == OC_OK, "%s", e.message);
+    CHECKF(img.width_px == 160 && img.height_px == 120 && pixel_is(&img, 17, 33, 128, 128, 128), "%dx%d",
+           img.width_px, img.height_px);   /* 76800 pixels: decoded at 1/2 */
+    oc_image_free(&img);
+    CHECKF(c.peak >= 230912 && c.peak <= oc_image_decode_bytes(&lim), "peak %zu, bound %zu", c.peak,
+           oc_image_decode_bytes(&lim));
+    CHECK(c.n_live == 0 && c.live == 0);
+    /* every allocation failure on that path is reported and frees what it took */
+    for (long k = 1; k <= 4; k++) {
+        check_alloc f = { 0 };
+        f.fail_at = k;
+        oc_allocator fa = { check_alloc_fn, &f };
+        st = oc_image_load(&img, small, &lim, &fa, &e);
+        if (st == OC_OK) oc_image_free(&img);
+        else CHECKF(st == OC_ERR_NOMEM, "fail at %ld: %d %s", k, (int)st, e.message);
+        CHECKF(f.n_live == 0, "fail at %ld leaked", k);
+    }
+    /* a budget one block too small refuses the same file */
+    lim.max_pixels = 230912 / 4 - 1;
+    st = oc_image_load(&img, small, &lim, &a, &e);
+    CHECKF(st == OC_ERR_RANGE && strstr(e.message, "230912 bytes of coefficients"), "status %d: %s", (int)st,
+           e.message);
+    /* 8 x 24 4:4:4: 3 block rows a component, 9 row pointers: the blocks must still start aligned
+     * (libjpeg-turbo's SIMD IDCT loads them with movdqa; fuzz_ask_files found the fault) */
+    static uint8_t tall[8 * 24 * 3];
+    smooth_pattern(tall, 8, 24, 3);
+    unsigned long n_tall = 0;
+    unsigned char *jt = encode_jpeg(tall, 8, 24, 3, JCS_RGB, 1, &n_tall);
+    REQUIRE(jt);
+    REQUIREF(oc_image_decode(&img, jt, n_tall, NULL, &a, &e) == OC_OK, "%s", e.message);
+    int worst = 0;
+    for (int i = 0; i < 8 * 24 * 3; i++) worst = OC_MAX(worst, abs((int)img.rgb[i] - (int)tall[i]));
+    CHECKF(img.width_px == 8 && img.height_px == 24 && worst <= 3, "%dx%d, differs by %d", img.width_px,
+           img.height_px, worst);
+    oc_image_free(&img);
+    /* the file fuzz_ask_files found: 16x16 progressive, Y sampled 2x3; with the blocks 8 bytes off
+     * their alignment, libjpeg-turbo's IDCT faulted (SIGSEGV) on it */
+    REQUIREF(oc_image_load(&img, "tests/fuzz/corpus/fuzz_jpeg/regress-align-2x3.jpg", NULL, NULL, &e) == OC_OK, "%s",
+             e.message);
+    CHECK(img.width_px == 16 && img.height_px == 16);
+    oc_image_free(&img);
+    oc_image_limits half = { 16384, 16384, 1000, 48 };   /* decoded at 1/2: libjpeg's 4x4 IDCT */
+    REQUIREF(oc_image_decode(&img, jt, n_tall, &half, &a, &e) == OC_OK, "%s", e.message);
+    CHECKF(img.width_px == 4 && img.height_px == 12, "%dx%d", img.width_px, img.height_px);
+    oc_image_free(&img);
+    free(jt);
+    remove(bomb);
+    remove(small);
+    remove(base);
+#endif
+}
+
 int main(void) {
     CHECK_RUN(test_detect);
     CHECK_RUN(test_pnm_p6_basic);
@@ -615,5 +716,6 @@ int main(void) {
     CHECK_RUN(test_jpeg);
     CHECK_RUN(test_png);
     CHECK_RUN(test_reduced_decoding);
+    CHECK_RUN(test_progressive_coefficients);
     return check_finish();
 }

@@ -2,6 +2,7 @@
  * "12abc" and 99999999999 (overflowing int) without a word; here the whole text must be a number
  * within the option's range, or the command stops with one line naming the option. */
 #include "tools/tools.h"
+#include "port.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -42,4 +43,22 @@ int oc_tool_parse_range(const char *s, long max, int32_t *lo, int32_t *hi) {
     *lo = (int32_t)a;
     *hi = (int32_t)b;
     return 1;
+}
+
+int oc_tool_output_ok(const char *cmd, const char *opt, const char *path) {
+    char msg[4200];
+    if (!path || oc_port_check_writable(path, msg, sizeof msg) == 0) return 1;
+    fprintf(stderr, "ocellus %s: %s %s\n", cmd, opt, msg);
+    return 0;
+}
+
+int oc_tool_input_ok(const char *cmd, const char *opt, const char *path) {
+    char msg[4200];
+    FILE *f = path ? oc_port_fopen_regular(path, msg, sizeof msg) : NULL;
+    if (f) {
+        fclose(f);
+        return 1;
+    }
+    if (path) fprintf(stderr, "ocellus %s: %s %s\n", cmd, opt, msg);
+    return 0;
 }

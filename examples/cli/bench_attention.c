@@ -407,8 +407,13 @@ int bench_attention(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) { if (!oc_tool_int_arg("bench attention", argv[i], argv[i + 1], 1, 200, &reps)) return 2; i++; }
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc) i++;   /* cpu */
         else if (!strcmp(argv[i], "--cpu-time")) cpu_time = 1;
-        else {
-            fprintf(stderr, "usage: ocellus bench attention [-t N] [--quick] [--isa scalar|avx2|avx512|neon]\n"
+        else if (strcmp(argv[i], "-h") && strcmp(argv[i], "--help")) {
+            fprintf(stderr, "ocellus bench attention: %s '%s' (ocellus bench attention --help lists the options)\n",
+                    !strcmp(argv[i], "--device") ? "--device picks an OpenCL device: give --backend opencl; got"
+                                                 : "unknown option or missing value", argv[i]);
+            return 2;
+        } else {
+            fprintf(stdout, "usage: ocellus bench attention [-t N] [--quick] [--isa scalar|avx2|avx512|neon]\n"
                             "       ocellus bench attention --backend opencl [--device N|NAME] [--quick] ...\n"
                             "  -t N     threads (default: all CPUs)\n"
                             "  --quick  skip the 16 x 2048 image prompt (33K tokens)\n"
@@ -418,8 +423,12 @@ int bench_attention(int argc, char **argv) {
                             "  --reps N  best of up to N runs per case (default 5; long cases stop after 2 s)\n"
                             "  --cpu-time  only case (c), on one thread timed by its CPU time, against the\n"
                             "           bandwidth and the FMA floor of that thread (for shared machines)\n");
-            return !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help") ? 0 : 2;
+            return 0;
         }
+    }
+    if (!only[0] || strspn(only, "abcd") != strlen(only)) {
+        fprintf(stderr, "ocellus bench attention: --only wants letters of the cases a, b, c, d, not '%s'\n", only);
+        return 2;
     }
     oc_cpu_features cpu;
     oc_port_cpu_features(&cpu);

@@ -127,12 +127,12 @@ int bench_kernels(int argc, char **argv) {
             if (!strcmp(v, "auto")) path = OC_MATMUL_AUTO;
             else if (!strcmp(v, "float")) path = OC_MATMUL_FLOAT;
             else if (!strcmp(v, "int8")) path = OC_MATMUL_INT8;
-            else { usage(stderr); return 2; }
+            else { fprintf(stderr, "ocellus bench kernels: --path wants auto, float or int8, not '%s'\n", v); return 2; }
             i++;
         } else if (a[0] != '-' && !name) {
             name = a;
         } else {
-            usage(stderr);
+            fprintf(stderr, "ocellus bench kernels: unexpected argument '%s' (ocellus bench kernels --help lists them)\n", a);
             return 2;
         }
     }
@@ -143,7 +143,6 @@ int bench_kernels(int argc, char **argv) {
     if (!strcmp(name, "gemv_f16")) return run_matmul(isa, path, setup_only, OC_DTYPE_F16, 1, 2048, 2048);
     if (!strcmp(name, "gemv_q8_0")) return run_matmul(isa, path, setup_only, OC_DTYPE_Q8_0, 1, 2048, 2048);
     if (!strcmp(name, "attn")) return run_attn(isa, setup_only);
-    fprintf(stderr, "bench kernels: unknown case '%s'\n", name);
-    usage(stderr);
+    fprintf(stderr, "ocellus bench kernels: unknown case '%s' (ocellus bench kernels --help lists them)\n", name);
     return 2;
 }

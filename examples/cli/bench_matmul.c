@@ -222,14 +222,14 @@ int bench_matmul(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         if (!strcmp(a, "--cpu-time")) { cpu_time = 1; n_threads = 1; i--; continue; }
         if (!strcmp(a, "--down")) { down = 1; i--; continue; }
-        if (!v) { usage(stderr); return 2; }
+        if (!v) { fprintf(stderr, "ocellus bench matmul: %s needs a value (or is not an option: --help lists them)\n", a); return 2; }
         if (!strcmp(a, "-t")) { if (!oc_tool_int_arg("bench matmul", a, v, 1, 1024, &n_threads)) return 2; }
         else if (!strcmp(a, "--isa")) isa_name = v;
         else if (!strcmp(a, "--reps")) { if (!oc_tool_int_arg("bench matmul", a, v, 1, 200, &reps)) return 2; }
         else if (!strcmp(a, "--gemv-reps")) { if (!oc_tool_int_arg("bench matmul", a, v, 1, 200, &gemv_reps)) return 2; }
         else if (!strcmp(a, "--types")) types = v;
         else if (!strcmp(a, "--backend")) continue;   /* cpu */
-        else { usage(stderr); return 2; }
+        else { fprintf(stderr, "ocellus bench matmul: unknown option '%s' (ocellus bench matmul --help lists them)\n", a); return 2; }
     }
     if (reps < 1 || reps > 200 || gemv_reps < 1 || gemv_reps > 200) { fprintf(stderr, "bench matmul: reps must be 1..200\n"); return 2; }
     oc_cpu_features cpu;

@@ -504,10 +504,28 @@ int bench_vlm(int argc, char **argv) {
     const char *device = NULL, *llama_dir = NULL;
     oc_backend_choice backend = OC_BACKEND_CPU;
     oc_load_mode load = OC_LOAD_MAP;
+    /* The three modes take different options; one given to a mode that does not read it is refused
+     * rather than ignored (e.g. --type outside --synth). */
+    const char *synth_only = NULL, *run_only = NULL, *kv_only = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        if (!v && strcmp(a, "--no-mmap")) { fprintf(stderr, "ocellus bench vlm: %s needs a value\n", a); usage(stderr); return 2; }
+        if (!strcmp(a, "--type") || !strcmp(a, "--tokenizer") || !strcmp(a, "--seed") || !strcmp(a, "--layers"))
+            synth_only = a;
+        if (!strcmp(a, "--images") || !strcmp(a, "--image-px") || !strcmp(a, "--pp") || !strcmp(a, "--compare-llama") ||
+            !strcmp(a, "--no-mmap") || !strcmp(a, "--backend") || !strcmp(a, "--device") || !strcmp(a, "--mmproj"))
+            run_only = a;
+        if (!strcmp(a, "--rounds")) kv_only = a;
+        static const char *const known[] = { "--synth", "--type", "--tokenizer", "--seed", "-m", "--mmproj", "--images", "-t",
+                                             "-n", "--no-mmap", "--image-px", "--pp", "--kv-context", "--rounds",
+                                             "--device", "--compare-llama", "--backend", "--layers" };
+        int is_known = 0;
+        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) is_known |= !strcmp(a, known[k]);
+        if (!is_known) {
+            fprintf(stderr, "ocellus bench vlm: unknown option '%s' (ocellus bench vlm --help lists them)\n", a);
+            return 2;
+        }
+        if (!v && strcmp(a, "--no-mmap")) { fprintf(stderr, "ocellus bench vlm: %s needs a value\n", a); return 2; }
         i++;
         if (!strcmp(a, "--synth")) synth = v;
         else if (!strcmp(a, "--type")) type = v;
@@ -538,10 +556,38 @@ int bench_vlm(int argc, char **argv) {
         else if (!strcmp(a, "--device")) device = v;
         else if (!strcmp(a, "--compare-llama")) llama_dir = v;
         else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &backend)) continue;
-        else { fprintf(stderr, "ocellus bench vlm: unknown option %s\n", a); usage(stderr); return 2; }
+        else { fprintf(stderr, "ocellus bench vlm: --backend wants cpu, opencl or auto, not '%s'\n", v); return 2; }
+    }
+    const char *stray = synth ? (n_text ? "-m" : run_only ? run_only : kv_context ? "--kv-context" : kv_only)
+                              : synth_only ? synth_only : kv_context ? run_only : kv_only;
+    if (!stray && kv_context && n_text > 1) stray = "a second -m";
+    if (stray) {
+        fprintf(stderr, "ocellus bench vlm: %s does nothing %s\n", stray,
+                synth ? "with --synth" : kv_context ? "with --kv-context" : synth_only ? "without --synth" : "without --kv-context");
+        return 2;
     }
     if (synth) return synth_qwen2vl(synth, type, tok_path, seed, synth_layers);
-    if (!n_text || n_threads < 1 || n_new < 0 || pp < 0) { usage(stderr); return 2; }
+    if (!n_text || n_threads < 1 || n_new < 0 || pp < 0) {
+        fprintf(stderr, "ocellus bench vlm: give -m TEXT.gguf [--mmproj VISION.gguf] or --synth DIR (--help lists the options)\n");
+        return 2;
+    }
+    if (device && backend == OC_BACKEND_CPU) {
+        fprintf(stderr, "ocellus bench vlm: --device picks an OpenCL device: give --backend opencl or auto\n");
+        return 2;
+    }
+    if (kv_context && (!kv_context[0] || strspn(kv_context, "0123456789,") != strlen(kv_context))) {
+        fprintf(stderr, "ocellus bench vlm: --kv-context wants context lengths such as 4096,16384, not '%s'\n", kv_context);
+        return 2;
+    }
+    if (llama_dir) {   /* the programs it runs, checked now rather than after the first case */
+        char path[4200];
+        snprintf(path, sizeof path, "%s/llama-bench", llama_dir);
+        if (!oc_port_is_regular_file(path)) {
+            fprintf(stderr, "ocellus bench vlm: --compare-llama %s: no llama-bench there (a llama.cpp build/bin folder)\n",
+                    llama_dir);
+            return 2;
+        }
+    }
     if (n_mmproj && n_mmproj != n_text) {
         fprintf(stderr, "ocellus bench vlm: %d -m but %d --mmproj: give one --mmproj per -m, or none\n", n_text, n_mmproj);
         return 2;

@@ -91,7 +91,7 @@ int cmd_ask(int argc, char **argv) {
     oc_context_params_default(&cp);
     oc_model_params mp;
     oc_model_params_default(&mp);
-    cp.max_image_pixels = (int64_t)1 << 24;
+    cp.max_image_pixels = OC_TOOL_MAX_IMAGE_PIXELS;
     oc_request req;
     oc_request_default(&req);
     for (int i = 1; i < argc; i++) {
@@ -134,7 +134,10 @@ int cmd_ask(int argc, char **argv) {
                         OC_TOOL_MODEL_PLACES ")");
         demo = 1;
     }
-    if (!text_path) { usage(stderr); return 2; }
+    if (!text_path) {
+        fprintf(stderr, "ocellus ask: --mmproj needs the text model too: give -m TEXT.gguf\n");
+        return 2;
+    }
     if (!prompt) return fail("no question given (use -p TEXT or a last argument)");
     if (demo) {   /* it still answers outside its world, with a confident guess: say so first */
         char why[512];
@@ -145,6 +148,13 @@ int cmd_ask(int argc, char **argv) {
                             "(give a real model with -m and --mmproj)\n", why);
     }
     if (n_images > 0 && !mmproj) return fail("images need the vision encoder: add --mmproj FILE");
+    if (cp.device && cp.backend == OC_BACKEND_CPU) {
+        fprintf(stderr, "ocellus ask: --device picks an OpenCL device: give --backend opencl or auto\n");
+        return 2;
+    }
+    if (!oc_tool_output_ok("ask", "--dump-logits", dump)) return 1;   /* before the answer, not after it */
+    for (int k = 0; k < n_images; k++)   /* a missing image is said before the model loads */
+        if (!oc_tool_input_ok("ask", "-i", images[k])) return 1;
     cp.max_images = n_images > 0 ? n_images : 1;
     /* room after the prompt in a plan's budgeted KV cache (ocellus.h): the answer asked for */
     cp.max_answer_tokens = req.max_new_tokens > 0 ? req.max_new_tokens : 1;
@@ -159,6 +169,13 @@ int cmd_ask(int argc, char **argv) {
     mp.text_path = text_path;
     mp.mmproj_path = mmproj;
     if (oc_model_open_params(&model, &mp, &err)) { fail(err.message); goto done; }
+    {   /* the context clamps -c to the model's trained length (oc_context_params): say so */
+        oc_model_info mi;
+        oc_model_get_info(model, &mi);
+        if (mi.n_ctx_train >= 16 && cp.max_context_tokens > mi.n_ctx_train)
+            fprintf(stderr, "ocellus ask: -c %d is above the model's context length: using %d\n",
+                    (int)cp.max_context_tokens, (int)mi.n_ctx_train);
+    }
     if (oc_context_open(&ctx, model, &cp, &err)) { fail(err.message); goto done; }
     fprintf(stderr, "backend: %s\n", oc_context_backend_name(ctx));
     if (stats) {

@@ -52,7 +52,6 @@ int oc_tool_bench(int argc, char **argv) {
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) { usage(stdout); return 0; }
     for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
         if (!strcmp(argv[1], benches[i].name)) return benches[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "ocellus bench: unknown benchmark '%s'\n", argv[1]);
-    usage(stderr);
+    fprintf(stderr, "ocellus bench: unknown benchmark '%s' (ocellus bench --help lists them)\n", argv[1]);
     return 2;
 }

@@ -107,7 +107,8 @@ static void on_item(void *user, int64_t done, int64_t total, int32_t n_prompt_to
 static int64_t data_items(const char *dir) {
     char path[4096];
     if (snprintf(path, sizeof path, "%s/items.jsonl", dir) >= (int)sizeof path) return 0;
-    FILE *f = fopen(path, "rb");
+    char msg[64];
+    FILE *f = oc_port_fopen_regular(path, msg, sizeof msg);   /* never waits on a FIFO */
     if (!f) return 0;
     int64_t n = 0;
     int ch, last = '\n';
@@ -181,7 +182,8 @@ static int parse_range(const char *s, int32_t *lo, int32_t *hi) {
 
 /* FNV-1a 64 of the whole file: names the model in the plan (any change to the weights changes it). */
 static int file_hash(const char *path, uint64_t *out) {
-    FILE *f = fopen(path, "rb");
+    char msg[64];
+    FILE *f = oc_port_fopen_regular(path, msg, sizeof msg);
     if (!f) return 0;
     uint64_t h = 1469598103934665603ULL;
     unsigned char buf[1 << 16];
@@ -277,6 +279,7 @@ int oc_tool_calibrate(int argc, char **argv) {
     double max_loss = 1.0;    /* --max-loss: points (and % of dense's mean margin) the plan may lose */
     const char *val_suite = NULL;   /* --val-suite demo|long: the validation scenes */
     int backoff_heads = 0;    /* --backoff heads: then the budget's head phase (calib_budget.h) */
+    const char *suite_only = NULL;   /* an option the synthetic suite reads and --data does not */
     char methods_buf[64];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -293,8 +296,8 @@ int oc_tool_calibrate(int argc, char **argv) {
         else if (!strcmp(a, "--data")) data_dir = v;
         else if (!strcmp(a, "--methods")) ok = parse_methods(v, &cp.methods) && (methods = v);
         else if (!strcmp(a, "--items")) ok = parse_ll(v, 1, 1000000, &ll) && (sp.n_items = ll, 1);
-        else if (!strcmp(a, "--seed")) ok = parse_ll(v, 0, 0x7fffffffffffffffLL, &ll) && (sp.seed = (uint64_t)ll, 1);
-        else if (!strcmp(a, "--images-per-item")) ok = parse_range(v, &sp.min_images, &sp.max_images);
+        else if (!strcmp(a, "--seed") && (suite_only = a)) ok = parse_ll(v, 0, 0x7fffffffffffffffLL, &ll) && (sp.seed = (uint64_t)ll, 1);
+        else if (!strcmp(a, "--images-per-item") && (suite_only = a)) ok = parse_range(v, &sp.min_images, &sp.max_images);
         else if (!strcmp(a, "--max-images")) ok = parse_ll(v, 1, OC_CALIB_DATA_MAX_IMAGES, &ll) && (max_images = (int32_t)ll, 1);
         else if (!strcmp(a, "--side"))
             ok = parse_ll(v, 56, OC_SCENE_MAX_SIDE_PX, &ll) && ll % OC_SCENE_CELL_PX == 0 && (sp.side_px = (int32_t)ll, 1);
@@ -320,7 +323,13 @@ int oc_tool_calibrate(int argc, char **argv) {
         }
         if (!ok) { fprintf(stderr, "ocellus calibrate: bad value for %s: %s\n", a, v); return 2; }
     }
+    if (suite && data_dir) {
+        fprintf(stderr, "ocellus calibrate: give --suite demo or --data DIR, not both\n");
+        return 2;
+    }
     if (!out_path || !suite == !data_dir) { usage(stderr); return 2; }
+    if (!oc_tool_output_ok("calibrate", "-o", out_path) || !oc_tool_output_ok("calibrate", "--report", report_path))
+        return 1;   /* before the calibration, not after it */
     if ((cp.methods & OC_CALIB_BLINDSIGHT) && (cp.methods & OC_CALIB_MMINFERENCE)) {
         fprintf(stderr, "ocellus calibrate: blindsight and mminference both choose the decoder's head patterns: "
                         "ask for one of them\n");
@@ -338,6 +347,11 @@ int oc_tool_calibrate(int argc, char **argv) {
     }
     if (max_images && !data_dir) {
         fprintf(stderr, "ocellus calibrate: --max-images is for --data (the suite's is --images-per-item)\n");
+        return 2;
+    }
+    if (data_dir && suite_only) {
+        fprintf(stderr, "ocellus calibrate: %s does nothing with --data (it picks the synthetic suite's scenes)\n",
+                suite_only);
         return 2;
     }
     if (data_dir && max_images) sp.max_images = max_images;
@@ -374,6 +388,7 @@ int oc_tool_calibrate(int argc, char **argv) {
     ctxp.batch_tokens = ctxp.max_context_tokens;   /* one prefill call per prompt */
     ctxp.n_threads = (int)n_threads;
     ctxp.on_attention = oc_calib_observe;
+    if (data_dir) ctxp.max_image_pixels = OC_TOOL_MAX_IMAGE_PIXELS;   /* the folder's files: decoded by oc_ask */
     oc_plan_shape vshape = { 0, 0, 0, 0 };
     if (mi.has_vision && mi.vision_heads > 0 && (cp.methods & OC_CALIB_VISION))
         vshape = (oc_plan_shape){ mi.vision_layers, mi.vision_heads, mi.vision_heads, mi.vision_hidden / mi.vision_heads };
@@ -397,9 +412,10 @@ int oc_tool_calibrate(int argc, char **argv) {
         if (n_data > 0 && n_data < sp.n_items) sp.n_items = n_data;
     }
     fprintf(stderr, "calibrating %s (%d layers x %d heads, %d kv heads) on %lld scene prompts, %s\n"
-                    "memory: context %.1f MiB + statistics %.1f KiB, allocated up front\n",
+                    "memory: model %.1f MiB + context %.1f MiB + statistics %.1f KiB, allocated up front\n",
             base_name(text_path), (int)mi.n_layers, (int)mi.n_head, (int)mi.n_head_kv, (long long)sp.n_items,
-            oc_context_backend_name(ctx), (double)ctx_bytes / 1048576.0, (double)calib_bytes / 1024.0);
+            oc_context_backend_name(ctx), (double)mi.memory_bytes / 1048576.0, (double)ctx_bytes / 1048576.0,
+            (double)calib_bytes / 1024.0);
     calib_ui ui = { isatty(2), oc_port_now_ns(), 0 };
     sp.on_item = on_item;
     sp.user = &ui;
@@ -410,6 +426,10 @@ int oc_tool_calibrate(int argc, char **argv) {
         goto done;
     }
     if (data_dir) sp.n_items = n_done;   /* the folder may hold fewer than --items */
+    /* what the process really held, next to the bound stated above (images included: oc_ask
+     * decodes a --data folder's files within the context) */
+    fprintf(stderr, "memory: peak RSS %.1f MiB (stated: %.1f MiB)\n", (double)oc_port_peak_rss_bytes() / 1048576.0,
+            (double)(mi.memory_bytes + ctx_bytes + calib_bytes) / 1048576.0);
     if ((cp.methods & OC_CALIB_SPARSEMM) && !oc_calib_n_scored_tokens(c)) {
         /* a model that answers nothing right (e.g. random weights) grounds no token: say so and
          * write the other sections rather than budgets from no evidence */

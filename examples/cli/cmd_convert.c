@@ -33,20 +33,23 @@ int oc_tool_convert(int argc, char **argv) {
         } else if (argv[i][0] != '-' && !dir) {
             dir = argv[i];
         } else {
-            fprintf(stderr, "ocellus convert: unexpected argument '%s'\n", argv[i]);
-            usage(stderr);
+            fprintf(stderr, "ocellus convert: unexpected argument '%s' (ocellus convert --help lists the options)\n",
+                    argv[i]);
             return 2;
         }
     }
     oc_convert_ftype ftype;
-    if (!dir || !prefix) {
-        usage(stderr);
-        return 2;
-    }
     if (!oc_convert_ftype_parse(type, &ftype)) {
         fprintf(stderr, "ocellus convert: unknown --type '%s' (f32, f16, bf16, q8_0, q4_0)\n", type);
         return 2;
     }
+    if (!dir || !prefix) {
+        usage(stderr);
+        return 2;
+    }
+    char text_out[4200];
+    snprintf(text_out, sizeof text_out, "%s.gguf", prefix);
+    if (!oc_tool_output_ok("convert", "-o", text_out)) return 1;   /* before reading the checkpoint */
     oc_error e;
     oc_convert_result r;
     uint64_t t0 = oc_port_now_ns();

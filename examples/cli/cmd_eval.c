@@ -111,6 +111,10 @@ int oc_tool_eval(int argc, char **argv) {
     if (!text_path && !mmproj && !oc_tool_demo_model(&text_path, &mmproj))
         return fail("no demo model (looked in " OC_TOOL_MODEL_PLACES "): pass -m TEXT.gguf --mmproj MMPROJ.gguf");
     if (!text_path || !mmproj) return fail("give both -m TEXT.gguf and --mmproj MMPROJ.gguf (the items have images)");
+    if (device && backend == OC_BACKEND_CPU) {
+        fprintf(stderr, "ocellus eval: --device picks an OpenCL device: give --backend opencl or auto\n");
+        return 2;
+    }
 
     oc_context_params cp;
     oc_context_params_default(&cp);

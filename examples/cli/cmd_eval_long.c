@@ -220,6 +220,11 @@ int oc_tool_eval_long(int argc, char **argv) {
     if (!text_path && !mmproj && !oc_tool_bundled_model(OC_TOOL_MODEL_LONG, &text_path, &mmproj))
         return fail("no long model (looked in " OC_TOOL_MODEL_PLACES "): pass -m TEXT.gguf --mmproj MMPROJ.gguf");
     if (!text_path || !mmproj) return fail("the long suite needs both -m TEXT.gguf and --mmproj MMPROJ.gguf");
+    if (!oc_tool_output_ok("eval", "--json", json_path)) return 1;   /* before the run, not after it */
+    if (device && backend == OC_BACKEND_CPU) {
+        fprintf(stderr, "ocellus eval: --device picks an OpenCL device: give --backend opencl or auto\n");
+        return 2;
+    }
     oc_context_params cp;
     oc_context_params_default(&cp);
     oc_long_run_context_params(&cp, (int32_t)max_images, (int32_t)chunk);

@@ -51,6 +51,10 @@ static void print_array(const oc_gguf *g, int64_t k, const char *key) {
 }
 
 int oc_tool_info(int argc, char **argv) {
+    if (argc > 2 || (argc == 2 && argv[1][0] == '-' && strcmp(argv[1], "--help") && strcmp(argv[1], "-h"))) {
+        fprintf(stderr, "ocellus info: unexpected argument '%s' (usage: ocellus info FILE.gguf)\n", argv[argc > 2 ? 2 : 1]);
+        return 2;
+    }
     if (argc != 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fprintf(argc == 2 ? stdout : stderr, "usage: ocellus info FILE.gguf\n"
                 "Prints the keys (arrays abbreviated) and the tensor table of a GGUF file.\n");

@@ -126,6 +126,27 @@ static void print_stack(const oc_plan *plan, oc_plan_stack stack) {
     }
 }
 
+/* Do the budgets for a mean of per_head tokens per kv head fit a plan (each head at most
+ * OC_PLAN_MAX_TOKENS)? When not, *most is the largest mean that fits (found by bisection: a head's
+ * budget grows with the mean); the plan then holds the budgets for per_head again. */
+static int budgets_fit(oc_plan *plan, long long per_head, long long *most) {
+    const oc_stack_plan *d = &plan->stacks[OC_PLAN_DECODER];
+    int64_t n = (int64_t)d->shape.n_layers * d->shape.n_kv_heads;
+    oc_error e;
+    if (oc_plan_validate(plan, &e) == OC_OK) return 1;
+    long long lo = 0, hi = per_head;   /* lo fits (or is 0), hi does not */
+    while (hi - lo > 1) {
+        long long mid = lo + (hi - lo) / 2;
+        if (oc_calib_plan_budgets(plan, mid * n, OC_CALIB_KV_RHO, &e) == OC_OK && oc_plan_validate(plan, &e) == OC_OK)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    *most = lo;
+    oc_calib_plan_budgets(plan, per_head * n, OC_CALIB_KV_RHO, &e);
+    return 0;
+}
+
 int oc_tool_plan(int argc, char **argv) {
     const char *path = NULL, *svg_path = NULL, *out_path = NULL;
     long long kv_budget = 0;
@@ -164,13 +185,21 @@ int oc_tool_plan(int argc, char **argv) {
             model.vision = (oc_plan_shape){ v[0], v[1], v[1], v[2] };
             check_vision = 1;
         } else if (argv[i][0] == '-' || path) {
-            usage(stderr);
+            fprintf(stderr, "ocellus plan: %s '%s' (ocellus plan --help lists the options)\n",
+                    argv[i][0] == '-' ? "unknown option or missing value" : "a second plan file", argv[i]);
             return 2;
         } else {
             path = argv[i];
         }
     }
     if (!path) { usage(stderr); return 2; }
+    /* -o writes only the re-budgeted plan: each without the other would do nothing, silently */
+    if (!kv_budget != !out_path) {
+        fprintf(stderr, "ocellus plan: %s\n", kv_budget ? "--kv-budget needs -o OUT.plan (where to write the "
+                "re-budgeted plan)" : "-o writes a re-budgeted plan: give --kv-budget TOKENS too");
+        return 2;
+    }
+    if (!oc_tool_output_ok("plan", "-o", out_path) || !oc_tool_output_ok("plan", "--svg", svg_path)) return 1;
     oc_plan *plan;
     oc_error err;
     if (oc_plan_load_file(&plan, path, NULL, &err) != OC_OK) {
@@ -197,16 +226,21 @@ int oc_tool_plan(int argc, char **argv) {
     if (kv_budget) {
         const oc_stack_plan *d = &plan->stacks[OC_PLAN_DECODER];
         int64_t n = (int64_t)d->shape.n_layers * d->shape.n_kv_heads;
+        long long most = 0;
         if (oc_calib_plan_budgets(plan, kv_budget * n, OC_CALIB_KV_RHO, &err)) {
             fprintf(stderr, "ocellus plan: %s: %s\n", path, err.message);
+            rc = 1;
+        } else if (!budgets_fit(plan, kv_budget, &most)) {
+            /* say it in the option's terms, not as the one head's budget that overflowed */
+            fprintf(stderr, "ocellus plan: --kv-budget %lld gives some kv head more than the %d tokens a plan may "
+                    "hold; the most this plan takes is %lld\n", kv_budget, OC_PLAN_MAX_TOKENS, most);
             rc = 1;
         } else if (out_path && oc_plan_write_file(plan, out_path, &err)) {
             fprintf(stderr, "ocellus plan: %s\n", err.message);
             rc = 1;
         } else {
-            printf("re-budgeted: %lld tokens per kv head on average (%lld in all)%s%s\n", kv_budget,
-                   (long long)(kv_budget * n), out_path ? ", wrote " : " (give -o FILE to write it)",
-                   out_path ? out_path : "");
+            printf("re-budgeted: %lld tokens per kv head on average (%lld in all), wrote %s\n", kv_budget,
+                   (long long)(kv_budget * n), out_path);
         }
     }
     if (svg_path) {

@@ -31,7 +31,7 @@ static void usage(FILE *f) {
             "  --images-per-item A-B  images per item, uniform in A..B within 1..8 (default 1-8)\n"
             "  --side PX              image side, a multiple of 28 in 56..1792 (default 112)\n"
             "  --suite long           the long suite: 8-32 images (--images-per-item within 8..32,\n"
-            "                         default 8-32) of 224-448 px drawn per item (--side is ignored)\n");
+            "                         default 8-32) of 224-448 px drawn per item (not with --side)\n");
 }
 
 /* A JSON string; the generator writes printable ASCII, the escapes are for safety. */
@@ -89,7 +89,7 @@ int oc_tool_scene(int argc, char **argv) {
     const char *dir = NULL;
     unsigned long long n_items = 100, seed = 0, start = 0, side = 112;
     int32_t min_images = 1, max_images = OC_SCENE_MAX_IMAGES;
-    int long_suite = 0, range_given = 0;
+    int long_suite = 0, range_given = 0, side_given = 0;
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--suite") && !strcmp(argv[i + 1], "long")) long_suite = 1;
     for (int i = 1; i < argc; i++) {
@@ -102,7 +102,7 @@ int oc_tool_scene(int argc, char **argv) {
         else if (!strcmp(a, "--items") && oc_tool_parse_ull(v, 1ULL << 40, &n_items)) i++;
         else if (!strcmp(a, "--seed") && oc_tool_parse_ull(v, ~0ULL, &seed)) i++;
         else if (!strcmp(a, "--start") && oc_tool_parse_ull(v, ~0ULL, &start)) i++;
-        else if (!strcmp(a, "--side") && oc_tool_parse_ull(v, OC_SCENE_MAX_SIDE_PX, &side) && side >= 56 && side % OC_SCENE_CELL_PX == 0) i++;
+        else if (!strcmp(a, "--side") && oc_tool_parse_ull(v, OC_SCENE_MAX_SIDE_PX, &side) && side >= 56 && side % OC_SCENE_CELL_PX == 0) { side_given = 1; i++; }
         else if (!strcmp(a, "--images-per-item") &&
                  oc_tool_parse_range(v, long_suite ? OC_LONG_MAX_IMAGES : OC_SCENE_MAX_IMAGES, &min_images, &max_images)) {
             range_given = 1;
@@ -111,6 +111,10 @@ int oc_tool_scene(int argc, char **argv) {
         else { fprintf(stderr, "ocellus scene: bad option or value: %s %s\n", a, v); return 2; }
     }
     if (!dir) { usage(stderr); return 2; }
+    if (long_suite && side_given) {   /* the long suite draws each image's side itself */
+        fprintf(stderr, "ocellus scene: --side does nothing with --suite long (its images are 224-448 px)\n");
+        return 2;
+    }
     if (long_suite && !range_given) {
         min_images = OC_LONG_MIN_IMAGES;
         max_images = OC_LONG_MAX_IMAGES;

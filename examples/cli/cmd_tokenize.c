@@ -58,9 +58,13 @@ int oc_tool_tokenize(int argc, char **argv) {
                 return 2;
             }
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
-        else if (argv[i][0] == '-' && argv[i][1]) { fprintf(stderr, "tokenize: unknown option '%s'\n", argv[i]); usage(stderr); return 2; }
+        else if (argv[i][0] == '-' && argv[i][1]) { fprintf(stderr, "ocellus tokenize: unknown option '%s' (ocellus tokenize --help lists them)\n", argv[i]); return 2; }
         else if (!text) text = argv[i];
         else { fprintf(stderr, "tokenize: more than one TEXT\n"); return 2; }
+    }
+    if (model && file && text) {
+        fprintf(stderr, "ocellus tokenize: give -f FILE or a TEXT, not both\n");
+        return 2;
     }
     if (!model || (!file == !text)) { usage(stderr); return 2; }
 

@@ -1,5 +1,6 @@
 /* cmd_version.c: `ocellus version`: version, build features and the kernels this CPU will use. */
 #include "tools/tools.h"
+#include <string.h>
 #include "config.h"
 #include "core/isa.h"
 #include "kernels/matmul.h"
@@ -9,7 +10,10 @@
 #include <stdio.h>
 
 int oc_tool_version(int argc, char **argv) {
-    (void)argc; (void)argv;
+    if (argc > 1 && strcmp(argv[1], "--help") && strcmp(argv[1], "-h")) {   /* nothing to ignore silently */
+        fprintf(stderr, "ocellus version: unexpected argument '%s' (it takes none)\n", argv[1]);
+        return 2;
+    }
     oc_cpu_features f;
     oc_port_cpu_features(&f);
     printf("ocellus %s\n", OC_VERSION_STRING);

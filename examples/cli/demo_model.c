@@ -12,11 +12,8 @@
 
 #define PATH_BYTES 4096
 
-static int readable(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (f) fclose(f);
-    return f != NULL;
-}
+/* A regular file (never a FIFO, which would block the open). */
+static int readable(const char *path) { return oc_port_is_regular_file(path); }
 
 /* Writes DIR/SUB/FILE into out; 0 when it does not fit. */
 static int join(char *out, const char *dir, const char *sub, const char *file) {

@@ -6,6 +6,7 @@
 #include "tools/scene_ground.h"
 #include "image/image.h"
 #include "tools/json.h"
+#include "port.h"
 
 #include <stdio.h>
 
@@ -35,13 +36,14 @@ void oc_calib_scene_params_default(oc_calib_scene_params *p) {
 }
 
 oc_status oc_calib_ask_item(oc_context *ctx, oc_calib *c, const char *question, const char *expected,
-                            const oc_image_rgb *images, int32_t n_images, const uint8_t *const *cells, int32_t grid,
+                            const oc_image_rgb *images, const char *const *image_paths, int32_t n_images, const uint8_t *const *cells, int32_t grid,
                             int32_t max_new_tokens, int *right, int32_t *n_prompt_tokens, oc_error *err) {
     answer_buf answer = { { 0 }, 0 };
     oc_request req;
     oc_request_default(&req);
     req.question = question;
     req.images = images;
+    req.image_paths = images ? NULL : image_paths;
     req.n_images = n_images;
     req.max_new_tokens = max_new_tokens;
     req.on_text = collect;
@@ -94,7 +96,7 @@ oc_status oc_calib_scenes(oc_context *ctx, oc_calib *c, const oc_calib_scene_par
         }
         int32_t n_cells = oc_scene_ground(&desc, &item, cells), n_prompt = 0;
         int right = 0;
-        if ((st = oc_calib_ask_item(ctx, c, item.question, item.answer, views, item.n_images, n_cells ? cell_of : NULL,
+        if ((st = oc_calib_ask_item(ctx, c, item.question, item.answer, views, NULL, item.n_images, n_cells ? cell_of : NULL,
                                     grid, p->max_new_tokens, &right, &n_prompt, err)))
             break;
         *n_right += right;
@@ -108,6 +110,7 @@ oc_status oc_calib_scenes(oc_context *ctx, oc_calib *c, const oc_calib_scene_par
 /* ---- a folder of items (`ocellus scene -o DIR`) ------------------------------------------------- */
 
 #define DATA_LINE_BYTES 65536
+#define DATA_PATH_BYTES 4096
 
 oc_status oc_calib_data_parse(const oc_json *j, int32_t max_images, uint8_t *cells, size_t cells_bytes,
                               oc_calib_data_item *out, const char *where, oc_error *err) {
@@ -154,36 +157,29 @@ oc_status oc_calib_data_parse(const oc_json *j, int32_t max_images, uint8_t *cel
     return OC_OK;
 }
 
-/* One JSONL line's item: check it, load its images, ask. */
+/* One JSONL line's item: check it, name its images, ask. oc_ask decodes the files itself, one at a
+ * time into the context's image memory, under the context's limits (a bomb is reduced or refused
+ * exactly as `ocellus ask` does); paths holds OC_CALIB_DATA_MAX_IMAGES x DATA_PATH_BYTES. */
 static oc_status data_item(oc_context *ctx, oc_calib *c, const char *dir, const oc_json *j, const oc_calib_scene_params *p,
-                           uint8_t *cells, size_t cells_bytes, int *right, int32_t *n_prompt, const char *where,
-                           oc_error *err) {
+                           uint8_t *cells, size_t cells_bytes, char *paths, int *right, int32_t *n_prompt,
+                           const char *where, oc_error *err) {
     oc_calib_data_item it;
     oc_status st = oc_calib_data_parse(j, p->max_images, cells, cells_bytes, &it, where, err);
     if (st) return st;
-    oc_image img[OC_CALIB_DATA_MAX_IMAGES];
-    oc_image_rgb views[OC_CALIB_DATA_MAX_IMAGES];
+    const char *path_of[OC_CALIB_DATA_MAX_IMAGES];
     const uint8_t *cell_of[OC_CALIB_DATA_MAX_IMAGES];
-    memset(img, 0, sizeof img);
-    for (int32_t k = 0; k < it.n_images && !st; k++) {
-        char path[4096];
-        oc_error e;
-        if (snprintf(path, sizeof path, "%s/%s", dir, it.images[k]) >= (int)sizeof path) {
-            st = oc_fail(err, OC_ERR_FORMAT, "%s: image %d: path too long", where, (int)k + 1);
-            break;
-        }
-        if ((st = oc_image_load(&img[k], path, NULL, p->alloc, &e))) {
-            st = oc_fail(err, st, "%s: %s", where, e.message);
-            break;
-        }
-        views[k] = (oc_image_rgb){ img[k].rgb, img[k].width_px, img[k].height_px, img[k].stride_bytes };
+    for (int32_t k = 0; k < it.n_images; k++) {
+        char *path = paths + (size_t)k * DATA_PATH_BYTES;
+        if (snprintf(path, DATA_PATH_BYTES, "%s/%s", dir, it.images[k]) >= DATA_PATH_BYTES)
+            return oc_fail(err, OC_ERR_FORMAT, "%s: image %d: path too long", where, (int)k + 1);
+        path_of[k] = path;
         cell_of[k] = it.grid ? cells + (size_t)k * (size_t)it.grid * (size_t)it.grid : NULL;
     }
-    if (!st)
-        st = oc_calib_ask_item(ctx, c, it.question, it.answer, views, it.n_images, it.grid ? cell_of : NULL, it.grid,
-                               p->max_new_tokens, right, n_prompt, err);
-    for (int32_t i = 0; i < it.n_images; i++) oc_image_free(&img[i]);
-    return st;
+    oc_error e;
+    st = oc_calib_ask_item(ctx, c, it.question, it.answer, NULL, path_of, it.n_images, it.grid ? cell_of : NULL,
+                           it.grid, p->max_new_tokens, right, n_prompt, &e);
+    if (st) return oc_fail(err, st, "%s: %s", where, e.message);
+    return OC_OK;
 }
 
 oc_status oc_calib_data(oc_context *ctx, oc_calib *c, const char *dir, const oc_calib_scene_params *p,
@@ -192,8 +188,9 @@ oc_status oc_calib_data(oc_context *ctx, oc_calib *c, const char *dir, const oc_
     char path[4096];
     if (snprintf(path, sizeof path, "%s/items.jsonl", dir) >= (int)sizeof path)
         return oc_fail(err, OC_ERR_INVALID, "calibrate: folder name too long");
-    FILE *f = fopen(path, "rb");
-    if (!f) return oc_fail(err, OC_ERR_IO, "%s: cannot open (a folder `ocellus scene -o DIR` wrote)", path);
+    char msg[OC_ERROR_MESSAGE_BYTES];
+    FILE *f = oc_port_fopen_regular(path, msg, sizeof msg);   /* a FIFO is refused, never waited on */
+    if (!f) return oc_fail(err, OC_ERR_IO, "%s (a folder `ocellus scene -o DIR` writes items.jsonl)", msg);
     size_t cells_bytes = (size_t)OC_CALIB_DATA_MAX_IMAGES * 64 * 64;
     if (p->max_images < 1 || p->max_images > OC_CALIB_DATA_MAX_IMAGES) {
         fclose(f);
@@ -201,8 +198,10 @@ oc_status oc_calib_data(oc_context *ctx, oc_calib *c, const char *dir, const oc_
     }
     char *line = oc_mem_alloc(p->alloc, DATA_LINE_BYTES);
     uint8_t *cells = oc_mem_alloc(p->alloc, cells_bytes);
+    const size_t paths_bytes = (size_t)OC_CALIB_DATA_MAX_IMAGES * DATA_PATH_BYTES;
+    char *paths = oc_mem_alloc(p->alloc, paths_bytes);
     oc_status st = OC_OK;
-    if (!line || !cells) st = oc_fail(err, OC_ERR_NOMEM, "calibrate: out of memory");
+    if (!line || !cells || !paths) st = oc_fail(err, OC_ERR_NOMEM, "calibrate: out of memory");
     for (int64_t line_no = 1; !st && *n_items < p->n_items && fgets(line, DATA_LINE_BYTES, f); line_no++) {
         size_t n = strlen(line);
         char where[4200];
@@ -220,7 +219,7 @@ oc_status oc_calib_data(oc_context *ctx, oc_calib *c, const char *dir, const oc_
         }
         int right = 0;
         int32_t n_prompt = 0;
-        st = data_item(ctx, c, dir, j, p, cells, cells_bytes, &right, &n_prompt, where, err);
+        st = data_item(ctx, c, dir, j, p, cells, cells_bytes, paths, &right, &n_prompt, where, err);
         oc_json_free(j);
         if (st) break;
         (*n_items)++;
@@ -231,6 +230,7 @@ oc_status oc_calib_data(oc_context *ctx, oc_calib *c, const char *dir, const oc_
     fclose(f);
     oc_mem_free(p->alloc, line, DATA_LINE_BYTES);
     oc_mem_free(p->alloc, cells, cells_bytes);
+    oc_mem_free(p->alloc, paths, paths_bytes);
     if (!st && *n_items == 0) st = oc_fail(err, OC_ERR_FORMAT, "%s: no items", path);
     return st;
 }

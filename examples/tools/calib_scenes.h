@@ -31,9 +31,10 @@ oc_status oc_calib_scenes(oc_context *ctx, oc_calib *c, const oc_calib_scene_par
 
 /* One calibration prompt: begin the item with its grounding (cells per image over a grid x grid
  * scene grid, or NULL), ask greedily, end it with whether the answer matched expected (scored as
- * `ocellus eval` does). [errors: oc_ask's] */
+ * `ocellus eval` does). The images are pixels (images) or files (image_paths, images NULL) that
+ * oc_ask decodes within the context's limits, as `ocellus ask` does. [errors: oc_ask's] */
 oc_status oc_calib_ask_item(oc_context *ctx, oc_calib *c, const char *question, const char *expected,
-                            const oc_image_rgb *images, int32_t n_images, const uint8_t *const *cells, int32_t grid,
+                            const oc_image_rgb *images, const char *const *image_paths, int32_t n_images, const uint8_t *const *cells, int32_t grid,
                             int32_t max_new_tokens, int *right, int32_t *n_prompt_tokens, oc_error *err);
 
 /* One line of items.jsonl, checked (the strings are borrowed from the JSON document). */
@@ -55,8 +56,9 @@ oc_status oc_calib_data_parse(const struct oc_json *j, int32_t max_images, uint8
  * "images" (file names in DIR, at most p->max_images), "question", "answer", and optionally "grid"
  * and "grounding" ([[image, row, col], ...], the cells that hold the answer: SparseMM's region;
  * without them the item gives BlindSight and Q-Cache statistics only). The first p->n_items lines
- * (all when fewer). [alloc: per line, freed] [errors: OC_ERR_IO, OC_ERR_FORMAT naming the line,
- * oc_ask's] */
+ * (all when fewer). The images are decoded by oc_ask within ctx's limits (as `ocellus ask` does),
+ * so ctx needs max_image_pixels > 0. [alloc: per line, freed] [errors: OC_ERR_IO, OC_ERR_FORMAT
+ * naming the line, oc_ask's] */
 oc_status oc_calib_data(oc_context *ctx, oc_calib *c, const char *dir, const oc_calib_scene_params *p,
                         int64_t *n_items, int64_t *n_right, oc_error *err);
 

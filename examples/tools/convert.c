@@ -9,6 +9,7 @@
  * converter outtype) quantizes every quantizable weight, with the converter's F16 fallback.
  * Memory: JSON documents, vocabulary tables and one 4 MiB row chunk (docs/formats.md §5). */
 #include "tools/convert_internal.h"
+#include "port.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -25,17 +26,12 @@ int oc_convert_ftype_parse(const char *name, oc_convert_ftype *out) {
     return 0;
 }
 
-static int file_exists(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (f) fclose(f);
-    return f != NULL;
-}
 
 static oc_status open_weights(oc_cv_model *m, oc_error *err) {
     int n_chars = snprintf(m->st_path, sizeof m->st_path, "%s/model.safetensors.index.json", m->dir);
     if (n_chars < 0 || (size_t)n_chars >= sizeof m->st_path)
         return oc_fail(err, OC_ERR_RANGE, "convert: path too long: %.200s", m->dir);
-    if (!file_exists(m->st_path)) {
+    if (!oc_port_is_regular_file(m->st_path)) {   /* a FIFO is not opened: it would hang */
         const size_t at = strlen(m->st_path) - strlen(".index.json");
         m->st_path[at] = 0;   /* model.safetensors */
     }

@@ -56,6 +56,19 @@ int oc_tool_parse_backend(const char *name, oc_backend_choice *out);
     "  --device D " pad "OpenCL device: index (clinfo -l) or a piece of its name; default:\n"       \
     "             " pad "the first GPU, else the first device\n"
 
+/* The image buffer of every command that decodes image files (ask's --max-image-pixels default):
+ * files go through oc_ask, which decodes them within the context's limits (reduced or refused). */
+#define OC_TOOL_MAX_IMAGE_PIXELS ((int64_t)1 << 24)
+
+/* An output path checked when the command starts, not after its run (args.c): 1 when path can be
+ * written, else prints "ocellus CMD: OPT PATH: cannot write: why" and returns 0. */
+int oc_tool_output_ok(const char *cmd, const char *opt, const char *path);
+
+/* An input path checked when the command starts: 1 when path is a regular file that can be
+ * opened (a FIFO is refused, never waited on), else prints "ocellus CMD: OPT PATH: why" and
+ * returns 0 (args.c). */
+int oc_tool_input_ok(const char *cmd, const char *opt, const char *path);
+
 /* Reads value as a whole number in [lo, hi] (lo, hi within int) into *out; otherwise prints
  * "ocellus CMD: OPT wants a whole number in [lo, hi], not 'value'" and returns 0 (args.c). */
 int oc_tool_int_arg(const char *cmd, const char *opt, const char *value, long lo, long hi, int *out);

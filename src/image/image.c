@@ -155,12 +155,93 @@ size_t oc_image_decode_bytes(const oc_image_limits *limits) {
     size_t px = (size_t)limits->max_pixels, w = (size_t)limits->max_width_px, h = (size_t)limits->max_height_px;
     size_t out, full, reduced, total;
     /* PNG at full size: RGBA copy (4 bytes a pixel) + row pointers; reduced: a source row
-     * (4 bytes a pixel) + block sums (3 x uint32 per output pixel, at most one per source pixel) */
+     * (4 bytes a pixel) + block sums (3 x uint32 per output pixel, at most one per source pixel).
+     * A multi-scan JPEG's coefficient arrays are capped at 4 bytes a pixel (image_jpeg.c), within
+     * the full-size PNG term. */
     if (!oc_mul_size(px, 3, &out) || !oc_mul_size(px, 4, &full) || !oc_mul_size(w, 16, &reduced) ||
         !oc_add_size(full, h * sizeof(void *), &full) || !oc_add_size(out, OC_MAX(full, reduced), &total) ||
         !oc_add_size(total, OC_IMAGE_STATE_BYTES, &total))
         return SIZE_MAX;
     return total;
+}
+
+static uint32_t be16(const uint8_t *b) { return (uint32_t)b[0] << 8 | b[1]; }
+static uint32_t be32(const uint8_t *b) { return be16(b) << 16 | be16(b + 2); }
+
+/* JPEG: walk the marker segments to the first SOFn (C0-CF but C4 DHT, C8 JPG, CC DAC). */
+static int probe_jpeg(const uint8_t *b, size_t n, int64_t *w, int64_t *h) {
+    size_t i = 2;
+    while (i + 4 <= n) {
+        if (b[i] != 0xff) return 0;
+        uint8_t m = b[i + 1];
+        if (m == 0xff) { i++; continue; }   /* fill bytes */
+        size_t len = be16(b + i + 2);
+        if (len < 2) return 0;
+        if (m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc) {
+            if (len < 7 || i + 9 > n) return 0;
+            *h = be16(b + i + 5);
+            *w = be16(b + i + 7);
+            return 1;
+        }
+        if (m == 0xda || m == 0xd9) return 0;   /* a scan or the end before any frame header */
+        i += 2 + len;
+    }
+    return 0;
+}
+
+/* PNM: magic, then width and height as decimal numbers between whitespace and # comments. */
+static int probe_pnm(const uint8_t *b, size_t n, int64_t *w, int64_t *h) {
+    size_t i = 2;
+    int64_t v[2];
+    for (int k = 0; k < 2; k++) {
+        for (;;) {
+            while (i < n && (b[i] == ' ' || (b[i] >= '\t' && b[i] <= '\r'))) i++;
+            if (i < n && b[i] == '#') {
+                while (i < n && b[i] != '\n' && b[i] != '\r') i++;
+                continue;
+            }
+            break;
+        }
+        int digits = 0;
+        v[k] = 0;
+        while (i < n && b[i] >= '0' && b[i] <= '9' && digits < 10) v[k] = v[k] * 10 + (b[i++] - '0'), digits++;
+        if (!digits) return 0;
+    }
+    *w = v[0];
+    *h = v[1];
+    return 1;
+}
+
+int oc_image_probe(const void *bytes, size_t n_bytes, const oc_image_limits *limits, int32_t *width_px,
+                   int32_t *height_px) {
+    const uint8_t *b = bytes;
+    int64_t w = 0, h = 0;
+    int32_t max_factor = 1, pow2 = 0;
+    switch (oc_image_detect(bytes, n_bytes)) {
+    case OC_IMAGE_FORMAT_PNG:
+        /* IHDR is the first chunk: length, "IHDR", width, height, depth, color, ..., interlace */
+        if (n_bytes < 29 || memcmp(b + 12, "IHDR", 4)) return 0;
+        w = be32(b + 16);
+        h = be32(b + 20);
+        max_factor = b[28] ? 1 : OC_IMAGE_PNG_MAX_REDUCE;   /* non-interlaced only (image_png.c) */
+        break;
+    case OC_IMAGE_FORMAT_JPEG:
+        if (!probe_jpeg(b, n_bytes, &w, &h)) return 0;
+        max_factor = 8;
+        pow2 = 1;
+        break;
+    case OC_IMAGE_FORMAT_PNM:
+        if (!probe_pnm(b, n_bytes, &w, &h)) return 0;
+        break;
+    case OC_IMAGE_FORMAT_UNKNOWN:
+        return 0;
+    }
+    int32_t f = 1;
+    oc_error e;
+    if (oc_image_scale_for(w, h, limits, max_factor, pow2, pow2, &f, &e)) return 0;
+    *width_px = (int32_t)((w + f - 1) / f);
+    *height_px = (int32_t)((h + f - 1) / f);
+    return 1;
 }
 
 OC_API oc_image_rgb oc_image_view(const oc_image *img) {
@@ -193,10 +274,9 @@ OC_API oc_status oc_image_decode(oc_image *out, const void *bytes, size_t n_byte
     case OC_IMAGE_FORMAT_UNKNOWN: break;
     }
     if (n_bytes == 0) return oc_fail(err, OC_ERR_FORMAT, "image: empty input");
-    return oc_fail(err, OC_ERR_FORMAT,
-                   "image: unknown format (first bytes %02x %02x %02x %02x; expected PNM, JPEG or PNG)",
-                   ((const uint8_t *)bytes)[0], n_bytes > 1 ? ((const uint8_t *)bytes)[1] : 0,
-                   n_bytes > 2 ? ((const uint8_t *)bytes)[2] : 0, n_bytes > 3 ? ((const uint8_t *)bytes)[3] : 0);
+    /* the file's bytes are never echoed: a path may lead (through a symlink) to a file the user
+     * may not read otherwise; oc_image_load names the path */
+    return oc_fail(err, OC_ERR_FORMAT, "image: not an image file of a known format (expected PNM, JPEG or PNG)");
 }
 
 OC_API oc_status oc_image_load(oc_image *out, const char *path, const oc_image_limits *limits,

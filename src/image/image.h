@@ -42,9 +42,21 @@ const char *oc_image_format_name(oc_image_format format);
 /* The most memory oc_image_decode takes from its allocator under these limits (limits NULL:
  * defaults), whatever the input: the pixels (3 bytes each), a PNG's RGBA copy or row buffers, the
  * row pointers and the decoder's state, in at most OC_IMAGE_DECODE_BLOCKS allocations of
- * oc_mem_alloc. SIZE_MAX when it overflows. libjpeg/libpng's own working memory is not in it. */
+ * oc_mem_alloc. SIZE_MAX when it overflows. A progressive JPEG's coefficient arrays are in it
+ * (taken through alloc, at most 4 bytes per max_pixels); libjpeg/libpng's other working memory
+ * (rows, tables: O(width)) is not. */
 #define OC_IMAGE_DECODE_BLOCKS 4
 size_t oc_image_decode_bytes(const oc_image_limits *limits);
+
+/* The size an image file declares, read from its header alone (PNG IHDR, JPEG SOF, PNM header),
+ * and the size oc_image_decode will give it under limits (after a reduced decode: ceil(w/f)), so
+ * a caller can count an image's tokens before decoding anything. 0 when the header cannot be read
+ * (the decoder then reports why). [alloc: no] */
+int oc_image_probe(const void *bytes, size_t n_bytes, const oc_image_limits *limits, int32_t *width_px,
+                   int32_t *height_px);
+
+/* The largest f x f block a reduced PNG decode averages (image_png.c). */
+#define OC_IMAGE_PNG_MAX_REDUCE 256
 
 /* One decoder each (oc_image_decode dispatches to them). */
 oc_status oc_image_decode_pnm(oc_image *out, const void *bytes, size_t n_bytes,

@@ -17,7 +17,7 @@
 #include <stdio.h>
 
 /* Largest block side a non-interlaced PNG may be averaged over (sums of f*f bytes fit 32 bits). */
-#define MAX_REDUCE 256
+#define MAX_REDUCE OC_IMAGE_PNG_MAX_REDUCE
 
 typedef struct png_state {
     png_structp png;

@@ -158,7 +158,12 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     if (r->n_images > c->p.max_images)
         return oc_fail(err, OC_ERR_RANGE, "%d images given, the context allows %d", r->n_images, c->p.max_images);
     if (r->max_new_tokens < 0) return oc_fail(err, OC_ERR_INVALID, "max_new_tokens is negative");
-    int32_t ref = r->n_images > 0 ? oc_prompt_max_image_reference(r->question) : 0;
+    /* checked with no image given too: "image 1" then names an image the model never sees */
+    int32_t ref = oc_prompt_max_image_reference(r->question);
+    if (ref < 0)
+        return oc_fail(err, OC_ERR_INVALID, "the question refers to image 0, but images are numbered from 1");
+    if (ref > r->n_images && r->n_images == 0)
+        return oc_fail(err, OC_ERR_INVALID, "the question refers to image %d, but no image was given", ref);
     if (ref > r->n_images)
         return oc_fail(err, OC_ERR_INVALID, "the question refers to image %d, but %d image%s given", ref,
                        r->n_images, r->n_images == 1 ? " was" : "s were");
@@ -172,6 +177,7 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     uint64_t t0 = oc_port_now_ns();
     oc_attn_stats as = { 0, 0, 0 };
     int32_t grids[2 * 1024], row = 0;
+    if ((st = oc_ctx_check_prompt_fits(c, r, grids, err))) return st;
     for (int32_t i = 0; i < r->n_images; i++) {
         oc_ctx_progress(c, "vision", i, r->n_images);
         oc_arena_reset(&c->work);   /* one image at a time */
@@ -199,9 +205,7 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     oc_error e;
     if ((st = oc_prompt_chat(&c->prompt, m->tok, c->tok_scratch, &m->chat, r->system, grids, r->n_images,
                                r->image_labels < 0 ? m->image_labels : r->image_labels != 0, r->question, &e))) {
-        if (st == OC_ERR_RANGE)
-            return oc_fail(err, st, "context overflow: the prompt does not fit in %d tokens (%s); raise the "
-                           "context size or use fewer / smaller images", c->p.max_context_tokens, e.message);
+        if (st == OC_ERR_RANGE) return oc_ctx_overflow(c, e.message, err);
         return oc_fail(err, st, "prompt: %s", e.message);
     }
     c->stats.n_prompt_tokens = c->prompt.n_tokens;

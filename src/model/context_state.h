@@ -82,6 +82,11 @@ oc_status oc_ctx_open_engines(oc_context *c, oc_backend_kind kind, const char *d
 /* context_image.c */
 oc_status oc_ctx_encode_image(oc_context *c, const oc_image_rgb *in, int32_t index, int32_t *row,
                               int32_t grid[2], oc_attn_stats *as, oc_error *err);
+/* The prompt built from the images' sizes alone (their headers), before any image is decoded:
+ * an overflow is found at once. grids: [2 * n_images], the merged-token grids it assumed. */
+oc_status oc_ctx_check_prompt_fits(oc_context *c, const oc_request *r, int32_t *grids, oc_error *err);
+/* "context overflow" with what to do about it (why: the prompt builder's message). */
+oc_status oc_ctx_overflow(const oc_context *c, const char *why, oc_error *err);
 
 /* context_prefill.c */
 void oc_ctx_observe_vision(void *user, int32_t layer, const float *qkv, int32_t n, const oc_token_span *seg,

@@ -137,6 +137,7 @@ static oc_status add_special_then_text(oc_prompt *p, oc_tokenizer *tok, oc_tok_s
 int32_t oc_prompt_max_image_reference(const char *text) {
     static const char *const words[] = { "image", "picture" };
     int32_t max_ref = 0;
+    int has_zero = 0;
     for (const char *t = text; *t; t++) {
         for (size_t w = 0; w < OC_ARRAY_LEN(words); w++) {
             size_t n = strlen(words[w]), i = 0;
@@ -149,10 +150,11 @@ int32_t oc_prompt_max_image_reference(const char *text) {
             int64_t v = 0;
             int n_digits = 0;
             while (*d >= '0' && *d <= '9' && n_digits < 10) v = v * 10 + (*d++ - '0'), n_digits++;
+            if (n_digits && v == 0) has_zero = 1;
             if (n_digits && v > max_ref) max_ref = v > INT32_MAX ? INT32_MAX : (int32_t)v;
         }
     }
-    return max_ref;
+    return has_zero ? -1 : max_ref;
 }
 
 /* Every <|image_pad|> must be one oc_prompt_add_image placed. Text can produce the id too when the

@@ -75,9 +75,10 @@ oc_status oc_prompt_chat(oc_prompt *p, oc_tokenizer *tok, oc_tok_scratch *scratc
                          const char *system, const int32_t *grids, int32_t n_images,
                          int label_images, const char *question, oc_error *err);
 
-/* The highest N of "image N" / "picture N" (any case, "image #N" too) in text, 0 when none: oc_ask
- * refuses a question about an image that was not given rather than let the model answer about
- * another one. [alloc: no] */
+/* The highest N of "image N" / "picture N" (any case, "image #N" too) in text, 0 when none, -1
+ * when the text names "image 0" (images are numbered from 1): oc_ask refuses a question about an
+ * image that was not given (with no image given too) rather than let the model answer about
+ * another one, or about none. [alloc: no] */
 int32_t oc_prompt_max_image_reference(const char *text);
 
 #endif
