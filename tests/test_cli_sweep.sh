@@ -62,7 +62,7 @@ while IFS= read -r cl; do
     # the word after the option in the help text: its value (an upper-case name or a|b list), if any
     meta=$(printf '%s\n' "$help" | grep -o -E -- "(^|[][ ,(|])$o( [^ ]*)?" | sed -n "s/^[][ ,(|]*$o \(.*\)/\1/p" | head -n 1)
     case $meta in
-      TEXT | PROMPT | TEXT] | TEXT\)) continue ;;              # free text: no bad value
+      TEXT | PROMPT | TEXT] | TEXT\) | KEY | NAME) continue ;;   # free text: no bad value
       *FILE* | *DIR* | *.gguf* | *GGUF* | *.plan* | *.svg* | *PREFIX* | *IMAGE* | *OUT*) bad=/nonexistent-ocellus-dir/zz ;;
       [A-Z]* | *\|* | demo | long | '[N]') bad='zz!x' ;;
       *) continue ;;                                          # a flag: no value to get wrong

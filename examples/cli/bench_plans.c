@@ -311,7 +311,7 @@ static void short_name(const char *path, char *out, size_t n) {
 }
 
 int bench_plans(int argc, char **argv) {
-    const char *text_path = "examples/long/ocellus-long.gguf", *mmproj = "examples/long/ocellus-long-mmproj.gguf";
+    const char *text_path = NULL, *mmproj = NULL;
     const char *plans[MAX_PLANS], *device = NULL, *json_path = NULL;
     int n_plans = 0, n_threads = 0, profile = 0;
     long long n_items = 4, n_reps = 3, first = 0, max_images = OC_LONG_MAX_IMAGES, chunk = 256, v_ll;
@@ -343,6 +343,21 @@ int bench_plans(int argc, char **argv) {
         else if (!strcmp(a, "--prefill-chunk") && parse_ll(v, 1, 1 << 20, &chunk)) i++;
         else { fprintf(stderr, "ocellus bench plans: bad option or value: %s %s\n", a, v); return 2; }
     }
+    if (!text_path && !mmproj && !oc_tool_bundled_model(OC_TOOL_MODEL_LONG, &text_path, &mmproj)) {
+        fprintf(stderr, "ocellus bench plans: no long model (looked in " OC_TOOL_MODEL_PLACES "): pass -m TEXT.gguf --mmproj MMPROJ.gguf\n");
+        return 1;
+    }
+    if (!text_path || !mmproj) {
+        fprintf(stderr, "ocellus bench plans: give both -m TEXT.gguf and --mmproj MMPROJ.gguf\n");
+        return 2;
+    }
+    if (device && backend == OC_BACKEND_CPU) {
+        fprintf(stderr, "ocellus bench plans: --device picks an OpenCL device: give --backend opencl or auto\n");
+        return 2;
+    }
+    if (!oc_tool_output_ok("bench plans", "--json", json_path)) return 1;   /* before the run, not after it */
+    for (int i = 0; i < n_plans; i++)
+        if (!oc_tool_input_ok("bench plans", "--plan", plans[i])) return 1;
     if (n_plans == 0)
         for (size_t k = 0; k < sizeof shipped / sizeof shipped[0]; k++) plans[n_plans++] = shipped[k];
     int n_cfg = n_plans + 1;

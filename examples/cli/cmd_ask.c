@@ -139,14 +139,6 @@ int cmd_ask(int argc, char **argv) {
         return 2;
     }
     if (!prompt) return fail("no question given (use -p TEXT or a last argument)");
-    if (demo) {   /* it still answers outside its world, with a confident guess: say so first */
-        char why[512];
-        int inside = oc_tool_demo_question_check(prompt, n_images, why, sizeof why);
-        for (int k = 0; inside && k < n_images; k++) inside = oc_tool_demo_image_check(images[k], why, sizeof why);
-        if (!inside)
-            fprintf(stderr, "ocellus ask: warning: %s; outside its synthetic world the demo model guesses "
-                            "(give a real model with -m and --mmproj)\n", why);
-    }
     if (n_images > 0 && !mmproj) return fail("images need the vision encoder: add --mmproj FILE");
     if (cp.device && cp.backend == OC_BACKEND_CPU) {
         fprintf(stderr, "ocellus ask: --device picks an OpenCL device: give --backend opencl or auto\n");
@@ -155,6 +147,15 @@ int cmd_ask(int argc, char **argv) {
     if (!oc_tool_output_ok("ask", "--dump-logits", dump)) return 1;   /* before the answer, not after it */
     for (int k = 0; k < n_images; k++)   /* a missing image is said before the model loads */
         if (!oc_tool_input_ok("ask", "-i", images[k])) return 1;
+    if (cp.plan_path && !oc_tool_input_ok("ask", "--plan", cp.plan_path)) return 1;
+    if (demo) {   /* it still answers outside its world, with a confident guess: say so once the arguments are known good */
+        char why[512];
+        int inside = oc_tool_demo_question_check(prompt, n_images, why, sizeof why);
+        for (int k = 0; inside && k < n_images; k++) inside = oc_tool_demo_image_check(images[k], why, sizeof why);
+        if (!inside)
+            fprintf(stderr, "ocellus ask: warning: %s; outside its synthetic world the demo model guesses "
+                            "(give a real model with -m and --mmproj)\n", why);
+    }
     cp.max_images = n_images > 0 ? n_images : 1;
     /* room after the prompt in a plan's budgeted KV cache (ocellus.h): the answer asked for */
     cp.max_answer_tokens = req.max_new_tokens > 0 ? req.max_new_tokens : 1;

@@ -25,14 +25,18 @@ int oc_tool_quantize(int argc, char **argv) {
         if (!strcmp(argv[i], "--type") && i + 1 < argc) type = argv[++i];
         else if (argv[i][0] != '-' && !in) in = argv[i];
         else if (argv[i][0] != '-' && !out) out = argv[i];
-        else { fprintf(stderr, "ocellus quantize: unexpected argument '%s'\n", argv[i]); usage(stderr); return 2; }
+        else {
+            fprintf(stderr, "ocellus quantize: unexpected argument '%s' (ocellus quantize --help lists the options)\n",
+                    argv[i]);
+            return 2;
+        }
     }
     int32_t dtype = !strcmp(type, "q8_0") ? OC_DTYPE_Q8_0 : !strcmp(type, "q4_0") ? OC_DTYPE_Q4_0 : -1;
-    if (!in || !out || dtype < 0) {
-        if (dtype < 0) fprintf(stderr, "ocellus quantize: --type must be q8_0 or q4_0, not '%s'\n", type);
-        usage(stderr);
+    if (dtype < 0) {
+        fprintf(stderr, "ocellus quantize: --type must be q8_0 or q4_0, not '%s'\n", type);
         return 2;
     }
+    if (!in || !out) { usage(stderr); return 2; }
     if (!strcmp(in, out)) {
         fprintf(stderr, "ocellus quantize: the output must be another file than the input\n");
         return 2;

@@ -738,7 +738,11 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--max-body") && parse_long(val, 1024, 1L << 30, &v)) sv->lim.max_body_bytes = (size_t)v;
         else if (!strcmp(a, "--max-tokens") && parse_long(val, 1, 1 << 20, &v)) sv->lim.max_tokens = (int32_t)v;
         else if (!strcmp(a, "--timeout") && parse_long(val, 0, 86400, &v)) sv->timeout_s = (int)v;
-        else { fprintf(stderr, "ocellus serve: bad option or value: %s %s\n", a, val); usage(stderr); free(sv); return 2; }
+        else {
+            fprintf(stderr, "ocellus serve: bad option or value: %s %s (ocellus serve --help lists them)\n", a, val);
+            free(sv);
+            return 2;
+        }
     }
     if (!text_path && !mmproj && !oc_tool_demo_model(&text_path, &mmproj)) {
         fprintf(stderr, "ocellus serve: no model: pass -m TEXT.gguf [--mmproj VISION.gguf] (the demo model " OC_DEMO_TEXT
@@ -746,7 +750,16 @@ int cmd_serve(int argc, char **argv) {
         free(sv);
         return 1;
     }
-    if (!text_path) { usage(stderr); free(sv); return 2; }
+    if (!text_path) {
+        fprintf(stderr, "ocellus serve: --mmproj needs the text model too: give -m TEXT.gguf\n");
+        free(sv);
+        return 2;
+    }
+    if (cp.device && cp.backend == OC_BACKEND_CPU) {
+        fprintf(stderr, "ocellus serve: --device picks an OpenCL device: give --backend opencl or auto\n");
+        free(sv);
+        return 2;
+    }
     if (!mmproj) sv->lim.max_images = 0;
     static char allow_real[4096];
     if (allow) {
