@@ -30,6 +30,16 @@ int oc_tool_parse_ull(const char *s, unsigned long long hi, unsigned long long *
     return 1;
 }
 
+int oc_tool_parse_ll(const char *s, long long lo, long long hi, long long *out) {
+    char *end;
+    if (!s) return 0;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || errno || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
 int oc_tool_parse_range(const char *s, long max, int32_t *lo, int32_t *hi) {
     char *end;
     long a = strtol(s, &end, 10), b = a;

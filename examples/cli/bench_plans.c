@@ -80,15 +80,6 @@ static void usage(FILE *f) {
             MAX_PLANS);
 }
 
-static int parse_ll(const char *s, long long lo, long long hi, long long *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || errno || v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -333,14 +324,14 @@ int bench_plans(int argc, char **argv) {
         else if (!strcmp(a, "--json")) { json_path = v; i++; }
         else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &backend)) i++;
         else if (!strcmp(a, "--device")) { device = v; i++; }
-        else if (!strcmp(a, "--items") && parse_ll(v, 1, 100000, &n_items)) i++;
-        else if (!strcmp(a, "--reps") && parse_ll(v, 1, MAX_REPS, &n_reps)) i++;
-        else if (!strcmp(a, "--first") && parse_ll(v, 0, 1LL << 40, &first)) i++;
-        else if (!strcmp(a, "--seed") && parse_ll(v, 0, 1LL << 62, &v_ll)) { seed = (unsigned long long)v_ll; i++; }
-        else if (!strcmp(a, "--max-images") && parse_ll(v, OC_LONG_MIN_IMAGES, OC_LONG_MAX_IMAGES, &max_images)) i++;
-        else if (!strcmp(a, "-t") && parse_ll(v, 1, 1024, &v_ll)) { n_threads = (int)v_ll; i++; }
+        else if (!strcmp(a, "--items") && oc_tool_parse_ll(v, 1, 100000, &n_items)) i++;
+        else if (!strcmp(a, "--reps") && oc_tool_parse_ll(v, 1, MAX_REPS, &n_reps)) i++;
+        else if (!strcmp(a, "--first") && oc_tool_parse_ll(v, 0, 1LL << 40, &first)) i++;
+        else if (!strcmp(a, "--seed") && oc_tool_parse_ll(v, 0, 1LL << 62, &v_ll)) { seed = (unsigned long long)v_ll; i++; }
+        else if (!strcmp(a, "--max-images") && oc_tool_parse_ll(v, OC_LONG_MIN_IMAGES, OC_LONG_MAX_IMAGES, &max_images)) i++;
+        else if (!strcmp(a, "-t") && oc_tool_parse_ll(v, 1, 1024, &v_ll)) { n_threads = (int)v_ll; i++; }
         else if (!strcmp(a, "--prefill-chunk") && !strcmp(v, "all")) { chunk = 0; i++; }
-        else if (!strcmp(a, "--prefill-chunk") && parse_ll(v, 1, 1 << 20, &chunk)) i++;
+        else if (!strcmp(a, "--prefill-chunk") && oc_tool_parse_ll(v, 1, 1 << 20, &chunk)) i++;
         else { fprintf(stderr, "ocellus bench plans: bad option or value: %s %s\n", a, v); return 2; }
     }
     if (!text_path && !mmproj && !oc_tool_bundled_model(OC_TOOL_MODEL_LONG, &text_path, &mmproj)) {

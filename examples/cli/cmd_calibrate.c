@@ -146,15 +146,6 @@ static int parse_double(const char *s, double lo, double hi, double *out) {
     return 1;
 }
 
-static int parse_ll(const char *s, long long lo, long long hi, long long *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || errno || v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
-}
-
 /* --alpha A (fixed) or A:B (the Linear alpha_layer scheme from A towards B), each in (0, 1e9]. */
 static int parse_alpha(const char *s, double *alpha, double *alpha_end) {
     const char *colon = strchr(s, ':');
@@ -170,11 +161,11 @@ static int parse_range(const char *s, int32_t *lo, int32_t *hi) {
     long long a, b;
     const char *dash = strchr(s, '-');
     char buf[32];
-    if (!dash) return parse_ll(s, 1, OC_SCENE_MAX_IMAGES, &a) && (*lo = *hi = (int32_t)a, 1);
+    if (!dash) return oc_tool_parse_ll(s, 1, OC_SCENE_MAX_IMAGES, &a) && (*lo = *hi = (int32_t)a, 1);
     if ((size_t)(dash - s) >= sizeof buf) return 0;
     memcpy(buf, s, (size_t)(dash - s));
     buf[dash - s] = '\0';
-    if (!parse_ll(buf, 1, OC_SCENE_MAX_IMAGES, &a) || !parse_ll(dash + 1, a, OC_SCENE_MAX_IMAGES, &b)) return 0;
+    if (!oc_tool_parse_ll(buf, 1, OC_SCENE_MAX_IMAGES, &a) || !oc_tool_parse_ll(dash + 1, a, OC_SCENE_MAX_IMAGES, &b)) return 0;
     *lo = (int32_t)a;
     *hi = (int32_t)b;
     return 1;
@@ -295,13 +286,13 @@ int oc_tool_calibrate(int argc, char **argv) {
         else if (!strcmp(a, "--suite")) suite = v;
         else if (!strcmp(a, "--data")) data_dir = v;
         else if (!strcmp(a, "--methods")) ok = parse_methods(v, &cp.methods) && (methods = v);
-        else if (!strcmp(a, "--items")) ok = parse_ll(v, 1, 1000000, &ll) && (sp.n_items = ll, 1);
-        else if (!strcmp(a, "--seed") && (suite_only = a)) ok = parse_ll(v, 0, 0x7fffffffffffffffLL, &ll) && (sp.seed = (uint64_t)ll, 1);
+        else if (!strcmp(a, "--items")) ok = oc_tool_parse_ll(v, 1, 1000000, &ll) && (sp.n_items = ll, 1);
+        else if (!strcmp(a, "--seed") && (suite_only = a)) ok = oc_tool_parse_ll(v, 0, 0x7fffffffffffffffLL, &ll) && (sp.seed = (uint64_t)ll, 1);
         else if (!strcmp(a, "--images-per-item") && (suite_only = a)) ok = parse_range(v, &sp.min_images, &sp.max_images);
-        else if (!strcmp(a, "--max-images")) ok = parse_ll(v, 1, OC_CALIB_DATA_MAX_IMAGES, &ll) && (max_images = (int32_t)ll, 1);
+        else if (!strcmp(a, "--max-images")) ok = oc_tool_parse_ll(v, 1, OC_CALIB_DATA_MAX_IMAGES, &ll) && (max_images = (int32_t)ll, 1);
         else if (!strcmp(a, "--side"))
-            ok = parse_ll(v, 56, OC_SCENE_MAX_SIDE_PX, &ll) && ll % OC_SCENE_CELL_PX == 0 && (sp.side_px = (int32_t)ll, 1);
-        else if (!strcmp(a, "-t")) ok = parse_ll(v, 1, 1024, &n_threads);
+            ok = oc_tool_parse_ll(v, 56, OC_SCENE_MAX_SIDE_PX, &ll) && ll % OC_SCENE_CELL_PX == 0 && (sp.side_px = (int32_t)ll, 1);
+        else if (!strcmp(a, "-t")) ok = oc_tool_parse_ll(v, 1, 1024, &n_threads);
         else if (!strcmp(a, "--alpha")) ok = parse_alpha(v, &cp.bs_alpha, &cp.bs_alpha_end);
         else if (!strcmp(a, "--gamma-d")) ok = parse_double(v, 0, 1, &cp.bs_gamma_d);
         else if (!strcmp(a, "--gamma-s")) ok = parse_double(v, 0, 1, &cp.bs_gamma_s);
@@ -309,14 +300,14 @@ int oc_tool_calibrate(int argc, char **argv) {
         else if (!strcmp(a, "--mminf-scale")) ok = parse_double(v, 1e-6, 1, &cp.mminf_scale);
         else if (!strcmp(a, "--zipvl-max-nmse")) ok = parse_double(v, 0, 1e9, &cp.zipvl_max_nmse);
         else if (!strcmp(a, "--epsilon")) ok = parse_double(v, 1e-9, 1, &cp.qc_epsilon);
-        else if (!strcmp(a, "--max-group")) ok = parse_ll(v, 2, OC_PLAN_MAX_LAYERS, &ll) && (cp.qc_max_group = (int32_t)ll, 1);
-        else if (!strcmp(a, "--val-items")) ok = parse_ll(v, 0, 1000000, &ll) && (val_items = ll, 1);
+        else if (!strcmp(a, "--max-group")) ok = oc_tool_parse_ll(v, 2, OC_PLAN_MAX_LAYERS, &ll) && (cp.qc_max_group = (int32_t)ll, 1);
+        else if (!strcmp(a, "--val-items")) ok = oc_tool_parse_ll(v, 0, 1000000, &ll) && (val_items = ll, 1);
         else if (!strcmp(a, "--max-loss")) ok = parse_double(v, 0, 100, &max_loss);
         else if (!strcmp(a, "--backoff")) ok = (!strcmp(v, "layers") || !strcmp(v, "heads")) && ((backoff_heads = !strcmp(v, "heads")), 1);
         else if (!strcmp(a, "--val-suite")) ok = (!strcmp(v, "demo") || !strcmp(v, "long")) && (val_suite = v);
         else if (!strcmp(a, "--kv-budget")) {
             if (strchr(v, '.')) ok = parse_double(v, 1e-6, 1, &cp.kv_budget_fraction) && (cp.kv_budget_tokens = 0, 1);
-            else ok = parse_ll(v, 1, OC_PLAN_MAX_TOKENS, &ll) && (cp.kv_budget_tokens = ll, 1);
+            else ok = oc_tool_parse_ll(v, 1, OC_PLAN_MAX_TOKENS, &ll) && (cp.kv_budget_tokens = ll, 1);
         } else {
             fprintf(stderr, "ocellus calibrate: unknown option %s\n", a);
             return 2;

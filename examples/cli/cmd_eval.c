@@ -32,14 +32,6 @@ static void usage(FILE *f) {
             "  --verbose              print each item's question, expected and generated answer\n");
 }
 
-static int parse_int(const char *s, long long lo, long long hi, long long *out) {
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
-}
-
 typedef struct eval_ui {
     int tty, verbose;
     int64_t n_items, n_correct;
@@ -101,10 +93,10 @@ int oc_tool_eval(int argc, char **argv) {
         else if (!strcmp(a, "--plan")) { plan = v; i++; }
         else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &backend)) i++;
         else if (!strcmp(a, "--device")) { device = v; i++; }
-        else if (!strcmp(a, "--items") && parse_int(v, 0, 1LL << 40, &n)) { ep.n_items = n; i++; }
+        else if (!strcmp(a, "--items") && oc_tool_parse_ll(v, 0, 1LL << 40, &n)) { ep.n_items = n; i++; }
         else if (!strcmp(a, "--seed") && oc_tool_parse_ull(v, ~0ULL, &seed)) ep.seed = seed, i++;
-        else if (!strcmp(a, "--side") && parse_int(v, 56, OC_SCENE_MAX_SIDE_PX, &n) && n % OC_SCENE_CELL_PX == 0) { ep.side_px = (int32_t)n; i++; }
-        else if (!strcmp(a, "-t") && parse_int(v, 1, 1024, &n)) { n_threads = (int)n; i++; }
+        else if (!strcmp(a, "--side") && oc_tool_parse_ll(v, 56, OC_SCENE_MAX_SIDE_PX, &n) && n % OC_SCENE_CELL_PX == 0) { ep.side_px = (int32_t)n; i++; }
+        else if (!strcmp(a, "-t") && oc_tool_parse_ll(v, 1, 1024, &n)) { n_threads = (int)n; i++; }
         else if (!strcmp(a, "--images-per-item") && oc_tool_parse_range(v, OC_SCENE_MAX_IMAGES, &ep.min_images, &ep.max_images)) i++;
         else { fprintf(stderr, "ocellus eval: bad option or value: %s %s\n", a, v); return 2; }
     }

@@ -59,15 +59,6 @@ typedef struct long_result {
     uint64_t peak_rss_bytes;
 } long_result;
 
-static int parse_ll(const char *s, long long lo, long long hi, long long *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || errno || v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
-}
-
 /* "detail,code" -> a bit mask; 0 on an unknown name */
 static uint32_t parse_types(const char *s) {
     uint32_t mask = 0;
@@ -207,14 +198,14 @@ int oc_tool_eval_long(int argc, char **argv) {
         else if (!strcmp(a, "--json")) { json_path = v; i++; }
         else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &backend)) i++;
         else if (!strcmp(a, "--device")) { device = v; i++; }
-        else if (!strcmp(a, "--items") && parse_ll(v, 0, 1LL << 40, &n_items)) i++;
-        else if (!strcmp(a, "--first") && parse_ll(v, 0, 1LL << 40, &first)) i++;
-        else if (!strcmp(a, "--seed") && parse_ll(v, 0, 1LL << 62, &v_ll)) { seed = (unsigned long long)v_ll; i++; }
-        else if (!strcmp(a, "--max-images") && parse_ll(v, OC_LONG_MIN_IMAGES, OC_LONG_MAX_IMAGES, &max_images)) i++;
+        else if (!strcmp(a, "--items") && oc_tool_parse_ll(v, 0, 1LL << 40, &n_items)) i++;
+        else if (!strcmp(a, "--first") && oc_tool_parse_ll(v, 0, 1LL << 40, &first)) i++;
+        else if (!strcmp(a, "--seed") && oc_tool_parse_ll(v, 0, 1LL << 62, &v_ll)) { seed = (unsigned long long)v_ll; i++; }
+        else if (!strcmp(a, "--max-images") && oc_tool_parse_ll(v, OC_LONG_MIN_IMAGES, OC_LONG_MAX_IMAGES, &max_images)) i++;
         else if (!strcmp(a, "--types") && (types = parse_types(v)) != 0) i++;
-        else if (!strcmp(a, "-t") && parse_ll(v, 1, 1024, &v_ll)) { n_threads = (int)v_ll; i++; }
+        else if (!strcmp(a, "-t") && oc_tool_parse_ll(v, 1, 1024, &v_ll)) { n_threads = (int)v_ll; i++; }
         else if (!strcmp(a, "--prefill-chunk") && !strcmp(v, "all")) { chunk = 0; i++; }
-        else if (!strcmp(a, "--prefill-chunk") && parse_ll(v, 1, 1 << 20, &v_ll)) { chunk = v_ll; i++; }
+        else if (!strcmp(a, "--prefill-chunk") && oc_tool_parse_ll(v, 1, 1 << 20, &v_ll)) { chunk = v_ll; i++; }
         else { fprintf(stderr, "ocellus eval: bad option or value: %s %s\n", a, v); return 2; }
     }
     if (!text_path && !mmproj && !oc_tool_bundled_model(OC_TOOL_MODEL_LONG, &text_path, &mmproj))

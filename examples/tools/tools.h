@@ -74,6 +74,8 @@ int oc_tool_input_ok(const char *cmd, const char *opt, const char *path);
 int oc_tool_int_arg(const char *cmd, const char *opt, const char *value, long lo, long hi, int *out);
 /* The whole of s a decimal number <= hi (no sign, no space): 1 and *out, else 0 (args.c). */
 int oc_tool_parse_ull(const char *s, unsigned long long hi, unsigned long long *out);
+/* The same for a whole number in [lo, hi] that may be negative: 1 and *out, else 0 (args.c). */
+int oc_tool_parse_ll(const char *s, long long lo, long long hi, long long *out);
 /* "A-B" or "A" (B = A) with 1 <= A <= B <= max: 1 and *lo, *hi, else 0 (args.c): the
  * --images-per-item of eval and scene. */
 int oc_tool_parse_range(const char *s, long max, int32_t *lo, int32_t *hi);
