@@ -35,6 +35,8 @@ base_args() {
 
 commands=$(run help | sed -n '/^commands:/,/^$/s/^  \([a-z][a-z-]*\)  .*/\1/p')
 [ -n "$commands" ] || { fail cli_sweep_commands "ocellus help lists no command"; exit 1; }
+# serve is built only where configure found libmicrohttpd (elsewhere it says how to get it)
+grep -q '^HAVE_SERVER = 1' config.mk 2>/dev/null || commands=$(printf '%s\n' $commands | grep -v -x serve)
 lines=""
 for c in $commands; do
   lines="$lines$c

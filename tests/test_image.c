@@ -605,6 +605,7 @@ static void test_reduced_decoding(void) {
 
 /* ---- progressive JPEG: the coefficient buffer ------------------------------------------------------ */
 
+#if OC_HAVE_LIBJPEG
 typedef struct peak_alloc { size_t live, peak; long n_live; } peak_alloc;
 static void *peak_fn(void *user, void *ptr, size_t old_bytes, size_t new_bytes) {
     peak_alloc *c = user;
@@ -617,6 +618,7 @@ static void *peak_fn(void *user, void *ptr, size_t old_bytes, size_t new_bytes) 
     }
     return realloc(ptr, new_bytes);
 }
+#endif
 
 /* A progressive file keeps every DCT coefficient of the whole image while it decodes, whatever the
  * output scale. Before: a 2048 x 2048 progressive file (12 MiB of coefficients through libjpeg's
