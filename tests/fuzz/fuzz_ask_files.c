@@ -26,31 +26,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    oc_error e;
-    tiny_vlm_write("fuzz_ask_files");
-    const char *texts[2] = { TEXT, CRAFTED };
-    for (int i = 0; i < 2; i++) {
-        oc_context_params cp;
-        oc_context_params_default(&cp);
-        cp.max_context_tokens = 256;
-        cp.max_images = 2;
-        cp.max_image_tokens = 16;
-        cp.max_image_pixels = 64 * 64;
-        cp.n_threads = 1;
-        oc_model_params mp;
-        oc_model_params_default(&mp);
-        mp.text_path = texts[i];
-        mp.mmproj_path = MMPROJ;
-        mp.load = OC_LOAD_READ;   /* the files go away below */
-        if (oc_model_open_params(&models[i], &mp, &e) != OC_OK ||
-            oc_context_open(&contexts[i], models[i], &cp, &e) != OC_OK) {
-            fprintf(stderr, "fuzz_ask_files: %s\n", e.message);
-            abort();
-        }
-    }
-    remove(TEXT);
-    remove(CRAFTED);
-    remove(MMPROJ);
+    tiny_vlm_open("fuzz_ask_files", 64 * 64, models, contexts);
     const char *tmp = getenv("TMPDIR");
     if (!tmp || !*tmp) tmp = "/tmp";
     for (int i = 0; i < 2; i++)

@@ -134,4 +134,35 @@ static void tiny_vlm_write(const char *tag) {
     }
 }
 
+/* Writes the three files, opens the plain and the crafted model with a context each (the limits of
+ * the fuzzers: 256 context tokens, 2 images of 16 tokens, one thread, max_image_pixels for files),
+ * then removes the files (the models were read, not mapped); aborts on failure. */
+static void tiny_vlm_open(const char *tag, int64_t max_image_pixels, oc_model *models[2], oc_context *contexts[2]) {
+    oc_error e;
+    tiny_vlm_write(tag);
+    const char *texts[2] = { TEXT, CRAFTED };
+    for (int i = 0; i < 2; i++) {
+        oc_context_params cp;
+        oc_context_params_default(&cp);
+        cp.max_context_tokens = 256;
+        cp.max_images = 2;
+        cp.max_image_tokens = 16;
+        cp.max_image_pixels = max_image_pixels;
+        cp.n_threads = 1;
+        oc_model_params mp;
+        oc_model_params_default(&mp);
+        mp.text_path = texts[i];
+        mp.mmproj_path = MMPROJ;
+        mp.load = OC_LOAD_READ;   /* the files go away below */
+        if (oc_model_open_params(&models[i], &mp, &e) != OC_OK ||
+            oc_context_open(&contexts[i], models[i], &cp, &e) != OC_OK) {
+            fprintf(stderr, "%s: %s\n", tag, e.message);
+            abort();
+        }
+    }
+    remove(TEXT);
+    remove(CRAFTED);
+    remove(MMPROJ);
+}
+
 #endif
