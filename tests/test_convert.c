@@ -134,6 +134,7 @@ typedef struct variant {
     int extra;                  /* add an unknown tensor */
     int no_tokenizer, no_mean, no_config;
     int alt_tokenizer;          /* "a b" string merges; template only in chat_template.jinja */
+    const char *tokenizer_json; /* this text as tokenizer.json instead of the good one */
 } variant;
 
 static void build_model(src_model *sm, const variant *v) {
@@ -212,7 +213,9 @@ static int write_checkpoint(const char *dir, const variant *v, src_model *sm) {
     /* ids 0..5; 6 and 7 have no token: [PAD6], [PAD7]. <|im_end|> is not marked special but looks
      * special (CONTROL); the non-special <tool\u2581x> is USER_DEFINED with the U+2581 made a space. */
     snprintf(p, sizeof p, "%s/tokenizer.json", dir);
-    if (v->alt_tokenizer) {
+    if (v->tokenizer_json) {
+        if (!write_text(p, v->tokenizer_json)) return 0;
+    } else if (v->alt_tokenizer) {
         if (!write_text(p, "{\"added_tokens\": [{\"id\": 3, \"content\": \"<|endoftext|>\", \"special\": true}],"
                            " \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2},"
                            " \"merges\": [\"a b\", \"ab b\"]}}"))
@@ -399,7 +402,7 @@ static oc_gguf *open_out(const char *prefix, const char *suffix) {
     return g;
 }
 
-static const variant GOOD = { "Qwen2VLForConditionalGeneration", NULL, NULL, NULL, 0, 0, 0, 0, 0 };
+static const variant GOOD = { "Qwen2VLForConditionalGeneration", NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL };
 
 static void test_tiny_f16(void) {
     src_model sm;
@@ -611,6 +614,11 @@ static void test_errors(void) {
     v = GOOD;
     v.no_mean = 1;
     expect_error(&v, OC_ERR_FORMAT, "preprocessor_config.json", "image_mean");
+    /* A token text with a newline and a control byte, whose id is not a number: the message names
+     * the token on one line, control bytes shown as '?' (found by fuzz_convert_config). */
+    v = GOOD;
+    v.tokenizer_json = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\\nb\\u0001c\": \"x\"}, \"merges\": []}}";
+    expect_error(&v, OC_ERR_FORMAT, "tokenizer.json", "token 'a?b?c' is not");
     oc_error e;
     CHECK(oc_convert_hf(TMP "/no-such-dir", TMP "/x", OC_CONVERT_F16, NULL, NULL, &e) == OC_ERR_IO);
     CHECK(strstr(e.message, "no-such-dir/config.json") != NULL);

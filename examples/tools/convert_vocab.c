@@ -70,8 +70,11 @@ static oc_status read_tokens(vocab_state *v, oc_error *err) {
         oc_str tok;
         int64_t id;
         (void)oc_json_str(d, k, &tok, NULL);
-        if (oc_json_i64(d, oc_json_value(d, k), &id, NULL) != OC_OK || id < 0)
-            return oc_fail(err, OC_ERR_FORMAT, "%.300s: the id of token '%.60s' is not a non-negative integer", path, tok.ptr);
+        if (oc_json_i64(d, oc_json_value(d, k), &id, NULL) != OC_OK || id < 0) {
+            char shown[64];
+            oc_quote(shown, sizeof shown, tok.ptr, tok.len);
+            return oc_fail(err, OC_ERR_FORMAT, "%.300s: the id of token '%s' is not a non-negative integer", path, shown);
+        }
         if (id >= n_vocab)
             return oc_fail(err, OC_ERR_FORMAT, "%.300s: token id %lld is not below vocab_size %lld of config.json", path,
                            (long long)id, (long long)n_vocab);

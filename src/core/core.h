@@ -24,6 +24,11 @@ __attribute__((format(printf, 3, 4)))
 #endif
 oc_status oc_fail(oc_error *err, oc_status status, const char *fmt, ...);
 
+/* A printable, bounded copy of n bytes of s for a message: control bytes become '?', and at most
+ * dst_bytes - 4 bytes are shown, "..." marking a cut. Names and tokens read from a file go through
+ * it, so a message stays one line and never carries a file's raw bytes. dst_bytes >= 8. */
+void oc_quote(char *dst, size_t dst_bytes, const char *s, size_t n);
+
 /* The allocator to use when the caller passed NULL (malloc/realloc/free). */
 const oc_allocator *oc_default_allocator(void);
 /* alloc may be NULL (default). Returned memory is OC_MEM_ALIGN-aligned; free it with the same

@@ -27,7 +27,21 @@ oc_status oc_fail(oc_error *err, oc_status status, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(err->message, sizeof err->message, fmt, ap);
         va_end(ap);
+        /* A message is one line whatever a caller formatted into it (a name or token from a
+         * hostile file may hold a newline): control bytes become '?'. */
+        for (char *c = err->message; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
         err->status = status;
     }
     return status;
+}
+
+void oc_quote(char *dst, size_t dst_bytes, const char *s, size_t n) {
+    size_t limit = dst_bytes - 4, j = 0;
+    for (size_t i = 0; i < n && j < limit; i++) {
+        unsigned char c = (unsigned char)s[i];
+        dst[j++] = (c >= 0x20 && c != 0x7f) ? (char)c : '?';
+    }
+    if (j < n && j == limit) { dst[j++] = '.'; dst[j++] = '.'; dst[j++] = '.'; }
+    dst[j] = '\0';
 }

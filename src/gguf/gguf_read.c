@@ -123,17 +123,6 @@ static int64_t insert(const oc_gguf *g, uint32_t *slots, uint32_t cap, name_at_f
 static const oc_str *key_name_at(const oc_gguf *g, int64_t i) { return &g->keys[i].key; }
 static const oc_str *tensor_name_at(const oc_gguf *g, int64_t i) { return &g->tensors[i].name; }
 
-/* A printable, bounded copy of a name for messages (one line, at most 60 bytes shown). */
-static void quote_name(char *dst, size_t dst_bytes, const char *s, size_t n) {
-    size_t limit = dst_bytes - 4, j = 0;
-    for (size_t i = 0; i < n && j < limit; i++) {
-        unsigned char c = (unsigned char)s[i];
-        dst[j++] = (c >= 0x20 && c != 0x7f) ? (char)c : '?';
-    }
-    if (j < n && j == limit) { dst[j++] = '.'; dst[j++] = '.'; dst[j++] = '.'; }
-    dst[j] = '\0';
-}
-
 /* ---- the parser ---------------------------------------------------------------------------------- */
 
 typedef struct parser {
@@ -194,7 +183,7 @@ static void set_where(parser *p, const char *kind, int64_t i, const oc_str *name
         return;
     }
     char q[64];
-    quote_name(q, sizeof q, name->ptr, name->len);
+    oc_quote(q, sizeof q, name->ptr, name->len);
     snprintf(p->where, sizeof p->where, "%s #%lld '%s'", kind, (long long)i, q);
 }
 
@@ -375,7 +364,7 @@ static oc_status parse_header(oc_gguf *g, parser *p) {
     if (s) return s;
     if (memcmp(q, OC_GGUF_MAGIC, 4) != 0) {
         char shown[8];
-        quote_name(shown, sizeof shown, (const char *)q, 4);
+        oc_quote(shown, sizeof shown, (const char *)q, 4);
         return oc_fail(p->err, OC_ERR_FORMAT,
                        "gguf: bad magic '%s' (bytes %02x %02x %02x %02x), not a GGUF file", shown,
                        q[0], q[1], q[2], q[3]);
@@ -433,7 +422,7 @@ static oc_status place_tensors(oc_gguf *g, parser *p) {
         oc_gguf_tensor *t = &g->tensors[i];
         if (t->offset_bytes > data_bytes || t->size_bytes > data_bytes - t->offset_bytes) {
             char q[64];
-            quote_name(q, sizeof q, t->name.ptr, t->name.len);
+            oc_quote(q, sizeof q, t->name.ptr, t->name.len);
             return oc_fail(p->err, OC_ERR_FORMAT,
                            "gguf: tensor #%lld '%s': data (offset %llu + %llu bytes, data section at "
                            "byte %llu) runs past end of file (file is %zu bytes)",
@@ -591,12 +580,12 @@ static oc_status lookup(const oc_gguf *g, const char *key, uint32_t want_type, c
     const gguf_kv *kv = kv_at(g, oc_gguf_find_key(g, key));
     char q[64];
     if (!kv) {
-        quote_name(q, sizeof q, key, strlen(key));
+        oc_quote(q, sizeof q, key, strlen(key));
         return oc_fail(err, OC_ERR_NOT_FOUND, "gguf: key '%s' not found", q);
     }
     if (want_type != OC_GGUF_NONE && kv->type != want_type) {
         char have[32];
-        quote_name(q, sizeof q, key, strlen(key));
+        oc_quote(q, sizeof q, key, strlen(key));
         describe_type(kv, have, sizeof have);
         return oc_fail(err, OC_ERR_TYPE, "gguf: key '%s' has type %s, not %s", q, have, want_name);
     }
@@ -630,7 +619,7 @@ oc_status oc_gguf_get_int(const oc_gguf *g, const char *key, int64_t *out, oc_er
     oc_status s = lookup(g, key, OC_GGUF_NONE, NULL, &kv, err);
     if (s) return s;
     char q[64], have[32];
-    quote_name(q, sizeof q, key, strlen(key));
+    oc_quote(q, sizeof q, key, strlen(key));
     if (!oc_gguf_type_is_int(kv->type)) {
         describe_type(kv, have, sizeof have);
         return oc_fail(err, OC_ERR_TYPE, "gguf: key '%s' has type %s, not an integer", q, have);
@@ -648,7 +637,7 @@ oc_status oc_gguf_get_float(const oc_gguf *g, const char *key, double *out, oc_e
     if (s) return s;
     if (kv->type != OC_GGUF_F32 && kv->type != OC_GGUF_F64) {
         char q[64], have[32];
-        quote_name(q, sizeof q, key, strlen(key));
+        oc_quote(q, sizeof q, key, strlen(key));
         describe_type(kv, have, sizeof have);
         return oc_fail(err, OC_ERR_TYPE, "gguf: key '%s' has type %s, not f32 or f64", q, have);
     }
