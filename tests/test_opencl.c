@@ -763,6 +763,7 @@ typedef struct dyn_case {
     int n_q, n_kv, n_head, n_head_kv, d, q_offset;
     oc_attn_mask_kind mask;
     int32_t dtype;
+    int max_kv;   /* the context's max_n_kv (0: n_kv): larger ones cut the estimate into more batches */
 } dyn_case;
 
 static void dyn_patterns(oc_head_pattern *pat, int n_head, int seed) {
@@ -838,7 +839,7 @@ static void check_dyn(const dyn_case *c, int seed) {
     CHECKF(ref_st.flops_kept == cpu_st.flops_kept, "%s: explicit mask keeps %llu FLOPs, the sparse CPU run %llu",
            c->name, (unsigned long long)ref_st.flops_kept, (unsigned long long)cpu_st.flops_kept);
 
-    oc_cl_attn_limits lim = { c->n_q, H, c->n_head_kv, d, 0, 0, c->n_kv, 0 };
+    oc_cl_attn_limits lim = { c->n_q, H, c->n_head_kv, d, 0, 0, c->max_kv ? c->max_kv : c->n_kv, 0 };
     oc_cl_attn *at = NULL;
     REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s: %s", c->name, err.message);
     oc_cl_buf *dq = dup_host(q, sizeof(float) * nq * (size_t)qst), *dk = dup_host(k, es * kv_elems),
@@ -883,11 +884,15 @@ static void check_dyn(const dyn_case *c, int seed) {
 static void test_attn_dynamic(void) {
     if (!need_dev()) return;
     static const dyn_case cases[] = {
-        { "causal 131 (odd), MHA, d64, f16", 131, 131, 4, 4, 64, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16 },
-        { "chunk after 45 keys, GQA 3, d72, f32", 200, 245, 6, 2, 72, 45, OC_ATTN_CAUSAL, OC_DTYPE_F32 },
-        { "GQA 6 (the 2B decoder), d80, f16", 257, 257, 6, 1, 80, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16 },
-        { "bidirectional (vision), d128, f32", 150, 150, 5, 5, 128, 0, OC_ATTN_BIDIRECTIONAL, OC_DTYPE_F32 },
-        { "causal 259, GQA 2, d128, f16", 259, 259, 4, 2, 128, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16 },
+        { "causal 131 (odd), MHA, d64, f16", 131, 131, 4, 4, 64, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16, 0 },
+        { "chunk after 45 keys, GQA 3, d72, f32", 200, 245, 6, 2, 72, 45, OC_ATTN_CAUSAL, OC_DTYPE_F32, 0 },
+        { "GQA 6 (the 2B decoder), d80, f16", 257, 257, 6, 1, 80, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16, 0 },
+        { "bidirectional (vision), d128, f32", 150, 150, 5, 5, 128, 0, OC_ATTN_BIDIRECTIONAL, OC_DTYPE_F32, 0 },
+        { "causal 259, GQA 2, d128, f16", 259, 259, 4, 2, 128, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16, 0 },
+        /* the estimate's batches: a context opened for more keys than the call has (the buffers'
+         * strides follow the call), and one so long that every job is a batch of its own */
+        { "chunk after 45 keys, 3000-key context", 200, 245, 6, 2, 72, 45, OC_ATTN_CAUSAL, OC_DTYPE_F32, 3000 },
+        { "causal 259, one job per estimate batch", 259, 259, 6, 2, 64, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16, 100000 },
     };
     for (int k = 0; k < (int)OC_ARRAY_LEN(cases); k++) check_dyn(&cases[k], k);
 }
@@ -906,6 +911,7 @@ typedef struct bnd_case {
     int32_t dtype;
     int n_img;
     oc_token_span img[3];
+    int max_kv;   /* the context's max_n_kv (0: n_kv), as dyn_case's */
 } bnd_case;
 
 static oc_modal_pattern modal_of(oc_pattern_kind kind, int a, int b) {
@@ -1033,7 +1039,7 @@ static void check_boundary(const bnd_case *c, int seed) {
     CHECKF(ref_st.flops_kept == cpu_st.flops_kept, "%s: explicit mask keeps %llu FLOPs, the sparse CPU run %llu",
            c->name, (unsigned long long)ref_st.flops_kept, (unsigned long long)cpu_st.flops_kept);
 
-    oc_cl_attn_limits lim = { c->n_q, H, c->n_head_kv, d, c->n_img, 1, n_kv, 0 };
+    oc_cl_attn_limits lim = { c->n_q, H, c->n_head_kv, d, c->n_img, 1, c->max_kv ? c->max_kv : n_kv, 0 };
     oc_cl_attn *at = NULL;
     REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s: %s", c->name, err.message);
     oc_cl_buf *dq = dup_host(q, sizeof(float) * nq * (size_t)qst), *dk = dup_host(k, es * kv_elems),
@@ -1099,15 +1105,19 @@ static void test_attn_boundary(void) {
     if (!need_dev()) return;
     static const bnd_case cases[] = {
         { "causal 301 (odd), 2 images, MHA, d64, f16", 301, 301, 5, 5, 64, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16,
-          2, { { 20, 110 }, { 150, 240 } } },
+          2, { { 20, 110 }, { 150, 240 } }, 0 },
         { "chunk after 45 keys, GQA 3, d72, f32", 233, 278, 6, 2, 72, 45, OC_ATTN_CAUSAL, OC_DTYPE_F32,
-          2, { { 10, 100 }, { 130, 170 } } },
+          2, { { 10, 100 }, { 130, 170 } }, 0 },
         { "GQA 5, d80, f16, a short image (its dynamic parts dense)", 257, 257, 5, 1, 80, 0, OC_ATTN_CAUSAL,
-          OC_DTYPE_F16, 3, { { 30, 60 }, { 100, 120 }, { 200, 207 } } },
+          OC_DTYPE_F16, 3, { { 30, 60 }, { 100, 120 }, { 200, 207 } }, 0 },
         { "bidirectional, d128, f32", 199, 199, 5, 5, 128, 0, OC_ATTN_BIDIRECTIONAL, OC_DTYPE_F32,
-          1, { { 40, 150 } } },
+          1, { { 40, 150 } }, 0 },
         { "causal 263, GQA 2, d128, f16, image first", 263, 263, 4, 2, 128, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16,
-          1, { { 0, 131 } } },
+          1, { { 0, 131 } }, 0 },
+        { "chunk after 45 keys, 4000-key context", 233, 278, 6, 2, 72, 45, OC_ATTN_CAUSAL, OC_DTYPE_F32,
+          2, { { 10, 100 }, { 130, 170 } }, 4000 },
+        { "causal 301, one job per estimate batch", 301, 301, 5, 5, 64, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16,
+          2, { { 20, 110 }, { 150, 240 } }, 100000 },
     };
     for (int k = 0; k < (int)OC_ARRAY_LEN(cases); k++) check_boundary(&cases[k], k);
     const oc_backend_provider *clp = oc_backend_provider_find(OC_BACKEND_KIND_OPENCL);
