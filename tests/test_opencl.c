@@ -540,18 +540,21 @@ static void test_kv_store(void) {
 /* oc_cl_keep_rows (the KV cache's in-place compaction): random kept sets with runs of consecutive
  * rows (moved as one rectangle copy when the shift allows) and single rows, at offsets inside a
  * row and at a whole-row base, against the host's compaction of the same bytes; rows past the
- * kept count and bytes outside each row stay as they were. */
+ * kept count and bytes outside each row stay as they were. Both paths: the copies, and with an
+ * index buffer the one-launch kernel (kv.cl oc_kv_keep), over sets longer than its step (512
+ * rows of 32 bytes) so that its steps' order is tested too. */
 static void test_keep_rows(void) {
     if (!need_dev()) return;
     check_rng r = { 77 };
-    for (int trial = 0; trial < 12; trial++) {
-        const size_t stride = 96, row = trial % 3 == 2 ? 96 : 32, n_rows = 300;
+    oc_cl_buf *idx = dbuf(3000 * sizeof(int32_t));
+    int32_t *kept = malloc(3000 * sizeof(int32_t));
+    for (int trial = 0; trial < 24; trial++) {
+        const size_t stride = 96, row = trial % 3 == 2 ? 96 : 32, n_rows = trial >= 12 ? 3000 : 300;
         size_t off = (size_t)(trial % 3) * 32 + (trial % 4 == 3 ? 5 * stride : 0);
         if (off % stride + row > stride) off -= off % stride;
         size_t n_bytes = off + n_rows * stride;
         unsigned char *h = malloc(n_bytes), *want = malloc(n_bytes), *got = malloc(n_bytes);
         for (size_t i = 0; i < n_bytes; i++) h[i] = (unsigned char)check_rng_int(&r, 0, 255);
-        int32_t kept[300];
         int32_t n_kept = 0;
         for (int32_t j = 0; j < (int32_t)n_rows;) {   /* runs of 1-40 kept rows, gaps of 0-30 */
             int32_t run = check_rng_int(&r, 1, 40), gap = check_rng_int(&r, 0, trial % 2 ? 3 : 30);
@@ -562,13 +565,17 @@ static void test_keep_rows(void) {
         for (int32_t k = 0; k < n_kept; k++) memmove(want + off + (size_t)k * stride, h + off + (size_t)kept[k] * stride, row);
         oc_cl_buf *b = dup_host(h, n_bytes);
         oc_error err;
-        CHECKF(oc_cl_keep_rows(g_dev, b, off, stride, row, kept, n_kept, &err) == OC_OK, "trial %d: %s", trial, err.message);
+        oc_cl_buf *use = trial % 4 >= 2 ? idx : NULL;
+        CHECKF(oc_cl_keep_rows(g_dev, b, off, stride, row, kept, n_kept, use, &err) == OC_OK, "trial %d: %s", trial,
+               err.message);
         CHECK(oc_cl_download(g_dev, b, 0, got, n_bytes, &err) == OC_OK);
-        CHECKF(memcmp(got, want, n_bytes) == 0, "trial %d (%d kept of %zu, off %zu, row %zu): bytes differ", trial, n_kept,
-               n_rows, off, row);
+        CHECKF(memcmp(got, want, n_bytes) == 0, "trial %d (%s, %d kept of %zu, off %zu, row %zu): bytes differ", trial,
+               use ? "one launch" : "copies", n_kept, n_rows, off, row);
         oc_cl_buf_free(b);
         free(h); free(want); free(got);
     }
+    free(kept);
+    oc_cl_buf_free(idx);
 }
 
 static void test_argmax(void) {
