@@ -644,7 +644,11 @@ static oc_status add_rows(oc_cl_attn *at, const oc_attn_call *a, int32_t h, int 
     if ((int64_t)*used + 2 * (int64_t)n > at->dyn_cap)
         return oc_fail(err, OC_ERR_RANGE, "opencl attn: the prefill heads' tables need more than %d ints",
                        (int)at->dyn_cap);
-    qsort(rk, (size_t)n, sizeof *rk, row_key_cmp);
+    /* rows come in ascending order, and so do their classes for Vertical-Slash blocks, A-shape
+     * stretches and 2D ranks: the sort is needed only by a Grid part (residue classes) */
+    int32_t k_unsorted = 1;
+    while (k_unsorted < n && row_key_cmp(&rk[k_unsorted - 1], &rk[k_unsorted]) <= 0) k_unsorted++;
+    if (k_unsorted < n) qsort(rk, (size_t)n, sizeof *rk, row_key_cmp);
     int32_t rows_at = *used;
     for (int32_t k = 0; k < n; k++) {
         at->dyn_host[rows_at + 2 * k] = rk[k].i;
