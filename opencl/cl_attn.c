@@ -81,9 +81,10 @@ struct oc_cl_attn {
     float *est_scores;               /* [est_jobs][5 max_n_kv]: per job its columns, then 2 diagonal arrays */
     int32_t est_jobs, n_est;         /* jobs per batch (est_batch_jobs), jobs queued */
     int32_t *est_job;                /* [est_jobs][4]: head, kind of choice (EST_*), modality, slash */
-    float *est_vr;                   /* [max_n_kv]: a 2D pair's columns by rank */
-    int32_t *est_work;               /* [2 max_n_kv] */
-    double *est_grid;                /* [2 max_n_kv] */
+    float *est_vr;                   /* [est_jobs][max_n_kv]: a 2D pair's columns by rank */
+    int32_t *est_work;               /* [est_jobs][2 max_n_kv] */
+    double *est_grid;                /* [est_jobs][2 max_n_kv]: each job's choice its own scratch */
+    oc_pool *pool;                   /* borrowed, may be NULL: the jobs' choices (est_choose) */
     struct row_key *row_keys;        /* [max_n_q]: one row group's sort */
     oc_attn_dyn dyn;
     oc_cl_buf *dyn_buf, *hruns_buf, *est_rows_buf, *est_part_buf, *est_scores_buf, *est_prob_buf, *est_perm_buf;
@@ -124,9 +125,9 @@ static size_t nkv3(const oc_cl_attn *at) { return 3 * nkv1(at); }
 static size_t dyn_bytes(const oc_cl_attn *at) {
     if (!has_dyn(at)) return 0;
     size_t nh = (size_t)at->lim.n_head, n = nkv1(at), J = (size_t)est_batch_jobs(&at->lim);
-    return n * 2 * 8 + (size_t)at->lim.max_n_q * sizeof(row_key) + nh * (2 + N_SLOTS) * sizeof(oc_dyn_head) +
+    return J * n * 2 * 8 + (size_t)at->lim.max_n_q * sizeof(row_key) + nh * (2 + N_SLOTS) * sizeof(oc_dyn_head) +
            (size_t)at->dyn_cap * 4 + (size_t)at->hruns_cap * RUN_INTS * 4 + nh * N_SLOTS * nkv3(at) * 4 +
-           2 * n * 4 + J * (EST_TAB_INTS + 4) * 4 + J * 5 * n * 4 + n * 4 + 2 * n * 4;
+           2 * n * 4 + J * (EST_TAB_INTS + 4) * 4 + J * 5 * n * 4 + J * n * 4 + J * 2 * n * 4;
 }
 
 /* The table sizes for limits lim and bq query rows per work-group. */
@@ -180,9 +181,9 @@ size_t oc_cl_attn_host_bytes(const oc_cl_attn_limits *lim) {
 /* Carve the dynamic heads' host arrays from one aligned block of dyn_bytes: doubles and the
  * pointer-holding heads first, then the int32 / float arrays. */
 static void dyn_arrays(oc_cl_attn *at, unsigned char *b) {
-    size_t nh = (size_t)at->lim.n_head, n = nkv1(at);
+    size_t nh = (size_t)at->lim.n_head, n = nkv1(at), J = (size_t)est_batch_jobs(&at->lim);
     at->est_grid = (double *)b;
-    b += n * 2 * 8;
+    b += J * n * 2 * 8;
     at->row_keys = (row_key *)b;
     b += (size_t)at->lim.max_n_q * sizeof(row_key);
     at->dyn_heads = (oc_dyn_head *)b;
@@ -204,7 +205,7 @@ static void dyn_arrays(oc_cl_attn *at, unsigned char *b) {
     at->est_scores = (float *)b;
     b += (size_t)at->est_jobs * 5 * n * 4;
     at->est_vr = (float *)b;
-    b += n * 4;
+    b += J * n * 4;
     at->est_work = (int32_t *)b;
 }
 
@@ -832,36 +833,55 @@ static int est_queue(oc_cl_attn *at, const oc_attn_call *a, int32_t h, int kind,
     return 1;
 }
 
-/* The choices of the queued jobs from their scores (est_launch), the CPU's code (dyn.h). */
-static void est_choose(oc_cl_attn *at, const oc_attn_call *a, const int32_t *n_m) {
-    int32_t nh = at->lim.n_head, n_kv = a->n_kv;
+/* The choice of queued job b from its scores (est_launch), the CPU's code (dyn.h), with the job's
+ * own scratch: a job writes only its head's index slots and dyn_heads entries. */
+typedef struct choose_ctx {
+    oc_cl_attn *at;
+    const oc_attn_call *a;
+    const int32_t *n_m;
+} choose_ctx;
+
+static void choose_job(void *ctx, int64_t task, int thread) {
+    (void)thread;   /* the job's scratch is its own: the same choice on any thread */
+    const choose_ctx *x = ctx;
+    oc_cl_attn *at = x->at;
+    const oc_attn_call *a = x->a;
+    const int32_t *n_m = x->n_m;
+    int32_t nh = at->lim.n_head, n_kv = a->n_kv, b = (int32_t)task;
     oc_dyn_head *heads = at->dyn_heads, *vision = heads + nh, *pairs = vision + nh;
-    for (int32_t b = 0; b < at->n_est; b++) {
-        const int32_t *job = at->est_job + 4 * b;
-        int32_t h = job[0], m = job[2];
-        const oc_head_pattern *pat = &a->patterns[h];
-        const float *vs = at->est_scores + (size_t)b * 5 * n_kv;
-        int32_t *idx = at->dyn_idx + (size_t)h * N_SLOTS * nkv3(at);
-        if (job[1] == EST_HEAD) {
-            oc_dyn_choose(pat, n_kv, vs, vs + n_kv, idx, at->est_work, at->est_grid, &heads[h]);
-        } else if (job[1] == EST_QB) {
-            oc_head_pattern sub = oc_pattern_modal(pat, m);
-            oc_dyn_choose(&sub, n_kv, vs, vs + n_kv, idx + (size_t)m * nkv3(at), at->est_work, at->est_grid,
-                          m ? &vision[h] : &heads[h]);
-        } else {
-            oc_dyn_head *ph = pairs + (size_t)h * N_SLOTS + m * OC_N_MODALITIES;
-            for (int mk = 0; mk < OC_N_MODALITIES; mk++) {
-                oc_head_pattern sub = oc_pattern_pair(pat, m, mk);
-                if (!oc_pattern_is_dynamic(sub.kind)) continue;
-                oc_dyn_choose_pair(&sub, n_m[mk], OC_MAX(n_m[mk], n_m[m]), vs, at->key_perm + at->dyn.key_start[mk],
-                                   vs + n_kv + 2 * (size_t)mk * n_kv, at->est_vr,
-                                   idx + (size_t)(m * OC_N_MODALITIES + mk) * nkv3(at), at->est_work, at->est_grid,
-                                   &ph[mk]);
-            }
+    const int32_t *job = at->est_job + 4 * b;
+    int32_t h = job[0], m = job[2];
+    const oc_head_pattern *pat = &a->patterns[h];
+    const float *vs = at->est_scores + (size_t)b * 5 * n_kv;
+    int32_t *idx = at->dyn_idx + (size_t)h * N_SLOTS * nkv3(at), *work = at->est_work + (size_t)b * 2 * nkv1(at);
+    double *grid = at->est_grid + (size_t)b * 2 * nkv1(at);
+    if (job[1] == EST_HEAD) {
+        oc_dyn_choose(pat, n_kv, vs, vs + n_kv, idx, work, grid, &heads[h]);
+    } else if (job[1] == EST_QB) {
+        oc_head_pattern sub = oc_pattern_modal(pat, m);
+        oc_dyn_choose(&sub, n_kv, vs, vs + n_kv, idx + (size_t)m * nkv3(at), work, grid, m ? &vision[h] : &heads[h]);
+    } else {
+        oc_dyn_head *ph = pairs + (size_t)h * N_SLOTS + m * OC_N_MODALITIES;
+        for (int mk = 0; mk < OC_N_MODALITIES; mk++) {
+            oc_head_pattern sub = oc_pattern_pair(pat, m, mk);
+            if (!oc_pattern_is_dynamic(sub.kind)) continue;
+            oc_dyn_choose_pair(&sub, n_m[mk], OC_MAX(n_m[mk], n_m[m]), vs, at->key_perm + at->dyn.key_start[mk],
+                               vs + n_kv + 2 * (size_t)mk * n_kv, at->est_vr + (size_t)b * nkv1(at),
+                               idx + (size_t)(m * OC_N_MODALITIES + mk) * nkv3(at), work, grid, &ph[mk]);
         }
     }
+}
+
+/* The queued jobs' choices, as pool tasks: the top-k selections of a long prompt's heads (about
+ * 50-90 us each at 4,361 keys) were most of the host's part of a layer's estimate, the device
+ * idle meanwhile. */
+static void est_choose(oc_cl_attn *at, const oc_attn_call *a, const int32_t *n_m) {
+    choose_ctx x = { at, a, n_m };
+    oc_pool_run(at->pool, at->n_est, choose_job, &x);
     at->n_est = 0;
 }
+
+void oc_cl_attn_set_pool(oc_cl_attn *at, oc_pool *pool) { at->pool = pool; }
 
 /* Runs and chooses the queued jobs when the batch is full (flush: whenever any is queued). */
 static oc_status est_flush(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_attn_bufs *io, const int32_t *n_m,

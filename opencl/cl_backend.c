@@ -481,6 +481,8 @@ oc_status oc_cl_backend_open(oc_backend **out, const oc_backend_spec *spec, cons
         b->attn_kv_dims = k.attn;
         st = oc_cl_attn_open(&b->attn_kv, b->dev->cl, &akl, err);
     }
+    if (b->attn) oc_cl_attn_set_pool(b->attn, spec->pool);   /* the index choices (cl_attn.c est_choose) */
+    if (b->attn_kv) oc_cl_attn_set_pool(b->attn_kv, spec->pool);
     if (st == OC_OK && lim->per_kv_head)
         st = oc_cl_buf_alloc(b->dev->cl, (size_t)OC_MAX(1, lim->attn.max_n_kv) * sizeof(int32_t), &b->keep_idx, err);
     if (st != OC_OK) {

@@ -874,13 +874,20 @@ static void check_dyn(const dyn_case *c, int seed) {
            (unsigned long long)dev_st.flops_kept, (unsigned long long)dev_st.flops_skipped,
            (unsigned long long)cpu_st.flops_kept, (unsigned long long)cpu_st.flops_skipped);
     CHECK(dev_st.flops_skipped > 0 && dev_st.flops_executed >= dev_st.flops_kept);
-    /* the device's own estimate and choice */
-    const oc_attn_dyn *dev_dyn = NULL;
-    CHECKF(oc_cl_attn_dyn_build(at, &a, &io, &dev_dyn, &err) == OC_OK, "%s: dyn build: %s", c->name, err.message);
-    for (int h = 0; dev_dyn && h < H; h++)
-        CHECKF(same_index(&dev_dyn->heads[h], &cpu_dyn->heads[h], pat[h].kind),
-               "%s head %d (kind %d): the device's estimate chose another index than the CPU's", c->name, h,
-               (int)pat[h].kind);
+    /* the device's own estimate and choice, serial and on a pool of 3 threads (the same) */
+    oc_pool *pool = NULL;
+    REQUIRE(oc_pool_open(&pool, 3, NULL, &err) == OC_OK);
+    for (int pass = 0; pass < 2; pass++) {
+        oc_cl_attn_set_pool(at, pass ? pool : NULL);
+        const oc_attn_dyn *dev_dyn = NULL;
+        CHECKF(oc_cl_attn_dyn_build(at, &a, &io, &dev_dyn, &err) == OC_OK, "%s: dyn build: %s", c->name, err.message);
+        for (int h = 0; dev_dyn && h < H; h++)
+            CHECKF(same_index(&dev_dyn->heads[h], &cpu_dyn->heads[h], pat[h].kind),
+                   "%s head %d (kind %d, %s): the device's estimate chose another index than the CPU's", c->name, h,
+                   (int)pat[h].kind, pass ? "pool" : "serial");
+    }
+    oc_cl_attn_set_pool(at, NULL);
+    oc_pool_close(pool);
     free(row); free(out_dev); free(em); free(q); free(k); free(v); free(out_cpu); free(out_ref);
     oc_port_aligned_free(scratch);
     oc_port_aligned_free(dmem);
@@ -1085,7 +1092,12 @@ static void check_boundary(const bnd_case *c, int seed) {
     }
     /* the device's own estimate and choice, slot by slot */
     const oc_attn_dyn *dd = NULL;
+    oc_pool *pool = NULL;   /* odd cases choose on a pool of 3 threads (the same choices) */
+    REQUIRE(oc_pool_open(&pool, 3, NULL, &err) == OC_OK);
+    oc_cl_attn_set_pool(at, seed % 2 ? pool : NULL);
     CHECKF(oc_cl_attn_dyn_build(at, &a, &io, &dd, &err) == OC_OK, "%s: dyn build: %s", c->name, err.message);
+    oc_cl_attn_set_pool(at, NULL);
+    oc_pool_close(pool);
     for (int h = 0; dd && h < H; h++) {
         int ok = 1;
         if (pat[h].kind == OC_PATTERN_BOUNDARY_2D) {
