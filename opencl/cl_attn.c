@@ -934,7 +934,7 @@ oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *a, const oc_c
         at->dyn.key_perm = at->key_perm;
         at->dyn.key_rank = at->key_rank;
         for (int m = 0; m < OC_N_MODALITIES; m++) n_m[m] = at->dyn.key_start[m + 1] - at->dyn.key_start[m];
-        st = oc_cl_upload(at->dev, at->est_perm_buf, 0, at->key_perm, (size_t)n_kv * 4, err);
+        st = stage_table(at, at->est_perm_buf, at->key_perm, (size_t)n_kv * 4, err);   /* no wait: the estimate reads it */
     }
     /* every head's estimates queued, run in batches (one read-back each), then chosen */
     for (int32_t h = 0; h < nh && n_dyn && n_kv > 0 && st == OC_OK; h++) {
