@@ -85,6 +85,8 @@ struct oc_cl_attn {
     int32_t *est_work;               /* [est_jobs][2 max_n_kv] */
     double *est_grid;                /* [est_jobs][2 max_n_kv]: each job's choice its own scratch */
     oc_pool *pool;                   /* borrowed, may be NULL: the jobs' choices (est_choose) */
+    int tables_in_flight;            /* dyn_host / hruns uploads queued (no wait) and no wait since:
+                                        the next dyn_tables waits before it writes them */
     struct row_key *row_keys;        /* [max_n_q]: one row group's sort */
     oc_attn_dyn dyn;
     oc_cl_buf *dyn_buf, *hruns_buf, *est_rows_buf, *est_part_buf, *est_scores_buf, *est_prob_buf, *est_perm_buf;
@@ -215,6 +217,7 @@ static size_t local_row_floats(int32_t head_dim) { return (size_t)(((head_dim + 
 void oc_cl_attn_close(oc_cl_attn *at) {
     if (!at) return;
     const oc_allocator *alloc = at->dev->alloc;
+    if (at->stage) oc_cl_finish(at->dev, NULL);   /* no upload may still read the ring or the tables */
     oc_cl_buf_free(at->runs_buf);
     oc_cl_buf_free(at->img_buf);
     oc_cl_buf_free(at->partials_buf);
@@ -234,10 +237,7 @@ void oc_cl_attn_close(oc_cl_attn *at) {
     oc_mem_free(alloc, at->img, img_bytes(at));
     oc_mem_free(alloc, at->counts, counts_bytes(at));
     oc_mem_free(alloc, at->segs, segs_bytes(at));
-    if (at->stage) {
-        oc_cl_finish(at->dev, NULL);   /* no upload may still read the ring */
-        oc_mem_free(alloc, at->stage, STAGE_BYTES);
-    }
+    if (at->stage) oc_mem_free(alloc, at->stage, STAGE_BYTES);
     oc_mem_free(alloc, at, sizeof *at);
 }
 
@@ -689,6 +689,10 @@ static oc_status dyn_tables(oc_cl_attn *at, const oc_attn_call *a, oc_error *err
     int32_t nh = at->lim.n_head, used = nh, perm_at = -1;
     const oc_attn_dyn *dyn = a->dyn;
     oc_status st = OC_OK;
+    if (at->tables_in_flight) {   /* the last call's uploads may still read the host arrays */
+        if ((st = oc_cl_finish(at->dev, err)) != OC_OK) return st;
+        at->tables_in_flight = 0;
+    }
     at->n_hruns = 0;
     for (int32_t h = 0; h < nh; h++) at->dyn_host[h] = oc_pattern_is_prefill(a->patterns[h].kind);
     for (int32_t h = 0; h < nh && perm_at < 0; h++)
@@ -740,9 +744,12 @@ static oc_status dyn_tables(oc_cl_attn *at, const oc_attn_call *a, oc_error *err
             }
         }
     }
-    if (st == OC_OK) st = oc_cl_upload(at->dev, at->dyn_buf, 0, at->dyn_host, (size_t)used * 4, err);
+    /* no wait: the host arrays stay as they are until the next call's tables, which waits first
+     * unless the estimate's read-back already has (one wait per layer less) */
+    if (st == OC_OK) st = oc_cl_upload_nowait(at->dev, at->dyn_buf, 0, at->dyn_host, (size_t)used * 4, err);
     if (st == OC_OK && at->n_hruns)
-        st = oc_cl_upload(at->dev, at->hruns_buf, 0, at->hruns, (size_t)at->n_hruns * RUN_INTS * 4, err);
+        st = oc_cl_upload_nowait(at->dev, at->hruns_buf, 0, at->hruns, (size_t)at->n_hruns * RUN_INTS * 4, err);
+    at->tables_in_flight = st == OC_OK;
     return st;
 }
 
@@ -813,6 +820,7 @@ static oc_status est_launch(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_a
         st = oc_cl_launch(at->dev, OC_CLK_DYN_DIAG, 2, global, NULL, (int)OC_ARRAY_LEN(args), args, err);
     }
     if (st == OC_OK) st = oc_cl_download(at->dev, at->est_scores_buf, 0, at->est_scores, (size_t)at->n_est * S * 4, err);
+    if (st == OC_OK) at->tables_in_flight = 0;   /* the queue ran up to the read: the tables' uploads too */
     return st;
 }
 
