@@ -60,6 +60,8 @@ struct oc_cl_attn {
     int32_t bq, bk, wg, cg;          /* rows per work-group, keys per tile, items, key groups */
     int32_t runs_cap, items_cap;
     int32_t *runs, *img;             /* host copies: [runs_cap][RUN_INTS], [max(1, images)][IMG_INTS] */
+    int32_t *runs_up, *img_up;       /* what runs_buf / img_buf hold, as runs and img */
+    int32_t n_runs_up, n_images_up;  /* their counts; -1: unknown (upload them) */
     oc_token_span *segs;             /* [max(1, max_segments)]: the prepared call's segments */
     oc_cl_buf *runs_buf, *img_buf, *partials_buf, *counts_buf;
     uint32_t *counts;                /* [items_cap][2] host copy for stats */
@@ -168,6 +170,8 @@ size_t oc_cl_attn_host_bytes(const oc_cl_attn_limits *lim) {
     oc_add_block(&total, sizeof at);
     oc_add_block(&total, runs_bytes(&at));
     oc_add_block(&total, img_bytes(&at));
+    oc_add_block(&total, runs_bytes(&at));   /* runs_up, img_up */
+    oc_add_block(&total, img_bytes(&at));
     oc_add_block(&total, counts_bytes(&at));
     oc_add_block(&total, segs_bytes(&at));
     oc_add_block(&total, pat_bytes(&at));
@@ -235,6 +239,8 @@ void oc_cl_attn_close(oc_cl_attn *at) {
     oc_mem_free(alloc, at->pat_host, pat_bytes(at));
     oc_mem_free(alloc, at->runs, runs_bytes(at));
     oc_mem_free(alloc, at->img, img_bytes(at));
+    oc_mem_free(alloc, at->runs_up, runs_bytes(at));
+    oc_mem_free(alloc, at->img_up, img_bytes(at));
     oc_mem_free(alloc, at->counts, counts_bytes(at));
     oc_mem_free(alloc, at->segs, segs_bytes(at));
     if (at->stage) oc_mem_free(alloc, at->stage, STAGE_BYTES);
@@ -273,12 +279,15 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
     size_tables(at, lim, OC_MIN(bq, TABLE_BQ));
     at->runs = oc_mem_alloc(dev->alloc, runs_bytes(at));
     at->img = oc_mem_calloc(dev->alloc, img_bytes(at));
+    at->runs_up = oc_mem_alloc(dev->alloc, runs_bytes(at));
+    at->img_up = oc_mem_alloc(dev->alloc, img_bytes(at));
+    at->n_runs_up = at->n_images_up = -1;
     at->counts = oc_mem_alloc(dev->alloc, counts_bytes(at));
     at->segs = oc_mem_alloc(dev->alloc, segs_bytes(at));
     at->pat_host = oc_mem_alloc(dev->alloc, pat_bytes(at));
     at->stage = oc_mem_alloc(dev->alloc, STAGE_BYTES);
     oc_status st = OC_OK;
-    if (!at->runs || !at->img || !at->counts || !at->segs || !at->pat_host || !at->stage)
+    if (!at->runs || !at->img || !at->runs_up || !at->img_up || !at->counts || !at->segs || !at->pat_host || !at->stage)
         st = oc_fail(err, OC_ERR_NOMEM, "opencl attn: out of memory");
     size_t partials = (size_t)SPLIT_MAX_CHUNKS * lim->n_head * OC_MIN(lim->max_n_q, SPLIT_MAX_Q) * (lim->head_dim + 2) * 4;
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, runs_bytes(at), &at->runs_buf, err);
@@ -357,7 +366,9 @@ static void build_runs(oc_cl_attn *at, const oc_attn_call *s, int32_t max_len) {
         r[0] = i;
         r[1] = end - i;
         r[2] = cls.c0;
-        r[3] = cls.c1;
+        /* a class that reaches the last key: unbounded (the kernel stops at n_kv anyway), so a
+         * decode step's table does not change with the key count and stays on the device */
+        r[3] = cls.c1 >= s->n_kv ? POS_LIMIT : cls.c1;
         r[4] = cls.image;
         r[5] = 1;
         r[6] = -1;
@@ -451,9 +462,23 @@ oc_status oc_cl_attn_prepare(oc_cl_attn *at, const oc_attn_call *s, oc_error *er
     at->forced_for = at->force_chunks;
     at->causal = s->mask == OC_ATTN_CAUSAL;
     at->base_pairs = oc_mask_base_pairs(s, 0);
-    if (at->n_runs > 0) st = stage_table(at, at->runs_buf, at->runs, (size_t)at->n_runs * RUN_INTS * sizeof(int32_t), err);
-    if (st == OC_OK && at->n_images > 0)
-        st = stage_table(at, at->img_buf, at->img, (size_t)at->n_images * IMG_INTS * sizeof(int32_t), err);
+    /* upload what changed: a decode step re-prepares at every call (its key count changes, and a
+     * compacted cache's kv heads each have their own), and its tables mostly do not */
+    size_t rb = (size_t)at->n_runs * RUN_INTS * sizeof(int32_t), ib = (size_t)at->n_images * IMG_INTS * sizeof(int32_t);
+    if (at->n_runs > 0 && (at->n_runs != at->n_runs_up || memcmp(at->runs, at->runs_up, rb))) {
+        at->n_runs_up = -1;
+        if ((st = stage_table(at, at->runs_buf, at->runs, rb, err)) == OC_OK) {
+            memcpy(at->runs_up, at->runs, rb);
+            at->n_runs_up = at->n_runs;
+        }
+    }
+    if (st == OC_OK && at->n_images > 0 && (at->n_images != at->n_images_up || memcmp(at->img, at->img_up, ib))) {
+        at->n_images_up = -1;
+        if ((st = stage_table(at, at->img_buf, at->img, ib, err)) == OC_OK) {
+            memcpy(at->img_up, at->img, ib);
+            at->n_images_up = at->n_images;
+        }
+    }
     at->prepared = st == OC_OK;
     return st;
 }

@@ -1209,8 +1209,11 @@ static void test_attn_tiles(void) {
 }
 
 /* One context through changing geometries: A, A again (prepare reuses the uploaded runs), B, A;
- * patterns given on the host (the context keeps them on the device); then more pattern sets than
- * the context keeps, and the first one again after it was pushed out. */
+ * then decode steps whose tables stay as they are on the device while the key count grows (C, D),
+ * one whose image table changes (E) and one back (D again), a prefill whose images moved (A', its
+ * tables as many runs as A's, other ones) and A again; patterns given on the host (the
+ * context keeps them on the device); then more pattern sets than the context keeps, and the first
+ * one again after it was pushed out. */
 static void test_attn_reuse(void) {
     if (!need_dev()) return;
     static const oc_token_span img[2] = { { 10, 60 }, { 70, 100 } };
@@ -1219,13 +1222,20 @@ static void test_attn_reuse(void) {
     };
     const attn_case a = { "reuse A: prefill", 120, 120, 4, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 2, 110, OC_DTYPE_F16, 0 };
     const attn_case b = { "reuse B: decode", 1, 121, 4, 2, 64, 120, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 2, 110, OC_DTYPE_F16, 0 };
+    static const oc_token_span img2[2] = { { 11, 61 }, { 71, 101 } };
+    const attn_case c = { "reuse C: decode", 1, 122, 4, 2, 64, 121, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 2, 110, OC_DTYPE_F16, 0 };
+    const attn_case d = { "reuse D: decode", 1, 123, 4, 2, 64, 122, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 2, 110, OC_DTYPE_F16, 0 };
+    const attn_case e = { "reuse E: decode, images moved", 1, 123, 4, 2, 64, 122, OC_ATTN_CAUSAL, NULL, 0, pat4, img2, 2, 110,
+                          OC_DTYPE_F16, 0 };
     oc_cl_attn_limits lim = { 120, 4, 2, 64, 2, 0, 0, 0 };
     oc_cl_attn *at = NULL;
     oc_error err;
     REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s", err.message);
     check_rng r = { 20 };
-    const attn_case *seq[4] = { &a, &a, &b, &a };
-    for (int i = 0; i < 4; i++) check_attn(seq[i], at, &r, 1);
+    const attn_case a2 = { "reuse A': prefill, images moved", 120, 120, 4, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, pat4, img2, 2,
+                           110, OC_DTYPE_F16, 0 };
+    const attn_case *seq[10] = { &a, &a, &b, &a, &c, &d, &e, &d, &a2, &a };
+    for (int i = 0; i < 10; i++) check_attn(seq[i], at, &r, 1);
     oc_head_pattern many[4];
     attn_case m = { "pattern set", 24, 24, 4, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, many, NULL, 0, 0, OC_DTYPE_F32, 0 };
     for (int s = 0; s <= OC_CL_ATTN_PATTERN_SETS + 1; s++) {
