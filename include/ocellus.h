@@ -209,7 +209,11 @@ typedef struct oc_context_params {
                                      HF's default max_pixels 1003520 / 28^2); larger images are
                                      scaled down (smart_resize) */
     int32_t min_image_tokens;     /* default 4 (HF min_pixels 3136 / 28^2) */
-    int32_t batch_tokens;         /* prefill chunk (default 256) */
+    int32_t batch_tokens;         /* prefill chunk: prompt tokens per forward call. 0 (default):
+                                     per backend: 256 on the CPU and OC_BACKEND_AUTO; on OpenCL
+                                     the largest chunk whose activations and logits row per token
+                                     fit 512 MiB of device memory, 256..4096 tokens (fewer
+                                     launches per prompt) */
     int n_threads;                /* 0: every online CPU */
     const char *plan_path;        /* attention plan file, or NULL: dense attention */
     const oc_allocator *alloc;    /* NULL: malloc */

@@ -36,6 +36,12 @@
 #define DYN_GRID_CLASSES 1024   /* residue classes per grid head the run table holds (Table 3's max stride) */
 #define EST_ROWS 64             /* opencl/kernels/dyn.cl: rows and keys per estimate work-group */
 #define EST_SUB 32
+#define EST_TAB_INTS (2 * EST_ROWS + 1 + 2 * DIAG_INTS)   /* per job: its rows, its head, 2 diagonal entries */
+#define DIAG_INTS 6             /* dyn.cl oc_dyn_diag: job, perm offset, has perm, n_coord, n_diag, score offset */
+/* The device memory one job of a batched estimate may take (its 64 x n_kv probabilities
+ * dominate): a batch holds every job of a layer (n_head x 2 modalities at most) unless that passes
+ * this, then it runs in several batches, each one read-back. 64 MiB holds 16 jobs at 16K keys. */
+#define EST_BATCH_BYTES ((size_t)64 << 20)
 #define SPLIT_MAX_Q 4
 #define SPLIT_MIN_KEYS 256
 /* A GPU's shortest chunk. With 256 a decode over a few hundred keys ran on one work-group per kv
@@ -54,6 +60,8 @@ struct oc_cl_attn {
     int32_t bq, bk, wg, cg;          /* rows per work-group, keys per tile, items, key groups */
     int32_t runs_cap, items_cap;
     int32_t *runs, *img;             /* host copies: [runs_cap][RUN_INTS], [max(1, images)][IMG_INTS] */
+    int32_t *runs_up, *img_up;       /* what runs_buf / img_buf hold, as runs and img */
+    int32_t n_runs_up, n_images_up;  /* their counts; -1: unknown (upload them) */
     oc_token_span *segs;             /* [max(1, max_segments)]: the prepared call's segments */
     oc_cl_buf *runs_buf, *img_buf, *partials_buf, *counts_buf;
     uint32_t *counts;                /* [items_cap][2] host copy for stats */
@@ -70,11 +78,17 @@ struct oc_cl_attn {
                                         oc_cl_attn_dyn_build chose */
     int32_t *dyn_idx;                /* [n_head][N_SLOTS][3 max_n_kv]: its arrays */
     int32_t *key_perm, *key_rank;    /* [max_n_kv] each: the 2D-Boundary keys' permutation */
-    int32_t *est_rows;               /* [2 OC_DYN_LAST_Q]: one estimate's rows (query index, coordinate) */
-    float *est_scores;               /* [5 max_n_kv]: one estimate's columns, then 2 diagonal arrays */
-    float *est_vr;                   /* [max_n_kv]: a 2D pair's columns by rank */
-    int32_t *est_work;               /* [2 max_n_kv] */
-    double *est_grid;                /* [2 max_n_kv] */
+    int32_t *est_tab;                /* [est_jobs][EST_TAB_INTS]: a batch's rows (query index, coordinate),
+                                        then its heads, then its diagonal entries (dyn.cl) */
+    float *est_scores;               /* [est_jobs][5 max_n_kv]: per job its columns, then 2 diagonal arrays */
+    int32_t est_jobs, n_est;         /* jobs per batch (est_batch_jobs), jobs queued */
+    int32_t *est_job;                /* [est_jobs][4]: head, kind of choice (EST_*), modality, slash */
+    float *est_vr;                   /* [est_jobs][max_n_kv]: a 2D pair's columns by rank */
+    int32_t *est_work;               /* [est_jobs][2 max_n_kv] */
+    double *est_grid;                /* [est_jobs][2 max_n_kv]: each job's choice its own scratch */
+    oc_pool *pool;                   /* borrowed, may be NULL: the jobs' choices (est_choose) */
+    int tables_in_flight;            /* dyn_host / hruns uploads queued (no wait) and no wait since:
+                                        the next dyn_tables waits before it writes them */
     struct row_key *row_keys;        /* [max_n_q]: one row group's sort */
     oc_attn_dyn dyn;
     oc_cl_buf *dyn_buf, *hruns_buf, *est_rows_buf, *est_part_buf, *est_scores_buf, *est_prob_buf, *est_perm_buf;
@@ -95,6 +109,13 @@ static size_t pat_bytes(const oc_cl_attn *at) { return (size_t)at->pat_cap * at-
 static size_t segs_bytes(const oc_cl_attn *at) { return (size_t)OC_MAX(1, at->lim.max_segments) * sizeof(oc_token_span); }
 static int has_dyn(const oc_cl_attn *at) { return at->dyn_cap > 0; }
 
+/* Jobs per estimate batch for the limits: a layer's worth, or what EST_BATCH_BYTES holds. */
+static int32_t est_batch_jobs(const oc_cl_attn_limits *lim) {
+    size_t per = (size_t)EST_ROWS * (size_t)OC_MAX(1, lim->max_n_kv) * 4 * 2;   /* probabilities + the rest, at most */
+    size_t fit = EST_BATCH_BYTES / per;
+    return (int32_t)OC_MAX(1, OC_MIN((size_t)lim->n_head * N_SLOTS / 2, fit));
+}
+
 /* One query row of a second-launch group: the key of the key sets it shares (row_group), then
  * its coordinate. */
 typedef struct row_key {
@@ -107,10 +128,10 @@ static size_t nkv1(const oc_cl_attn *at) { return (size_t)OC_MAX(1, at->lim.max_
 static size_t nkv3(const oc_cl_attn *at) { return 3 * nkv1(at); }
 static size_t dyn_bytes(const oc_cl_attn *at) {
     if (!has_dyn(at)) return 0;
-    size_t nh = (size_t)at->lim.n_head, n = nkv1(at);
-    return n * 2 * 8 + (size_t)at->lim.max_n_q * sizeof(row_key) + nh * (2 + N_SLOTS) * sizeof(oc_dyn_head) +
+    size_t nh = (size_t)at->lim.n_head, n = nkv1(at), J = (size_t)est_batch_jobs(&at->lim);
+    return J * n * 2 * 8 + (size_t)at->lim.max_n_q * sizeof(row_key) + nh * (2 + N_SLOTS) * sizeof(oc_dyn_head) +
            (size_t)at->dyn_cap * 4 + (size_t)at->hruns_cap * RUN_INTS * 4 + nh * N_SLOTS * nkv3(at) * 4 +
-           2 * n * 4 + 2 * OC_DYN_LAST_Q * 4 + 5 * n * 4 + n * 4 + 2 * n * 4;
+           2 * n * 4 + J * (EST_TAB_INTS + 4) * 4 + J * 5 * n * 4 + J * n * 4 + J * 2 * n * 4;
 }
 
 /* The table sizes for limits lim and bq query rows per work-group. */
@@ -149,6 +170,8 @@ size_t oc_cl_attn_host_bytes(const oc_cl_attn_limits *lim) {
     oc_add_block(&total, sizeof at);
     oc_add_block(&total, runs_bytes(&at));
     oc_add_block(&total, img_bytes(&at));
+    oc_add_block(&total, runs_bytes(&at));   /* runs_up, img_up */
+    oc_add_block(&total, img_bytes(&at));
     oc_add_block(&total, counts_bytes(&at));
     oc_add_block(&total, segs_bytes(&at));
     oc_add_block(&total, pat_bytes(&at));
@@ -164,9 +187,9 @@ size_t oc_cl_attn_host_bytes(const oc_cl_attn_limits *lim) {
 /* Carve the dynamic heads' host arrays from one aligned block of dyn_bytes: doubles and the
  * pointer-holding heads first, then the int32 / float arrays. */
 static void dyn_arrays(oc_cl_attn *at, unsigned char *b) {
-    size_t nh = (size_t)at->lim.n_head, n = nkv1(at);
+    size_t nh = (size_t)at->lim.n_head, n = nkv1(at), J = (size_t)est_batch_jobs(&at->lim);
     at->est_grid = (double *)b;
-    b += n * 2 * 8;
+    b += J * n * 2 * 8;
     at->row_keys = (row_key *)b;
     b += (size_t)at->lim.max_n_q * sizeof(row_key);
     at->dyn_heads = (oc_dyn_head *)b;
@@ -180,12 +203,15 @@ static void dyn_arrays(oc_cl_attn *at, unsigned char *b) {
     at->key_perm = (int32_t *)b;
     at->key_rank = at->key_perm + n;
     b += 2 * n * 4;
-    at->est_rows = (int32_t *)b;
-    b += 2 * OC_DYN_LAST_Q * 4;
+    at->est_jobs = est_batch_jobs(&at->lim);
+    at->est_tab = (int32_t *)b;
+    b += (size_t)at->est_jobs * EST_TAB_INTS * 4;
+    at->est_job = (int32_t *)b;
+    b += (size_t)at->est_jobs * 4 * 4;
     at->est_scores = (float *)b;
-    b += 5 * n * 4;
+    b += (size_t)at->est_jobs * 5 * n * 4;
     at->est_vr = (float *)b;
-    b += n * 4;
+    b += J * n * 4;
     at->est_work = (int32_t *)b;
 }
 
@@ -195,6 +221,7 @@ static size_t local_row_floats(int32_t head_dim) { return (size_t)(((head_dim + 
 void oc_cl_attn_close(oc_cl_attn *at) {
     if (!at) return;
     const oc_allocator *alloc = at->dev->alloc;
+    if (at->stage) oc_cl_finish(at->dev, NULL);   /* no upload may still read the ring or the tables */
     oc_cl_buf_free(at->runs_buf);
     oc_cl_buf_free(at->img_buf);
     oc_cl_buf_free(at->partials_buf);
@@ -212,12 +239,11 @@ void oc_cl_attn_close(oc_cl_attn *at) {
     oc_mem_free(alloc, at->pat_host, pat_bytes(at));
     oc_mem_free(alloc, at->runs, runs_bytes(at));
     oc_mem_free(alloc, at->img, img_bytes(at));
+    oc_mem_free(alloc, at->runs_up, runs_bytes(at));
+    oc_mem_free(alloc, at->img_up, img_bytes(at));
     oc_mem_free(alloc, at->counts, counts_bytes(at));
     oc_mem_free(alloc, at->segs, segs_bytes(at));
-    if (at->stage) {
-        oc_cl_finish(at->dev, NULL);   /* no upload may still read the ring */
-        oc_mem_free(alloc, at->stage, STAGE_BYTES);
-    }
+    if (at->stage) oc_mem_free(alloc, at->stage, STAGE_BYTES);
     oc_mem_free(alloc, at, sizeof *at);
 }
 
@@ -253,12 +279,15 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
     size_tables(at, lim, OC_MIN(bq, TABLE_BQ));
     at->runs = oc_mem_alloc(dev->alloc, runs_bytes(at));
     at->img = oc_mem_calloc(dev->alloc, img_bytes(at));
+    at->runs_up = oc_mem_alloc(dev->alloc, runs_bytes(at));
+    at->img_up = oc_mem_alloc(dev->alloc, img_bytes(at));
+    at->n_runs_up = at->n_images_up = -1;
     at->counts = oc_mem_alloc(dev->alloc, counts_bytes(at));
     at->segs = oc_mem_alloc(dev->alloc, segs_bytes(at));
     at->pat_host = oc_mem_alloc(dev->alloc, pat_bytes(at));
     at->stage = oc_mem_alloc(dev->alloc, STAGE_BYTES);
     oc_status st = OC_OK;
-    if (!at->runs || !at->img || !at->counts || !at->segs || !at->pat_host || !at->stage)
+    if (!at->runs || !at->img || !at->runs_up || !at->img_up || !at->counts || !at->segs || !at->pat_host || !at->stage)
         st = oc_fail(err, OC_ERR_NOMEM, "opencl attn: out of memory");
     size_t partials = (size_t)SPLIT_MAX_CHUNKS * lim->n_head * OC_MIN(lim->max_n_q, SPLIT_MAX_Q) * (lim->head_dim + 2) * 4;
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, runs_bytes(at), &at->runs_buf, err);
@@ -277,10 +306,11 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
         if (st == OC_OK) st = oc_cl_buf_alloc(dev, (size_t)at->dyn_cap * 4, &at->dyn_buf, err);
         if (st == OC_OK) st = oc_cl_buf_alloc(dev, (size_t)at->hruns_cap * RUN_INTS * 4, &at->hruns_buf, err);
         (void)nh;
-        if (st == OC_OK) st = oc_cl_buf_alloc(dev, 2 * EST_ROWS * 4, &at->est_rows_buf, err);   /* one job's rows */
-        if (st == OC_OK) st = oc_cl_buf_alloc(dev, (size_t)at->part_w * EST_ROWS * 8, &at->est_part_buf, err);
-        if (st == OC_OK) st = oc_cl_buf_alloc(dev, 5 * n_kv * 4, &at->est_scores_buf, err);
-        if (st == OC_OK) st = oc_cl_buf_alloc(dev, EST_ROWS * n_kv * 4, &at->est_prob_buf, err);
+        size_t J = (size_t)est_batch_jobs(lim);   /* a batch of estimate jobs (est_tab) */
+        if (st == OC_OK) st = oc_cl_buf_alloc(dev, J * EST_TAB_INTS * 4, &at->est_rows_buf, err);
+        if (st == OC_OK) st = oc_cl_buf_alloc(dev, J * (size_t)at->part_w * EST_ROWS * 8, &at->est_part_buf, err);
+        if (st == OC_OK) st = oc_cl_buf_alloc(dev, J * 5 * n_kv * 4, &at->est_scores_buf, err);
+        if (st == OC_OK) st = oc_cl_buf_alloc(dev, J * EST_ROWS * n_kv * 4, &at->est_prob_buf, err);
         if (st == OC_OK) st = oc_cl_buf_alloc(dev, n_kv * 4, &at->est_perm_buf, err);
     }
     if (st != OC_OK) {
@@ -336,7 +366,9 @@ static void build_runs(oc_cl_attn *at, const oc_attn_call *s, int32_t max_len) {
         r[0] = i;
         r[1] = end - i;
         r[2] = cls.c0;
-        r[3] = cls.c1;
+        /* a class that reaches the last key: unbounded (the kernel stops at n_kv anyway), so a
+         * decode step's table does not change with the key count and stays on the device */
+        r[3] = cls.c1 >= s->n_kv ? POS_LIMIT : cls.c1;
         r[4] = cls.image;
         r[5] = 1;
         r[6] = -1;
@@ -430,9 +462,23 @@ oc_status oc_cl_attn_prepare(oc_cl_attn *at, const oc_attn_call *s, oc_error *er
     at->forced_for = at->force_chunks;
     at->causal = s->mask == OC_ATTN_CAUSAL;
     at->base_pairs = oc_mask_base_pairs(s, 0);
-    if (at->n_runs > 0) st = stage_table(at, at->runs_buf, at->runs, (size_t)at->n_runs * RUN_INTS * sizeof(int32_t), err);
-    if (st == OC_OK && at->n_images > 0)
-        st = stage_table(at, at->img_buf, at->img, (size_t)at->n_images * IMG_INTS * sizeof(int32_t), err);
+    /* upload what changed: a decode step re-prepares at every call (its key count changes, and a
+     * compacted cache's kv heads each have their own), and its tables mostly do not */
+    size_t rb = (size_t)at->n_runs * RUN_INTS * sizeof(int32_t), ib = (size_t)at->n_images * IMG_INTS * sizeof(int32_t);
+    if (at->n_runs > 0 && (at->n_runs != at->n_runs_up || memcmp(at->runs, at->runs_up, rb))) {
+        at->n_runs_up = -1;
+        if ((st = stage_table(at, at->runs_buf, at->runs, rb, err)) == OC_OK) {
+            memcpy(at->runs_up, at->runs, rb);
+            at->n_runs_up = at->n_runs;
+        }
+    }
+    if (st == OC_OK && at->n_images > 0 && (at->n_images != at->n_images_up || memcmp(at->img, at->img_up, ib))) {
+        at->n_images_up = -1;
+        if ((st = stage_table(at, at->img_buf, at->img, ib, err)) == OC_OK) {
+            memcpy(at->img_up, at->img, ib);
+            at->n_images_up = at->n_images;
+        }
+    }
     at->prepared = st == OC_OK;
     return st;
 }
@@ -624,7 +670,11 @@ static oc_status add_rows(oc_cl_attn *at, const oc_attn_call *a, int32_t h, int 
     if ((int64_t)*used + 2 * (int64_t)n > at->dyn_cap)
         return oc_fail(err, OC_ERR_RANGE, "opencl attn: the prefill heads' tables need more than %d ints",
                        (int)at->dyn_cap);
-    qsort(rk, (size_t)n, sizeof *rk, row_key_cmp);
+    /* rows come in ascending order, and so do their classes for Vertical-Slash blocks, A-shape
+     * stretches and 2D ranks: the sort is needed only by a Grid part (residue classes) */
+    int32_t k_unsorted = 1;
+    while (k_unsorted < n && row_key_cmp(&rk[k_unsorted - 1], &rk[k_unsorted]) <= 0) k_unsorted++;
+    if (k_unsorted < n) qsort(rk, (size_t)n, sizeof *rk, row_key_cmp);
     int32_t rows_at = *used;
     for (int32_t k = 0; k < n; k++) {
         at->dyn_host[rows_at + 2 * k] = rk[k].i;
@@ -664,6 +714,10 @@ static oc_status dyn_tables(oc_cl_attn *at, const oc_attn_call *a, oc_error *err
     int32_t nh = at->lim.n_head, used = nh, perm_at = -1;
     const oc_attn_dyn *dyn = a->dyn;
     oc_status st = OC_OK;
+    if (at->tables_in_flight) {   /* the last call's uploads may still read the host arrays */
+        if ((st = oc_cl_finish(at->dev, err)) != OC_OK) return st;
+        at->tables_in_flight = 0;
+    }
     at->n_hruns = 0;
     for (int32_t h = 0; h < nh; h++) at->dyn_host[h] = oc_pattern_is_prefill(a->patterns[h].kind);
     for (int32_t h = 0; h < nh && perm_at < 0; h++)
@@ -715,9 +769,12 @@ static oc_status dyn_tables(oc_cl_attn *at, const oc_attn_call *a, oc_error *err
             }
         }
     }
-    if (st == OC_OK) st = oc_cl_upload(at->dev, at->dyn_buf, 0, at->dyn_host, (size_t)used * 4, err);
+    /* no wait: the host arrays stay as they are until the next call's tables, which waits first
+     * unless the estimate's read-back already has (one wait per layer less) */
+    if (st == OC_OK) st = oc_cl_upload_nowait(at->dev, at->dyn_buf, 0, at->dyn_host, (size_t)used * 4, err);
     if (st == OC_OK && at->n_hruns)
-        st = oc_cl_upload(at->dev, at->hruns_buf, 0, at->hruns, (size_t)at->n_hruns * RUN_INTS * 4, err);
+        st = oc_cl_upload_nowait(at->dev, at->hruns_buf, 0, at->hruns, (size_t)at->n_hruns * RUN_INTS * 4, err);
+    at->tables_in_flight = st == OC_OK;
     return st;
 }
 
@@ -732,59 +789,144 @@ static oc_status dyn_room(const oc_cl_attn *at, const oc_attn_call *a, oc_error 
     return OC_OK;
 }
 
-/* One estimate (dyn.cl) of head h from the rows in at->est_rows (query index, coordinate): the
- * column scores into est_scores[0, n_kv); with slash the diagonal scores, of the positions
- * (n_diag_pos > 0: est_scores + n_kv, 2 n_kv - 1 of them) or of each key modality by rank
- * (by_rank: modality mk's at est_scores + n_kv + 2 mk max_n_kv, 2 max(n_mk, n_mq) - 1 each). */
-static oc_status estimate(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_attn_bufs *io, int32_t h, int slash,
-                          int by_rank, const int32_t *n_m, int mq, oc_error *err) {
-    int32_t n_kv = a->n_kv, d = at->lim.head_dim, causal = a->mask == OC_ATTN_CAUSAL;
-    int32_t p_last = a->q_offset + at->est_rows[2 * (EST_ROWS - 1)];
-    int32_t key_end = causal ? OC_MIN(n_kv, p_last + 1) : n_kv;
-    int32_t n_w0 = (key_end + EST_ROWS - 1) / EST_ROWS, n_w1 = (n_kv + EST_ROWS - 1) / EST_ROWS;
-    oc_status st = oc_cl_upload(at->dev, at->est_rows_buf, 0, at->est_rows, 2 * EST_ROWS * 4, err);
+/* The kinds of choice an estimate job feeds (est_job[1]). */
+#define EST_HEAD 0   /* a Vertical-Slash or Grid head: its index from the call's last 64 rows */
+#define EST_QB 1     /* a Q-Boundary head's modality m (Alg. 2) */
+#define EST_2D 2     /* a 2D-Boundary head's query modality m, each key modality's pair (Alg. 3) */
+
+/* Runs the queued jobs (dyn.cl): the table upload (staged, no wait), both estimate passes and the
+ * diagonals of every job in one launch each, then one read of every job's scores into est_scores
+ * (job b at 5 n_kv b: its columns, then its diagonals: of the positions at n_kv, or of key
+ * modality mk by rank at n_kv + 2 mk n_kv, 2 max(n_mk, n_mq) - 1 each). */
+static oc_status est_launch(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_attn_bufs *io, const int32_t *n_m,
+                            oc_error *err) {
+    int32_t n_kv = a->n_kv, d = at->lim.head_dim, causal = a->mask == OC_ATTN_CAUSAL, J = at->est_jobs;
+    int32_t jobs_at = J * 2 * EST_ROWS, entries_at = jobs_at + J, n_ent = 0, max_diag = 0, S = 5 * n_kv;
+    int32_t *ent = at->est_tab + entries_at;
+    for (int32_t b = 0; b < at->n_est; b++) {
+        const int32_t *job = at->est_job + 4 * b;
+        at->est_tab[jobs_at + b] = job[0];
+        for (int mk = 0; job[3] && mk < (job[1] == EST_2D ? OC_N_MODALITIES : 1); mk++) {
+            int by_rank = job[1] == EST_2D;
+            int32_t n_coord = by_rank ? n_m[mk] : n_kv, n_diag = by_rank ? OC_MAX(n_m[mk], n_m[job[2]]) : n_kv;
+            if (n_diag < 1) continue;
+            int32_t *e = ent + DIAG_INTS * n_ent++;
+            e[0] = b;
+            e[1] = by_rank && mk ? n_m[0] : 0;
+            e[2] = by_rank;
+            e[3] = n_coord;
+            e[4] = n_diag;
+            e[5] = b * S + n_kv + 2 * mk * n_kv;
+            max_diag = OC_MAX(max_diag, n_diag);
+        }
+    }
+    oc_status st = stage_table(at, at->est_rows_buf, at->est_tab, (size_t)(entries_at + DIAG_INTS * n_ent) * 4, err);
+    int32_t n_w = (n_kv + EST_ROWS - 1) / EST_ROWS;
     for (int pass = 0; pass < 2 && st == OC_OK; pass++) {
         oc_cl_arg args[] = {
             OC_CL_I32(pass), OC_CL_BUF(io->q), OC_CL_I32(a->q_off), OC_CL_I32(a->q_stride_token),
             OC_CL_I32(a->q_stride_head), OC_CL_BUF(io->k), OC_CL_I32(a->k_off), OC_CL_I32(a->k_stride_token),
             OC_CL_I32(a->k_stride_head), OC_CL_I32(a->kv_dtype == OC_DTYPE_F16), OC_CL_BUF(at->est_rows_buf),
-            OC_CL_I32(h), OC_CL_I32(at->lim.n_head / at->lim.n_head_kv), OC_CL_I32(d), OC_CL_I32(n_kv),
+            OC_CL_I32(jobs_at), OC_CL_I32(at->lim.n_head / at->lim.n_head_kv), OC_CL_I32(d), OC_CL_I32(n_kv),
             OC_CL_I32(a->q_offset), OC_CL_I32(causal), OC_CL_F32(a->scale * 1.44269504088896340736f),
-            OC_CL_BUF(at->est_part_buf), OC_CL_I32(n_w0), OC_CL_BUF(at->est_prob_buf), OC_CL_BUF(at->est_scores_buf),
+            OC_CL_BUF(at->est_part_buf), OC_CL_I32(at->part_w), OC_CL_BUF(at->est_prob_buf),
+            OC_CL_BUF(at->est_scores_buf), OC_CL_I32(S),
             OC_CL_LOCAL((size_t)EST_SUB * (size_t)d * 4), OC_CL_LOCAL((size_t)EST_ROWS * (EST_SUB + 1) * 4),
         };
-        size_t local[1] = { EST_ROWS }, global[1] = { (size_t)(pass ? n_w1 : n_w0) * EST_ROWS };
-        if (global[0]) st = oc_cl_launch(at->dev, OC_CLK_DYN_ESTIMATE, 1, global, local, (int)OC_ARRAY_LEN(args), args, err);
+        size_t local[2] = { EST_ROWS, 1 }, global[2] = { (size_t)n_w * EST_ROWS, (size_t)at->n_est };
+        st = oc_cl_launch(at->dev, OC_CLK_DYN_ESTIMATE, 2, global, local, (int)OC_ARRAY_LEN(args), args, err);
     }
-    for (int mk = 0; slash && mk < (by_rank ? OC_N_MODALITIES : 1) && st == OC_OK; mk++) {
-        int32_t n_coord = by_rank ? n_m[mk] : n_kv, n_diag = by_rank ? OC_MAX(n_m[mk], n_m[mq]) : n_kv;
-        int32_t perm_off = by_rank ? (mk ? n_m[0] : 0) : 0;
-        if (n_diag < 1) continue;
-        size_t ss_at = (size_t)n_kv + (by_rank ? 2 * (size_t)mk * nkv1(at) : 0);
+    if (st == OC_OK && n_ent) {
         oc_cl_arg args[] = {
-            OC_CL_BUF(at->est_prob_buf), OC_CL_I32(n_kv), OC_CL_BUF(at->est_rows_buf),
-            OC_CL_BUF(by_rank ? at->est_perm_buf : NULL), OC_CL_I32(perm_off), OC_CL_I32(by_rank), OC_CL_I32(n_coord),
-            OC_CL_I32(n_diag), OC_CL_BUF(at->est_scores_buf), OC_CL_I32((int32_t)ss_at),
+            OC_CL_BUF(at->est_prob_buf), OC_CL_I32(n_kv), OC_CL_BUF(at->est_rows_buf), OC_CL_BUF(at->est_perm_buf),
+            OC_CL_I32(entries_at), OC_CL_BUF(at->est_scores_buf),
         };
-        size_t global[1] = { (size_t)(2 * n_diag - 1) };
-        st = oc_cl_launch(at->dev, OC_CLK_DYN_DIAG, 1, global, NULL, (int)OC_ARRAY_LEN(args), args, err);
-        if (st == OC_OK)
-            st = oc_cl_download(at->dev, at->est_scores_buf, ss_at * 4, at->est_scores + ss_at,
-                                (size_t)(2 * n_diag - 1) * 4, err);
+        size_t global[2] = { (size_t)(2 * max_diag - 1), (size_t)n_ent };
+        st = oc_cl_launch(at->dev, OC_CLK_DYN_DIAG, 2, global, NULL, (int)OC_ARRAY_LEN(args), args, err);
     }
-    if (st == OC_OK) st = oc_cl_download(at->dev, at->est_scores_buf, 0, at->est_scores, (size_t)n_kv * 4, err);
+    if (st == OC_OK) st = oc_cl_download(at->dev, at->est_scores_buf, 0, at->est_scores, (size_t)at->n_est * S * 4, err);
+    if (st == OC_OK) at->tables_in_flight = 0;   /* the queue ran up to the read: the tables' uploads too */
     return st;
 }
 
-/* The rows of one estimate into at->est_rows: the last 64 of modality m (m < 0: any); 0 when fewer. */
-static int est_rows(oc_cl_attn *at, const oc_attn_call *a, int m, int by_rank) {
-    int32_t rows[OC_DYN_LAST_Q];
-    if (!oc_dyn_last_rows(a, m, rows)) return 0;
+/* Queues a job (head h, kind, modality m, slash: its diagonals too) with the last 64 rows of
+ * modality m (m < 0: any; by_rank for EST_2D: the coordinate is the rank); 0 when fewer rows. */
+static int est_queue(oc_cl_attn *at, const oc_attn_call *a, int32_t h, int kind, int m, int slash) {
+    int32_t rows[OC_DYN_LAST_Q], *r = at->est_tab + (size_t)at->n_est * 2 * EST_ROWS;
+    if (!oc_dyn_last_rows(a, kind == EST_HEAD ? -1 : m, rows)) return 0;
     for (int c = 0; c < OC_DYN_LAST_Q; c++) {
-        at->est_rows[2 * c] = rows[c];
-        at->est_rows[2 * c + 1] = by_rank ? at->key_rank[a->q_offset + rows[c]] : a->q_offset + rows[c];
+        r[2 * c] = rows[c];
+        r[2 * c + 1] = kind == EST_2D ? at->key_rank[a->q_offset + rows[c]] : a->q_offset + rows[c];
     }
+    int32_t *job = at->est_job + 4 * at->n_est++;
+    job[0] = h;
+    job[1] = kind;
+    job[2] = m;
+    job[3] = slash;
     return 1;
+}
+
+/* The choice of queued job b from its scores (est_launch), the CPU's code (dyn.h), with the job's
+ * own scratch: a job writes only its head's index slots and dyn_heads entries. */
+typedef struct choose_ctx {
+    oc_cl_attn *at;
+    const oc_attn_call *a;
+    const int32_t *n_m;
+} choose_ctx;
+
+static void choose_job(void *ctx, int64_t task, int thread) {
+    (void)thread;   /* the job's scratch is its own: the same choice on any thread */
+    const choose_ctx *x = ctx;
+    oc_cl_attn *at = x->at;
+    const oc_attn_call *a = x->a;
+    const int32_t *n_m = x->n_m;
+    int32_t nh = at->lim.n_head, n_kv = a->n_kv, b = (int32_t)task;
+    oc_dyn_head *heads = at->dyn_heads, *vision = heads + nh, *pairs = vision + nh;
+    const int32_t *job = at->est_job + 4 * b;
+    int32_t h = job[0], m = job[2];
+    const oc_head_pattern *pat = &a->patterns[h];
+    const float *vs = at->est_scores + (size_t)b * 5 * n_kv;
+    int32_t *idx = at->dyn_idx + (size_t)h * N_SLOTS * nkv3(at), *work = at->est_work + (size_t)b * 2 * nkv1(at);
+    double *grid = at->est_grid + (size_t)b * 2 * nkv1(at);
+    if (job[1] == EST_HEAD) {
+        oc_dyn_choose(pat, n_kv, vs, vs + n_kv, idx, work, grid, &heads[h]);
+    } else if (job[1] == EST_QB) {
+        oc_head_pattern sub = oc_pattern_modal(pat, m);
+        oc_dyn_choose(&sub, n_kv, vs, vs + n_kv, idx + (size_t)m * nkv3(at), work, grid, m ? &vision[h] : &heads[h]);
+    } else {
+        oc_dyn_head *ph = pairs + (size_t)h * N_SLOTS + m * OC_N_MODALITIES;
+        for (int mk = 0; mk < OC_N_MODALITIES; mk++) {
+            oc_head_pattern sub = oc_pattern_pair(pat, m, mk);
+            if (!oc_pattern_is_dynamic(sub.kind)) continue;
+            oc_dyn_choose_pair(&sub, n_m[mk], OC_MAX(n_m[mk], n_m[m]), vs, at->key_perm + at->dyn.key_start[mk],
+                               vs + n_kv + 2 * (size_t)mk * n_kv, at->est_vr + (size_t)b * nkv1(at),
+                               idx + (size_t)(m * OC_N_MODALITIES + mk) * nkv3(at), work, grid, &ph[mk]);
+        }
+    }
+}
+
+/* The queued jobs' choices, as pool tasks: the top-k selections of a long prompt's heads (about
+ * 50-90 us each at 4,361 keys) were most of the host's part of a layer's estimate, the device
+ * idle meanwhile. */
+static void est_choose(oc_cl_attn *at, const oc_attn_call *a, const int32_t *n_m) {
+    choose_ctx x = { at, a, n_m };
+    oc_pool_run(at->pool, at->n_est, choose_job, &x);
+    at->n_est = 0;
+}
+
+void oc_cl_attn_set_pool(oc_cl_attn *at, oc_pool *pool) { at->pool = pool; }
+
+/* Runs and chooses the queued jobs when the batch is full (flush: whenever any is queued). */
+static oc_status est_flush(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_attn_bufs *io, const int32_t *n_m,
+                           int flush, oc_error *err) {
+    if (!at->n_est || (!flush && at->n_est < at->est_jobs)) return OC_OK;
+    oc_status st = est_launch(at, a, io, n_m, err);
+    if (st != OC_OK) {
+        at->n_est = 0;
+        return st;
+    }
+    est_choose(at, a, n_m);
+    return OC_OK;
 }
 
 oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_attn_bufs *io, const oc_attn_dyn **out,
@@ -817,6 +959,7 @@ oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *a, const oc_c
     at->dyn.n_head = nh;
     at->dyn.heads = heads;
     at->dyn.heads_vision = vision;
+    at->n_est = 0;
     int32_t n_m[OC_N_MODALITIES] = { 0, 0 };
     if (any_2d && n_kv > 0) {   /* the keys' modality permutation, the CPU's (dyn.h) */
         oc_dyn_key_perm(a, at->key_perm, at->key_rank, at->dyn.key_start);
@@ -824,30 +967,23 @@ oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *a, const oc_c
         at->dyn.key_perm = at->key_perm;
         at->dyn.key_rank = at->key_rank;
         for (int m = 0; m < OC_N_MODALITIES; m++) n_m[m] = at->dyn.key_start[m + 1] - at->dyn.key_start[m];
-        st = oc_cl_upload(at->dev, at->est_perm_buf, 0, at->key_perm, (size_t)n_kv * 4, err);
+        st = stage_table(at, at->est_perm_buf, at->key_perm, (size_t)n_kv * 4, err);   /* no wait: the estimate reads it */
     }
+    /* every head's estimates queued, run in batches (one read-back each), then chosen */
     for (int32_t h = 0; h < nh && n_dyn && n_kv > 0 && st == OC_OK; h++) {
         const oc_head_pattern *pat = &a->patterns[h];
-        int32_t *idx = at->dyn_idx + (size_t)h * N_SLOTS * nkv3(at);
         if (!oc_pattern_needs_index(pat)) continue;
         if (oc_pattern_is_dynamic(pat->kind)) {
-            est_rows(at, a, -1, 0);
-            st = estimate(at, a, io, h, pat->kind == OC_PATTERN_VERTICAL_SLASH, 0, n_m, 0, err);
-            if (st == OC_OK)
-                oc_dyn_choose(pat, n_kv, at->est_scores, at->est_scores + n_kv, idx, at->est_work, at->est_grid, &heads[h]);
+            est_queue(at, a, h, EST_HEAD, -1, pat->kind == OC_PATTERN_VERTICAL_SLASH);
+            st = est_flush(at, a, io, n_m, 0, err);
         } else if (pat->kind == OC_PATTERN_Q_BOUNDARY) {   /* Alg. 2: each modality from its own last queries */
             for (int m = 0; m < OC_N_MODALITIES && st == OC_OK; m++) {
                 oc_head_pattern sub = oc_pattern_modal(pat, m);
-                oc_dyn_head *dh = m ? &vision[h] : &heads[h];
                 if (!oc_pattern_is_dynamic(sub.kind)) continue;
-                if (!est_rows(at, a, m, 0)) {
-                    dh->dense = 1;
-                    continue;
-                }
-                st = estimate(at, a, io, h, sub.kind == OC_PATTERN_VERTICAL_SLASH, 0, n_m, 0, err);
-                if (st == OC_OK)
-                    oc_dyn_choose(&sub, n_kv, at->est_scores, at->est_scores + n_kv, idx + (size_t)m * nkv3(at),
-                                  at->est_work, at->est_grid, dh);
+                if (!est_queue(at, a, h, EST_QB, m, sub.kind == OC_PATTERN_VERTICAL_SLASH))
+                    (m ? &vision[h] : &heads[h])->dense = 1;
+                else
+                    st = est_flush(at, a, io, n_m, 0, err);
             }
         } else {   /* BOUNDARY_2D, Alg. 3: per query modality one estimate, then each pair's choice by rank */
             for (int mq = 0; mq < OC_N_MODALITIES && st == OC_OK; mq++) {
@@ -858,22 +994,15 @@ oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *a, const oc_c
                 }
                 if (!any) continue;
                 oc_dyn_head *ph = pairs + (size_t)h * N_SLOTS + mq * OC_N_MODALITIES;
-                if (!est_rows(at, a, mq, 1)) {
+                if (!est_queue(at, a, h, EST_2D, mq, slash))
                     for (int mk = 0; mk < OC_N_MODALITIES; mk++) ph[mk].dense = 1;
-                    continue;
-                }
-                st = estimate(at, a, io, h, slash, 1, n_m, mq, err);
-                for (int mk = 0; mk < OC_N_MODALITIES && st == OC_OK; mk++) {
-                    oc_head_pattern sub = oc_pattern_pair(pat, mq, mk);
-                    if (!oc_pattern_is_dynamic(sub.kind)) continue;
-                    oc_dyn_choose_pair(&sub, n_m[mk], OC_MAX(n_m[mk], n_m[mq]), at->est_scores,
-                                       at->key_perm + at->dyn.key_start[mk], at->est_scores + n_kv + 2 * (size_t)mk * nkv1(at),
-                                       at->est_vr, idx + (size_t)(mq * OC_N_MODALITIES + mk) * nkv3(at), at->est_work,
-                                       at->est_grid, &ph[mk]);
-                }
+                else
+                    st = est_flush(at, a, io, n_m, 0, err);
             }
         }
     }
+    if (st == OC_OK) st = est_flush(at, a, io, n_m, 1, err);
+    at->n_est = 0;
     if (st != OC_OK) return st;
     *out = &at->dyn;
     return OC_OK;

@@ -15,6 +15,7 @@
 #define OC_CL_ATTN_H
 
 #include "attention/attn.h"
+#include "core/pool.h"
 #include "opencl/cl_device.h"
 
 typedef struct oc_cl_attn oc_cl_attn;
@@ -100,5 +101,8 @@ uint64_t oc_cl_attn_base_pairs(const oc_cl_attn *at);
 /* Tests and benchmarks: force the key split of the next prepares into n_chunks chunks (0: the
  * automatic choice). Only calls of at most 4 query rows split. */
 void oc_cl_attn_force_split(oc_cl_attn *at, int32_t n_chunks);
+/* The host threads that choose the prefill heads' indices from the device's estimate (borrowed,
+ * outlives the instance; NULL: serial, the default). The choices are the same for any pool. */
+void oc_cl_attn_set_pool(oc_cl_attn *at, oc_pool *pool);
 
 #endif

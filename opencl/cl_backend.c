@@ -39,6 +39,8 @@ typedef struct cl_backend {
     oc_attn_dims attn_kv_dims;
     int32_t *idx;                /* gather_rows: the indices on the host, idx_cap of them */
     int64_t idx_cap;
+    oc_cl_buf *keep_idx;         /* kv_keep's kept rows on the device (limits.per_kv_head: a KV
+                                    cache that evicts; max_n_kv of them), else NULL */
     void *view;                  /* map_read's host copy, view_bytes */
     size_t view_bytes;
 } cl_backend;
@@ -395,7 +397,7 @@ static oc_status cl_kv_keep(oc_backend *be, oc_bt *t, int64_t off, int64_t strid
     oc_status st = span(t, off, (int64_t)kept[n_kept - 1] * stride_elems + row_elems, sizeof(uint16_t), "kv_keep", err);
     if (st) return st;
     return oc_cl_keep_rows(clb(be)->dev->cl, buf_of(t), (size_t)off * 2, (size_t)stride_elems * 2, (size_t)row_elems * 2,
-                           kept, n_kept, err);
+                           kept, n_kept, clb(be)->keep_idx, err);
 }
 
 static void cl_close(oc_backend *be) {
@@ -404,6 +406,7 @@ static void cl_close(oc_backend *be) {
     cl_unmap(be, NULL, NULL);
     oc_cl_attn_close(b->attn);
     oc_cl_attn_close(b->attn_kv);
+    oc_cl_buf_free(b->keep_idx);
     if (b->idx) oc_mem_free(&a, b->idx, (size_t)b->idx_cap * sizeof(int32_t));
     if (b->own_dev) oc_cl_backend_device_close(b->dev);
     oc_mem_free(&a, b, sizeof *b);
@@ -444,6 +447,7 @@ size_t oc_cl_backend_bytes(const oc_backend_limits *lim) {
         oc_cl_attn_limits akl = attn_limits(&k);
         n += oc_cl_attn_host_bytes(&akl);
     }
+    if (lim->per_kv_head) n += oc_cl_buf_host_bytes();   /* keep_idx */
     return lim->attn.n_head > 0 ? n + oc_cl_attn_host_bytes(&al) : n;
 }
 
@@ -477,6 +481,10 @@ oc_status oc_cl_backend_open(oc_backend **out, const oc_backend_spec *spec, cons
         b->attn_kv_dims = k.attn;
         st = oc_cl_attn_open(&b->attn_kv, b->dev->cl, &akl, err);
     }
+    if (b->attn) oc_cl_attn_set_pool(b->attn, spec->pool);   /* the index choices (cl_attn.c est_choose) */
+    if (b->attn_kv) oc_cl_attn_set_pool(b->attn_kv, spec->pool);
+    if (st == OC_OK && lim->per_kv_head)
+        st = oc_cl_buf_alloc(b->dev->cl, (size_t)OC_MAX(1, lim->attn.max_n_kv) * sizeof(int32_t), &b->keep_idx, err);
     if (st != OC_OK) {
         if (!b->idx) b->idx_cap = 0;
         cl_close(&b->base);

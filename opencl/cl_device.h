@@ -24,6 +24,7 @@
     X(GATHER_ROWS, "elementwise.cl", "oc_gather_rows") \
     X(EMBED, "embed.cl", "oc_embed")                  \
     X(KV_STORE, "kv.cl", "oc_kv_store")               \
+    X(KV_KEEP, "kv.cl", "oc_kv_keep")                 \
     X(ARGMAX, "argmax.cl", "oc_argmax")               \
     X(GEMV, "matmul.cl", "oc_gemv")                   \
     X(GEMM, "matmul.cl", "oc_gemm")                   \
@@ -137,10 +138,12 @@ oc_status oc_cl_upload_nowait(oc_cl_device *dev, oc_cl_buf *dst, size_t dst_offs
 oc_status oc_cl_fill32(oc_cl_device *dev, oc_cl_buf *dst, size_t offset_bytes, uint32_t pattern,
                        size_t n_bytes, oc_error *err);
 /* KV cache compaction in place: the row of row_bytes at off + kept[r] * stride_bytes moves to
- * off + r * stride_bytes, for r < n_kept (kept ascending). Queued device copies, in order.
+ * off + r * stride_bytes, for r < n_kept (kept ascending). With idx (a device buffer of at least
+ * n_kept int32) and 4-byte aligned rows: kept is written to idx (a wait) and one launch of
+ * kv.cl's oc_kv_keep moves every row; else queued copies, one per run of consecutive rows.
  * [errors: OC_ERR_RANGE, OC_ERR_INVALID (rows overlap), OC_ERR_DEVICE] */
 oc_status oc_cl_keep_rows(oc_cl_device *dev, oc_cl_buf *buf, size_t offset_bytes, size_t stride_bytes,
-                          size_t row_bytes, const int32_t *kept, int32_t n_kept, oc_error *err);
+                          size_t row_bytes, const int32_t *kept, int32_t n_kept, oc_cl_buf *idx, oc_error *err);
 /* Wait until every queued command has finished (benchmarks time with it). */
 oc_status oc_cl_finish(oc_cl_device *dev, oc_error *err);
 

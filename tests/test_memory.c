@@ -223,10 +223,56 @@ static void test_memory_bytes_exact(void) {
     oc_model_close(m);
 }
 
+/* batch_tokens 0 (the default) is the backend's chunk (oc_context_params): 256 on the CPU and
+ * for OC_BACKEND_AUTO, on OpenCL the largest whose per-token buffers fit 512 MiB, at most 4096
+ * tokens and the context (the demo model's are a few KiB: the context); a negative one is
+ * refused. The context's host memory grows with the chunk, so its prediction tells the chunk. */
+static size_t bytes_with_chunk(const oc_model *m, oc_backend_choice backend, int32_t batch_tokens) {
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    cp.max_context_tokens = 1024;
+    cp.n_threads = 1;
+    cp.backend = backend;
+    cp.device = check_opencl_device();
+    cp.batch_tokens = batch_tokens;
+    size_t bytes = 0;
+    oc_error e;
+    CHECKF(oc_context_memory_bytes(m, &cp, &bytes, &e) == OC_OK, "%s", e.message);
+    return bytes;
+}
+
+static void test_prefill_chunk_per_backend(void) {
+    oc_error e;
+    oc_model *m;
+    REQUIREF(oc_model_open(&m, DEMO, DEMO_MMPROJ, NULL, &e) == OC_OK, "%s", e.message);
+    oc_model_info info;
+    oc_model_get_info(m, &info);
+    int32_t n_ctx = OC_MIN(1024, info.n_ctx_train >= 16 ? info.n_ctx_train : 1024);
+    CHECK(bytes_with_chunk(m, OC_BACKEND_CPU, 0) == bytes_with_chunk(m, OC_BACKEND_CPU, 256));
+    CHECK(bytes_with_chunk(m, OC_BACKEND_CPU, 0) != bytes_with_chunk(m, OC_BACKEND_CPU, n_ctx));
+    oc_context_params cp;
+    oc_context_params_default(&cp);
+    CHECK(cp.batch_tokens == 0);
+    cp.batch_tokens = -1;
+    size_t bytes;
+    CHECK(oc_context_memory_bytes(m, &cp, &bytes, &e) == OC_ERR_INVALID && strstr(e.message, "batch_tokens"));
+    if (check_opencl_missing()) {
+        check_skip("%s", check_opencl_missing());
+    } else {
+        CHECK(bytes_with_chunk(m, OC_BACKEND_AUTO, 0) == bytes_with_chunk(m, OC_BACKEND_AUTO, 256));
+        size_t chosen = bytes_with_chunk(m, OC_BACKEND_OPENCL, 0);
+        CHECKF(chosen == bytes_with_chunk(m, OC_BACKEND_OPENCL, n_ctx) &&
+               chosen != bytes_with_chunk(m, OC_BACKEND_OPENCL, 256),
+               "OpenCL's chunk is not the whole %d-token context", (int)n_ctx);
+    }
+    oc_model_close(m);
+}
+
 int main(void) {
     CHECK_RUN(test_preprocess_bytes_exact_and_bounded);
     CHECK_RUN(test_preprocess_bound_random_shapes);
     CHECK_RUN(test_memory_bytes_exact);
+    CHECK_RUN(test_prefill_chunk_per_backend);
     CHECK_RUN(test_ask_allocates_nothing_cpu);
     CHECK_RUN(test_ask_allocates_nothing_cpu_plan);
     CHECK_RUN(test_ask_allocates_nothing_opencl_plan);

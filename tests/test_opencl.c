@@ -540,18 +540,21 @@ static void test_kv_store(void) {
 /* oc_cl_keep_rows (the KV cache's in-place compaction): random kept sets with runs of consecutive
  * rows (moved as one rectangle copy when the shift allows) and single rows, at offsets inside a
  * row and at a whole-row base, against the host's compaction of the same bytes; rows past the
- * kept count and bytes outside each row stay as they were. */
+ * kept count and bytes outside each row stay as they were. Both paths: the copies, and with an
+ * index buffer the one-launch kernel (kv.cl oc_kv_keep), over sets longer than its step (512
+ * rows of 32 bytes) so that its steps' order is tested too. */
 static void test_keep_rows(void) {
     if (!need_dev()) return;
     check_rng r = { 77 };
-    for (int trial = 0; trial < 12; trial++) {
-        const size_t stride = 96, row = trial % 3 == 2 ? 96 : 32, n_rows = 300;
+    oc_cl_buf *idx = dbuf(3000 * sizeof(int32_t));
+    int32_t *kept = malloc(3000 * sizeof(int32_t));
+    for (int trial = 0; trial < 24; trial++) {
+        const size_t stride = 96, row = trial % 3 == 2 ? 96 : 32, n_rows = trial >= 12 ? 3000 : 300;
         size_t off = (size_t)(trial % 3) * 32 + (trial % 4 == 3 ? 5 * stride : 0);
         if (off % stride + row > stride) off -= off % stride;
         size_t n_bytes = off + n_rows * stride;
         unsigned char *h = malloc(n_bytes), *want = malloc(n_bytes), *got = malloc(n_bytes);
         for (size_t i = 0; i < n_bytes; i++) h[i] = (unsigned char)check_rng_int(&r, 0, 255);
-        int32_t kept[300];
         int32_t n_kept = 0;
         for (int32_t j = 0; j < (int32_t)n_rows;) {   /* runs of 1-40 kept rows, gaps of 0-30 */
             int32_t run = check_rng_int(&r, 1, 40), gap = check_rng_int(&r, 0, trial % 2 ? 3 : 30);
@@ -562,13 +565,17 @@ static void test_keep_rows(void) {
         for (int32_t k = 0; k < n_kept; k++) memmove(want + off + (size_t)k * stride, h + off + (size_t)kept[k] * stride, row);
         oc_cl_buf *b = dup_host(h, n_bytes);
         oc_error err;
-        CHECKF(oc_cl_keep_rows(g_dev, b, off, stride, row, kept, n_kept, &err) == OC_OK, "trial %d: %s", trial, err.message);
+        oc_cl_buf *use = trial % 4 >= 2 ? idx : NULL;
+        CHECKF(oc_cl_keep_rows(g_dev, b, off, stride, row, kept, n_kept, use, &err) == OC_OK, "trial %d: %s", trial,
+               err.message);
         CHECK(oc_cl_download(g_dev, b, 0, got, n_bytes, &err) == OC_OK);
-        CHECKF(memcmp(got, want, n_bytes) == 0, "trial %d (%d kept of %zu, off %zu, row %zu): bytes differ", trial, n_kept,
-               n_rows, off, row);
+        CHECKF(memcmp(got, want, n_bytes) == 0, "trial %d (%s, %d kept of %zu, off %zu, row %zu): bytes differ", trial,
+               use ? "one launch" : "copies", n_kept, n_rows, off, row);
         oc_cl_buf_free(b);
         free(h); free(want); free(got);
     }
+    free(kept);
+    oc_cl_buf_free(idx);
 }
 
 static void test_argmax(void) {
@@ -763,6 +770,7 @@ typedef struct dyn_case {
     int n_q, n_kv, n_head, n_head_kv, d, q_offset;
     oc_attn_mask_kind mask;
     int32_t dtype;
+    int max_kv;   /* the context's max_n_kv (0: n_kv): larger ones cut the estimate into more batches */
 } dyn_case;
 
 static void dyn_patterns(oc_head_pattern *pat, int n_head, int seed) {
@@ -838,7 +846,7 @@ static void check_dyn(const dyn_case *c, int seed) {
     CHECKF(ref_st.flops_kept == cpu_st.flops_kept, "%s: explicit mask keeps %llu FLOPs, the sparse CPU run %llu",
            c->name, (unsigned long long)ref_st.flops_kept, (unsigned long long)cpu_st.flops_kept);
 
-    oc_cl_attn_limits lim = { c->n_q, H, c->n_head_kv, d, 0, 0, c->n_kv, 0 };
+    oc_cl_attn_limits lim = { c->n_q, H, c->n_head_kv, d, 0, 0, c->max_kv ? c->max_kv : c->n_kv, 0 };
     oc_cl_attn *at = NULL;
     REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s: %s", c->name, err.message);
     oc_cl_buf *dq = dup_host(q, sizeof(float) * nq * (size_t)qst), *dk = dup_host(k, es * kv_elems),
@@ -866,13 +874,20 @@ static void check_dyn(const dyn_case *c, int seed) {
            (unsigned long long)dev_st.flops_kept, (unsigned long long)dev_st.flops_skipped,
            (unsigned long long)cpu_st.flops_kept, (unsigned long long)cpu_st.flops_skipped);
     CHECK(dev_st.flops_skipped > 0 && dev_st.flops_executed >= dev_st.flops_kept);
-    /* the device's own estimate and choice */
-    const oc_attn_dyn *dev_dyn = NULL;
-    CHECKF(oc_cl_attn_dyn_build(at, &a, &io, &dev_dyn, &err) == OC_OK, "%s: dyn build: %s", c->name, err.message);
-    for (int h = 0; dev_dyn && h < H; h++)
-        CHECKF(same_index(&dev_dyn->heads[h], &cpu_dyn->heads[h], pat[h].kind),
-               "%s head %d (kind %d): the device's estimate chose another index than the CPU's", c->name, h,
-               (int)pat[h].kind);
+    /* the device's own estimate and choice, serial and on a pool of 3 threads (the same) */
+    oc_pool *pool = NULL;
+    REQUIRE(oc_pool_open(&pool, 3, NULL, &err) == OC_OK);
+    for (int pass = 0; pass < 2; pass++) {
+        oc_cl_attn_set_pool(at, pass ? pool : NULL);
+        const oc_attn_dyn *dev_dyn = NULL;
+        CHECKF(oc_cl_attn_dyn_build(at, &a, &io, &dev_dyn, &err) == OC_OK, "%s: dyn build: %s", c->name, err.message);
+        for (int h = 0; dev_dyn && h < H; h++)
+            CHECKF(same_index(&dev_dyn->heads[h], &cpu_dyn->heads[h], pat[h].kind),
+                   "%s head %d (kind %d, %s): the device's estimate chose another index than the CPU's", c->name, h,
+                   (int)pat[h].kind, pass ? "pool" : "serial");
+    }
+    oc_cl_attn_set_pool(at, NULL);
+    oc_pool_close(pool);
     free(row); free(out_dev); free(em); free(q); free(k); free(v); free(out_cpu); free(out_ref);
     oc_port_aligned_free(scratch);
     oc_port_aligned_free(dmem);
@@ -883,11 +898,15 @@ static void check_dyn(const dyn_case *c, int seed) {
 static void test_attn_dynamic(void) {
     if (!need_dev()) return;
     static const dyn_case cases[] = {
-        { "causal 131 (odd), MHA, d64, f16", 131, 131, 4, 4, 64, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16 },
-        { "chunk after 45 keys, GQA 3, d72, f32", 200, 245, 6, 2, 72, 45, OC_ATTN_CAUSAL, OC_DTYPE_F32 },
-        { "GQA 6 (the 2B decoder), d80, f16", 257, 257, 6, 1, 80, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16 },
-        { "bidirectional (vision), d128, f32", 150, 150, 5, 5, 128, 0, OC_ATTN_BIDIRECTIONAL, OC_DTYPE_F32 },
-        { "causal 259, GQA 2, d128, f16", 259, 259, 4, 2, 128, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16 },
+        { "causal 131 (odd), MHA, d64, f16", 131, 131, 4, 4, 64, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16, 0 },
+        { "chunk after 45 keys, GQA 3, d72, f32", 200, 245, 6, 2, 72, 45, OC_ATTN_CAUSAL, OC_DTYPE_F32, 0 },
+        { "GQA 6 (the 2B decoder), d80, f16", 257, 257, 6, 1, 80, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16, 0 },
+        { "bidirectional (vision), d128, f32", 150, 150, 5, 5, 128, 0, OC_ATTN_BIDIRECTIONAL, OC_DTYPE_F32, 0 },
+        { "causal 259, GQA 2, d128, f16", 259, 259, 4, 2, 128, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16, 0 },
+        /* the estimate's batches: a context opened for more keys than the call has (the buffers'
+         * strides follow the call), and one so long that every job is a batch of its own */
+        { "chunk after 45 keys, 3000-key context", 200, 245, 6, 2, 72, 45, OC_ATTN_CAUSAL, OC_DTYPE_F32, 3000 },
+        { "causal 259, one job per estimate batch", 259, 259, 6, 2, 64, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16, 100000 },
     };
     for (int k = 0; k < (int)OC_ARRAY_LEN(cases); k++) check_dyn(&cases[k], k);
 }
@@ -906,6 +925,7 @@ typedef struct bnd_case {
     int32_t dtype;
     int n_img;
     oc_token_span img[3];
+    int max_kv;   /* the context's max_n_kv (0: n_kv), as dyn_case's */
 } bnd_case;
 
 static oc_modal_pattern modal_of(oc_pattern_kind kind, int a, int b) {
@@ -1033,7 +1053,7 @@ static void check_boundary(const bnd_case *c, int seed) {
     CHECKF(ref_st.flops_kept == cpu_st.flops_kept, "%s: explicit mask keeps %llu FLOPs, the sparse CPU run %llu",
            c->name, (unsigned long long)ref_st.flops_kept, (unsigned long long)cpu_st.flops_kept);
 
-    oc_cl_attn_limits lim = { c->n_q, H, c->n_head_kv, d, c->n_img, 1, n_kv, 0 };
+    oc_cl_attn_limits lim = { c->n_q, H, c->n_head_kv, d, c->n_img, 1, c->max_kv ? c->max_kv : n_kv, 0 };
     oc_cl_attn *at = NULL;
     REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s: %s", c->name, err.message);
     oc_cl_buf *dq = dup_host(q, sizeof(float) * nq * (size_t)qst), *dk = dup_host(k, es * kv_elems),
@@ -1072,7 +1092,12 @@ static void check_boundary(const bnd_case *c, int seed) {
     }
     /* the device's own estimate and choice, slot by slot */
     const oc_attn_dyn *dd = NULL;
+    oc_pool *pool = NULL;   /* odd cases choose on a pool of 3 threads (the same choices) */
+    REQUIRE(oc_pool_open(&pool, 3, NULL, &err) == OC_OK);
+    oc_cl_attn_set_pool(at, seed % 2 ? pool : NULL);
     CHECKF(oc_cl_attn_dyn_build(at, &a, &io, &dd, &err) == OC_OK, "%s: dyn build: %s", c->name, err.message);
+    oc_cl_attn_set_pool(at, NULL);
+    oc_pool_close(pool);
     for (int h = 0; dd && h < H; h++) {
         int ok = 1;
         if (pat[h].kind == OC_PATTERN_BOUNDARY_2D) {
@@ -1099,15 +1124,19 @@ static void test_attn_boundary(void) {
     if (!need_dev()) return;
     static const bnd_case cases[] = {
         { "causal 301 (odd), 2 images, MHA, d64, f16", 301, 301, 5, 5, 64, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16,
-          2, { { 20, 110 }, { 150, 240 } } },
+          2, { { 20, 110 }, { 150, 240 } }, 0 },
         { "chunk after 45 keys, GQA 3, d72, f32", 233, 278, 6, 2, 72, 45, OC_ATTN_CAUSAL, OC_DTYPE_F32,
-          2, { { 10, 100 }, { 130, 170 } } },
+          2, { { 10, 100 }, { 130, 170 } }, 0 },
         { "GQA 5, d80, f16, a short image (its dynamic parts dense)", 257, 257, 5, 1, 80, 0, OC_ATTN_CAUSAL,
-          OC_DTYPE_F16, 3, { { 30, 60 }, { 100, 120 }, { 200, 207 } } },
+          OC_DTYPE_F16, 3, { { 30, 60 }, { 100, 120 }, { 200, 207 } }, 0 },
         { "bidirectional, d128, f32", 199, 199, 5, 5, 128, 0, OC_ATTN_BIDIRECTIONAL, OC_DTYPE_F32,
-          1, { { 40, 150 } } },
+          1, { { 40, 150 } }, 0 },
         { "causal 263, GQA 2, d128, f16, image first", 263, 263, 4, 2, 128, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16,
-          1, { { 0, 131 } } },
+          1, { { 0, 131 } }, 0 },
+        { "chunk after 45 keys, 4000-key context", 233, 278, 6, 2, 72, 45, OC_ATTN_CAUSAL, OC_DTYPE_F32,
+          2, { { 10, 100 }, { 130, 170 } }, 4000 },
+        { "causal 301, one job per estimate batch", 301, 301, 5, 5, 64, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16,
+          2, { { 20, 110 }, { 150, 240 } }, 100000 },
     };
     for (int k = 0; k < (int)OC_ARRAY_LEN(cases); k++) check_boundary(&cases[k], k);
     const oc_backend_provider *clp = oc_backend_provider_find(OC_BACKEND_KIND_OPENCL);
@@ -1180,8 +1209,11 @@ static void test_attn_tiles(void) {
 }
 
 /* One context through changing geometries: A, A again (prepare reuses the uploaded runs), B, A;
- * patterns given on the host (the context keeps them on the device); then more pattern sets than
- * the context keeps, and the first one again after it was pushed out. */
+ * then decode steps whose tables stay as they are on the device while the key count grows (C, D),
+ * one whose image table changes (E) and one back (D again), a prefill whose images moved (A', its
+ * tables as many runs as A's, other ones) and A again; patterns given on the host (the
+ * context keeps them on the device); then more pattern sets than the context keeps, and the first
+ * one again after it was pushed out. */
 static void test_attn_reuse(void) {
     if (!need_dev()) return;
     static const oc_token_span img[2] = { { 10, 60 }, { 70, 100 } };
@@ -1190,13 +1222,20 @@ static void test_attn_reuse(void) {
     };
     const attn_case a = { "reuse A: prefill", 120, 120, 4, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 2, 110, OC_DTYPE_F16, 0 };
     const attn_case b = { "reuse B: decode", 1, 121, 4, 2, 64, 120, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 2, 110, OC_DTYPE_F16, 0 };
+    static const oc_token_span img2[2] = { { 11, 61 }, { 71, 101 } };
+    const attn_case c = { "reuse C: decode", 1, 122, 4, 2, 64, 121, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 2, 110, OC_DTYPE_F16, 0 };
+    const attn_case d = { "reuse D: decode", 1, 123, 4, 2, 64, 122, OC_ATTN_CAUSAL, NULL, 0, pat4, img, 2, 110, OC_DTYPE_F16, 0 };
+    const attn_case e = { "reuse E: decode, images moved", 1, 123, 4, 2, 64, 122, OC_ATTN_CAUSAL, NULL, 0, pat4, img2, 2, 110,
+                          OC_DTYPE_F16, 0 };
     oc_cl_attn_limits lim = { 120, 4, 2, 64, 2, 0, 0, 0 };
     oc_cl_attn *at = NULL;
     oc_error err;
     REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s", err.message);
     check_rng r = { 20 };
-    const attn_case *seq[4] = { &a, &a, &b, &a };
-    for (int i = 0; i < 4; i++) check_attn(seq[i], at, &r, 1);
+    const attn_case a2 = { "reuse A': prefill, images moved", 120, 120, 4, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, pat4, img2, 2,
+                           110, OC_DTYPE_F16, 0 };
+    const attn_case *seq[10] = { &a, &a, &b, &a, &c, &d, &e, &d, &a2, &a };
+    for (int i = 0; i < 10; i++) check_attn(seq[i], at, &r, 1);
     oc_head_pattern many[4];
     attn_case m = { "pattern set", 24, 24, 4, 2, 64, 0, OC_ATTN_CAUSAL, NULL, 0, many, NULL, 0, 0, OC_DTYPE_F32, 0 };
     for (int s = 0; s <= OC_CL_ATTN_PATTERN_SETS + 1; s++) {

@@ -71,7 +71,8 @@ static void usage(FILE *f) {
             "  --seed S               item stream (default 1000001, ocellus eval --suite long's)\n"
             "  --first I              index of the first item (default 0)\n"
             "  --max-images N         images per item 8..N, N in 8..32 (default 32)\n"
-            "  --prefill-chunk N|all  prompt tokens per prefill call (default 256)\n"
+            "  --prefill-chunk N|all|auto  prompt tokens per prefill call (default auto: 256 on the\n"
+            "                         CPU, up to 4096 on OpenCL, where 256 is launch-bound)\n"
             "  --profile              OpenCL: each timed step waits for the device, so the breakdown\n"
             "                         is the steps' own time (slower); the CPU ignores it\n"
             "  --json FILE            also write the numbers as JSON\n"
@@ -305,7 +306,7 @@ int bench_plans(int argc, char **argv) {
     const char *text_path = NULL, *mmproj = NULL;
     const char *plans[MAX_PLANS], *device = NULL, *json_path = NULL;
     int n_plans = 0, n_threads = 0, profile = 0;
-    long long n_items = 4, n_reps = 3, first = 0, max_images = OC_LONG_MAX_IMAGES, chunk = 256, v_ll;
+    long long n_items = 4, n_reps = 3, first = 0, max_images = OC_LONG_MAX_IMAGES, chunk = -1, v_ll;
     unsigned long long seed = 1000001;
     oc_backend_choice backend = OC_BACKEND_CPU;
     for (int i = 1; i < argc; i++) {
@@ -331,6 +332,7 @@ int bench_plans(int argc, char **argv) {
         else if (!strcmp(a, "--max-images") && oc_tool_parse_ll(v, OC_LONG_MIN_IMAGES, OC_LONG_MAX_IMAGES, &max_images)) i++;
         else if (!strcmp(a, "-t") && oc_tool_parse_ll(v, 1, 1024, &v_ll)) { n_threads = (int)v_ll; i++; }
         else if (!strcmp(a, "--prefill-chunk") && !strcmp(v, "all")) { chunk = 0; i++; }
+        else if (!strcmp(a, "--prefill-chunk") && !strcmp(v, "auto")) { chunk = -1; i++; }
         else if (!strcmp(a, "--prefill-chunk") && oc_tool_parse_ll(v, 1, 1 << 20, &chunk)) i++;
         else { fprintf(stderr, "ocellus bench plans: bad option or value: %s %s\n", a, v); return 2; }
     }

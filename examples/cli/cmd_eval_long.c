@@ -35,8 +35,8 @@ static void usage(FILE *f) {
             "                         list; default all)\n"
             "  --max-images N         images per item 8..N, N in 8..32 (default 32)\n"
             "  --plan FILE            attention plan (default: dense attention)\n"
-            "  --prefill-chunk N|all  prompt tokens per prefill call (default 256); all: the whole prompt\n"
-            "                         in one call, so MMInference's vertical-slash / grid / q-boundary\n"
+            "  --prefill-chunk N|all|auto  prompt tokens per prefill call (default auto: 256 on the CPU,\n"
+            "                         up to 4096 on OpenCL); all: the whole prompt in one call, so MMInference's vertical-slash / grid / q-boundary\n"
             "                         heads index the prompt once from its last 64 queries, as in the\n"
             "                         paper and in ocellus calibrate (each chunk of N >= 64 rows indexes\n"
             "                         itself from its own last 64 queries)\n"
@@ -182,7 +182,7 @@ int oc_tool_eval_long(int argc, char **argv) {
     int verbose = 0, n_threads = 0;
     long long n_items = 500, first = 0, max_images = OC_LONG_MAX_IMAGES, v_ll;
     unsigned long long seed = 1000001;
-    long long chunk = 256;   /* --prefill-chunk; 0: all */
+    long long chunk = -1;   /* --prefill-chunk; 0: all, -1: auto (the backend's) */
     uint32_t types = 0;
     oc_backend_choice backend = OC_BACKEND_CPU;
     for (int i = 1; i < argc; i++) {
@@ -205,6 +205,7 @@ int oc_tool_eval_long(int argc, char **argv) {
         else if (!strcmp(a, "--types") && (types = parse_types(v)) != 0) i++;
         else if (!strcmp(a, "-t") && oc_tool_parse_ll(v, 1, 1024, &v_ll)) { n_threads = (int)v_ll; i++; }
         else if (!strcmp(a, "--prefill-chunk") && !strcmp(v, "all")) { chunk = 0; i++; }
+        else if (!strcmp(a, "--prefill-chunk") && !strcmp(v, "auto")) { chunk = -1; i++; }
         else if (!strcmp(a, "--prefill-chunk") && oc_tool_parse_ll(v, 1, 1 << 20, &v_ll)) { chunk = v_ll; i++; }
         else { fprintf(stderr, "ocellus eval: bad option or value: %s %s\n", a, v); return 2; }
     }

@@ -14,7 +14,7 @@ void oc_long_run_context_params(oc_context_params *cp, int32_t max_images, int32
     cp->max_context_tokens = max_images * (max_tokens_per_image + 10) + 512;
     if (cp->max_image_tokens < max_tokens_per_image) cp->max_image_tokens = max_tokens_per_image;
     if (cp->min_image_tokens > 64) cp->min_image_tokens = 64;
-    cp->batch_tokens = chunk > 0 && chunk < cp->max_context_tokens ? chunk : cp->max_context_tokens;
+    cp->batch_tokens = chunk < 0 ? 0 : chunk > 0 && chunk < cp->max_context_tokens ? chunk : cp->max_context_tokens;
 }
 
 size_t oc_long_run_rgb_bytes(int32_t max_images) {

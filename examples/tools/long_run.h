@@ -22,7 +22,8 @@ typedef struct oc_long_run {
 } oc_long_run;
 
 /* The context the suite needs for items of up to max_images images (8..32): context length,
- * image limits, and the prefill chunk (0: the whole prompt in one call). Sets those fields only. */
+ * image limits, and the prefill chunk (0: the whole prompt in one call; < 0: the backend's choice,
+ * oc_context_params.batch_tokens 0). Sets those fields only. */
 void oc_long_run_context_params(oc_context_params *cp, int32_t max_images, int32_t chunk);
 /* Bytes of the pixel buffer for items of up to max_images images. */
 size_t oc_long_run_rgb_bytes(int32_t max_images);

@@ -7,11 +7,18 @@
  * (query index, coordinate c_r: the position, or for 2D-Boundary the rank within the row's
  * modality). The host then chooses the index from the scores with the CPU's code (dyn_index.c
  * oc_dyn_choose), so both executors make the same choice from the same scores.
+ * Every launch takes a batch of jobs (dimension 1: job b; one table holds every job's rows at
+ * 128 b, then the jobs' heads at jobs_at, then oc_dyn_diag's entries at entries_at; each job's
+ * buffers lie at a fixed stride), so one layer's estimates are three launches and
+ * one read-back, not three launches and two waits per head (the host round trips made the
+ * estimate most of an OpenCL prefill).
  *  oc_dyn_estimate pass 0 (64 items, item c = row c; work-group w = keys [64 w, 64 w + 64)): each
- *    row's max and sum (base 2) over the tile -> part[w][c];
+ *    row's max and sum (base 2) over the tile -> part[w][c] (a tile past the job's last key:
+ *    max -inf, sum 0, which pass 1 skips);
  *  pass 1: the merged max and sum, then the probabilities of the tile's keys into prob[c][j]
  *    (0 where the base mask drops the pair) and the column sums vs[j] in row order;
- *  oc_dyn_diag (item t = one diagonal of one key stream): sums prob down the diagonal in row
+ *  oc_dyn_diag (item t = one diagonal of one key stream; dimension 1: entry e of a table of
+ *    (job, perm offset, has perm, n_coord, n_diag, score offset)): sums prob down the diagonal in row
  *    order, the keys addressed through the stream (the identity, or a 2D-Boundary key modality's
  *    positions by rank). Every score is written by one item in a fixed order: no atomics, and the
  *    result does not depend on scheduling.
@@ -44,12 +51,21 @@ inline float oc_est_dot(const float *qv, const __local float *kr, int d) {
 __kernel __attribute__((reqd_work_group_size(EST_ROWS, 1, 1)))
 void oc_dyn_estimate(int pass, const __global float *q, int q_off, int q_st, int q_sh,
                      const __global uchar *k, int k_off, int k_st, int k_sh, int kv_f16,
-                     const __global int *rows, int h, int n_rep, int d, int n_kv, int q_offset, int causal,
-                     float qscale, __global float2 *part, int n_w0, __global float *prob, __global float *vs,
-                     __local float *ks, __local float *pl) {
-    const int c = get_local_id(0), w = get_group_id(0), g = h / n_rep;
+                     const __global int *rows_all, int jobs_at, int n_rep, int d, int n_kv, int q_offset,
+                     int causal, float qscale, __global float2 *part_all, int part_w, __global float *prob_all,
+                     __global float *scores, int ss_stride, __local float *ks, __local float *pl) {
+    const int c = get_local_id(0), w = get_group_id(0), b = get_group_id(1), h = rows_all[jobs_at + b], g = h / n_rep;
+    const __global int *rows = rows_all + 2 * EST_ROWS * b;
+    __global float2 *part = part_all + (size_t)b * part_w * EST_ROWS;
+    __global float *prob = prob_all + (size_t)b * EST_ROWS * n_kv;
+    __global float *vs = scores + (size_t)b * ss_stride;
     const int p = q_offset + rows[2 * c], p_last = q_offset + rows[2 * (EST_ROWS - 1)];
     const int key_end = causal ? min(n_kv, p_last + 1) : n_kv;
+    const int n_w0 = (key_end + EST_ROWS - 1) / EST_ROWS;
+    if (pass == 0 && w >= n_w0) {   /* the launch covers the longest job; uniform per work-group */
+        part[(size_t)w * EST_ROWS + c] = (float2)(-INFINITY, 0.0f);
+        return;
+    }
     float qv[EST_DMAX];
     const __global float *qr = q + q_off + (size_t)rows[2 * c] * q_st + (size_t)h * q_sh;
     for (int e = 0; e < d; e++) qv[e] = qr[e] * qscale;
@@ -109,9 +125,13 @@ void oc_dyn_estimate(int pass, const __global float *q, int q_off, int q_st, int
 /* Item t: ss[t] = sum_r prob[r][key of coordinate c_r - o], o = t - (n_diag - 1), over the rows
  * whose coordinate lies in the stream [0, n_coord); the key of coordinate x is perm[x] (has_perm)
  * or x. */
-__kernel void oc_dyn_diag(const __global float *prob, int n_kv, const __global int *rows, const __global int *perm,
-                          int perm_off, int has_perm, int n_coord, int n_diag, __global float *scores, int ss_off) {
-    __global float *ss = scores + ss_off;
+__kernel void oc_dyn_diag(const __global float *prob_all, int n_kv, const __global int *rows_all,
+                          const __global int *perm, int entries_at, __global float *scores) {
+    const __global int *en = rows_all + entries_at + 6 * get_global_id(1);
+    const int b = en[0], perm_off = en[1], has_perm = en[2], n_coord = en[3], n_diag = en[4];
+    const __global float *prob = prob_all + (size_t)b * EST_ROWS * n_kv;
+    const __global int *rows = rows_all + 2 * EST_ROWS * b;
+    __global float *ss = scores + en[5];
     const int t = get_global_id(0);
     if (t >= 2 * n_diag - 1) return;
     const int o = t - (n_diag - 1);

@@ -11,7 +11,7 @@ OC_API void oc_context_params_default(oc_context_params *p) {
     p->max_images = 8;
     p->max_image_tokens = 1280;
     p->min_image_tokens = 4;
-    p->batch_tokens = 256;
+    p->batch_tokens = 0;   /* chosen per backend: oc_ctx_effective_params */
     p->max_answer_tokens = 256;
     /* Image files work out of the box: 4 Mi pixels (a 2048 x 2048 frame; at most 7 bytes each
      * with a PNG decoder's rows, 28 MiB) holds any image at the default max_image_tokens (1280
@@ -43,20 +43,46 @@ oc_status oc_ctx_check_params(const oc_model *m, const oc_context_params *p, oc_
     if (p->max_image_pixels < 0 || p->max_image_pixels > ((int64_t)1 << 32))
         return oc_fail(err, OC_ERR_INVALID, "context: max_image_pixels %lld is out of range [0, 2^32]",
                        (long long)p->max_image_pixels);
-    if (p->batch_tokens < 1)
-        return oc_fail(err, OC_ERR_INVALID, "context: batch_tokens must be >= 1");
+    if (p->batch_tokens < 0)
+        return oc_fail(err, OC_ERR_INVALID, "context: batch_tokens %d is negative (0: chosen per backend)",
+                       p->batch_tokens);
     if (p->max_answer_tokens < 0)
         return oc_fail(err, OC_ERR_INVALID, "context: max_answer_tokens %d is negative", p->max_answer_tokens);
     return OC_OK;
 }
 
+/* The prefill chunk batch_tokens 0 asks for. The CPU (and OC_BACKEND_AUTO, whose memory is the
+ * CPU's figure) takes 256 tokens: its matrix kernels are at full speed there and a chunk's
+ * activations stay in cache. A device pays a launch per kernel per layer per chunk: at 256 tokens
+ * the long model's OpenCL prefill (about 3,200 tokens) ran 13 chunks and was launch-bound (265 ms
+ * on an H200 against 42.5 ms in one call), and every chunk repeated MMInference's estimate and the
+ * SparseMM / ZipVL scoring over the keys so far. So OpenCL takes the largest chunk whose per-token
+ * buffers (the layer activations, the rope tables and a row of logits: text_ctx.c plan_sizes)
+ * fit OC_CL_CHUNK_BYTES, between 256 and OC_CL_CHUNK_MAX tokens: the long model 4,096 tokens
+ * (23 KiB each, 91 MiB), a Qwen2-VL-2B-shaped one 746 (its 152K-word logits row dominates: 702 KiB
+ * each). The attention's tables (opencl/cl_attn.c) grow with the chunk too, by a few ints per row
+ * and head. */
+#define OC_CL_CHUNK_BYTES ((size_t)512 << 20)
+#define OC_CL_CHUNK_MAX 4096
+static int32_t auto_batch(const oc_model *m, const oc_context_params *p) {
+    if (p->backend != OC_BACKEND_OPENCL) return 256;
+    const oc_text_hparams *hp = &m->text->hp;
+    size_t kvd = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+    size_t per_token = 4 * (6 * (size_t)hp->n_embd + 2 * kvd + 2 * (size_t)hp->n_ff + (size_t)hp->head_dim + 2 +
+                            (size_t)hp->n_vocab);
+    size_t n = OC_CL_CHUNK_BYTES / OC_MAX(per_token, (size_t)1);
+    return (int32_t)OC_MAX((size_t)256, OC_MIN(n, (size_t)OC_CL_CHUNK_MAX));
+}
+
 /* The limits a context really gets: max_context_tokens is clamped to the model's trained context
  * length (qwen2vl.context_length), so "-c 16777216" cannot reserve a KV cache for positions the
- * model was never given. Every size (oc_context_memory_bytes, open) is computed from these. */
+ * model was never given; batch_tokens 0 becomes the backend's chunk (auto_batch). Every size
+ * (oc_context_memory_bytes, open) is computed from these. */
 oc_context_params oc_ctx_effective_params(const oc_model *m, const oc_context_params *p) {
     oc_context_params q = *p;
     int32_t n_ctx = m->text->hp.n_ctx_train;
     if (n_ctx >= 16 && q.max_context_tokens > n_ctx) q.max_context_tokens = n_ctx;
+    if (q.batch_tokens == 0) q.batch_tokens = auto_batch(m, &q);
     return q;
 }
 
