@@ -19,8 +19,9 @@ usage: python3 examples/plans/budget/search.py WORK_DIR SECONDS [--opencl]
     dense, each family's pick and the greedy plan, paired item by item (pair.py). The singles run
     while the greedy steps validate.
  6. --opencl: dense and the greedy plan again with --backend opencl --device NVIDIA, 4 processes.
-Every phase stops at its share of SECONDS (queue.sh's deadline); WORK_DIR gets the plans, the logs
-and summary.md."""
+Every phase stops at its share of SECONDS (queue.sh's deadline); WORK_DIR gets the plans, the logs,
+summary.md and frontier.svg (frontier.py: every candidate's validation accuracy against its saving,
+the chosen ones ringed)."""
 import json
 import os
 import subprocess
@@ -193,6 +194,8 @@ def main():
         say('\n%s:\n' % os.path.basename(d))
         say(subprocess.run([sys.executable, os.path.join(HERE, '..', 'ablation', 'pair.py'), d],
                            capture_output=True, text=True).stdout)
+    subprocess.run([sys.executable, os.path.join(HERE, 'frontier.py'), val, os.path.join(work, 'frontier.svg'),
+                    ','.join([picks[f][0] for f in picks] + ['greedy-%d' % i for i in range(1, step + 1)])])
     say('total %.0f s' % (time.time() - t0))
 
 
