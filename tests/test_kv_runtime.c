@@ -557,12 +557,9 @@ static void test_answer_room(void) {
 /* The compacted cache on the device: OpenCL keeps exactly the tokens the CPU keeps (every layer's
  * every kv head) and decodes to the same logits within the backends' agreement, with every method
  * on: SparseMM, ZipVL, both on one layer, a VLA and a GLA group. */
-static void test_opencl_keeps_the_cpu_tokens(void) {
-    const char *why = check_opencl_missing();
-    if (why) {
-        check_skip("%s", why);
-        return;
-    }
+/* composed: layer 5 also gets A-shape heads and "prefill heads" (the patterns in prefill, then ZipVL's
+ * set with a budget within it), so the composition runs on OpenCL too. */
+static void opencl_keeps_the_cpu_tokens(int composed) {
     demo t;
     if (!demo_open(&t, 12, 50)) return;
     const oc_text_hparams *hp = &t.m->hp;
@@ -576,6 +573,13 @@ static void test_opencl_keeps_the_cpu_tokens(void) {
     for (int32_t l = 1; l <= 2; l++) p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[l] = 950000;   /* group 1-2: ZipVL */
     for (int32_t l = 3; l <= 4; l++) budget[l * 2] = 20, budget[l * 2 + 1] = 26;         /* group 3-4: SparseMM */
     p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[5] = 900000, budget[5 * 2 + 1] = 22;         /* layer 5: both */
+    for (int32_t h = 0; composed && h < hp->n_head; h += 2) {
+        oc_head_pattern *hpat = oc_plan_head(p, OC_PLAN_DECODER, 5, h);
+        hpat->kind = OC_PATTERN_A_SHAPE;
+        hpat->n_sink = 3;
+        hpat->n_local = 10 + 4 * h;
+        p->stacks[OC_PLAN_DECODER].zipvl_heads_prefill[5] = 1;
+    }
     oc_text_limits lim = { CTX, CHUNK, p, ANSWER };
     oc_cpu_features cpu;
     oc_port_cpu_features(&cpu);
@@ -620,6 +624,16 @@ done:
     demo_close(&t);
 }
 
+static void test_opencl_keeps_the_cpu_tokens(void) {
+    const char *why = check_opencl_missing();
+    if (why) {
+        check_skip("%s", why);
+        return;
+    }
+    opencl_keeps_the_cpu_tokens(0);
+    opencl_keeps_the_cpu_tokens(1);
+}
+
 /* ---- out of memory at every allocation of context open, with each method ---------------------- */
 static void test_context_open_out_of_memory(void) {
     static const char *const plans[] = {
@@ -627,6 +641,8 @@ static void test_context_open_out_of_memory(void) {
         "decoder layer 1-5 zipvl-tau 0.975\n",
         "decoder lazy-group 1-2 mode vla\ndecoder lazy-group 3-5 mode gla\n",
         "decoder lazy-group 1-3 mode gla\ndecoder layer 1 kv-budget 40 50\ndecoder layer 4 zipvl-tau 0.9\ndecoder layer 4-5 kv-budget 36 full\n",
+        "decoder layer 1-3 heads 0 a-shape(sink=2,local=8)\ndecoder layer 1-3 zipvl-tau 0.9 prefill heads\n"
+        "decoder layer 2 kv-budget 40 full\n",
     };
     oc_error e;
     oc_model *m;
@@ -636,7 +652,7 @@ static void test_context_open_out_of_memory(void) {
         snprintf(path, sizeof path, "/tmp/ocellus-kv-oom-%d-%zu.plan", (int)oc_port_now_ns() % 100000, i);
         FILE *f = fopen(path, "w");
         REQUIRE(f);
-        fprintf(f, "ocellus-plan 1\nshape decoder layers 6 heads 4 kv-heads 2 head-dim 64\n%s", plans[i]);
+        fprintf(f, "ocellus-plan 4\nshape decoder layers 6 heads 4 kv-heads 2 head-dim 64\n%s", plans[i]);
         fclose(f);
         int opened = 0;
         for (long k = 1; k < 400 && !opened; k++) {
@@ -684,8 +700,10 @@ static void no_allocation_while_answering(int opencl) {
     snprintf(path, sizeof path, "/tmp/ocellus-kv-noalloc-%d.plan", (int)(oc_port_now_ns() % 100000));
     FILE *f = fopen(path, "w");
     REQUIRE(f);
-    fprintf(f, "ocellus-plan 1\nshape decoder layers 6 heads 4 kv-heads 2 head-dim 64\nkv-window 4\n"
-               "decoder layer 0 kv-budget 8 12\ndecoder layer 1-2 zipvl-tau 0.9\ndecoder lazy-group 1-2 mode gla\n"
+    fprintf(f, "ocellus-plan 4\nshape decoder layers 6 heads 4 kv-heads 2 head-dim 64\nkv-window 4\n"
+               "decoder layer 0 kv-budget 8 12\ndecoder layer 0 heads 1 a-shape(sink=2,local=8)\n"
+               "decoder layer 0 zipvl-tau 0.9 prefill heads\n"   /* composed: pattern, then T, budgets within */
+               "decoder layer 1-2 zipvl-tau 0.9\ndecoder lazy-group 1-2 mode gla\n"
                "decoder layer 3-5 kv-budget 10 10\ndecoder layer 5 zipvl-tau 0.95\ndecoder lazy-group 3-4 mode vla\n");
     fclose(f);
     check_alloc cnt = { 0 };
