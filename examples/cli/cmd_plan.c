@@ -97,8 +97,8 @@ static void print_stack(const oc_plan *plan, oc_plan_stack stack) {
         printf("    vertical-slash / grid in the vision encoder: full-attention encoders only (refused for "
                "Qwen2.5-VL's windows)\n");
     if (stack == OC_PLAN_DECODER && n_on_zipvl)
-        printf("    %d of them on zipvl-tau layers: not applied there (prefill attends over ZipVL's set densely)\n",
-               (int)n_on_zipvl);
+        printf("    %d of them on zipvl-tau layers: not applied there (prefill attends over ZipVL's set densely; "
+               "'zipvl-tau T prefill heads' composes them)\n", (int)n_on_zipvl);
     if (stack == OC_PLAN_DECODER && n_composed)
         printf("    %d of them on zipvl-tau 'prefill heads' layers: composed (each pattern runs in prefill, then "
                "ZipVL keeps its set)\n", (int)n_composed);
@@ -149,9 +149,12 @@ static void print_stack(const oc_plan *plan, oc_plan_stack stack) {
         }
         if (n_pat_kv || n_z_kv || n_pat_zh) {
             printf("  composes:");
-            if (n_pat_kv) printf(" %d layers head patterns in prefill + kv-budget after it;", (int)n_pat_kv);
-            if (n_pat_zh) printf(" %d layers head patterns in prefill + ZipVL's set kept after it;", (int)n_pat_zh);
-            if (n_z_kv) printf(" %d layers kv-budget within ZipVL's set;", (int)n_z_kv);
+            if (n_pat_kv)
+                printf(" %d layer%s head patterns in prefill + kv-budget after it;", (int)n_pat_kv, n_pat_kv > 1 ? "s" : "");
+            if (n_pat_zh)
+                printf(" %d layer%s head patterns in prefill + ZipVL's set kept after it;", (int)n_pat_zh,
+                       n_pat_zh > 1 ? "s" : "");
+            if (n_z_kv) printf(" %d layer%s kv-budget within ZipVL's set;", (int)n_z_kv, n_z_kv > 1 ? "s" : "");
             printf(" each keeps its saving\n");
         }
     }
