@@ -3,6 +3,8 @@
  *  - after a chunked prefill with SparseMM budgets or ZipVL thresholds (and a lazy group following
  *    an evicting layer), decoding over the compacted cache gives the logits of a dense cache with
  *    the dropped keys masked per head (test hook layer_masks); each head keeps what its rule says;
+ *  - methods composed on one layer (A-shape heads in prefill, then ZipVL's set and / or a SparseMM
+ *    budget kept) equal the dense engine with both methods' masks written out;
  *  - Q-Cache: a GLA lazy layer's own q/k weights change nothing; VLA equals the dense model on text
  *    rows and GLA on visual rows, bitwise;
  *  - KV bytes: held bytes shrink as the rules say, capacity shrinks with GLA (no K of their own);
@@ -143,8 +145,12 @@ static oc_plan *new_plan(const oc_text_model *m, int32_t window) {
  * from evict's book. Without ZipVL the prefill logits of every prompt row must be bitwise equal
  * (by layer computes what by chunk does); otherwise, and in decode, within rounding (the masked
  * dense call tiles the keys differently). */
-static void compare_with_masked_dense(const char *what, const oc_plan *evict_plan, const oc_plan *dense_plan,
-                                      int32_t visual_from, int32_t visual_to) {
+/* patterns: NULL, or the plan whose A-shape decoder heads evict_plan runs in prefill (on layers
+ * that evict, "zipvl-tau T prefill heads" or kv-budget): the reference then writes each of those
+ * heads out as its explicit mask (key j < sink or p - local < j <= p, attn.h) on the dense engine,
+ * and decode masks only what eviction dropped (a compacted layer attends to every key it kept). */
+static void compare_with_masked_dense_ex(const char *what, const oc_plan *evict_plan, const oc_plan *dense_plan,
+                                         int32_t visual_from, int32_t visual_to, const oc_plan *patterns) {
     demo t;
     if (!demo_open(&t, visual_from, visual_to)) return;
     const oc_text_hparams *hp = &t.m->hp;
@@ -152,7 +158,8 @@ static void compare_with_masked_dense(const char *what, const oc_plan *evict_pla
     oc_pool *pa, *pb;
     oc_text_ctx *a = open_ctx(&t, evict_plan, 2, &pa), *b = open_ctx(&t, dense_plan, 1, &pb);
     float *la = malloc(V * 4 * N_PROMPT), *lb = malloc(V * 4 * CHUNK);
-    uint8_t *mask_rows = malloc((size_t)hp->n_layers * (size_t)OC_MAX(hp->n_head, CHUNK) * CTX);
+    size_t head_rows = patterns ? (size_t)hp->n_head * CHUNK : (size_t)OC_MAX(hp->n_head, CHUNK);
+    uint8_t *mask_rows = malloc((size_t)hp->n_layers * head_rows * CTX);
     const uint8_t *masks[OC_PLAN_MAX_LAYERS];
     if (!a || !b || !la || !lb || !mask_rows) goto done;
     CHECKF(oc_text_ctx_prefills_by_layer(a) && !oc_text_ctx_prefills_by_layer(b), "%s: prefill modes", what);
@@ -168,9 +175,32 @@ static void compare_with_masked_dense(const char *what, const oc_plan *evict_pla
     CHECKF(!any_zipvl || n_dropped > 0, "%s: ZipVL kept every token", what);
     /* a sparse prefill differs from the masked dense one by rounding (1e-5 here) and that grows
      * through the layers into decode; the same prefill unmasked is 0.4-0.9 away */
-    double tol = any_zipvl ? 1e-4 : 1e-5;
+    double tol = any_zipvl || patterns ? 1e-4 : 1e-5;
     for (int32_t s = 0; s < N_PROMPT; s += CHUNK) {
         int32_t n = OC_MIN(CHUNK, N_PROMPT - s), n_kv = s + n;
+        if (patterns) {   /* the head patterns as explicit per-head masks (A-shape, dense = causal) */
+            for (int32_t l = 0; l < hp->n_layers; l++) {
+                uint8_t *m = mask_rows + (size_t)l * head_rows * CTX;
+                masks[l] = m;
+                for (int32_t h = 0; h < hp->n_head; h++) {
+                    const oc_head_pattern *hpat = oc_plan_head_c(patterns, OC_PLAN_DECODER, l, h);
+                    int ashape = hpat->kind == OC_PATTERN_A_SHAPE;
+                    for (int32_t i = 0; i < n; i++)
+                        for (int32_t j = 0, p = s + i; j < n_kv; j++)
+                            m[(size_t)h * n * n_kv + (size_t)i * n_kv + j] =
+                                j <= p && (!ashape || j < hpat->n_sink || j > p - hpat->n_local);
+                }
+            }
+            check_poison_f32(lb, V * CHUNK);
+            if (step_rows(&t, b, s, n, dense_plan, lb, masks, (int64_t)n * n_kv, 1, NULL)) goto done;
+            double *ref = malloc(V * (size_t)n * sizeof(double));
+            for (size_t i = 0; i < V * (size_t)n; i++) ref[i] = lb[i];
+            double e = check_rel_err_f32(la + (size_t)s * V, ref, V * (size_t)n);
+            free(ref);
+            CHECKF(e < tol, "%s: prefill chunk %d: relative error %.3g against the dense prefill with the patterns' "
+                   "masks", what, s, e);
+            continue;
+        }
         for (int32_t l = 0; l < hp->n_layers; l++) {   /* Alg. 1 as a mask on the dense engine */
             masks[l] = NULL;
             if (z.n[l] < 0) continue;
@@ -231,6 +261,11 @@ done:
     demo_close(&t);
 }
 
+static void compare_with_masked_dense(const char *what, const oc_plan *evict_plan, const oc_plan *dense_plan,
+                                      int32_t visual_from, int32_t visual_to) {
+    compare_with_masked_dense_ex(what, evict_plan, dense_plan, visual_from, visual_to, NULL);
+}
+
 static void test_sparsemm_decode_equals_masked_dense(void) {
     demo t;
     if (!demo_open(&t, 0, 0)) return;
@@ -262,6 +297,44 @@ static void test_zipvl_decode_equals_masked_dense(void) {
  * its keys, GLA; or their text keys and its visual keys, VLA), so their V rows follow it. */
 /* Under an emulator (tests/run.sh: OC_TEST_SLOW=2) the two longest cases, 2 to 3 minutes each
  * there, are left to the native configurations, which run every case. */
+/* Methods composed on one layer (kv_cache.h): head patterns in prefill with ZipVL's set kept after
+ * it ("zipvl-tau T prefill heads", plan format 4), with a SparseMM budget within that set, and with
+ * a SparseMM budget alone. The reference is the dense engine with both methods' masks written out:
+ * each A-shape head's mask in prefill, then every key the eviction dropped masked in decode. So
+ * the pattern keeps its prefill saving (its mask, not dense, matches) and the eviction its KV
+ * saving (keys were dropped), on the same layer. */
+static void test_composition_equals_explicit_masks(void) {
+    demo t;
+    if (!demo_open(&t, 10, 70)) return;
+    oc_plan *p = new_plan(t.m, 8), *d = new_plan(t.m, 8);
+    REQUIRE(p && d);
+    oc_stack_plan *s = &p->stacks[OC_PLAN_DECODER];
+    int32_t nkv = t.m->hp.n_head_kv, H = t.m->hp.n_head;
+    demo_close(&t);
+    static const int32_t zl[3] = { 1, 2, 4 };   /* pattern + ZipVL; layer 2 with a budget within T */
+    for (int i = 0; i < 3; i++) {
+        s->zipvl_tau_ppm[zl[i]] = 900000;
+        s->zipvl_heads_prefill[zl[i]] = 1;
+    }
+    for (int32_t g = 0; g < nkv; g++) {
+        s->kv_budget_tokens[2 * nkv + g] = 20 + 6 * g;
+        s->kv_budget_tokens[3 * nkv + g] = 16 + 10 * g;   /* layer 3: pattern + SparseMM alone */
+    }
+    for (int32_t l = 1; l <= 4; l++)
+        for (int32_t h = 0; h < H; h++) {
+            if ((l + h) % 3 == 0) continue;   /* some heads stay dense */
+            oc_head_pattern *hp = oc_plan_head(p, OC_PLAN_DECODER, l, h);
+            hp->kind = OC_PATTERN_A_SHAPE;
+            hp->n_sink = 2 + l;
+            hp->n_local = 12 + 5 * h;
+        }
+    oc_error e;
+    CHECKF(oc_plan_validate(p, &e) == OC_OK, "plan: %s", e.message);
+    compare_with_masked_dense_ex("patterns + zipvl prefill heads + sparsemm", p, d, 10, 70, p);
+    oc_plan_free(p);
+    oc_plan_free(d);
+}
+
 static int emulated(void) {
     if (!check_emulated()) return 0;
     check_skip("under an emulator this case costs minutes; the native configurations run it");
@@ -484,12 +557,9 @@ static void test_answer_room(void) {
 /* The compacted cache on the device: OpenCL keeps exactly the tokens the CPU keeps (every layer's
  * every kv head) and decodes to the same logits within the backends' agreement, with every method
  * on: SparseMM, ZipVL, both on one layer, a VLA and a GLA group. */
-static void test_opencl_keeps_the_cpu_tokens(void) {
-    const char *why = check_opencl_missing();
-    if (why) {
-        check_skip("%s", why);
-        return;
-    }
+/* composed: layer 5 also gets A-shape heads and "prefill heads" (the patterns in prefill, then ZipVL's
+ * set with a budget within it), so the composition runs on OpenCL too. */
+static void opencl_keeps_the_cpu_tokens(int composed) {
     demo t;
     if (!demo_open(&t, 12, 50)) return;
     const oc_text_hparams *hp = &t.m->hp;
@@ -503,6 +573,13 @@ static void test_opencl_keeps_the_cpu_tokens(void) {
     for (int32_t l = 1; l <= 2; l++) p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[l] = 950000;   /* group 1-2: ZipVL */
     for (int32_t l = 3; l <= 4; l++) budget[l * 2] = 20, budget[l * 2 + 1] = 26;         /* group 3-4: SparseMM */
     p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[5] = 900000, budget[5 * 2 + 1] = 22;         /* layer 5: both */
+    for (int32_t h = 0; composed && h < hp->n_head; h += 2) {
+        oc_head_pattern *hpat = oc_plan_head(p, OC_PLAN_DECODER, 5, h);
+        hpat->kind = OC_PATTERN_A_SHAPE;
+        hpat->n_sink = 3;
+        hpat->n_local = 10 + 4 * h;
+        p->stacks[OC_PLAN_DECODER].zipvl_heads_prefill[5] = 1;
+    }
     oc_text_limits lim = { CTX, CHUNK, p, ANSWER };
     oc_cpu_features cpu;
     oc_port_cpu_features(&cpu);
@@ -547,6 +624,16 @@ done:
     demo_close(&t);
 }
 
+static void test_opencl_keeps_the_cpu_tokens(void) {
+    const char *why = check_opencl_missing();
+    if (why) {
+        check_skip("%s", why);
+        return;
+    }
+    opencl_keeps_the_cpu_tokens(0);
+    opencl_keeps_the_cpu_tokens(1);
+}
+
 /* ---- out of memory at every allocation of context open, with each method ---------------------- */
 static void test_context_open_out_of_memory(void) {
     static const char *const plans[] = {
@@ -554,6 +641,8 @@ static void test_context_open_out_of_memory(void) {
         "decoder layer 1-5 zipvl-tau 0.975\n",
         "decoder lazy-group 1-2 mode vla\ndecoder lazy-group 3-5 mode gla\n",
         "decoder lazy-group 1-3 mode gla\ndecoder layer 1 kv-budget 40 50\ndecoder layer 4 zipvl-tau 0.9\ndecoder layer 4-5 kv-budget 36 full\n",
+        "decoder layer 1-3 heads 0 a-shape(sink=2,local=8)\ndecoder layer 1-3 zipvl-tau 0.9 prefill heads\n"
+        "decoder layer 2 kv-budget 40 full\n",
     };
     oc_error e;
     oc_model *m;
@@ -563,7 +652,7 @@ static void test_context_open_out_of_memory(void) {
         snprintf(path, sizeof path, "/tmp/ocellus-kv-oom-%d-%zu.plan", (int)oc_port_now_ns() % 100000, i);
         FILE *f = fopen(path, "w");
         REQUIRE(f);
-        fprintf(f, "ocellus-plan 1\nshape decoder layers 6 heads 4 kv-heads 2 head-dim 64\n%s", plans[i]);
+        fprintf(f, "ocellus-plan 4\nshape decoder layers 6 heads 4 kv-heads 2 head-dim 64\n%s", plans[i]);
         fclose(f);
         int opened = 0;
         for (long k = 1; k < 400 && !opened; k++) {
@@ -611,8 +700,10 @@ static void no_allocation_while_answering(int opencl) {
     snprintf(path, sizeof path, "/tmp/ocellus-kv-noalloc-%d.plan", (int)(oc_port_now_ns() % 100000));
     FILE *f = fopen(path, "w");
     REQUIRE(f);
-    fprintf(f, "ocellus-plan 1\nshape decoder layers 6 heads 4 kv-heads 2 head-dim 64\nkv-window 4\n"
-               "decoder layer 0 kv-budget 8 12\ndecoder layer 1-2 zipvl-tau 0.9\ndecoder lazy-group 1-2 mode gla\n"
+    fprintf(f, "ocellus-plan 4\nshape decoder layers 6 heads 4 kv-heads 2 head-dim 64\nkv-window 4\n"
+               "decoder layer 0 kv-budget 8 12\ndecoder layer 0 heads 1 a-shape(sink=2,local=8)\n"
+               "decoder layer 0 zipvl-tau 0.9 prefill heads\n"   /* composed: pattern, then T, budgets within */
+               "decoder layer 1-2 zipvl-tau 0.9\ndecoder lazy-group 1-2 mode gla\n"
                "decoder layer 3-5 kv-budget 10 10\ndecoder layer 5 zipvl-tau 0.95\ndecoder lazy-group 3-4 mode vla\n");
     fclose(f);
     check_alloc cnt = { 0 };
@@ -678,6 +769,7 @@ int main(void) {
     check_cpu_features("-bf16_fast");
     CHECK_RUN(test_sparsemm_decode_equals_masked_dense);
     CHECK_RUN(test_zipvl_decode_equals_masked_dense);
+    CHECK_RUN(test_composition_equals_explicit_masks);
     CHECK_RUN(test_lazy_layers_follow_their_first_layer);
     CHECK_RUN(test_qcache_semantics);
     CHECK_RUN(test_kv_bytes);

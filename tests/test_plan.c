@@ -12,6 +12,7 @@
 #define HDR2 "ocellus-plan 2\nshape decoder layers 4 heads 4 kv-heads 2 head-dim 64\n"
 #define HDR3 "ocellus-plan 3\nshape decoder layers 4 heads 4 kv-heads 2 head-dim 64\n"
 #define HDR3_V HDR3 "shape vision layers 4 heads 2 head-dim 32\n"
+#define HDR4 "ocellus-plan 4\nshape decoder layers 4 heads 4 kv-heads 2 head-dim 64\n"
 
 
 static char *read_text(const char *path, size_t *n_bytes) {
@@ -183,6 +184,24 @@ static void test_round_trip_small(void) {
     REQUIRE(parse_str(&p3, HDR2 "decoder default q-boundary(text=dense,vision=dense)\n", &e3) == OC_OK);
     CHECK(oc_plan_format_version(p3) == 2);
     oc_plan_free(p3);
+    /* zipvl-tau's prefill word (version 4): "heads" kept per layer and written back as version 4,
+     * "set" is the default (Alg. 1) and writes no word, so such a plan stays version 1 */
+    REQUIRE(parse_str(&p3, HDR4 "decoder layer 1 heads 0 a-shape(sink=4,local=64)\n"
+                           "decoder layer 1-2 zipvl-tau 0.975 prefill heads\ndecoder layer 3 zipvl-tau 0.9 prefill set\n",
+                      &e3) == OC_OK);
+    CHECK(p3->stacks[0].zipvl_heads_prefill[1] == 1 && p3->stacks[0].zipvl_heads_prefill[2] == 1 &&
+          p3->stacks[0].zipvl_heads_prefill[3] == 0 && p3->stacks[0].zipvl_tau_ppm[3] == 900000);
+    CHECK(oc_plan_format_version(p3) == 4);
+    check_round_trip(p3, "zipvl prefill heads");
+    t3 = write_text(p3, &n3);
+    CHECK(t3 && strncmp(t3, "ocellus-plan 4\n", 15) == 0 && strstr(t3, "decoder layer 1-2 zipvl-tau 0.975 prefill heads\n") &&
+          strstr(t3, "decoder layer 3 zipvl-tau 0.9\n"));
+    free(t3);
+    p3->stacks[0].zipvl_heads_prefill[1] = p3->stacks[0].zipvl_heads_prefill[2] = 0;
+    CHECK(oc_plan_format_version(p3) == 1);
+    p3->stacks[0].zipvl_heads_prefill[0] = 1;   /* without a tau: refused */
+    CHECK(oc_plan_validate(p3, &e3) == OC_ERR_INVALID && strstr(e3.message, "'prefill heads' without a zipvl-tau"));
+    oc_plan_free(p3);
     /* lazy groups come out sorted whatever the input order */
     oc_plan *plan = NULL;
     oc_error err;
@@ -276,6 +295,7 @@ static void test_round_trip_random(void) {
             }
             for (int32_t l = 0; l < sp->shape.n_layers; l++) {
                 if (check_rng_int(&rng, 0, 1)) sp->zipvl_tau_ppm[l] = check_rng_int(&rng, 1, OC_PLAN_PPM);
+                if (sp->zipvl_tau_ppm[l] && check_rng_int(&rng, 0, 3) == 0) sp->zipvl_heads_prefill[l] = 1;
                 for (int32_t k = 0; sp->kv_budget_tokens && k < sp->shape.n_kv_heads; k++)
                     if (check_rng_int(&rng, 0, 2))
                         sp->kv_budget_tokens[l * sp->shape.n_kv_heads + k] =
@@ -315,9 +335,9 @@ static void test_bad_plans(void) {
           "plan:1: missing header: a plan starts with the line 'ocellus-plan 1'" },
         { "\nocellus-plan 1\n", 0, "plan:1: missing header: a plan starts with the line 'ocellus-plan 1'" },
         { "\xef\xbb\xbfocellus-plan 1\n", 0, "plan:1: non-ASCII byte 0xef in column 1 (only comments may hold UTF-8)" },
-        { "ocellus-plan 4\n", 0, "plan:1: unsupported plan version '4' (this build reads versions 1, 2 and 3)" },
+        { "ocellus-plan 5\n", 0, "plan:1: unsupported plan version '5' (this build reads versions 1 to 4)" },
         { "ocellus-plan 2\n", 0, "plan: missing 'shape decoder ...' line (a plan states the decoder it fits)" },
-        { "ocellus-plan 1.0\n", 0, "plan:1: unsupported plan version '1.0' (this build reads versions 1, 2 and 3)" },
+        { "ocellus-plan 1.0\n", 0, "plan:1: unsupported plan version '1.0' (this build reads versions 1 to 4)" },
         { "ocellus-plan\n", 0, "plan:1: missing version after 'ocellus-plan'" },
         { "ocellus-plan 1 extra\n", 0, "plan:1: unexpected 'extra' at end of statement" },
         { "ocellus-plan 1\n", 0, "plan: missing 'shape decoder ...' line (a plan states the decoder it fits)" },
@@ -466,6 +486,18 @@ static void test_bad_plans(void) {
           "plan:3: q-boundary's vision pattern is q-boundary (expected dense, a-shape, vertical-slash or grid)" },
         { HDR2 "decoder default q-boundary(text=vertical-slash(vertical=1,slash=0),vision=dense)\n", 0,
           "plan:3: vertical-slash slash 0 out of range (1..16777216)" },
+        /* zipvl-tau's prefill word: version 4, "set" or "heads" */
+        { HDR3 "decoder layer 1 zipvl-tau 0.9 prefill heads\n", 0,
+          "plan:3: zipvl-tau's 'prefill' word needs format version 4 (the header 'ocellus-plan 4')" },
+        { HDR4 "decoder layer 1 zipvl-tau 0.9 prefill dense\n", 0,
+          "plan:3: zipvl-tau prefill 'dense': expected set (attention over ZipVL's set, Alg. 1) or heads (the "
+          "layer's head patterns, then ZipVL keeps its set)" },
+        { HDR4 "decoder layer 1 zipvl-tau 0.9 heads\n", 0,
+          "plan:3: unexpected 'heads' after zipvl-tau's threshold (expected 'prefill set' or 'prefill heads')" },
+        { HDR4 "decoder layer 1 zipvl-tau 0.9 prefill heads x\n", 0, "plan:3: unexpected 'x' at end of statement" },
+        { HDR4 "decoder layer 1 zipvl-tau 0.9 prefill\n", 0,
+          "plan:3: zipvl-tau prefill needs set (attention over ZipVL's set, Alg. 1) or heads (the layer's head "
+          "patterns, then ZipVL keeps its set)" },
         /* 2d-boundary (MMInference Alg. 3): one pattern per (query, key) modality pair, version 3 */
         { HDR2 "decoder default 2d-boundary(text-text=dense,text-vision=dense,vision-text=dense,vision-vision=dense)\n", 0,
           "plan:3: pattern '2d-boundary' needs format version 3 (the header 'ocellus-plan 3')" },
@@ -593,7 +625,7 @@ static void test_accepted_forms(void) {
     /* a custom source name prefixes messages */
     st = oc_plan_parse(&plan, "ocellus-plan 9\n", 15, "x.plan", NULL, &err);
     CHECK(st == OC_ERR_FORMAT &&
-          strcmp(err.message, "x.plan:1: unsupported plan version '9' (this build reads versions 1, 2 and 3)") == 0);
+          strcmp(err.message, "x.plan:1: unsupported plan version '9' (this build reads versions 1 to 4)") == 0);
     /* version 2: the dynamic patterns, in both stacks; the writer says version 2 only when needed */
     st = parse_str(&plan, HDR2 "shape vision layers 2 heads 2 head-dim 32\n"
                               "decoder default vertical-slash(vertical=1000,slash=1024)\n"
@@ -771,7 +803,8 @@ static void test_alloc_failures(void) {
 /* The fuzz seeds stay meaningful: bad-* seeds fail, the others parse. */
 static void test_fuzz_seeds(void) {
     static const char *const seeds[] = { "minimal.plan", "small.plan", "all-statements-crlf.plan",
-                                         "qwen2vl-2b-example.plan", "bad-pattern.plan" };
+                                         "qwen2vl-2b-example.plan", "bad-pattern.plan",
+                                         "zipvl-prefill-heads.plan" };
     for (size_t i = 0; i < OC_ARRAY_LEN(seeds); i++) {
         char path[128];
         snprintf(path, sizeof path, "tests/fuzz/corpus/fuzz_plan/%s", seeds[i]);

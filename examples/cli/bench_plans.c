@@ -30,12 +30,13 @@
 #define MAX_PLANS 15
 #define MAX_REPS 1000
 
-/* The long model's shipped plans (examples/plans/README.md), the default --plan list. */
+/* The long model's shipped plans (examples/plans/README.md), then the papers' calibrations alone
+ * (examples/plans/paper-only/: they lose answers, kept to compare speed), the default --plan list. */
 static const char *const shipped[] = {
     "examples/plans/long-calibrated-blindsight-linear.plan",
-    "examples/plans/long-calibrated-blindsight-linear-gd05.plan",
-    "examples/plans/long-calibrated-mminference.plan",
-    "examples/plans/long-calibrated-all.plan",
+    "examples/plans/long-budget-blindsight-zipvl.plan",
+    "examples/plans/paper-only/long-calibrated-mminference.plan",
+    "examples/plans/paper-only/long-calibrated-all.plan",
 };
 
 /* One configuration's sums over the items of one repetition. */
@@ -65,7 +66,7 @@ static void usage(FILE *f) {
             "  -m TEXT.gguf           default examples/long/ocellus-long.gguf\n"
             "  --mmproj VISION.gguf   default examples/long/ocellus-long-mmproj.gguf\n"
             "  --plan FILE            a plan to compare with dense (repeat for several, up to %d); default:\n"
-            "                         the long model's shipped plans (examples/plans/long-calibrated-*)\n"
+            "                         the long model's shipped plans and two of examples/plans/paper-only/\n"
             "  --items N              items per repetition (default 4)\n"
             "  --reps N               repetitions (default 3)\n"
             "  --seed S               item stream (default 1000001, ocellus eval --suite long's)\n"

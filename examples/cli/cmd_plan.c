@@ -82,16 +82,26 @@ static void print_stack(const oc_plan *plan, oc_plan_stack stack) {
         printf("\n");
     }
     int32_t n_dyn = st.n_per_pattern[OC_PATTERN_VERTICAL_SLASH] + st.n_per_pattern[OC_PATTERN_GRID], n_on_zipvl = 0;
-    for (int32_t l = 0; s->zipvl_tau_ppm && l < s->shape.n_layers; l++)
-        for (int32_t h = 0; s->zipvl_tau_ppm[l] && h < s->shape.n_heads; h++)
-            n_on_zipvl += s->heads[(size_t)l * (size_t)s->shape.n_heads + (size_t)h].kind != OC_PATTERN_DENSE;
+    int32_t n_composed = 0, n_zipvl_heads = 0;   /* heads on "prefill heads" zipvl layers; those layers */
+    for (int32_t l = 0; s->zipvl_tau_ppm && l < s->shape.n_layers; l++) {
+        int composes = s->zipvl_tau_ppm[l] && s->zipvl_heads_prefill && s->zipvl_heads_prefill[l];
+        n_zipvl_heads += composes;
+        for (int32_t h = 0; s->zipvl_tau_ppm[l] && h < s->shape.n_heads; h++) {
+            int sparse = s->heads[(size_t)l * (size_t)s->shape.n_heads + (size_t)h].kind != OC_PATTERN_DENSE;
+            if (composes) n_composed += sparse;
+            else n_on_zipvl += sparse;
+        }
+    }
     printf("  %-18s %5d heads  %5.1f%%\n", "sparse (not dense)", (int)st.n_sparse, 100.0 * st.n_sparse / st.n_heads);
     if (stack == OC_PLAN_VISION && n_dyn)
         printf("    vertical-slash / grid in the vision encoder: full-attention encoders only (refused for "
                "Qwen2.5-VL's windows)\n");
     if (stack == OC_PLAN_DECODER && n_on_zipvl)
-        printf("    %d of them on zipvl-tau layers: not applied there (prefill attends over ZipVL's set densely)\n",
-               (int)n_on_zipvl);
+        printf("    %d of them on zipvl-tau layers: not applied there (prefill attends over ZipVL's set densely; "
+               "'zipvl-tau T prefill heads' composes them)\n", (int)n_on_zipvl);
+    if (stack == OC_PLAN_DECODER && n_composed)
+        printf("    %d of them on zipvl-tau 'prefill heads' layers: composed (each pattern runs in prefill, then "
+               "ZipVL keeps its set)\n", (int)n_composed);
     if (stack == OC_PLAN_DECODER) {
         int32_t n_kv = s->shape.n_layers * s->shape.n_kv_heads;
         if (st.n_budgeted_kv_heads)
@@ -106,15 +116,47 @@ static void print_stack(const oc_plan *plan, oc_plan_stack stack) {
     if (st.n_zipvl_layers) {
         printf("  zipvl-tau: %d layers:", (int)st.n_zipvl_layers);
         for (int32_t l = 0, e; l < s->shape.n_layers; l = e + 1) {
-            for (e = l; e + 1 < s->shape.n_layers && s->zipvl_tau_ppm[e + 1] == s->zipvl_tau_ppm[l];) e++;
+            for (e = l; e + 1 < s->shape.n_layers && s->zipvl_tau_ppm[e + 1] == s->zipvl_tau_ppm[l] &&
+                        s->zipvl_heads_prefill[e + 1] == s->zipvl_heads_prefill[l];)
+                e++;
             if (s->zipvl_tau_ppm[l] == 0) continue;
             if (e > l) printf(" %d-%d", (int)l, (int)e);
             else printf(" %d", (int)l);
-            printf(" tau %g", (double)s->zipvl_tau_ppm[l] / OC_PLAN_PPM);
+            printf(" tau %g%s", (double)s->zipvl_tau_ppm[l] / OC_PLAN_PPM,
+                   s->zipvl_heads_prefill[l] ? " (prefill heads)" : "");
         }
-        printf(stack == OC_PLAN_DECODER ? "; runtime: CPU executes, OpenCL executes (zipvl.txt Alg. 1: prefill "
-                                          "attention over the important set T, only T cached)\n"
-                                        : "; runtime: refused on every backend (the vision encoder keeps no KV cache)\n");
+        if (stack != OC_PLAN_DECODER)
+            printf("; runtime: refused on every backend (the vision encoder keeps no KV cache)\n");
+        else if (n_zipvl_heads == st.n_zipvl_layers)
+            printf("; runtime: CPU executes, OpenCL executes (ours: each layer prefills as its heads say, then ZipVL "
+                   "keeps its important set T, Eq. 6-10)\n");
+        else
+            printf("; runtime: CPU executes, OpenCL executes (zipvl.txt Alg. 1: prefill attention over the important "
+                   "set T, only T cached%s)\n", n_zipvl_heads ? "; the '(prefill heads)' layers: their own prefill, "
+                   "then T kept (ours)" : "");
+    }
+    if (stack == OC_PLAN_DECODER) {   /* how the methods meet on a layer (kvcache/kv_cache.h) */
+        int32_t H = s->shape.n_heads, G = s->shape.n_kv_heads, n_pat_kv = 0, n_z_kv = 0, n_pat_zh = 0;
+        for (int32_t l = 0; l < s->shape.n_layers; l++) {
+            int pat = 0, kv = 0;
+            for (int32_t h = 0; h < H; h++) pat |= s->heads[(size_t)l * (size_t)H + (size_t)h].kind != OC_PATTERN_DENSE;
+            for (int32_t g = 0; s->kv_budget_tokens && g < G; g++)
+                kv |= s->kv_budget_tokens[(size_t)l * (size_t)G + (size_t)g] != OC_PLAN_KV_FULL;
+            int z = s->zipvl_tau_ppm[l] != 0, zh = z && s->zipvl_heads_prefill[l];
+            n_pat_kv += pat && kv && !z;
+            n_z_kv += z && kv;
+            n_pat_zh += pat && zh;
+        }
+        if (n_pat_kv || n_z_kv || n_pat_zh) {
+            printf("  composes:");
+            if (n_pat_kv)
+                printf(" %d layer%s head patterns in prefill + kv-budget after it;", (int)n_pat_kv, n_pat_kv > 1 ? "s" : "");
+            if (n_pat_zh)
+                printf(" %d layer%s head patterns in prefill + ZipVL's set kept after it;", (int)n_pat_zh,
+                       n_pat_zh > 1 ? "s" : "");
+            if (n_z_kv) printf(" %d layer%s kv-budget within ZipVL's set;", (int)n_z_kv, n_z_kv > 1 ? "s" : "");
+            printf(" each keeps its saving\n");
+        }
     }
     if (s->n_lazy_groups) {
         printf("  lazy groups: %d (%d layers reuse Q/K):", (int)s->n_lazy_groups, (int)st.n_lazy_layers);

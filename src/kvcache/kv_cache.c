@@ -19,6 +19,7 @@ static int layer_budgeted(const oc_stack_plan *s, int32_t l) {
 static int same_eviction(const oc_stack_plan *s, int32_t a, int32_t b) {
     int32_t h = s->shape.n_kv_heads;
     if (s->zipvl_tau_ppm && s->zipvl_tau_ppm[a] != s->zipvl_tau_ppm[b]) return 0;
+    if (s->zipvl_heads_prefill && s->zipvl_heads_prefill[a] != s->zipvl_heads_prefill[b]) return 0;
     if (s->kv_budget_tokens)
         for (int32_t g = 0; g < h; g++)
             if (s->kv_budget_tokens[(size_t)a * (size_t)h + (size_t)g] != s->kv_budget_tokens[(size_t)b * (size_t)h + (size_t)g])
@@ -49,6 +50,7 @@ oc_status oc_kv_policy_build(oc_kv_policy *p, const oc_stack_plan *s, int32_t n_
             int b = layer_budgeted(s, l), z = s->zipvl_tau_ppm && s->zipvl_tau_ppm[l] != 0;
             p->layer[l].evict = b && z ? OC_KV_ZIPVL_SPARSEMM : b ? OC_KV_SPARSEMM : z ? OC_KV_ZIPVL : OC_KV_KEEP_ALL;
             p->layer[l].zipvl_tau = z ? (double)s->zipvl_tau_ppm[l] / OC_PLAN_PPM : 0;
+            p->layer[l].zipvl_heads_prefill = z && s->zipvl_heads_prefill && s->zipvl_heads_prefill[l];
         }
         for (int32_t i = 0; i < s->n_lazy_groups; i++) {
             const oc_lazy_group *g = &s->lazy_groups[i];
@@ -63,6 +65,7 @@ oc_status oc_kv_policy_build(oc_kv_policy *p, const oc_stack_plan *s, int32_t n_
                 p->layer[l].first = f;
                 p->layer[l].evict = p->layer[f].evict;
                 p->layer[l].zipvl_tau = p->layer[f].zipvl_tau;
+                p->layer[l].zipvl_heads_prefill = p->layer[f].zipvl_heads_prefill;
                 p->any_lazy = 1;
                 p->any_vla |= g->mode == OC_LAZY_VLA;
             }

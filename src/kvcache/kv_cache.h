@@ -41,7 +41,13 @@
  *  - Head patterns (BlindSight, A-shape) shape the dense prefill; once a layer is compacted its
  *    queries attend over every kept key (causal among new tokens): the positions a pattern is
  *    defined on are gone, and the eviction already chose the keys that matter. A ZipVL layer's
- *    prefill attends over its set T densely (its head patterns are not applied).
+ *    prefill attends over its set T densely (its head patterns are not applied), unless its
+ *    zipvl-tau line says "prefill heads" (plan format 4, ours): then the layer prefills as any
+ *    layer does (its head patterns: BlindSight, MMInference, or dense), its probe rows are scored
+ *    as that prefill runs, and T (with any kv-budget within T) is kept after it (text_kv.c's
+ *    compaction). The pattern keeps its prefill saving and ZipVL its KV saving; Alg. 1's prefill
+ *    saving is given up (on the long model that prefill is where ZipVL loses answers,
+ *    docs/sparsity-findings.md).
  *  - Prefill: SparseMM as written (dense, then each kv head keeps its budget); ZipVL Alg. 1 (T
  *    chosen from the probe rows before the layer's attention, which then runs on T alone; rows
  *    outside T get output 0; model/text_prefill.c). A lazy group whose first layer has ZipVL runs
@@ -74,6 +80,8 @@ typedef struct oc_kv_layer {
     int32_t acc_row;          /* SparseMM: first of n_head_kv rows of the score accumulator, -1: none */
     int32_t zipvl_row;        /* ZipVL: its row of the score accumulator, -1: none */
     double zipvl_tau;
+    int32_t zipvl_heads_prefill;  /* 1: "prefill heads" (ours): the layer's own prefill (its head
+                               * patterns), then T kept; 0: Alg. 1, prefill over T */
 } oc_kv_layer;
 
 typedef struct oc_kv_policy {

@@ -16,7 +16,9 @@
  * Pass B recomputes the first layer's projections rather than keeping the whole prompt's q
  * ([context][n_embd] f32): one more q/k/v product per chunk against a buffer as large as x.
  * A layer with both kv-budget and zipvl-tau then keeps each kv head's budget within T (kv_cache.h).
- * Head patterns on a ZipVL layer are not applied: its prefill attends over T densely. */
+ * Head patterns on a ZipVL layer are not applied: its prefill attends over T densely. A layer whose
+ * zipvl-tau says "prefill heads" (ours, kv_cache.h) takes the ordinary path below instead: its own
+ * prefill, then oc_text_kv_compact keeps T. */
 #include "model/text_ctx.h"
 
 #include <string.h>
@@ -173,7 +175,7 @@ oc_status oc_text_prefill_by_layer(oc_text_ctx *c, const oc_text_batch *b, oc_at
     oc_kv_book_append(&c->book, 0, P);
     for (int32_t l0 = 0; l0 < hp->n_layers;) {
         int32_t l1 = oc_kv_policy_segment_end(c->kvp, l0);
-        if (c->kvp->layer[l0].zipvl_row >= 0) {
+        if (c->kvp->layer[l0].zipvl_row >= 0 && !c->kvp->layer[l0].zipvl_heads_prefill) {
             if ((st = zipvl_segment(c, b, l0, l1, stats, err))) return st;
             c->book.n_compacted = l1 + 1;
         } else {

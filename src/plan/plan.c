@@ -5,10 +5,11 @@
  * Contents: the format and its grammar; tokens; numbers; layer ranges and head lists; patterns;
  * statements; the line loop (oc_plan_parse) and file loading. */
 
-/* ==== The plan text format, versions 1, 2 and 3 ==================================================
+/* ==== The plan text format, versions 1 to 4 ======================================================
  *
  * Version 2 is version 1 plus the MMInference dynamic patterns (vertical-slash, grid, q-boundary);
- * version 3 is version 2 plus 2d-boundary. An older file keeps its meaning and still loads, a
+ * version 3 is version 2 plus 2d-boundary; version 4 is version 3 plus zipvl-tau's "prefill" word
+ * (how ZipVL composes with the layer's head patterns, ours). An older file keeps its meaning and still loads, a
  * pattern of a newer version in it is an error naming that version, and the writer emits the
  * oldest version that holds the plan, so older readers keep reading what they can run.
  *
@@ -19,7 +20,7 @@
  * errors.
  *
  *   plan       = header { line }
- *   header     = "ocellus-plan" ( "1" | "2" | "3" )          on line 1: the format version
+ *   header     = "ocellus-plan" ( "1" | "2" | "3" | "4" )    on line 1: the format version
  *   line       = [ statement ] [ "#" comment ]
  *   statement  = "shape" "decoder" "layers" N "heads" N "kv-heads" N "head-dim" N
  *              | "shape" "vision" "layers" N "heads" N "head-dim" N
@@ -32,7 +33,9 @@
  *              | "decoder" "layer" LAYERS "kv-budget" BUDGET ...    one per kv head, kv head 0 first
  *              | "decoder" "layer" LAYERS "kv-heads" HEADS "kv-budget" BUDGET
  *              | "decoder" "layer" LAYERS "visual-score" SCORE ...  one per kv head (SparseMM Eq. 3)
- *              | STACK "layer" LAYERS "zipvl-tau" FRACTION   ZipVL Eq. 7 threshold for the layers
+ *              | STACK "layer" LAYERS "zipvl-tau" FRACTION [ "prefill" ( "set" | "heads" ) ]
+ *                                                ZipVL Eq. 7 threshold for the layers; the
+ *                                                prefill word is version 4 (below)
  *              | STACK "lazy-group" LAYERS "mode" ( "gla" | "vla" )   Q-Cache lazy block
  *   STACK      = "decoder" | "vision"
  *   LAYERS     = "all" | N | N "-" N                          inclusive range, no spaces
@@ -89,11 +92,17 @@
  *  - zipvl-tau: the layer's important tokens T, p of them from the probe rows' (64 recent + 64
  *    random queries) cumulative mass >= tau (zipvl.txt Eq. 6-9), are chosen before its attention;
  *    prefill attention runs over T alone (rows outside T get 0, Alg. 1) and only T is cached.
+ *    "prefill heads" (version 4, ours, not the paper's): the layer's prefill runs as its head
+ *    patterns say (dense, BlindSight, MMInference), the same probe rows score the layer's keys as
+ *    it runs, and T (Eq. 6-9) is kept once its prefill is done (Eq. 10). So a head pattern and
+ *    ZipVL compose on one layer: the pattern keeps its prefill saving, ZipVL its KV saving; ZipVL's
+ *    own prefill saving (Alg. 1's attention over T) is given up. "prefill set" is Alg. 1.
  *  - Both on one layer: ZipVL's set first (prefill over T), then each kv head's budget within it.
  *  - lazy-group: a lazy layer holds exactly its group's first layer's tokens, so its own
  *    kv-budget / zipvl-tau lines must equal that layer's (else the runtime refuses the plan,
  *    naming both lines' layers); decoder only (vision lazy-group and zipvl-tau lines are refused).
- *  - Head patterns shape the prefill, except on zipvl-tau layers (attention over T is dense);
+ *  - Head patterns shape the prefill, except on "prefill set" zipvl-tau layers (attention over T is
+ *    dense);
  *    once a layer's cache is compacted its queries attend to every key it kept.
  * Example:
  *   ocellus-plan 1
@@ -622,13 +631,32 @@ static oc_status stmt_layer(parser *ps, oc_plan_stack stack) {
     }
     if (is(t, "zipvl-tau")) {
         int32_t tau;
-        if ((st = parse_fraction(ps, next(ps), "zipvl-tau", &tau)) || (st = expect_end(ps))) return st;
+        uint8_t heads_prefill = 0;
+        if ((st = parse_fraction(ps, next(ps), "zipvl-tau", &tau))) return st;
+        tok w = next(ps);
+        if (w.n) {   /* version 4: "prefill set" (Alg. 1, the default) or "prefill heads" (ours) */
+            if (!is(w, "prefill"))
+                return fail(ps, "unexpected '%s' after zipvl-tau's threshold (expected 'prefill set' or "
+                            "'prefill heads')", show(w).s);
+            if (ps->version < 4)
+                return fail(ps, "zipvl-tau's 'prefill' word needs format version 4 (the header 'ocellus-plan 4')");
+            w = next(ps);
+            if (!w.n)
+                return fail(ps, "zipvl-tau prefill needs set (attention over ZipVL's set, Alg. 1) or heads (the "
+                            "layer's head patterns, then ZipVL keeps its set)");
+            if (is(w, "heads")) heads_prefill = 1;
+            else if (!is(w, "set"))
+                return fail(ps, "zipvl-tau prefill '%s': expected set (attention over ZipVL's set, Alg. 1) or "
+                            "heads (the layer's head patterns, then ZipVL keeps its set)", show(w).s);
+        }
+        if ((st = expect_end(ps))) return st;
         for (int32_t l = first; l <= last; l++) {
             if (ps->st[stack].tau_line[l])
                 return fail(ps, "%s layer %d zipvl-tau already set on line %u", name, (int)l,
                             (unsigned)ps->st[stack].tau_line[l]);
             ps->st[stack].tau_line[l] = ps->line;
             ps->plan->stacks[stack].zipvl_tau_ppm[l] = tau;
+            ps->plan->stacks[stack].zipvl_heads_prefill[l] = heads_prefill;
         }
         return OC_OK;
     }
@@ -760,7 +788,8 @@ static oc_status header(parser *ps) {
     if (is(t, "1")) ps->version = 1;
     else if (is(t, "2")) ps->version = 2;
     else if (is(t, "3")) ps->version = 3;
-    else return fail(ps, "unsupported plan version '%s' (this build reads versions 1, 2 and 3)", show(t).s);
+    else if (is(t, "4")) ps->version = 4;
+    else return fail(ps, "unsupported plan version '%s' (this build reads versions 1 to 4)", show(t).s);
     return expect_end(ps);
 }
 

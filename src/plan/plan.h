@@ -55,6 +55,10 @@ typedef struct oc_stack_plan {
     int32_t *kv_budget_tokens;     /* decoder only: [layer * n_kv_heads + kv_head], SparseMM budget
                                     * including the local window, or OC_PLAN_KV_FULL; vision: NULL */
     int32_t *zipvl_tau_ppm;        /* [layer]: ZipVL Eq. 7 threshold tau, 0 = ZipVL off */
+    uint8_t *zipvl_heads_prefill;  /* [layer]: 1 = "zipvl-tau T prefill heads" (format version 4,
+                                    * ours): the layer's prefill runs as its head patterns say and
+                                    * ZipVL only chooses the kept set T (Eq. 6-10) afterwards;
+                                    * 0 = zipvl.txt Alg. 1 (prefill over T) */
     int32_t *visual_score_ppm;     /* decoder only: [layer * n_kv_heads + kv_head], SparseMM's
                                     * normalised visual score (sparsemm.txt Eq. 3, summed per kv
                                     * group) in parts per million; all 0 when not calibrated. Kept

@@ -22,9 +22,11 @@ int oc_plan_format_version(const oc_plan *plan) {
     int version = 1;
     for (int s = 0; s < OC_PLAN_N_STACKS; s++) {
         const oc_stack_plan *sp = &plan->stacks[s];
+        for (int32_t l = 0; sp->zipvl_heads_prefill && l < sp->shape.n_layers; l++)
+            if (sp->zipvl_heads_prefill[l]) return 4;
         for (size_t i = 0; i < (size_t)sp->shape.n_layers * (size_t)sp->shape.n_heads; i++) {
-            if (sp->heads[i].kind == OC_PATTERN_BOUNDARY_2D) return 3;
-            if (oc_pattern_is_prefill(sp->heads[i].kind)) version = 2;
+            if (sp->heads[i].kind == OC_PATTERN_BOUNDARY_2D) version = 3;
+            else if (oc_pattern_is_prefill(sp->heads[i].kind) && version < 2) version = 2;
         }
     }
     return version;
@@ -126,6 +128,7 @@ static void stack_free(const oc_allocator *alloc, oc_stack_plan *s) {
     oc_mem_free(alloc, s->heads, heads_bytes(&s->shape));
     oc_mem_free(alloc, s->kv_budget_tokens, budget_bytes(&s->shape));
     oc_mem_free(alloc, s->zipvl_tau_ppm, (size_t)s->shape.n_layers * sizeof(int32_t));
+    oc_mem_free(alloc, s->zipvl_heads_prefill, (size_t)s->shape.n_layers);
     oc_mem_free(alloc, s->visual_score_ppm, budget_bytes(&s->shape));
     oc_mem_free(alloc, s->lazy_groups, (size_t)s->lazy_groups_cap * sizeof(oc_lazy_group));
     memset(s, 0, sizeof *s);
@@ -140,6 +143,7 @@ size_t oc_plan_memory_bytes(const oc_plan *plan) {
         if (!s->heads) continue;
         oc_add_block(&total, heads_bytes(&s->shape));
         oc_add_block(&total, (size_t)s->shape.n_layers * sizeof(int32_t));
+        oc_add_block(&total, (size_t)s->shape.n_layers);
         if (s->kv_budget_tokens) oc_add_block(&total, budget_bytes(&s->shape));
         if (s->visual_score_ppm) oc_add_block(&total, budget_bytes(&s->shape));
         if (s->lazy_groups) oc_add_block(&total, (size_t)s->lazy_groups_cap * sizeof(oc_lazy_group));
@@ -172,13 +176,14 @@ oc_status oc_plan_stack_init(oc_plan *plan, oc_plan_stack stack, const oc_plan_s
     s->lazy_groups_cap = shape->n_layers / 2;
     s->heads = oc_mem_calloc(&plan->alloc, heads_bytes(shape));   /* zero = dense, no sizes */
     s->zipvl_tau_ppm = oc_mem_calloc(&plan->alloc, (size_t)shape->n_layers * sizeof(int32_t));
+    s->zipvl_heads_prefill = oc_mem_calloc(&plan->alloc, (size_t)shape->n_layers);
     if (stack == OC_PLAN_DECODER) {
         s->kv_budget_tokens = oc_mem_calloc(&plan->alloc, budget_bytes(shape));  /* 0 = full */
         s->visual_score_ppm = oc_mem_calloc(&plan->alloc, budget_bytes(shape));
     }
     if (s->lazy_groups_cap)
         s->lazy_groups = oc_mem_calloc(&plan->alloc, (size_t)s->lazy_groups_cap * sizeof(oc_lazy_group));
-    if (!s->heads || !s->zipvl_tau_ppm ||
+    if (!s->heads || !s->zipvl_tau_ppm || !s->zipvl_heads_prefill ||
         (stack == OC_PLAN_DECODER && (!s->kv_budget_tokens || !s->visual_score_ppm)) ||
         (s->lazy_groups_cap && !s->lazy_groups)) {
         stack_free(&plan->alloc, s);
@@ -263,7 +268,7 @@ static oc_status validate_stack(const oc_plan *plan, oc_plan_stack stack, oc_err
     }
     const char *why = oc_plan_shape_problem(stack, &s->shape);
     if (why) return oc_fail(err, OC_ERR_INVALID, "plan: %s shape: %s", name, why);
-    if (!s->heads || !s->zipvl_tau_ppm ||
+    if (!s->heads || !s->zipvl_tau_ppm || !s->zipvl_heads_prefill ||
         (stack == OC_PLAN_DECODER && (!s->kv_budget_tokens || !s->visual_score_ppm)))
         return oc_fail(err, OC_ERR_INVALID, "plan: %s arrays missing", name);
     for (int32_t l = 0; l < s->shape.n_layers; l++) {
@@ -281,6 +286,8 @@ static oc_status validate_stack(const oc_plan *plan, oc_plan_stack stack, oc_err
         if (tau < 0 || tau > OC_PLAN_PPM)
             return oc_fail(err, OC_ERR_INVALID, "plan: %s layer %d: zipvl-tau %d ppm out of range",
                            name, (int)l, (int)tau);
+        if (s->zipvl_heads_prefill[l] > 1 || (s->zipvl_heads_prefill[l] && tau == 0))
+            return oc_fail(err, OC_ERR_INVALID, "plan: %s layer %d: 'prefill heads' without a zipvl-tau", name, (int)l);
         for (int32_t k = 0; stack == OC_PLAN_DECODER && k < s->shape.n_kv_heads; k++) {
             int32_t b = s->kv_budget_tokens[(size_t)l * (size_t)s->shape.n_kv_heads + (size_t)k];
             int32_t vs = s->visual_score_ppm[(size_t)l * (size_t)s->shape.n_kv_heads + (size_t)k];
@@ -379,7 +386,8 @@ static int stack_equal(const oc_stack_plan *a, const oc_stack_plan *b, oc_plan_s
     if (stack == OC_PLAN_DECODER &&
         (memcmp(a->kv_budget_tokens, b->kv_budget_tokens, budget_bytes(&a->shape)) != 0 ||
          memcmp(a->visual_score_ppm, b->visual_score_ppm, budget_bytes(&a->shape)) != 0)) return 0;
-    if (memcmp(a->zipvl_tau_ppm, b->zipvl_tau_ppm, (size_t)a->shape.n_layers * sizeof(int32_t)) != 0) return 0;
+    if (memcmp(a->zipvl_tau_ppm, b->zipvl_tau_ppm, (size_t)a->shape.n_layers * sizeof(int32_t)) != 0 ||
+        memcmp(a->zipvl_heads_prefill, b->zipvl_heads_prefill, (size_t)a->shape.n_layers) != 0) return 0;
     if (a->n_lazy_groups != b->n_lazy_groups) return 0;
     for (int32_t i = 0; i < a->n_lazy_groups; i++) {
         const oc_lazy_group *x = &a->lazy_groups[i], *y = &b->lazy_groups[i];

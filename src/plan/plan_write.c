@@ -259,12 +259,14 @@ static void put_stack(out *o, const oc_stack_plan *s, oc_plan_stack stack) {
     }
     for (int32_t l = 0; l < n_layers;) {
         int32_t e = l;
-        while (e + 1 < n_layers && s->zipvl_tau_ppm[e + 1] == s->zipvl_tau_ppm[l]) e++;
+        while (e + 1 < n_layers && s->zipvl_tau_ppm[e + 1] == s->zipvl_tau_ppm[l] &&
+               s->zipvl_heads_prefill[e + 1] == s->zipvl_heads_prefill[l])
+            e++;
         if (s->zipvl_tau_ppm[l] != 0) {
             put_line_start(o, stack, l, e, n_layers);
             put(o, " zipvl-tau ");
             put_ppm(o, s->zipvl_tau_ppm[l]);
-            put(o, "\n");
+            put(o, s->zipvl_heads_prefill[l] ? " prefill heads\n" : "\n");
         }
         l = e + 1;
     }
@@ -293,6 +295,12 @@ static const char *const header_comment_v3 =
     "#   pattern per (query modality, key modality) pair, in the pair's permuted coordinates (a\n"
     "#   token's rank within its modality), indexed from the query modality's last 64 queries\n";
 
+/* Version 4 adds how ZipVL meets a layer's head patterns. */
+static const char *const header_comment_v4 =
+    "# version 4: zipvl-tau T prefill heads: the layer's prefill runs its head patterns (or dense),\n"
+    "#   then ZipVL keeps its set T (ours: the pattern keeps its prefill saving, ZipVL its KV saving);\n"
+    "#   without the word (or with 'prefill set') the prefill attends over T only (ZipVL Alg. 1)\n";
+
 /* The fixed comment block: enough for a reader without the docs. */
 static const char *const header_comment =
     "# ocellus attention plan. '#' starts a comment; the full grammar is at the top of src/plan/plan.c.\n"
@@ -317,7 +325,8 @@ oc_status oc_plan_write(const oc_plan *plan, char *buf, size_t buf_bytes, size_t
     if (st != OC_OK) return st;
     out o = { buf, buf ? buf_bytes : 0, 0 };
     int version = oc_plan_format_version(plan);
-    put(&o, version == 3 ? "ocellus-plan 3\n" : version == 2 ? "ocellus-plan 2\n" : "ocellus-plan 1\n");
+    put(&o, version == 4 ? "ocellus-plan 4\n" : version == 3 ? "ocellus-plan 3\n"
+          : version == 2 ? "ocellus-plan 2\n" : "ocellus-plan 1\n");
     if (plan->calibration[0]) {
         put(&o, "calibration ");
         put(&o, plan->calibration);
@@ -325,6 +334,7 @@ oc_status oc_plan_write(const oc_plan *plan, char *buf, size_t buf_bytes, size_t
     }
     if (version >= 2) put(&o, header_comment_v2);
     if (version >= 3) put(&o, header_comment_v3);
+    if (version >= 4) put(&o, header_comment_v4);
     put(&o, header_comment);
     for (int i = 0; i < OC_PLAN_N_STACKS; i++) {
         const oc_plan_shape *s = &plan->stacks[i].shape;

@@ -87,7 +87,7 @@ def main():
     write('zipvl-all-t995', ['decoder layer 1-11 zipvl-tau 0.995'])
     write('zipvl-backoff', ['decoder layer %s zipvl-tau 0.975' % L for L in ('2', '4', '6', '8-11')])
 
-    mm = heads_of(open('examples/plans/long-calibrated-mminference.plan').read().splitlines())
+    mm = heads_of(open('examples/plans/paper-only/long-calibrated-mminference.plan').read().splitlines())
     line = lambda L, pats: 'decoder layer %d %s' % (L, ' '.join(pats))
     write('mminf-all', [line(L, mm[L]) for L in range(12)])
     for L in range(12):

@@ -26,7 +26,8 @@ def load(d):
         for ln in open(f):
             m = LINE.match(ln)
             if m:
-                res[cfg][int(m.group(1))] = (m.group(3).strip() == m.group(4).strip(), float(m.group(5)))
+                # eval marks a wrong answer "(wrong)" (its check ignores case: a code "12X" read "12x")
+                res[cfg][int(m.group(1))] = ('(wrong)' not in m.group(4), float(m.group(5)))
         jf = f[:-4] + '.json'
         if os.path.exists(jf):
             j = json.load(open(jf))
