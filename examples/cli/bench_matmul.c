@@ -13,6 +13,7 @@
 #include "bench.h"
 #include "core/f16.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_kern.h"   /* the micro-kernels alone (microkernel_gflops) */
 #include "kernels/quant.h"
 #include "tools/roofline.h"
 #include "core/dtype.h"
@@ -22,9 +23,19 @@
 #include <string.h>
 #include <time.h>
 
-#define N_TOK 512
-#define N_IN 1536
-#define N_OUT 8960
+/* The shapes --shape names: the 2B text model's projections (512-token prefill chunk) and the vision
+ * encoder's (one 448x448 image: 1024 patches). The first is the default. */
+typedef struct shape { const char *name; int n_tok, n_in, n_out; } shape;
+static const shape shapes[] = {
+    { "up", 512, 1536, 8960 },           /* ffn_up / ffn_gate */
+    { "down", 512, 8960, 1536 },         /* ffn_down: rows of 8960, x does not stay in L1 */
+    { "q", 512, 1536, 1536 },            /* attn_q, attn_output */
+    { "kv", 512, 1536, 256 },            /* attn_k, attn_v (2 KV heads of 128) */
+    { "vision-qkv", 1024, 1280, 1280 },  /* the encoder's attn_q / k / v / output */
+    { "vision-up", 1024, 1280, 5120 },
+    { "vision-down", 1024, 5120, 1280 },
+};
+#define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 #define GEMV_ROTATE_BYTES ((size_t)256 << 20)
 
 static uint64_t rng_next(uint64_t *s) {
@@ -78,7 +89,7 @@ typedef struct bench {
     double peak_gflops, copy_gbps;
     const oc_matmul_kernels *k;
     double bf16_peak_gflops, read_gbps;   /* 0: not measured */
-    int n_in, n_out;   /* N_IN x N_OUT, or with --down N_OUT x N_IN (ffn_down: rows of 8960) */
+    int n_tok, n_in, n_out;   /* the --shape */
 } bench;
 
 static uint64_t now_ns(const bench *b) {
@@ -119,6 +130,74 @@ static double copy_cpu_time(const bench *b) {
     return best * 1e-9;
 }
 
+/* The read-only floor on the calling thread (oc_roofline_read_gbps's pass, pool NULL), timed by its
+ * CPU time: a thread stalled on memory is still running, so this is its bandwidth when it has a core. */
+static double read_cpu_time(const bench *b) {
+    size_t n = (size_t)512 << 20;
+    unsigned char *src = malloc(n);
+    double best = 0;
+    if (src) {
+        memset(src, 1, n);
+        for (int r = 0; r < 3; r++) {
+            uint64_t t0 = now_ns(b);
+            oc_roofline_read_seconds(NULL, src, n);
+            double s = (double)(now_ns(b) - t0) * 1e-9;
+            if (s > 0 && (double)n / s > best) best = (double)n / s;
+        }
+    }
+    free(src);
+    return best * 1e-9;
+}
+
+/* The micro-kernels alone: the float path's mr x nr tile (and, with q8 set, the int8 path's Q8_0
+ * tile) over one packed panel of 256 inputs against one X tile, both resident in L1, accumulating
+ * into one Y tile: no dequantization, packing or driver. The GEMM rows' ceiling on this core; best
+ * of 3 runs of ~n_calls tiles. GFLOP/s (int8: multiply-adds counted as for floats), 0 on no memory. */
+static double microkernel_gflops(const bench *b, int q8, int64_t n_calls) {
+    const oc_matmul_kernels *k = b->k;
+    const int64_t kc = 256, n_blocks = kc / OC_QK;
+    int mr = q8 ? k->q8_mr : k->mr, nr = q8 ? k->q8_nr : k->nr;
+    size_t panel_bytes = q8 ? (size_t)(nr / k->q8_group) * (size_t)n_blocks * OC_MM_Q8_RECORD_BYTES(k->q8_group)
+                            : (size_t)nr * (size_t)kc * sizeof(float);
+    size_t row_bytes = sizeof(oc_block_q8_0) * (size_t)n_blocks;
+    float *x = malloc(sizeof(float) * (size_t)(mr * kc)), *rows = malloc(sizeof(float) * (size_t)(nr * kc));
+    float *y = calloc((size_t)(mr * nr), sizeof(float));
+    void *panel = aligned_alloc(64, (panel_bytes + 63) / 64 * 64);
+    unsigned char *wq = malloc(row_bytes * (size_t)nr);
+    oc_q8x *xq = aligned_alloc(64, (sizeof(oc_q8x) * (size_t)(mr * n_blocks) + 63) / 64 * 64);
+    double best = 0;
+    uint64_t seed = 7;
+    if (x && rows && y && panel && wq && xq) {
+        for (int64_t i = 0; i < mr * kc; i++) x[i] = rng_unit(&seed);
+        for (int64_t i = 0; i < nr * kc; i++) rows[i] = rng_unit(&seed);
+        if (q8) {
+            for (int j = 0; j < nr; j++) oc_quantize_q8_0(rows + (size_t)j * kc, wq + (size_t)j * row_bytes, kc);
+            k->pack_q8[OC_MM_I8_Q8_0](wq, row_bytes, nr, n_blocks, panel);
+            for (int i = 0; i < mr; i++) k->quantize_q8x(x + (size_t)i * kc, kc, 1, xq + (size_t)i * n_blocks);
+        } else {
+            k->pack_f32(rows, (size_t)kc, nr, kc, panel);
+        }
+        for (int r = 0; r < 3; r++) {
+            uint64_t t0 = now_ns(b);
+            for (int64_t c = 0; c < n_calls; c++) {
+                if (q8) k->gemm_q8[OC_MM_I8_Q8_0](mr, n_blocks, xq, (size_t)n_blocks, panel, y, (size_t)nr, 1);
+                else k->gemm_f32(mr, kc, x, (size_t)kc, panel, y, (size_t)nr, 1);
+            }
+            double s = (double)(now_ns(b) - t0) * 1e-9, flops = 2.0 * mr * nr * (double)kc * (double)n_calls;
+            if (s > 0 && flops / s > best) best = flops / s;
+        }
+        volatile float keep = y[0];   /* the tiles are used */
+        (void)keep;
+    }
+    free(x);
+    free(rows);
+    free(y);
+    free(panel);
+    free(wq);
+    free(xq);
+    return best * 1e-9;
+}
+
 static int run_type(bench *b, int32_t dtype) {
     size_t row_bytes = (size_t)oc_dtype_row_bytes(dtype, b->n_in), w_bytes = row_bytes * b->n_out;
     size_t n_copies = (GEMV_ROTATE_BYTES + w_bytes - 1) / w_bytes;
@@ -136,16 +215,16 @@ static int run_type(bench *b, int32_t dtype) {
         const char *path_name = p == 2 ? "bf16" : p ? "int8" : "float";
         oc_matmul_ctx_set_path(b->ctx, path);
         oc_weight wt = { dtype, b->n_in, b->n_out, w, row_bytes };
-        if (p == 2 && !oc_matmul_uses_bf16(b->ctx, &wt, N_TOK)) continue;
+        if (p == 2 && !oc_matmul_uses_bf16(b->ctx, &wt, b->n_tok)) continue;
         /* a forced int8 path without an int8 kernel for the shape runs the float path: skip it; the
          * BF16 path has no GEMV (decode reads the F16 rows) */
-        int run_gemm = p == 2 || oc_matmul_uses_int8(b->ctx, &wt, N_TOK) == p;
+        int run_gemm = p == 2 || oc_matmul_uses_int8(b->ctx, &wt, b->n_tok) == p;
         int run_gemv = p != 2 && oc_matmul_uses_int8(b->ctx, &wt, 1) == p;
         double gemm_s = 0, gemv_s = 0, gemm_best = 0, gemv_best = 0;
         /* GEMM: one warm-up, then the median of reps */
         for (int r = 0; run_gemm && r <= b->reps; r++) {
             uint64_t t0 = now_ns(b);
-            if (oc_matmul(b->ctx, &wt, b->x, b->n_in, b->y, b->n_out, N_TOK, NULL, &err) != OC_OK) {
+            if (oc_matmul(b->ctx, &wt, b->x, b->n_in, b->y, b->n_out, b->n_tok, NULL, &err) != OC_OK) {
                 fprintf(stderr, "bench matmul: %s\n", err.message);
                 free(w);
                 return 1;
@@ -176,10 +255,10 @@ static int run_type(bench *b, int32_t dtype) {
             gemv_s = median(t, b->gemv_reps, &gemv_best);
             paired = median(ratio, b->gemv_reps, &paired_best);
         }
-        double floor_s = (double)w_bytes / (b->copy_gbps * 1e9), gflops = 2.0 * N_TOK * b->n_in * b->n_out / gemm_s * 1e-9;
+        double floor_s = (double)w_bytes / (b->copy_gbps * 1e9), gflops = 2.0 * b->n_tok * b->n_in * b->n_out / gemm_s * 1e-9;
         oc_matmul_ctx_set_path(b->ctx, OC_MATMUL_AUTO);
         wt.data = w;
-        const char *auto_gemm = oc_matmul_uses_int8(b->ctx, &wt, N_TOK) ? "int8" : oc_matmul_uses_bf16(b->ctx, &wt, N_TOK) ? "bf16" : "float";
+        const char *auto_gemm = oc_matmul_uses_int8(b->ctx, &wt, b->n_tok) ? "int8" : oc_matmul_uses_bf16(b->ctx, &wt, b->n_tok) ? "bf16" : "float";
         const char *auto_gemv = oc_matmul_uses_int8(b->ctx, &wt, 1) ? "int8" : "float";
         printf("%-5s %-5s | ", oc_dtype_name(dtype), path_name);
         /* the BF16 path against the BF16 peak; everything else against the FP32 FMA peak */
@@ -204,30 +283,39 @@ static int run_type(bench *b, int32_t dtype) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: ocellus bench matmul [-t THREADS] [--isa scalar|avx2|avx512|neon] [--reps N] [--gemv-reps N]\n"
-               "                            [--types f16,q8_0,...] [--cpu-time] [--down]\n"
-               "Prints the FP32 FMA peak, the copy bandwidth, and per weight type the GEMM %dx%dx%d\n"
-               "(n_tok x n_in x n_out) and the GEMV 1x%dx%d against the bandwidth floor.\n"
+               "                            [--types f16,q8_0,...] [--cpu-time] [--shape NAME] [--down]\n"
+               "Prints the FP32 FMA peak, the bandwidth floors, the micro-kernels' own ceiling, and per weight\n"
+               "type the GEMM (n_tok x n_in x n_out) and the GEMV (1 x n_in x n_out) of one shape.\n"
                "--cpu-time: one thread, timed by its CPU time (for machines shared with other work).\n"
-               "--down: the transposed shape (n_in %d, n_out %d: ffn_down, whose x does not stay in L1).\n",
-            N_TOK, N_IN, N_OUT, N_IN, N_OUT, N_OUT, N_IN);
+               "--shape NAME: the model's matrix to time (default up):\n");
+    for (int i = 0; i < N_SHAPES; i++)
+        fprintf(f, "  %-12s %4d x %4d x %4d\n", shapes[i].name, shapes[i].n_tok, shapes[i].n_in, shapes[i].n_out);
+    fprintf(f, "--down: the same as --shape down (ffn_down, whose x does not stay in L1).\n");
 }
 
 int bench_matmul(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--backend") && strcmp(argv[i + 1], "cpu")) return bench_matmul_cl(argc, argv);
-    int n_threads = 0, reps = 5, gemv_reps = 51, cpu_time = 0, down = 0;
+    int n_threads = 0, reps = 5, gemv_reps = 51, cpu_time = 0;
+    const shape *sh = &shapes[0];
     const char *isa_name = NULL, *types = "f16,q8_0,q4_0,f32,bf16,q4_k,q6_k";
     for (int i = 1; i < argc; i += 2) {   /* every option but the flags takes one value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         if (!strcmp(a, "--cpu-time")) { cpu_time = 1; n_threads = 1; i--; continue; }
-        if (!strcmp(a, "--down")) { down = 1; i--; continue; }
+        if (!strcmp(a, "--down")) { sh = &shapes[1]; i--; continue; }
         if (!v) { fprintf(stderr, "ocellus bench matmul: %s needs a value (or is not an option: --help lists them)\n", a); return 2; }
         if (!strcmp(a, "-t")) { if (!oc_tool_int_arg("bench matmul", a, v, 1, 1024, &n_threads)) return 2; }
         else if (!strcmp(a, "--isa")) isa_name = v;
         else if (!strcmp(a, "--reps")) { if (!oc_tool_int_arg("bench matmul", a, v, 1, 200, &reps)) return 2; }
         else if (!strcmp(a, "--gemv-reps")) { if (!oc_tool_int_arg("bench matmul", a, v, 1, 200, &gemv_reps)) return 2; }
         else if (!strcmp(a, "--types")) types = v;
+        else if (!strcmp(a, "--shape")) {
+            sh = NULL;
+            for (int j = 0; j < N_SHAPES; j++)
+                if (!strcmp(v, shapes[j].name)) sh = &shapes[j];
+            if (!sh) { fprintf(stderr, "ocellus bench matmul: unknown --shape '%s' (--help lists them)\n", v); return 2; }
+        }
         else if (!strcmp(a, "--backend")) continue;   /* cpu */
         else { fprintf(stderr, "ocellus bench matmul: unknown option '%s' (ocellus bench matmul --help lists them)\n", a); return 2; }
     }
@@ -248,7 +336,7 @@ int bench_matmul(int argc, char **argv) {
     if (oc_pool_open(&pool, n_threads, NULL, &err) != OC_OK) { fprintf(stderr, "bench matmul: %s\n", err.message); return 1; }
     char cpu_name[256];
     bench_cpu_name(cpu_name, sizeof cpu_name);
-    bench b = { NULL, pool, NULL, NULL, NULL, reps, gemv_reps, cpu_time, 0, 0, k, 0, 0, down ? N_OUT : N_IN, down ? N_IN : N_OUT };
+    bench b = { NULL, pool, NULL, NULL, NULL, reps, gemv_reps, cpu_time, 0, 0, k, 0, 0, sh->n_tok, sh->n_in, sh->n_out };
     int rc = 1;
     printf("cpu: %s; kernels %s; %d threads; timed by %s\n", cpu_name, oc_matmul_kernels_name(k), oc_pool_n_threads(pool),
            cpu_time ? "thread CPU time" : "wall clock");
@@ -260,23 +348,32 @@ int bench_matmul(int argc, char **argv) {
         printf("BF16 dot-product peak (vdpbf16ps, %d threads): %.1f GFLOP/s = %.2f x the FMA peak\n", oc_pool_n_threads(pool),
                bf16_peak, bf16_peak / b.peak_gflops);
     b.bf16_peak_gflops = bf16_peak;
+    /* ~0.2 s per run at the FMA peak */
+    double mk = microkernel_gflops(&b, 0, (int64_t)(b.peak_gflops * 1e8 / (k->mr * k->nr * 256.0)) + 1);
+    printf("float micro-kernel alone (%dx%d tile, 256 inputs, in L1): %.1f GFLOP/s = %.0f%% of the FMA peak\n", k->mr, k->nr,
+           mk, 100.0 * mk / b.peak_gflops);
+    if (k->gemm_q8[OC_MM_I8_Q8_0]) {
+        mk = microkernel_gflops(&b, 1, (int64_t)(b.peak_gflops * 1e8 / (k->q8_mr * k->q8_nr * 256.0)) + 1);
+        printf("int8 Q8_0 micro-kernel alone (%dx%d tile, 256 inputs, in L1): %.1f GFLOP/s-equiv = %.0f%% of the FMA peak\n",
+               k->q8_mr, k->q8_nr, mk, 100.0 * mk / b.peak_gflops);
+    }
     b.copy_gbps = cpu_time ? copy_cpu_time(&b) : oc_roofline_copy_gbps(pool, NULL);
     printf("copy bandwidth (memcpy of 256 MiB, read + write bytes): %.1f GB/s\n", b.copy_gbps);
-    b.read_gbps = cpu_time ? 0 : oc_roofline_read_gbps(pool, NULL);
+    b.read_gbps = cpu_time ? read_cpu_time(&b) : oc_roofline_read_gbps(pool, NULL);
     if (b.read_gbps > 0) printf("read-only bandwidth (a reduction over 512 MiB, nothing written): %.1f GB/s\n", b.read_gbps);
-    b.x = malloc(sizeof(float) * N_TOK * b.n_in);
-    b.y = malloc(sizeof(float) * N_TOK * b.n_out);
+    b.x = malloc(sizeof(float) * b.n_tok * b.n_in);
+    b.y = malloc(sizeof(float) * b.n_tok * b.n_out);
     b.copy_dst = malloc(GEMV_ROTATE_BYTES / 2);
     if (b.copy_dst) memset(b.copy_dst, 0, GEMV_ROTATE_BYTES / 2);   /* fault the pages in */
     if (!b.x || !b.y || !b.copy_dst || b.peak_gflops <= 0 || b.copy_gbps <= 0 ||
-        oc_matmul_ctx_open(&b.ctx, k, pool, b.n_in, N_TOK, NULL, &err) != OC_OK) {
+        oc_matmul_ctx_open(&b.ctx, k, pool, b.n_in, b.n_tok, NULL, &err) != OC_OK) {
         fprintf(stderr, "bench matmul: setup failed\n");
         goto done;
     }
     uint64_t seed = 42;
-    for (size_t i = 0; i < (size_t)N_TOK * b.n_in; i++) b.x[i] = rng_unit(&seed);
+    for (size_t i = 0; i < (size_t)b.n_tok * b.n_in; i++) b.x[i] = rng_unit(&seed);
     printf("\nGEMM %dx%dx%d (n_tok x n_in x n_out), median of %d | GEMV 1x%dx%d, median of %d, W from DRAM\n",
-           N_TOK, b.n_in, b.n_out, reps, b.n_in, b.n_out, gemv_reps);
+           b.n_tok, b.n_in, b.n_out, reps, b.n_in, b.n_out, gemv_reps);
     printf("%-5s %-5s | %7s %7s %6s %6s %4s | %7s %6s %7s %5s %5s %6s | %5s %5s\n", "", "", "median", "median", "of", "best", "",
            "median", "", "floor", "ratio", "ratio", "ratio", "W", "read");
     printf("%-5s %-5s | %7s %7s %6s %6s %4s | %7s %6s %7s %5s %5s %6s | %5s %5s\n", "type", "path", "ms", "GFLOP/s", "peak", "of pk",
