@@ -149,11 +149,23 @@ static double read_cpu_time(const bench *b) {
     return best * 1e-9;
 }
 
+/* GFLOP/s of the FMA peak loop run on the calling thread for about `seconds` (--cpu-time): timed next
+ * to a kernel, the ratio of the two is robust to other work that slows both (a core shared with
+ * another thread, a lower clock), which thread CPU time alone does not remove. */
+static double fma_burst_gflops(const bench *b, double seconds) {
+    int64_t n_iter = (int64_t)(seconds * b->peak_gflops * 1e9 / (2.0 * OC_ROOFLINE_CHAINS * 8)) + 1000;
+    uint64_t t0 = now_ns(b);
+    double flops = oc_roofline_fma_run(oc_matmul_kernels_isa(b->k), n_iter);
+    double s = (double)(now_ns(b) - t0) * 1e-9;
+    return s > 0 ? flops / s * 1e-9 : 0;
+}
+
 /* The micro-kernels alone: the float path's mr x nr tile (and, with q8 set, the int8 path's Q8_0
  * tile) over one packed panel of 256 inputs against one X tile, both resident in L1, accumulating
  * into one Y tile: no dequantization, packing or driver. The GEMM rows' ceiling on this core; best
- * of 3 runs of ~n_calls tiles. GFLOP/s (int8: multiply-adds counted as for floats), 0 on no memory. */
-static double microkernel_gflops(const bench *b, int q8, int64_t n_calls) {
+ * of 5 runs of n_calls tiles. GFLOP/s (int8: multiply-adds counted as for floats), 0 on no memory;
+ * *paired: the median over the runs of the kernel's GFLOP/s / that of the FMA peak loop run next to it. */
+static double microkernel_gflops(const bench *b, int q8, int64_t n_calls, double *paired) {
     const oc_matmul_kernels *k = b->k;
     const int64_t kc = 256, n_blocks = kc / OC_QK;
     int mr = q8 ? k->q8_mr : k->mr, nr = q8 ? k->q8_nr : k->nr;
@@ -177,15 +189,20 @@ static double microkernel_gflops(const bench *b, int q8, int64_t n_calls) {
         } else {
             k->pack_f32(rows, (size_t)kc, nr, kc, panel);
         }
-        for (int r = 0; r < 3; r++) {
+        double ratio[5], unused;
+        for (int r = 0; r < 5; r++) {
+            double peak = r % 2 ? fma_burst_gflops(b, 0.1) : 0;
             uint64_t t0 = now_ns(b);
             for (int64_t c = 0; c < n_calls; c++) {
                 if (q8) k->gemm_q8[OC_MM_I8_Q8_0](mr, n_blocks, xq, (size_t)n_blocks, panel, y, (size_t)nr, 1);
                 else k->gemm_f32(mr, kc, x, (size_t)kc, panel, y, (size_t)nr, 1);
             }
             double s = (double)(now_ns(b) - t0) * 1e-9, flops = 2.0 * mr * nr * (double)kc * (double)n_calls;
+            if (!(r % 2)) peak = fma_burst_gflops(b, 0.1);
             if (s > 0 && flops / s > best) best = flops / s;
+            ratio[r] = s > 0 && peak > 0 ? flops / s * 1e-9 / peak : 0;
         }
+        *paired = median(ratio, 5, &unused);
         volatile float keep = y[0];   /* the tiles are used */
         (void)keep;
     }
@@ -202,7 +219,7 @@ static int run_type(bench *b, int32_t dtype) {
     size_t row_bytes = (size_t)oc_dtype_row_bytes(dtype, b->n_in), w_bytes = row_bytes * b->n_out;
     size_t n_copies = (GEMV_ROTATE_BYTES + w_bytes - 1) / w_bytes;
     unsigned char *w = malloc(w_bytes * n_copies);
-    double t[256], ratio[256];
+    double t[257], ratio[256];
     oc_error err;
     if (!w) { fprintf(stderr, "bench matmul: out of memory\n"); return 1; }
     uint64_t seed = 0x1234567ULL + (uint64_t)dtype;
@@ -220,18 +237,30 @@ static int run_type(bench *b, int32_t dtype) {
          * BF16 path has no GEMV (decode reads the F16 rows) */
         int run_gemm = p == 2 || oc_matmul_uses_int8(b->ctx, &wt, b->n_tok) == p;
         int run_gemv = p != 2 && oc_matmul_uses_int8(b->ctx, &wt, 1) == p;
-        double gemm_s = 0, gemv_s = 0, gemm_best = 0, gemv_best = 0;
-        /* GEMM: one warm-up, then the median of reps */
+        double gemm_s = 0, gemv_s = 0, gemm_best = 0, gemv_best = 0, gemm_paired = 0, unused;
+        double gemm_flops = 2.0 * b->n_tok * b->n_in * b->n_out;
+        /* GEMM: one warm-up, then the median of reps; with --cpu-time each rep is paired with a run of
+         * the FMA peak loop as long, before or after it in turn */
         for (int r = 0; run_gemm && r <= b->reps; r++) {
+            double peak = b->cpu_time && r > 0 && r % 2 ? fma_burst_gflops(b, t[0]) : 0;
             uint64_t t0 = now_ns(b);
             if (oc_matmul(b->ctx, &wt, b->x, b->n_in, b->y, b->n_out, b->n_tok, NULL, &err) != OC_OK) {
                 fprintf(stderr, "bench matmul: %s\n", err.message);
                 free(w);
                 return 1;
             }
-            if (r > 0) t[r - 1] = (double)(now_ns(b) - t0) * 1e-9;
+            double s = (double)(now_ns(b) - t0) * 1e-9;
+            if (r == 0) t[0] = s;   /* the warm-up's time sizes the FMA runs */
+            if (b->cpu_time && r > 0 && !(r % 2)) peak = fma_burst_gflops(b, t[0]);
+            if (r > 0) {
+                t[r] = s;
+                ratio[r - 1] = s > 0 && peak > 0 ? gemm_flops / s * 1e-9 / peak : 0;
+            }
         }
-        if (run_gemm) gemm_s = median(t, b->reps, &gemm_best);
+        if (run_gemm) {
+            gemm_s = median(t + 1, b->reps, &gemm_best);
+            gemm_paired = median(ratio, b->reps, &unused);
+        }
         /* GEMV: every call on the next copy of W; paired with a copy of W bytes / 2 from the copy of W
          * half the rotation away (cold too) to the next slice of copy_dst, in alternating order */
         size_t copy_bytes = w_bytes / 2, n_dst = GEMV_ROTATE_BYTES / 2 / copy_bytes;
@@ -255,7 +284,7 @@ static int run_type(bench *b, int32_t dtype) {
             gemv_s = median(t, b->gemv_reps, &gemv_best);
             paired = median(ratio, b->gemv_reps, &paired_best);
         }
-        double floor_s = (double)w_bytes / (b->copy_gbps * 1e9), gflops = 2.0 * b->n_tok * b->n_in * b->n_out / gemm_s * 1e-9;
+        double floor_s = (double)w_bytes / (b->copy_gbps * 1e9), gflops = gemm_flops / gemm_s * 1e-9;
         oc_matmul_ctx_set_path(b->ctx, OC_MATMUL_AUTO);
         wt.data = w;
         const char *auto_gemm = oc_matmul_uses_int8(b->ctx, &wt, b->n_tok) ? "int8" : oc_matmul_uses_bf16(b->ctx, &wt, b->n_tok) ? "bf16" : "float";
@@ -263,11 +292,14 @@ static int run_type(bench *b, int32_t dtype) {
         printf("%-5s %-5s | ", oc_dtype_name(dtype), path_name);
         /* the BF16 path against the BF16 peak; everything else against the FP32 FMA peak */
         double peak = p == 2 && b->bf16_peak_gflops > 0 ? b->bf16_peak_gflops : b->peak_gflops;
-        if (run_gemm)
-            printf("%7.1f %7.1f %5.0f%% %5.0f%% %s | ", gemm_s * 1e3, gflops, 100.0 * gflops / peak,
-                   100.0 * gflops * gemm_s / gemm_best / peak, strcmp(auto_gemm, path_name) ? "    " : "auto");
+        if (run_gemm && b->cpu_time && p != 2)
+            printf("%7.1f %7.1f %5.0f%% %5.0f%% %5.0f%% %s | ", gemm_s * 1e3, gflops, 100.0 * gflops / peak,
+                   100.0 * gflops * gemm_s / gemm_best / peak, 100.0 * gemm_paired, strcmp(auto_gemm, path_name) ? "    " : "auto");
+        else if (run_gemm)
+            printf("%7.1f %7.1f %5.0f%% %5.0f%% %6s %s | ", gemm_s * 1e3, gflops, 100.0 * gflops / peak,
+                   100.0 * gflops * gemm_s / gemm_best / peak, "-", strcmp(auto_gemm, path_name) ? "    " : "auto");
         else
-            printf("%7s %7s %6s %6s %4s | ", "-", "-", "-", "-", "");
+            printf("%7s %7s %6s %6s %6s %4s | ", "-", "-", "-", "-", "-", "");
         double read_floor_s = b->read_gbps > 0 ? (double)w_bytes / (b->read_gbps * 1e9) : 0;
         if (run_gemv)
             printf("%7.0f %6.2f %7.0f %5.2f %5.2f %6.2f | %5.1f %5.2f %s\n", gemv_s * 1e6, (double)w_bytes / 1e6, floor_s * 1e6,
@@ -349,13 +381,17 @@ int bench_matmul(int argc, char **argv) {
                bf16_peak, bf16_peak / b.peak_gflops);
     b.bf16_peak_gflops = bf16_peak;
     /* ~0.2 s per run at the FMA peak */
-    double mk = microkernel_gflops(&b, 0, (int64_t)(b.peak_gflops * 1e8 / (k->mr * k->nr * 256.0)) + 1);
-    printf("float micro-kernel alone (%dx%d tile, 256 inputs, in L1): %.1f GFLOP/s = %.0f%% of the FMA peak\n", k->mr, k->nr,
+    double mk_paired = 0, mk = microkernel_gflops(&b, 0, (int64_t)(b.peak_gflops * 1e8 / (k->mr * k->nr * 256.0)) + 1, &mk_paired);
+    printf("float micro-kernel alone (%dx%d tile, 256 inputs, in L1): %.1f GFLOP/s = %.0f%% of the FMA peak", k->mr, k->nr,
            mk, 100.0 * mk / b.peak_gflops);
+    if (cpu_time) printf(", paired %.0f%%", 100.0 * mk_paired);
+    printf("\n");
     if (k->gemm_q8[OC_MM_I8_Q8_0]) {
-        mk = microkernel_gflops(&b, 1, (int64_t)(b.peak_gflops * 1e8 / (k->q8_mr * k->q8_nr * 256.0)) + 1);
-        printf("int8 Q8_0 micro-kernel alone (%dx%d tile, 256 inputs, in L1): %.1f GFLOP/s-equiv = %.0f%% of the FMA peak\n",
+        mk = microkernel_gflops(&b, 1, (int64_t)(b.peak_gflops * 1e8 / (k->q8_mr * k->q8_nr * 256.0)) + 1, &mk_paired);
+        printf("int8 Q8_0 micro-kernel alone (%dx%d tile, 256 inputs, in L1): %.1f GFLOP/s-equiv = %.0f%% of the FMA peak",
                k->q8_mr, k->q8_nr, mk, 100.0 * mk / b.peak_gflops);
+        if (cpu_time) printf(", paired %.0f%%", 100.0 * mk_paired);
+        printf("\n");
     }
     b.copy_gbps = cpu_time ? copy_cpu_time(&b) : oc_roofline_copy_gbps(pool, NULL);
     printf("copy bandwidth (memcpy of 256 MiB, read + write bytes): %.1f GB/s\n", b.copy_gbps);
@@ -374,10 +410,10 @@ int bench_matmul(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)b.n_tok * b.n_in; i++) b.x[i] = rng_unit(&seed);
     printf("\nGEMM %dx%dx%d (n_tok x n_in x n_out), median of %d | GEMV 1x%dx%d, median of %d, W from DRAM\n",
            b.n_tok, b.n_in, b.n_out, reps, b.n_in, b.n_out, gemv_reps);
-    printf("%-5s %-5s | %7s %7s %6s %6s %4s | %7s %6s %7s %5s %5s %6s | %5s %5s\n", "", "", "median", "median", "of", "best", "",
-           "median", "", "floor", "ratio", "ratio", "ratio", "W", "read");
-    printf("%-5s %-5s | %7s %7s %6s %6s %4s | %7s %6s %7s %5s %5s %6s | %5s %5s\n", "type", "path", "ms", "GFLOP/s", "peak", "of pk",
-           "", "us", "W MB", "us", "med", "best", "paired", "GB/s", "ratio");
+    printf("%-5s %-5s | %7s %7s %6s %6s %6s %4s | %7s %6s %7s %5s %5s %6s | %5s %5s\n", "", "", "median", "median", "of", "best",
+           "paired", "", "median", "", "floor", "ratio", "ratio", "ratio", "W", "read");
+    printf("%-5s %-5s | %7s %7s %6s %6s %6s %4s | %7s %6s %7s %5s %5s %6s | %5s %5s\n", "type", "path", "ms", "GFLOP/s", "peak", "of pk",
+           "of pk", "", "us", "W MB", "us", "med", "best", "paired", "GB/s", "ratio");
     rc = 0;
     char list[256];
     snprintf(list, sizeof list, "%s", types);
@@ -394,7 +430,8 @@ int bench_matmul(int argc, char **argv) {
         printf("('auto': the path OC_MATMUL_AUTO takes for that shape; 'best of pk': the fastest repetition; ratio: time /\n"
                " floor, floor = W bytes / copy bandwidth; paired: median over calls of GEMV time / time of a copy moving\n"
                " as many bytes, taken next to it; W GB/s: W bytes / median GEMV time; read ratio: median GEMV time /\n"
-               " (W bytes / read-only bandwidth); the bf16 path's 'of peak' is of the BF16 peak)\n");
+               " (W bytes / read-only bandwidth); the bf16 path's 'of peak' is of the BF16 peak; GEMM 'paired of pk'\n"
+               " (--cpu-time): median over reps of GFLOP/s / that of the FMA peak loop run as long next to it)\n");
 done:
     oc_matmul_ctx_close(b.ctx);
     oc_pool_close(pool);
