@@ -4,8 +4,9 @@
  * (W bytes / copy bandwidth). Medians of repeated runs; GEMV weights rotate over >= 256 MiB of
  * copies so every call streams W from DRAM, as decode does with a whole model. Next to every GEMV
  * call the benchmark also times a copy that moves as many bytes (W bytes / 2 read + as many written,
- * from the copies of W not in use): the "paired" ratio is the median of the per-call ratios, which
- * holds when other work on the machine moves the bandwidth between the start and the end of a run.
+ * from the copies of W not in use), and a read-only pass over W bytes of another copy: the "paired"
+ * ratios are the medians of the per-call ratios, which hold when other work on the machine moves
+ * the bandwidth between the start and the end of a run (the read-only one is the decode floor).
  * --cpu-time (one thread) times everything by the thread's CPU time instead of the wall clock: on a
  * shared machine it leaves out the time the thread waited for a core. */
 #define _POSIX_C_SOURCE 200809L   /* clock_gettime */
@@ -219,7 +220,7 @@ static int run_type(bench *b, int32_t dtype) {
     size_t row_bytes = (size_t)oc_dtype_row_bytes(dtype, b->n_in), w_bytes = row_bytes * b->n_out;
     size_t n_copies = (GEMV_ROTATE_BYTES + w_bytes - 1) / w_bytes;
     unsigned char *w = malloc(w_bytes * n_copies);
-    double t[257], ratio[256];
+    double t[257], ratio[256], rd_ratio[256];
     oc_error err;
     if (!w) { fprintf(stderr, "bench matmul: out of memory\n"); return 1; }
     uint64_t seed = 0x1234567ULL + (uint64_t)dtype;
@@ -268,21 +269,31 @@ static int run_type(bench *b, int32_t dtype) {
             wt.data = w + (size_t)r % n_copies * w_bytes;
             const unsigned char *copy_src = w + ((size_t)r + n_copies / 2) % n_copies * w_bytes;
             unsigned char *copy_dst = b->copy_dst + (size_t)r % n_dst * copy_bytes;
-            uint64_t c0 = 0, c1 = 0, t0, t1;
-            if (r % 2) { c0 = now_ns(b); oc_roofline_copy_seconds(b->pool, copy_dst, copy_src, copy_bytes); c1 = now_ns(b); }
+            /* and with a read-only pass over all W bytes of another cold copy: the read floor, paired */
+            const unsigned char *read_src = w + ((size_t)r + n_copies / 2 + 1) % n_copies * w_bytes;
+            uint64_t c0 = 0, c1 = 0, r0 = 0, r1 = 0, t0, t1;
+            if (r % 2) {
+                c0 = now_ns(b); oc_roofline_copy_seconds(b->pool, copy_dst, copy_src, copy_bytes); c1 = now_ns(b);
+                r0 = now_ns(b); oc_roofline_read_seconds(b->pool, read_src, w_bytes); r1 = now_ns(b);
+            }
             t0 = now_ns(b);
             oc_matmul(b->ctx, &wt, b->x, b->n_in, b->y, b->n_out, 1, NULL, &err);
             t1 = now_ns(b);
-            if (!(r % 2)) { c0 = now_ns(b); oc_roofline_copy_seconds(b->pool, copy_dst, copy_src, copy_bytes); c1 = now_ns(b); }
+            if (!(r % 2)) {
+                r0 = now_ns(b); oc_roofline_read_seconds(b->pool, read_src, w_bytes); r1 = now_ns(b);
+                c0 = now_ns(b); oc_roofline_copy_seconds(b->pool, copy_dst, copy_src, copy_bytes); c1 = now_ns(b);
+            }
             if (r >= (int)n_copies) {
                 t[r - (int)n_copies] = (double)(t1 - t0) * 1e-9;
                 ratio[r - (int)n_copies] = (double)(t1 - t0) / (double)(c1 > c0 ? c1 - c0 : 1);
+                rd_ratio[r - (int)n_copies] = (double)(t1 - t0) / (double)(r1 > r0 ? r1 - r0 : 1);
             }
         }
-        double paired = 0, paired_best = 0;
+        double paired = 0, paired_best = 0, rd_paired = 0;
         if (run_gemv) {
             gemv_s = median(t, b->gemv_reps, &gemv_best);
             paired = median(ratio, b->gemv_reps, &paired_best);
+            rd_paired = median(rd_ratio, b->gemv_reps, &paired_best);
         }
         double floor_s = (double)w_bytes / (b->copy_gbps * 1e9), gflops = gemm_flops / gemm_s * 1e-9;
         oc_matmul_ctx_set_path(b->ctx, OC_MATMUL_AUTO);
@@ -302,9 +313,9 @@ static int run_type(bench *b, int32_t dtype) {
             printf("%7s %7s %6s %6s %6s %4s | ", "-", "-", "-", "-", "-", "");
         double read_floor_s = b->read_gbps > 0 ? (double)w_bytes / (b->read_gbps * 1e9) : 0;
         if (run_gemv)
-            printf("%7.0f %6.2f %7.0f %5.2f %5.2f %6.2f | %5.1f %5.2f %s\n", gemv_s * 1e6, (double)w_bytes / 1e6, floor_s * 1e6,
+            printf("%7.0f %6.2f %7.0f %5.2f %5.2f %6.2f | %5.1f %5.2f %6.2f %s\n", gemv_s * 1e6, (double)w_bytes / 1e6, floor_s * 1e6,
                    gemv_s / floor_s, gemv_best / floor_s, paired, (double)w_bytes / gemv_s * 1e-9,
-                   read_floor_s > 0 ? gemv_s / read_floor_s : 0.0, strcmp(auto_gemv, path_name) ? "" : "auto");
+                   read_floor_s > 0 ? gemv_s / read_floor_s : 0.0, rd_paired, strcmp(auto_gemv, path_name) ? "" : "auto");
         else
             printf("%7s\n", "-");
         fflush(stdout);
@@ -410,10 +421,10 @@ int bench_matmul(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)b.n_tok * b.n_in; i++) b.x[i] = rng_unit(&seed);
     printf("\nGEMM %dx%dx%d (n_tok x n_in x n_out), median of %d | GEMV 1x%dx%d, median of %d, W from DRAM\n",
            b.n_tok, b.n_in, b.n_out, reps, b.n_in, b.n_out, gemv_reps);
-    printf("%-5s %-5s | %7s %7s %6s %6s %6s %4s | %7s %6s %7s %5s %5s %6s | %5s %5s\n", "", "", "median", "median", "of", "best",
-           "paired", "", "median", "", "floor", "ratio", "ratio", "ratio", "W", "read");
-    printf("%-5s %-5s | %7s %7s %6s %6s %6s %4s | %7s %6s %7s %5s %5s %6s | %5s %5s\n", "type", "path", "ms", "GFLOP/s", "peak", "of pk",
-           "of pk", "", "us", "W MB", "us", "med", "best", "paired", "GB/s", "ratio");
+    printf("%-5s %-5s | %7s %7s %6s %6s %6s %4s | %7s %6s %7s %5s %5s %6s | %5s %5s %6s\n", "", "", "median", "median", "of", "best",
+           "paired", "", "median", "", "floor", "ratio", "ratio", "ratio", "W", "read", "read");
+    printf("%-5s %-5s | %7s %7s %6s %6s %6s %4s | %7s %6s %7s %5s %5s %6s | %5s %5s %6s\n", "type", "path", "ms", "GFLOP/s", "peak", "of pk",
+           "of pk", "", "us", "W MB", "us", "med", "best", "paired", "GB/s", "ratio", "paired");
     rc = 0;
     char list[256];
     snprintf(list, sizeof list, "%s", types);
@@ -430,7 +441,8 @@ int bench_matmul(int argc, char **argv) {
         printf("('auto': the path OC_MATMUL_AUTO takes for that shape; 'best of pk': the fastest repetition; ratio: time /\n"
                " floor, floor = W bytes / copy bandwidth; paired: median over calls of GEMV time / time of a copy moving\n"
                " as many bytes, taken next to it; W GB/s: W bytes / median GEMV time; read ratio: median GEMV time /\n"
-               " (W bytes / read-only bandwidth); the bf16 path's 'of peak' is of the BF16 peak; GEMM 'paired of pk'\n"
+               " (W bytes / read-only bandwidth); read paired: median over calls of GEMV time / time of a read-only pass\n"
+               " over the W bytes of another cold copy, taken next to it; the bf16 path's 'of peak' is of the BF16 peak; GEMM 'paired of pk'\n"
                " (--cpu-time): median over reps of GFLOP/s / that of the FMA peak loop run as long next to it)\n");
 done:
     oc_matmul_ctx_close(b.ctx);
