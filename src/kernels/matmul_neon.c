@@ -529,6 +529,28 @@ GEMM_Q8(gemm_q4_0_dp, DOTPROD, 1, OC_MM_I8_Q4_0)
 
 /* ---- BF16 path --------------------------------------------------------------------------------- */
 #if OC_HAVE_NEON_BF16
+/* f32 -> bf16 as oc_f32_to_bf16 rounds (nearest even; NaN kept quiet), 4 lanes in integer ops:
+ * bitwise equal to the scalar code (test_bf16_conversions_bitwise). Plain NEON, no extension. */
+INLINE uint16x4_t f32x4_to_bf16(float32x4_t v) {
+    uint32x4_t u = vreinterpretq_u32_f32(v);
+    uint32x4_t rnd = vaddq_u32(vaddq_u32(u, vdupq_n_u32(0x7fff)), vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1)));
+    uint32x4_t nan = vcgtq_u32(vandq_u32(u, vdupq_n_u32(0x7fffffffu)), vdupq_n_u32(0x7f800000u));
+    return vmovn_u32(vbslq_u32(nan, vorrq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(0x40)), vshrq_n_u32(rnd, 16)));
+}
+
+static void x_to_bf16(const float *x, int64_t n, uint16_t *out) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(out + i, f32x4_to_bf16(vld1q_f32(x + i)));
+    for (; i < n; i++) out[i] = oc_f32_to_bf16(x[i]);
+}
+
+/* f16 -> f32 (exact) -> bf16, one pass: the F16 weights' panels without a row of f32 in between */
+static void f16_to_bf16(const uint16_t *src, int64_t n, uint16_t *out) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(out + i, f32x4_to_bf16(load_f16(src + i)));
+    for (; i < n; i++) out[i] = oc_f32_to_bf16(oc_f16_to_f32(src[i]));
+}
+
 #define BF16_ATTR __attribute__((target("arch=armv8.2-a+dotprod+bf16")))
 #define BF16_MR 3
 
@@ -626,9 +648,10 @@ static const oc_matmul_kernels table_bf16 = {
     .int8_gemm = { 1, 1, 0, 0 },
     .bf16_mr = BF16_MR,
     .bf16_gemm = 0,
-    .x_to_bf16 = oc_mm_x_to_bf16_scalar,
+    .x_to_bf16 = x_to_bf16,
     .gemm_bf16 = gemm_bf16,
     .pack_bf16 = oc_mm_pack_bf16_generic,
+    .f16_to_bf16 = f16_to_bf16,
 };
 #endif
 
