@@ -188,11 +188,12 @@ float oc_mm_avx2_dot_bf16(const void *w_row, const float *x, int64_t n) {
  * being read (4 strided streams) kept the Q4_0 kernel at ~1.5x the bandwidth floor even with its
  * arithmetic removed; one linear stream brought that to ~1.0-1.2x, and the full Q4_0 / Q4_K / Q6_K
  * kernels ran 15-25% faster (BENCHMARKS.md "matmul"). Two calls ahead (8 rows) rather than one:
- * the Q8_0 GEMV of the 2B up projection went from 1.08-1.15x to 0.95-0.97x the time of a read-only
- * pass over the same bytes (Zen 4, one thread, AVX2 table, medians of 9 paired runs); Q4_0 and
- * Q4_K gained 8-10%; 12 rows ahead and the L2 hint were slower; Q6_K was 10-15% slower two calls
- * ahead and stays at one. The addresses may lie past the end of W: a prefetch never faults, and
- * they are formed as integers. */
+ * the Q8_0 GEMV of the 2B up projection took 0.95-0.97x the time of a read-only pass over the same
+ * bytes against 1.08-1.15x (Zen 4, one thread, AVX2 table, medians of 9 paired calls, two rounds in
+ * a quieter hour); Q4_0 and Q4_K 8-10% faster; 12 rows ahead and the L2 hint were slower. Under
+ * heavier load (8 rounds) the two were within the run-to-run spread (about 10%, seen between two
+ * builds of identical code). Q6_K showed no gain and stays at one call ahead. The addresses may lie
+ * past the end of W: a prefetch never faults, and they are formed as integers. */
 #define GEMV_PREFETCH_ROWS (2 * OC_MM_AVX2_GEMV_ROWS)
 typedef struct gemv_pf { uintptr_t next, upto; size_t step; } gemv_pf;
 
@@ -492,8 +493,8 @@ INLINE __m128 block_scales(const int nr, const unsigned char *p0, const unsigned
  * per row one vpmaddwd to int32; then, as for Q4_0 below, three vphaddd fold the 4 rows' sums into
  * one vector (lane j of each half = row j; |sums| <= 4 * 2 * 32512, exact in f32), so each block
  * needs one conversion and one FMA against the 4 scales instead of one of each (and a broadcast)
- * per row. A row past nr contributes zeros to its own lanes only: each row's sum does not depend
- * on nr. */
+ * per row (on weights in L2, Zen 4: 39 GB/s against 35-37 before). A row past nr contributes zeros
+ * to its own lanes only: each row's sum does not depend on nr. */
 INLINE void gemv_q8_0_rows(const int nr, const void *w, size_t row_bytes, const oc_q8x *x, int64_t n_blocks, float *y) {
     const __m256i ones = _mm256_set1_epi16(1);
     const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
