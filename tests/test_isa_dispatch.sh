@@ -3,7 +3,9 @@
 # cross builds). `ocellus version` names the chosen kernels; test_matmul then runs on the CPU
 # without the optional extensions, so the baseline path is exercised and checked against the
 # oracle there (the normal run of test_matmul, on qemu's default CPU "max", covers the other).
-#   aarch64: max has dotprod: matmul "neon+dotprod"; cortex-a53 (ARMv8.0): "neon".
+#   aarch64: max has dotprod and BF16: matmul "neon+dotprod+bf16" (where configure built the BF16
+#            kernel); cortex-a76 (ARMv8.2, dotprod, no BF16): "neon+dotprod", its int8 SDOT kernels
+#            also checked by test_matmul there; cortex-a53 (ARMv8.0): "neon".
 #   armv7:   cortex-a15 (NEON + VFPv4): "neon"; cortex-a9 (NEON, VFPv3, no FMA): scalar.
 . tests/support/testlib.sh
 
@@ -37,7 +39,8 @@ matmul_on() {
 if [ "$(cfg HAVE_NEON)" != 1 ]; then
   base="scalar (matmul: scalar)"; full=$base
 elif [ "$(cfg HAVE_NEON_DOTPROD)" = 1 ]; then
-  base="neon (matmul: neon)"; full="neon (matmul: neon+dotprod)"
+  base="neon (matmul: neon)"; dp="neon (matmul: neon+dotprod)"; full=$dp
+  [ "$(cfg HAVE_NEON_BF16)" = 1 ] && full="neon (matmul: neon+dotprod+bf16)"
 else
   base="neon (matmul: neon)"; full=$base
 fi
@@ -46,6 +49,10 @@ if [ "$arch" = aarch64 ]; then
   expect_kernels max "$full"
   expect_kernels cortex-a53 "$base"
   if [ "$(cfg HAVE_NEON)" = 1 ]; then matmul_on cortex-a53 neon; fi
+  if [ "$(cfg HAVE_NEON_BF16)" = 1 ]; then
+    expect_kernels cortex-a76 "$dp"
+    matmul_on cortex-a76 neon+dotprod
+  fi
 else
   expect_kernels cortex-a15 "$base"
   expect_kernels cortex-a9 "scalar (matmul: scalar)"

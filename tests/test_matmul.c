@@ -805,6 +805,67 @@ static void test_bf16_rules(void) {
         }
 }
 
+/* Every table's x_to_bf16 and f16_to_bf16 round exactly as oc_f32_to_bf16 (nearest even, NaN kept
+ * quiet): random values, ties, the largest values that round to Inf, Inf, NaN, signed zeros and
+ * subnormals (and every f16 value), at every offset from the start of the SIMD blocks. The one
+ * allowed difference (matmul_kern.h): an f32 subnormal may become the zero of its sign, as x86's
+ * vcvtneps2bf16 does (its dot product, like Arm's BFDOT, reads bf16 subnormals as zero anyway). */
+static int bf16_same(float x, uint16_t got) {
+    uint32_t u = oc_f32_bits(x);
+    int subnormal = (u & 0x7f800000u) == 0 && (u & 0x007fffffu) != 0;
+    return got == oc_f32_to_bf16(x) || (subnormal && got == (uint16_t)((u >> 16) & 0x8000u));
+}
+
+static void test_bf16_conversions_bitwise(void) {
+    enum { N = 4099 };
+    static float x[N];
+    static uint16_t got[N], h[65536], got16[65536];
+    check_rng r = { 31 };
+    for (int i = 0; i < N; i++) {
+        uint32_t u;
+        switch (i % 8) {
+        case 0: u = (uint32_t)check_rng_u64(&r); break;   /* any bits, NaNs included */
+        case 1: u = ((uint32_t)check_rng_u64(&r) & 0xffff0000u) | 0x8000u; break;   /* a tie */
+        case 2: u = ((uint32_t)check_rng_u64(&r) & 0x807f0000u) | 0x7f00ffffu; break;   /* near the largest */
+        case 3: u = ((uint32_t)check_rng_u64(&r) & 0x807fffffu); break;   /* subnormal or zero */
+        default: { float v = check_rng_uniform(&r, -4, 4); memcpy(&u, &v, 4); } break;
+        }
+        if (i == 5) u = 0x7f800000u;
+        if (i == 6) u = 0xff800000u;
+        if (i == 7) u = 0x7fc00001u;
+        if (i == 9) u = 0x7f800001u;   /* signalling NaN */
+        if (i == 10) u = 0x80000000u;
+        if (i == 11) u = 0x7f7fffffu;  /* rounds to Inf */
+        memcpy(&x[i], &u, 4);
+    }
+    for (int i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    int n_run = 0;
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+        const oc_matmul_kernels *k = tables[isa];
+        if (!k || !k->x_to_bf16) continue;
+        n_run++;
+        for (int off = 0; off < 9; off++) {
+            memset(got, 0xAB, sizeof got);
+            k->x_to_bf16(x + off, N - off, got);
+            int bad = 0;
+            for (int i = 0; i < N - off; i++)
+                if (!bf16_same(x[off + i], got[i]) && bad++ < 3)
+                    CHECKF(0, "%s x_to_bf16(0x%08x) = 0x%04x, want 0x%04x", k->name, (unsigned)oc_f32_bits(x[off + i]),
+                           got[i], oc_f32_to_bf16(x[off + i]));
+        }
+        if (k->f16_to_bf16) {
+            memset(got16, 0xAB, sizeof got16);
+            k->f16_to_bf16(h, 65536, got16);
+            int bad = 0;
+            for (int i = 0; i < 65536; i++)
+                if (!bf16_same(oc_f16_to_f32(h[i]), got16[i]) && bad++ < 3)
+                    CHECKF(0, "%s f16_to_bf16(0x%04x) = 0x%04x, want 0x%04x", k->name, (unsigned)h[i], got16[i],
+                           oc_f32_to_bf16(oc_f16_to_f32(h[i])));
+        }
+    }
+    CHECK(n_run >= 1);
+}
+
 /* `test_matmul --bf16-probe`: runs one AVX512_BF16 micro-kernel call and exits 0; dies with SIGILL
  * where the CPU lacks the instructions (tests/test_matmul_bf16.sh asks before forcing them on). */
 static int bf16_probe(void) {
@@ -835,5 +896,6 @@ int main(int argc, char **argv) {
     CHECK_RUN(test_zero_weights_exact);
     CHECK_RUN(test_bf16_random);
     CHECK_RUN(test_bf16_rules);
+    CHECK_RUN(test_bf16_conversions_bitwise);
     return check_finish();
 }

@@ -1,10 +1,11 @@
-/* bench_kernels.c: `ocellus bench kernels [--isa NAME] [--path auto|float|int8] [--setup-only] CASE`:
+/* bench_kernels.c: `ocellus bench kernels [--isa NAME] [--path auto|float|int8|bf16] [--setup-only] CASE`:
  * one fixed piece of kernel work, run once on one thread with no timing loop, for counting
  * instructions under emulation (tests/qemu/icount.sh; BENCHMARKS.md "NEON under qemu"): the
  * count of a run minus that of the same command with --setup-only is the kernel's alone.
- * Cases: gemm_f16, gemm_q8_0 (256 x 512 x 512, n_tok x n_in x n_out: one prefill chunk);
+ * Cases: gemm_f32, gemm_f16, gemm_q8_0 (256 x 512 x 512, n_tok x n_in x n_out: one prefill chunk);
  * gemv_f16, gemv_q8_0 (1 x 2048 x 2048); attn (causal prefill, 128 tokens, 12 q / 2 kv heads,
- * head_dim 64, f16 K/V). Prints the kernels, the path and a checksum of the output. */
+ * head_dim 64, f16 K/V). Prints the kernels, the path, the case's FLOPs (a multiply-add counts 2;
+ * attention: 4 head_dim per (query, key) pair the causal mask keeps) and a checksum of the output. */
 #include "attention/attn.h"
 #include "bench.h"
 #include "core/dtype.h"
@@ -48,12 +49,14 @@ static int run_matmul(oc_isa isa, oc_matmul_path path, int setup_only, int32_t d
         unsigned char *dst = w + (size_t)o * row_bytes;
         for (int i = 0; i < n_in; i++) row[i] = rng_value(&s);
         if (dtype == OC_DTYPE_Q8_0) oc_quantize_q8_0(row, dst, n_in);
+        else if (dtype == OC_DTYPE_F32) memcpy(dst, row, sizeof(float) * (size_t)n_in);
         else for (int i = 0; i < n_in; i++) ((uint16_t *)dst)[i] = oc_f32_to_f16(row[i]);
     }
     oc_matmul_ctx_set_path(ctx, path);
     oc_weight wt = { dtype, n_in, n_out, w, row_bytes };
-    printf("matmul %s %dx%dx%d: kernels %s, path %s", oc_dtype_name(dtype), n_tok, n_in, n_out, oc_matmul_kernels_name(k),
-           oc_matmul_uses_int8(ctx, &wt, n_tok) ? "int8" : "float");
+    printf("matmul %s %dx%dx%d: kernels %s, path %s, %.0f flops", oc_dtype_name(dtype), n_tok, n_in, n_out,
+           oc_matmul_kernels_name(k), oc_matmul_uses_int8(ctx, &wt, n_tok) ? "int8" : oc_matmul_uses_bf16(ctx, &wt, n_tok) ? "bf16" : "float",
+           2.0 * n_tok * n_in * n_out);
     if (!setup_only && oc_matmul(ctx, &wt, x, (size_t)n_in, y, (size_t)n_out, n_tok, NULL, &err) != OC_OK) goto done;
     printf(setup_only ? ", setup only\n" : ", checksum %.6e\n", setup_only ? 0.0 : checksum(y, (size_t)n_tok * n_out));
     rc = 0;
@@ -87,7 +90,8 @@ static int run_attn(oc_isa isa, int setup_only) {
         a.mask = OC_ATTN_CAUSAL;
         oc_attn_host mem = { q, kv, kv + N * HKV * D, out };
         oc_error err;
-        printf("attention causal %d tokens, %d/%d heads, d %d: kernels %s", N, H, HKV, D, oc_attn_kernels_name(isa));
+        printf("attention causal %d tokens, %d/%d heads, d %d: kernels %s, %.0f flops", N, H, HKV, D, oc_attn_kernels_name(isa),
+               4.0 * D * H * (N * (N + 1) / 2.0));
         if (setup_only) { printf(", setup only\n"); rc = 0; }
         else if (oc_attn_run(&a, &mem, isa, NULL, scratch, scratch_bytes, NULL, &err) == OC_OK) {
             printf(", checksum %.6e\n", checksum(out, (size_t)N * H * D));
@@ -100,9 +104,9 @@ static int run_attn(oc_isa isa, int setup_only) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: ocellus bench kernels [--isa scalar|avx2|avx512|neon] [--path auto|float|int8] [--setup-only] CASE\n"
+    fprintf(f, "usage: ocellus bench kernels [--isa scalar|avx2|avx512|neon] [--path auto|float|int8|bf16] [--setup-only] CASE\n"
                "One fixed run of CASE on one thread, untimed (for instruction counts under emulation):\n"
-               "  gemm_f16, gemm_q8_0 (256x512x512), gemv_f16, gemv_q8_0 (1x2048x2048), attn (causal, 128 tokens)\n");
+               "  gemm_f32, gemm_f16, gemm_q8_0 (256x512x512), gemv_f16, gemv_q8_0 (1x2048x2048), attn (causal, 128 tokens)\n");
 }
 
 int bench_kernels(int argc, char **argv) {
@@ -127,7 +131,8 @@ int bench_kernels(int argc, char **argv) {
             if (!strcmp(v, "auto")) path = OC_MATMUL_AUTO;
             else if (!strcmp(v, "float")) path = OC_MATMUL_FLOAT;
             else if (!strcmp(v, "int8")) path = OC_MATMUL_INT8;
-            else { fprintf(stderr, "ocellus bench kernels: --path wants auto, float or int8, not '%s'\n", v); return 2; }
+            else if (!strcmp(v, "bf16")) path = OC_MATMUL_BF16;
+            else { fprintf(stderr, "ocellus bench kernels: --path wants auto, float, int8 or bf16, not '%s'\n", v); return 2; }
             i++;
         } else if (a[0] != '-' && !name) {
             name = a;
@@ -138,6 +143,7 @@ int bench_kernels(int argc, char **argv) {
     }
     if (!name) { usage(stderr); return 2; }
     if (!oc_isa_runs(isa, &cpu)) { fprintf(stderr, "bench kernels: isa %s does not run here\n", oc_isa_name(isa)); return 1; }
+    if (!strcmp(name, "gemm_f32")) return run_matmul(isa, path, setup_only, OC_DTYPE_F32, 256, 512, 512);
     if (!strcmp(name, "gemm_f16")) return run_matmul(isa, path, setup_only, OC_DTYPE_F16, 256, 512, 512);
     if (!strcmp(name, "gemm_q8_0")) return run_matmul(isa, path, setup_only, OC_DTYPE_Q8_0, 256, 512, 512);
     if (!strcmp(name, "gemv_f16")) return run_matmul(isa, path, setup_only, OC_DTYPE_F16, 1, 2048, 2048);

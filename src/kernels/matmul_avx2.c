@@ -181,15 +181,52 @@ float oc_mm_avx2_dot_bf16(const void *w_row, const float *x, int64_t n) {
     DOT_BODY(load_bf16, oc_bf16_to_f32)
 }
 
+/* Software prefetch of a later kernel call's weights (the GEMV_ROWS rows GEMV_PREFETCH_ROWS rows
+ * ahead: one contiguous range, as rows are row_bytes apart), walked linearly over the call's steps,
+ * one prefetch per 64-byte line: with 4 rows read side by side the hardware prefetchers alone
+ * streamed W from DRAM at ~60% of the single-row kernel's rate. Prefetching each row at the offset
+ * being read (4 strided streams) kept the Q4_0 kernel at ~1.5x the bandwidth floor even with its
+ * arithmetic removed; one linear stream brought that to ~1.0-1.2x, and the full Q4_0 / Q4_K / Q6_K
+ * kernels ran 15-25% faster (BENCHMARKS.md "matmul"). Two calls ahead (8 rows) rather than one:
+ * the Q8_0 GEMV of the 2B up projection took 0.95-0.97x the time of a read-only pass over the same
+ * bytes against 1.08-1.15x (Zen 4, one thread, AVX2 table, medians of 9 paired calls, two rounds in
+ * a quieter hour); Q4_0 and Q4_K 8-10% faster; 12 rows ahead and the L2 hint were slower. Under
+ * heavier load (8 rounds) the two were within the run-to-run spread (about 10%, seen between two
+ * builds of identical code). Q6_K showed no gain and stays at one call ahead. The addresses may lie
+ * past the end of W: a prefetch never faults, and they are formed as integers. */
+#define GEMV_PREFETCH_ROWS (2 * OC_MM_AVX2_GEMV_ROWS)
+typedef struct gemv_pf { uintptr_t next, upto; size_t step; } gemv_pf;
+
+/* Spreads the next n_rows rows from ahead_rows rows past r0 over n_steps calls of gemv_pf_step. */
+INLINE gemv_pf gemv_pf_init(const unsigned char *r0, size_t row_bytes, int64_t n_steps, int n_rows, int ahead_rows) {
+    gemv_pf p;
+    p.next = p.upto = (uintptr_t)r0 + (size_t)ahead_rows * row_bytes;
+    p.step = ((size_t)n_rows * row_bytes + (size_t)n_steps - 1) / (size_t)n_steps;
+    return p;
+}
+
+INLINE void gemv_pf_step(gemv_pf *p) {
+    p->upto += p->step;
+    for (; p->next < p->upto; p->next += 64) _mm_prefetch((const char *)p->next, _MM_HINT_T0);
+}
+
+/* The long-row kernels of 2-byte types prefetch the next call's R rows (one linear range, as above):
+ * the F16 GEMV of the 2B down projection (n_in 8960) took 0.92-1.08x the time of a read-only pass
+ * over its bytes against 0.97-1.36x without (median 1.02 against 1.04, faster in 7 of 7 paired
+ * runs; Zen 4, one thread, AVX2 table). F32 rows were 20% slower with it: they keep the hardware
+ * prefetchers alone. */
+#define LONG_PF_AHEAD 1
 /* Long rows (matmul_kern.h oc_gemv_rows_fn): R rows against each pair of x vectors, two
  * accumulators per row (2 R + 2 of the 16 registers); the sums of a row are the same whatever R. */
-#define LONG_BODY(T, LOAD, SCALAR)                                                                   \
+#define LONG_BODY(T, LOAD, SCALAR, PF)                                                                 \
     for (int r = 0; r < R; r++) {                                                                   \
         a[r][0] = _mm256_setzero_ps();                                                              \
         a[r][1] = a[r][0];                                                                          \
     }                                                                                               \
     int64_t i = 0;                                                                                  \
+    gemv_pf pfl = gemv_pf_init((const unsigned char *)w, row_bytes, n / 16 + 1, R, LONG_PF_AHEAD * R);  \
     for (; i + 16 <= n; i += 16) {                                                                  \
+        if (PF) gemv_pf_step(&pfl);                                                                 \
         __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);                        \
         _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                       \
             const T *wr = (const T *)((const unsigned char *)w + (size_t)r * row_bytes);            \
@@ -206,15 +243,15 @@ float oc_mm_avx2_dot_bf16(const void *w_row, const float *x, int64_t n) {
 
 INLINE void long_f32(int R, const void *w, size_t row_bytes, const float *x, int64_t n, float *y) {
     __m256 a[OC_MM_AVX2_LONG_ROWS][2];
-    LONG_BODY(float, _mm256_loadu_ps, ident)
+    LONG_BODY(float, _mm256_loadu_ps, ident, 0)
 }
 INLINE void long_f16(int R, const void *w, size_t row_bytes, const float *x, int64_t n, float *y) {
     __m256 a[OC_MM_AVX2_LONG_ROWS][2];
-    LONG_BODY(uint16_t, load_f16, f16)
+    LONG_BODY(uint16_t, load_f16, f16, 1)
 }
 INLINE void long_bf16(int R, const void *w, size_t row_bytes, const float *x, int64_t n, float *y) {
     __m256 a[OC_MM_AVX2_LONG_ROWS][2];
-    LONG_BODY(uint16_t, load_bf16, oc_bf16_to_f32)
+    LONG_BODY(uint16_t, load_bf16, oc_bf16_to_f32, 1)
 }
 
 #define LONG_DISPATCH(fn)                                                                            \
@@ -422,30 +459,6 @@ INLINE const unsigned char *gemv_row(const void *w, size_t row_bytes, int n_rows
     return (const unsigned char *)w + (size_t)(i < n_rows ? i : 0) * row_bytes;
 }
 
-/* Software prefetch of the next kernel call's weights (the GEMV_ROWS rows GEMV_PREFETCH_ROWS rows
- * ahead: one contiguous range, as rows are row_bytes apart), walked linearly over the call's steps,
- * one prefetch per 64-byte line: with 4 rows read side by side the hardware prefetchers alone
- * streamed W from DRAM at ~60% of the single-row kernel's rate. Prefetching each row at the offset
- * being read (4 strided streams) kept the Q4_0 kernel at ~1.5x the bandwidth floor even with its
- * arithmetic removed; one linear stream brought that to ~1.0-1.2x, and the full Q4_0 / Q4_K / Q6_K
- * kernels ran 15-25% faster (BENCHMARKS.md "matmul"). The addresses may lie past the end of W: a
- * prefetch never faults, and they are formed as integers. */
-#define GEMV_PREFETCH_ROWS GEMV_ROWS
-typedef struct gemv_pf { uintptr_t next, upto; size_t step; } gemv_pf;
-
-/* Spreads the range over n_steps calls of gemv_pf_step. */
-INLINE gemv_pf gemv_pf_init(const unsigned char *r0, size_t row_bytes, int64_t n_steps) {
-    gemv_pf p;
-    p.next = p.upto = (uintptr_t)r0 + (size_t)GEMV_PREFETCH_ROWS * row_bytes;
-    p.step = ((size_t)GEMV_ROWS * row_bytes + (size_t)n_steps - 1) / (size_t)n_steps;
-    return p;
-}
-
-INLINE void gemv_pf_step(gemv_pf *p) {
-    p->upto += p->step;
-    for (; p->next < p->upto; p->next += 64) _mm_prefetch((const char *)p->next, _MM_HINT_T0);
-}
-
 INLINE uint16_t load_u16(const unsigned char *p) {
     uint16_t h;
     memcpy(&h, p, 2);
@@ -477,28 +490,35 @@ INLINE __m128 block_scales(const int nr, const unsigned char *p0, const unsigned
 }
 
 /* Q8_0: signed weights, sign trick (|w| * sign(x, w) = w x; pair sums <= 2 * 128 * 127 fit int16),
- * per row one vpmaddwd, conversion and FMA per block. */
+ * per row one vpmaddwd to int32; then, as for Q4_0 below, three vphaddd fold the 4 rows' sums into
+ * one vector (lane j of each half = row j; |sums| <= 4 * 2 * 32512, exact in f32), so each block
+ * needs one conversion and one FMA against the 4 scales instead of one of each (and a broadcast)
+ * per row (on weights in L2, Zen 4: 39 GB/s against 35-37 before). A row past nr contributes zeros
+ * to its own lanes only: each row's sum does not depend on nr. */
 INLINE void gemv_q8_0_rows(const int nr, const void *w, size_t row_bytes, const oc_q8x *x, int64_t n_blocks, float *y) {
     const __m256i ones = _mm256_set1_epi16(1);
     const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
     const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-    _Alignas(16) float scale[GEMV_ROWS];
-    gemv_pf pfl = gemv_pf_init(r0, row_bytes, n_blocks);
+    __m256 acc = _mm256_setzero_ps();     /* lanes j and 4 + j: row j, the two 128-bit halves of x */
+    gemv_pf pfl = gemv_pf_init(r0, row_bytes, n_blocks, GEMV_ROWS, GEMV_PREFETCH_ROWS);
     for (int64_t b = 0; b < n_blocks; b++) {
         gemv_pf_step(&pfl);
         const size_t off = (size_t)b * sizeof(oc_block_q8_0);   /* d at off, the quants at off + 2 */
         const __m256i xv = load_x32(x + b);
-        _mm_store_ps(scale, block_scales(nr, r0 + off, r1 + off, r2 + off, r3 + off, x[b].d));
+        const __m128 s4 = block_scales(nr, r0 + off, r1 + off, r2 + off, r3 + off, x[b].d);
+        __m256i m0 = _mm256_setzero_si256(), m1 = m0, m2 = m0, m3 = m0;
 #define GEMV_Q8_0_ROW(i)                                                                                  \
         if (nr > i) {                                                                                     \
             __m256i wv = _mm256_loadu_si256((const __m256i *)(r##i + off + 2));                           \
-            __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv));              \
-            acc##i = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), _mm256_broadcast_ss(&scale[i]), acc##i); \
+            m##i = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv)), ones); \
         }
         ROWS_GEMV(GEMV_Q8_0_ROW)
+        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(m0, m1), _mm256_hadd_epi32(m2, m3));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_set_m128(s4, s4), acc);
     }
-    store_hsums(nr, y, acc0, acc1, acc2, acc3);
+    _Alignas(16) float sum[GEMV_ROWS];
+    _mm_store_ps(sum, _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
+    for (int i = 0; i < nr; i++) y[i] = sum[i];
 }
 
 /* Q4_0: the unsigned nibbles times x (|pair sums| <= 2 * 15 * 127 = 3810), per row and block one
@@ -517,7 +537,7 @@ INLINE void gemv_q4_0_rows(const int nr, const void *w, size_t row_bytes, const 
     const unsigned char *r0 = gemv_row(w, row_bytes, nr, 0), *r1 = gemv_row(w, row_bytes, nr, 1);
     const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
     __m256 acc = _mm256_setzero_ps();     /* lanes j and 4 + j: row j, elements 0-15 and 16-31 */
-    gemv_pf pfl = gemv_pf_init(r0, row_bytes, n_blocks);
+    gemv_pf pfl = gemv_pf_init(r0, row_bytes, n_blocks, GEMV_ROWS, GEMV_PREFETCH_ROWS);
     for (int64_t b = 0; b < n_blocks; b++) {
         gemv_pf_step(&pfl);
         const size_t off = (size_t)b * sizeof(oc_block_q4_0);   /* d at off, the quants at off + 2 */
@@ -572,7 +592,7 @@ INLINE void gemv_q4_k_rows(const int nr, const void *w, size_t row_bytes, const 
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     _Alignas(32) int32_t sc[GEMV_ROWS][8];   /* sc_j in both int16 halves: the vpmaddwd operand */
     _Alignas(16) float d[GEMV_ROWS];
-    gemv_pf pfl = gemv_pf_init(r0, row_bytes, n_blocks / 2);
+    gemv_pf pfl = gemv_pf_init(r0, row_bytes, n_blocks / 2, GEMV_ROWS, GEMV_PREFETCH_ROWS);
     for (int64_t i = 0; i < n_blocks / 8; i++) {
         const oc_q8x *xb = x + 8 * i;
         const size_t off = (size_t)i * sizeof(oc_block_q4_k);
@@ -645,7 +665,7 @@ INLINE void gemv_q6_k_rows(const int nr, const void *w, size_t row_bytes, const 
     const unsigned char *r2 = gemv_row(w, row_bytes, nr, 2), *r3 = gemv_row(w, row_bytes, nr, 3);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     _Alignas(32) int16_t sc[GEMV_ROWS][16];   /* the current half's 8 scales, in both lanes */
-    gemv_pf pfl = gemv_pf_init(r0, row_bytes, n_blocks / 2);
+    gemv_pf pfl = gemv_pf_init(r0, row_bytes, n_blocks / 2, GEMV_ROWS, GEMV_ROWS);
     for (int64_t i = 0; i < n_blocks / 8; i++) {
         const size_t off = (size_t)i * sizeof(oc_block_q6_k);
         const oc_q8x *xb = x + 8 * i;

@@ -80,7 +80,8 @@ typedef void (*oc_gemm_q8_fn)(int mr, int64_t n_blocks, const oc_q8x *x, size_t 
 
 /* BF16 path: outputs per packed panel (all tables). */
 #define OC_MM_BF16_NR 32
-/* x[0..n) -> n bf16, nearest even (n even). */
+/* x[0..n) -> n bf16, nearest even (n even); NaN stays NaN (quiet). An f32 subnormal may become the
+ * zero of its sign (x86's vcvtneps2bf16 does; the BF16 dot products read bf16 subnormals as zero). */
 typedef void (*oc_x_to_bf16_fn)(const float *x, int64_t n, uint16_t *out);
 /* y[i][j] (= or +=) sum_p x_i(2p) W_j(2p) + x_i(2p+1) W_j(2p+1) for i < mr (1..bf16_mr), j < 32: x
  * rows of bf16 pairs (uint32), x_stride pairs apart; panel: n_pairs x 32 uint32 pairs. */

@@ -5,7 +5,9 @@
  * products with vmull_s8 and pairwise accumulation (vpadalq_s16) in int32, or, on CPUs with the
  * ARMv8.2 dotprod extension (chosen at run time, table "neon+dotprod"), one SDOT per 16 products.
  * Q4_K / Q6_K dequantize with the scalar code (quant.c); their GEMV has int8 kernels like Q8_0 /
- * Q4_0 (4 rows per call, as in matmul_avx2.c). */
+ * Q4_0 (4 rows per call, as in matmul_avx2.c). BF16 (ARMv8.6, table "neon+dotprod+bf16", chosen
+ * when the CPU reports HWCAP2_BF16): the BF16 path's 3 tokens x 32 outputs tile, one BFDOT per 4
+ * outputs x 2 inputs, on the panels every table shares (matmul_kern.h). */
 #include "kernels/matmul_kern.h"
 
 #include "core/f16.h"
@@ -525,6 +527,80 @@ GEMM_Q8(gemm_q8_0_dp, DOTPROD, 1, OC_MM_I8_Q8_0)
 GEMM_Q8(gemm_q4_0_dp, DOTPROD, 1, OC_MM_I8_Q4_0)
 #endif
 
+/* ---- BF16 path --------------------------------------------------------------------------------- */
+#if OC_HAVE_NEON_BF16
+/* f32 -> bf16 as oc_f32_to_bf16 rounds (nearest even; NaN kept quiet), 4 lanes in integer ops:
+ * bitwise equal to the scalar code (test_bf16_conversions_bitwise). Plain NEON, no extension. */
+INLINE uint16x4_t f32x4_to_bf16(float32x4_t v) {
+    uint32x4_t u = vreinterpretq_u32_f32(v);
+    uint32x4_t rnd = vaddq_u32(vaddq_u32(u, vdupq_n_u32(0x7fff)), vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1)));
+    uint32x4_t nan = vcgtq_u32(vandq_u32(u, vdupq_n_u32(0x7fffffffu)), vdupq_n_u32(0x7f800000u));
+    return vmovn_u32(vbslq_u32(nan, vorrq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(0x40)), vshrq_n_u32(rnd, 16)));
+}
+
+static void x_to_bf16(const float *x, int64_t n, uint16_t *out) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(out + i, f32x4_to_bf16(vld1q_f32(x + i)));
+    for (; i < n; i++) out[i] = oc_f32_to_bf16(x[i]);
+}
+
+/* f16 -> f32 (exact) -> bf16, one pass: the F16 weights' panels without a row of f32 in between */
+static void f16_to_bf16(const uint16_t *src, int64_t n, uint16_t *out) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(out + i, f32x4_to_bf16(load_f16(src + i)));
+    for (; i < n; i++) out[i] = oc_f32_to_bf16(oc_f16_to_f32(src[i]));
+}
+
+#define BF16_ATTR __attribute__((target("arch=armv8.2-a+dotprod+bf16")))
+#define BF16_MR 3
+
+INLINE BF16_ATTR bfloat16x8_t bf16x8(const uint32_t *p) { return vreinterpretq_bf16_u32(vld1q_u32(p)); }
+
+/* mr (1..3) tokens x 32 outputs: 24 accumulators (acc[i][v]: token i, outputs 4v..4v+3), the 8
+ * panel vectors of one pair loaded one at a time. BFDOT lane L of an x vector multiplies pair L of
+ * the 4 pairs it holds: a step of 4 pairs loads each token's x once. The arrays are indexed only by
+ * constants after unrolling, so they live in registers. */
+INLINE BF16_ATTR void gemm_bf16_tile(const int mr, int64_t n_pairs, const uint32_t *x, size_t xs, const uint32_t *panel,
+                                     float *y, size_t ys, int accumulate) {
+    float32x4_t acc[BF16_MR][8];
+    _Pragma("GCC unroll 3") for (int i = 0; i < BF16_MR; i++)
+        _Pragma("GCC unroll 8") for (int v = 0; v < 8; v++)
+            acc[i][v] = i < mr && accumulate ? vld1q_f32(y + (size_t)i * ys + 4 * v) : vdupq_n_f32(0);
+    int64_t p = 0;
+    for (; p + 4 <= n_pairs; p += 4) {
+        bfloat16x8_t xv[BF16_MR];
+        _Pragma("GCC unroll 3") for (int i = 0; i < BF16_MR; i++) xv[i] = bf16x8(x + (size_t)(i < mr ? i : 0) * xs + p);
+#define BF16_PAIR(L)                                                                                    \
+        _Pragma("GCC unroll 8") for (int v = 0; v < 8; v++) {                                           \
+            bfloat16x8_t w = bf16x8(panel + (size_t)(p + (L)) * OC_MM_BF16_NR + 4 * v);                 \
+            _Pragma("GCC unroll 3") for (int i = 0; i < BF16_MR; i++)                                   \
+                if (i < mr) acc[i][v] = vbfdotq_laneq_f32(acc[i][v], w, xv[i], L);                      \
+        }
+        BF16_PAIR(0) BF16_PAIR(1) BF16_PAIR(2) BF16_PAIR(3)
+#undef BF16_PAIR
+    }
+    for (; p < n_pairs; p++) {   /* the last 1-3 pairs of the block: each x pair broadcast */
+        _Pragma("GCC unroll 8") for (int v = 0; v < 8; v++) {
+            bfloat16x8_t w = bf16x8(panel + (size_t)p * OC_MM_BF16_NR + 4 * v);
+            _Pragma("GCC unroll 3") for (int i = 0; i < BF16_MR; i++)
+                if (i < mr) acc[i][v] = vbfdotq_f32(acc[i][v], w, vreinterpretq_bf16_u32(vdupq_n_u32(x[(size_t)i * xs + p])));
+        }
+    }
+    _Pragma("GCC unroll 3") for (int i = 0; i < BF16_MR; i++)
+        _Pragma("GCC unroll 8") for (int v = 0; v < 8; v++)
+            if (i < mr) vst1q_f32(y + (size_t)i * ys + 4 * v, acc[i][v]);
+}
+
+static BF16_ATTR void gemm_bf16(int mr, int64_t n_pairs, const uint32_t *x, size_t xs, const uint32_t *panel, float *y,
+                                size_t ys, int acc) {
+    switch (mr) {
+    case 3: gemm_bf16_tile(3, n_pairs, x, xs, panel, y, ys, acc); break;
+    case 2: gemm_bf16_tile(2, n_pairs, x, xs, panel, y, ys, acc); break;
+    default: gemm_bf16_tile(1, n_pairs, x, xs, panel, y, ys, acc); break;
+    }
+}
+#endif
+
 /* ---- tables ------------------------------------------------------------------------------------- */
 
 #define COMMON_FIELDS                                                                                          \
@@ -561,7 +637,28 @@ static const oc_matmul_kernels table_dp = {
 };
 #endif
 
+#if OC_HAVE_NEON_DOTPROD && OC_HAVE_NEON_BF16
+/* AUTO does not take the BF16 path here (bf16_gemm 0: OC_MATMUL_BF16 forces it): it rounds W and X
+ * to bf16, and no Arm board has yet measured BFDOT against FMLA for this tile. */
+static const oc_matmul_kernels table_bf16 = {
+    COMMON_FIELDS,
+    .name = "neon+dotprod+bf16",
+    .gemv_q8x = { gemv_q8_0_dp, gemv_q4_0_dp, gemv_q4_k_dp, gemv_q6_k_dp },
+    .gemm_q8 = { gemm_q8_0_dp, gemm_q4_0_dp, NULL, NULL },
+    .int8_gemm = { 1, 1, 0, 0 },
+    .bf16_mr = BF16_MR,
+    .bf16_gemm = 0,
+    .x_to_bf16 = x_to_bf16,
+    .gemm_bf16 = gemm_bf16,
+    .pack_bf16 = oc_mm_pack_bf16_generic,
+    .f16_to_bf16 = f16_to_bf16,
+};
+#endif
+
 const oc_matmul_kernels *oc_matmul_kernels_neon(const oc_cpu_features *cpu) {
+#if OC_HAVE_NEON_DOTPROD && OC_HAVE_NEON_BF16
+    if (cpu->dotprod && cpu->bf16) return &table_bf16;
+#endif
 #if OC_HAVE_NEON_DOTPROD
     if (cpu->dotprod) return &table_dp;
 #endif
