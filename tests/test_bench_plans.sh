@@ -49,7 +49,9 @@ if run_target ./ocellus bench plans --context 1024,2048 -m "$T" --reps 2 -n 3 -t
      --plan "$tmp_dir/bs.plan" --plan "$tmp_dir/kv.plan" --json "$tmp_dir/c.json" >"$tmp_dir/cout" 2>"$tmp_dir/cerr" &&
    grep -q '^1024 prompt tokens (3 images of 256 tokens)' "$tmp_dir/cout" && grep -q '^2048 prompt tokens' "$tmp_dir/cout" &&
    grep -q '^| dense | [0-9.]* | 1.00x | 1.00x | 1.00x | 0.0% | 0.0% | 100.0% |' "$tmp_dir/cout" &&
-   [ "$(grep -o '"plan":' "$tmp_dir/c.json" | wc -l)" -eq 8 ]; then
+   grep -q '^| dense | [0-9.]* | 1.00x | [0-9.]* | 1.00x |$' "$tmp_dir/cout" &&
+   [ "$(grep -o '"plan":' "$tmp_dir/c.json" | wc -l)" -eq 8 ] &&
+   [ "$(grep -o '"decode_cpu_speedup":' "$tmp_dir/c.json" | wc -l)" -eq 8 ]; then
   pass bench_plans_context_runs
 else
   sed 's/^/# /' "$tmp_dir/cout" "$tmp_dir/cerr" | head -30

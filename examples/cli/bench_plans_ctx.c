@@ -37,6 +37,7 @@
 typedef struct ctx_rep {
     double prefill_ms, attn_ms, estimate_ms, score_ms, select_ms;
     double decode_ms, decode_attn_ms;
+    double prefill_cpu_s, decode_cpu_s;   /* the process's CPU time (other load cancels: read with -t 1) */
     double prefill_kept, prefill_skipped, decode_kept, decode_skipped;
 } ctx_rep;
 
@@ -157,6 +158,7 @@ static int run_cfg(ctx_cfg *c, const prompt *p, const oc_text_hparams *hp, int32
     oc_text_ctx_reset(c->tc);
     int whole = oc_text_ctx_prefills_by_layer(c->tc);
     int32_t B = whole || chunk <= 0 ? p->n : chunk;
+    double c0 = oc_port_self_cpu_s();
     uint64_t t0 = oc_port_now_ns();
     for (int32_t s = 0; s < p->n; s += B) {
         oc_text_batch b = batch_of(p, s, OC_MIN(B, p->n - s), c, logits);
@@ -166,6 +168,7 @@ static int run_cfg(ctx_cfg *c, const prompt *p, const oc_text_hparams *hp, int32
         }
     }
     uint64_t t1 = oc_port_now_ns();
+    double c1 = oc_port_self_cpu_s();
     oc_text_times tp = oc_text_ctx_times(c->tc);
     size_t cap;
     oc_text_ctx_kv_bytes(c->tc, &c->kv_held, &cap);
@@ -180,6 +183,7 @@ static int run_cfg(ctx_cfg *c, const prompt *p, const oc_text_hparams *hp, int32
     b.pos_t = b.pos_h = b.pos_w = &pos;
     b.plan = c->plan ? &c->plan->stacks[OC_PLAN_DECODER] : NULL;
     b.logits = logits;
+    double c2 = oc_port_self_cpu_s();
     uint64_t t2 = oc_port_now_ns();
     for (int k = 0; k < n_new; k++, pos++) {
         if (oc_text_forward(c->tc, &b, &as, &e)) {
@@ -191,6 +195,7 @@ static int run_cfg(ctx_cfg *c, const prompt *p, const oc_text_hparams *hp, int32
             if (logits[v] > logits[tok]) tok = v;
     }
     uint64_t t3 = oc_port_now_ns();
+    double c3 = oc_port_self_cpu_s();
     oc_text_times td = oc_text_ctx_times(c->tc);
     r->prefill_ms = ms_of(t1 - t0);
     r->attn_ms = ms_of(tp.attn_ns);
@@ -199,6 +204,8 @@ static int run_cfg(ctx_cfg *c, const prompt *p, const oc_text_hparams *hp, int32
     r->select_ms = ms_of(tp.select_ns);
     r->decode_ms = ms_of(t3 - t2);
     r->decode_attn_ms = ms_of(td.attn_ns - tp.attn_ns);
+    r->prefill_cpu_s = c0 >= 0 && c1 >= 0 ? c1 - c0 : 0.0;   /* -1: the OS does not say */
+    r->decode_cpu_s = c2 >= 0 && c3 >= 0 ? c3 - c2 : 0.0;
     r->prefill_kept = (double)after.flops_kept;
     r->prefill_skipped = (double)after.flops_skipped;
     r->decode_kept = (double)(as.flops_kept - after.flops_kept);
@@ -232,6 +239,10 @@ static double g_kv_share(const ctx_rep *r, const ctx_rep *d, int n) {
     (void)d; (void)n;
     return sdiv(r->score_ms + r->select_ms, r->prefill_ms);
 }
+static double g_pcpu(const ctx_rep *r, const ctx_rep *d, int n) { (void)d; (void)n; return r->prefill_cpu_s; }
+static double g_pcpu_x(const ctx_rep *r, const ctx_rep *d, int n) { (void)n; return sdiv(d->prefill_cpu_s, r->prefill_cpu_s); }
+static double g_dcpu(const ctx_rep *r, const ctx_rep *d, int n) { (void)d; return sdiv(1000.0 * r->decode_cpu_s, n); }
+static double g_dcpu_x(const ctx_rep *r, const ctx_rep *d, int n) { (void)n; return sdiv(d->decode_cpu_s, r->decode_cpu_s); }
 static double g_dec_attn(const ctx_rep *r, const ctx_rep *d, int n) { (void)d; return sdiv(r->decode_attn_ms, n); }
 
 static double med_fn(const ctx_cfg *c, const ctx_cfg *dense, int n_reps, int n_new, ctx_fn f) {
@@ -274,10 +285,21 @@ static void report(FILE *js, int first_json, const ctx_cfg *cf, int n_cfg, int32
                     "\"prefill_ideal_speedup\":%.4f,\"prefill_attn_speedup\":%.4f,\"prefill_estimate_share\":%.5f,"
                     "\"prefill_score_select_share\":%.5f,\"prefill_flops_kept_share\":%.6f,\"decode_tok_per_s\":%.3f,"
                     "\"decode_speedup\":%.4f,\"decode_ideal_speedup\":%.4f,\"decode_attn_ms_per_token\":%.4f,"
-                    "\"decode_flops_kept_share\":%.6f,\"kv_held_mib\":%.3f,\"kv_share_of_dense\":%.6f}",
+                    "\"decode_flops_kept_share\":%.6f,\"kv_held_mib\":%.3f,\"kv_share_of_dense\":%.6f,"
+                    "\"prefill_cpu_s\":%.3f,\"prefill_cpu_speedup\":%.4f,\"decode_cpu_ms_per_token\":%.4f,"
+                    "\"decode_cpu_speedup\":%.4f}",
                     first_json && i == 0 ? "" : ",", n_tokens, n_images, c->name, pf, px, pi, ax, es, ks, pk, ts, dx, di,
-                    da, dk, kv, kvs);
+                    da, dk, kv, kvs, med_fn(c, d, n_reps, n_new, g_pcpu), med_fn(c, d, n_reps, n_new, g_pcpu_x),
+                    med_fn(c, d, n_reps, n_new, g_dcpu), med_fn(c, d, n_reps, n_new, g_dcpu_x));
     }
+    /* CPU time: on a shared machine the wall times above carry the other load; the process's own CPU
+     * time does not (with -t 1; more threads add their brief spins at each barrier) */
+    printf("\nthe same in this process's CPU time (with -t 1 a shared machine's other load cancels):\n\n"
+           "| plan | prefill CPU s | x dense | decode CPU ms/tok | x dense |\n|---|---|---|---|---|\n");
+    for (int i = 0; i < n_cfg; i++)
+        printf("| %s | %.2f | %.2fx | %.2f | %.2fx |\n", cf[i].name, med_fn(&cf[i], &cf[0], n_reps, n_new, g_pcpu),
+               med_fn(&cf[i], &cf[0], n_reps, n_new, g_pcpu_x), med_fn(&cf[i], &cf[0], n_reps, n_new, g_dcpu),
+               med_fn(&cf[i], &cf[0], n_reps, n_new, g_dcpu_x));
     fflush(stdout);
 }
 
