@@ -37,7 +37,7 @@
 typedef struct ctx_rep {
     double prefill_ms, attn_ms, estimate_ms, score_ms, select_ms;
     double decode_ms, decode_attn_ms;
-    double prefill_cpu_s, decode_cpu_s;   /* the process's CPU time (other load cancels: read with -t 1) */
+    double prefill_cpu_s, decode_cpu_s;   /* the process's CPU time (for shared machines, with -t 1) */
     double prefill_kept, prefill_skipped, decode_kept, decode_skipped;
 } ctx_rep;
 
@@ -292,9 +292,10 @@ static void report(FILE *js, int first_json, const ctx_cfg *cf, int n_cfg, int32
                     da, dk, kv, kvs, med_fn(c, d, n_reps, n_new, g_pcpu), med_fn(c, d, n_reps, n_new, g_pcpu_x),
                     med_fn(c, d, n_reps, n_new, g_dcpu), med_fn(c, d, n_reps, n_new, g_dcpu_x));
     }
-    /* CPU time: on a shared machine the wall times above carry the other load; the process's own CPU
-     * time does not (with -t 1; more threads add their brief spins at each barrier) */
-    printf("\nthe same in this process's CPU time (with -t 1 a shared machine's other load cancels):\n\n"
+    /* CPU time: on a shared machine the wall times above carry the time other processes held the
+     * cores; the process's own CPU time does not (with -t 1; more threads add their brief spins at
+     * each barrier), though it still carries what they do to the caches and memory bandwidth */
+    printf("\nthe same in this process's CPU time (with -t 1 the time other processes held the core drops out):\n\n"
            "| plan | prefill CPU s | x dense | decode CPU ms/tok | x dense |\n|---|---|---|---|---|\n");
     for (int i = 0; i < n_cfg; i++)
         printf("| %s | %.2f | %.2fx | %.2f | %.2fx |\n", cf[i].name, med_fn(&cf[i], &cf[0], n_reps, n_new, g_pcpu),
