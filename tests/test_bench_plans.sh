@@ -70,11 +70,12 @@ else
 fi
 if run_target ./ocellus bench plans --context 12 -m "$T" >/dev/null 2>"$tmp_dir/e3"; then rc3=0; else rc3=$?; fi
 if run_target ./ocellus bench plans --context 1024 >/dev/null 2>"$tmp_dir/e4"; then rc4=0; else rc4=$?; fi
+if run_target ./ocellus bench plans -n 4 >/dev/null 2>"$tmp_dir/e5"; then rc5=0; else rc5=$?; fi
 if [ "$rc3" -eq 2 ] && grep -q "bad --context list '12'" "$tmp_dir/e3" && [ "$rc4" -eq 2 ] &&
-   grep -q -- '--context needs -m' "$tmp_dir/e4"; then
+   grep -q -- '--context needs -m' "$tmp_dir/e4" && [ "$rc5" -eq 2 ] && grep -q -- '-n (decode steps) needs --context' "$tmp_dir/e5"; then
   pass bench_plans_context_bad_options
 else
-  fail bench_plans_context_bad_options "bad --context uses were not refused with status 2 and a message ($rc3, $rc4)"
+  fail bench_plans_context_bad_options "bad --context uses were not refused with status 2 and a message ($rc3, $rc4, $rc5)"
 fi
 
 if run_target ./ocellus bench plans --reps 0 >/dev/null 2>"$tmp_dir/e1"; then rc1=0; else rc1=$?; fi

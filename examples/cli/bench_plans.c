@@ -308,7 +308,7 @@ static void short_name(const char *path, char *out, size_t n) {
 int bench_plans(int argc, char **argv) {
     const char *text_path = NULL, *mmproj = NULL;
     const char *plans[MAX_PLANS], *device = NULL, *json_path = NULL, *ctx_list = NULL;
-    int n_plans = 0, n_threads = 0, profile = 0;
+    int n_plans = 0, n_threads = 0, profile = 0, n_given = 0;
     long long n_items = 4, n_reps = 3, first = 0, max_images = OC_LONG_MAX_IMAGES, chunk = 256, n_new = 32, v_ll;
     unsigned long long seed = 1000001;
     oc_backend_choice backend = OC_BACKEND_CPU;
@@ -327,7 +327,7 @@ int bench_plans(int argc, char **argv) {
         }
         else if (!strcmp(a, "--json")) { json_path = v; i++; }
         else if (!strcmp(a, "--context")) { ctx_list = v; i++; }
-        else if (!strcmp(a, "-n") && oc_tool_parse_ll(v, 1, 4096, &n_new)) i++;
+        else if (!strcmp(a, "-n") && oc_tool_parse_ll(v, 1, 4096, &n_new)) { n_given = 1; i++; }
         else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &backend)) i++;
         else if (!strcmp(a, "--device")) { device = v; i++; }
         else if (!strcmp(a, "--items") && oc_tool_parse_ll(v, 1, 100000, &n_items)) i++;
@@ -339,6 +339,10 @@ int bench_plans(int argc, char **argv) {
         else if (!strcmp(a, "--prefill-chunk") && !strcmp(v, "all")) { chunk = 0; i++; }
         else if (!strcmp(a, "--prefill-chunk") && oc_tool_parse_ll(v, 1, 1 << 20, &chunk)) i++;
         else { fprintf(stderr, "ocellus bench plans: bad option or value: %s %s\n", a, v); return 2; }
+    }
+    if (n_given && !ctx_list) {   /* the long-suite items decode their answers, as many tokens as those take */
+        fprintf(stderr, "ocellus bench plans: -n (decode steps) needs --context\n");
+        return 2;
     }
     if (ctx_list) {   /* the language model alone at long contexts (bench_plans_ctx.c) */
         if (!text_path) { fprintf(stderr, "ocellus bench plans: --context needs -m TEXT.gguf\n"); return 2; }
