@@ -358,12 +358,14 @@ int bench_plans_context(const char *text_path, const char *const *plan_paths, in
         fprintf(stderr, "ocellus bench plans: cannot write %s: %s\n", json_path, strerror(errno));
         goto done;
     }
-    char cpu_name[128];
+    char cpu_name[128], chunk_text[24];
     bench_cpu_name(cpu_name, sizeof cpu_name);
+    if (chunk > 0) snprintf(chunk_text, sizeof chunk_text, "%d", (int)chunk);
+    else snprintf(chunk_text, sizeof chunk_text, "all the prompt's");
     printf("ocellus bench plans --context %s: %s (%d layers, %d heads, %d kv heads x %d), CPU %s, %d threads, "
-           "%d reps, prefill chunks of %d, %d decode steps; medians, ratios paired per rep\n",
+           "%d reps, prefill chunks of %s tokens, %d decode steps; medians, ratios paired per rep\n",
            ctx_list, text_path, hp->n_layers, hp->n_head, hp->n_head_kv, hp->head_dim, cpu_name, n_threads, n_reps,
-           chunk > 0 ? chunk : 0, n_new);
+           chunk_text, n_new);
     char model_name[64];
     short_name(text_path, model_name, sizeof model_name);
     for (char *q = cpu_name; *q; q++)
