@@ -497,6 +497,9 @@ static void test_patterns_equal_explicit_mask(void) {
         { 128, 4, 1, 97, 0, 1, OC_DTYPE_F16, 0 },
         { 80, 3, 2, 230, 0, 0, OC_DTYPE_F16, 1 },  /* heads sharing an index: stacked */
         { 64, 2, 2, 180, 30, 0, OC_DTYPE_F32, 1 },
+        /* the 2B decoder's group (6 heads, d 128) sharing one Vertical-Slash index: 6 x 64 stacked rows
+         * exceed the 256 rows of a run's scratch at d 128, so the engine takes the heads in turns */
+        { 128, 6, 1, 256, 0, 0, OC_DTYPE_F16, 1 },
     };
     /* emulated (check_emulated): cases 1, 2, 4 and 6, which still hold a query offset, GQA 6, MHA
      * bidirectional, stacked heads, and both key types */

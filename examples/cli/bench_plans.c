@@ -77,6 +77,10 @@ static void usage(FILE *f) {
             "  --profile              OpenCL: each timed step waits for the device, so the breakdown\n"
             "                         is the steps' own time (slower); the CPU ignores it\n"
             "  --json FILE            also write the numbers as JSON\n"
+            "  --context LIST         instead: the language model alone at these prompt lengths (e.g.\n"
+            "                         16384,32768,65536; a synthetic prompt of 256-token images, no vision\n"
+            "                         encoder): prefill, decode and KV cache per plan (-m TEXT.gguf; CPU)\n"
+            "  -n N                   --context: decode steps per run (default 32)\n"
             "  -t N                   threads (default: all CPUs)\n"
             OC_TOOL_BACKEND_HELP("            "),
             MAX_PLANS);
@@ -305,9 +309,9 @@ static void short_name(const char *path, char *out, size_t n) {
 
 int bench_plans(int argc, char **argv) {
     const char *text_path = NULL, *mmproj = NULL;
-    const char *plans[MAX_PLANS], *device = NULL, *json_path = NULL;
-    int n_plans = 0, n_threads = 0, profile = 0;
-    long long n_items = 4, n_reps = 3, first = 0, max_images = OC_LONG_MAX_IMAGES, chunk = -1, v_ll;
+    const char *plans[MAX_PLANS], *device = NULL, *json_path = NULL, *ctx_list = NULL;
+    int n_plans = 0, n_threads = 0, profile = 0, n_given = 0;
+    long long n_items = 4, n_reps = 3, first = 0, max_images = OC_LONG_MAX_IMAGES, chunk = -1, n_new = 32, v_ll;
     unsigned long long seed = 1000001;
     oc_backend_choice backend = OC_BACKEND_CPU;
     for (int i = 1; i < argc; i++) {
@@ -324,6 +328,8 @@ int bench_plans(int argc, char **argv) {
             i++;
         }
         else if (!strcmp(a, "--json")) { json_path = v; i++; }
+        else if (!strcmp(a, "--context")) { ctx_list = v; i++; }
+        else if (!strcmp(a, "-n") && oc_tool_parse_ll(v, 1, 4096, &n_new)) { n_given = 1; i++; }
         else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &backend)) i++;
         else if (!strcmp(a, "--device")) { device = v; i++; }
         else if (!strcmp(a, "--items") && oc_tool_parse_ll(v, 1, 100000, &n_items)) i++;
@@ -336,6 +342,20 @@ int bench_plans(int argc, char **argv) {
         else if (!strcmp(a, "--prefill-chunk") && !strcmp(v, "auto")) { chunk = -1; i++; }
         else if (!strcmp(a, "--prefill-chunk") && oc_tool_parse_ll(v, 1, 1 << 20, &chunk)) i++;
         else { fprintf(stderr, "ocellus bench plans: bad option or value: %s %s\n", a, v); return 2; }
+    }
+    if (n_given && !ctx_list) {   /* the long-suite items decode their answers, as many tokens as those take */
+        fprintf(stderr, "ocellus bench plans: -n (decode steps) needs --context\n");
+        return 2;
+    }
+    if (ctx_list) {   /* the language model alone at long contexts (bench_plans_ctx.c) */
+        if (!text_path) { fprintf(stderr, "ocellus bench plans: --context needs -m TEXT.gguf\n"); return 2; }
+        if (backend != OC_BACKEND_CPU) { fprintf(stderr, "ocellus bench plans: --context runs on the CPU only\n"); return 2; }
+        if (!oc_tool_output_ok("bench plans", "--json", json_path)) return 1;
+        for (int i = 0; i < n_plans; i++)
+            if (!oc_tool_input_ok("bench plans", "--plan", plans[i])) return 1;
+        if (chunk < 0) chunk = 256;   /* auto: the CPU's chunk, as oc_context_params' batch_tokens 0 picks */
+        return bench_plans_context(text_path, plans, n_plans, ctx_list, n_threads, (int)n_reps, (int32_t)chunk, (int)n_new,
+                                   json_path);
     }
     if (!text_path && !mmproj && !oc_tool_bundled_model(OC_TOOL_MODEL_LONG, &text_path, &mmproj)) {
         fprintf(stderr, "ocellus bench plans: no long model (looked in " OC_TOOL_MODEL_PLACES "): pass -m TEXT.gguf --mmproj MMPROJ.gguf\n");

@@ -924,14 +924,22 @@ static void do_group(const run_ctx *x, work *w, int32_t g, int32_t i0, int32_t i
             do_grid_heads(x, w, g, n_heads, i0, i1);
             continue;
         }
-        int32_t piece = OC_MAX(1, x->g.rows_max / n_heads);
-        if (pat->kind == OC_PATTERN_VERTICAL_SLASH)   /* runs of several query blocks: one head alone */
-            piece = n_heads > 1 ? OC_DYN_BLOCK : OC_MIN(piece, VS_MAX_BLOCKS * OC_DYN_BLOCK);
-        for (int32_t i = i0; i < i1;) {
-            oc_mask_class cls;
-            int32_t end = oc_mask_classify(a, pat, i, OC_MIN(i1, i + piece), &cls);
-            process_run(x, w, pat, dh, n_heads, g, i, end - i, 1, &cls, kw0, kw1, chunk);
-            i = end;
+        /* Stacked Vertical-Slash heads run a whole query block each, so at most rows_max / 64 of them
+         * fit a run's scratch (a 2B group: 6 heads x 64 rows, 256 rows at d 128): more take turns. */
+        int32_t turn = n_heads;
+        if (pat->kind == OC_PATTERN_VERTICAL_SLASH) turn = OC_MAX(1, OC_MIN(n_heads, x->g.rows_max / OC_DYN_BLOCK));
+        for (int32_t h0 = 0; h0 < n_heads; h0 += turn) {
+            int32_t m = OC_MIN(turn, n_heads - h0);
+            if (h0) memmove(w->heads, w->heads + turn, sizeof(int32_t) * (size_t)(n_heads - h0));   /* next turn first */
+            int32_t piece = OC_MAX(1, x->g.rows_max / m);
+            if (pat->kind == OC_PATTERN_VERTICAL_SLASH)   /* runs of several query blocks: one head alone */
+                piece = m > 1 ? OC_DYN_BLOCK : OC_MIN(piece, VS_MAX_BLOCKS * OC_DYN_BLOCK);
+            for (int32_t i = i0; i < i1;) {
+                oc_mask_class cls;
+                int32_t end = oc_mask_classify(a, pat, i, OC_MIN(i1, i + piece), &cls);
+                process_run(x, w, pat, dh, m, g, i, end - i, 1, &cls, kw0, kw1, chunk);
+                i = end;
+            }
         }
     }
 }
