@@ -123,6 +123,16 @@ oc_attn_call oc_text_attn_call(const oc_text_ctx *c, int32_t il, int32_t n_q) {
     return a;
 }
 
+/* Every kv head of layer il holds the same positions (ZipVL's one set per layer does). */
+static int same_rows(const oc_text_ctx *c, int32_t il) {
+    int32_t n0 = *oc_kv_book_n(&c->book, il, 0);
+    const int32_t *p0 = oc_kv_book_pos(&c->book, il, 0);
+    for (int32_t g = 1; g < c->m->hp.n_head_kv; g++)
+        if (*oc_kv_book_n(&c->book, il, g) != n0 || memcmp(oc_kv_book_pos(&c->book, il, g), p0, (size_t)n0 * sizeof *p0))
+            return 0;
+    return 1;
+}
+
 static oc_status attention_calls(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_attn_stats *stats,
                                  oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
@@ -146,9 +156,27 @@ static oc_status attention_calls(oc_text_ctx *c, const oc_text_batch *b, int32_t
         oc_text_vla_keys(c, il, &a, 0, 0, NULL, c->n_past, b->n_tokens);
         return c->be->ops->attention(c->be, &a, &t, stats, err);
     }
-    /* Compacted: each kv head holds its own tokens, so one call per kv group over its held rows
-     * plus the batch's (causal among those: the held count is the batch's offset). Patterns are
-     * defined on positions the eviction removed; the kept keys are attended densely. */
+    /* Compacted: the kept keys are attended densely over the held rows plus the batch's (causal
+     * among those: the held count is the batch's offset); patterns are defined on positions the
+     * eviction removed. ZipVL alone keeps one set T for the whole layer (zipvl.txt Eq. 6-9), so
+     * every kv head holds the same rows and the layer stays one call: one call per kv group cost
+     * a thread-pool dispatch each, more at 16 threads than the evicted keys saved in decode. */
+    if (c->kvp->layer[P->first].acc_row < 0 && same_rows(c, il)) {
+        int32_t held = *oc_kv_book_n(&c->book, il, 0);
+        oc_attn_call h = a;
+        h.n_kv = held + b->n_tokens;
+        h.q_offset = held;
+        h.patterns = NULL;
+        h.layout = NULL;
+        h.mask = OC_ATTN_CAUSAL;
+        h.explicit_mask = NULL;
+        oc_text_vla_keys(c, il, &h, 0, 0, oc_kv_book_pos(&c->book, il, 0), held, b->n_tokens);
+        oc_status st = c->be->ops->attention(c->be, &h, &t, stats, err);
+        if (!st && stats && c->n_past > held)   /* the evicted keys count as skipped, as below */
+            stats->flops_skipped += (uint64_t)hp->n_head * 4u * (uint64_t)hd * (uint64_t)(c->n_past - held) * (uint64_t)b->n_tokens;
+        return st;
+    }
+    /* Otherwise (SparseMM budgets) each kv head holds its own tokens: one call per kv group. */
     int32_t group = hp->n_head / hp->n_head_kv;
     for (int32_t g = 0; g < hp->n_head_kv; g++) {
         oc_attn_call h = a;
