@@ -641,8 +641,8 @@ static void test_context_open_out_of_memory(void) {
         "decoder layer 1-5 zipvl-tau 0.975\n",
         "decoder lazy-group 1-2 mode vla\ndecoder lazy-group 3-5 mode gla\n",
         "decoder lazy-group 1-3 mode gla\ndecoder layer 1 kv-budget 40 50\ndecoder layer 4 zipvl-tau 0.9\ndecoder layer 4-5 kv-budget 36 full\n",
-        "decoder layer 1-3 heads 0 a-shape(sink=2,local=8)\ndecoder layer 1-3 zipvl-tau 0.9 prefill heads\n"
-        "decoder layer 2 kv-budget 40 full\n",
+        ("decoder layer 1-3 heads 0 a-shape(sink=2,local=8)\ndecoder layer 1-3 zipvl-tau 0.9 prefill heads\n"
+         "decoder layer 2 kv-budget 40 full\n"),
     };
     oc_error e;
     oc_model *m;
