@@ -79,6 +79,8 @@ int bench_decoder_layout(int n_images, int image_tokens, oc_token_layout **out, 
 extern const oc_head_pattern bench_sparse_plan[12];
 int bench_kernels(int argc, char **argv);   /* argv[0] is "kernels" */
 int bench_plans(int argc, char **argv);     /* argv[0] is "plans" (bench_plans.c) */
+/* A plan or model path's file name without ".plan", safe inside JSON (bench_plans.c). */
+void bench_plan_short_name(const char *path, char *out, size_t n);
 /* bench_plans_ctx.c: bench plans --context LIST: dense and each plan on the language model alone at
  * these prompt lengths (synthetic prompt of 256-token images), prefill, decode and KV per plan. */
 int bench_plans_context(const char *text_path, const char *const *plan_paths, int n_plans, const char *ctx_list,

@@ -296,14 +296,16 @@ static void add_run(rep_sums *s, const oc_long_run *run) {
     s->decode_skipped += (double)st->attn_decode_flops_skipped;
 }
 
-/* A short name for a plan path: its file name without ".plan". */
-static void short_name(const char *path, char *out, size_t n) {
+/* A short name for a plan (or model) path: its file name without ".plan"; the name goes into the
+ * JSON as it is, so quotes, backslashes and control bytes become '_'. */
+void bench_plan_short_name(const char *path, char *out, size_t n) {
     const char *b = strrchr(path, '/');
     b = b ? b + 1 : path;
     size_t len = strlen(b);
     if (len > 5 && !strcmp(b + len - 5, ".plan")) len -= 5;
     if (len >= n) len = n - 1;
-    memcpy(out, b, len);
+    for (size_t i = 0; i < len; i++)
+        out[i] = b[i] == '"' || b[i] == '\\' || (unsigned char)b[i] < 0x20 ? '_' : b[i];
     out[len] = '\0';
 }
 
@@ -380,7 +382,7 @@ int bench_plans(int argc, char **argv) {
     snprintf(cf[0].name, sizeof cf[0].name, "dense");
     for (int i = 0; i < n_plans; i++) {
         cf[i + 1].plan = plans[i];
-        short_name(plans[i], cf[i + 1].name, sizeof cf[i + 1].name);
+        bench_plan_short_name(plans[i], cf[i + 1].name, sizeof cf[i + 1].name);
     }
     /* the first repetition's answers, to see that repetitions agree: [n_cfg][n_items] */
     size_t n_answers = (size_t)n_cfg * (size_t)n_items;

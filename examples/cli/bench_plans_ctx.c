@@ -251,17 +251,6 @@ static double med_fn(const ctx_cfg *c, const ctx_cfg *dense, int n_reps, int n_n
     return med(v, n_reps);
 }
 
-static void short_name(const char *path, char *out, size_t n) {
-    const char *b = strrchr(path, '/');
-    b = b ? b + 1 : path;
-    size_t len = strlen(b);
-    if (len > 5 && !strcmp(b + len - 5, ".plan")) len -= 5;
-    if (len >= n) len = n - 1;
-    for (size_t i = 0; i < len; i++)   /* the name goes into JSON as it is */
-        out[i] = b[i] == '"' || b[i] == '\\' || (unsigned char)b[i] < 0x20 ? '_' : b[i];
-    out[len] = '\0';
-}
-
 static void report(FILE *js, int first_json, const ctx_cfg *cf, int n_cfg, int32_t n_tokens, int32_t n_images,
                    int n_reps, int n_new) {
     printf("\n%d prompt tokens (%d images of %d tokens):\n\n", n_tokens, n_images, IMG_SIDE * IMG_SIDE);
@@ -347,7 +336,7 @@ int bench_plans_context(const char *text_path, const char *const *plan_paths, in
     snprintf(cf[0].name, sizeof cf[0].name, "dense");
     for (int i = 0; i < n_plans; i++) {
         cf[i + 1].path = plan_paths[i];
-        short_name(plan_paths[i], cf[i + 1].name, sizeof cf[i + 1].name);
+        bench_plan_short_name(plan_paths[i], cf[i + 1].name, sizeof cf[i + 1].name);
         if (oc_plan_load_file(&cf[i + 1].plan, plan_paths[i], NULL, &e) || oc_plan_check_fits(cf[i + 1].plan, &shape, &e)) {
             fprintf(stderr, "ocellus bench plans: %s\n", e.message);
             goto done;
@@ -367,7 +356,7 @@ int bench_plans_context(const char *text_path, const char *const *plan_paths, in
            ctx_list, text_path, hp->n_layers, hp->n_head, hp->n_head_kv, hp->head_dim, cpu_name, n_threads, n_reps,
            chunk_text, n_new);
     char model_name[64];
-    short_name(text_path, model_name, sizeof model_name);
+    bench_plan_short_name(text_path, model_name, sizeof model_name);
     for (char *q = cpu_name; *q; q++)
         if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20) *q = '_';
     if (js) fprintf(js, "{\"bench\":\"plans-context\",\"model\":\"%s\",\"cpu\":\"%s\",\"threads\":%d,\"reps\":%d,"
