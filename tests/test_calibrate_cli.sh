@@ -149,6 +149,7 @@ if [ $emu = 1 ]; then
   skip calibrate_budget_cli "under an emulator; the native configurations run it"
   skip calibrate_budget_long_suite "under an emulator; the native configurations run it"
   skip calibrate_greedy_cli "under an emulator; the native configurations run it"
+  skip calibrate_greedy_candidate_file "under an emulator; the native configurations run it"
 else
   out=$(run_target $bin calibrate --suite demo --items 2 -t 2 --methods blindsight --val-items 4 --max-loss 100 \
         -o "$tmp_dir/b.plan" 2>&1); rc=$?
@@ -178,6 +179,20 @@ else
     pass calibrate_greedy_cli
   else
     fail calibrate_greedy_cli "exit statuses $rc and $rc2 (want 0 and 2), $n_bs and $n_qc candidates listed (want 6, 4): $out"
+  fi
+  # --candidate METHOD=FILE: a plan file joins its method's candidates; only with --search greedy
+  out=$(run_target $bin calibrate --suite demo --items 2 -t 2 --methods qcache --val-items 2 --search greedy \
+        --candidate mminference=examples/plans/demo-mminference.plan -o "$tmp_dir/gc.plan" --report "$tmp_dir/gc.txt" 2>&1); rc=$?
+  run_target $bin calibrate --suite demo --items 1 --candidate mminference=examples/plans/demo-mminference.plan \
+      -o "$tmp_dir/x.plan" 2>"$tmp_dir/err" >/dev/null; rc2=$?
+  run_target $bin calibrate --suite demo --items 1 --search greedy --val-items 1 --candidate sparsemm,zipvl=examples/plans/demo-mminference.plan \
+      -o "$tmp_dir/x.plan" 2>"$tmp_dir/err3" >/dev/null; rc3=$?
+  if [ "$rc" -eq 0 ] && grep -q '^mminference  *demo-mminference.plan ' "$tmp_dir/gc.txt" &&
+     [ "$rc2" -eq 2 ] && grep -q 'is for --search greedy' "$tmp_dir/err" &&
+     [ "$rc3" -eq 2 ] && [ "$(grep -c . "$tmp_dir/err3")" -eq 1 ] && grep -q 'bad value for --candidate' "$tmp_dir/err3"; then
+    pass calibrate_greedy_candidate_file
+  else
+    fail calibrate_greedy_candidate_file "exit statuses $rc, $rc2, $rc3 (want 0, 2, 2): $out"
   fi
   # the long suite's validation scenes (the demo model answers few of them; the path is what is tested)
   out=$(run_target $bin calibrate --data "$tmp_dir/long" --max-images 8 --side 448 --methods blindsight -t 2 \

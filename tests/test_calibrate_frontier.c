@@ -3,7 +3,8 @@
  *   same cut on layers 2 and 4 (layer 2 essential by construction: its 4-token cache holds no
  *   image token; test_calibrate_budget.c's case). The bigger saving loses answers, so the pick must
  *   be the cut of layer 4 alone: layer 2 stays dense, the combined plan is within the budget, and
- *   a candidate that is dense attention is listed without a validation.
+ *   a candidate that is dense attention is listed without a validation. Two methods that both set
+ *   head patterns (BlindSight, MMInference) are never stacked: at most one of them is tried.
  * - The frontier's report lists every candidate and marks each method's pick once; its SVG is
  *   well formed and holds no NaN coordinate even when a candidate's numbers are NaN.
  * - Merging: ZipVL on a layer with head patterns becomes "prefill heads" (both keep their saving);
@@ -56,11 +57,18 @@ static void test_frontier_keeps_essential_layer_dense(void) {
                            "decoder default dense\n");
     oc_plan *out = parse("ocellus-plan 3\nshape decoder layers 6 heads 4 kv-heads 2 head-dim 64\nkv-window 4\n"
                          "decoder default dense\n");
+    /* two methods that both choose head patterns: a sink head each in the last layer */
+    oc_plan *bs = parse("ocellus-plan 3\nshape decoder layers 6 heads 4 kv-heads 2 head-dim 64\nkv-window 4\n"
+                        "decoder default dense\ndecoder layer 5 heads 0 sink\n");
+    oc_plan *mm = parse("ocellus-plan 3\nshape decoder layers 6 heads 4 kv-heads 2 head-dim 64\nkv-window 4\n"
+                        "decoder default dense\ndecoder layer 5 heads 1-3 sink\n");
     oc_calib_frontier *f = calloc(1, sizeof *f);
-    REQUIRE(harmless && both && dense && out && f);
+    REQUIRE(harmless && both && dense && out && bs && mm && f);
     CHECK(oc_calib_frontier_add(f, OC_CALIB_SPARSEMM, "cut 4", harmless));
     CHECK(oc_calib_frontier_add(f, OC_CALIB_SPARSEMM, "cut 2+4", both));
     CHECK(oc_calib_frontier_add(f, OC_CALIB_QCACHE, "no group", dense));
+    CHECK(oc_calib_frontier_add(f, OC_CALIB_BLINDSIGHT, "one sink head", bs));
+    CHECK(oc_calib_frontier_add(f, OC_CALIB_MMINFERENCE, "three sink heads", mm));
     const char *tmp = "build/tests/calibrate_frontier.candidate.plan";
     oc_calib_budget_params p = { 5.0, 40, oc_calib_val_seed(2000002u), 0, 1, 8, 112, 0, 2, tmp, NULL };
     oc_status st = oc_calib_frontier_run(m, &p, f, out, &e);
@@ -78,15 +86,30 @@ static void test_frontier_keeps_essential_layer_dense(void) {
         CHECKF(d->kv_budget_tokens[2 * 2] == OC_PLAN_KV_FULL && d->kv_budget_tokens[2 * 2 + 1] == OC_PLAN_KV_FULL,
                "layer 2 cut in the combined plan (%d, %d)", (int)d->kv_budget_tokens[4], (int)d->kv_budget_tokens[5]);
         CHECKF(d->kv_budget_tokens[4 * 2] == 4 && d->kv_budget_tokens[4 * 2 + 1] == 4, "layer 4's cut not kept");
-        CHECK(f->n_steps == 1 && f->step[0].kept && f->step[0].cand == 0);
+        /* the sparsemm pick is kept; of the two head-pattern picks at most one is tried */
+        int n_bs = 0, n_conflict = 0, n_kept = 0, sparsemm_kept = 0;
+        for (int32_t i = 0; i < f->n_steps; i++) {
+            const oc_calib_greedy_step *s = &f->step[i];
+            n_bs += s->cand == 3 || s->cand == 4;
+            n_conflict += s->conflict != 0;
+            n_kept += s->kept;
+            sparsemm_kept |= s->cand == 0 && s->kept;
+            CHECK(!(s->kept && s->conflict));
+        }
+        CHECK(sparsemm_kept);
+        CHECKF(n_conflict == (n_bs == 2), "%d head-pattern picks, %d not tried", n_bs, n_conflict);
+        CHECK(f->n_steps == 1 + n_bs);
         CHECK(oc_calib_within_budget(&f->dense, &f->final, 5.0));
-        CHECKF(f->n_validations == 3, "%d validations (dense and the two cuts)", (int)f->n_validations);
-        CHECK(f->final.n_correct == c[0].val.n_correct);
+        /* dense, the four candidates that are not dense, one per greedy step after the first tried */
+        CHECKF(f->n_validations == 5 + (f->n_steps - n_conflict - 1), "%d validations", (int)f->n_validations);
+        if (n_kept == 1) CHECK(f->final.n_correct == c[0].val.n_correct);
     }
     free(f);
     oc_plan_free(harmless);
     oc_plan_free(both);
     oc_plan_free(dense);
+    oc_plan_free(bs);
+    oc_plan_free(mm);
     oc_plan_free(out);
     oc_model_close(m);
 }
@@ -111,9 +134,10 @@ static void fill(oc_calib_frontier *f) {
     }
     f->cand[1].chosen = 1;
     f->cand[3].chosen = 1;
-    f->n_steps = 2;
-    f->step[0] = (oc_calib_greedy_step){ 3, 10.0, f->cand[3].val, 1 };
-    f->step[1] = (oc_calib_greedy_step){ 1, 5.0, f->cand[1].val, 0 };
+    f->n_steps = 3;
+    f->step[0] = (oc_calib_greedy_step){ 3, 10.0, f->cand[3].val, 1, 0 };
+    f->step[1] = (oc_calib_greedy_step){ 1, 5.0, f->cand[1].val, 0, 0 };
+    f->step[2] = (oc_calib_greedy_step){ 0, 4.0, f->cand[0].val, 0, OC_CALIB_MMINFERENCE };
     f->final = f->cand[3].val;
     f->n_validations = 8;
 }
@@ -167,6 +191,8 @@ static void test_frontier_report_and_svg(void) {
     CHECKF(count(s, "*chosen") == 2, "%zu picks marked", count(s, "*chosen"));
     CHECK(strstr(s, "zipvl: no candidate saves anything within the budget") != NULL);
     CHECK(strstr(s, "2. blindsight knob <1> & co") != NULL && strstr(s, "dropped") != NULL);
+    CHECK(strstr(s, "3. blindsight knob <0> & co: 4.0 saving per point -> not tried: its head patterns would replace "
+                    "mminference's") != NULL);
     free(s);
 
     t = tmpfile();

@@ -79,7 +79,8 @@ static void usage(FILE *f) {
             "  ZipVL tau, MMInference heads by NMSE, Q-Cache epsilon, vision NMSE), picks per method the one\n"
             "  that saves most within the budget, and adds the picks in order of saving per point of loss,\n"
             "  each validated with the others on; --report R then lists the frontier and draws it in\n"
-            "  R.frontier.svg (and Q-Cache's divergences in R.qcache.svg)\n"
+            "  R.frontier.svg (and Q-Cache's divergences in R.qcache.svg); --candidate METHOD=FILE (repeatable)\n"
+            "  adds a plan file to METHOD's candidates (e.g. MMInference at other --mminf-scale values)\n"
             "Memory, allocated before the first prompt and printed: the model context (as `ocellus ask`,\n"
             "  plus f32 copies of one layer's KV cache and one batch of queries) and the statistics: about\n"
             "  90 bytes per context token, 32 per context token and decoder query head, 220 per decoder\n"
@@ -142,6 +143,23 @@ static int parse_methods(const char *s, unsigned *out) {
     }
     *out = m;
     return m != 0;
+}
+
+/* --candidate METHOD=FILE: one method's name, and a plan file that can be opened. */
+static int parse_candidate(const char *s, unsigned *method, const char **path) {
+    const char *eq = strchr(s, '=');
+    char name[16];
+    if (!eq || eq == s || (size_t)(eq - s) >= sizeof name || !eq[1]) return 0;
+    memcpy(name, s, (size_t)(eq - s));
+    name[eq - s] = '\0';
+    unsigned m;
+    if (!parse_methods(name, &m) || (m & (m - 1))) return 0;   /* exactly one method */
+    FILE *f = fopen(eq + 1, "rb");
+    if (!f) return 0;
+    fclose(f);
+    *method = m;
+    *path = eq + 1;
+    return 1;
 }
 
 static int parse_double(const char *s, double lo, double hi, double *out) {
@@ -279,6 +297,11 @@ static int greedy_comments(const char *path, const oc_calib_frontier *fr) {
         const oc_calib_cand *c = &fr->cand[s->cand];
         int b = 0;
         while (b < 5 && !(c->method & (1u << b))) b++;
+        if (s->conflict) {
+            fprintf(f, "#   %d. %s %s (alone %lld right, saving %.1f, %.1f per point): not tried, the head patterns are "
+                       "taken\n", (int)i + 1, names[b], c->label, (long long)c->val.n_correct, c->saving_points, s->ratio);
+            continue;
+        }
         fprintf(f, "#   %d. %s %s (alone %lld right, saving %.1f, %.1f per point): with the others %lld right: %s\n",
                 (int)i + 1, names[b], c->label, (long long)c->val.n_correct, c->saving_points, s->ratio,
                 (long long)s->val.n_correct, s->kept ? "kept" : "dropped, over the budget");
@@ -333,6 +356,9 @@ int oc_tool_calibrate(int argc, char **argv) {
     int backoff_heads = 0;    /* --backoff heads: then the budget's head phase (calib_budget.h) */
     const char *backoff_given = NULL;
     int search_greedy = 0;    /* --search greedy: the frontier and the greedy combination (calib_frontier.h) */
+    unsigned extra_method[16];   /* --candidate METHOD=FILE, in the order given */
+    const char *extra_path[16];
+    int n_extra = 0;
     const char *suite_only = NULL;   /* an option the synthetic suite reads and --data does not */
     char methods_buf[64];
     for (int i = 1; i < argc; i++) {
@@ -368,6 +394,8 @@ int oc_tool_calibrate(int argc, char **argv) {
         else if (!strcmp(a, "--max-loss")) ok = parse_double(v, 0, 100, &max_loss);
         else if (!strcmp(a, "--backoff"))
             ok = (!strcmp(v, "layers") || !strcmp(v, "heads")) && ((backoff_heads = !strcmp(v, "heads")), 1) && (backoff_given = a);
+        else if (!strcmp(a, "--candidate"))
+            ok = n_extra < 16 && parse_candidate(v, &extra_method[n_extra], &extra_path[n_extra]) && (n_extra++, 1);
         else if (!strcmp(a, "--search")) ok = (!strcmp(v, "backoff") || !strcmp(v, "greedy")) && ((search_greedy = !strcmp(v, "greedy")), 1);
         else if (!strcmp(a, "--val-suite")) ok = (!strcmp(v, "demo") || !strcmp(v, "long")) && (val_suite = v);
         else if (!strcmp(a, "--kv-budget")) {
@@ -393,6 +421,10 @@ int oc_tool_calibrate(int argc, char **argv) {
     }
     if (search_greedy && !val_items) {
         fprintf(stderr, "ocellus calibrate: --search greedy needs --val-items N (the candidates are chosen on answers)\n");
+        return 2;
+    }
+    if (n_extra && !search_greedy) {
+        fprintf(stderr, "ocellus calibrate: --candidate is for --search greedy (the candidates it validates)\n");
         return 2;
     }
     if (search_greedy && backoff_given) {
@@ -554,8 +586,20 @@ int oc_tool_calibrate(int argc, char **argv) {
                     if (!(bst = oc_calib_candidate(c, order[m], k, cp_k, label, sizeof label, &e)))
                         oc_calib_frontier_add(fr, order[m], label, cp_k);
                 }
-            oc_plan *dense = NULL;   /* the combination starts from dense attention */
-            if (!bst && !(bst = oc_plan_create(&dense, &shape, &vshape, NULL, &e))) {
+            /* --candidate plans: listed under their method, validated like the generated ones */
+            oc_plan_shape mvshape = { 0, 0, 0, 0 };
+            if (mi.has_vision && mi.vision_heads > 0)
+                mvshape = (oc_plan_shape){ mi.vision_layers, mi.vision_heads, mi.vision_heads, mi.vision_hidden / mi.vision_heads };
+            oc_plan_model_shape ms = { shape, mvshape };
+            for (int i = 0; i < n_extra && !bst && n_cand_plans < OC_CALIB_FRONTIER_MAX_CAND; i++) {
+                oc_plan *x = NULL;
+                if ((bst = oc_plan_load_file(&x, extra_path[i], NULL, &e))) break;
+                cand_plans[n_cand_plans++] = x;
+                if ((bst = oc_plan_check_fits(x, &ms, &e))) break;
+                oc_calib_frontier_add(fr, extra_method[i], base_name(extra_path[i]), x);
+            }
+            oc_plan *dense = NULL;   /* the combination starts from dense attention, over every stack a candidate may set */
+            if (!bst && !(bst = oc_plan_create(&dense, &shape, mvshape.n_layers ? &mvshape : NULL, NULL, &e))) {
                 dense->sink_fraction_ppm = plan->sink_fraction_ppm;
                 dense->kv_window_tokens = plan->kv_window_tokens;
                 oc_plan_free(plan);

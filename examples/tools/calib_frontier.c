@@ -57,9 +57,9 @@ oc_status oc_calib_plan_copy(oc_plan **out, const oc_plan *src, oc_error *err) {
 }
 
 oc_status oc_calib_plan_merge(oc_plan *dst, const oc_plan *src, oc_error *err) {
-    for (int s = 0; s < OC_PLAN_N_STACKS; s++) {
+    for (int s = 0; s < OC_PLAN_N_STACKS; s++) {   /* a stack src does not cover is dense there */
         const oc_plan_shape *a = &dst->stacks[s].shape, *b = &src->stacks[s].shape;
-        if (a->n_layers != b->n_layers || a->n_heads != b->n_heads || a->n_kv_heads != b->n_kv_heads)
+        if (b->n_layers && (a->n_layers != b->n_layers || a->n_heads != b->n_heads || a->n_kv_heads != b->n_kv_heads))
             return oc_fail(err, OC_ERR_INVALID, "calibrate: merging plans of different %s shapes", oc_plan_stack_name(s));
     }
     dst->sink_fraction_ppm = src->sink_fraction_ppm;
@@ -68,6 +68,7 @@ oc_status oc_calib_plan_merge(oc_plan *dst, const oc_plan *src, oc_error *err) {
         const oc_stack_plan *a = &src->stacks[s];
         oc_stack_plan *b = &dst->stacks[s];
         int32_t L = a->shape.n_layers, H = a->shape.n_heads, G = a->shape.n_kv_heads;
+        if (!L) continue;
         for (size_t i = 0; i < (size_t)L * (size_t)H; i++)
             if (a->heads[i].kind != OC_PATTERN_DENSE) b->heads[i] = a->heads[i];
         for (size_t i = 0; a->kv_budget_tokens && i < (size_t)L * (size_t)G; i++) {
@@ -127,6 +128,14 @@ static int plan_is_dense(const oc_plan *p) {
             if (a->zipvl_tau_ppm[l]) return 0;
     }
     return 1;
+}
+
+/* Does the plan set head patterns in this stack? */
+static int has_heads(const oc_plan *p, int s) {
+    const oc_stack_plan *a = &p->stacks[s];
+    for (size_t i = 0; i < (size_t)a->shape.n_layers * (size_t)a->shape.n_heads; i++)
+        if (a->heads[i].kind != OC_PATTERN_DENSE) return 1;
+    return 0;
 }
 
 /* ---- the search --------------------------------------------------------------------------------- */
@@ -214,9 +223,20 @@ oc_status oc_calib_frontier_run(oc_model *model, const oc_calib_budget_params *p
     if ((st = oc_calib_plan_copy(&trial, out, err))) return st;   /* out as given: the dense start */
     f->final = f->dense;
     int n_kept = 0;
+    unsigned owner[OC_PLAN_N_STACKS] = { 0 };   /* the method whose head patterns each stack holds */
     for (int32_t i = 0; i < n_pick && !st; i++) {
         oc_calib_greedy_step *s = &f->step[i];
         const oc_calib_cand *c = &f->cand[s->cand];
+        /* two methods that both choose head patterns (BlindSight, MMInference) do not compose on
+         * the same heads: the first in the order keeps them, the other is not tried */
+        s->conflict = 0;
+        for (int k = 0; k < OC_PLAN_N_STACKS; k++)
+            if (owner[k] && owner[k] != c->method && has_heads(c->plan, k)) s->conflict = owner[k];
+        if (s->conflict) {
+            memset(&s->val, 0, sizeof s->val);
+            log_line(p, "skipped", "head patterns taken", &f->final, &f->dense);
+            continue;
+        }
         if ((st = oc_calib_plan_merge(trial, c->plan, err))) break;
         if (!n_kept) {
             s->val = c->val;   /* alone on a dense plan: validated in step 2 */
@@ -230,6 +250,8 @@ oc_status oc_calib_frontier_run(oc_model *model, const oc_calib_budget_params *p
         log_line(p, what, s->kept ? "kept" : "dropped (over the budget)", &s->val, &f->dense);
         if (s->kept) {
             n_kept++;
+            for (int k = 0; k < OC_PLAN_N_STACKS; k++)
+                if (has_heads(c->plan, k)) owner[k] = c->method;
             f->final = s->val;
             if ((st = oc_calib_plan_merge(out, c->plan, err))) break;
         } else {   /* back to the plan so far */
@@ -273,6 +295,11 @@ void oc_calib_frontier_report(const oc_calib_frontier *f, FILE *out) {
     for (int32_t i = 0; i < f->n_steps; i++) {
         const oc_calib_greedy_step *s = &f->step[i];
         const oc_calib_cand *c = &f->cand[s->cand];
+        if (s->conflict) {
+            fprintf(out, "%d. %s %s: %.1f saving per point -> not tried: its head patterns would replace %s's\n",
+                    (int)i + 1, method_name(c->method), c->label, s->ratio, method_name(s->conflict));
+            continue;
+        }
         fprintf(out, "%d. %s %s: %.1f saving per point -> %lld/%lld right, %.1f%% skipped, KV %.1f%% of dense: %s\n",
                 (int)i + 1, method_name(c->method), c->label, s->ratio, (long long)s->val.n_correct,
                 (long long)s->val.n_items, 100.0 * s->val.prefill_skipped,

@@ -12,7 +12,9 @@
  *  4. the picks in order of saving per point of validation loss (the loss floored at one
  *     answer of the validation set: a pick that loses nothing is not infinitely good), each
  *     merged into the plan so far (oc_calib_plan_merge) and validated again with the others on;
- *     kept when the combination stays within the budget, else dropped.
+ *     kept when the combination stays within the budget, else dropped. Two methods that both
+ *     choose head patterns (BlindSight, MMInference) do not stack on the same heads: once one is
+ *     kept, a pick of the other with patterns in that stack is not tried.
  * The plan starts dense and every step kept was validated within the budget, so the result is
  * within by construction (on these items). */
 #ifndef OC_CALIB_FRONTIER_H
@@ -41,8 +43,9 @@ typedef struct oc_calib_cand {
 typedef struct oc_calib_greedy_step {
     int32_t cand;                  /* index into cand[] */
     double ratio;                  /* saving per point of loss (floored at one answer) */
-    oc_calib_val val;              /* the plan so far with it */
+    oc_calib_val val;              /* the plan so far with it (zero when not tried) */
     int kept;
+    unsigned conflict;             /* not tried: the method whose head patterns the stack holds */
 } oc_calib_greedy_step;
 
 typedef struct oc_calib_frontier {
@@ -64,7 +67,7 @@ int oc_calib_frontier_add(oc_calib_frontier *f, unsigned method, const char *lab
 oc_status oc_calib_frontier_run(oc_model *model, const oc_calib_budget_params *p, oc_calib_frontier *f, oc_plan *out,
                                 oc_error *err);
 
-/* Merges src's sparse sections into dst (ours): head patterns other than dense, kv budgets, ZipVL
+/* Merges src's sparse sections into dst (ours; a stack src does not cover is left as it is): head patterns other than dense, kv budgets, ZipVL
  * taus and visual scores, lazy groups that overlap none of dst's. Then the composition rules of
  * kvcache/kv_cache.h: a ZipVL layer that has head patterns keeps them ("zipvl-tau T prefill
  * heads": the pattern keeps its prefill saving, ZipVL its KV saving); a lazy group's later layers
