@@ -83,7 +83,7 @@ static void usage(FILE *f) {
             "  adds a plan file to METHOD's candidates (e.g. MMInference at other --mminf-scale values)\n"
             "Memory, allocated before the first prompt and printed: the model context (as `ocellus ask`,\n"
             "  plus f32 copies of one layer's KV cache and one batch of queries) and the statistics: about\n"
-            "  90 bytes per context token, 32 per context token and decoder query head, 220 per decoder\n"
+            "  90 bytes per context token, 32 per context token and decoder query head, 340 per decoder\n"
             "  head, 8 per vision patch, 40 per vision head. Never an N x N attention matrix: statistics\n"
             "  are reduced over tiles of 64 keys, with a second pass over the tiles where a softmax\n"
             "  normaliser is needed.\n", OC_CALIB_ZIPVL_MAX_NMSE);
