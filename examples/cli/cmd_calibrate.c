@@ -642,7 +642,9 @@ int oc_tool_calibrate(int argc, char **argv) {
             unsigned m = fr->cand[fr->step[i].cand].method;
             int b = 0;
             while (b < 5 && !(m & (1u << b))) b++;
-            if (fr->step[i].kept) n += snprintf(v + n, sizeof v - (size_t)n, "%s%s", n_kept++ ? "," : "", names[b]);
+            if (fr->step[i].kept)   /* method:knob (add_word turns the label's spaces into '_') */
+                n += snprintf(v + n, sizeof v - (size_t)n, "%s%s:%s", n_kept++ ? "," : "", names[b],
+                              fr->cand[fr->step[i].cand].label);
         }
         if (!n_kept && n > 0 && (size_t)n < sizeof v) snprintf(v + n, sizeof v - (size_t)n, "none");
         add_word(plan->calibration, sizeof plan->calibration, "budget", v);

@@ -298,9 +298,9 @@ double oc_calib_zipvl_nmse(const oc_calib *c, int32_t layer);
 /* The frontier's candidates (ours; calib_frontier.h): for one method (an OC_CALIB_* bit), the
  * number of candidates this run can generate (0: the method was not calibrated or saw nothing),
  * and candidate k's sections written into plan (fresh from oc_plan_create: every other section
- * stays dense), with a label such as "alpha 0.2". The papers' algorithms generate them; what is
- * swept is ours: BlindSight Alg. 1-2 at six alpha schedules (votes kept per schedule during the
- * run); SparseMM Eq. 5-9 at 0.75, 0.5, 0.25, 0.1 of the mean prompt per kv head; ZipVL at tau
+ * stays dense), with a label such as "alpha 0.2" or "budget 0.25x" (x the mean prompt). The
+ * papers' algorithms generate them; what is swept is ours: BlindSight Alg. 1-2 at six alpha
+ * schedules (votes kept per schedule during the run); SparseMM Eq. 5-9 at 0.75, 0.5, 0.25, 0.1 of the mean prompt per kv head; ZipVL at tau
  * 0.99, 0.975, 0.95, 0.9 on the layers its output check keeps; MMInference's Alg. 4 choice on the
  * heads whose best mean NMSE is <= 0.01, 0.03, 0.1, or all (Table 3's scale needs a calibration
  * run each: --mminf-scale); Q-Cache Eq. 4 at epsilon 0.1, 0.25, 0.5, 0.75; the vision encoder's

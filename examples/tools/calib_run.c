@@ -892,7 +892,7 @@ oc_status oc_calib_candidate(const oc_calib *c, unsigned method, int32_t k, oc_p
             hp->kind = oc_calib_bs_aggregate(c->sweep_votes + ((size_t)k * LH + lh) * OC_PATTERN_COUNT,
                                              (int32_t)c->n_items, c->p.bs_gamma_d, c->p.bs_gamma_s, c->p.bs_gamma_i);
         }
-        if (bs_sweep[k][1] > 0.0) snprintf(label, label_bytes, "alpha %g..%g linear", bs_sweep[k][0], bs_sweep[k][1]);
+        if (bs_sweep[k][1] > 0.0) snprintf(label, label_bytes, "alpha %g..%g", bs_sweep[k][0], bs_sweep[k][1]);
         else snprintf(label, label_bytes, "alpha %g", bs_sweep[k][0]);
         return OC_OK;
     }
@@ -903,7 +903,7 @@ oc_status oc_calib_candidate(const oc_calib *c, unsigned method, int32_t k, oc_p
         double per_head = sparsemm_sweep[k] * (double)c->prompt_tokens_sum / (double)c->n_items;
         int64_t total = (int64_t)llround(per_head * n);
         if (total < (int64_t)n * c->p.kv_window) total = (int64_t)n * c->p.kv_window;
-        snprintf(label, label_bytes, "budget %.2g x prompt", sparsemm_sweep[k]);
+        snprintf(label, label_bytes, "budget %.2gx", sparsemm_sweep[k]);
         return oc_calib_plan_budgets(plan, total, c->p.kv_rho, err);
     }
     if (method == OC_CALIB_ZIPVL) {   /* one tau on every layer the output check keeps */
@@ -921,8 +921,8 @@ oc_status oc_calib_candidate(const oc_calib *c, unsigned method, int32_t k, oc_p
             if (best <= mminf_sweep[k]) s->heads[lh] = mminf_choice(c, lh);
             else memset(&s->heads[lh], 0, sizeof s->heads[lh]);
         }
-        if (isinf(mminf_sweep[k])) snprintf(label, label_bytes, "every head (Alg. 4)");
-        else snprintf(label, label_bytes, "heads with NMSE <= %g", mminf_sweep[k]);
+        if (isinf(mminf_sweep[k])) snprintf(label, label_bytes, "all heads");
+        else snprintf(label, label_bytes, "NMSE <= %g", mminf_sweep[k]);
         return OC_OK;
     }
     if (method == OC_CALIB_QCACHE) {   /* Eq. 4's blocks at the sweep's epsilon */
