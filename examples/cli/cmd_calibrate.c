@@ -283,7 +283,6 @@ static void calibration_text(char *buf, size_t n_bytes, const oc_calib_params *c
 
 /* --search greedy: what the combined plan holds and why, as comment lines after the plan (ours). */
 static int greedy_comments(const char *path, const oc_calib_frontier *fr) {
-    static const char *const names[] = { "blindsight", "sparsemm", "qcache", "zipvl", "vision", "mminference" };
     FILE *f = fopen(path, "a");
     if (!f) return 0;
     const oc_calib_val *d = &fr->dense;
@@ -295,15 +294,14 @@ static int greedy_comments(const char *path, const oc_calib_frontier *fr) {
     for (int32_t i = 0; i < fr->n_steps; i++) {
         const oc_calib_greedy_step *s = &fr->step[i];
         const oc_calib_cand *c = &fr->cand[s->cand];
-        int b = 0;
-        while (b < 5 && !(c->method & (1u << b))) b++;
+        const char *name = oc_calib_method_name(c->method);
         if (s->conflict) {
             fprintf(f, "#   %d. %s %s (alone %lld right, saving %.1f, %.1f per point): not tried, the head patterns are "
-                       "taken\n", (int)i + 1, names[b], c->label, (long long)c->val.n_correct, c->saving_points, s->ratio);
+                       "taken\n", (int)i + 1, name, c->label, (long long)c->val.n_correct, c->saving_points, s->ratio);
             continue;
         }
         fprintf(f, "#   %d. %s %s (alone %lld right, saving %.1f, %.1f per point): with the others %lld right: %s\n",
-                (int)i + 1, names[b], c->label, (long long)c->val.n_correct, c->saving_points, s->ratio,
+                (int)i + 1, name, c->label, (long long)c->val.n_correct, c->saving_points, s->ratio,
                 (long long)s->val.n_correct, s->kept ? "kept" : "dropped, over the budget");
     }
     if (!fr->n_steps) fprintf(f, "#   no candidate saved anything within the budget: the plan is dense attention\n");
@@ -633,18 +631,15 @@ int oc_tool_calibrate(int argc, char **argv) {
     }
     calibration_text(plan->calibration, sizeof plan->calibration, &cp, &sp, data_dir, text_path, hash, methods);
     if (val_items && search_greedy) {
-        static const char *const names[] = { "blindsight", "sparsemm", "qcache", "zipvl", "vision", "mminference" };
-        char v[200];
+        char v[300];
         int n = snprintf(v, sizeof v, "max_loss=%g:val_items=%lld:val_seed=%llu:search=greedy:kept=", max_loss, val_items,
                          (unsigned long long)val_seed);
         int n_kept = 0;
         for (int32_t i = 0; i < fr->n_steps && n > 0 && (size_t)n < sizeof v; i++) {
-            unsigned m = fr->cand[fr->step[i].cand].method;
-            int b = 0;
-            while (b < 5 && !(m & (1u << b))) b++;
+            const oc_calib_cand *k = &fr->cand[fr->step[i].cand];
             if (fr->step[i].kept)   /* method:knob (add_word turns the label's spaces into '_') */
-                n += snprintf(v + n, sizeof v - (size_t)n, "%s%s:%s", n_kept++ ? "," : "", names[b],
-                              fr->cand[fr->step[i].cand].label);
+                n += snprintf(v + n, sizeof v - (size_t)n, "%s%s:%s", n_kept++ ? "," : "", oc_calib_method_name(k->method),
+                              k->label);
         }
         if (!n_kept && n > 0 && (size_t)n < sizeof v) snprintf(v + n, sizeof v - (size_t)n, "none");
         add_word(plan->calibration, sizeof plan->calibration, "budget", v);

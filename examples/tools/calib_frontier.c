@@ -8,7 +8,7 @@
 
 #include "tools/calib.h"
 
-static const char *method_name(unsigned m) {
+const char *oc_calib_method_name(unsigned m) {
     switch (m) {
     case OC_CALIB_BLINDSIGHT: return "blindsight";
     case OC_CALIB_SPARSEMM: return "sparsemm";
@@ -188,7 +188,7 @@ oc_status oc_calib_frontier_run(oc_model *model, const oc_calib_budget_params *p
             f->n_validations++;
         }
         measure(f, c);
-        log_line(p, method_name(c->method), c->label, &c->val, &f->dense);
+        log_line(p, oc_calib_method_name(c->method), c->label, &c->val, &f->dense);
     }
     /* 3. per method the pick */
     int32_t pick[8], n_pick = 0;
@@ -246,7 +246,7 @@ oc_status oc_calib_frontier_run(oc_model *model, const oc_calib_budget_params *p
         }
         s->kept = oc_calib_within_budget(&f->dense, &s->val, p->max_loss_points);
         char what[24];
-        snprintf(what, sizeof what, "+%s", method_name(c->method));
+        snprintf(what, sizeof what, "+%s", oc_calib_method_name(c->method));
         log_line(p, what, s->kept ? "kept" : "dropped (over the budget)", &s->val, &f->dense);
         if (s->kept) {
             n_kept++;
@@ -276,7 +276,7 @@ void oc_calib_frontier_report(const oc_calib_frontier *f, FILE *out) {
             d->mean_margin, d->kv_bytes, (int)f->n_validations);
     for (int32_t i = 0; i < f->n_cand; i++) {
         const oc_calib_cand *c = &f->cand[i];
-        fprintf(out, "%-12s %-26s %5lld %6.1f %+6.1f %7.3f %8.2f %9.1f %6.1f %7.1f  %s%s%s\n", method_name(c->method),
+        fprintf(out, "%-12s %-26s %5lld %6.1f %+6.1f %7.3f %8.2f %9.1f %6.1f %7.1f  %s%s%s\n", oc_calib_method_name(c->method),
                 c->label, (long long)c->val.n_correct, accuracy(&c->val), 0.0 - c->loss_points + 0.0, c->val.mean_margin,
                 0.0 - c->margin_loss_pct + 0.0, 100.0 * c->val.prefill_skipped, c->kv_percent, c->saving_points,
                 c->within ? "yes" : "no", c->chosen ? " *chosen" : "", c->validated ? "" : " (dense attention: not run)");
@@ -288,7 +288,7 @@ void oc_calib_frontier_report(const oc_calib_frontier *f, FILE *out) {
             picked |= f->cand[i].method == bit && f->cand[i].chosen;
         }
         if (any && !picked)
-            fprintf(out, "%s: no candidate saves anything within the budget; the method is left out\n", method_name(bit));
+            fprintf(out, "%s: no candidate saves anything within the budget; the method is left out\n", oc_calib_method_name(bit));
     }
     fprintf(out, "\n## Greedy combination (ours): the picks in order of saving per point of loss (floored at one "
                  "answer), each validated with the ones kept before it\n");
@@ -297,11 +297,11 @@ void oc_calib_frontier_report(const oc_calib_frontier *f, FILE *out) {
         const oc_calib_cand *c = &f->cand[s->cand];
         if (s->conflict) {
             fprintf(out, "%d. %s %s: %.1f saving per point -> not tried: its head patterns would replace %s's\n",
-                    (int)i + 1, method_name(c->method), c->label, s->ratio, method_name(s->conflict));
+                    (int)i + 1, oc_calib_method_name(c->method), c->label, s->ratio, oc_calib_method_name(s->conflict));
             continue;
         }
         fprintf(out, "%d. %s %s: %.1f saving per point -> %lld/%lld right, %.1f%% skipped, KV %.1f%% of dense: %s\n",
-                (int)i + 1, method_name(c->method), c->label, s->ratio, (long long)s->val.n_correct,
+                (int)i + 1, oc_calib_method_name(c->method), c->label, s->ratio, (long long)s->val.n_correct,
                 (long long)s->val.n_items, 100.0 * s->val.prefill_skipped,
                 d->kv_bytes > 0 ? 100.0 * s->val.kv_bytes / d->kv_bytes : 100.0, s->kept ? "kept" : "dropped");
     }
@@ -386,14 +386,14 @@ int oc_calib_frontier_svg(const oc_calib_frontier *f, const char *title, FILE *o
                 idx[j - 1] = t;
             }
         const char *col = colour[series % 6];
-        fprintf(out, "<g id=\"%s\">\n<polyline fill=\"none\" stroke=\"%s\" points=\"", method_name(bit), col);
+        fprintf(out, "<g id=\"%s\">\n<polyline fill=\"none\" stroke=\"%s\" points=\"", oc_calib_method_name(bit), col);
         for (int32_t i = 0; i < n; i++)
             fprintf(out, "%s%.1f,%.1f", i ? " " : "", SX(f->cand[idx[i]].saving_points), SY(accuracy(&f->cand[idx[i]].val)));
         fprintf(out, "\"/>\n");
         for (int32_t i = 0; i < n; i++) {
             const oc_calib_cand *c = &f->cand[idx[i]];
             double x = SX(c->saving_points), y = SY(accuracy(&c->val));
-            fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>%s ", x, y, col, method_name(bit));
+            fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"><title>%s ", x, y, col, oc_calib_method_name(bit));
             put_escaped(out, c->label);
             fprintf(out, ": %.1f%%, saving %.1f</title></circle>\n", accuracy(&c->val), fin(c->saving_points));
             if (c->chosen)
@@ -401,7 +401,7 @@ int oc_calib_frontier_svg(const oc_calib_frontier *f, const char *title, FILE *o
                              "stroke-width=\"2\"/>\n", x, y, col);
         }
         fprintf(out, "</g>\n<text x=\"%.0f\" y=\"%.0f\" fill=\"%s\">%s</text>\n", X1 + 12, Y0 + 40 + 16.0 * series, col,
-                method_name(bit));
+                oc_calib_method_name(bit));
         series++;
     }
     if (f->n_steps) {   /* the combined plan: a star */

@@ -59,6 +59,10 @@ typedef struct oc_calib_frontier {
     double max_loss_points;
 } oc_calib_frontier;
 
+/* "blindsight", "sparsemm", "qcache", "zipvl", "vision", "mminference" for a calib.h OC_CALIB_* bit;
+ * "?" for anything else. */
+const char *oc_calib_method_name(unsigned method);
+
 /* Adds a candidate (plan borrowed until the run is done). Returns 0 when the frontier is full. */
 int oc_calib_frontier_add(oc_calib_frontier *f, unsigned method, const char *label, const oc_plan *plan);
 
