@@ -336,6 +336,7 @@ static double nice_step(double raw) {
 #define X1 560.0
 #define Y0 50.0
 #define Y1 380.0
+#define LEGEND_Y 150.0   /* below the dense line's label */
 
 int oc_calib_frontier_svg(const oc_calib_frontier *f, const char *title, FILE *out) {
     static const char *colour[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b" };
@@ -372,7 +373,8 @@ int oc_calib_frontier_svg(const oc_calib_frontier *f, const char *title, FILE *o
                  "fill=\"#666\">dense %.1f%%</text>\n", X0, X1, SY(yd), SY(yd), X1 + 4, SY(yd) + 4, yd);
     if (yb > ymin)
         fprintf(out, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" stroke-dasharray=\"4 3\"/>\n"
-                     "<text x=\"%.0f\" y=\"%.1f\" fill=\"#666\">budget</text>\n", X0, X1, SY(yb), SY(yb), X1 + 4, SY(yb) + 4);
+                     "<text x=\"%.0f\" y=\"%.1f\" fill=\"#666\">budget: %g points below dense</text>\n", X0, X1, SY(yb),
+                SY(yb), X0 + 4, SY(yb) + 14, f->max_loss_points);   /* under its line, clear of dense's label */
     int series = 0;
     for (unsigned bit = 1; bit <= OC_CALIB_MMINFERENCE; bit <<= 1) {
         int32_t idx[OC_CALIB_FRONTIER_MAX_CAND], n = 0;
@@ -410,9 +412,10 @@ int oc_calib_frontier_svg(const oc_calib_frontier *f, const char *title, FILE *o
         double y = SY(accuracy(&f->final));
         fprintf(out, "<path class=\"combined\" d=\"M%.1f %.1f l3 7 l7 0 l-5.5 4.5 l2 7.5 l-6.5 -4.5 l-6.5 4.5 l2 -7.5 "
                      "l-5.5 -4.5 l7 0 z\" fill=\"black\"/>\n<text x=\"%.0f\" y=\"%.0f\">combined plan (star)</text>\n",
-                x, y - 10, X1 + 12, Y0 + 40 + 16.0 * series);
+                x, y - 10, X1 + 12, LEGEND_Y + 16.0 * series);
     }
-    fprintf(out, "<text x=\"%.0f\" y=\"%.0f\" fill=\"#666\">ringed: each method's pick</text>\n</svg>\n", X1 + 12, Y0 + 20);
+    fprintf(out, "<text x=\"%.0f\" y=\"%.0f\" fill=\"#666\">ringed: each method's pick</text>\n</svg>\n", X1 + 12,
+            LEGEND_Y - 20);
 #undef SX
 #undef SY
     return ferror(out) ? -1 : 0;
