@@ -187,12 +187,16 @@ else
       -o "$tmp_dir/x.plan" 2>"$tmp_dir/err" >/dev/null; rc2=$?
   run_target $bin calibrate --suite demo --items 1 --search greedy --val-items 1 --candidate sparsemm,zipvl=examples/plans/demo-mminference.plan \
       -o "$tmp_dir/x.plan" 2>"$tmp_dir/err3" >/dev/null; rc3=$?
+  # a plan for another model is refused before the calibration runs
+  run_target $bin calibrate --suite demo --items 1 --search greedy --val-items 1 \
+      --candidate blindsight=examples/plans/qwen2vl-2b-example.plan -o "$tmp_dir/x.plan" 2>"$tmp_dir/err4" >/dev/null; rc4=$?
   if [ "$rc" -eq 0 ] && grep -q '^mminference  *demo-mminference.plan ' "$tmp_dir/gc.txt" &&
+     [ "$rc4" -eq 1 ] && grep -q -- '--candidate: plan is for 28 decoder layers' "$tmp_dir/err4" && ! grep -q 'prompts' "$tmp_dir/err4" &&
      [ "$rc2" -eq 2 ] && grep -q 'is for --search greedy' "$tmp_dir/err" &&
      [ "$rc3" -eq 2 ] && [ "$(grep -c . "$tmp_dir/err3")" -eq 1 ] && grep -q 'bad value for --candidate' "$tmp_dir/err3"; then
     pass calibrate_greedy_candidate_file
   else
-    fail calibrate_greedy_candidate_file "exit statuses $rc, $rc2, $rc3 (want 0, 2, 2): $out"
+    fail calibrate_greedy_candidate_file "exit statuses $rc, $rc2, $rc3, $rc4 (want 0, 2, 2, 1): $out"
   fi
   # the long suite's validation scenes (the demo model answers few of them; the path is what is tested)
   out=$(run_target $bin calibrate --data "$tmp_dir/long" --max-images 8 --side 448 --methods blindsight -t 2 \

@@ -479,6 +479,17 @@ int oc_tool_calibrate(int argc, char **argv) {
     oc_model_info mi;
     oc_model_get_info(model, &mi);
     oc_plan_shape shape = { mi.n_layers, mi.n_head, mi.n_head_kv, mi.head_dim };
+    oc_plan_shape mvshape = { 0, 0, 0, 0 };   /* the model's vision encoder, whatever is calibrated */
+    if (mi.has_vision && mi.vision_heads > 0)
+        mvshape = (oc_plan_shape){ mi.vision_layers, mi.vision_heads, mi.vision_heads, mi.vision_hidden / mi.vision_heads };
+    for (int i = 0; i < n_extra; i++) {   /* --candidate plans: read and checked before the calibration */
+        oc_plan_model_shape ms = { shape, mvshape };
+        if (oc_plan_load_file(&cand_plans[n_cand_plans], extra_path[i], NULL, &e) ||
+            (n_cand_plans++, oc_plan_check_fits(cand_plans[n_cand_plans - 1], &ms, &e))) {
+            fprintf(stderr, "ocellus calibrate: --candidate: %s\n", e.message);
+            goto done;
+        }
+    }
     oc_context_params ctxp;
     oc_context_params_default(&ctxp);
     oc_scene_eval_context_params(&ctxp, sp.max_images, sp.side_px);
@@ -584,18 +595,10 @@ int oc_tool_calibrate(int argc, char **argv) {
                     if (!(bst = oc_calib_candidate(c, order[m], k, cp_k, label, sizeof label, &e)))
                         oc_calib_frontier_add(fr, order[m], label, cp_k);
                 }
-            /* --candidate plans: listed under their method, validated like the generated ones */
-            oc_plan_shape mvshape = { 0, 0, 0, 0 };
-            if (mi.has_vision && mi.vision_heads > 0)
-                mvshape = (oc_plan_shape){ mi.vision_layers, mi.vision_heads, mi.vision_heads, mi.vision_hidden / mi.vision_heads };
-            oc_plan_model_shape ms = { shape, mvshape };
-            for (int i = 0; i < n_extra && !bst && n_cand_plans < OC_CALIB_FRONTIER_MAX_CAND; i++) {
-                oc_plan *x = NULL;
-                if ((bst = oc_plan_load_file(&x, extra_path[i], NULL, &e))) break;
-                cand_plans[n_cand_plans++] = x;
-                if ((bst = oc_plan_check_fits(x, &ms, &e))) break;
-                oc_calib_frontier_add(fr, extra_method[i], base_name(extra_path[i]), x);
-            }
+            /* --candidate plans (cand_plans[0 .. n_extra), read at the start): listed under their
+             * method, validated like the generated ones */
+            for (int i = 0; i < n_extra && !bst; i++)
+                oc_calib_frontier_add(fr, extra_method[i], base_name(extra_path[i]), cand_plans[i]);
             oc_plan *dense = NULL;   /* the combination starts from dense attention, over every stack a candidate may set */
             if (!bst && !(bst = oc_plan_create(&dense, &shape, mvshape.n_layers ? &mvshape : NULL, NULL, &e))) {
                 dense->sink_fraction_ppm = plan->sink_fraction_ppm;
