@@ -384,6 +384,13 @@ static void observe_synth(oc_calib *c, synth *s, int32_t layer) {
 
 /* The synthetic run with the observer's heads on n_threads threads; *out: its plan (NULL on a
  * failed REQUIRE). */
+/* Heads of the decoder that are not dense. */
+static int n_sparse_heads(const oc_plan *p) {
+    oc_plan_stats st;
+    oc_plan_stats_get(p, OC_PLAN_DECODER, &st);
+    return st.n_sparse;
+}
+
 static void synthetic_calibration(int32_t n_threads, oc_plan **out) {
     static synth s[SL];
     *out = NULL;
@@ -450,6 +457,45 @@ static void synthetic_calibration(int32_t n_threads, oc_plan **out) {
     for (int l = 0; l < SL; l++)   /* ZipVL: every layer gets a threshold, the paper's or the knee */
         CHECK(dp->zipvl_tau_ppm[l] == 975000 || dp->zipvl_tau_ppm[l] == 970000);
     CHECK(oc_plan_validate(plan, NULL) == OC_OK);
+    /* the frontier's candidates (calib.h oc_calib_candidate): the papers' algorithms at each knob,
+     * so the knob the calibration used gives its plan's section, and nothing else is set */
+    CHECK(oc_calib_n_candidates(c, OC_CALIB_BLINDSIGHT) == OC_CALIB_BS_SWEEP && oc_calib_n_candidates(c, OC_CALIB_SPARSEMM) == 4 &&
+          oc_calib_n_candidates(c, OC_CALIB_ZIPVL) == 4 && oc_calib_n_candidates(c, OC_CALIB_QCACHE) == 4 &&
+          oc_calib_n_candidates(c, OC_CALIB_MMINFERENCE) == 0 && oc_calib_n_candidates(c, OC_CALIB_VISION) == 0);
+    int64_t prev_total = INT64_MAX;
+    for (int32_t k = 0; k < 4; k++) {   /* SparseMM: smaller means, never larger budgets */
+        oc_plan *cand = NULL;
+        char label[48];
+        REQUIRE(oc_plan_create(&cand, &shape, NULL, NULL, NULL) == OC_OK);
+        CHECK(oc_calib_candidate(c, OC_CALIB_SPARSEMM, k, cand, label, sizeof label, &e) == OC_OK);
+        int64_t total = 0;
+        for (int i = 0; i < SL * SKV; i++) total += cand->stacks[OC_PLAN_DECODER].kv_budget_tokens[i];
+        CHECKF(total <= prev_total, "candidate %d (%s): %lld tokens after %lld", (int)k, label, (long long)total,
+               (long long)prev_total);
+        prev_total = total;
+        CHECK(n_sparse_heads(cand) == 0);
+        oc_plan_free(cand);
+    }
+    {
+        oc_plan *bs = NULL, *qc = NULL;
+        char label[48];
+        REQUIRE(oc_plan_create(&bs, &shape, NULL, NULL, NULL) == OC_OK && oc_plan_create(&qc, &shape, NULL, NULL, NULL) == OC_OK);
+        CHECK(oc_calib_candidate(c, OC_CALIB_BLINDSIGHT, 2, bs, label, sizeof label, &e) == OC_OK);   /* alpha 0.1 */
+        CHECKF(!strcmp(label, "alpha 0.1"), "candidate 2 is '%s'", label);
+        for (int l = 0; l < SL; l++)
+            for (int h = 0; h < SH; h++)
+                CHECK(oc_plan_head(bs, OC_PLAN_DECODER, l, h)->kind == oc_plan_head(plan, OC_PLAN_DECODER, l, h)->kind);
+        CHECK(bs->stacks[OC_PLAN_DECODER].kv_budget_tokens[0] == OC_PLAN_KV_FULL && bs->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[0] == 0 &&
+              bs->stacks[OC_PLAN_DECODER].n_lazy_groups == 0);
+        CHECK(oc_calib_candidate(c, OC_CALIB_QCACHE, 0, qc, label, sizeof label, &e) == OC_OK);   /* epsilon 0.1 */
+        CHECK(qc->stacks[OC_PLAN_DECODER].n_lazy_groups == 1 && qc->stacks[OC_PLAN_DECODER].lazy_groups[0].first_layer == 0 &&
+              qc->stacks[OC_PLAN_DECODER].lazy_groups[0].last_layer == 1);
+        CHECK(oc_calib_candidate(c, OC_CALIB_BLINDSIGHT, OC_CALIB_BS_SWEEP, bs, label, sizeof label, &e) == OC_ERR_INVALID);
+        CHECK(oc_calib_candidate(c, OC_CALIB_MMINFERENCE, 0, bs, label, sizeof label, &e) == OC_ERR_INVALID);
+        oc_plan_free(bs);
+        oc_plan_free(qc);
+    }
+    CHECK(oc_calib_js_mean(c, 0) < 1e-9 && oc_calib_js_mean(c, 0) >= 0.0 && oc_calib_js_mean(c, SL - 1) < 0.0);
     oc_calib_close(c);
     CHECK(ca.n_live == 0);
     /* out of memory at open, at each allocation (the block, then the pool's): a status, nothing leaked */

@@ -35,8 +35,8 @@ static void test_val_seed_disjoint(void) {
 }
 
 static void test_budget_rule(void) {
-    oc_calib_val d = { 100, 90, 10.0, 0.0 };
-    oc_calib_val v = { 100, 89, 10.0, 0.3 };
+    oc_calib_val d = { 100, 90, 10.0, 0.0, 0.0 };
+    oc_calib_val v = { 100, 89, 10.0, 0.3, 0.0 };
     CHECK(oc_calib_within_budget(&d, &v, 1.0));    /* -1 point: on the budget */
     v.n_correct = 88;
     CHECK(!oc_calib_within_budget(&d, &v, 1.0));   /* -2 points */

@@ -148,6 +148,8 @@ if [ -z "$bad_plans" ]; then pass example_plans_load; else fail example_plans_lo
 if [ $emu = 1 ]; then
   skip calibrate_budget_cli "under an emulator; the native configurations run it"
   skip calibrate_budget_long_suite "under an emulator; the native configurations run it"
+  skip calibrate_greedy_cli "under an emulator; the native configurations run it"
+  skip calibrate_greedy_candidate_file "under an emulator; the native configurations run it"
 else
   out=$(run_target $bin calibrate --suite demo --items 2 -t 2 --methods blindsight --val-items 4 --max-loss 100 \
         -o "$tmp_dir/b.plan" 2>&1); rc=$?
@@ -160,6 +162,41 @@ else
     pass calibrate_budget_cli
   else
     fail calibrate_budget_cli "exit statuses $rc and $rc2 (want 0 and 2), validation seed '$vs': $out"
+  fi
+  # --search greedy: every candidate validated and listed, the picks combined, the pictures beside the report
+  out=$(run_target $bin calibrate --suite demo --items 4 -t 2 --methods blindsight,qcache --val-items 4 --search greedy \
+        -o "$tmp_dir/g.plan" --report "$tmp_dir/g.txt" 2>&1); rc=$?
+  run_target $bin calibrate --suite demo --items 1 --search greedy -o "$tmp_dir/x.plan" 2>"$tmp_dir/err" >/dev/null; rc2=$?
+  n_bs=$(grep -c '^blindsight ' "$tmp_dir/g.txt" 2>/dev/null); n_qc=$(grep -c '^qcache ' "$tmp_dir/g.txt" 2>/dev/null)
+  if [ "$rc" -eq 0 ] && printf '%s\n' "$out" | grep -q '^greedy: [0-9]*/4 right' && [ "$n_bs" -eq 6 ] && [ "$n_qc" -eq 4 ] &&
+     grep -q '^## Frontier' "$tmp_dir/g.txt" && grep -q '^## Greedy combination' "$tmp_dir/g.txt" &&
+     grep -q 'budget=max_loss=1:val_items=4:val_seed=[0-9]*:search=greedy:kept=' "$tmp_dir/g.plan" &&
+     grep -q '^# Greedy combined plan' "$tmp_dir/g.plan" && run_target $bin plan "$tmp_dir/g.plan" >/dev/null 2>&1 &&
+     head -c 4 "$tmp_dir/g.txt.frontier.svg" | grep -q '<svg' && ! grep -q -i nan "$tmp_dir/g.txt.frontier.svg" &&
+     grep -q '</svg>' "$tmp_dir/g.txt.frontier.svg" && grep -q '</svg>' "$tmp_dir/g.txt.qcache.svg" &&
+     grep -q -e '^no lazy group: ' -e '^pairs below epsilon' "$tmp_dir/g.txt" &&
+     [ "$rc2" -eq 2 ] && grep -q 'needs --val-items' "$tmp_dir/err" && [ "$(grep -c . "$tmp_dir/err")" -eq 1 ]; then
+    pass calibrate_greedy_cli
+  else
+    fail calibrate_greedy_cli "exit statuses $rc and $rc2 (want 0 and 2), $n_bs and $n_qc candidates listed (want 6, 4): $out"
+  fi
+  # --candidate METHOD=FILE: a plan file joins its method's candidates; only with --search greedy
+  out=$(run_target $bin calibrate --suite demo --items 2 -t 2 --methods qcache --val-items 2 --search greedy \
+        --candidate mminference=examples/plans/demo-mminference.plan -o "$tmp_dir/gc.plan" --report "$tmp_dir/gc.txt" 2>&1); rc=$?
+  run_target $bin calibrate --suite demo --items 1 --candidate mminference=examples/plans/demo-mminference.plan \
+      -o "$tmp_dir/x.plan" 2>"$tmp_dir/err" >/dev/null; rc2=$?
+  run_target $bin calibrate --suite demo --items 1 --search greedy --val-items 1 --candidate sparsemm,zipvl=examples/plans/demo-mminference.plan \
+      -o "$tmp_dir/x.plan" 2>"$tmp_dir/err3" >/dev/null; rc3=$?
+  # a plan for another model is refused before the calibration runs
+  run_target $bin calibrate --suite demo --items 1 --search greedy --val-items 1 \
+      --candidate blindsight=examples/plans/qwen2vl-2b-example.plan -o "$tmp_dir/x.plan" 2>"$tmp_dir/err4" >/dev/null; rc4=$?
+  if [ "$rc" -eq 0 ] && grep -q '^mminference  *demo-mminference.plan ' "$tmp_dir/gc.txt" &&
+     [ "$rc4" -eq 1 ] && grep -q -- '--candidate: plan is for 28 decoder layers' "$tmp_dir/err4" && ! grep -q 'prompts' "$tmp_dir/err4" &&
+     [ "$rc2" -eq 2 ] && grep -q 'is for --search greedy' "$tmp_dir/err" &&
+     [ "$rc3" -eq 2 ] && [ "$(grep -c . "$tmp_dir/err3")" -eq 1 ] && grep -q 'bad value for --candidate' "$tmp_dir/err3"; then
+    pass calibrate_greedy_candidate_file
+  else
+    fail calibrate_greedy_candidate_file "exit statuses $rc, $rc2, $rc3, $rc4 (want 0, 2, 2, 1): $out"
   fi
   # the long suite's validation scenes (the demo model answers few of them; the path is what is tested)
   out=$(run_target $bin calibrate --data "$tmp_dir/long" --max-images 8 --side 448 --methods blindsight -t 2 \

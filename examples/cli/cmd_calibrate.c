@@ -10,6 +10,7 @@
 #include "port.h"
 #include "tools/calib.h"
 #include "tools/calib_budget.h"
+#include "tools/calib_frontier.h"
 #include "tools/calib_scenes.h"
 #include "tools/scene_eval.h"
 
@@ -73,9 +74,16 @@ static void usage(FILE *f) {
             "  the plan is within it (docs/sparsity-findings.md: the long model's losses sit in a few layers);\n"
             "  --backoff heads then gives each backed-off layer's heads (patterns, kv budgets, tau) back one by\n"
             "  one where the plan stays within (one validation each; default --backoff layers)\n"
+            "  --search backoff|greedy (ours; default backoff: the above): greedy instead validates every candidate\n"
+            "  the papers' algorithms give for each method (BlindSight alpha schedules, SparseMM budgets,\n"
+            "  ZipVL tau, MMInference heads by NMSE, Q-Cache epsilon, vision NMSE), picks per method the one\n"
+            "  that saves most within the budget, and adds the picks in order of saving per point of loss,\n"
+            "  each validated with the others on; --report R then lists the frontier and draws it in\n"
+            "  R.frontier.svg (and Q-Cache's divergences in R.qcache.svg); --candidate METHOD=FILE (repeatable)\n"
+            "  adds a plan file to METHOD's candidates (e.g. MMInference at other --mminf-scale values)\n"
             "Memory, allocated before the first prompt and printed: the model context (as `ocellus ask`,\n"
             "  plus f32 copies of one layer's KV cache and one batch of queries) and the statistics: about\n"
-            "  90 bytes per context token, 32 per context token and decoder query head, 220 per decoder\n"
+            "  90 bytes per context token, 32 per context token and decoder query head, 340 per decoder\n"
             "  head, 8 per vision patch, 40 per vision head. Never an N x N attention matrix: statistics\n"
             "  are reduced over tiles of 64 keys, with a second pass over the tiles where a softmax\n"
             "  normaliser is needed.\n", OC_CALIB_ZIPVL_MAX_NMSE);
@@ -135,6 +143,23 @@ static int parse_methods(const char *s, unsigned *out) {
     }
     *out = m;
     return m != 0;
+}
+
+/* --candidate METHOD=FILE: one method's name, and a plan file that can be opened. */
+static int parse_candidate(const char *s, unsigned *method, const char **path) {
+    const char *eq = strchr(s, '=');
+    char name[16];
+    if (!eq || eq == s || (size_t)(eq - s) >= sizeof name || !eq[1]) return 0;
+    memcpy(name, s, (size_t)(eq - s));
+    name[eq - s] = '\0';
+    unsigned m;
+    if (!parse_methods(name, &m) || (m & (m - 1))) return 0;   /* exactly one method */
+    FILE *f = fopen(eq + 1, "rb");
+    if (!f) return 0;
+    fclose(f);
+    *method = m;
+    *path = eq + 1;
+    return 1;
 }
 
 static int parse_double(const char *s, double lo, double hi, double *out) {
@@ -256,6 +281,63 @@ static void calibration_text(char *buf, size_t n_bytes, const oc_calib_params *c
     }
 }
 
+/* --search greedy: what the combined plan holds and why, as comment lines after the plan (ours). */
+static int greedy_comments(const char *path, const oc_calib_frontier *fr) {
+    FILE *f = fopen(path, "a");
+    if (!f) return 0;
+    const oc_calib_val *d = &fr->dense;
+    fprintf(f, "# Greedy combined plan (ocellus calibrate --search greedy; ours, not a paper's): the papers' algorithms\n"
+               "# gave %d candidates; each was validated alone on %lld items (dense: %lld right), each method's pick is\n"
+               "# the one that saves most within %g points, and the picks were added in order of saving per point\n"
+               "# of loss, each validated with the ones before it:\n",
+            (int)fr->n_cand, (long long)d->n_items, (long long)d->n_correct, fr->max_loss_points);
+    for (int32_t i = 0; i < fr->n_steps; i++) {
+        const oc_calib_greedy_step *s = &fr->step[i];
+        const oc_calib_cand *c = &fr->cand[s->cand];
+        const char *name = oc_calib_method_name(c->method);
+        if (s->conflict) {
+            fprintf(f, "#   %d. %s %s (alone %lld right, saving %.1f, %.1f per point): not tried, the head patterns are "
+                       "taken\n", (int)i + 1, name, c->label, (long long)c->val.n_correct, c->saving_points, s->ratio);
+            continue;
+        }
+        fprintf(f, "#   %d. %s %s (alone %lld right, saving %.1f, %.1f per point): with the others %lld right: %s\n",
+                (int)i + 1, name, c->label, (long long)c->val.n_correct, c->saving_points, s->ratio,
+                (long long)s->val.n_correct, s->kept ? "kept" : "dropped, over the budget");
+    }
+    if (!fr->n_steps) fprintf(f, "#   no candidate saved anything within the budget: the plan is dense attention\n");
+    fprintf(f, "# Result on the validation items: %lld of %lld right, %.1f%% of attention FLOPs skipped, KV %.1f%% of dense.\n",
+            (long long)fr->final.n_correct, (long long)fr->final.n_items, 100.0 * fr->final.prefill_skipped,
+            d->kv_bytes > 0 ? 100.0 * fr->final.kv_bytes / d->kv_bytes : 100.0);
+    return fclose(f) == 0;
+}
+
+/* Beside the report R: R.frontier.svg (--search greedy) and R.qcache.svg (Q-Cache calibrated). */
+static int report_pictures(const char *report_path, oc_calib *c, const oc_calib_params *cp, const oc_calib_frontier *fr,
+                           const char *model_name) {
+    char path[4096], title[256];
+    if (fr) {
+        snprintf(path, sizeof path, "%s.frontier.svg", report_path);
+        snprintf(title, sizeof title, "ocellus calibrate: every candidate on %lld validation items (%s)",
+                 (long long)fr->dense.n_items, model_name);
+        FILE *f = fopen(path, "w");
+        int bad = !f || oc_calib_frontier_svg(fr, title, f) != 0;
+        if (f && fclose(f)) bad = 1;
+        if (bad) { fprintf(stderr, "ocellus calibrate: cannot write %s\n", path); return 0; }
+    }
+    if ((cp->methods & OC_CALIB_QCACHE) && oc_calib_js_mean(c, 0) >= 0.0) {
+        double s[OC_PLAN_MAX_LAYERS];
+        int32_t L = 0;
+        while (L + 1 < OC_PLAN_MAX_LAYERS && oc_calib_js_mean(c, L) >= 0.0) { s[L] = oc_calib_js_mean(c, L); L++; }
+        snprintf(path, sizeof path, "%s.qcache.svg", report_path);
+        snprintf(title, sizeof title, "Q-Cache: JS divergence of adjacent layers (%s)", model_name);
+        FILE *f = fopen(path, "w");
+        int bad = !f || oc_calib_js_svg(s, L + 1, cp->qc_epsilon, title, f) != 0;
+        if (f && fclose(f)) bad = 1;
+        if (bad) { fprintf(stderr, "ocellus calibrate: cannot write %s\n", path); return 0; }
+    }
+    return 1;
+}
+
 int oc_tool_calibrate(int argc, char **argv) {
     const char *text_path = NULL, *mmproj_path = NULL, *out_path = NULL, *report_path = NULL, *suite = NULL;
     const char *data_dir = NULL;
@@ -270,6 +352,11 @@ int oc_tool_calibrate(int argc, char **argv) {
     double max_loss = 1.0;    /* --max-loss: points (and % of dense's mean margin) the plan may lose */
     const char *val_suite = NULL;   /* --val-suite demo|long: the validation scenes */
     int backoff_heads = 0;    /* --backoff heads: then the budget's head phase (calib_budget.h) */
+    const char *backoff_given = NULL;
+    int search_greedy = 0;    /* --search greedy: the frontier and the greedy combination (calib_frontier.h) */
+    unsigned extra_method[16];   /* --candidate METHOD=FILE, in the order given */
+    const char *extra_path[16];
+    int n_extra = 0;
     const char *suite_only = NULL;   /* an option the synthetic suite reads and --data does not */
     char methods_buf[64];
     for (int i = 1; i < argc; i++) {
@@ -303,7 +390,11 @@ int oc_tool_calibrate(int argc, char **argv) {
         else if (!strcmp(a, "--max-group")) ok = oc_tool_parse_ll(v, 2, OC_PLAN_MAX_LAYERS, &ll) && (cp.qc_max_group = (int32_t)ll, 1);
         else if (!strcmp(a, "--val-items")) ok = oc_tool_parse_ll(v, 0, 1000000, &ll) && (val_items = ll, 1);
         else if (!strcmp(a, "--max-loss")) ok = parse_double(v, 0, 100, &max_loss);
-        else if (!strcmp(a, "--backoff")) ok = (!strcmp(v, "layers") || !strcmp(v, "heads")) && ((backoff_heads = !strcmp(v, "heads")), 1);
+        else if (!strcmp(a, "--backoff"))
+            ok = (!strcmp(v, "layers") || !strcmp(v, "heads")) && ((backoff_heads = !strcmp(v, "heads")), 1) && (backoff_given = a);
+        else if (!strcmp(a, "--candidate"))
+            ok = n_extra < 16 && parse_candidate(v, &extra_method[n_extra], &extra_path[n_extra]) && (n_extra++, 1);
+        else if (!strcmp(a, "--search")) ok = (!strcmp(v, "backoff") || !strcmp(v, "greedy")) && ((search_greedy = !strcmp(v, "greedy")), 1);
         else if (!strcmp(a, "--val-suite")) ok = (!strcmp(v, "demo") || !strcmp(v, "long")) && (val_suite = v);
         else if (!strcmp(a, "--kv-budget")) {
             if (strchr(v, '.')) ok = parse_double(v, 1e-6, 1, &cp.kv_budget_fraction) && (cp.kv_budget_tokens = 0, 1);
@@ -324,6 +415,18 @@ int oc_tool_calibrate(int argc, char **argv) {
     if ((cp.methods & OC_CALIB_BLINDSIGHT) && (cp.methods & OC_CALIB_MMINFERENCE)) {
         fprintf(stderr, "ocellus calibrate: blindsight and mminference both choose the decoder's head patterns: "
                         "ask for one of them\n");
+        return 2;
+    }
+    if (search_greedy && !val_items) {
+        fprintf(stderr, "ocellus calibrate: --search greedy needs --val-items N (the candidates are chosen on answers)\n");
+        return 2;
+    }
+    if (n_extra && !search_greedy) {
+        fprintf(stderr, "ocellus calibrate: --candidate is for --search greedy (the candidates it validates)\n");
+        return 2;
+    }
+    if (search_greedy && backoff_given) {
+        fprintf(stderr, "ocellus calibrate: --backoff is for --search backoff (greedy keeps only what validated)\n");
         return 2;
     }
     if (val_items && data_dir && !val_suite) {
@@ -365,6 +468,9 @@ int oc_tool_calibrate(int argc, char **argv) {
     oc_context *ctx = NULL;
     oc_calib *c = NULL;
     oc_plan *plan = NULL;
+    oc_plan *cand_plans[OC_CALIB_FRONTIER_MAX_CAND] = { NULL };   /* --search greedy's candidates */
+    int32_t n_cand_plans = 0;
+    oc_calib_frontier *fr = NULL;
     int rc = 1;
     if (oc_model_open(&model, text_path, mmproj_path, NULL, &e)) {
         fprintf(stderr, "ocellus calibrate: %s\n", e.message);
@@ -373,6 +479,17 @@ int oc_tool_calibrate(int argc, char **argv) {
     oc_model_info mi;
     oc_model_get_info(model, &mi);
     oc_plan_shape shape = { mi.n_layers, mi.n_head, mi.n_head_kv, mi.head_dim };
+    oc_plan_shape mvshape = { 0, 0, 0, 0 };   /* the model's vision encoder, whatever is calibrated */
+    if (mi.has_vision && mi.vision_heads > 0)
+        mvshape = (oc_plan_shape){ mi.vision_layers, mi.vision_heads, mi.vision_heads, mi.vision_hidden / mi.vision_heads };
+    for (int i = 0; i < n_extra; i++) {   /* --candidate plans: read and checked before the calibration */
+        oc_plan_model_shape ms = { shape, mvshape };
+        if (oc_plan_load_file(&cand_plans[n_cand_plans], extra_path[i], NULL, &e) ||
+            (n_cand_plans++, oc_plan_check_fits(cand_plans[n_cand_plans - 1], &ms, &e))) {
+            fprintf(stderr, "ocellus calibrate: --candidate: %s\n", e.message);
+            goto done;
+        }
+    }
     oc_context_params ctxp;
     oc_context_params_default(&ctxp);
     oc_scene_eval_context_params(&ctxp, sp.max_images, sp.side_px);
@@ -464,12 +581,48 @@ int oc_tool_calibrate(int argc, char **argv) {
         oc_calib_budget_params bp = { max_loss, val_items, val_seed, val_long, sp.min_images, sp.max_images, sp.side_px,
                                       backoff_heads,
                                       (int)n_threads, tmp_path, stdout };
-        oc_status bst = oc_calib_budget(model, plan, &bp, &bres, &e);
+        oc_status bst;
+        if (search_greedy) {   /* the frontier, then the greedy combination (calib_frontier.h; ours) */
+            bst = (fr = calloc(1, sizeof *fr)) ? OC_OK : oc_fail(&e, OC_ERR_NOMEM, "out of memory for the frontier");
+            static const unsigned order[] = { OC_CALIB_BLINDSIGHT, OC_CALIB_MMINFERENCE, OC_CALIB_SPARSEMM, OC_CALIB_ZIPVL,
+                                              OC_CALIB_QCACHE, OC_CALIB_VISION };
+            for (size_t m = 0; m < sizeof order / sizeof order[0] && !bst; m++)
+                for (int32_t k = 0; k < oc_calib_n_candidates(c, order[m]) && !bst; k++) {
+                    char label[OC_CALIB_FRONTIER_LABEL_BYTES];
+                    if (n_cand_plans >= OC_CALIB_FRONTIER_MAX_CAND) break;
+                    if ((bst = oc_plan_create(&cand_plans[n_cand_plans], &shape, &vshape, NULL, &e))) break;
+                    oc_plan *cp_k = cand_plans[n_cand_plans++];
+                    if (!(bst = oc_calib_candidate(c, order[m], k, cp_k, label, sizeof label, &e)))
+                        oc_calib_frontier_add(fr, order[m], label, cp_k);
+                }
+            /* --candidate plans (cand_plans[0 .. n_extra), read at the start): listed under their
+             * method, validated like the generated ones */
+            for (int i = 0; i < n_extra && !bst; i++)
+                oc_calib_frontier_add(fr, extra_method[i], base_name(extra_path[i]), cand_plans[i]);
+            oc_plan *dense = NULL;   /* the combination starts from dense attention, over every stack a candidate may set */
+            if (!bst && !(bst = oc_plan_create(&dense, &shape, mvshape.n_layers ? &mvshape : NULL, NULL, &e))) {
+                dense->sink_fraction_ppm = plan->sink_fraction_ppm;
+                dense->kv_window_tokens = plan->kv_window_tokens;
+                oc_plan_free(plan);
+                plan = dense;
+                bst = oc_calib_frontier_run(model, &bp, fr, plan, &e);
+            }
+        } else {
+            bst = oc_calib_budget(model, plan, &bp, &bres, &e);
+        }
         remove(tmp_path);
         if (bst) {
             fprintf(stderr, "ocellus calibrate: budget: %s\n", e.message);
             goto done;
         }
+        if (search_greedy) {
+            int32_t n_kept = 0;
+            printf("greedy: %lld/%lld right against dense's %lld (%d candidates, %d validations); kept:", (long long)fr->final.n_correct,
+                   (long long)fr->final.n_items, (long long)fr->dense.n_correct, (int)fr->n_cand, (int)fr->n_validations);
+            for (int32_t i = 0; i < fr->n_steps; i++)
+                if (fr->step[i].kept) printf("%s %s", n_kept++ ? "," : "", fr->cand[fr->step[i].cand].label);
+            printf("%s\n", n_kept ? "" : " nothing (dense attention: no candidate saves within the budget)");
+        } else {
         printf("budget: %s: %lld/%lld right against dense's %lld, %d layer%s backed off to dense", 
                oc_calib_within_budget(&bres.dense, &bres.final, max_loss) ? "within" : "OVER (the vision stack is not backed off)",
                (long long)bres.final.n_correct, (long long)bres.final.n_items, (long long)bres.dense.n_correct,
@@ -477,9 +630,23 @@ int oc_tool_calibrate(int argc, char **argv) {
         for (int32_t i = 0; i < bres.n_backed_off; i++) printf("%s%d", i ? "," : " (", (int)bres.backed_off[i]);
         printf("%s, %d head%s given back, %d validations\n", bres.n_backed_off ? ")" : "", (int)bres.n_restored,
                bres.n_restored == 1 ? "" : "s", (int)bres.n_validations);
+        }
     }
     calibration_text(plan->calibration, sizeof plan->calibration, &cp, &sp, data_dir, text_path, hash, methods);
-    if (val_items) {
+    if (val_items && search_greedy) {
+        char v[300];
+        int n = snprintf(v, sizeof v, "max_loss=%g:val_items=%lld:val_seed=%llu:search=greedy:kept=", max_loss, val_items,
+                         (unsigned long long)val_seed);
+        int n_kept = 0;
+        for (int32_t i = 0; i < fr->n_steps && n > 0 && (size_t)n < sizeof v; i++) {
+            const oc_calib_cand *k = &fr->cand[fr->step[i].cand];
+            if (fr->step[i].kept)   /* method:knob (add_word turns the label's spaces into '_') */
+                n += snprintf(v + n, sizeof v - (size_t)n, "%s%s:%s", n_kept++ ? "," : "", oc_calib_method_name(k->method),
+                              k->label);
+        }
+        if (!n_kept && n > 0 && (size_t)n < sizeof v) snprintf(v + n, sizeof v - (size_t)n, "none");
+        add_word(plan->calibration, sizeof plan->calibration, "budget", v);
+    } else if (val_items) {
         char v[160];
         int n = snprintf(v, sizeof v, "max_loss=%g:val_items=%lld:val_seed=%llu:backoff=%s:backed_off_layers=", max_loss,
                          val_items, (unsigned long long)val_seed, backoff_heads ? "heads" : "layers");
@@ -492,6 +659,10 @@ int oc_tool_calibrate(int argc, char **argv) {
         fprintf(stderr, "ocellus calibrate: %s\n", e.message);
         goto done;
     }
+    if (fr && !greedy_comments(out_path, fr)) {
+        fprintf(stderr, "ocellus calibrate: cannot append to %s: %s\n", out_path, strerror(errno));
+        goto done;
+    }
     if (report_path) {
         FILE *f = fopen(report_path, "w");
         if (!f) {
@@ -501,7 +672,9 @@ int oc_tool_calibrate(int argc, char **argv) {
         fprintf(f, "# model %s fnv1a64=%016llx, %lld of %lld answers right, %.1f s\n", text_path,
                 (unsigned long long)hash, (long long)n_right, (long long)sp.n_items, seconds);
         oc_calib_report(c, f);
+        if (fr) oc_calib_frontier_report(fr, f);
         if (fclose(f)) { fprintf(stderr, "ocellus calibrate: cannot write %s\n", report_path); goto done; }
+        if (!report_pictures(report_path, c, &cp, fr, base_name(text_path))) goto done;
     }
     oc_plan_stats st;
     oc_plan_stats_get(plan, OC_PLAN_DECODER, &st);
@@ -510,7 +683,7 @@ int oc_tool_calibrate(int argc, char **argv) {
            out_path, (long long)sp.n_items, (double)ui.tokens / (double)sp.n_items, (long long)n_right, seconds,
            (int)st.n_sparse, (int)st.n_heads, (int)st.n_budgeted_kv_heads,
            (int)plan->stacks[OC_PLAN_DECODER].n_lazy_groups);
-    if (cp.methods & OC_CALIB_ZIPVL) {   /* the output check (ours): which layers it left dense, and why */
+    if ((cp.methods & OC_CALIB_ZIPVL) && !search_greedy) {   /* the output check (ours): which layers it left dense, and why */
         const oc_stack_plan *d = &plan->stacks[OC_PLAN_DECODER];
         int n_dense = 0;
         for (int32_t l = 0; l < d->shape.n_layers; l++) {
@@ -528,6 +701,8 @@ int oc_tool_calibrate(int argc, char **argv) {
     }
     rc = 0;
 done:
+    for (int32_t i = 0; i < n_cand_plans; i++) oc_plan_free(cand_plans[i]);
+    free(fr);
     oc_plan_free(plan);
     oc_context_close(ctx);
     oc_calib_close(c);

@@ -235,6 +235,7 @@ enum {
  * the images need dense, else the cheapest candidate that more than gamma_s of the images accept
  * (an image accepts its choice and the costlier candidates). */
 #define OC_CALIB_VISION_N_CAND 3
+#define OC_CALIB_BS_SWEEP 6          /* BlindSight alpha schedules the frontier tries (calib_run.c) */
 
 typedef struct oc_calib_params {
     unsigned methods;                      /* OC_CALIB_* bits */
@@ -294,6 +295,22 @@ int64_t oc_calib_n_scored_tokens(const oc_calib *c);
  * the tau calibration picks for it (negative: no prompt measured). A layer above the params'
  * zipvl_max_nmse gets no zipvl-tau line, nor does a lazy group holding such a layer. */
 double oc_calib_zipvl_nmse(const oc_calib *c, int32_t layer);
+/* The frontier's candidates (ours; calib_frontier.h): for one method (an OC_CALIB_* bit), the
+ * number of candidates this run can generate (0: the method was not calibrated or saw nothing),
+ * and candidate k's sections written into plan (fresh from oc_plan_create: every other section
+ * stays dense), with a label such as "alpha 0.2" or "budget 0.25x" (x the mean prompt). The
+ * papers' algorithms generate them; what is swept is ours: BlindSight Alg. 1-2 at six alpha
+ * schedules (votes kept per schedule during the run); SparseMM Eq. 5-9 at 0.75, 0.5, 0.25, 0.1 of the mean prompt per kv head; ZipVL at tau
+ * 0.99, 0.975, 0.95, 0.9 on the layers its output check keeps; MMInference's Alg. 4 choice on the
+ * heads whose best mean NMSE is <= 0.01, 0.03, 0.1, or all (Table 3's scale needs a calibration
+ * run each: --mminf-scale); Q-Cache Eq. 4 at epsilon 0.1, 0.25, 0.5, 0.75; the vision encoder's
+ * heads the cheapest candidate of mean NMSE <= 0.01, 0.03, 0.1, 0.3.
+ * [alloc: no] [errors: OC_ERR_INVALID (no such candidate, shapes), oc_plan_add_lazy_group's] */
+int32_t oc_calib_n_candidates(const oc_calib *c, unsigned method);
+oc_status oc_calib_candidate(const oc_calib *c, unsigned method, int32_t k, oc_plan *plan, char *label,
+                             size_t label_bytes, oc_error *err);
+/* Q-Cache's mean S(l, l+1) in bits (Eq. 3), or -1 when not measured. */
+double oc_calib_js_mean(const oc_calib *c, int32_t l);
 /* Drop methods from the run's set before oc_calib_to_plan (e.g. SparseMM when nothing was scored). */
 void oc_calib_drop_methods(oc_calib *c, unsigned methods);
 

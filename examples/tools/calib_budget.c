@@ -120,16 +120,17 @@ static oc_status validate_long(oc_context *ctx, const oc_calib_budget_params *p,
         margin += first_token_margin(ctx);
         kept += s.attn_prefill_flops_kept;
         skipped += s.attn_prefill_flops_skipped;
+        out->kv_bytes += (double)s.kv_bytes;
     }
     free(rgb);
     out->mean_margin = out->n_items ? margin / (double)out->n_items : 0.0;
+    if (out->n_items) out->kv_bytes /= (double)out->n_items;
     out->prefill_skipped = kept + skipped ? (double)skipped / (double)(kept + skipped) : 0.0;
     return st;
 }
 
-/* Validates plan (NULL: dense) on p's items. */
-static oc_status validate(oc_model *model, const oc_plan *plan, const oc_calib_budget_params *p, oc_calib_val *out,
-                          oc_error *err) {
+oc_status oc_calib_validate(oc_model *model, const oc_plan *plan, const oc_calib_budget_params *p, oc_calib_val *out,
+                            oc_error *err) {
     memset(out, 0, sizeof *out);
     oc_status st;
     if (plan && (st = oc_plan_write_file(plan, p->tmp_plan_path, err))) return st;
@@ -172,6 +173,7 @@ static oc_status validate(oc_model *model, const oc_plan *plan, const oc_calib_b
     out->n_items = r.n_items;
     out->n_correct = r.n_correct;
     out->mean_margin = r.n_items ? m.sum / (double)r.n_items : 0.0;
+    out->kv_bytes = r.n_items ? r.kv_bytes_sum / (double)r.n_items : 0.0;
     uint64_t all = r.attn_flops_kept + r.attn_flops_skipped;
     out->prefill_skipped = all ? (double)r.attn_flops_skipped / (double)all : 0.0;
     return OC_OK;
@@ -279,9 +281,9 @@ oc_status oc_calib_budget(oc_model *model, oc_plan *plan, const oc_calib_budget_
     int32_t L = d->shape.n_layers;
     if (L < 1 || L > OC_PLAN_MAX_LAYERS) return oc_fail(err, OC_ERR_INVALID, "calibrate budget: %d decoder layers", (int)L);
     oc_status st;
-    if ((st = validate(model, NULL, p, &out->dense, err))) return st;
+    if ((st = oc_calib_validate(model, NULL, p, &out->dense, err))) return st;
     log_val(p, "dense", &out->dense, NULL);
-    if ((st = validate(model, plan, p, &out->calibrated, err))) return st;
+    if ((st = oc_calib_validate(model, plan, p, &out->calibrated, err))) return st;
     out->n_validations = 2;
     log_val(p, "calibrated plan", &out->calibrated, &out->dense);
     out->final = out->calibrated;
@@ -299,7 +301,7 @@ oc_status oc_calib_budget(oc_model *model, oc_plan *plan, const oc_calib_budget_
         keep[l] = 1;
         apply(d, &s, keep, NULL);
         oc_calib_val v;
-        if ((st = validate(model, plan, p, &v, err))) break;
+        if ((st = oc_calib_validate(model, plan, p, &v, err))) break;
         out->n_validations++;
         out->solo_loss_points[l] = v.n_items ? 100.0 * ((double)out->dense.n_correct - (double)v.n_correct) / (double)v.n_items : 0.0;
         margin_loss[l] = out->dense.mean_margin - v.mean_margin;
@@ -325,7 +327,7 @@ oc_status oc_calib_budget(oc_model *model, oc_plan *plan, const oc_calib_budget_
         apply(d, &s, keep, NULL);
         /* with every decoder layer dense the decoder is dense attention; only a calibrated vision
          * stack can then still lose (it is not backed off: calib_budget.h) */
-        if ((st = validate(model, plan, p, &out->final, err))) break;
+        if ((st = oc_calib_validate(model, plan, p, &out->final, err))) break;
         out->n_validations++;
         char what[48];
         snprintf(what, sizeof what, "layer %d dense", (int)order[i]);
@@ -346,7 +348,7 @@ oc_status oc_calib_budget(oc_model *model, oc_plan *plan, const oc_calib_budget_
                 unit[(size_t)l * (size_t)U + (size_t)j] = 1;
                 apply(d, &s, keep, unit);
                 oc_calib_val v;
-                if ((st = validate(model, plan, p, &v, err))) break;
+                if ((st = oc_calib_validate(model, plan, p, &v, err))) break;
                 out->n_validations++;
                 int ok = oc_calib_within_budget(&out->dense, &v, p->max_loss_points);
                 char what[48];

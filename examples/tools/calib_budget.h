@@ -53,8 +53,15 @@ typedef struct oc_calib_budget_params {
 typedef struct oc_calib_val {
     int64_t n_items, n_correct;
     double mean_margin;          /* first answer token, logits */
-    double prefill_skipped;      /* attention FLOPs skipped, fraction of all */
+    double prefill_skipped;      /* attention FLOPs skipped, fraction of all (demo suite: vision and
+                                  * decoder; long suite: the decoder's prefill) */
+    double kv_bytes;             /* mean KV cache bytes held at the end of an item (oc_stats.kv_bytes) */
 } oc_calib_val;
+
+/* Validates plan (NULL: dense attention) on p's items: one eval run of p->n_items.
+ * [errors: plan file, context and oc_ask errors] */
+oc_status oc_calib_validate(oc_model *model, const oc_plan *plan, const oc_calib_budget_params *p, oc_calib_val *out,
+                            oc_error *err);
 
 typedef struct oc_calib_budget_result {
     oc_calib_val dense, calibrated, final;

@@ -43,6 +43,8 @@ struct oc_calib {
     double *item_err, *item_ref;     /* [L][H][3], [L][H] for this item */
     double *nmse_sum;                /* [L][H][3] over items, for the report */
     int32_t *votes;                  /* [L][H][OC_PATTERN_COUNT] */
+    int32_t *sweep_votes;            /* [OC_CALIB_BS_SWEEP][L][H][OC_PATTERN_COUNT]: the frontier's
+                                        alpha schedules (oc_calib_candidate) */
     /* SparseMM */
     double *row_hits;                /* [MAX_ANSWER_ROWS][L][H] for this item */
     double *head_scores;             /* [L][H], summed over right answers' tokens */
@@ -146,6 +148,7 @@ static size_t layout_block(oc_calib *c, char *base) {
     PART(item_ref, LH * sizeof(double));
     PART(nmse_sum, LH * 3 * sizeof(double));
     PART(votes, LH * OC_PATTERN_COUNT * sizeof(int32_t));
+    PART(sweep_votes, (size_t)OC_CALIB_BS_SWEEP * LH * OC_PATTERN_COUNT * sizeof(int32_t));
     PART(row_hits, (size_t)MAX_ANSWER_ROWS * LH * sizeof(double));
     PART(head_scores, LH * sizeof(double));
     PART(last_probs, 2 * T * sizeof(double));
@@ -638,6 +641,14 @@ void oc_calib_observe(void *user, const struct oc_attn_view *v) {
     }
 }
 
+/* The frontier's BlindSight alpha schedules (alpha, end; end > 0: the Linear alpha_layer scheme of
+ * Sec. 5 / App. D.1.2), mildest first: the paper's fixed 0.1 for Qwen (Sec. 4.1) with two milder
+ * and two more aggressive constants, and the Linear 0.005-0.195 of the shipped long plan. The set
+ * of schedules is ours; each is run through Alg. 1 and Alg. 2 as written. */
+static const double bs_sweep[OC_CALIB_BS_SWEEP][2] = {
+    { 0.025, 0.0 }, { 0.05, 0.0 }, { 0.1, 0.0 }, { 0.005, 0.195 }, { 0.2, 0.0 }, { 0.4, 0.0 },
+};
+
 void oc_calib_item_end(oc_calib *c, int answer_right, int32_t n_answer_tokens) {
     size_t LH = (size_t)c->L * (size_t)c->H;
     if (!c->tokens_ready) return;   /* the forward never ran */
@@ -648,6 +659,13 @@ void oc_calib_item_end(oc_calib *c, int answer_right, int32_t n_answer_tokens) {
             double alpha = oc_calib_bs_alpha(&c->p, (int32_t)(lh / (size_t)c->H), c->L);
             oc_pattern_kind k = oc_calib_bs_choose(c->item_err + lh * 3, c->item_ref[lh], alpha);
             c->votes[lh * OC_PATTERN_COUNT + k]++;
+            for (int32_t w = 0; w < OC_CALIB_BS_SWEEP; w++) {   /* the frontier's schedules: the same errors */
+                double a = bs_sweep[w][1] > 0.0 ? bs_sweep[w][0] + (bs_sweep[w][1] - bs_sweep[w][0]) *
+                                                                     (double)(lh / (size_t)c->H) / (double)c->L
+                                                 : bs_sweep[w][0];
+                oc_pattern_kind kw = oc_calib_bs_choose(c->item_err + lh * 3, c->item_ref[lh], a);
+                c->sweep_votes[((size_t)w * LH + lh) * OC_PATTERN_COUNT + kw]++;
+            }
             for (int m = 0; m < 3; m++)
                 c->nmse_sum[lh * 3 + m] += c->item_ref[lh] > 0.0 ? c->item_err[lh * 3 + m] / c->item_ref[lh] : 0.0;
         }
@@ -835,6 +853,116 @@ double oc_calib_zipvl_nmse(const oc_calib *c, int32_t layer) {
     return c->zv_nmse[2 * layer + (tau < OC_CALIB_ZIPVL_TAU)] / (double)c->n_zipvl_items;
 }
 
+/* ---- the frontier's candidates (calib.h oc_calib_candidate; the knobs swept are ours) ----------- */
+
+static const double sparsemm_sweep[] = { 0.75, 0.5, 0.25, 0.1 };   /* budget per kv head, x mean prompt */
+static const double zipvl_sweep[] = { 0.99, 0.975, 0.95, 0.9 };    /* tau; 0.975 is the paper's */
+static const double mminf_sweep[] = { 0.01, 0.03, 0.1, INFINITY }; /* head kept when its NMSE <= this */
+static const double qcache_sweep[] = { 0.1, 0.25, 0.5, 0.75 };     /* epsilon; 0.1 is our default */
+static const double vision_sweep[] = { 0.01, 0.03, 0.1, 0.3 };     /* mean NMSE a vision head may lose */
+#define N_OF(a) ((int32_t)(sizeof a / sizeof a[0]))
+
+int32_t oc_calib_n_candidates(const oc_calib *c, unsigned method) {
+    if (!(c->p.methods & method)) return 0;
+    switch (method) {
+    case OC_CALIB_BLINDSIGHT: return c->n_items ? OC_CALIB_BS_SWEEP : 0;
+    case OC_CALIB_SPARSEMM: return c->n_scored_tokens ? N_OF(sparsemm_sweep) : 0;
+    case OC_CALIB_ZIPVL: return c->n_zipvl_items ? N_OF(zipvl_sweep) : 0;
+    case OC_CALIB_MMINFERENCE: return c->mm_items && c->mm_status == OC_OK ? N_OF(mminf_sweep) : 0;
+    case OC_CALIB_QCACHE: return c->n_js_items ? N_OF(qcache_sweep) : 0;
+    case OC_CALIB_VISION: return c->VL && c->n_vision_images ? N_OF(vision_sweep) : 0;
+    default: return 0;
+    }
+}
+
+oc_status oc_calib_candidate(const oc_calib *c, unsigned method, int32_t k, oc_plan *plan, char *label,
+                             size_t label_bytes, oc_error *err) {
+    if (k < 0 || k >= oc_calib_n_candidates(c, method))
+        return oc_fail(err, OC_ERR_INVALID, "calibrate: no candidate %d of method %u", (int)k, method);
+    oc_stack_plan *s = &plan->stacks[OC_PLAN_DECODER];
+    if (s->shape.n_layers != c->L || s->shape.n_heads != c->H || s->shape.n_kv_heads != c->HKV)
+        return oc_fail(err, OC_ERR_INVALID, "calibrate: the plan's decoder shape differs from the model's");
+    plan->sink_fraction_ppm = c->p.sink_fraction_ppm;
+    plan->kv_window_tokens = c->p.kv_window;
+    size_t LH = (size_t)c->L * (size_t)c->H;
+    if (method == OC_CALIB_BLINDSIGHT) {   /* Alg. 2 on the schedule's Alg. 1 votes */
+        for (size_t lh = 0; lh < LH; lh++) {
+            oc_head_pattern *hp = &s->heads[lh];
+            memset(hp, 0, sizeof *hp);
+            hp->kind = oc_calib_bs_aggregate(c->sweep_votes + ((size_t)k * LH + lh) * OC_PATTERN_COUNT,
+                                             (int32_t)c->n_items, c->p.bs_gamma_d, c->p.bs_gamma_s, c->p.bs_gamma_i);
+        }
+        if (bs_sweep[k][1] > 0.0) snprintf(label, label_bytes, "alpha %g..%g", bs_sweep[k][0], bs_sweep[k][1]);
+        else snprintf(label, label_bytes, "alpha %g", bs_sweep[k][0]);
+        return OC_OK;
+    }
+    if (method == OC_CALIB_SPARSEMM) {   /* Eq. 5-9 from the scores for a total of the sweep's size */
+        int32_t n = c->L * c->HKV;
+        kv_scores(c, c->kvs);
+        for (int32_t i = 0; i < n; i++) s->visual_score_ppm[i] = (int32_t)lround(c->kvs[i] * OC_PLAN_PPM);
+        double per_head = sparsemm_sweep[k] * (double)c->prompt_tokens_sum / (double)c->n_items;
+        int64_t total = (int64_t)llround(per_head * n);
+        if (total < (int64_t)n * c->p.kv_window) total = (int64_t)n * c->p.kv_window;
+        snprintf(label, label_bytes, "budget %.2gx", sparsemm_sweep[k]);
+        return oc_calib_plan_budgets(plan, total, c->p.kv_rho, err);
+    }
+    if (method == OC_CALIB_ZIPVL) {   /* one tau on every layer the output check keeps */
+        for (int32_t l = 0; l < c->L; l++)
+            s->zipvl_tau_ppm[l] = oc_calib_zipvl_keeps_layer(oc_calib_zipvl_nmse(c, l), c->p.zipvl_max_nmse)
+                                      ? (int32_t)lround(zipvl_sweep[k] * OC_PLAN_PPM) : 0;
+        snprintf(label, label_bytes, "tau %g", zipvl_sweep[k]);
+        return OC_OK;
+    }
+    if (method == OC_CALIB_MMINFERENCE) {   /* Alg. 4's choice where the head's best NMSE is small enough */
+        double n = (double)c->mm_items;
+        for (size_t lh = 0; lh < LH; lh++) {
+            const double *e = c->mm_nmse + lh * OC_CALIB_MMINF_MAX_CAND;
+            double best = e[oc_calib_mminf_choose(e, c->mm_n_cand)] / n;
+            if (best <= mminf_sweep[k]) s->heads[lh] = mminf_choice(c, lh);
+            else memset(&s->heads[lh], 0, sizeof s->heads[lh]);
+        }
+        if (isinf(mminf_sweep[k])) snprintf(label, label_bytes, "all heads");
+        else snprintf(label, label_bytes, "NMSE <= %g", mminf_sweep[k]);
+        return OC_OK;
+    }
+    if (method == OC_CALIB_QCACHE) {   /* Eq. 4's blocks at the sweep's epsilon */
+        double s_adj[OC_PLAN_MAX_LAYERS];
+        int32_t first[OC_PLAN_MAX_LAYERS], last[OC_PLAN_MAX_LAYERS];
+        for (int32_t l = 0; l + 1 < c->L; l++) s_adj[l] = c->js_sum[l] / (double)c->n_js_items;
+        int32_t n = oc_calib_qc_groups(s_adj, c->L, qcache_sweep[k], c->p.qc_max_group, first, last);
+        for (int32_t g = 0; g < n; g++) {
+            oc_status st = oc_plan_add_lazy_group(plan, OC_PLAN_DECODER, first[g], last[g], c->p.qc_mode, err);
+            if (st) return st;
+        }
+        snprintf(label, label_bytes, "epsilon %g (%d group%s)", qcache_sweep[k], (int)n, n == 1 ? "" : "s");
+        return OC_OK;
+    }
+    /* the vision encoder: per head the cheapest candidate whose mean NMSE stays within the sweep's */
+    oc_stack_plan *vs = &plan->stacks[OC_PLAN_VISION];
+    if (vs->shape.n_layers != c->VL || vs->shape.n_heads != c->VH)
+        return oc_fail(err, OC_ERR_INVALID, "calibrate: the plan's vision shape differs from the model's");
+    double n = (double)c->n_vision_images;
+    for (int32_t l = 0; l < c->VL; l++)
+        for (int32_t h = 0; h < c->VH; h++) {
+            const double *e = c->vis_nmse + ((size_t)l * c->VH + h) * OC_CALIB_VISION_N_CAND;
+            oc_head_pattern *hp = oc_plan_head(plan, OC_PLAN_VISION, l, h);
+            memset(hp, 0, sizeof *hp);
+            for (int m = 0; m < OC_CALIB_VISION_N_CAND; m++)
+                if (e[m] / n <= vision_sweep[k]) {
+                    hp->kind = OC_PATTERN_A_SHAPE;
+                    hp->n_sink = c->vis_sink[m];
+                    hp->n_local = c->vis_local[m];
+                    break;
+                }
+        }
+    snprintf(label, label_bytes, "NMSE <= %g", vision_sweep[k]);
+    return OC_OK;
+}
+
+double oc_calib_js_mean(const oc_calib *c, int32_t l) {
+    return c->n_js_items && l >= 0 && l + 1 < c->L ? c->js_sum[l] / (double)c->n_js_items : -1.0;
+}
+
 /* A candidate as the plan spells it, e.g. "vertical-slash(1000,1024)" (shorter: no key names). */
 static void cand_text(const oc_head_pattern *p, char *buf, size_t n) {
     if (p->kind == OC_PATTERN_DENSE)
@@ -981,5 +1109,17 @@ void oc_calib_report(oc_calib *c, FILE *f) {
         for (int32_t l = 0; l + 1 < c->L; l++)
             fprintf(f, "S(%d,%d) = %.4f\n", (int)l, (int)l + 1,
                     c->n_js_items ? c->js_sum[l] / (double)c->n_js_items : 0.0);
+        if (c->n_js_items && c->L > 1) {   /* why there is a group, or none */
+            int32_t lo = 0;
+            for (int32_t l = 1; l + 1 < c->L; l++)
+                if (c->js_sum[l] < c->js_sum[lo]) lo = l;
+            double s_lo = c->js_sum[lo] / (double)c->n_js_items;
+            if (s_lo < c->p.qc_epsilon)
+                fprintf(f, "pairs below epsilon %g form the lazy groups (Eq. 4); the lowest, S(%d,%d) = %.4f\n",
+                        c->p.qc_epsilon, (int)lo, (int)lo + 1, s_lo);
+            else
+                fprintf(f, "no lazy group: no pair is below epsilon %g; the closest, S(%d,%d) = %.4f, is %.1f times it\n",
+                        c->p.qc_epsilon, (int)lo, (int)lo + 1, s_lo, s_lo / c->p.qc_epsilon);
+        }
     }
 }
