@@ -176,8 +176,30 @@ static oc_status attention_calls(oc_text_ctx *c, const oc_text_batch *b, int32_t
             stats->flops_skipped += (uint64_t)hp->n_head * 4u * (uint64_t)hd * (uint64_t)(c->n_past - held) * (uint64_t)b->n_tokens;
         return st;
     }
-    /* Otherwise (SparseMM budgets) each kv head holds its own tokens: one call per kv group. */
+    /* Otherwise (SparseMM budgets) each kv head holds its own tokens. The CPU engine takes them in
+     * one call (attn_call.h kv_held: one pool dispatch per layer, each kv head over its own held
+     * rows, the same results as one call per kv head); elsewhere, and for a Q-Cache VLA layer
+     * (its shared-key flags follow each head's positions), one call per kv group. */
     int32_t group = hp->n_head / hp->n_head_kv;
+    if (c->kind == OC_BACKEND_KIND_CPU && P->lazy != OC_KV_LAZY_VLA) {
+        const int32_t *held = oc_kv_book_n(&c->book, il, 0);
+        int32_t most = 0;
+        for (int32_t g = 0; g < hp->n_head_kv; g++) most = OC_MAX(most, held[g]);
+        oc_attn_call h = a;
+        h.n_kv = most + b->n_tokens;
+        h.q_offset = 0;
+        h.kv_held = held;
+        h.patterns = NULL;
+        h.layout = NULL;
+        h.mask = OC_ATTN_CAUSAL;
+        h.explicit_mask = NULL;
+        oc_status st = c->be->ops->attention(c->be, &h, &t, stats, err);
+        for (int32_t g = 0; !st && stats && g < hp->n_head_kv; g++)   /* the evicted keys, as below */
+            if (c->n_past > held[g])
+                stats->flops_skipped +=
+                    (uint64_t)group * 4u * (uint64_t)hd * (uint64_t)(c->n_past - held[g]) * (uint64_t)b->n_tokens;
+        return st;
+    }
     for (int32_t g = 0; g < hp->n_head_kv; g++) {
         oc_attn_call h = a;
         int32_t held = *oc_kv_book_n(&c->book, il, g);
