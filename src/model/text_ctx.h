@@ -74,7 +74,8 @@ struct oc_text_ctx {
     const oc_attn_kernels *kv_kern;              /* the host's attention kernels, for the scoring */
     double *kv_norm;                             /* [C] selection scratch */
     int32_t *kv_kept, *kv_order, *kv_nnz, *kv_move;   /* [C] selection scratch */
-    float *kv_q;                                 /* [B][n_embd] host copy of the rows being scored */
+    float *kv_q;                                 /* [B][n_embd] host copy of the rows being scored,
+                                                    then [128][n_embd] the ZipVL probes' (text_kv.c) */
     uint16_t *kv_k;                              /* on a device: [C][kv_dim] f16 host copy of the
                                                     keys being scored (NULL on the CPU: read in place) */
     /* Q-Cache VLA (kvcache/kv_cache.h "Memory"), only with a VLA group: */
