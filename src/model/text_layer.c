@@ -333,7 +333,7 @@ static oc_status observe(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_
     return OC_OK;
 }
 
-oc_status oc_text_layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
+static oc_status layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, int want_kv, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     const oc_text_layer_bt *L = &c->layers[il];
     oc_backend *be = c->be;
@@ -348,17 +348,25 @@ oc_status oc_text_layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, 
         return st;
     if (P->lazy != OC_KV_LAZY_GLA &&
         ((st = op->matmul(be, &L->wq, &c->xb, 0, d, &c->q, 0, d, n, oc_bt_opt(&L->bq), err)) ||
-         (st = op->matmul(be, &L->wk, &c->xb, 0, d, &c->k, 0, kvd, n, oc_bt_opt(&L->bk), err)) ||
+         (want_kv && (st = op->matmul(be, &L->wk, &c->xb, 0, d, &c->k, 0, kvd, n, oc_bt_opt(&L->bk), err))) ||
          (st = op->rope(be, &c->q, 0, n, hp->n_head, hp->head_dim, pairs, &c->rope_cos, &c->rope_sin, err)) ||
-         (st = op->rope(be, &c->k, 0, n, hp->n_head_kv, hp->head_dim, pairs, &c->rope_cos, &c->rope_sin, err))))
+         (want_kv && (st = op->rope(be, &c->k, 0, n, hp->n_head_kv, hp->head_dim, pairs, &c->rope_cos, &c->rope_sin, err)))))
         return st;
-    if ((st = op->matmul(be, &L->wv, &c->xb, 0, d, &c->v, 0, kvd, n, oc_bt_opt(&L->bv), err)))
+    if (want_kv && (st = op->matmul(be, &L->wv, &c->xb, 0, d, &c->v, 0, kvd, n, oc_bt_opt(&L->bv), err)))
         return st;
     if (P->lazy == OC_KV_LAZY_FIRST &&   /* the Q cache of the group (its keys are read in the cache) */
         (st = op->gather_rows(be, &c->q_share, 0, &c->q, 0, &c->iota, n, d, 1, err)))
         return st;
     if (P->lazy == OC_KV_LAZY_VLA && (st = vla_share(c, b, err))) return st;
     return OC_OK;
+}
+
+oc_status oc_text_layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
+    return layer_qkv(c, b, il, xo, 1, err);
+}
+
+oc_status oc_text_layer_q(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
+    return layer_qkv(c, b, il, xo, 0, err);
 }
 
 oc_status oc_text_layer_mlp(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
