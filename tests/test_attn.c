@@ -664,6 +664,114 @@ static void test_shared_keys(void) {
     pools_close(&ps);
 }
 
+/* Per-kv-head held keys (attn_call.h kv_held: SparseMM's per-head budgets after compaction): one call
+ * over every kv head, each with its own key count, against (1) the reference fed the explicit mask
+ * those counts mean (query i of kv head g keeps keys 0..held[g] + i), (2) the engine's generic
+ * explicit-mask path fed the same mask, and (3) bit for bit the n_head_kv calls of one kv head each
+ * that it replaces (text_layer.c made those before); on every ISA, 1-3 threads bitwise equal, outputs
+ * poisoned before each run. Decode (1-3 queries: flash-decoding splits the heads with >= 512 keys and
+ * not the others) and prefill rows, f32 and f16, a head holding nothing among them. */
+static void test_kv_held(void) {
+    pools ps;
+    REQUIRE(pools_open(&ps));
+    oc_cpu_features cpu;
+    oc_port_cpu_features(&cpu);
+    double worst = 0;
+    for (int k = 0; k < 8; k++) {
+        if (check_emulated() && k % 2) continue;
+        check_rng rng = { 0x6e1dULL + (unsigned long long)k * 104729ULL };
+        ref_case c;
+        memset(&c, 0, sizeof c);
+        int rep = 1 + k % 3;
+        c.n_head_kv = 2 + k % 2;
+        c.n_head = rep * c.n_head_kv;
+        c.d = k % 4 == 1 ? 128 : k % 2 ? 64 : 80;
+        c.n_q = k < 5 ? 1 + k % 3 : check_rng_int(&rng, 65, 150);
+        int32_t held[3];
+        for (int g = 0; g < c.n_head_kv; g++) held[g] = check_rng_int(&rng, 1, 1300);
+        held[k % c.n_head_kv] = k == 2 ? 0 : held[k % c.n_head_kv] % 500;   /* one short head: not split */
+        int32_t most = 0;
+        for (int g = 0; g < c.n_head_kv; g++) most = OC_MAX(most, held[g]);
+        c.n_kv = most + c.n_q;
+        uint8_t *mask = malloc((size_t)c.n_head * (size_t)c.n_q * (size_t)c.n_kv);
+        for (int h = 0; h < c.n_head; h++)
+            for (int i = 0; i < c.n_q; i++)
+                for (int j = 0; j < c.n_kv; j++)
+                    mask[((size_t)h * c.n_q + i) * c.n_kv + j] = (uint8_t)(j <= held[h / rep] + i);
+        c.mask = OC_ATTN_EXPLICIT;
+        c.explicit_mask = mask;
+        bufs b;
+        int32_t dtype = k % 2 ? OC_DTYPE_F16 : OC_DTYPE_F32;
+        bufs_make(&b, &c, dtype, &rng, 4.0f);
+        float *q = compact_q(&b, &c);
+        double *ref = malloc(sizeof(double) * (size_t)c.n_q * c.n_head * c.d);
+        double *rms = malloc(sizeof(double) * (size_t)c.n_q * c.n_head);
+        uint64_t kept = ref_attention(&c, q, b.kf, b.vf, 1.0f / sqrtf((float)c.d), ref, rms);
+        char what[96];
+        snprintf(what, sizeof what, "kv_held k=%d n_q=%d held=%d,%d,%d", k, c.n_q, (int)held[0], (int)held[1],
+                 c.n_head_kv > 2 ? (int)held[2] : -1);
+        double e = run_all(&c, &b, NULL, ref, rms, kept, &ps, what);   /* (2): the explicit mask */
+        if (e > worst) worst = e;
+        float *apart = malloc(sizeof(float) * b.out_floats);
+        for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+            if (!oc_isa_runs((oc_isa)isa, &cpu) || !oc_attn_kernels_for((oc_isa)isa)) continue;
+            ref_case causal = c;
+            causal.mask = OC_ATTN_CAUSAL;
+            causal.explicit_mask = NULL;
+            size_t n_bytes;
+            void *scratch = scratch_for(&causal, 3, &n_bytes);
+            run_args one = args_for(&causal, &b, NULL, (oc_isa)isa);
+            oc_error err = { OC_OK, "" };
+            /* (3) kv head by kv head, as n_head_kv calls */
+            check_poison_f32(b.out, b.out_floats);
+            for (int g = 0; g < c.n_head_kv; g++) {
+                run_args a = one;
+                a.c.n_head = rep;
+                a.c.n_head_kv = 1;
+                a.c.n_kv = held[g] + c.n_q;
+                a.c.q_offset = held[g];
+                a.c.q_off = a.c.out_off = (int64_t)g * rep * c.d;
+                a.c.k_off = g * a.c.k_stride_head;
+                a.c.v_off = g * a.c.v_stride_head;
+                CHECKF(run_call(&a, ps.p[1], scratch, n_bytes, NULL, &err) == OC_OK, "%s: %s", what, err.message);
+            }
+            memcpy(apart, b.out, sizeof(float) * b.out_floats);
+            one.c.kv_held = held;
+            for (int t = 0; t < 3; t++) {
+                oc_attn_stats st = { 0, 0, 0 };
+                check_poison_f32(b.out, b.out_floats);
+                oc_status s = run_call(&one, ps.p[t], scratch, n_bytes, &st, &err);
+                CHECKF(s == OC_OK, "%s: %s", what, err.message);
+                double e1 = row_error(&c, &b, ref, rms);   /* (1) */
+                CHECKF(e1 <= g_tol, "%s isa=%s threads=%d: row error %.3g", what, oc_isa_name((oc_isa)isa), t + 1, e1);
+                if (e1 > worst) worst = e1;
+                CHECKF(memcmp(apart, b.out, sizeof(float) * b.out_floats) == 0,
+                       "%s isa=%s threads=%d: one call differs from one call per kv head", what,
+                       oc_isa_name((oc_isa)isa), t + 1);
+                CHECKF(st.flops_kept == kept * 4 * (uint64_t)c.d && st.flops_skipped == 0,
+                       "%s: kept flops %llu, reference %llu", what, (unsigned long long)st.flops_kept,
+                       (unsigned long long)(kept * 4 * (uint64_t)c.d));
+            }
+            /* refused: a head holding more than n_kv leaves room for, a pattern, a non-causal mask */
+            run_args bad = one;
+            bad.c.n_kv = most + c.n_q - 1;
+            CHECK(run_call(&bad, ps.p[0], scratch, n_bytes, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "holds"));
+            bad = one;
+            oc_head_pattern pat[9];
+            for (int h = 0; h < c.n_head; h++) pat[h] = (oc_head_pattern){ .kind = OC_PATTERN_DENSE };
+            bad.c.patterns = pat;
+            CHECK(run_call(&bad, ps.p[0], scratch, n_bytes, NULL, &err) == OC_ERR_INVALID && strstr(err.message, "held"));
+            bad = one;
+            bad.c.mask = OC_ATTN_BIDIRECTIONAL;
+            CHECK(run_call(&bad, ps.p[0], scratch, n_bytes, NULL, &err) == OC_ERR_INVALID);
+            oc_port_aligned_free(scratch);
+        }
+        free(apart); free(rms); free(ref); free(q); free(mask); bufs_free(&b);
+    }
+    printf("# kv_held: worst row error %.3g (tolerance %.0e)\n", worst, TOL);
+    pools_close(&ps);
+}
+
 /* A sparse pattern gives the same result as the generic explicit-mask path fed the same mask
  * (built here from the reference's element-wise definition): tiles, gathering and skipping
  * change nothing but the summation order. */
@@ -1258,6 +1366,7 @@ int main(void) {
     CHECK_RUN(test_decode);
     CHECK_RUN(test_blindsight_text_rows);
     CHECK_RUN(test_shared_keys);
+    CHECK_RUN(test_kv_held);
     CHECK_RUN(test_long_sequences);
     CHECK_RUN(test_pattern_equals_explicit_mask);
     CHECK_RUN(test_fully_masked_rows);

@@ -289,6 +289,64 @@ static int32_t naive_sparsemm(const problem *p, int32_t g, int32_t w, int32_t bu
     return m;
 }
 
+/* The choices from masses full of ties (a few distinct values, as a short prompt's rounded scores
+ * or a zero tail give): the selection takes the set only (quickselect and a partial heap, not a
+ * ranking), and ties go to the earlier token, as naive_top picks them. */
+static void test_selection_with_ties(void) {
+    static double mass[MAXN], norm[MAXN];
+    static int32_t kept[MAXN], order[MAXN], nnz[MAXN];
+    static uint8_t mark[MAXN];
+    check_rng r = { 0x71e5u };
+    for (int trial = 0; trial < 40; trial++) {
+        int32_t n = check_rng_int(&r, 1, MAXN), levels = 1 + trial % 5, w = trial % 3 ? 32 : 0;
+        for (int32_t j = 0; j < n; j++) mass[j] = (double)check_rng_int(&r, 0, levels) / 4.0;
+        /* SparseMM: the last w tokens plus the budget - w best of the others */
+        int32_t budget = check_rng_int(&r, 0, n + 2), m = oc_kv_select_sparsemm(mass, n, budget, w, kept, order);
+        memset(mark, 0, sizeof mark);
+        int32_t ww = OC_MIN(w, budget);
+        if (budget < n) naive_top(mass, n - ww, budget - ww, mark);
+        int32_t t = 0;
+        for (int32_t j = 0; j < n; j++)
+            if (budget >= n || mark[j] || j >= n - ww) {
+                REQUIREF(t < m && kept[t] == j, "sparsemm trial %d (n %d budget %d): slot %d", trial, n, budget, t);
+                t++;
+            }
+        REQUIREF(t == m, "sparsemm trial %d: %d kept, naive %d", trial, m, t);
+        /* ZipVL: p from the masses best first (Eq. 7), then the p best by mass / nnz, plus the recent */
+        double tau = trial % 2 ? 0.5 : 0.9, total = 0;
+        for (int32_t j = 0; j < n; j++) {
+            nnz[j] = 1 + (n - j) % 7;
+            total += mass[j];
+        }
+        m = oc_kv_select_zipvl(mass, nnz, n, total, tau, kept, order, norm);
+        memset(mark, 0, sizeof mark);
+        double sum = 0;
+        int32_t p = n;
+        for (int32_t k = 0; k < n; k++) {   /* naive: pick the best unmarked one at a time */
+            naive_top(mass, n, 1, mark);
+            int32_t best = -1;
+            for (int32_t j = 0; j < n && best < 0; j++)
+                if (mark[j] == 1) best = j;
+            mark[best] = 2;
+            sum += mass[best];
+            if (sum >= tau * total) {
+                p = k + 1;
+                break;
+            }
+        }
+        for (int32_t j = 0; j < n; j++) norm[j] = mass[j] / (double)nnz[j];
+        memset(mark, 0, sizeof mark);
+        naive_top(norm, n, p, mark);
+        t = 0;
+        for (int32_t j = 0; j < n; j++)
+            if (mark[j] || j >= n - OC_KV_ZIPVL_RECENT_PROBES) {
+                REQUIREF(t < m && kept[t] == j, "zipvl trial %d (n %d p %d): slot %d", trial, n, p, t);
+                t++;
+            }
+        REQUIREF(t == m, "zipvl trial %d: %d kept, naive %d", trial, m, t);
+    }
+}
+
 static void test_sparsemm_keeps_the_naive_tokens(void) {
     static problem p;
     static double acc[2 * MAXN];
@@ -605,6 +663,7 @@ static void test_policy_rules(void) {
 int main(void) {
     CHECK_RUN(test_score_rows_match_naive);
     CHECK_RUN(test_sparsemm_keeps_the_naive_tokens);
+    CHECK_RUN(test_selection_with_ties);
     CHECK_RUN(test_zipvl_keeps_the_naive_tokens);
     CHECK_RUN(test_zipvl_then_sparsemm_keeps_the_naive_tokens);
     CHECK_RUN(test_zipvl_probes_recent_and_random);

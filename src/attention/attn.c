@@ -944,18 +944,65 @@ static void do_group(const run_ctx *x, work *w, int32_t g, int32_t i0, int32_t i
     }
 }
 
+/* Flash-decoding's split of a call: on when the call has at most SPLIT_MAX_Q query rows and 2 chunks
+ * of keys; chunks of a fixed key count that depends on n_kv only (so on the call, not the threads). */
+static void split_setup(run_ctx *x) {
+    const oc_attn_call *a = x->a;
+    x->split = a->n_q <= SPLIT_MAX_Q && a->n_kv >= 2 * SPLIT_MIN_KEYS;
+    x->chunk_keys = x->n_chunks = 0;
+    if (x->split) {
+        int32_t per_chunk = (a->n_kv + SPLIT_MAX_CHUNKS - 1) / SPLIT_MAX_CHUNKS;
+        x->chunk_keys = OC_MAX(SPLIT_MIN_KEYS, ALIGN_UP(per_chunk, TILE_K));
+        x->n_chunks = (a->n_kv + x->chunk_keys - 1) / x->chunk_keys;
+    }
+}
+
+/* Kv head g's own call of a call with per-kv-head held keys (attn_call.h kv_held): its key range and
+ * query positions, and its own split, exactly those of the call of that kv head alone, so the
+ * results are that call's bit for bit. *xg refers to *ag. */
+static void held_view(const run_ctx *x, int32_t g, oc_attn_call *ag, run_ctx *xg) {
+    *ag = *x->a;
+    ag->n_kv = x->a->kv_held[g] + x->a->n_q;
+    ag->q_offset = x->a->kv_held[g];
+    ag->kv_held = NULL;
+    *xg = *x;
+    xg->a = ag;
+    split_setup(xg);
+}
+
+/* Tasks of one kv head (or of each kv head, without held keys): its key chunks, or its query tiles. */
+static int64_t group_tasks(const run_ctx *x) { return x->split ? x->n_chunks : x->n_q_tiles; }
+
+static void task_run(const run_ctx *x, work *w, int32_t g, int32_t step) {
+    const oc_attn_call *a = x->a;
+    if (x->split) {
+        int32_t kw0 = step * x->chunk_keys;
+        do_group(x, w, g, 0, a->n_q, kw0, OC_MIN(a->n_kv, kw0 + x->chunk_keys), step);
+    } else {
+        int32_t i0 = (x->n_q_tiles - 1 - step) * x->g.task_q;   /* last (largest causal) blocks first */
+        do_group(x, w, g, i0, OC_MIN(a->n_q, i0 + x->g.task_q), 0, a->n_kv, -1);
+    }
+}
+
 static void task_fn(void *ctx, int64_t task, int thread) {
     const run_ctx *x = ctx;
     const oc_attn_call *a = x->a;
     work w = work_at(x, thread);
-    int32_t g = (int32_t)(task % a->n_head_kv), step = (int32_t)(task / a->n_head_kv);
-    if (x->split) {
-        int32_t kw0 = step * x->chunk_keys;
-        do_group(x, &w, g, 0, a->n_q, kw0, OC_MIN(a->n_kv, kw0 + x->chunk_keys), step);
-    } else {
-        int32_t i0 = (x->n_q_tiles - 1 - step) * x->g.task_q;   /* last (largest causal) blocks first */
-        do_group(x, &w, g, i0, OC_MIN(a->n_q, i0 + x->g.task_q), 0, a->n_kv, -1);
+    if (a->kv_held) {   /* kv head by kv head, each its own tasks (a few copies of the call per task) */
+        for (int32_t g = 0; g < a->n_head_kv; g++) {
+            oc_attn_call ag;
+            run_ctx xg;
+            held_view(x, g, &ag, &xg);
+            if (task < group_tasks(&xg)) {
+                task_run(&xg, &w, g, (int32_t)task);
+                return;
+            }
+            task -= group_tasks(&xg);
+        }
+        return;
     }
+    int32_t g = (int32_t)(task % a->n_head_kv), step = (int32_t)(task / a->n_head_kv);
+    task_run(x, &w, g, step);
 }
 
 /* Flash-decoding merge for head `task`: combine the chunks' (m, l, o) in chunk order. */
@@ -965,18 +1012,26 @@ static void merge_fn(void *ctx, int64_t task, int thread) {
     const oc_attn_call *a = x->a;
     int32_t h = (int32_t)task, d = a->head_dim;
     int64_t slot_floats = x->dpad + 2, chunk_stride = (int64_t)a->n_head * a->n_q * slot_floats;
+    int32_t n_chunks = x->n_chunks;
+    if (a->kv_held) {   /* the head's kv head split its own keys, or wrote its outputs itself */
+        oc_attn_call ag;
+        run_ctx xg;
+        held_view(x, h / x->g.n_rep, &ag, &xg);
+        if (!xg.split) return;
+        n_chunks = xg.n_chunks;
+    }
     for (int32_t i = 0; i < a->n_q; i++) {
         const float *first = x->partials + ((int64_t)h * a->n_q + i) * slot_floats;
         float *dst = x->out + (int64_t)i * a->out_stride_token + (int64_t)h * a->out_stride_head;
         float mx = -INFINITY;
-        for (int32_t c = 0; c < x->n_chunks; c++) {
+        for (int32_t c = 0; c < n_chunks; c++) {
             const float *s = first + c * chunk_stride;
             if (s[1] > 0.0f && s[0] > mx) mx = s[0];
         }
         for (int32_t k = 0; k < d; k++) dst[k] = 0.0f;
         if (mx == -INFINITY) continue;   /* every key masked */
         float sum = 0.0f;
-        for (int32_t c = 0; c < x->n_chunks; c++) {
+        for (int32_t c = 0; c < n_chunks; c++) {
             const float *s = first + c * chunk_stride;
             if (!(s[1] > 0.0f)) continue;
             float f = exp2f(s[0] - mx);
@@ -1041,23 +1096,34 @@ oc_status oc_attn_run(const oc_attn_call *a, const oc_attn_host *mem, oc_isa isa
     x.qscale = a->scale * LOG2E;
     x.partials = (float *)scratch;
     x.threads = (unsigned char *)scratch + x.g.partial_bytes;
-    x.split = a->n_q <= SPLIT_MAX_Q && a->n_kv >= 2 * SPLIT_MIN_KEYS;
-    if (x.split) {
-        int32_t per_chunk = (a->n_kv + SPLIT_MAX_CHUNKS - 1) / SPLIT_MAX_CHUNKS;
-        x.chunk_keys = OC_MAX(SPLIT_MIN_KEYS, ALIGN_UP(per_chunk, TILE_K));
-        x.n_chunks = (a->n_kv + x.chunk_keys - 1) / x.chunk_keys;
-    }
+    split_setup(&x);
     for (int t = 0; t < n_threads; t++) {
         uint64_t *count = (uint64_t *)(x.threads + (size_t)t * x.g.thread_bytes + x.g.off_count);
         count[0] = count[1] = 0;
     }
 
-    int64_t n_tasks = (int64_t)a->n_head_kv * (x.split ? x.n_chunks : x.n_q_tiles);
+    int64_t n_tasks = (int64_t)a->n_head_kv * group_tasks(&x);
+    uint64_t dense = 0;
+    int any_split = x.split;
+    if (a->kv_held) {   /* each kv head its own tasks and base mask (attn_call.h) */
+        n_tasks = 0;
+        any_split = 0;
+        for (int32_t g = 0; g < a->n_head_kv; g++) {
+            oc_attn_call ag;
+            run_ctx xg;
+            held_view(&x, g, &ag, &xg);
+            n_tasks += group_tasks(&xg);
+            any_split |= xg.split;
+            dense += oc_mask_base_pairs(&ag, 0) * (uint64_t)x.g.n_rep;
+        }
+    } else if (stats) {
+        dense = oc_mask_base_pairs_all(a);
+    }
     oc_pool_run(pool, n_tasks, task_fn, &x);
-    if (x.split) oc_pool_run(pool, a->n_head, merge_fn, &x);
+    if (any_split) oc_pool_run(pool, a->n_head, merge_fn, &x);
 
     if (stats) {
-        uint64_t kept = 0, executed = 0, dense = oc_mask_base_pairs_all(a);
+        uint64_t kept = 0, executed = 0;
         for (int t = 0; t < n_threads; t++) {
             const uint64_t *count = (const uint64_t *)(x.threads + (size_t)t * x.g.thread_bytes + x.g.off_count);
             kept += count[0];

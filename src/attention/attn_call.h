@@ -4,8 +4,7 @@
  * never copied field by field, so a new sparse method is one new field here, read where it is
  * executed (attn.c / mask.c and opencl/cl_attn.c), and nothing in between changes. Fields planned
  * for the methods not written yet go at the end, zero meaning "off" so older callers stay correct:
- *  - per-head KV lengths (SparseMM: sparsemm.txt Sec. 3.3; ZipVL: zipvl.txt Sec. 4.2): n_kv
- *    per kv head, the engine's key range of head g cut to it;
+ *  - per-head KV lengths (SparseMM: sparsemm.txt Sec. 3.3): kv_held, below (the CPU engine);
  *  - lazy layers sharing Q/K (qcache.txt): a layer pointer whose scores this call reuses;
  *  - Q-Cache VLA (qcache.txt Eq. 7-8): k_shared, below;
  *
@@ -78,6 +77,15 @@ typedef struct oc_attn_call {
      * the dynamic heads' index (dyn.h) before the kernels ran, so a caller can tell that cost
      * from the kernels' (bench plans). Results never depend on it. */
     uint64_t *estimate_ns;
+    /* A cache compacted per kv head (SparseMM's per-head budgets, sparsemm.txt Sec. 3.3;
+     * kvcache/kv_cache.h), or NULL: kv head g's keys are its kv_held[g] held rows followed by the
+     * call's n_q own rows, and query i of g's heads sits at position kv_held[g] + i (causal). The
+     * call means what n_head_kv calls of one kv head each (n_kv = kv_held[g] + n_q, q_offset =
+     * kv_held[g]) mean, bitwise, in one dispatch of the pool: each of those calls cost a dispatch,
+     * more at 16 threads in decode than the evicted keys saved. Needs the causal mask, no
+     * patterns, no k_shared; n_kv >= every kv_held[g] + n_q (the rows read and the scratch's
+     * size); q_offset is not read. The CPU engine only (oc_backend_ops.attention of "cpu"). */
+    const int32_t *kv_held;
 } oc_attn_call;
 
 #endif

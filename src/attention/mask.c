@@ -37,6 +37,15 @@ oc_status oc_mask_check(const oc_attn_call *a, const char *who, oc_error *err) {
         break;
     default: return oc_fail(err, OC_ERR_INVALID, "%s: unknown mask kind %d", who, (int)a->mask);
     }
+    if (a->kv_held) {   /* attn_call.h: a plain causal call per kv head, each within n_kv */
+        if (a->mask != OC_ATTN_CAUSAL || a->patterns || a->k_shared || a->dyn)
+            return oc_fail(err, OC_ERR_INVALID, "%s: per-kv-head held keys need a causal call without patterns "
+                           "or shared keys", who);
+        for (int32_t g = 0; g < a->n_head_kv; g++)
+            if (a->kv_held[g] < 0 || (int64_t)a->kv_held[g] + a->n_q > a->n_kv)
+                return oc_fail(err, OC_ERR_INVALID, "%s: kv head %d holds %d keys: outside [0, n_kv %d - n_q %d]",
+                               who, (int)g, (int)a->kv_held[g], (int)a->n_kv, (int)a->n_q);
+    }
     for (int32_t h = 0; a->patterns && h < a->n_head; h++) {
         const oc_head_pattern *p = &a->patterns[h];
         if (!oc_pattern_valid(p))

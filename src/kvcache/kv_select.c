@@ -185,14 +185,13 @@ void oc_kv_score_rows(const oc_kv_rows *r, double *acc, int64_t acc_stride_head,
 /* a ranks before b: larger key, ties to the earlier token. */
 static int before(const double *key, int32_t a, int32_t b) { return key[a] > key[b] || (key[a] == key[b] && a < b); }
 
-/* Heap sort of idx[0..n) into rank order (best first): a min-heap on "before" keeps the worst at
- * the root, so popping it to the end leaves the best at the front. No allocation, O(n log n). */
-static void sift(const double *key, int32_t *idx, int32_t root, int32_t n) {
+/* The heap with the best at the root (a parent before its children): sift idx[root] down. */
+static void sift_best(const double *key, int32_t *idx, int32_t root, int32_t n) {
     for (;;) {
         int32_t c = 2 * root + 1;
         if (c >= n) return;
-        if (c + 1 < n && before(key, idx[c], idx[c + 1])) c++;   /* the worse child */
-        if (!before(key, idx[root], idx[c])) return;
+        if (c + 1 < n && before(key, idx[c + 1], idx[c])) c++;   /* the better child */
+        if (!before(key, idx[c], idx[root])) return;
         int32_t t = idx[root];
         idx[root] = idx[c];
         idx[c] = t;
@@ -200,13 +199,25 @@ static void sift(const double *key, int32_t *idx, int32_t root, int32_t n) {
     }
 }
 
-static void rank(const double *key, int32_t *idx, int32_t n) {
-    for (int32_t i = n / 2 - 1; i >= 0; i--) sift(key, idx, i, n);
-    for (int32_t end = n - 1; end > 0; end--) {
-        int32_t t = idx[0];
-        idx[0] = idx[end];
-        idx[end] = t;
-        sift(key, idx, 0, end);
+/* The k best of idx[0..n) (by `before`: a strict total order, so the set is unique) moved to
+ * idx[0..k), in no particular order: quickselect, O(n) on average, where a full ranking took
+ * O(n log n). Choosing kept tokens needs the set only, not its order. */
+static void top(const double *key, int32_t *idx, int32_t n, int32_t k) {
+    int32_t lo = 0, hi = n - 1;
+    while (lo < hi && k > lo && k <= hi) {
+        /* median of three as the pivot, then a Lomuto partition: [lo, i) before the pivot */
+        int32_t mid = lo + (hi - lo) / 2, a = idx[lo], b = idx[mid], c = idx[hi], piv;
+        if (before(key, a, b)) piv = before(key, b, c) ? b : before(key, a, c) ? c : a;
+        else piv = before(key, a, c) ? a : before(key, b, c) ? c : b;
+        int32_t at = piv == a ? lo : piv == b ? mid : hi, t;
+        t = idx[at], idx[at] = idx[hi], idx[hi] = t;
+        int32_t i = lo;
+        for (int32_t j = lo; j < hi; j++)
+            if (before(key, idx[j], piv)) t = idx[j], idx[j] = idx[i], idx[i] = t, i++;
+        t = idx[i], idx[i] = idx[hi], idx[hi] = t;   /* the pivot at its rank i */
+        if (i == k || i + 1 == k) return;
+        if (i > k) hi = i - 1;
+        else lo = i + 1;
     }
 }
 
@@ -226,7 +237,7 @@ int32_t oc_kv_select_sparsemm(const double *mass, int32_t n, int32_t budget, int
     }
     int32_t w = OC_MIN(window, budget), rest = n - w;   /* keys 0..rest-1 compete (Eq. 13) */
     for (int32_t j = 0; j < rest; j++) order[j] = j;
-    rank(mass, order, rest);
+    top(mass, order, rest, budget - w);
     /* kept doubles as the flag array: mark, then compact to indices */
     int32_t *flag = kept;
     for (int32_t j = 0; j < n; j++) flag[j] = j >= rest;
@@ -246,22 +257,26 @@ int32_t oc_kv_select_zipvl(const double *mass, const int32_t *nnz, int32_t n, do
                            int32_t *kept, int32_t *order, double *norm) {
     if (n <= 0) return 0;
     for (int32_t j = 0; j < n; j++) order[j] = j;
-    rank(mass, order, n);
-    /* Eq. 7: the smallest p whose p largest masses reach tau * (total mass of the rows) */
+    /* Eq. 7: the smallest p whose p largest masses reach tau * (total mass of the rows): the
+     * masses added best first, from a heap, only as many as it takes (the same sums in the same
+     * order as over a full ranking) */
     double target = tau * n_rows, sum = 0;
     int32_t p = n;
-    for (int32_t t = 0; t < n; t++) {
-        sum += mass[order[t]];
+    for (int32_t i = n / 2 - 1; i >= 0; i--) sift_best(mass, order, i, n);
+    for (int32_t t = 0, end = n; t < n; t++) {
+        sum += mass[order[0]];
         if (sum >= target) {
             p = t + 1;
             break;
         }
+        order[0] = order[--end];
+        sift_best(mass, order, 0, end);
     }
     /* Eq. 8-9: top p by mass over the number of rows that can see the key (corrects for the
      * causal mask, under which early keys are seen by more rows) */
     for (int32_t j = 0; j < n; j++) norm[j] = nnz[j] > 0 ? mass[j] / (double)nnz[j] : 0.0;
     for (int32_t j = 0; j < n; j++) order[j] = j;
-    rank(norm, order, n);
+    top(norm, order, n, p);
     int32_t *flag = kept;
     for (int32_t j = 0; j < n; j++) flag[j] = 0;
     for (int32_t t = 0; t < p; t++) flag[order[t]] = 1;

@@ -126,7 +126,8 @@ static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, const o
     size_t scores = oc_kv_score_scratch_bytes(hp->n_head, hp->n_head_kv, lim->max_ctx_tokens, hp->head_dim, n_threads);
     s->scores = evict ? pad(OC_MAX(scores, C * 8)) : 0;
     s->scratch_i = evict ? pad(C * 4) : 0;
-    s->kv_q = evict ? pad(B * d * 4) : 0;
+    /* the batch's observed rows, then the ZipVL probes' (text_kv.c scores them at the prompt's end) */
+    s->kv_q = evict ? pad((B + (p->n_acc_rows ? OC_KV_ZIPVL_RECENT_PROBES + OC_KV_ZIPVL_RANDOM_PROBES : 0)) * d * 4) : 0;
     /* a device's keys are read to the host to be scored: reserved here, not mapped per layer */
     s->kv_k = evict && kind != OC_BACKEND_KIND_CPU ? pad(C * kv * 2) : 0;
     s->vla = p->any_vla ? pad(C) : 0;

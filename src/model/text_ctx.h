@@ -74,7 +74,8 @@ struct oc_text_ctx {
     const oc_attn_kernels *kv_kern;              /* the host's attention kernels, for the scoring */
     double *kv_norm;                             /* [C] selection scratch */
     int32_t *kv_kept, *kv_order, *kv_nnz, *kv_move;   /* [C] selection scratch */
-    float *kv_q;                                 /* [B][n_embd] host copy of the rows being scored */
+    float *kv_q;                                 /* [B][n_embd] host copy of the rows being scored,
+                                                    then [128][n_embd] the ZipVL probes' (text_kv.c) */
     uint16_t *kv_k;                              /* on a device: [C][kv_dim] f16 host copy of the
                                                     keys being scored (NULL on the CPU: read in place) */
     /* Q-Cache VLA (kvcache/kv_cache.h "Memory"), only with a VLA group: */
@@ -113,6 +114,9 @@ oc_status oc_text_layer_forward(oc_text_ctx *c, const oc_text_batch *b, int32_t 
                         oc_error *err);
 /* Its parts: xb = norm(x), q, k, v of the batch (Q-Cache sharing applied); and x += mlp(norm(x)). */
 oc_status oc_text_layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err);
+/* The same without k and v (their products and rotation): ZipVL's pass B of a segment's first layer,
+ * whose keys and values pass A stored (text_prefill.c). */
+oc_status oc_text_layer_q(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err);
 oc_status oc_text_layer_mlp(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err);
 /* The layer's causal attention call for n_q rows after n_past, over where its keys and values are
  * now (oc_text_k_base / v_base: the prompt's rows until its eviction ran, then its region). */

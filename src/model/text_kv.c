@@ -16,31 +16,39 @@ void oc_text_kv_start(oc_text_ctx *c, int32_t prompt_tokens) {
     c->n_kv_probes = oc_kv_zipvl_probes(prompt_tokens, c->kv_probes);
 }
 
-/* Adds the attention of the batch's rows at positions pos[0..n_rows) to acc (stride_head: 0 sums
- * every head into one row, C gives one row per kv head). */
-static oc_status score(oc_text_ctx *c, int32_t il, const int32_t *pos, int32_t n_rows, double *acc,
-                       int64_t acc_stride_head, oc_error *err) {
-    const oc_text_hparams *hp = &c->m->hp;
+/* The batch's q rows at positions pos[0..n_rows) to host rows dst[0..n_rows): runs of consecutive
+ * positions in one read each (on a device every read waits for the queue: one per row made the
+ * 128 probe rows 128 round trips). */
+static oc_status read_q(oc_text_ctx *c, const int32_t *pos, int32_t n_rows, float *dst, oc_error *err) {
     oc_backend *be = c->be;
-    int32_t first = c->n_past, end = pos[n_rows - 1] + 1;
-    size_t d = (size_t)hp->n_embd, kvd = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
-    oc_status st;
-    /* the observed q rows, to host: runs of consecutive positions in one read each (on a device
-     * every read waits for the queue: one per row made the 128 probe rows 128 round trips) */
+    size_t d = (size_t)c->m->hp.n_embd;
     for (int32_t r = 0; r < n_rows;) {
         int32_t e = r + 1;
         while (e < n_rows && pos[e] == pos[e - 1] + 1) e++;
-        if ((st = be->ops->read(be, &c->q, (size_t)(pos[r] - first) * d * 4, c->kv_q + (size_t)r * d,
-                                (size_t)(e - r) * d * 4, err)))
-            return st;
+        oc_status st = be->ops->read(be, &c->q, (size_t)(pos[r] - c->n_past) * d * 4, dst + (size_t)r * d,
+                                     (size_t)(e - r) * d * 4, err);
+        if (st) return st;
         r = e;
     }
+    return OC_OK;
+}
+
+/* Adds the attention of the host q rows q[0..n_rows) at positions pos[0..n_rows) to acc
+ * (stride_head: 0 sums every head into one row, C gives one row per kv head), over layer il's
+ * prompt keys in the cache. */
+static oc_status score(oc_text_ctx *c, int32_t il, const float *q, const int32_t *pos, int32_t n_rows, double *acc,
+                       int64_t acc_stride_head, oc_error *err) {
+    const oc_text_hparams *hp = &c->m->hp;
+    oc_backend *be = c->be;
+    int32_t end = pos[n_rows - 1] + 1;
+    size_t d = (size_t)hp->n_embd, kvd = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+    oc_status st;
     size_t k_at = (size_t)c->reg.k_pre[il] * 2, k_bytes = (size_t)end * kvd * 2;   /* the prompt's keys */
     /* the CPU's cache is host memory, read in place; a device's is read into the reserved copy */
     const uint16_t *k = c->kv_k;
     if (!k && !(k = be->ops->map_read(be, &c->k_cache, k_at, k_bytes, err))) return err ? err->status : OC_ERR_DEVICE;
     if (k == c->kv_k && (st = be->ops->read(be, &c->k_cache, k_at, c->kv_k, k_bytes, err))) return st;
-    oc_kv_rows rows = { c->kv_q, (int64_t)d, hp->head_dim, pos, n_rows, k, NULL, (int64_t)kvd, hp->head_dim,
+    oc_kv_rows rows = { q, (int64_t)d, hp->head_dim, pos, n_rows, k, NULL, (int64_t)kvd, hp->head_dim,
                         hp->n_head, hp->n_head_kv, hp->head_dim, 1.0f / sqrtf((float)hp->head_dim) };
     oc_kv_score_rows(&rows, acc, acc_stride_head, c->kv_scores, c->kv_kern, c->pool);
     if (k != c->kv_k) be->ops->unmap(be, &c->k_cache, k);
@@ -55,13 +63,28 @@ oc_status oc_text_kv_score(oc_text_ctx *c, const oc_text_batch *b, int32_t il, o
     oc_status st;
     if (P->acc_row >= 0) {   /* SparseMM: the prompt's last w queries (Eq. 11) */
         for (int32_t p = OC_MAX(first, b->prompt_tokens - c->kvp->window); p < end; p++) pos[n_rows++] = p;
-        if (n_rows && (st = score(c, il, pos, n_rows, c->kv_acc + (size_t)P->acc_row * (size_t)C, C, err))) return st;
+        if (n_rows && ((st = read_q(c, pos, n_rows, c->kv_q, err)) ||
+                       (st = score(c, il, c->kv_q, pos, n_rows, c->kv_acc + (size_t)P->acc_row * (size_t)C, C, err))))
+            return st;
     }
-    n_rows = 0;
-    if (P->zipvl_row >= 0) {   /* ZipVL: the probe rows in this batch */
-        for (int32_t t = 0; t < c->n_kv_probes; t++)
-            if (c->kv_probes[t] >= first && c->kv_probes[t] < end) pos[n_rows++] = c->kv_probes[t];
-        if (n_rows && (st = score(c, il, pos, n_rows, c->kv_acc + (size_t)P->zipvl_row * (size_t)C, 0, err))) return st;
+    if (P->zipvl_row >= 0 && c->n_kv_probes > 0) {
+        /* ZipVL: the probe rows of this batch wait in their rows of the probes' q (kv_q after the
+         * batch's B rows), and the last batch of the prompt scores all of them in one call, when every
+         * key they see is in the cache. Scored batch by batch instead, the probes a batch held (a few
+         * random ones in most 256-token chunks) cost two pool dispatches and a pass over every key
+         * before them each: per layer about 17 scorings of a 4,400-token prompt instead of one. A probe
+         * sees the keys up to its own position either way (Eq. A's causal mask), so the scores are
+         * the same; only the order in which acc adds the rows' shares changes (in double). */
+        float *stash = c->kv_q + (size_t)c->lim.max_batch_tokens * (size_t)c->m->hp.n_embd;
+        int32_t t0 = 0;
+        while (t0 < c->n_kv_probes && c->kv_probes[t0] < first) t0++;
+        int32_t t1 = t0;
+        while (t1 < c->n_kv_probes && c->kv_probes[t1] < end) t1++;
+        if (t1 > t0 && (st = read_q(c, c->kv_probes + t0, t1 - t0, stash + (size_t)t0 * (size_t)c->m->hp.n_embd, err)))
+            return st;
+        if (c->kv_probes[c->n_kv_probes - 1] < end && c->kv_probes[c->n_kv_probes - 1] >= first &&
+            (st = score(c, il, stash, c->kv_probes, c->n_kv_probes, c->kv_acc + (size_t)P->zipvl_row * (size_t)C, 0, err)))
+            return st;
     }
     return OC_OK;
 }

@@ -176,8 +176,30 @@ static oc_status attention_calls(oc_text_ctx *c, const oc_text_batch *b, int32_t
             stats->flops_skipped += (uint64_t)hp->n_head * 4u * (uint64_t)hd * (uint64_t)(c->n_past - held) * (uint64_t)b->n_tokens;
         return st;
     }
-    /* Otherwise (SparseMM budgets) each kv head holds its own tokens: one call per kv group. */
+    /* Otherwise (SparseMM budgets) each kv head holds its own tokens. The CPU engine takes them in
+     * one call (attn_call.h kv_held: one pool dispatch per layer, each kv head over its own held
+     * rows, the same results as one call per kv head); elsewhere, and for a Q-Cache VLA layer
+     * (its shared-key flags follow each head's positions), one call per kv group. */
     int32_t group = hp->n_head / hp->n_head_kv;
+    if (c->kind == OC_BACKEND_KIND_CPU && P->lazy != OC_KV_LAZY_VLA) {
+        const int32_t *held = oc_kv_book_n(&c->book, il, 0);
+        int32_t most = 0;
+        for (int32_t g = 0; g < hp->n_head_kv; g++) most = OC_MAX(most, held[g]);
+        oc_attn_call h = a;
+        h.n_kv = most + b->n_tokens;
+        h.q_offset = 0;
+        h.kv_held = held;
+        h.patterns = NULL;
+        h.layout = NULL;
+        h.mask = OC_ATTN_CAUSAL;
+        h.explicit_mask = NULL;
+        oc_status st = c->be->ops->attention(c->be, &h, &t, stats, err);
+        for (int32_t g = 0; !st && stats && g < hp->n_head_kv; g++)   /* the evicted keys, as below */
+            if (c->n_past > held[g])
+                stats->flops_skipped +=
+                    (uint64_t)group * 4u * (uint64_t)hd * (uint64_t)(c->n_past - held[g]) * (uint64_t)b->n_tokens;
+        return st;
+    }
     for (int32_t g = 0; g < hp->n_head_kv; g++) {
         oc_attn_call h = a;
         int32_t held = *oc_kv_book_n(&c->book, il, g);
@@ -311,7 +333,7 @@ static oc_status observe(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_
     return OC_OK;
 }
 
-oc_status oc_text_layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
+static oc_status layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, int want_kv, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     const oc_text_layer_bt *L = &c->layers[il];
     oc_backend *be = c->be;
@@ -326,17 +348,25 @@ oc_status oc_text_layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, 
         return st;
     if (P->lazy != OC_KV_LAZY_GLA &&
         ((st = op->matmul(be, &L->wq, &c->xb, 0, d, &c->q, 0, d, n, oc_bt_opt(&L->bq), err)) ||
-         (st = op->matmul(be, &L->wk, &c->xb, 0, d, &c->k, 0, kvd, n, oc_bt_opt(&L->bk), err)) ||
+         (want_kv && (st = op->matmul(be, &L->wk, &c->xb, 0, d, &c->k, 0, kvd, n, oc_bt_opt(&L->bk), err))) ||
          (st = op->rope(be, &c->q, 0, n, hp->n_head, hp->head_dim, pairs, &c->rope_cos, &c->rope_sin, err)) ||
-         (st = op->rope(be, &c->k, 0, n, hp->n_head_kv, hp->head_dim, pairs, &c->rope_cos, &c->rope_sin, err))))
+         (want_kv && (st = op->rope(be, &c->k, 0, n, hp->n_head_kv, hp->head_dim, pairs, &c->rope_cos, &c->rope_sin, err)))))
         return st;
-    if ((st = op->matmul(be, &L->wv, &c->xb, 0, d, &c->v, 0, kvd, n, oc_bt_opt(&L->bv), err)))
+    if (want_kv && (st = op->matmul(be, &L->wv, &c->xb, 0, d, &c->v, 0, kvd, n, oc_bt_opt(&L->bv), err)))
         return st;
     if (P->lazy == OC_KV_LAZY_FIRST &&   /* the Q cache of the group (its keys are read in the cache) */
         (st = op->gather_rows(be, &c->q_share, 0, &c->q, 0, &c->iota, n, d, 1, err)))
         return st;
     if (P->lazy == OC_KV_LAZY_VLA && (st = vla_share(c, b, err))) return st;
     return OC_OK;
+}
+
+oc_status oc_text_layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
+    return layer_qkv(c, b, il, xo, 1, err);
+}
+
+oc_status oc_text_layer_q(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
+    return layer_qkv(c, b, il, xo, 0, err);
 }
 
 oc_status oc_text_layer_mlp(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {

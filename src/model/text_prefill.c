@@ -13,8 +13,9 @@
  *     lazy layers' own K / V stored for the rows in T only, and O = attention(Q[T], K[T], V[T]):
  *     the chunk's rows in T attend causally over T, every other row's attention output is 0 ("padded
  *     to maintain the number of tokens"), so x += (O Wo) only on T's rows; then the MLP on every row.
- * Pass B recomputes the first layer's projections rather than keeping the whole prompt's q
- * ([context][n_embd] f32): one more q/k/v product per chunk against a buffer as large as x.
+ * Pass B recomputes the first layer's q rather than keeping the whole prompt's ([context][n_embd]
+ * f32): one more q product per chunk against a buffer as large as x (its k and v are in the cache
+ * from pass A: not recomputed).
  * A layer with both kv-budget and zipvl-tau then keeps each kv head's budget within T (kv_cache.h).
  * Head patterns on a ZipVL layer are not applied: its prefill attends over T densely. A layer whose
  * zipvl-tau says "prefill heads" (ours, kv_cache.h) takes the ordinary path below instead: its own
@@ -137,7 +138,7 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
             (st = be->ops->write(be, &c->ids, 0, c->kv_move, idx_bytes, err)))
             return st;
         for (int32_t il = l0; il <= l1; il++)
-            if ((st = oc_text_layer_qkv(c, &k, il, s * d, err)) ||
+            if ((st = il == l0 ? oc_text_layer_q(c, &k, il, s * d, err) : oc_text_layer_qkv(c, &k, il, s * d, err)) ||
                 (st = sparse_attention(c, &k, il, l0, s * d, i0, m, stats, err)) ||
                 (st = oc_text_layer_mlp(c, &k, il, s * d, err)))
                 return st;
