@@ -339,15 +339,17 @@ oc_status oc_text_layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, 
     return OC_OK;
 }
 
-oc_status oc_text_layer_mlp(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
+/* The MLP; res (NULL or c->xb: the attention's output projection) is added to x first, in the
+ * norm's launch (backend.h norm: x += res, then y = norm(x); one launch fewer per layer). */
+static oc_status mlp(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, const oc_bt *res, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     const oc_text_layer_bt *L = &c->layers[il];
     oc_backend *be = c->be;
     const oc_backend_ops *op = be->ops;
     int64_t n = b->n_tokens, d = hp->n_embd, ff = hp->n_ff;
     oc_status st;
-    /* x += down(silu(gate(norm(x))) * up(norm(x))) */
-    if ((st = op->norm(be, OC_NORM_RMS, &c->x, xo, NULL, 0, &c->xb, 0, &L->ffn_norm, NULL, n, d, hp->eps, err)) ||
+    /* x += res; x += down(silu(gate(norm(x))) * up(norm(x))) */
+    if ((st = op->norm(be, OC_NORM_RMS, &c->x, xo, res, 0, &c->xb, 0, &L->ffn_norm, NULL, n, d, hp->eps, err)) ||
         (st = op->matmul(be, &L->gate, &c->xb, 0, d, &c->ff_g, 0, ff, n, NULL, err)) ||
         (st = op->matmul(be, &L->up, &c->xb, 0, d, &c->ff_u, 0, ff, n, NULL, err)) ||
         (st = op->glu(be, &c->ff_g, 0, &c->ff_u, 0, n * ff, OC_ACT_SILU, err)) ||
@@ -364,6 +366,10 @@ oc_status oc_text_layer_mlp(oc_text_ctx *c, const oc_text_batch *b, int32_t il, 
     return OC_OK;
 }
 
+oc_status oc_text_layer_mlp(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
+    return mlp(c, b, il, xo, NULL, err);
+}
+
 oc_status oc_text_layer_forward(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_attn_stats *stats,
                         oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
@@ -376,12 +382,11 @@ oc_status oc_text_layer_forward(oc_text_ctx *c, const oc_text_batch *b, int32_t 
     /* the calibration hook sees the dense cache: never with KV eviction or shared Q/K */
     if (b->on_attn && !c->kvp->any_evict && c->kvp->layer[il].lazy == OC_KV_OWN && (st = observe(c, b, il, err)))
         return st;
-    /* att [n][d] over the cache; x += att Wo^T; the MLP */
+    /* att [n][d] over the cache; xb = att Wo^T; the MLP, which adds xb to x first */
     if ((st = attention(c, b, il, stats, err)) || (st = oc_text_kv_score_timed(c, b, il, err)) ||
-        (st = op->matmul(be, &c->layers[il].wo, &c->att, 0, d, &c->xb, 0, d, n, NULL, err)) ||
-        (st = op->add(be, &c->x, xo, &c->xb, 0, n * d, err)))
+        (st = op->matmul(be, &c->layers[il].wo, &c->att, 0, d, &c->xb, 0, d, n, NULL, err)))
         return st;
-    return oc_text_layer_mlp(c, b, il, xo, err);
+    return mlp(c, b, il, xo, &c->xb, err);
 }
 
 oc_text_batch oc_text_chunk(const oc_text_ctx *c, const oc_text_batch *b, int32_t s, int32_t n) {
