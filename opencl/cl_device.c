@@ -442,6 +442,8 @@ static void prof_launch(oc_cl_device *dev, oc_cl_kernel_id id, cl_event ev, uint
     }
 }
 
+uint64_t oc_cl_wait_count(const oc_cl_device *dev) { return dev->n_waits; }
+
 void oc_cl_prof_batch(oc_cl_device *dev) {
     if (dev->prof) dev->prof->batch = 1;
 }
@@ -621,6 +623,7 @@ static oc_status upload(oc_cl_device *dev, oc_cl_buf *dst, size_t off, const voi
     oc_status st = check_range(dst, off, n, "upload", err);
     if (st != OC_OK || n == 0) return st;
     uint64_t t0 = dev->prof && wait ? oc_port_now_ns() : 0;
+    dev->n_waits += wait == CL_TRUE;
     cl_int rc = clEnqueueWriteBuffer(dev->queue, dst->mem, wait, off, n, src, 0, NULL, NULL);
     if (t0) prof_wait(dev, t0, 0);
     return rc == CL_SUCCESS ? OC_OK : cl_fail(err, rc, "clEnqueueWriteBuffer");
@@ -638,6 +641,7 @@ oc_status oc_cl_download(oc_cl_device *dev, const oc_cl_buf *src, size_t off, vo
     oc_status st = check_range(src, off, n, "download", err);
     if (st != OC_OK || n == 0) return st;
     uint64_t t0 = dev->prof ? oc_port_now_ns() : 0;
+    dev->n_waits++;
     cl_int rc = clEnqueueReadBuffer(dev->queue, src->mem, CL_TRUE, off, n, dst, 0, NULL, NULL);
     if (t0) prof_wait(dev, t0, 1);
     return rc == CL_SUCCESS ? OC_OK : cl_fail(err, rc, "clEnqueueReadBuffer (or a kernel before it)");
@@ -703,6 +707,7 @@ oc_status oc_cl_keep_rows(oc_cl_device *dev, oc_cl_buf *buf, size_t off, size_t 
 
 oc_status oc_cl_finish(oc_cl_device *dev, oc_error *err) {
     uint64_t t0 = dev->prof ? oc_port_now_ns() : 0;
+    dev->n_waits++;
     cl_int rc = clFinish(dev->queue);
     if (t0) prof_wait(dev, t0, 1);
     return rc == CL_SUCCESS ? OC_OK : cl_fail(err, rc, "clFinish");

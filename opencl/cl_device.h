@@ -150,6 +150,9 @@ oc_status oc_cl_keep_rows(oc_cl_device *dev, oc_cl_buf *buf, size_t offset_bytes
  * (cl_device.c "Profile"; `ocellus bench vlm --profile`). oc_cl_prof_batch marks the open interval
  * as a batch one (a product outside oc_cl_launch: CLBlast). */
 void oc_cl_prof_batch(oc_cl_device *dev);
+/* How many times the host has waited for the queue (downloads, blocking uploads, finishes): when
+ * it changed since a host copy was handed to oc_cl_upload_nowait, the queue has read that copy. */
+uint64_t oc_cl_wait_count(const oc_cl_device *dev);
 /* Wait until every queued command has finished (benchmarks time with it). */
 oc_status oc_cl_finish(oc_cl_device *dev, oc_error *err);
 

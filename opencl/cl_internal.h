@@ -44,6 +44,7 @@ struct oc_cl_device {
     size_t kernel_wg[OC_CLK_COUNT];
     int use_clblast;
     oc_cl_prof *prof;             /* NULL unless OCELLUS_CL_PROFILE named a file at open */
+    uint64_t n_waits;             /* downloads, blocking uploads and finishes so far (oc_cl_wait_count) */
 };
 
 struct oc_cl_buf {
