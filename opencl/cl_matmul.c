@@ -17,9 +17,8 @@
 #endif
 
 #define GEMV_MAX_TOK 4
-#define GEMV_MIN_ROW_ITEMS 32   /* items along one output row: at least a warp */
-#define GEMV_CHUNKS 4           /* chunks of 8 elements per item and row (the kernel's loads in flight) */
-#define GEMV_WG 256
+#define GEMV_ROW_ITEMS 32   /* items along one output row */
+#define GEMV_WG 128
 #define GEMM_TILE 64
 #define STAGE_FLOATS (1 << 20)   /* host staging for dequantize-at-upload: 4 MiB */
 
@@ -142,15 +141,9 @@ oc_status oc_cl_matmul(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc
                              (size_t)(n_tok + GEMM_TILE - 1) / GEMM_TILE * 16 };
         return oc_cl_launch(dev, OC_CLK_GEMM, 2, global, local, n_args - 1, a, err);
     }
-    /* T items per row: the power of two that gives each about GEMV_CHUNKS chunks of 8 (the kernel
-     * keeps four in flight), at least a warp, at most the work-group; R rows fill the work-group.
-     * Measured on an H200 (2B shapes, F16): one chunk in flight per item and T = 32 read 16% of
-     * the bandwidth, rows of 8960 elements taking 35 dependent loads per item. */
-    size_t wg = oc_cl_pow2_wg(dev, OC_CLK_GEMV, GEMV_WG);
-    size_t want = (size_t)((w->n_in + 7) / 8 + GEMV_CHUNKS - 1) / GEMV_CHUNKS, t = OC_MIN((size_t)GEMV_MIN_ROW_ITEMS, wg);
-    while (t < want && t < wg) t *= 2;
-    size_t r = wg / t;
+    size_t t = oc_cl_pow2_wg(dev, OC_CLK_GEMV, GEMV_ROW_ITEMS);
+    size_t r = OC_MAX((size_t)1, oc_cl_pow2_wg(dev, OC_CLK_GEMV, GEMV_WG) / t);
     size_t local[2] = { t, r }, global[2] = { t, (size_t)w->n_out };
-    a[n_args - 1] = OC_CL_LOCAL(t * r * sizeof(float));
+    a[n_args - 1] = OC_CL_LOCAL(t * r * 4 * sizeof(float));
     return oc_cl_launch(dev, OC_CLK_GEMV, 2, global, local, n_args, a, err);
 }

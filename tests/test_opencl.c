@@ -490,10 +490,9 @@ static void test_matmul(void) {
             int64_t n_in = t == OC_DTYPE_F32 || t == OC_DTYPE_F16 ? 100 : 160;   /* f32/f16: rows end inside a chunk */
             check_matmul(&r, t, 0, n_in, 67, toks[k], k != 1, 0);
         }
-    /* the decode kernel's row widths: items that take a round of four chunks and a remainder
-     * (1000: 125 chunks over 32 items), rows past a whole work-group of items per row (4100 f16,
-     * 4128 q8_0: 513 and 516 chunks), 5 tokens (a second group of four), outputs that leave a last
-     * work-group's rows spare */
+    /* the decode kernel at widths that end inside its items' strides (1000 f16: 125 chunks of 8
+     * over 32 items; 4100 f16, 4128 q8_0: 513 and 516 chunks), 5 tokens (a second group of four),
+     * outputs that leave a last work-group's rows spare */
     for (int ti = 0; ti < 4; ti++) {
         int32_t t = dev_types[ti];
         int64_t wide = t == OC_DTYPE_F32 || t == OC_DTYPE_F16 ? 4100 : 4128;

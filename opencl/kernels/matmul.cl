@@ -2,9 +2,8 @@
  * rows of row_bytes bytes, decoded by common.cl's oc_load8) against f32 activations, the product
  * src/kernels/matmul.h defines. Two kernels, one loader:
  *  - oc_gemv, for a few tokens (decode): a work-group of (T, R) items computes R outputs; the T
- *    items of an output stride along its row in chunks of 8 (adjacent items read adjacent bytes),
- *    four chunks in flight per item, and meet in a local-memory tree; tokens go 4 at a time. The
- *    host picks T so that each item takes about four chunks of a row (cl_matmul.c).
+ *    items of an output stride along its row in chunks of 8 (adjacent items read adjacent bytes)
+ *    and meet in a local-memory tree; tokens go 4 at a time.
  *  - oc_gemm, for batches: 64 x 64 tiles of (tokens x outputs) by 16 x 16 items of 4 x 4 each;
  *    each step loads 32 elements of k of both operands (one quantized block) into local memory,
  *    decoded to f32, transposed so the inner loop reads consecutive floats. */
@@ -12,49 +11,34 @@
 #define TS 64
 #define KS 32
 
-/* 8 weights times 8 activations */
-inline float oc_dot8(float8 a, float8 b) { return dot(a.lo, b.lo) + dot(a.hi, b.hi); }
-
 __kernel void oc_gemv(__global float *y, int y_off, int y_stride, const __global float *x, int x_off, int x_stride,
                       const __global uchar *w, int dtype, int row_bytes, int n_in, int n_out,
                       const __global float *bias, int has_bias, int n_tok, __local float *red) {
     int t = get_local_id(0), nt = get_local_size(0), r = get_local_id(1);
     int o = get_group_id(1) * get_local_size(1) + r, n8 = (n_in + 7) / 8;
-    int live = o < n_out;   /* a last work-group's spare rows compute nothing, but meet every barrier */
     const __global uchar *wr = w + (size_t)min(o, n_out - 1) * row_bytes;
-    __local float *rr = red + r * nt;
+    __local float *rr = red + r * nt * GEMV_TOK;
     for (int t0 = 0; t0 < n_tok; t0 += GEMV_TOK) {
-        int nj = min(GEMV_TOK, n_tok - t0);
-        const __global float *x0 = x + x_off + (size_t)t0 * x_stride;
         float acc[GEMV_TOK] = { 0.0f, 0.0f, 0.0f, 0.0f };
-        int c = t;
-        /* four chunks of the row per round, loaded before any is used: a decode step is bound by
-         * how many weight bytes are in flight, and one load at a time per item leaves HBM idle */
-        for (; live && c + 3 * nt < n8; c += 4 * nt) {
-            float8 w0 = oc_load8(dtype, wr, 8 * c, n_in), w1 = oc_load8(dtype, wr, 8 * (c + nt), n_in);
-            float8 w2 = oc_load8(dtype, wr, 8 * (c + 2 * nt), n_in), w3 = oc_load8(dtype, wr, 8 * (c + 3 * nt), n_in);
-            for (int j = 0; j < nj; j++) {
-                const __global float *xj = x0 + (size_t)j * x_stride;
-                acc[j] += oc_dot8(w0, oc_load8_f32(xj, 8 * c, n_in)) + oc_dot8(w1, oc_load8_f32(xj, 8 * (c + nt), n_in)) +
-                          oc_dot8(w2, oc_load8_f32(xj, 8 * (c + 2 * nt), n_in)) +
-                          oc_dot8(w3, oc_load8_f32(xj, 8 * (c + 3 * nt), n_in));
+        for (int c = t; o < n_out && c < n8; c += nt) {
+            float8 wv = oc_load8(dtype, wr, 8 * c, n_in);
+            for (int j = 0; j < GEMV_TOK; j++) {
+                if (t0 + j >= n_tok) break;
+                float8 xv = oc_load8_f32(x + x_off + (size_t)(t0 + j) * x_stride, 8 * c, n_in);
+                acc[j] += dot(wv.lo, xv.lo) + dot(wv.hi, xv.hi);
             }
         }
-        for (; live && c < n8; c += nt) {
-            float8 w0 = oc_load8(dtype, wr, 8 * c, n_in);
-            for (int j = 0; j < nj; j++) acc[j] += oc_dot8(w0, oc_load8_f32(x0 + (size_t)j * x_stride, 8 * c, n_in));
-        }
-        /* each token's T partial sums meet in a tree (nj is the same for the whole work-group) */
-        for (int j = 0; j < nj; j++) {
-            rr[t] = acc[j];
-            barrier(CLK_LOCAL_MEM_FENCE);
-            for (int s = nt / 2; s > 0; s >>= 1) {
-                if (t < s) rr[t] += rr[t + s];
-                barrier(CLK_LOCAL_MEM_FENCE);
-            }
-            if (t == 0 && live) y[y_off + (size_t)(t0 + j) * y_stride + o] = rr[0] + (has_bias ? bias[o] : 0.0f);
+        for (int j = 0; j < GEMV_TOK; j++) rr[j * nt + t] = acc[j];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int s = nt / 2; s > 0; s >>= 1) {
+            if (t < s)
+                for (int j = 0; j < GEMV_TOK; j++) rr[j * nt + t] += rr[j * nt + t + s];
             barrier(CLK_LOCAL_MEM_FENCE);
         }
+        if (t == 0 && o < n_out)
+            for (int j = 0; j < GEMV_TOK && t0 + j < n_tok; j++)
+                y[y_off + (size_t)(t0 + j) * y_stride + o] = rr[j * nt] + (has_bias ? bias[o] : 0.0f);
+        barrier(CLK_LOCAL_MEM_FENCE);
     }
 }
 
