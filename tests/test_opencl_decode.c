@@ -29,8 +29,12 @@ static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     char *s = calloc(1, 1 << 16);
-    if (s) fread(s, 1, (1 << 16) - 1, f);
+    size_t n = s ? fread(s, 1, (1 << 16) - 1, f) : 0;
     fclose(f);
+    if (s && n == 0) {   /* an empty profile: nothing to match */
+        free(s);
+        s = NULL;
+    }
     return s;
 }
 
