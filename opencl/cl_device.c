@@ -390,6 +390,9 @@ static oc_status build_all(oc_cl_device *dev, oc_error *err) {
  * the host's blocked time and number of waits (downloads, blocking uploads, finishes), and the
  * host time spent setting arguments and enqueueing. Written to the file at close. */
 
+/* prof_wait adds one interval's sums field by field as an array of uint64_t */
+_Static_assert(sizeof(oc_cl_prof_sums) == (8 + 2 * OC_CLK_COUNT) * sizeof(uint64_t), "oc_cl_prof_sums: uint64_t only");
+
 static void prof_harvest(oc_cl_device *dev) {
     oc_cl_prof *p = dev->prof;
     cl_ulong first = 0, last = 0;
