@@ -19,6 +19,11 @@
 #include <string.h>
 
 #define OC_BT_CL_F32 (1u << 8)   /* a weight stored dequantized to f32 */
+/* The staging ring of small writes (cl_write): a decode step writes its token ids and M-RoPE
+ * tables (a few hundred bytes) before its kernels, and a waiting upload there was a host wait per
+ * write, three per token besides the logits' read-back. */
+#define STAGE_BYTES (64 * 1024)
+#define STAGE_MAX_WRITE (STAGE_BYTES / 4)
 
 struct oc_backend_device {
     oc_backend_device_head head; /* first: the provider (backend.h) */
@@ -43,6 +48,9 @@ typedef struct cl_backend {
                                     cache that evicts; max_n_kv of them), else NULL */
     void *view;                  /* map_read's host copy, view_bytes */
     size_t view_bytes;
+    unsigned char *stage;        /* STAGE_BYTES: copies of small writes until the queue has read them */
+    size_t stage_at;             /* bytes of it in use since stage_waits */
+    uint64_t stage_waits;        /* the device's wait count when the ring was last (re)started */
 } cl_backend;
 
 static cl_backend *clb(oc_backend *be) { return (cl_backend *)(void *)be; }
@@ -173,10 +181,26 @@ static oc_status cl_bind(oc_backend *be, oc_bt *t, const void *host, size_t n_by
     return OC_OK;   /* the device copy is written by write() and read by read() */
 }
 
+/* A small write is copied into the staging ring and queued without a wait (the caller may change
+ * src at once, backend.h); the ring restarts once the host has waited for the queue since it was
+ * filled (every queued write has then read its copy), else after an oc_cl_finish when full. */
 static oc_status cl_write(oc_backend *be, oc_bt *t, size_t off_bytes, const void *src, size_t n_bytes,
                           oc_error *err) {
+    cl_backend *b = clb(be);
+    oc_cl_device *dev = b->dev->cl;
     oc_status st = span(t, (int64_t)off_bytes, (int64_t)n_bytes, 1, "write", err);
-    return st != OC_OK || !n_bytes ? st : oc_cl_upload(clb(be)->dev->cl, t->impl, off_bytes, src, n_bytes, err);
+    if (st != OC_OK || !n_bytes) return st;
+    if (!b->stage || n_bytes > STAGE_MAX_WRITE) return oc_cl_upload(dev, t->impl, off_bytes, src, n_bytes, err);
+    if (oc_cl_wait_count(dev) != b->stage_waits) b->stage_at = 0;
+    if (b->stage_at + n_bytes > STAGE_BYTES) {
+        if ((st = oc_cl_finish(dev, err)) != OC_OK) return st;
+        b->stage_at = 0;
+    }
+    b->stage_waits = oc_cl_wait_count(dev);
+    unsigned char *p = b->stage + b->stage_at;
+    memcpy(p, src, n_bytes);
+    b->stage_at += (n_bytes + 63) / 64 * 64;
+    return oc_cl_upload_nowait(dev, t->impl, off_bytes, p, n_bytes, err);
 }
 
 static oc_status cl_read(oc_backend *be, const oc_bt *t, size_t off_bytes, void *dst, size_t n_bytes,
@@ -408,6 +432,7 @@ static void cl_close(oc_backend *be) {
     oc_cl_attn_close(b->attn_kv);
     oc_cl_buf_free(b->keep_idx);
     if (b->idx) oc_mem_free(&a, b->idx, (size_t)b->idx_cap * sizeof(int32_t));
+    if (b->stage) oc_mem_free(&a, b->stage, STAGE_BYTES);
     if (b->own_dev) oc_cl_backend_device_close(b->dev);
     oc_mem_free(&a, b, sizeof *b);
 }
@@ -442,6 +467,7 @@ size_t oc_cl_backend_bytes(const oc_backend_limits *lim) {
     size_t n = 0;   /* the instance and its index array, each an oc_mem_alloc block */
     oc_add_block(&n, sizeof(cl_backend));
     oc_add_block(&n, (size_t)OC_MAX((int64_t)1, lim->max_n_tok) * sizeof(int32_t));
+    oc_add_block(&n, STAGE_BYTES);
     if (lim->attn.n_head > 0 && lim->per_kv_head) {
         oc_backend_limits k = kv_head_limits(lim);
         oc_cl_attn_limits akl = attn_limits(&k);
@@ -468,7 +494,8 @@ oc_status oc_cl_backend_open(oc_backend **out, const oc_backend_spec *spec, cons
         b->own_dev = st == OC_OK;
     }
     b->idx_cap = OC_MAX((int64_t)1, lim->max_n_tok);
-    if (st == OC_OK && !(b->idx = oc_mem_alloc(&b->alloc, (size_t)b->idx_cap * sizeof(int32_t))))
+    if (st == OC_OK && (!(b->idx = oc_mem_alloc(&b->alloc, (size_t)b->idx_cap * sizeof(int32_t))) ||
+                        !(b->stage = oc_mem_alloc(&b->alloc, STAGE_BYTES))))
         st = oc_fail(err, OC_ERR_NOMEM, "backend opencl: out of memory");
     if (st == OC_OK && lim->attn.n_head > 0) {
         oc_cl_attn_limits al = attn_limits(lim);

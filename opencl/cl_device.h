@@ -32,7 +32,8 @@
     X(ATTN_MERGE, "attn.cl", "oc_attn_merge")         \
     X(DYN_ESTIMATE, "dyn.cl", "oc_dyn_estimate")      \
     X(DYN_DIAG, "dyn.cl", "oc_dyn_diag")              \
-    X(FMA_PEAK, "peak.cl", "oc_fma_peak")
+    X(FMA_PEAK, "peak.cl", "oc_fma_peak")             \
+    X(READ_PEAK, "peak.cl", "oc_read_peak")
 
 typedef enum oc_cl_kernel_id {
 #define OC_CL_KERNEL_ENUM(id, file, fn) OC_CLK_##id,
@@ -144,6 +145,14 @@ oc_status oc_cl_fill32(oc_cl_device *dev, oc_cl_buf *dst, size_t offset_bytes, u
  * [errors: OC_ERR_RANGE, OC_ERR_INVALID (rows overlap), OC_ERR_DEVICE] */
 oc_status oc_cl_keep_rows(oc_cl_device *dev, oc_cl_buf *buf, size_t offset_bytes, size_t stride_bytes,
                           size_t row_bytes, const int32_t *kept, int32_t n_kept, oc_cl_buf *idx, oc_error *err);
+/* Profiling: with OCELLUS_CL_PROFILE=FILE in the environment at oc_cl_open, the device's queue
+ * records every launch, and oc_cl_close appends a per-interval and per-kernel table to FILE
+ * (cl_device.c "Profile"; `ocellus bench vlm --profile`). oc_cl_prof_batch marks the open interval
+ * as a batch one (a product outside oc_cl_launch: CLBlast). */
+void oc_cl_prof_batch(oc_cl_device *dev);
+/* How many times the host has waited for the queue (downloads, blocking uploads, finishes): when
+ * it changed since a host copy was handed to oc_cl_upload_nowait, the queue has read that copy. */
+uint64_t oc_cl_wait_count(const oc_cl_device *dev);
 /* Wait until every queued command has finished (benchmarks time with it). */
 oc_status oc_cl_finish(oc_cl_device *dev, oc_error *err);
 

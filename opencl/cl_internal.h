@@ -9,6 +9,27 @@
 #include "opencl/cl_device.h"
 
 #define OC_CL_MAX_PROGRAMS 2   /* cl_device.c: the attention program and the rest */
+#define OC_CL_PROF_EVENTS 4096 /* launches profiled between two harvests (a decode token: ~500) */
+
+/* What the profile sums over the intervals of one class (cl_device.c "Profile"). */
+typedef struct oc_cl_prof_sums {
+    uint64_t n_intervals, n_launches, n_waits;
+    uint64_t busy_ns, span_ns, wall_ns, wait_ns, enqueue_ns;
+    uint64_t kernel_n[OC_CLK_COUNT], kernel_ns[OC_CLK_COUNT];
+} oc_cl_prof_sums;
+
+/* OCELLUS_CL_PROFILE=FILE at open: the queue records every launch's event; each wait (a download,
+ * oc_cl_finish) closes an interval whose events are read here. Allocated at open, so profiling
+ * adds no allocation per launch. */
+typedef struct oc_cl_prof {
+    char path[512];
+    cl_event ev[OC_CL_PROF_EVENTS];
+    unsigned char kid[OC_CL_PROF_EVENTS];
+    int n_ev;
+    int batch;                    /* the open interval launched a batch kernel (oc_gemm, CLBlast) */
+    uint64_t t_open_ns;           /* host clock when the open interval began (the previous wait's end) */
+    oc_cl_prof_sums cur, cls[2];  /* cur: the open interval; cls[0] one-token intervals, cls[1] batches */
+} oc_cl_prof;
 
 struct oc_cl_device {
     const oc_allocator *alloc;
@@ -22,6 +43,8 @@ struct oc_cl_device {
     cl_kernel kernels[OC_CLK_COUNT];
     size_t kernel_wg[OC_CLK_COUNT];
     int use_clblast;
+    oc_cl_prof *prof;             /* NULL unless OCELLUS_CL_PROFILE named a file at open */
+    uint64_t n_waits;             /* downloads, blocking uploads and finishes so far (oc_cl_wait_count) */
 };
 
 struct oc_cl_buf {

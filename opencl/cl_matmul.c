@@ -98,6 +98,7 @@ static int view_fits(oc_cl_mat m, int64_t n_rows, int64_t n) {
 static oc_status clblast_sgemm(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc_cl_mat y, int64_t n_tok,
                                const oc_cl_buf *bias, oc_error *err) {
     size_t ldx = (size_t)OC_MAX(x.stride, w->n_in), ldy = (size_t)OC_MAX(y.stride, w->n_out);
+    oc_cl_prof_batch(dev);
     CLBlastStatusCode rc = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, (size_t)n_tok,
                                         (size_t)w->n_out, (size_t)w->n_in, 1.0f, x.buf->mem, (size_t)x.off, ldx,
                                         w->buf->mem, 0, (size_t)(w->row_bytes / 4), 0.0f, y.buf->mem, (size_t)y.off,

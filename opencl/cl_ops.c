@@ -229,3 +229,33 @@ oc_status oc_cl_fma_peak(oc_cl_device *dev, double *gflops, oc_error *err) {
     *gflops = best;
     return st;
 }
+
+oc_status oc_cl_read_peak(oc_cl_device *dev, size_t n_bytes, double *gbps, oc_error *err) {
+    const oc_cl_caps *c = oc_cl_device_caps(dev);
+    *gbps = 0;
+    n_bytes = OC_MIN(n_bytes, (size_t)OC_MIN(c->max_alloc_bytes, (uint64_t)INT32_MAX * 16));
+    n_bytes &= ~(size_t)15;
+    if (n_bytes < ((size_t)1 << 20)) return oc_fail(err, OC_ERR_INVALID, "opencl read peak: %zu bytes", n_bytes);
+    oc_cl_buf *x = NULL, *out = NULL;
+    oc_status st = oc_cl_buf_alloc(dev, n_bytes, &x, err);
+    if (st == OC_OK) st = oc_cl_buf_alloc(dev, sizeof(float), &out, err);
+    if (st == OC_OK) st = oc_cl_fill32(dev, x, 0, 0, n_bytes, err);
+    /* enough items to keep every compute unit's loads in flight (a GPU: thousands per unit) */
+    size_t wg = oc_cl_pow2_wg(dev, OC_CLK_READ_PEAK, 256);
+    size_t items = (size_t)OC_MAX(c->compute_units, 1u) * (c->is_gpu ? 2048 : 16);
+    items = OC_MIN((items + wg - 1) / wg * wg, (n_bytes / 16 + wg - 1) / wg * wg);
+    enum { PASSES = 4 };   /* back to back, so a launch's overhead hides behind the one before */
+    for (int rep = 0; rep < 6 && st == OC_OK; rep++) {
+        oc_cl_arg a[] = { OC_CL_BUF(out), OC_CL_BUF(x), OC_CL_I32(n_bytes / 16) };
+        if ((st = oc_cl_finish(dev, err))) break;
+        uint64_t t0 = oc_port_now_ns();
+        for (int p = 0; p < PASSES && st == OC_OK; p++)
+            st = oc_cl_launch(dev, OC_CLK_READ_PEAK, 1, &items, &wg, (int)OC_ARRAY_LEN(a), a, err);
+        if (st == OC_OK) st = oc_cl_finish(dev, err);
+        double s = (double)(oc_port_now_ns() - t0) * 1e-9;
+        if (st == OC_OK && s > 0 && PASSES * (double)n_bytes / s / 1e9 > *gbps) *gbps = PASSES * (double)n_bytes / s / 1e9;
+    }
+    oc_cl_buf_free(x);
+    oc_cl_buf_free(out);
+    return st;
+}

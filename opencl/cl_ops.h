@@ -102,5 +102,11 @@ oc_status oc_cl_argmax(oc_cl_device *dev, oc_cl_mat x, int32_t n_rows, int64_t n
 /* The device's FP32 FMA rate in GFLOP/s from opencl/kernels/peak.cl: best of a few timed runs of about
  * 50 ms each. [alloc: a small device buffer, freed again] */
 oc_status oc_cl_fma_peak(oc_cl_device *dev, double *gflops, oc_error *err);
+/* The device's read-only bandwidth in GB/s (opencl/kernels/peak.cl oc_read_peak): the best of
+ * several runs that each read a zero-filled buffer of n_bytes (capped by the device's
+ * single-allocation limit; choose it well above the last-level cache, e.g. 1 GiB on a GPU) four
+ * times back to back. [alloc: yes: one device buffer] [errors: OC_ERR_INVALID (below 1 MiB),
+ * OC_ERR_DEVICE, OC_ERR_NOMEM] */
+oc_status oc_cl_read_peak(oc_cl_device *dev, size_t n_bytes, double *gbps, oc_error *err);
 
 #endif

@@ -63,6 +63,9 @@ size_t oc_port_program_dir(char *buf, size_t buf_bytes);
 FILE *oc_port_fopen_regular(const char *path, char *msg, size_t msg_bytes);
 /* 1 when path names a regular file that can be opened for reading (opened as above, closed). */
 int  oc_port_is_regular_file(const char *path);
+/* Set an environment variable for this process (tools: a switch a library reads at open, such as
+ * OCELLUS_CL_PROFILE). Returns 0 on success. */
+int  oc_port_setenv(const char *name, const char *value);
 
 /* Can path be written (created or appended to)? Checked before a long run rather than after it.
  * Nothing is truncated: a file that did not exist is created and removed again; an existing FIFO

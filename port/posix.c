@@ -175,6 +175,8 @@ int oc_port_check_writable(const char *path, char *msg, size_t msg_bytes) {
     return 0;
 }
 
+int oc_port_setenv(const char *name, const char *value) { return setenv(name, value, 1); }
+
 int oc_port_is_regular_file(const char *path) {
     char msg[64];
     FILE *f = oc_port_fopen_regular(path, msg, sizeof msg);

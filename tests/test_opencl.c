@@ -490,6 +490,15 @@ static void test_matmul(void) {
             int64_t n_in = t == OC_DTYPE_F32 || t == OC_DTYPE_F16 ? 100 : 160;   /* f32/f16: rows end inside a chunk */
             check_matmul(&r, t, 0, n_in, 67, toks[k], k != 1, 0);
         }
+    /* the decode kernel at widths that end inside its items' strides (1000 f16: 125 chunks of 8
+     * over 32 items; 4100 f16, 4128 q8_0: 513 and 516 chunks), 5 tokens (a second group of four),
+     * outputs that leave a last work-group's rows spare */
+    for (int ti = 0; ti < 4; ti++) {
+        int32_t t = dev_types[ti];
+        int64_t wide = t == OC_DTYPE_F32 || t == OC_DTYPE_F16 ? 4100 : 4128;
+        check_matmul(&r, t, 0, t == OC_DTYPE_F32 || t == OC_DTYPE_F16 ? 1000 : 1024, 13, 1, 1, 0);
+        check_matmul(&r, t, 0, wide, 7, ti == 1 ? 5 : 1, ti & 1, 0);
+    }
     /* a larger one through the tiled kernel: two k steps of 32 blocks, partial tiles both ways */
     check_matmul(&r, OC_DTYPE_Q8_0, 0, 512, 130, 77, 1, 0);
     /* CLBlast takes F32 (also dequantized at upload) when the build has it */

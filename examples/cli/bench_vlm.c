@@ -55,6 +55,10 @@ static void usage(FILE *f) {
             "                   (bench_llama.c)\n"
             "  --pp N           prompt tokens of the text-only case (default 512; 0 skips it)\n"
             "  --no-mmap        read the model files into memory instead of mapping them\n"
+            "  --profile FILE   OpenCL: every launch timed on the device; per interval between waits (a\n"
+            "                   decode token) launches, kernel busy time, device span, host wall and waits,\n"
+            "                   and per kernel, written to FILE and printed at the end (slower: read the\n"
+            "                   speed from a run without it)\n"
             "  --kv-context LIST  instead: KV bytes and decode tok/s at these context lengths (e.g.\n"
             "                   4096,16384) with a dense cache, SparseMM 10%% budgets, ZipVL and Q-Cache\n"
             "                   lazy groups over half the layers (bench_kv.c; the cache is filled\n"
@@ -334,9 +338,20 @@ static void compare_case(llama_table *t, const vlm_case *c, int side, const char
     t->n++;
 }
 
+/* The read-only bandwidth of the OpenCL device (opencl/kernels/peak.cl: 1 GiB, far above any cache). */
+static double device_read_gbps(const char *device) {
+    double g = 0;
+#if OC_HAVE_OPENCL
+    oc_cl_device *dev = NULL;
+    if (oc_cl_open(&dev, device, NULL, NULL, NULL) == OC_OK) oc_cl_read_peak(dev, (size_t)1 << 30, &g, NULL);
+    oc_cl_close(dev);
+#endif
+    return g;
+}
+
 static int run_bench(const char *text_path, const char *mmproj, int n_threads, oc_backend_choice backend,
                      const char *device, const char *images_list,
-                     int n_new, int pp_tokens, llama_table *llama, oc_load_mode load) {
+                     int n_new, int pp_tokens, llama_table *llama, oc_load_mode load, const char *profile) {
     int counts[MAX_CASES], sides[MAX_CASES], max_images = 0, max_image_tokens = 0, max_case_tokens = 0;
     int n_counts = parse_images(images_list, counts, sides, MAX_CASES - 2);
     if (n_counts < 0) {
@@ -394,7 +409,14 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
     cp.progress = on_progress;
     cp.progress_user = &pc;
     t0 = oc_port_now_ns();
-    if (oc_context_open(&ctx, model, &cp, &err)) goto fail;
+    if (profile) {   /* the context's device alone (cl_device.h), which appends to the emptied file */
+        FILE *pf = fopen(profile, "w");
+        if (pf) fclose(pf);
+        oc_port_setenv("OCELLUS_CL_PROFILE", profile);
+    }
+    oc_status ost = oc_context_open(&ctx, model, &cp, &err);
+    if (profile) oc_port_setenv("OCELLUS_CL_PROFILE", "");
+    if (ost) goto fail;
     size_t ctx_bytes = 0;
     oc_context_memory_bytes(model, &cp, &ctx_bytes, NULL);
     printf("model: %d layers, hidden %d, vocab %d; vision %d blocks, hidden %d (%s); opened in %.0f ms, context "
@@ -406,7 +428,10 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
     double peak0 = fma_peak(n_threads, peak_dev), read0 = 0;
     printf("backend: %s\nFP32 FMA peak before: %.1f GFLOP/s%s\n", where, peak0,
            peak_dev ? " (the device's; the cpu share columns are the host's)" : "");
-    if (!peak_dev) {   /* the roof of the BF16 path (matmul.h), where the CPU has one */
+    if (peak_dev) {
+        read0 = device_read_gbps(peak_dev);
+        printf("device read-only bandwidth before: %.1f GB/s\n", read0);
+    } else {   /* the roof of the BF16 path (matmul.h), where the CPU has one */
         oc_pool *bp = NULL;
         double bf16 = oc_pool_open(&bp, n_threads, NULL, NULL) == OC_OK ? oc_roofline_bf16_gflops(bp) : 0;
         oc_pool_close(bp);
@@ -463,21 +488,23 @@ static int run_bench(const char *text_path, const char *mmproj, int n_threads, o
         if (llama) compare_case(llama, &cases[n_cases - 1], 0, text_path, mmproj, n_threads, n_new, pp_tokens, NULL);
     }
     double peak1 = fma_peak(n_threads, peak_dev);
-    double read1 = peak_dev ? 0 : read_floor_gbps(n_threads);
+    double read1 = peak_dev ? device_read_gbps(peak_dev) : read_floor_gbps(n_threads);
     printf("FP32 FMA peak after: %.1f GFLOP/s (%% of peak below: of the larger, %.1f)\n", peak1,
            peak0 > peak1 ? peak0 : peak1);
     print_table(cases, n_cases, peak0 > peak1 ? peak0 : peak1, peak_dev != NULL);
-    if (!peak_dev) {   /* decode is bound by reading the weights: GB/s of them against the floor */
+    {   /* decode is bound by reading the weights and the KV cache: GB/s of them against the floor */
         double floor_gbps = read0 > read1 ? read0 : read1, step_gb = step_weight_bytes(g) / 1e9;
-        printf("\nDecode reads %.2f GB of weights per token; read-only bandwidth after: %.1f GB/s (floor below: the "
-               "larger, %.1f GB/s = %.1f tok/s)\n\n| case | decode tok/s | weights GB/s | of the floor | cpu d |\n"
-               "|---|---|---|---|---|\n", step_gb, read1, floor_gbps, floor_gbps / step_gb);
+        printf("\nDecode reads %.2f GB of weights per token, plus the KV cache (f16 keys and values held at the "
+               "end, read once per token); %sread-only bandwidth after: %.1f GB/s (floor below: the larger, %.1f GB/s "
+               "= %.1f tok/s without the cache)\n\n| case | decode tok/s | weights + KV GB/s | of the floor | %s |\n"
+               "|---|---|---|---|---|\n", step_gb, peak_dev ? "the device's " : "", read1, floor_gbps,
+               floor_gbps / step_gb, peak_dev ? "KV MB" : "cpu d");
         for (int i = 0; i < n_cases; i++) {
             const oc_stats *s = &cases[i].st;
-            if (s->n_generated < 2 || s->decode_ms <= 0) continue;
-            double tok_s = 1000.0 * (s->n_generated - 1) / s->decode_ms;
-            printf("| %s | %.2f | %.1f | %.2f | %.0f%% |\n", cases[i].name, tok_s, tok_s * step_gb,
-                   tok_s * step_gb / floor_gbps, 100 * cases[i].share[2]);
+            if (s->n_generated < 2 || s->decode_ms <= 0 || floor_gbps <= 0) continue;
+            double tok_s = 1000.0 * (s->n_generated - 1) / s->decode_ms, gb = step_gb + (double)s->kv_bytes / 1e9;
+            printf("| %s | %.2f | %.1f | %.2f | %.0f%s |\n", cases[i].name, tok_s, tok_s * gb, tok_s * gb / floor_gbps,
+                   peak_dev ? (double)s->kv_bytes / 1e6 : 100 * cases[i].share[2], peak_dev ? "" : "%");
         }
     }
     rc = 0;
@@ -489,8 +516,16 @@ done:
     for (int i = 0; i < n_pix; i++) free(pixels[i]);
     oc_tokenizer_close(tok);
     oc_gguf_close(g);
-    oc_context_close(ctx);
+    oc_context_close(ctx);   /* the device writes the profile as it closes */
     oc_model_close(model);
+    if (profile && rc == 0) {
+        char line[512];
+        FILE *f = fopen(profile, "r");
+        if (!f) fprintf(stderr, "ocellus bench vlm: --profile %s: nothing was written (not an OpenCL run?)\n", profile);
+        printf("\n");
+        while (f && fgets(line, sizeof line, f)) fputs(line, stdout);
+        if (f) fclose(f);
+    }
     return rc;
 }
 
@@ -501,7 +536,7 @@ int bench_vlm(int argc, char **argv) {
     int n_threads = 2, n_new = 32, pp = 512, rounds = 5, synth_layers = 0;
     const char *kv_context = NULL;
     unsigned long long seed = 1;
-    const char *device = NULL, *llama_dir = NULL;
+    const char *device = NULL, *llama_dir = NULL, *profile = NULL;
     oc_backend_choice backend = OC_BACKEND_CPU;
     oc_load_mode load = OC_LOAD_MAP;
     /* The three modes take different options; one given to a mode that does not read it is refused
@@ -513,12 +548,13 @@ int bench_vlm(int argc, char **argv) {
         if (!strcmp(a, "--type") || !strcmp(a, "--tokenizer") || !strcmp(a, "--seed") || !strcmp(a, "--layers"))
             synth_only = a;
         if (!strcmp(a, "--images") || !strcmp(a, "--image-px") || !strcmp(a, "--pp") || !strcmp(a, "--compare-llama") ||
-            !strcmp(a, "--no-mmap") || !strcmp(a, "--backend") || !strcmp(a, "--device") || !strcmp(a, "--mmproj"))
+            !strcmp(a, "--no-mmap") || !strcmp(a, "--backend") || !strcmp(a, "--device") || !strcmp(a, "--mmproj") ||
+            !strcmp(a, "--profile"))
             run_only = a;
         if (!strcmp(a, "--rounds")) kv_only = a;
         static const char *const known[] = { "--synth", "--type", "--tokenizer", "--seed", "-m", "--mmproj", "--images", "-t",
                                              "-n", "--no-mmap", "--image-px", "--pp", "--kv-context", "--rounds",
-                                             "--device", "--compare-llama", "--backend", "--layers" };
+                                             "--device", "--compare-llama", "--backend", "--layers", "--profile" };
         int is_known = 0;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) is_known |= !strcmp(a, known[k]);
         if (!is_known) {
@@ -555,6 +591,7 @@ int bench_vlm(int argc, char **argv) {
         else if (!strcmp(a, "--rounds")) { if (!oc_tool_int_arg("bench vlm", a, v, 1, 15, &rounds)) return 2; }
         else if (!strcmp(a, "--device")) device = v;
         else if (!strcmp(a, "--compare-llama")) llama_dir = v;
+        else if (!strcmp(a, "--profile")) profile = v;
         else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &backend)) continue;
         else { fprintf(stderr, "ocellus bench vlm: --backend wants cpu, opencl or auto, not '%s'\n", v); return 2; }
     }
@@ -574,6 +611,15 @@ int bench_vlm(int argc, char **argv) {
     if (device && backend == OC_BACKEND_CPU) {
         fprintf(stderr, "ocellus bench vlm: --device picks an OpenCL device: give --backend opencl or auto\n");
         return 2;
+    }
+    if (profile && backend == OC_BACKEND_CPU) {
+        fprintf(stderr, "ocellus bench vlm: --profile times OpenCL launches: give --backend opencl\n");
+        return 2;
+    }
+    if (profile) {   /* checked now, and emptied: the device appends to it */
+        FILE *f = profile[0] ? fopen(profile, "w") : NULL;
+        if (!f) { fprintf(stderr, "ocellus bench vlm: --profile %s: cannot write there\n", profile); return 2; }
+        fclose(f);
     }
     if (kv_context && (!kv_context[0] || strspn(kv_context, "0123456789,") != strlen(kv_context))) {
         fprintf(stderr, "ocellus bench vlm: --kv-context wants context lengths such as 4096,16384, not '%s'\n", kv_context);
@@ -602,7 +648,7 @@ int bench_vlm(int argc, char **argv) {
     for (int i = 0; i < n_text && !rc; i++) {
         if (i) printf("\n");
         int first = llama ? llama->n : 0;
-        rc = run_bench(text[i], mmproj[i], n_threads, backend, device, images, n_new, pp, llama, load);
+        rc = run_bench(text[i], mmproj[i], n_threads, backend, device, images, n_new, pp, llama, load, profile);
         if (llama && llama->n > first)   /* this pair's rows now; all pairs in one table at the end */
             bench_llama_print(llama_dir, n_threads, pp, llama->rows + first, llama->runs + first, llama->n - first);
     }

@@ -19,3 +19,14 @@ __kernel void oc_fma_peak(__global float *out, float a, float b, int n_iter) {
     float4 h = s.lo + s.hi;
     out[get_global_id(0)] = h.x + h.y + h.z + h.w;
 }
+
+/* The read-only bandwidth roof (as a decode step reads its weights): item i sums the float4s i,
+ * i + grid, ... of x (n_vec4 in all), so each step of the grid reads one contiguous stretch. The
+ * sum is stored only when it is -1, which the caller's zero-filled buffer never gives: nothing is
+ * written, and nothing can be optimised away. */
+__kernel void oc_read_peak(__global float *out, const __global float4 *x, int n_vec4) {
+    float4 s = (float4)(0.0f);
+    for (int i = (int)get_global_id(0); i < n_vec4; i += (int)get_global_size(0)) s += x[i];
+    float t = s.x + s.y + s.z + s.w;
+    if (t == -1.0f) out[0] = t;
+}

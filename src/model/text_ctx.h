@@ -112,6 +112,9 @@ oc_status oc_text_tables(oc_text_ctx *c, const oc_text_batch *b, oc_error *err);
 /* One decoder layer over the batch: x += attn(norm(x)); x += mlp(norm(x)). */
 oc_status oc_text_layer_forward(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_attn_stats *stats,
                         oc_error *err);
+/* Every decoder layer over the batch (rows from 0), the same sums in fewer launches: each layer's
+ * MLP output is added to x by the next layer's first norm. */
+oc_status oc_text_layers(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats *stats, oc_error *err);
 /* Its parts: xb = norm(x), q, k, v of the batch (Q-Cache sharing applied); and x += mlp(norm(x)). */
 oc_status oc_text_layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err);
 /* The same without k and v (their products and rotation): ZipVL's pass B of a segment's first layer,

@@ -51,8 +51,7 @@ oc_status oc_text_forward(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats 
     for (int32_t i = 0; c->tok_visual && i < n; i++) c->tok_visual[c->n_past + i] = (uint8_t)oc_text_visual(b, i);
     if (whole_prompt) return oc_text_prefill_by_layer(c, b, stats, err);
     if ((st = check_room(c, n, err)) || (st = oc_text_tables(c, b, err)) || (st = oc_text_inputs(c, b, 0, err))) return st;
-    for (int32_t il = 0; il < hp->n_layers; il++)
-        if ((st = oc_text_layer_forward(c, b, il, 0, stats, err))) return st;
+    if ((st = oc_text_layers(c, b, stats, err))) return st;
     if (c->kvp->any_evict) oc_kv_book_append(&c->book, c->n_past, n);
     c->n_past += n;
     if (!b->logits) return OC_OK;

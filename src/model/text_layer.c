@@ -333,7 +333,10 @@ static oc_status observe(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_
     return OC_OK;
 }
 
-static oc_status layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, int want_kv, oc_error *err) {
+/* q, k, v (want_kv 0: q alone); res (NULL or c->xb: the previous layer's MLP output) is added to x
+ * first, in the norm's launch, as mlp() below does with the attention's. */
+static oc_status qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, const oc_bt *res, int want_kv,
+                     oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     const oc_text_layer_bt *L = &c->layers[il];
     oc_backend *be = c->be;
@@ -342,9 +345,9 @@ static oc_status layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, i
     const oc_kv_layer *P = &c->kvp->layer[il];
     int32_t pairs = hp->head_dim / 2;
     oc_status st;
-    /* xb = norm(x); q [n][d], k, v [n][kvd] = xb W^T + b; rotate q, k (a GLA lazy layer reuses its
-     * group's q and k: Q-Cache Eq. 5-6) */
-    if ((st = op->norm(be, OC_NORM_RMS, &c->x, xo, NULL, 0, &c->xb, 0, &L->attn_norm, NULL, n, d, hp->eps, err)))
+    /* x += res; xb = norm(x); q [n][d], k, v [n][kvd] = xb W^T + b; rotate q, k (a GLA lazy layer
+     * reuses its group's q and k: Q-Cache Eq. 5-6) */
+    if ((st = op->norm(be, OC_NORM_RMS, &c->x, xo, res, 0, &c->xb, 0, &L->attn_norm, NULL, n, d, hp->eps, err)))
         return st;
     if (P->lazy != OC_KV_LAZY_GLA &&
         ((st = op->matmul(be, &L->wq, &c->xb, 0, d, &c->q, 0, d, n, oc_bt_opt(&L->bq), err)) ||
@@ -362,27 +365,31 @@ static oc_status layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, i
 }
 
 oc_status oc_text_layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
-    return layer_qkv(c, b, il, xo, 1, err);
+    return qkv(c, b, il, xo, NULL, 1, err);
 }
 
 oc_status oc_text_layer_q(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
-    return layer_qkv(c, b, il, xo, 0, err);
+    return qkv(c, b, il, xo, NULL, 0, err);
 }
 
-oc_status oc_text_layer_mlp(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
+/* The MLP; res (NULL or c->xb: the attention's output projection) is added to x first, in the
+ * norm's launch (backend.h norm: x += res, then y = norm(x); one launch fewer per layer). defer:
+ * leave the MLP's output in xb for the next layer's norm to add (oc_text_layers). */
+static oc_status mlp(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, const oc_bt *res, int defer,
+                     oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     const oc_text_layer_bt *L = &c->layers[il];
     oc_backend *be = c->be;
     const oc_backend_ops *op = be->ops;
     int64_t n = b->n_tokens, d = hp->n_embd, ff = hp->n_ff;
     oc_status st;
-    /* x += down(silu(gate(norm(x))) * up(norm(x))) */
-    if ((st = op->norm(be, OC_NORM_RMS, &c->x, xo, NULL, 0, &c->xb, 0, &L->ffn_norm, NULL, n, d, hp->eps, err)) ||
+    /* x += res; x += down(silu(gate(norm(x))) * up(norm(x))) */
+    if ((st = op->norm(be, OC_NORM_RMS, &c->x, xo, res, 0, &c->xb, 0, &L->ffn_norm, NULL, n, d, hp->eps, err)) ||
         (st = op->matmul(be, &L->gate, &c->xb, 0, d, &c->ff_g, 0, ff, n, NULL, err)) ||
         (st = op->matmul(be, &L->up, &c->xb, 0, d, &c->ff_u, 0, ff, n, NULL, err)) ||
         (st = op->glu(be, &c->ff_g, 0, &c->ff_u, 0, n * ff, OC_ACT_SILU, err)) ||
         (st = op->matmul(be, &L->down, &c->ff_g, 0, ff, &c->xb, 0, d, n, NULL, err)) ||
-        (st = op->add(be, &c->x, xo, &c->xb, 0, n * d, err)))
+        (!defer && (st = op->add(be, &c->x, xo, &c->xb, 0, n * d, err))))
         return st;
     if (b->on_layer) {   /* tests: the residual stream, through a host view */
         size_t x_bytes = sizeof(float) * (size_t)(n * d);
@@ -394,24 +401,44 @@ oc_status oc_text_layer_mlp(oc_text_ctx *c, const oc_text_batch *b, int32_t il, 
     return OC_OK;
 }
 
-oc_status oc_text_layer_forward(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_attn_stats *stats,
-                        oc_error *err) {
+oc_status oc_text_layer_mlp(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
+    return mlp(c, b, il, xo, NULL, 0, err);
+}
+
+/* One layer; res and defer as qkv() and mlp() take them. */
+static oc_status layer(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, const oc_bt *res, int defer,
+                       oc_attn_stats *stats, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     oc_backend *be = c->be;
     const oc_backend_ops *op = be->ops;
     int64_t n = b->n_tokens, d = hp->n_embd;
     oc_status st;
     /* q, k, v; k, v -> cache as f16 */
-    if ((st = oc_text_layer_qkv(c, b, il, xo, err)) || (st = store_kv(c, b, il, (int32_t)n, err))) return st;
+    if ((st = qkv(c, b, il, xo, res, 1, err)) || (st = store_kv(c, b, il, (int32_t)n, err))) return st;
     /* the calibration hook sees the dense cache: never with KV eviction or shared Q/K */
     if (b->on_attn && !c->kvp->any_evict && c->kvp->layer[il].lazy == OC_KV_OWN && (st = observe(c, b, il, err)))
         return st;
-    /* att [n][d] over the cache; x += att Wo^T; the MLP */
+    /* att [n][d] over the cache; xb = att Wo^T; the MLP, which adds xb to x first */
     if ((st = attention(c, b, il, stats, err)) || (st = oc_text_kv_score_timed(c, b, il, err)) ||
-        (st = op->matmul(be, &c->layers[il].wo, &c->att, 0, d, &c->xb, 0, d, n, NULL, err)) ||
-        (st = op->add(be, &c->x, xo, &c->xb, 0, n * d, err)))
+        (st = op->matmul(be, &c->layers[il].wo, &c->att, 0, d, &c->xb, 0, d, n, NULL, err)))
         return st;
-    return oc_text_layer_mlp(c, b, il, xo, err);
+    return mlp(c, b, il, xo, &c->xb, defer, err);
+}
+
+oc_status oc_text_layer_forward(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_attn_stats *stats,
+                                oc_error *err) {
+    return layer(c, b, il, xo, NULL, 0, stats, err);
+}
+
+oc_status oc_text_layers(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats *stats, oc_error *err) {
+    const oc_text_hparams *hp = &c->m->hp;
+    /* each layer's MLP output waits in xb for the next layer's first norm, which adds it (one
+     * launch fewer per layer); the hook that reads x after every layer sees it whole */
+    int defer = !b->on_layer;
+    oc_status st;
+    for (int32_t il = 0; il < hp->n_layers; il++)
+        if ((st = layer(c, b, il, 0, il > 0 && defer ? &c->xb : NULL, defer, stats, err))) return st;
+    return defer ? c->be->ops->add(c->be, &c->x, 0, &c->xb, 0, (int64_t)b->n_tokens * hp->n_embd, err) : OC_OK;
 }
 
 oc_text_batch oc_text_chunk(const oc_text_ctx *c, const oc_text_batch *b, int32_t s, int32_t n) {
