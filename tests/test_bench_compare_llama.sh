@@ -9,7 +9,9 @@
 #    where -p holds one <__media__> line per image; without markers it merges image pairs into video
 #    frames (half the tokens), as the real CLI does for Qwen2-VL. Its prompt tokens are the image tokens
 #    plus PROMPT_TEXT (ocellus's own count for one image, less the image tokens) plus, per further
-#    image, its vision_start / vision_end and its marker line's newline.
+#    image, its vision_start / vision_end and its marker line's newline. As the CLI of 2026-08 does, it
+#    formats with plain ChatML: no system message unless -sys gives one (Qwen2-VL's default, 11 tokens,
+#    is in ocellus's prompt), and with -sys one newline more (the next message starts with its own).
 #  - llama-bench prints an n_depth column and honours -d; LLAMA_FORMAT=old: an older llama-bench
 #    without -d (fails on it, no n_depth column), and an older CLI that logs each slice's encode and
 #    whose prompt eval time leaves the encodes out.
@@ -28,11 +30,12 @@ dir="$tmp_dir/llama"
 mkdir -p "$dir"
 cat >"$dir/llama-mtmd-cli" <<'EOS'
 #!/bin/sh
-n=0; lv=0; prev=; prompt=
+n=0; lv=0; prev=; prompt=; sys=
 for a in "$@"; do
   [ "$a" = --image ] && n=$((n + 1))
   [ "$prev" = -lv ] && lv=$a
   [ "$prev" = -p ] && prompt=$a
+  [ "$prev" = -sys ] && sys=$a
   prev=$a
 done
 for f in ocellus-bench-image-*.ppm; do [ -f "$f" ] || { echo "no image file" >&2; exit 1; }; done
@@ -58,6 +61,7 @@ i=0; while [ $i -lt $n ]; do
 [ "$lv" -ge 4 ] || exit 0   # libllama's INFO lines (llama_perf) only show at verbosity 4
 if [ "$LLAMA_FORMAT" = old ]; then t=2000.00; else t=$((2000 + 1000 * n)).00; fi
 tok=$((${PROMPT_TEXT:-40} + img_tok + 3 * (n - 1)))   # each image's vision_start/end, each marker line's newline
+if [ "$sys" = "You are a helpful assistant." ]; then tok=$((tok + 1)); else tok=$((tok - 11)); fi
 echo "0.05.000.000 I llama_perf_context_print: prompt eval time =    $t ms /   $tok tokens (    6.67 ms per token,   150.00 tokens per second)"
 echo "0.05.000.000 I llama_perf_context_print:        eval time =     100.00 ms /     1 runs   (  100.00 ms per token,    10.00 tokens per second)"
 EOS
@@ -113,12 +117,12 @@ for format in new old; do
     fail compare_llama_$format "no vision row with llama.cpp's 1000 ms and a ratio (same 256 image tokens)"
   elif ! printf '%s\n' "$out" | grep -q "${row}2 images 56x56 | vision encode (8 tok) | 2000 ms | [0-9]* ms | time [0-9.]*$ratio"; then
     fail compare_llama_$format "no vision row for the 2 images of 56x56 (2 x 1000 ms, 2 x 4 tokens)"
-  elif ! printf '%s\n' "$out" | grep -q "${row}1 image 448x448 | time to first token ($ptok tok) | 3000 ms | [0-9]* ms | time [0-9.]*$ratio"; then
-    fail compare_llama_$format "no time-to-first-token row with a ratio (1000 ms encode + 2000 ms of text model, same prompt)"
+  elif ! printf '%s\n' "$out" | grep -q "${row}1 image 448x448 | time to first token (llama.cpp $((ptok + 1)) tok, ocellus $ptok) | 3000 ms | [0-9]* ms | time [0-9.]*$ratio"; then
+    fail compare_llama_$format "no time-to-first-token row with a ratio (1000 ms encode + 2000 ms of text model, the same prompt with the system message, one newline more)"
   elif ! printf '%s\n' "$out" | grep -q "${row}2 images 56x56 | time to first token (llama.cpp [0-9]* tok, ocellus [0-9]*) | 4000 ms | [0-9]* ms | time [0-9.]*$ratio"; then
     fail compare_llama_$format "no time-to-first-token row for 2 images (2000 ms encode + 2000 ms), ratio kept for one newline more"
-  elif ! printf '%s\n' "$out" | grep -q "${row}1 image 448x448 | prefill after the encode ($ptok tok) | $(awk "BEGIN { printf \"%.1f\", $ptok / 2 }") tok/s |"; then
-    fail compare_llama_$format "no prefill row ($ptok tokens in 2000 ms)"
+  elif ! printf '%s\n' "$out" | grep -q "${row}1 image 448x448 | prefill after the encode (llama.cpp $((ptok + 1)) tok, ocellus $ptok) | $(awk "BEGIN { printf \"%.1f\", ($ptok + 1) / 2 }") tok/s | [0-9.]* tok/s | speed [0-9.]*$ratio"; then
+    fail compare_llama_$format "no prefill row ($ptok + 1 tokens in 2000 ms) with its ratio"
   elif ! printf '%s\n' "$out" | grep -q "${row}1 image 448x448 | decode (llama.cpp 1 tok, ocellus 2) | 10.00 tok/s |"; then
     fail compare_llama_$format "no decode row from llama_perf's eval time"
   elif ! printf '%s\n' "$out" | grep -q "${row}text pp64 | prefill (llama-bench pp64; ocellus 64 tok) | 64.5 tok/s | [0-9.]* tok/s | speed [0-9.]*$ratio"; then
@@ -135,7 +139,8 @@ for format in new old; do
 done
 
 # Token counts that differ give no ratio: a CLI that merges the images (LLAMA_MERGE=1: as if it had
-# seen no marker lines) encodes half the tokens; a prompt 5 tokens longer than ocellus's.
+# seen no marker lines) encodes half the tokens; a prompt 5 tokens longer than ocellus's (6 with the
+# -sys newline).
 out=$(LLAMA_MERGE=1 bench --images 2 --pp 0 --compare-llama "$dir"); rc=$?
 printf '%s\n' "$out" | grep '^| ocellus-demo' | sed "s/^/# merged: /"
 if [ $rc -ne 0 ]; then fail compare_llama_token_mismatch "bench vlm exited with $rc"
@@ -149,7 +154,7 @@ else
   if [ $rc -ne 0 ]; then fail compare_llama_token_mismatch "bench vlm exited with $rc (longer prompt)"
   elif ! printf '%s\n' "$out" | grep -q "${row}1 image 448x448 | vision encode (256 tok) | 1000 ms | [0-9]* ms | time [0-9.]*"; then
     fail compare_llama_token_mismatch "the vision row lost its ratio though the image tokens agree"
-  elif ! printf '%s\n' "$out" | grep -q "${row}1 image 448x448 | time to first token (llama.cpp $((ptok + 5)) tok, ocellus $ptok) | 3000 ms | [0-9]* ms | none: prompt tokens $((ptok + 5)) vs $ptok"; then
+  elif ! printf '%s\n' "$out" | grep -q "${row}1 image 448x448 | time to first token (llama.cpp $((ptok + 6)) tok, ocellus $ptok) | 3000 ms | [0-9]* ms | none: prompt tokens $((ptok + 6)) vs $ptok"; then
     fail compare_llama_token_mismatch "the time to first token of prompts 5 tokens apart printed a ratio or no reason"
   else
     pass compare_llama_token_mismatch

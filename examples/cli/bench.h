@@ -39,6 +39,9 @@ double bench_other_share(const bench_span *a, const bench_span *b);
 /* The image cases' question. llama-mtmd-cli gets it without the newline, after one <__media__> line
  * per image (bench_llama.c run_mtmd), so that with one image both programs see the same tokens. */
 #define BENCH_VLM_QUESTION "\nDescribe these images in detail."
+/* The system message ocellus's chat template adds by default (src/model/prompt.c), passed to
+ * llama-mtmd-cli as -sys so both prompts hold the same tokens. */
+#define BENCH_VLM_SYSTEM "You are a helpful assistant."
 
 /* Phases of one ocellus case, for the other-load shares of bench_vlm_row. */
 enum { BENCH_PH_VISION, BENCH_PH_PREFILL, BENCH_PH_TTFT, BENCH_PH_DECODE, BENCH_PH_N };

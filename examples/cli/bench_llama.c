@@ -8,7 +8,7 @@
  * busy above 2%. llama.cpp is not a dependency: nothing runs unless the flag names a directory.
  *   llama-bench -m TEXT -p PP -n 0 -t N -o csv              -> pp tok/s (avg_ts)
  *   llama-bench -m TEXT -p 0 -n TG -d DEPTH -t N -o csv     -> tg tok/s after DEPTH tokens of context
- *   llama-mtmd-cli -m TEXT --mmproj V --image I.. -p '<__media__>\n..Q' -n N -t N -c C --temp 0 -lv 4
+ *   llama-mtmd-cli -m TEXT --mmproj V --image I.. -sys SYS -p '<__media__>\n..Q' -n N -t N -c C --temp 0 -lv 4
  * What llama-mtmd-cli prints (its version of 2026-11, tools/mtmd/mtmd-cli.cpp; older ones differ):
  *   "mtmd batch encoding done in X ms"          the vision encoder, one line per batch of images
  *   "image slice encoded in X ms"               the same from mtmd-helper (older CLIs): used only
@@ -149,12 +149,16 @@ static void run_llama_bench(const char *dir, const bench_vlm_row *row, int n_thr
  * encoder as the two temporal frames of one video patch (half the image tokens of separate images);
  * so one marker per image, each on its own line, then the question. ocellus's question starts with
  * the same newline (BENCH_VLM_QUESTION), so one image gives both programs the same prompt tokens and
- * n images give llama.cpp n - 1 more (the newlines between the marker lines). */
+ * n images give llama.cpp n - 1 more (the newlines between the marker lines), and one more after its
+ * -sys system message (below). */
 static void run_mtmd(const char *dir, const bench_vlm_row *row, int n_threads, int n_new, bench_llama_run *out) {
     char cmd[8192];
     int n_ctx = row->image_tokens + 1024;   /* as ocellus's context: the images' tokens and the question */
-    int at = snprintf(cmd, sizeof cmd, "'%s/llama-mtmd-cli' -m '%s' --mmproj '%s' -t %d -c %d --temp 0 -n %d -lv 4 -p '",
-                      dir, row->text, row->mmproj, n_threads, n_ctx > 4096 ? n_ctx : 4096, n_new);
+    /* -sys: ocellus's prompt holds Qwen2-VL's default system message (prompt.c); llama-mtmd-cli of
+     * 2026-08 formats with its built-in ChatML, which adds none unless asked (11 tokens fewer) */
+    int at = snprintf(cmd, sizeof cmd, "'%s/llama-mtmd-cli' -m '%s' --mmproj '%s' -t %d -c %d --temp 0 -n %d -lv 4 "
+                      "-sys '%s' -p '", dir, row->text, row->mmproj, n_threads, n_ctx > 4096 ? n_ctx : 4096, n_new,
+                      BENCH_VLM_SYSTEM);
     for (int i = 0; i < row->n_images && at > 0 && (size_t)at < sizeof cmd; i++)
         at += snprintf(cmd + at, sizeof cmd - (size_t)at, "<__media__>\n");   /* a newline inside '': sh keeps it */
     if (at > 0 && (size_t)at < sizeof cmd) at += snprintf(cmd + at, sizeof cmd - (size_t)at, "%s'", &BENCH_VLM_QUESTION[1]);   /* without its newline */
@@ -263,7 +267,7 @@ void bench_llama_print(const char *dir, int n_threads, int pp, const bench_vlm_r
            "faster); '-': llama.cpp printed no such timing; 'none: why': the two programs did different work (token "
            "counts or context differ), so no ratio. Wall clock for both. Token counts are each program's own: the "
            "prompt's include the images' and the chat template's; llama.cpp's prompt has one <__media__> line per "
-           "image, so up to images - 1 more newline tokens. other load = CPU time of other processes over the "
+           "image and its system message (-sys) ends in a newline of its own, so up to images more newline tokens. other load = CPU time of other processes over the "
            "machine's (/proc/stat less the measured program's own), during ocellus's phase / llama.cpp's whole run; "
            "busy: either above %.0f%% (not a clean row); llama.cpp cpu = its CPU share of %d threads over its run "
            "(model loading included)\n\n", dir, n_threads, 100 * BENCH_BUSY_SHARE, n_threads);
@@ -275,9 +279,10 @@ void bench_llama_print(const char *dir, int n_threads, int pp, const bench_vlm_r
         char what[160], why_img[64] = "", why_prompt[96] = "";
         if (o->n_images > 0) {
             /* the image tokens decide whether the encoders did the same work; the prompt's, the text
-             * model's (llama.cpp's prompt holds n - 1 more newlines: run_mtmd) */
+             * model's: llama.cpp's prompt holds n - 1 more newlines (run_mtmd) and one more where its
+             * -sys message ends (it formats the next message starting with a newline of its own) */
             int img_same = t->image_tokens == o->image_tokens, extra = t->prompt_tokens - o->prompt_tokens;
-            int prompt_same = img_same && extra >= 0 && extra <= o->n_images - 1;
+            int prompt_same = img_same && extra >= 0 && extra <= o->n_images;
             if (!img_same)
                 snprintf(why_img, sizeof why_img, "image tokens %d vs %d", t->image_tokens, o->image_tokens);
             if (!img_same) snprintf(why_prompt, sizeof why_prompt, "%s", why_img);
