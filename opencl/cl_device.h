@@ -32,7 +32,15 @@
     X(ATTN_MERGE, "attn.cl", "oc_attn_merge")         \
     X(DYN_ESTIMATE, "dyn.cl", "oc_dyn_estimate")      \
     X(DYN_DIAG, "dyn.cl", "oc_dyn_diag")              \
-    X(FMA_PEAK, "peak.cl", "oc_fma_peak")
+    X(FMA_PEAK, "peak.cl", "oc_fma_peak")             \
+    X(KVS_STATS, "kvsel.cl", "oc_kvs_stats")          \
+    X(KVS_PART, "kvsel.cl", "oc_kvs_part")            \
+    X(KVS_REDUCE, "kvsel.cl", "oc_kvs_reduce")        \
+    X(KVS_ZIPVL_PRE, "kvsel.cl", "oc_kvs_zipvl_pre")  \
+    X(KVS_ZIPVL_FLAG, "kvsel.cl", "oc_kvs_zipvl_flag") \
+    X(KVS_SPARSEMM_FLAG, "kvsel.cl", "oc_kvs_sparsemm_flag") \
+    X(KVS_COLLECT, "kvsel.cl", "oc_kvs_collect")      \
+    X(KVS_KEEP, "kvsel.cl", "oc_kvs_keep")
 
 typedef enum oc_cl_kernel_id {
 #define OC_CL_KERNEL_ENUM(id, file, fn) OC_CLK_##id,

@@ -114,7 +114,9 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
     c->n_past = P;
     /* T (Eq. 6-9); K[T], V[T] move down in place for every kv head, the book follows */
     uint64_t t_select = oc_text_clock(c);
-    int32_t n_t = oc_text_kv_zipvl_set(c, l0);
+    int32_t n_t = 0;
+    if (!c->kv_dev) n_t = oc_text_kv_zipvl_set(c, l0);
+    else if ((st = oc_text_kv_dev_zipvl_set(c, l0, &n_t, err))) return st;
     for (int32_t g = 0; g < hp->n_head_kv; g++) {
         oc_bt *caches[2] = { &c->k_cache, &c->v_cache };
         int64_t at[2] = { oc_text_k_base(c, l0), oc_text_v_base(c, l0) };
@@ -151,6 +153,11 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
     if (F->acc_row < 0) return OC_OK;   /* ZipVL alone: T stays where it is (the region is the context's) */
     /* kv-budget within T (kv_cache.h): each kv head's SparseMM choice among T, by T's indices */
     t_select = oc_text_clock(c);
+    if (c->kv_dev) {   /* T is on the device too: each kv head's budget within it, queued */
+        st = oc_text_kv_dev_budget_in_t(c, l0, err);
+        c->times.select_ns += oc_text_clock(c) - t_select;
+        return st;
+    }
     memcpy(c->kv_nnz, t, (size_t)n_t * sizeof(int32_t));
     for (int32_t g = 0; g < hp->n_head_kv; g++) {
         const double *acc = c->kv_acc + ((size_t)F->acc_row + (size_t)g) * (size_t)c->lim.max_ctx_tokens;
@@ -172,6 +179,7 @@ oc_status oc_text_prefill_by_layer(oc_text_ctx *c, const oc_text_batch *b, oc_at
     int64_t d = hp->n_embd;
     oc_status st;
     oc_text_kv_start(c, P);
+    if ((st = oc_text_kv_dev_start(c, err))) return st;
     oc_kv_book_append(&c->book, 0, P);
     for (int32_t l0 = 0; l0 < hp->n_layers;) {
         int32_t l1 = oc_kv_policy_segment_end(c->kvp, l0);
@@ -194,6 +202,12 @@ oc_status oc_text_prefill_by_layer(oc_text_ctx *c, const oc_text_batch *b, oc_at
             if (st) return st;
         }
         l0 = l1 + 1;
+    }
+    if (c->kv_dev) {   /* the sets the device chose, into the book (one wait, after every layer) */
+        uint64_t t0 = oc_text_clock(c);
+        st = oc_text_kv_dev_finish(c, err);
+        c->times.select_ns += oc_text_clock(c) - t0;
+        if (st) return st;
     }
     if (!b->logits) return OC_OK;
     for (int32_t s = b->all_logits ? 0 : P - 1; s < P; s += B)

@@ -1,0 +1,251 @@
+/* kvsel.cl: a shrinking KV cache's scoring, selection and compaction on the device
+ * (opencl/cl_kvsel.c; the rules are kvcache/kv_select.h's, on host arrays there):
+ *  - oc_kvs_stats, oc_kvs_part, oc_kvs_reduce: the observed rows' softmax over the keys they see (SparseMM's window,
+ *    sparsemm.txt Eq. 10-13; ZipVL's probes, zipvl.txt Eq. A, 6) summed per key into acc;
+ *  - oc_kvs_zipvl_pre, oc_kvs_zipvl_flag: ZipVL's p (the fewest keys whose largest masses reach
+ *    tau of the rows' total, Eq. 7) and the top p by mass / nnz (Eq. 8-9);
+ *  - oc_kvs_sparsemm_flag: SparseMM's window plus the top budget - window by mass (Eq. 13-14);
+ *  - oc_kvs_collect: the flags to an ascending list and its size (both stay on the device);
+ *  - oc_kvs_keep: kv.cl's compaction with those lists and sizes read on the device, every kv
+ *    head's K and V of a layer in one launch.
+ * Ranks are counted, not sorted: key j's rank is the number of keys that rank before it (a larger
+ * mass, or an equal one at an earlier position: kv_select.c's order), one work-item per key over
+ * tiles of the others in local memory. O(n^2) compares, no data-dependent launch sizes, and the
+ * same set as the host's ranking whenever the masses are the same. ZipVL's cumulative mass is in
+ * 2^-40 fixed point (ulong): exact and independent of the summation order. */
+
+#define KVS_WG 64      /* the scoring's work-group: one (row, head) */
+#define KVS_TILE 256   /* the rankings' work-group and tile */
+
+/* a ranks before b: larger, ties to the earlier index (kv_select.c before()) */
+#define KVS_BEFORE(va, a, vb, b) ((va) > (vb) || ((va) == (vb) && (a) < (b)))
+
+static int kvs_pos(const __global int *pos, int pos_first, int pos0, int i) {
+    return pos ? pos[pos_first + i] : pos0 + i;
+}
+
+/* Row i x head h per work-group: the row's max m and sum l of 2^(s - m) over keys 0..pos (s the
+ * logit in base 2), combined over the work-items in a fixed tree. */
+__kernel __attribute__((reqd_work_group_size(KVS_WG, 1, 1)))
+void oc_kvs_stats(const __global float *q, int q_off, int q_stride, int q_base, const __global half *k, int k_off,
+                  int k_stride, const __global int *pos, int pos_first, int pos0, int n_head, int group, int hd,
+                  float scale2, __global float *stats) {
+    __local float qs[128];
+    __local float rm[KVS_WG], rl[KVS_WG];
+    const int wg = get_group_id(0), lid = get_local_id(0), i = wg / n_head, h = wg % n_head;
+    const int p = kvs_pos(pos, pos_first, pos0, i);
+    const __global float *qr = q + q_off + (size_t)(p - q_base) * q_stride + (size_t)h * hd;
+    for (int d = lid; d < hd; d += KVS_WG) qs[d] = qr[d] * scale2;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const __global half *kg = k + k_off + (size_t)(h / group) * hd;
+    float m = -INFINITY, l = 0.0f;
+    for (int j = lid; j <= p; j += KVS_WG) {
+        const __global half *kr = kg + (size_t)j * k_stride;
+        float s = 0.0f;
+        for (int d = 0; d < hd; d++) s += qs[d] * vload_half(d, kr);
+        if (s > m) {
+            l = l * exp2(m - s) + 1.0f;
+            m = s;
+        } else {
+            l += exp2(s - m);
+        }
+    }
+    rm[lid] = m;
+    rl[lid] = l;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int w = KVS_WG / 2; w > 0; w >>= 1) {
+        if (lid < w) {
+            float ma = rm[lid], mb = rm[lid + w], mx = fmax(ma, mb);
+            rl[lid] = mx == -INFINITY ? 0.0f : rl[lid] * exp2(ma - mx) + rl[lid + w] * exp2(mb - mx);
+            rm[lid] = mx;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) {
+        stats[2 * wg] = rm[0];
+        stats[2 * wg + 1] = rl[0];
+    }
+}
+
+/* Key j (dimension 0) x observed row i (dimension 1): the probability of key j in row i summed over
+ * the heads of each output row go (kv head go; every head into go 0 when acc_stride is 0), to
+ * part[(i * n_out + go) * n_keys + j] (0 when row i does not see key j). One item per (key, row)
+ * keeps the device busy (one item per key looped over 128 rows of 8 heads: 3 ms a layer on an
+ * H200). The logit is computed as oc_kvs_stats computes it; a probability below 2^-125 of its
+ * row's largest counts as 0 (kv_select.h). */
+__kernel void oc_kvs_part(const __global float *q, int q_off, int q_stride, int q_base, const __global half *k, int k_off,
+                          int k_stride, const __global int *pos, int pos_first, int pos0, int n_head, int group, int hd,
+                          float scale2, const __global float *stats, int acc_stride, int n_keys, __global float *part) {
+    const int j = get_global_id(0), i = get_global_id(1);
+    if (j >= n_keys) return;
+    const int n_kv = n_head / group, n_out = acc_stride ? n_kv : 1;
+    const int p = kvs_pos(pos, pos_first, pos0, i);
+    float sum = 0.0f;
+    for (int g = 0; g < n_kv; g++) {
+        if (p >= j) {
+            const __global half *kr = k + k_off + (size_t)j * k_stride + (size_t)g * hd;
+            for (int h = g * group; h < (g + 1) * group; h++) {
+                const __global float *qr = q + q_off + (size_t)(p - q_base) * q_stride + (size_t)h * hd;
+                float s = 0.0f;
+                for (int d = 0; d < hd; d++) s += (qr[d] * scale2) * vload_half(d, kr);
+                const float e = s - stats[2 * (i * n_head + h)];
+                if (e >= -125.0f) sum += exp2(e) / stats[2 * (i * n_head + h) + 1];
+            }
+        }
+        if (acc_stride) {
+            part[((size_t)i * n_out + g) * n_keys + j] = sum;
+            sum = 0.0f;
+        }
+    }
+    if (!acc_stride) part[(size_t)i * n_keys + j] = sum;
+}
+
+/* acc[acc_off + go * acc_stride + j] += the rows' parts in row order (fixed: the same sum for any
+ * launch shape). */
+__kernel void oc_kvs_reduce(const __global float *part, int n_rows, int n_out, int n_keys, __global float *acc, int acc_off,
+                            int acc_stride) {
+    const int j = get_global_id(0), go = get_global_id(1);
+    if (j >= n_keys) return;
+    float sum = 0.0f;
+    for (int i = 0; i < n_rows; i++) sum += part[((size_t)i * n_out + go) * n_keys + j];
+    acc[acc_off + (size_t)go * acc_stride + j] += sum;
+}
+
+/* ZipVL, first pass, key j < n: pre = the mass of the keys ranked before j, in 2^-40 fixed point;
+ * j is among the top p exactly when pre < target (Eq. 7: the key at rank t is kept while the
+ * masses before it have not reached the target), so p is the number of such keys (an atomic
+ * count: the same for any order). Also norm[j] = mass / nnz (Eq. 8), nnz = n_head x the probe
+ * rows at or after j. counts[p_idx] must be 0 before. */
+__kernel __attribute__((reqd_work_group_size(KVS_TILE, 1, 1)))
+void oc_kvs_zipvl_pre(const __global float *acc, int acc_off, int n, uint target_lo, uint target_hi,
+                      const __global int *probes, int n_probes, int n_head, __global float *norm,
+                      __global int *counts, int p_idx) {
+    __local float tile[KVS_TILE];
+    const int j = get_global_id(0), lid = get_local_id(0);
+    const float mj = j < n ? acc[acc_off + j] : 0.0f;
+    ulong pre = 0;
+    for (int t0 = 0; t0 < n; t0 += KVS_TILE) {
+        tile[lid] = t0 + lid < n ? acc[acc_off + t0 + lid] : 0.0f;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const int m = min(KVS_TILE, n - t0);
+        for (int u = 0; u < m; u++) {
+            const float mi = tile[u];
+            if (KVS_BEFORE(mi, t0 + u, mj, j)) pre += (ulong)(mi * 0x1p40f);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (j >= n) return;
+    const ulong target = ((ulong)target_hi << 32) | (ulong)target_lo;
+    if (pre < target) atomic_inc(counts + p_idx);
+    int seen = 0;
+    for (int t = 0; t < n_probes; t++) seen += probes[t] >= j;
+    norm[j] = seen ? mj / (float)(seen * n_head) : 0.0f;
+}
+
+/* ZipVL, second pass: flags[j] = rank of norm[j] < p, or j among the last `recent` keys. */
+__kernel __attribute__((reqd_work_group_size(KVS_TILE, 1, 1)))
+void oc_kvs_zipvl_flag(const __global float *norm, int n, const __global int *counts, int p_idx, int recent,
+                       __global int *flags) {
+    __local float tile[KVS_TILE];
+    const int j = get_global_id(0), lid = get_local_id(0);
+    const float vj = j < n ? norm[j] : 0.0f;
+    int rank = 0;
+    for (int t0 = 0; t0 < n; t0 += KVS_TILE) {
+        tile[lid] = t0 + lid < n ? norm[t0 + lid] : 0.0f;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const int m = min(KVS_TILE, n - t0);
+        for (int u = 0; u < m; u++) rank += KVS_BEFORE(tile[u], t0 + u, vj, j);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (j < n) flags[j] = rank < counts[p_idx] || j >= n - recent;
+}
+
+/* SparseMM for one kv head over n_w keys (counts[within_idx], or n when within_idx < 0): item t
+ * stands for key within[within_off + t] (or t); the last w = min(window, budget) are kept, the
+ * others by rank of their mass < budget - w; budget >= n_w keeps all. Items past n_w flag 0. */
+__kernel __attribute__((reqd_work_group_size(KVS_TILE, 1, 1)))
+void oc_kvs_sparsemm_flag(const __global float *acc, int acc_off, const __global int *within, int within_off,
+                          const __global int *counts, int within_idx, int n, int budget, int window,
+                          __global int *flags) {
+    __local float tile[KVS_TILE];
+    const int t = get_global_id(0), lid = get_local_id(0);
+    const int n_w = within_idx >= 0 ? counts[within_idx] : n;
+    const int w = min(window, budget), rest = n_w - w;
+    const float vt = t < n_w ? acc[acc_off + (within ? within[within_off + t] : t)] : 0.0f;
+    int rank = 0;
+    for (int t0 = 0; budget < n_w && t0 < rest; t0 += KVS_TILE) {
+        tile[lid] = t0 + lid < rest ? acc[acc_off + (within ? within[within_off + t0 + lid] : t0 + lid)] : 0.0f;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const int m = min(KVS_TILE, rest - t0);
+        for (int u = 0; u < m; u++) rank += KVS_BEFORE(tile[u], t0 + u, vt, t);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (t >= n) return;
+    flags[t] = t < n_w && (budget >= n_w || t >= rest || rank < budget - w);
+}
+
+/* One work-group: the flagged items of 0..n_f (counts[n_idx], or n when n_idx < 0) in order,
+ * each as map[map_off + t] (map NULL: t), to n_copies lists list_stride apart; the count to
+ * counts[count_idx + c]. Each work-item takes a contiguous chunk; the chunks' offsets are an
+ * exclusive scan of their counts. */
+__kernel __attribute__((reqd_work_group_size(KVS_TILE, 1, 1)))
+void oc_kvs_collect(const __global int *flags, int n, __global int *counts, int n_idx, const __global int *map,
+                    int map_off, __global int *list, int list_off, int list_stride, int n_copies, int count_idx) {
+    __local int part[KVS_TILE];
+    const int lid = get_local_id(0);
+    const int n_f = n_idx >= 0 ? counts[n_idx] : n, chunk = (n_f + KVS_TILE - 1) / KVS_TILE;
+    const int a = min(n_f, lid * chunk), b = min(n_f, a + chunk);
+    int c = 0;
+    for (int t = a; t < b; t++) c += flags[t] != 0;
+    part[lid] = c;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid == 0) {
+        int s = 0;
+        for (int i = 0; i < KVS_TILE; i++) {
+            int x = part[i];
+            part[i] = s;
+            s += x;
+        }
+        for (int cp = 0; cp < n_copies; cp++) counts[count_idx + cp] = s;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int r = part[lid];
+    for (int t = a; t < b; t++) {
+        if (!flags[t]) continue;
+        const int v = map ? map[map_off + t] : t;
+        for (int cp = 0; cp < n_copies; cp++) list[list_off + cp * list_stride + r] = v;
+        r++;
+    }
+}
+
+/* kv.cl's oc_kv_keep with the rows kept[kept_off + g * kept_stride + r] + shift, r <
+ * counts[n_idx + g], for every kv head g of a layer at once: work-group 2 g moves its K columns
+ * (k_off + g * row words; none when k is NULL), 2 g + 1 its V columns. Each work-group takes the
+ * same steps as oc_kv_keep, so the same in-place safety (kept ascending, each source at or after its
+ * destination), and the groups touch disjoint words. 64 words per item a step: a 4,361-token set of
+ * 64-dim f16 rows in 9 steps, not 34 (each step waits for its loads). */
+#define KVS_KEEP_PER 64
+__kernel __attribute__((reqd_work_group_size(KVS_TILE, 1, 1)))
+void oc_kvs_keep(__global uint *k, int k_off, int k_shift, __global uint *v, int v_off, int v_shift, int stride, int row,
+                 const __global int *kept, int kept_off, int kept_stride, const __global int *counts, int n_idx) {
+    const int lid = get_local_id(0), wg = get_group_id(0), g = wg / 2, is_v = wg % 2;
+    __global uint *buf = is_v ? v : k;
+    if (!buf) return;   /* the same for the whole work-group */
+    const int off = (is_v ? v_off : k_off) + g * row, shift = is_v ? v_shift : k_shift;
+    const __global int *kg = kept + kept_off + (size_t)g * kept_stride;
+    const int step = max(1, KVS_TILE * KVS_KEEP_PER / row), n = counts[n_idx + g];
+    for (int r0 = 0; r0 < n; r0 += step) {
+        const int total = min(step, n - r0) * row;
+        uint x[KVS_KEEP_PER];
+        for (int e0 = 0; e0 < KVS_KEEP_PER; e0++) {
+            int e = lid + e0 * KVS_TILE;
+            if (e < total) x[e0] = buf[off + (size_t)(kg[r0 + e / row] + shift) * stride + e % row];
+        }
+        barrier(CLK_GLOBAL_MEM_FENCE);
+        for (int e0 = 0; e0 < KVS_KEEP_PER; e0++) {
+            int e = lid + e0 * KVS_TILE;
+            if (e < total) buf[off + (size_t)(r0 + e / row) * stride + e % row] = x[e0];
+        }
+        barrier(CLK_GLOBAL_MEM_FENCE);
+    }
+}
