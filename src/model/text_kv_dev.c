@@ -202,21 +202,33 @@ oc_status oc_text_kv_dev_budget_in_t(oc_text_ctx *c, int32_t il, oc_error *err) 
 oc_status oc_text_kv_dev_finish(oc_text_ctx *c, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     oc_backend *be = c->be;
-    int32_t C = c->lim.max_ctx_tokens, n_slots = P_SLOT(c) + 1;
+    int32_t C = c->lim.max_ctx_tokens, n_slots = P_SLOT(c) + 1, G = hp->n_head_kv;
     oc_status st;
     if (!c->n_kvd_pending) return OC_OK;
     if ((st = be->ops->read(be, &c->kvd_counts, 0, c->kvd_n, (size_t)n_slots * 4, err))) return st;
+    /* the pending layers' lists in one read when they fit the host's masses (unused on a device:
+     * 8 bytes a key per acc row, at least one row per evicting layer, so two kv heads' lists of
+     * every evicting layer fit), else one read per list */
+    int32_t lo = c->kvd_pending[0], hi = lo;
+    for (int32_t i = 1; i < c->n_kvd_pending; i++) {
+        lo = OC_MIN(lo, c->kvd_pending[i]);
+        hi = OC_MAX(hi, c->kvd_pending[i]);
+    }
+    size_t span = (size_t)(hi - lo + 1) * (size_t)G * (size_t)C * 4;
+    int32_t *all = span <= (size_t)c->kvp->n_acc_rows * (size_t)C * sizeof(double) ? (int32_t *)(void *)c->kv_acc : NULL;
+    if (all && (st = be->ops->read(be, &c->kvd_lists, (size_t)SLOT(c, lo, 0) * (size_t)C * 4, all, span, err))) return st;
     for (int32_t i = 0; i < c->n_kvd_pending; i++) {
         int32_t first = c->kvd_pending[i];
-        for (int32_t g = 0; g < hp->n_head_kv; g++) {
+        for (int32_t g = 0; g < G; g++) {
             int32_t n = c->kvd_n[SLOT(c, first, g)];
+            const int32_t *list = all ? all + (size_t)(SLOT(c, first, g) - SLOT(c, lo, 0)) * (size_t)C : c->kv_kept;
             if (n < 0 || n > c->n_past)
                 return oc_fail(err, OC_ERR_DEVICE, "kv cache: the device chose %d of %d tokens", n, c->n_past);
-            if (n && (st = be->ops->read(be, &c->kvd_lists, (size_t)SLOT(c, first, g) * (size_t)C * 4, c->kv_kept,
-                                         (size_t)n * 4, err)))
+            if (!all && n &&
+                (st = be->ops->read(be, &c->kvd_lists, (size_t)SLOT(c, first, g) * (size_t)C * 4, c->kv_kept, (size_t)n * 4, err)))
                 return st;
             for (int32_t l = first; l < hp->n_layers; l++)
-                if (c->kvp->layer[l].first == first) oc_kv_book_keep(&c->book, l, g, c->kv_kept, n);
+                if (c->kvp->layer[l].first == first) oc_kv_book_keep(&c->book, l, g, list, n);
         }
     }
     c->n_kvd_pending = 0;
