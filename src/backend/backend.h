@@ -260,6 +260,11 @@ typedef struct oc_backend_ops {
     /* (optional: NULL where the host scores and selects, kvcache/kv_select.c) one oc_kv_dev_op,
      * queued like every other operation. */
     oc_status (*kv_dev)(oc_backend *be, const oc_kv_dev_op *op, oc_error *err);
+    /* (optional: NULL where write() does not wait, the CPU) write() queued like the operations:
+     * src must stay unchanged until the next read() (or the device's finish). A device's write()
+     * waits for every queued operation first. */
+    oc_status (*write_queued)(oc_backend *be, oc_bt *t, size_t off_bytes, const void *src, size_t n_bytes,
+                              oc_error *err);
 } oc_backend_ops;
 
 /* Every implementation's instance starts with this. */

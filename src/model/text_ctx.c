@@ -137,7 +137,7 @@ static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, const o
     for (int i = 0; i < N_BUF; i++) s->flags[i] = i >= BUF_ROPE_COS && i <= BUF_LOGITS ? OC_BT_HOST : 0;
     s->layers = pad(sizeof(oc_text_layer_bt) * L);
     s->inv_freq = pad(pairs * 4);
-    s->table = pad(B * pairs * 4);
+    s->table = pad((r->by_layer ? C : B) * pairs * 4);   /* by layer: the prompt's tables, once */
     s->policy = pad(sizeof(oc_kv_policy));
     s->book = evict ? oc_kv_book_bytes(hp->n_layers, hp->n_head_kv, lim->max_ctx_tokens) : 0;
     s->acc = pad(acc);

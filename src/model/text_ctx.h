@@ -105,7 +105,9 @@ struct oc_text_ctx {
     void *host;
     size_t host_bytes;
     float *inv_freq;                             /* [head_dim / 2] */
-    float *cos_h, *sin_h;                        /* [B][head_dim / 2] */
+    float *cos_h, *sin_h;                        /* [B][head_dim / 2]; [C][...] when prefilling
+                                                    by layer (a prompt's tables, computed once) */
+    int32_t tables_row;                          /* the row of cos_h the tables are bound at */
 };
 
 /* The clock for c->times: now, after the device finished what is queued when c->sync_dev is set. */
@@ -123,6 +125,10 @@ static inline int oc_text_visual(const oc_text_batch *b, int32_t i) { return !(b
  * element xo. */
 oc_status oc_text_inputs(oc_text_ctx *c, const oc_text_batch *b, int64_t xo, oc_error *err);   /* input rows */
 oc_status oc_text_tables(oc_text_ctx *c, const oc_text_batch *b, oc_error *err);   /* M-RoPE tables */
+/* The same for the chunk b of a prompt prefilled by layer: its tables are rows row.. of the
+ * host tables (sized for the context then), computed once (compute: the first segment) and
+ * uploaded again for each later segment, queued on a device (backend write_queued). */
+oc_status oc_text_tables_prompt(oc_text_ctx *c, const oc_text_batch *b, int32_t row, int compute, oc_error *err);
 /* One decoder layer over the batch: x += attn(norm(x)); x += mlp(norm(x)). */
 oc_status oc_text_layer_forward(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_attn_stats *stats,
                         oc_error *err);

@@ -104,7 +104,7 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
     for (int32_t s = 0; s < P; s += B) {
         oc_text_batch k = oc_text_chunk(c, b, s, OC_MIN(B, P - s));
         c->n_past = s;
-        if ((st = oc_text_tables(c, &k, err)) || (l0 == 0 && (st = oc_text_inputs(c, &k, s * d, err))) ||
+        if ((st = oc_text_tables_prompt(c, &k, s, l0 == 0, err)) || (l0 == 0 && (st = oc_text_inputs(c, &k, s * d, err))) ||
             (st = oc_text_layer_qkv(c, &k, l0, s * d, err)) ||
             (st = be->ops->kv_store(be, &c->k, 0, &c->k_cache, oc_text_k_base(c, l0) + s * kvd, k.n_tokens * kvd, err)) ||
             (st = be->ops->kv_store(be, &c->v, 0, &c->v_cache, oc_text_v_base(c, l0) + s * kvd, k.n_tokens * kvd, err)) ||
@@ -135,7 +135,7 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
         for (int32_t r = 0; r < m; r++) c->kv_move[r] = t[i0 + r] - s;
         size_t idx_bytes = (size_t)OC_MAX(m, 1) * sizeof(int32_t);
         c->n_past = s;
-        if ((st = oc_text_tables(c, &k, err)) || (st = be->ops->bind(be, &c->ids, c->kv_move, idx_bytes, err)) ||
+        if ((st = oc_text_tables_prompt(c, &k, s, 0, err)) || (st = be->ops->bind(be, &c->ids, c->kv_move, idx_bytes, err)) ||
             (st = be->ops->write(be, &c->ids, 0, c->kv_move, idx_bytes, err)))
             return st;
         for (int32_t il = l0; il <= l1; il++)
@@ -173,6 +173,11 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
     return OC_OK;
 }
 
+/* One float read back: returns once every queued operation has run. */
+static oc_status be_read_one(oc_text_ctx *c, float *one, oc_error *err) {
+    return c->be->ops->read(c->be, &c->rope_cos, 0, one, sizeof *one, err);
+}
+
 oc_status oc_text_prefill_by_layer(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats *stats, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     int32_t P = b->n_tokens, B = c->lim.max_batch_tokens;
@@ -190,7 +195,8 @@ oc_status oc_text_prefill_by_layer(oc_text_ctx *c, const oc_text_batch *b, oc_at
             for (int32_t s = 0; s < P; s += B) {
                 oc_text_batch k = oc_text_chunk(c, b, s, OC_MIN(B, P - s));
                 c->n_past = s;   /* the chunk's rows follow the prompt's rows before it */
-                if ((st = oc_text_tables(c, &k, err)) || (l0 == 0 && (st = oc_text_inputs(c, &k, s * d, err))))
+                if ((st = oc_text_tables_prompt(c, &k, s, l0 == 0, err)) ||
+                    (l0 == 0 && (st = oc_text_inputs(c, &k, s * d, err))))
                     return st;
                 for (int32_t il = l0; il <= l1; il++)
                     if ((st = oc_text_layer_forward(c, &k, il, s * d, stats, err))) return st;
@@ -209,7 +215,10 @@ oc_status oc_text_prefill_by_layer(oc_text_ctx *c, const oc_text_batch *b, oc_at
         c->times.select_ns += oc_text_clock(c) - t0;
         if (st) return st;
     }
-    if (!b->logits) return OC_OK;
+    if (!b->logits) {   /* the queued table uploads read the host's tables: done before they change */
+        float one;
+        return be_read_one(c, &one, err);
+    }
     for (int32_t s = b->all_logits ? 0 : P - 1; s < P; s += B)
         if ((st = oc_text_head(c, s, OC_MIN(B, P - s), b->logits + (b->all_logits ? (size_t)s * (size_t)hp->n_vocab : 0),
                                err)))
