@@ -21,8 +21,8 @@ static oc_status bad(oc_error *err, const char *what) {
 static oc_status score(oc_cl_device *dev, const oc_kv_dev_op *o, oc_error *err) {
     int32_t hd = o->head_dim, nh = o->n_head, nkv = o->n_head_kv;
     if (o->n_rows <= 0 || o->n <= 0) return OC_OK;
-    if (hd < 1 || hd > 128 || nkv < 1 || nh < nkv || nh % nkv || o->acc_stride < 0)
-        return bad(err, "score: head_dim 1..128 and query heads a multiple of kv heads");
+    if (hd < 4 || hd > 128 || hd % 4 || nkv < 1 || nh < nkv || nh % nkv || nh / nkv > 16 || o->acc_stride < 0)
+        return bad(err, "score: head_dim a multiple of 4 up to 128, query heads 1..16 times the kv heads");
     /* positions lie in [q_base, n): the q rows from q_base up to the last key's, every key */
     if (o->pos && !inside(o->pos, o->pos_first, o->n_rows, 4)) return bad(err, "score: positions outside their buffer");
     if (!o->pos && (o->pos0 < o->q_base || (int64_t)o->pos0 + o->n_rows > o->n)) return bad(err, "score: rows outside the keys");
@@ -40,17 +40,18 @@ static oc_status score(oc_cl_device *dev, const oc_kv_dev_op *o, oc_error *err) 
                       OC_CL_BUF(cb(o->k)), OC_CL_I32(o->k_off), OC_CL_I32(o->k_stride), OC_CL_BUF(cb(o->pos)),
                       OC_CL_I32(o->pos_first), OC_CL_I32(o->pos0), OC_CL_I32(nh), OC_CL_I32(nh / nkv), OC_CL_I32(hd),
                       OC_CL_F32(scale2), OC_CL_BUF(cb(o->stats)) };
-    size_t g1[1] = { (size_t)64 * (size_t)o->n_rows * (size_t)nh }, l1[1] = { 64 };
+    size_t g1[1] = { (size_t)64 * (size_t)o->n_rows * (size_t)nkv }, l1[1] = { 64 };
     oc_status st = oc_cl_launch(dev, OC_CLK_KVS_STATS, 1, g1, l1, (int)OC_ARRAY_LEN(a), a, err);
     if (st) return st;
     oc_cl_arg b[] = { OC_CL_BUF(cb(o->q)), OC_CL_I32(o->q_off), OC_CL_I32(o->q_stride), OC_CL_I32(o->q_base),
                       OC_CL_BUF(cb(o->k)), OC_CL_I32(o->k_off), OC_CL_I32(o->k_stride), OC_CL_BUF(cb(o->pos)),
-                      OC_CL_I32(o->pos_first), OC_CL_I32(o->pos0), OC_CL_I32(nh), OC_CL_I32(nh / nkv), OC_CL_I32(hd),
-                      OC_CL_F32(scale2), OC_CL_BUF(cb(o->stats)), OC_CL_I32(o->acc_stride), OC_CL_I32(o->n),
+                      OC_CL_I32(o->pos_first), OC_CL_I32(o->pos0), OC_CL_I32(o->n_rows), OC_CL_I32(nh), OC_CL_I32(nh / nkv),
+                      OC_CL_I32(hd), OC_CL_F32(scale2), OC_CL_BUF(cb(o->stats)), OC_CL_I32(o->acc_stride), OC_CL_I32(o->n),
                       OC_CL_BUF(cb(o->part)) };
-    size_t g2[2] = { (size_t)o->n, (size_t)o->n_rows }, l2[2] = { 64, 1 };
+    int32_t n_blocks = (o->n_rows + 7) / 8;   /* kvsel.cl KVS_ROWS */
+    size_t g2[2] = { (size_t)o->n, (size_t)n_blocks }, l2[2] = { 64, 1 };
     if ((st = oc_cl_launch(dev, OC_CLK_KVS_PART, 2, g2, l2, (int)OC_ARRAY_LEN(b), b, err))) return st;
-    oc_cl_arg c[] = { OC_CL_BUF(cb(o->part)), OC_CL_I32(o->n_rows), OC_CL_I32(n_out), OC_CL_I32(o->n),
+    oc_cl_arg c[] = { OC_CL_BUF(cb(o->part)), OC_CL_I32(n_blocks), OC_CL_I32(n_out), OC_CL_I32(o->n),
                       OC_CL_BUF(cb(o->acc)), OC_CL_I32(o->acc_off), OC_CL_I32(o->acc_stride) };
     size_t g3[2] = { (size_t)o->n, (size_t)n_out }, l3[2] = { 64, 1 };
     return oc_cl_launch(dev, OC_CLK_KVS_REDUCE, 2, g3, l3, (int)OC_ARRAY_LEN(c), c, err);

@@ -72,8 +72,8 @@ static int run(const oc_kv_dev_op *o) {
 
 /* Scoring: n keys of n_kv heads, rows at positions in a batch that starts at `first` (the q buffer
  * holds the batch's rows), against oc_kv_score_rows. */
-static void score_case(check_rng *r, int32_t n, int32_t first, int zipvl) {
-    const int32_t nh = 8, nkv = 2, hd = 64, d = nh * hd, kvd = nkv * hd, C = n + 5;
+static void score_case(check_rng *r, int32_t n, int32_t first, int zipvl, int32_t nh, int32_t nkv, int32_t hd) {
+    const int32_t d = nh * hd, kvd = nkv * hd, C = n + 5;
     float *q = malloc(sizeof(float) * (size_t)(n - first) * d);
     uint16_t *k = malloc(2 * (size_t)n * kvd);
     for (int64_t i = 0; i < (int64_t)(n - first) * d; i++) q[i] = check_rng_uniform(r, -1.5f, 1.5f);
@@ -97,7 +97,7 @@ static void score_case(check_rng *r, int32_t n, int32_t first, int zipvl) {
     void *scratch = aligned_alloc(OC_MEM_ALIGN, sb);
     oc_kv_score_rows(&rows, want, zipvl ? 0 : C, scratch, oc_attn_kernels_scalar(), NULL);
     oc_bt tq = dev_bt(sizeof(float) * (size_t)(n - first) * d, q), tk = dev_bt(2 * (size_t)n * kvd, k);
-    oc_bt tpos = dev_bt(sizeof pos, pos), tstats = dev_bt(sizeof(float) * 2 * 128 * nh, NULL);
+    oc_bt tpos = dev_bt(sizeof pos, pos), tstats = dev_bt(sizeof(float) * 2 * 128 * (size_t)nh, NULL);
     oc_bt tpart = dev_bt(sizeof(float) * 128 * (size_t)nkv * C, NULL), tacc = dev_bt(sizeof(float) * (size_t)n_out * C, acc0);
     oc_kv_dev_op o;
     memset(&o, 0, sizeof o);
@@ -119,8 +119,8 @@ static void score_case(check_rng *r, int32_t n, int32_t first, int zipvl) {
                 if (!(fabs(g - w) <= 2e-5 * (1.0 + fabs(w)))) bad++;   /* NaN fails */
                 worst = OC_MAX(worst, fabs(g - w) / (1.0 + fabs(w)));
             }
-        CHECKF(!bad, "score (%s, %d keys, rows from %d): %d masses differ, worst %.3g", zipvl ? "zipvl" : "sparsemm", n,
-               first, bad, worst);
+        CHECKF(!bad, "score (%s, %d keys, rows from %d, %d/%d heads of %d): %d masses differ, worst %.3g",
+               zipvl ? "zipvl" : "sparsemm", n, first, nh, nkv, hd, bad, worst);
     }
     bt_free(&tq); bt_free(&tk); bt_free(&tpos); bt_free(&tstats); bt_free(&tpart); bt_free(&tacc);
     free(q); free(k); free(want); free(acc0); free(got); free(qh); free(scratch);
@@ -129,11 +129,14 @@ static void score_case(check_rng *r, int32_t n, int32_t first, int zipvl) {
 static void test_score(void) {
     if (!need_dev()) return;
     check_rng r = { 5150 };
-    score_case(&r, 300, 0, 0);
-    score_case(&r, 300, 0, 1);
-    score_case(&r, 1000, 700, 0);    /* a second batch: rows 700.., keys from 0 */
-    score_case(&r, 1000, 400, 1);
-    score_case(&r, 37, 0, 1);
+    score_case(&r, 300, 0, 0, 8, 2, 64);
+    score_case(&r, 300, 0, 1, 8, 2, 64);
+    score_case(&r, 1000, 700, 0, 8, 2, 64);    /* a second batch: rows 700.., keys from 0 */
+    score_case(&r, 1000, 400, 1, 8, 2, 64);
+    score_case(&r, 37, 0, 1, 8, 2, 64);
+    score_case(&r, 500, 0, 1, 12, 2, 128);     /* the Qwen2-VL-2B shape */
+    score_case(&r, 500, 100, 0, 12, 2, 128);
+    score_case(&r, 200, 0, 1, 4, 4, 80);       /* one query head per kv head, head_dim 80 */
 }
 
 /* one set of the device's lists: count, then the entries */

@@ -24,90 +24,114 @@ static int kvs_pos(const __global int *pos, int pos_first, int pos0, int i) {
     return pos ? pos[pos_first + i] : pos0 + i;
 }
 
-/* Row i x head h per work-group: the row's max m and sum l of 2^(s - m) over keys 0..pos (s the
- * logit in base 2), combined over the work-items in a fixed tree. */
+#define KVS_MAX_GROUP 16   /* query heads per kv head (host-checked) */
+#define KVS_ROWS 8         /* observed rows per oc_kvs_part item */
+
+/* Row i x kv head g per work-group: for each of g's query heads h, the row's max m and sum l of
+ * 2^(s - m) over keys 0..pos (s the logit in base 2), combined over the work-items in a fixed
+ * tree. Each key row is read once (four halves a load) for all of g's heads. */
 __kernel __attribute__((reqd_work_group_size(KVS_WG, 1, 1)))
 void oc_kvs_stats(const __global float *q, int q_off, int q_stride, int q_base, const __global half *k, int k_off,
                   int k_stride, const __global int *pos, int pos_first, int pos0, int n_head, int group, int hd,
                   float scale2, __global float *stats) {
-    __local float qs[128];
-    __local float rm[KVS_WG], rl[KVS_WG];
-    const int wg = get_group_id(0), lid = get_local_id(0), i = wg / n_head, h = wg % n_head;
+    __local float qs[KVS_MAX_GROUP * 128];
+    __local float rm[KVS_WG * KVS_MAX_GROUP], rl[KVS_WG * KVS_MAX_GROUP];
+    const int n_kv = n_head / group, wg = get_group_id(0), lid = get_local_id(0), i = wg / n_kv, g = wg % n_kv;
     const int p = kvs_pos(pos, pos_first, pos0, i);
-    const __global float *qr = q + q_off + (size_t)(p - q_base) * q_stride + (size_t)h * hd;
-    for (int d = lid; d < hd; d += KVS_WG) qs[d] = qr[d] * scale2;
+    const __global float *qr = q + q_off + (size_t)(p - q_base) * q_stride + (size_t)g * group * hd;
+    for (int e = lid; e < group * hd; e += KVS_WG) qs[e] = qr[e] * scale2;
     barrier(CLK_LOCAL_MEM_FENCE);
-    const __global half *kg = k + k_off + (size_t)(h / group) * hd;
-    float m = -INFINITY, l = 0.0f;
+    float m[KVS_MAX_GROUP], l[KVS_MAX_GROUP], sc[KVS_MAX_GROUP];
+    for (int h = 0; h < group; h++) m[h] = -INFINITY, l[h] = 0.0f;
     for (int j = lid; j <= p; j += KVS_WG) {
-        const __global half *kr = kg + (size_t)j * k_stride;
-        float s = 0.0f;
-        for (int d = 0; d < hd; d++) s += qs[d] * vload_half(d, kr);
-        if (s > m) {
-            l = l * exp2(m - s) + 1.0f;
-            m = s;
-        } else {
-            l += exp2(s - m);
+        const __global half *kr = k + k_off + (size_t)j * k_stride + (size_t)g * hd;
+        for (int h = 0; h < group; h++) sc[h] = 0.0f;
+        for (int d = 0; d < hd; d += 4) {
+            const float4 kv = vload_half4(0, kr + d);
+            for (int h = 0; h < group; h++) {
+                const __local float *qh = qs + h * hd + d;
+                sc[h] += qh[0] * kv.x + qh[1] * kv.y + qh[2] * kv.z + qh[3] * kv.w;
+            }
+        }
+        for (int h = 0; h < group; h++) {
+            if (sc[h] > m[h]) {
+                l[h] = l[h] * exp2(m[h] - sc[h]) + 1.0f;
+                m[h] = sc[h];
+            } else {
+                l[h] += exp2(sc[h] - m[h]);
+            }
         }
     }
-    rm[lid] = m;
-    rl[lid] = l;
+    for (int h = 0; h < group; h++) {
+        rm[h * KVS_WG + lid] = m[h];
+        rl[h * KVS_WG + lid] = l[h];
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int w = KVS_WG / 2; w > 0; w >>= 1) {
-        if (lid < w) {
-            float ma = rm[lid], mb = rm[lid + w], mx = fmax(ma, mb);
-            rl[lid] = mx == -INFINITY ? 0.0f : rl[lid] * exp2(ma - mx) + rl[lid + w] * exp2(mb - mx);
-            rm[lid] = mx;
-        }
+        if (lid < w)
+            for (int h = 0; h < group; h++) {
+                const int a = h * KVS_WG + lid;
+                float ma = rm[a], mb = rm[a + w], mx = fmax(ma, mb);
+                rl[a] = mx == -INFINITY ? 0.0f : rl[a] * exp2(ma - mx) + rl[a + w] * exp2(mb - mx);
+                rm[a] = mx;
+            }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (lid == 0) {
-        stats[2 * wg] = rm[0];
-        stats[2 * wg + 1] = rl[0];
+    if (lid < group) {
+        const int h = g * group + lid;
+        stats[2 * (i * n_head + h)] = rm[lid * KVS_WG];
+        stats[2 * (i * n_head + h) + 1] = rl[lid * KVS_WG];
     }
 }
 
-/* Key j (dimension 0) x observed row i (dimension 1): the probability of key j in row i summed over
- * the heads of each output row go (kv head go; every head into go 0 when acc_stride is 0), to
- * part[(i * n_out + go) * n_keys + j] (0 when row i does not see key j). One item per (key, row)
- * keeps the device busy (one item per key looped over 128 rows of 8 heads: 3 ms a layer on an
- * H200). The logit is computed as oc_kvs_stats computes it; a probability below 2^-125 of its
- * row's largest counts as 0 (kv_select.h). */
+/* Key j (dimension 0) x block b of KVS_ROWS observed rows (dimension 1): the probabilities of key j
+ * in those rows (the ones that see it: pos >= j) summed over the heads of each output row go (kv
+ * head go; every head into go 0 when acc_stride is 0), to part[(b * n_out + go) * n_keys + j].
+ * The key's row is read once per kv head (four halves a load) for all the block's rows and heads:
+ * reading it per row and head made the scoring 2-3 ms a layer on an H200. The logit is computed
+ * as oc_kvs_stats computes it (the same products in the same order); a probability below 2^-125
+ * of its row's largest counts as 0 (kv_select.h). */
 __kernel void oc_kvs_part(const __global float *q, int q_off, int q_stride, int q_base, const __global half *k, int k_off,
-                          int k_stride, const __global int *pos, int pos_first, int pos0, int n_head, int group, int hd,
-                          float scale2, const __global float *stats, int acc_stride, int n_keys, __global float *part) {
-    const int j = get_global_id(0), i = get_global_id(1);
+                          int k_stride, const __global int *pos, int pos_first, int pos0, int n_rows, int n_head,
+                          int group, int hd, float scale2, const __global float *stats, int acc_stride, int n_keys,
+                          __global float *part) {
+    const int j = get_global_id(0), blk = get_global_id(1);
     if (j >= n_keys) return;
-    const int n_kv = n_head / group, n_out = acc_stride ? n_kv : 1;
-    const int p = kvs_pos(pos, pos_first, pos0, i);
+    const int n_kv = n_head / group, n_out = acc_stride ? n_kv : 1, i0 = blk * KVS_ROWS, i1 = min(n_rows, i0 + KVS_ROWS);
+    float kk[128];
     float sum = 0.0f;
     for (int g = 0; g < n_kv; g++) {
-        if (p >= j) {
-            const __global half *kr = k + k_off + (size_t)j * k_stride + (size_t)g * hd;
+        const __global half *kr = k + k_off + (size_t)j * k_stride + (size_t)g * hd;
+        for (int d = 0; d < hd; d += 4) vstore4(vload_half4(0, kr + d), 0, kk + d);
+        for (int i = i0; i < i1; i++) {
+            const int p = kvs_pos(pos, pos_first, pos0, i);
+            if (p < j) continue;
             for (int h = g * group; h < (g + 1) * group; h++) {
                 const __global float *qr = q + q_off + (size_t)(p - q_base) * q_stride + (size_t)h * hd;
                 float s = 0.0f;
-                for (int d = 0; d < hd; d++) s += (qr[d] * scale2) * vload_half(d, kr);
+                for (int d = 0; d < hd; d += 4)
+                    s += (qr[d] * scale2) * kk[d] + (qr[d + 1] * scale2) * kk[d + 1] + (qr[d + 2] * scale2) * kk[d + 2] +
+                         (qr[d + 3] * scale2) * kk[d + 3];
                 const float e = s - stats[2 * (i * n_head + h)];
                 if (e >= -125.0f) sum += exp2(e) / stats[2 * (i * n_head + h) + 1];
             }
         }
         if (acc_stride) {
-            part[((size_t)i * n_out + g) * n_keys + j] = sum;
+            part[((size_t)blk * n_out + g) * n_keys + j] = sum;
             sum = 0.0f;
         }
     }
-    if (!acc_stride) part[(size_t)i * n_keys + j] = sum;
+    if (!acc_stride) part[(size_t)blk * n_keys + j] = sum;
 }
 
-/* acc[acc_off + go * acc_stride + j] += the rows' parts in row order (fixed: the same sum for any
+/* acc[acc_off + go * acc_stride + j] += the row blocks' parts in order (fixed: the same sum for any
  * launch shape). */
-__kernel void oc_kvs_reduce(const __global float *part, int n_rows, int n_out, int n_keys, __global float *acc, int acc_off,
-                            int acc_stride) {
+__kernel void oc_kvs_reduce(const __global float *part, int n_blocks, int n_out, int n_keys, __global float *acc,
+                            int acc_off, int acc_stride) {
     const int j = get_global_id(0), go = get_global_id(1);
     if (j >= n_keys) return;
     float sum = 0.0f;
-    for (int i = 0; i < n_rows; i++) sum += part[((size_t)i * n_out + go) * n_keys + j];
+    for (int b = 0; b < n_blocks; b++) sum += part[((size_t)b * n_out + go) * n_keys + j];
     acc[acc_off + (size_t)go * acc_stride + j] += sum;
 }
 
