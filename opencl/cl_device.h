@@ -34,6 +34,7 @@
     X(DYN_DIAG, "dyn.cl", "oc_dyn_diag")              \
     X(FMA_PEAK, "peak.cl", "oc_fma_peak")             \
     X(KVS_STATS, "kvsel.cl", "oc_kvs_stats")          \
+    X(KVS_MERGE, "kvsel.cl", "oc_kvs_merge")          \
     X(KVS_PART, "kvsel.cl", "oc_kvs_part")            \
     X(KVS_REDUCE, "kvsel.cl", "oc_kvs_reduce")        \
     X(KVS_ZIPVL_PRE, "kvsel.cl", "oc_kvs_zipvl_pre")  \

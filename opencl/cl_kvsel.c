@@ -36,13 +36,26 @@ static oc_status score(oc_cl_device *dev, const oc_kv_dev_op *o, oc_error *err) 
         !inside(o->stats, 0, 2 * (int64_t)o->n_rows * nh, 4) || !inside(o->part, 0, (int64_t)o->n_rows * n_out * o->n, 4))
         return bad(err, "score: masses, stats or parts outside their buffers");
     float scale2 = o->scale * 1.44269504088896340736f;   /* logits in base 2, as kv_select.c */
+    /* The rows' softmax statistics in n_split work-groups per (row, kv head), each over a contiguous
+     * share of the keys, about 512 keys a group; the splits' partial (m, l) sit in part (free until
+     * oc_kvs_part writes it, later in the same in-order queue; 2 x 16 heads x n / 512 splits fit its
+     * n_rows x n floats) and one small launch merges them in split order. The split count depends
+     * on the key count only, so the masses are the same on any device and launch. */
+    int32_t n_split = OC_MAX(1, OC_MIN(16, o->n / 512));
+    if (!inside(o->part, 0, 2 * (int64_t)o->n_rows * nh * n_split, 4)) return bad(err, "score: parts outside their buffer");
     oc_cl_arg a[] = { OC_CL_BUF(cb(o->q)), OC_CL_I32(o->q_off), OC_CL_I32(o->q_stride), OC_CL_I32(o->q_base),
                       OC_CL_BUF(cb(o->k)), OC_CL_I32(o->k_off), OC_CL_I32(o->k_stride), OC_CL_BUF(cb(o->pos)),
                       OC_CL_I32(o->pos_first), OC_CL_I32(o->pos0), OC_CL_I32(nh), OC_CL_I32(nh / nkv), OC_CL_I32(hd),
-                      OC_CL_F32(scale2), OC_CL_BUF(cb(o->stats)) };
-    size_t g1[1] = { (size_t)64 * (size_t)o->n_rows * (size_t)nkv }, l1[1] = { 64 };
+                      OC_CL_F32(scale2), OC_CL_I32(n_split), OC_CL_BUF(cb(o->stats)), OC_CL_BUF(cb(o->part)) };
+    size_t g1[1] = { (size_t)64 * (size_t)o->n_rows * (size_t)nkv * (size_t)n_split }, l1[1] = { 64 };
     oc_status st = oc_cl_launch(dev, OC_CLK_KVS_STATS, 1, g1, l1, (int)OC_ARRAY_LEN(a), a, err);
     if (st) return st;
+    if (n_split > 1) {
+        int32_t n_ih = o->n_rows * nh;
+        oc_cl_arg m[] = { OC_CL_BUF(cb(o->part)), OC_CL_I32(n_split), OC_CL_I32(n_ih), OC_CL_BUF(cb(o->stats)) };
+        size_t gm[1] = { ((size_t)n_ih + 63) / 64 * 64 }, lm[1] = { 64 };
+        if ((st = oc_cl_launch(dev, OC_CLK_KVS_MERGE, 1, gm, lm, (int)OC_ARRAY_LEN(m), m, err))) return st;
+    }
     oc_cl_arg b[] = { OC_CL_BUF(cb(o->q)), OC_CL_I32(o->q_off), OC_CL_I32(o->q_stride), OC_CL_I32(o->q_base),
                       OC_CL_BUF(cb(o->k)), OC_CL_I32(o->k_off), OC_CL_I32(o->k_stride), OC_CL_BUF(cb(o->pos)),
                       OC_CL_I32(o->pos_first), OC_CL_I32(o->pos0), OC_CL_I32(o->n_rows), OC_CL_I32(nh), OC_CL_I32(nh / nkv),

@@ -137,6 +137,12 @@ static void test_score(void) {
     score_case(&r, 500, 0, 1, 12, 2, 128);     /* the Qwen2-VL-2B shape */
     score_case(&r, 500, 100, 0, 12, 2, 128);
     score_case(&r, 200, 0, 1, 4, 4, 80);       /* one query head per kv head, head_dim 80 */
+    /* 1,024+ keys: the statistics in several work-groups per row, merged (empty splits for the
+     * early probe rows) */
+    score_case(&r, 1100, 0, 0, 8, 2, 64);
+    score_case(&r, 4361, 0, 1, 8, 2, 64);      /* the long model's items: 8 splits */
+    score_case(&r, 4361, 3000, 0, 8, 2, 64);
+    score_case(&r, 2600, 2000, 1, 12, 2, 128);
 }
 
 /* one set of the device's lists: count, then the entries */

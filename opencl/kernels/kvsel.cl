@@ -1,6 +1,6 @@
 /* kvsel.cl: a shrinking KV cache's scoring, selection and compaction on the device
  * (opencl/cl_kvsel.c; the rules are kvcache/kv_select.h's, on host arrays there):
- *  - oc_kvs_stats, oc_kvs_part, oc_kvs_reduce: the observed rows' softmax over the keys they see (SparseMM's window,
+ *  - oc_kvs_stats, oc_kvs_merge, oc_kvs_part, oc_kvs_reduce: the observed rows' softmax over the keys they see (SparseMM's window,
  *    sparsemm.txt Eq. 10-13; ZipVL's probes, zipvl.txt Eq. A, 6) summed per key into acc;
  *  - oc_kvs_zipvl_pre, oc_kvs_zipvl_flag: ZipVL's p (the fewest keys whose largest masses reach
  *    tau of the rows' total, Eq. 7) and the top p by mass / nnz (Eq. 8-9);
@@ -27,23 +27,29 @@ static int kvs_pos(const __global int *pos, int pos_first, int pos0, int i) {
 #define KVS_MAX_GROUP 16   /* query heads per kv head (host-checked) */
 #define KVS_ROWS 8         /* observed rows per oc_kvs_part item */
 
-/* Row i x kv head g per work-group: for each of g's query heads h, the row's max m and sum l of
- * 2^(s - m) over keys 0..pos (s the logit in base 2), combined over the work-items in a fixed
- * tree. Each key row is read once (four halves a load) for all of g's heads. */
+/* Row i x kv head g x split s per work-group (group id (i * n_kv + g) * n_split + s): for each of
+ * g's query heads h, the max m and sum l of 2^(x - m) (x the logit in base 2) over split s of the
+ * row's keys 0..pos (n_split contiguous ranges), combined over the work-items in a fixed tree. Each
+ * key row is read once (four halves a load) for all of g's heads. With n_split 1 the row's (m, l)
+ * go to stats; else each split's to pstats[2 * ((i * n_head + h) * n_split + s)] and
+ * oc_kvs_merge combines them in split order. One work-group per (row, kv head) left an H200 mostly
+ * idle: 2 kv heads x 32-64 rows is 64-128 groups, each walking 4,000+ keys (0.9 ms a layer). */
 __kernel __attribute__((reqd_work_group_size(KVS_WG, 1, 1)))
 void oc_kvs_stats(const __global float *q, int q_off, int q_stride, int q_base, const __global half *k, int k_off,
                   int k_stride, const __global int *pos, int pos_first, int pos0, int n_head, int group, int hd,
-                  float scale2, __global float *stats) {
+                  float scale2, int n_split, __global float *stats, __global float *pstats) {
     __local float qs[KVS_MAX_GROUP * 128];
     __local float rm[KVS_WG * KVS_MAX_GROUP], rl[KVS_WG * KVS_MAX_GROUP];
-    const int n_kv = n_head / group, wg = get_group_id(0), lid = get_local_id(0), i = wg / n_kv, g = wg % n_kv;
+    const int n_kv = n_head / group, wg = get_group_id(0) / n_split, s = get_group_id(0) % n_split, lid = get_local_id(0);
+    const int i = wg / n_kv, g = wg % n_kv;
     const int p = kvs_pos(pos, pos_first, pos0, i);
+    const int chunk = (p + n_split) / n_split, j0 = s * chunk, j1 = min(p + 1, j0 + chunk);
     const __global float *qr = q + q_off + (size_t)(p - q_base) * q_stride + (size_t)g * group * hd;
     for (int e = lid; e < group * hd; e += KVS_WG) qs[e] = qr[e] * scale2;
     barrier(CLK_LOCAL_MEM_FENCE);
     float m[KVS_MAX_GROUP], l[KVS_MAX_GROUP], sc[KVS_MAX_GROUP];
     for (int h = 0; h < group; h++) m[h] = -INFINITY, l[h] = 0.0f;
-    for (int j = lid; j <= p; j += KVS_WG) {
+    for (int j = j0 + lid; j < j1; j += KVS_WG) {
         const __global half *kr = k + k_off + (size_t)j * k_stride + (size_t)g * hd;
         for (int h = 0; h < group; h++) sc[h] = 0.0f;
         for (int d = 0; d < hd; d += 4) {
@@ -79,9 +85,25 @@ void oc_kvs_stats(const __global float *q, int q_off, int q_stride, int q_base, 
     }
     if (lid < group) {
         const int h = g * group + lid;
-        stats[2 * (i * n_head + h)] = rm[lid * KVS_WG];
-        stats[2 * (i * n_head + h) + 1] = rl[lid * KVS_WG];
+        __global float *out = n_split > 1 ? pstats + 2 * ((size_t)(i * n_head + h) * n_split + s) : stats + 2 * (i * n_head + h);
+        out[0] = rm[lid * KVS_WG];
+        out[1] = rl[lid * KVS_WG];
     }
+}
+
+/* Item (row i, head h) < n: its splits' (m, l) from oc_kvs_stats combined in split order (the same
+ * rule as the work-items' tree: a split with no keys, m = -inf, adds nothing). */
+__kernel void oc_kvs_merge(const __global float *pstats, int n_split, int n, __global float *stats) {
+    const int ih = get_global_id(0);
+    if (ih >= n) return;
+    const __global float *ps = pstats + 2 * (size_t)ih * n_split;
+    float m = -INFINITY;
+    for (int s = 0; s < n_split; s++) m = fmax(m, ps[2 * s]);
+    float l = 0.0f;
+    for (int s = 0; s < n_split; s++)
+        if (ps[2 * s] != -INFINITY) l += ps[2 * s + 1] * exp2(ps[2 * s] - m);
+    stats[2 * ih] = m;
+    stats[2 * ih + 1] = l;
 }
 
 /* Key j (dimension 0) x block b of KVS_ROWS observed rows (dimension 1): the probabilities of key j
