@@ -108,6 +108,8 @@ struct oc_text_ctx {
     float *cos_h, *sin_h;                        /* [B][head_dim / 2]; [C][...] when prefilling
                                                     by layer (a prompt's tables, computed once) */
     int32_t tables_row;                          /* the row of cos_h the tables are bound at */
+    int32_t tables_rows_dev;                     /* rows from tables_row a prompt's upload left in
+                                                    the backend's tables (0: none known) */
 };
 
 /* The clock for c->times: now, after the device finished what is queued when c->sync_dev is set. */

@@ -404,6 +404,7 @@ oc_status oc_text_tables(oc_text_ctx *c, const oc_text_batch *b, oc_error *err) 
                           (st = be->ops->bind(be, &c->rope_sin, c->sin_h, bytes, err))))
         return st;
     c->tables_row = 0;
+    c->tables_rows_dev = 0;
     st = be->ops->write(be, &c->rope_cos, 0, c->cos_h, bytes, err);
     return st ? st : be->ops->write(be, &c->rope_sin, 0, c->sin_h, bytes, err);
 }
@@ -413,15 +414,23 @@ oc_status oc_text_tables_prompt(oc_text_ctx *c, const oc_text_batch *b, int32_t 
     const float *cs = c->cos_h + (size_t)row * pairs, *sn = c->sin_h + (size_t)row * pairs;
     oc_backend *be = c->be;
     oc_status st;
+    /* a prompt that fits one chunk: every segment after the first finds the same rows in the
+     * device's tables (computed once, nothing else wrote them since): no second upload (on an H200,
+     * 1 MiB a segment for the long model's 4,096-token chunk) */
+    int same = !compute && c->tables_row == row && c->tables_rows_dev == b->n_tokens;
     if (compute) mrope_tables(c, b, row);
     c->tables_row = row;
     /* the buffers name the chunk's rows (the CPU reads them in place); a device copies them in,
      * queued where it can: the rows stay as they are until the prompt's last read */
     if ((st = be->ops->bind(be, &c->rope_cos, cs, bytes, err)) || (st = be->ops->bind(be, &c->rope_sin, sn, bytes, err)))
         return st;
+    if (same) return OC_OK;
+    c->tables_rows_dev = 0;   /* unknown until both writes are queued */
     oc_status (*put)(oc_backend *, oc_bt *, size_t, const void *, size_t, oc_error *) =
         be->ops->write_queued ? be->ops->write_queued : be->ops->write;
-    return (st = put(be, &c->rope_cos, 0, cs, bytes, err)) ? st : put(be, &c->rope_sin, 0, sn, bytes, err);
+    if ((st = put(be, &c->rope_cos, 0, cs, bytes, err)) || (st = put(be, &c->rope_sin, 0, sn, bytes, err))) return st;
+    c->tables_rows_dev = b->n_tokens;
+    return OC_OK;
 }
 
 oc_status oc_text_head(oc_text_ctx *c, int32_t x_row, int32_t n_out, float *logits, oc_error *err) {
