@@ -39,6 +39,8 @@
     X(KVS_REDUCE, "kvsel.cl", "oc_kvs_reduce")        \
     X(KVS_ZIPVL_PRE, "kvsel.cl", "oc_kvs_zipvl_pre")  \
     X(KVS_ZIPVL_FLAG, "kvsel.cl", "oc_kvs_zipvl_flag") \
+    X(KVS_ZIPVL_P, "kvsel.cl", "oc_kvs_zipvl_p")      \
+    X(KVS_ZIPVL_SET, "kvsel.cl", "oc_kvs_zipvl_set")  \
     X(KVS_SPARSEMM_FLAG, "kvsel.cl", "oc_kvs_sparsemm_flag") \
     X(KVS_COLLECT, "kvsel.cl", "oc_kvs_collect")      \
     X(KVS_KEEP, "kvsel.cl", "oc_kvs_keep")

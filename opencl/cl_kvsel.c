@@ -88,23 +88,33 @@ static oc_status collect(oc_cl_device *dev, const oc_kv_dev_op *o, const oc_bt *
 
 static oc_status zipvl(oc_cl_device *dev, const oc_kv_dev_op *o, oc_error *err) {
     if (o->n <= 0) return OC_OK;
+    /* the rankings' O(n^2) compares in n_split groups per 256 keys (about 512 other keys each, the
+     * split from the key count alone), their partial sums and counts in part (8 bytes a key and
+     * split), then one item per key adds them */
+    int32_t n_split = OC_MAX(1, OC_MIN(16, o->n / 512));
     if (!inside(o->acc, o->acc_off, o->n, 4) || !inside(o->flags, 0, o->n, 4) || !inside(o->norm, 0, o->n, 4) ||
         !inside(o->counts, o->p_idx, 1, 4) || (o->n_probes > 0 && !inside(o->probes, 0, o->n_probes, 4)) ||
-        !list_ok(o, o->n))
+        !inside(o->part, 0, 2 * (int64_t)n_split * o->n, 4) || !list_ok(o, o->n))
         return bad(err, "zipvl: an operand outside its buffer");
     /* the target in 2^-40 fixed point, as the kernel sums the masses */
     double t = o->target * 1099511627776.0;
     uint64_t target = !(t > 0) ? 0 : t >= 18446744073709549568.0 ? UINT64_MAX : (uint64_t)t;
     oc_status st = oc_cl_fill32(dev, cb(o->counts), (size_t)o->p_idx * 4, 0, 4, err);
     if (st) return st;
-    size_t g[1] = { (size_t)o->n }, l[1] = { 256 };
-    oc_cl_arg a[] = { OC_CL_BUF(cb(o->acc)), OC_CL_I32(o->acc_off), OC_CL_I32(o->n), OC_CL_I32((int32_t)(uint32_t)target),
-                      OC_CL_I32((int32_t)(uint32_t)(target >> 32)), OC_CL_BUF(cb(o->probes)), OC_CL_I32(o->n_probes),
-                      OC_CL_I32(o->n_head), OC_CL_BUF(cb(o->norm)), OC_CL_BUF(cb(o->counts)), OC_CL_I32(o->p_idx) };
-    if ((st = oc_cl_launch(dev, OC_CLK_KVS_ZIPVL_PRE, 1, g, l, (int)OC_ARRAY_LEN(a), a, err))) return st;
-    oc_cl_arg b[] = { OC_CL_BUF(cb(o->norm)), OC_CL_I32(o->n), OC_CL_BUF(cb(o->counts)), OC_CL_I32(o->p_idx),
-                      OC_CL_I32(o->recent), OC_CL_BUF(cb(o->flags)) };
-    if ((st = oc_cl_launch(dev, OC_CLK_KVS_ZIPVL_FLAG, 1, g, l, (int)OC_ARRAY_LEN(b), b, err))) return st;
+    size_t g2[2] = { ((size_t)o->n + 255) / 256 * 256, (size_t)n_split }, l2[2] = { 256, 1 };
+    size_t g[1] = { ((size_t)o->n + 63) / 64 * 64 }, l[1] = { 64 };
+    oc_cl_arg a[] = { OC_CL_BUF(cb(o->acc)), OC_CL_I32(o->acc_off), OC_CL_I32(o->n), OC_CL_BUF(cb(o->part)) };
+    if ((st = oc_cl_launch(dev, OC_CLK_KVS_ZIPVL_PRE, 2, g2, l2, (int)OC_ARRAY_LEN(a), a, err))) return st;
+    oc_cl_arg b[] = { OC_CL_BUF(cb(o->acc)), OC_CL_I32(o->acc_off), OC_CL_I32(o->n), OC_CL_I32((int32_t)(uint32_t)target),
+                      OC_CL_I32((int32_t)(uint32_t)(target >> 32)), OC_CL_BUF(cb(o->part)), OC_CL_I32(n_split),
+                      OC_CL_BUF(cb(o->probes)), OC_CL_I32(o->n_probes), OC_CL_I32(o->n_head), OC_CL_BUF(cb(o->norm)),
+                      OC_CL_BUF(cb(o->counts)), OC_CL_I32(o->p_idx) };
+    if ((st = oc_cl_launch(dev, OC_CLK_KVS_ZIPVL_P, 1, g, l, (int)OC_ARRAY_LEN(b), b, err))) return st;
+    oc_cl_arg c[] = { OC_CL_BUF(cb(o->norm)), OC_CL_I32(o->n), OC_CL_BUF(cb(o->part)) };
+    if ((st = oc_cl_launch(dev, OC_CLK_KVS_ZIPVL_FLAG, 2, g2, l2, (int)OC_ARRAY_LEN(c), c, err))) return st;
+    oc_cl_arg d[] = { OC_CL_BUF(cb(o->part)), OC_CL_I32(n_split), OC_CL_I32(o->n), OC_CL_BUF(cb(o->counts)),
+                      OC_CL_I32(o->p_idx), OC_CL_I32(o->recent), OC_CL_BUF(cb(o->flags)) };
+    if ((st = oc_cl_launch(dev, OC_CLK_KVS_ZIPVL_SET, 1, g, l, (int)OC_ARRAY_LEN(d), d, err))) return st;
     return collect(dev, o, NULL, 0, -1, err);
 }
 

@@ -157,8 +157,9 @@ static void test_select(void) {
     if (!need_dev()) return;
     check_rng r = { 4242 };
     const int32_t n_head = 8;
-    for (int trial = 0; trial < 12; trial++) {
-        int32_t n = trial < 4 ? check_rng_int(&r, 1, 80) : check_rng_int(&r, 200, 3000), C = n + 7;
+    for (int trial = 0; trial < 14; trial++) {   /* 12, 13: ZipVL's ranking split 8 and 11 ways */
+        int32_t n = trial < 4 ? check_rng_int(&r, 1, 80) : trial < 12 ? check_rng_int(&r, 200, 3000) : trial == 12 ? 4361 : 5700,
+                C = n + 7;
         /* probes (kv_select.c's), nnz and normalized masses with ties, mass = norm x nnz */
         int32_t probes[128], n_probes = oc_kv_zipvl_probes(n, probes);
         double *mass = malloc(sizeof(double) * n), *tmp = malloc(sizeof(double) * n);
@@ -175,10 +176,10 @@ static void test_select(void) {
         oc_bt tacc = dev_bt(4 * (size_t)C, NULL), tprobes = dev_bt(sizeof probes, probes);
         bt_set(&tacc, 0, mf, 4 * (size_t)n);
         oc_bt tflags = dev_bt(4 * (size_t)C, NULL), tnorm = dev_bt(4 * (size_t)C, NULL);
-        oc_bt tlists = dev_bt(4 * (size_t)C * 4, NULL), tcounts = dev_bt(4 * 8, NULL);
+        oc_bt tlists = dev_bt(4 * (size_t)C * 4, NULL), tcounts = dev_bt(4 * 8, NULL), tpart = dev_bt(4 * 32 * (size_t)C, NULL);
         oc_kv_dev_op o;
         memset(&o, 0, sizeof o);
-        o.acc = &tacc, o.counts = &tcounts, o.flags = &tflags, o.norm = &tnorm, o.list = &tlists;
+        o.acc = &tacc, o.counts = &tcounts, o.flags = &tflags, o.norm = &tnorm, o.list = &tlists, o.part = &tpart;
         o.list_stride = C, o.n = n, o.within_idx = -1;
         /* ZipVL: T into slots 0 and 1 (two copies) */
         double tau = trial % 3 == 0 ? 0.9 : trial % 3 == 1 ? 0.99 : 1.5;   /* 1.5: never reached, keeps all */
@@ -223,7 +224,7 @@ static void test_select(void) {
             CHECKF(ok, "trial %d sparsemm within T (%d of %d, budget %d, %s): %d kept, host %d", trial, n_within, n, budget,
                    map ? "positions" : "indices", g, m);
         }
-        bt_free(&tacc); bt_free(&tprobes); bt_free(&tflags); bt_free(&tnorm); bt_free(&tlists); bt_free(&tcounts);
+        bt_free(&tacc); bt_free(&tprobes); bt_free(&tflags); bt_free(&tnorm); bt_free(&tlists); bt_free(&tcounts); bt_free(&tpart);
         free(mass); free(tmp); free(mf); free(nnz); free(kept); free(order); free(got); free(within);
     }
 }

@@ -2,7 +2,7 @@
  * (opencl/cl_kvsel.c; the rules are kvcache/kv_select.h's, on host arrays there):
  *  - oc_kvs_stats, oc_kvs_merge, oc_kvs_part, oc_kvs_reduce: the observed rows' softmax over the keys they see (SparseMM's window,
  *    sparsemm.txt Eq. 10-13; ZipVL's probes, zipvl.txt Eq. A, 6) summed per key into acc;
- *  - oc_kvs_zipvl_pre, oc_kvs_zipvl_flag: ZipVL's p (the fewest keys whose largest masses reach
+ *  - oc_kvs_zipvl_pre / _p, oc_kvs_zipvl_flag / _set: ZipVL's p (the fewest keys whose largest masses reach
  *    tau of the rows' total, Eq. 7) and the top p by mass / nnz (Eq. 8-9);
  *  - oc_kvs_sparsemm_flag: SparseMM's window plus the top budget - window by mass (Eq. 13-14);
  *  - oc_kvs_collect: the flags to an ascending list and its size (both stay on the device);
@@ -157,53 +157,76 @@ __kernel void oc_kvs_reduce(const __global float *part, int n_blocks, int n_out,
     acc[acc_off + (size_t)go * acc_stride + j] += sum;
 }
 
-/* ZipVL, first pass, key j < n: pre = the mass of the keys ranked before j, in 2^-40 fixed point;
- * j is among the top p exactly when pre < target (Eq. 7: the key at rank t is kept while the
- * masses before it have not reached the target), so p is the number of such keys (an atomic
- * count: the same for any order). Also norm[j] = mass / nnz (Eq. 8), nnz = n_head x the probe
- * rows at or after j. counts[p_idx] must be 0 before. */
+/* ZipVL, first pass, key j < n (dimension 0) x split s of the other keys (dimension 1, n_split
+ * contiguous ranges): the mass of the keys of split s ranked before j, in 2^-40 fixed point, to
+ * ppre[s * n + j]. Integer sums: exact, so the same total for any split. One work-group per 256
+ * keys made 18 of them at 4,361 keys, a sliver of a GPU; the splits give it n_split times more. */
 __kernel __attribute__((reqd_work_group_size(KVS_TILE, 1, 1)))
-void oc_kvs_zipvl_pre(const __global float *acc, int acc_off, int n, uint target_lo, uint target_hi,
-                      const __global int *probes, int n_probes, int n_head, __global float *norm,
-                      __global int *counts, int p_idx) {
+void oc_kvs_zipvl_pre(const __global float *acc, int acc_off, int n, __global ulong *ppre) {
     __local float tile[KVS_TILE];
-    const int j = get_global_id(0), lid = get_local_id(0);
+    const int j = get_global_id(0), lid = get_local_id(0), s = get_global_id(1), n_split = get_global_size(1);
+    const int span = (n + n_split - 1) / n_split, u0 = s * span, u1 = min(n, u0 + span);
     const float mj = j < n ? acc[acc_off + j] : 0.0f;
     ulong pre = 0;
-    for (int t0 = 0; t0 < n; t0 += KVS_TILE) {
-        tile[lid] = t0 + lid < n ? acc[acc_off + t0 + lid] : 0.0f;
+    for (int t0 = u0; t0 < u1; t0 += KVS_TILE) {
+        tile[lid] = t0 + lid < u1 ? acc[acc_off + t0 + lid] : 0.0f;
         barrier(CLK_LOCAL_MEM_FENCE);
-        const int m = min(KVS_TILE, n - t0);
+        const int m = min(KVS_TILE, u1 - t0);
         for (int u = 0; u < m; u++) {
             const float mi = tile[u];
             if (KVS_BEFORE(mi, t0 + u, mj, j)) pre += (ulong)(mi * 0x1p40f);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+    if (j < n) ppre[(size_t)s * n + j] = pre;
+}
+
+/* Key j < n: pre = its splits' sums (the mass of the keys ranked before j); j is among the top p
+ * exactly when pre < target (Eq. 7: the key at rank t is kept while the masses before it have not
+ * reached the target), so p is the number of such keys (an atomic count: the same for any order).
+ * Also norm[j] = mass / nnz (Eq. 8), nnz = n_head x the probe rows at or after j. counts[p_idx]
+ * must be 0 before. */
+__kernel void oc_kvs_zipvl_p(const __global float *acc, int acc_off, int n, uint target_lo, uint target_hi,
+                             const __global ulong *ppre, int n_split, const __global int *probes, int n_probes,
+                             int n_head, __global float *norm, __global int *counts, int p_idx) {
+    const int j = get_global_id(0);
     if (j >= n) return;
+    ulong pre = 0;
+    for (int s = 0; s < n_split; s++) pre += ppre[(size_t)s * n + j];
     const ulong target = ((ulong)target_hi << 32) | (ulong)target_lo;
     if (pre < target) atomic_inc(counts + p_idx);
     int seen = 0;
     for (int t = 0; t < n_probes; t++) seen += probes[t] >= j;
-    norm[j] = seen ? mj / (float)(seen * n_head) : 0.0f;
+    norm[j] = seen ? acc[acc_off + j] / (float)(seen * n_head) : 0.0f;
 }
 
-/* ZipVL, second pass: flags[j] = rank of norm[j] < p, or j among the last `recent` keys. */
+/* ZipVL, second pass, key j (dimension 0) x split s (dimension 1, as oc_kvs_zipvl_pre): the number
+ * of split s's keys whose norm ranks before j's, to prank[s * n + j]. */
 __kernel __attribute__((reqd_work_group_size(KVS_TILE, 1, 1)))
-void oc_kvs_zipvl_flag(const __global float *norm, int n, const __global int *counts, int p_idx, int recent,
-                       __global int *flags) {
+void oc_kvs_zipvl_flag(const __global float *norm, int n, __global int *prank) {
     __local float tile[KVS_TILE];
-    const int j = get_global_id(0), lid = get_local_id(0);
+    const int j = get_global_id(0), lid = get_local_id(0), s = get_global_id(1), n_split = get_global_size(1);
+    const int span = (n + n_split - 1) / n_split, u0 = s * span, u1 = min(n, u0 + span);
     const float vj = j < n ? norm[j] : 0.0f;
     int rank = 0;
-    for (int t0 = 0; t0 < n; t0 += KVS_TILE) {
-        tile[lid] = t0 + lid < n ? norm[t0 + lid] : 0.0f;
+    for (int t0 = u0; t0 < u1; t0 += KVS_TILE) {
+        tile[lid] = t0 + lid < u1 ? norm[t0 + lid] : 0.0f;
         barrier(CLK_LOCAL_MEM_FENCE);
-        const int m = min(KVS_TILE, n - t0);
+        const int m = min(KVS_TILE, u1 - t0);
         for (int u = 0; u < m; u++) rank += KVS_BEFORE(tile[u], t0 + u, vj, j);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (j < n) flags[j] = rank < counts[p_idx] || j >= n - recent;
+    if (j < n) prank[(size_t)s * n + j] = rank;
+}
+
+/* flags[j] = j's rank (its splits' counts) < p, or j among the last `recent` keys. */
+__kernel void oc_kvs_zipvl_set(const __global int *prank, int n_split, int n, const __global int *counts, int p_idx,
+                               int recent, __global int *flags) {
+    const int j = get_global_id(0);
+    if (j >= n) return;
+    int rank = 0;
+    for (int s = 0; s < n_split; s++) rank += prank[(size_t)s * n + j];
+    flags[j] = rank < counts[p_idx] || j >= n - recent;
 }
 
 /* SparseMM for one kv head over n_w keys (counts[within_idx], or n when within_idx < 0): item t

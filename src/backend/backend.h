@@ -98,7 +98,8 @@ typedef struct oc_kv_dev_op {
     oc_bt *counts;           /* int32 set sizes */
     oc_bt *flags, *norm;     /* scratch: n int32, n f32 */
     /* ZIPVL: target = tau x the rows' total mass; probes: n_probes ascending positions (nnz[j] =
-     * n_head x the probes at or after j); p_idx: a count slot for p */
+     * n_head x the probes at or after j); p_idx: a count slot for p; part: scratch of 32 x n
+     * floats (a backend may use less) */
     const oc_bt *probes;
     int32_t n_probes, recent, p_idx;
     double target;

@@ -24,6 +24,7 @@ static oc_kv_dev_op op_of(oc_text_ctx *c, oc_kv_dev_kind kind) {
     o.counts = &c->kvd_counts;
     o.flags = &c->kvd_flags;
     o.norm = &c->kvd_norm;
+    o.part = &c->kvd_part;   /* scoring's scratch; ZipVL's ranking's too */
     o.list = &c->kvd_lists;
     o.list_stride = c->lim.max_ctx_tokens;
     o.n_copies = 1;
