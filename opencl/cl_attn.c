@@ -331,6 +331,8 @@ uint64_t oc_cl_attn_base_pairs(const oc_cl_attn *at) { return at->prepared ? at-
 static oc_status check_shape(const oc_cl_attn *at, const oc_attn_call *s, oc_error *err) {
     oc_status st = oc_mask_check(s, "opencl attn", err);
     if (st != OC_OK) return st;
+    if (s->kv_held)   /* per-kv-head held keys (attn_call.h): the CPU engine's; the text model sends them only there */
+        return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl attn: per-kv-head held keys (kv_held) run on the CPU");
     if (s->n_kv >= POS_LIMIT || (int64_t)s->q_offset + s->n_q >= POS_LIMIT)
         return oc_fail(err, OC_ERR_INVALID, "opencl attn: n_q %d, n_kv %d, q_offset %d out of range", (int)s->n_q,
                        (int)s->n_kv, (int)s->q_offset);

@@ -10,6 +10,7 @@
 #include "opencl/cl_backend.h"
 
 #include "opencl/cl_attn.h"
+#include "opencl/cl_kvsel.h"
 #include "opencl/cl_ops.h"
 #include "core/dtype.h"
 #include "kernels/quant.h"
@@ -424,6 +425,16 @@ static oc_status cl_kv_keep(oc_backend *be, oc_bt *t, int64_t off, int64_t strid
                            kept, n_kept, clb(be)->keep_idx, err);
 }
 
+static oc_status cl_write_queued(oc_backend *be, oc_bt *t, size_t off_bytes, const void *src, size_t n_bytes,
+                                 oc_error *err) {
+    oc_status st = span(t, (int64_t)off_bytes, (int64_t)n_bytes, 1, "write", err);
+    return st != OC_OK || !n_bytes ? st : oc_cl_upload_nowait(clb(be)->dev->cl, t->impl, off_bytes, src, n_bytes, err);
+}
+
+static oc_status cl_kv_dev(oc_backend *be, const oc_kv_dev_op *op, oc_error *err) {
+    return oc_cl_kv_dev(clb(be)->dev->cl, op, err);
+}
+
 static void cl_close(oc_backend *be) {
     cl_backend *b = clb(be);
     oc_allocator a = b->alloc;
@@ -443,7 +454,7 @@ static const oc_backend_ops cl_ops = {
     cl_bind, cl_write, cl_read, cl_map_read, cl_unmap,
     cl_matmul, cl_embed, cl_norm, cl_rope, cl_kv_store, cl_attention,
     cl_add, cl_act, cl_glu, cl_gather_rows,
-    cl_kv_keep,
+    cl_kv_keep, cl_kv_dev, cl_write_queued,
 };
 
 static oc_cl_attn_limits attn_limits(const oc_backend_limits *lim) {

@@ -33,7 +33,18 @@
     X(DYN_ESTIMATE, "dyn.cl", "oc_dyn_estimate")      \
     X(DYN_DIAG, "dyn.cl", "oc_dyn_diag")              \
     X(FMA_PEAK, "peak.cl", "oc_fma_peak")             \
-    X(READ_PEAK, "peak.cl", "oc_read_peak")
+    X(READ_PEAK, "peak.cl", "oc_read_peak")           \
+    X(KVS_STATS, "kvsel.cl", "oc_kvs_stats")          \
+    X(KVS_MERGE, "kvsel.cl", "oc_kvs_merge")          \
+    X(KVS_PART, "kvsel.cl", "oc_kvs_part")            \
+    X(KVS_REDUCE, "kvsel.cl", "oc_kvs_reduce")        \
+    X(KVS_ZIPVL_PRE, "kvsel.cl", "oc_kvs_zipvl_pre")  \
+    X(KVS_ZIPVL_FLAG, "kvsel.cl", "oc_kvs_zipvl_flag") \
+    X(KVS_ZIPVL_P, "kvsel.cl", "oc_kvs_zipvl_p")      \
+    X(KVS_ZIPVL_SET, "kvsel.cl", "oc_kvs_zipvl_set")  \
+    X(KVS_SPARSEMM_FLAG, "kvsel.cl", "oc_kvs_sparsemm_flag") \
+    X(KVS_COLLECT, "kvsel.cl", "oc_kvs_collect")      \
+    X(KVS_KEEP, "kvsel.cl", "oc_kvs_keep")
 
 typedef enum oc_cl_kernel_id {
 #define OC_CL_KERNEL_ENUM(id, file, fn) OC_CLK_##id,

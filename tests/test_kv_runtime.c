@@ -558,8 +558,10 @@ static void test_answer_room(void) {
  * every kv head) and decodes to the same logits within the backends' agreement, with every method
  * on: SparseMM, ZipVL, both on one layer, a VLA and a GLA group. */
 /* composed: layer 5 also gets A-shape heads and "prefill heads" (the patterns in prefill, then ZipVL's
- * set with a budget within it), so the composition runs on OpenCL too. */
-static void opencl_keeps_the_cpu_tokens(int composed) {
+ * set with a budget within it), so the composition runs on OpenCL too. chunk: the prefill chunk; one
+ * of the whole context makes every segment after the first reuse the device's M-RoPE tables of the
+ * prompt's one chunk (not uploaded again). */
+static void opencl_keeps_the_cpu_tokens(int composed, int32_t chunk) {
     demo t;
     if (!demo_open(&t, 12, 50)) return;
     const oc_text_hparams *hp = &t.m->hp;
@@ -580,7 +582,7 @@ static void opencl_keeps_the_cpu_tokens(int composed) {
         hpat->n_local = 10 + 4 * h;
         p->stacks[OC_PLAN_DECODER].zipvl_heads_prefill[5] = 1;
     }
-    oc_text_limits lim = { CTX, CHUNK, p, ANSWER };
+    oc_text_limits lim = { CTX, chunk, p, ANSWER };
     oc_cpu_features cpu;
     oc_port_cpu_features(&cpu);
     oc_backend_spec cl_spec = { OC_BACKEND_KIND_OPENCL, check_opencl_device(), NULL, oc_isa_best(&cpu), NULL };
@@ -630,8 +632,9 @@ static void test_opencl_keeps_the_cpu_tokens(void) {
         check_skip("%s", why);
         return;
     }
-    opencl_keeps_the_cpu_tokens(0);
-    opencl_keeps_the_cpu_tokens(1);
+    opencl_keeps_the_cpu_tokens(0, CHUNK);
+    opencl_keeps_the_cpu_tokens(1, CHUNK);
+    opencl_keeps_the_cpu_tokens(1, CTX);   /* the prompt in one chunk */
 }
 
 /* ---- out of memory at every allocation of context open, with each method ---------------------- */

@@ -1287,6 +1287,10 @@ static void test_attn_errors(void) {
     s.n_head = 2;
     CHECK(oc_cl_attn_prepare(at, &s, &err) == OC_ERR_INVALID);      /* heads not the context's */
     s.n_head = 4;
+    int32_t held[2] = { 5, 9 };   /* per-kv-head held keys: the CPU engine's alone, refused, never ignored */
+    s.kv_held = held;
+    CHECK(oc_cl_attn_prepare(at, &s, &err) == OC_ERR_UNSUPPORTED && strstr(err.message, "kv_held"));
+    s.kv_held = NULL;
     REQUIRE(oc_cl_attn_prepare(at, &s, &err) == OC_OK);
     oc_cl_buf *small = dbuf(256);
     oc_cl_attn_bufs io = { small, small, small, small, NULL, 0 };

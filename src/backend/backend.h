@@ -19,7 +19,7 @@
 #include "kernels/matmul.h"
 #include "kernels/nn.h"
 
-#define OC_BACKEND_OPS_VERSION 2
+#define OC_BACKEND_OPS_VERSION 3
 
 typedef enum oc_backend_kind { OC_BACKEND_KIND_CPU = 0, OC_BACKEND_KIND_OPENCL } oc_backend_kind;
 
@@ -60,6 +60,68 @@ typedef struct oc_attn_bt {
     const oc_bt *q, *k, *v;
     oc_bt *out;
 } oc_attn_bt;
+
+/* One step of a shrinking KV cache's scoring, selection or compaction run where the cache is
+ * (kvcache/kv_select.h defines each rule on host arrays; a device that runs them keeps the masses,
+ * the chosen sets and their sizes in its own buffers, so a prefill queues every step of every
+ * layer without waiting for the device). Every buffer here is the device's (oc_bt); element
+ * offsets; lists and counts int32, masses f32. A chosen set's size stays in counts[] and feeds the
+ * next steps' ranges; the host reads the sets once, after the prompt (text_kv_dev.c). */
+typedef enum oc_kv_dev_kind {
+    OC_KV_DEV_SCORE = 1,   /* acc[acc_off + g * acc_stride + j] += the softmax probability of key j
+                              (j < n) in every observed row of every head of kv head g (every head
+                              into one row when acc_stride is 0): kv_select.h oc_kv_score_rows */
+    OC_KV_DEV_ZIPVL,       /* the important set of kv_select.h oc_kv_select_zipvl over acc[acc_off
+                              + j], j < n: p keys from the cumulative mass >= target, the top p by
+                              mass / nnz (nnz from the probe positions), plus the last `recent` */
+    OC_KV_DEV_SPARSEMM,    /* kv_select.h oc_kv_select_sparsemm (within NULL) or _within */
+    OC_KV_DEV_KEEP,        /* kv_keep of a layer's K and V, every kv head, with the kept rows and
+                              their counts on the device */
+    OC_KV_DEV_ZERO         /* acc[acc_off + j] = 0 for j < n */
+} oc_kv_dev_kind;
+
+typedef struct oc_kv_dev_op {
+    oc_kv_dev_kind kind;
+    /* SCORE: the rows are query positions pos[pos_first + i] (pos NULL: pos0 + i), i < n_rows,
+     * ascending; row of position p, head h at q[q_off + (p - q_base) * q_stride + h * head_dim];
+     * key j of kv head g at k[k_off + j * k_stride + g * head_dim] (f16); stats: 2 floats per row
+     * and head; part: n_rows x (n_head_kv, or 1 when acc_stride is 0) x n floats of scratch */
+    const oc_bt *q, *k, *pos;
+    int64_t q_off, k_off;
+    int32_t q_stride, q_base, k_stride, pos_first, pos0, n_rows, n_head, n_head_kv, head_dim, acc_stride;
+    float scale;
+    oc_bt *stats, *part;
+    /* every kind but KEEP: the masses; n keys (ZIPVL, SPARSEMM without a within count: the count) */
+    oc_bt *acc;
+    int64_t acc_off;
+    int32_t n;
+    oc_bt *counts;           /* int32 set sizes */
+    oc_bt *flags, *norm;     /* scratch: n int32, n f32 */
+    /* ZIPVL: target = tau x the rows' total mass; probes: n_probes ascending positions (nnz[j] =
+     * n_head x the probes at or after j); p_idx: a count slot for p; part: scratch of 32 x n
+     * floats (a backend may use less) */
+    const oc_bt *probes;
+    int32_t n_probes, recent, p_idx;
+    double target;
+    /* SPARSEMM: budget, window; within: the subset's ascending positions at within[within_off],
+     * its size counts[within_idx] (within NULL: keys 0..n-1); map_within: the list holds within[t]
+     * (absolute positions), else t (indices into the subset) */
+    int32_t budget, window, within_idx, map_within;
+    const oc_bt *within;
+    int64_t within_off;
+    /* the chosen set, ascending: n_copies copies at list[list_off + c * list_stride], its size at
+     * counts[count_idx + c]. KEEP: kv head g < n_groups moves its rows list[list_off + g *
+     * list_stride + r] (+ shift) for r < counts[count_idx + g] */
+    oc_bt *list;
+    int64_t list_off;
+    int32_t list_stride, n_copies, count_idx;
+    /* KEEP: kv_keep's rows (t_off, t_stride, row_elems as there) in the K cache t (NULL: none) and
+     * the V cache t2, kv head g's at t_off + g * row_elems (t2_off + ...), each source row shift
+     * (shift2) rows past its list entry */
+    oc_bt *t, *t2;
+    int64_t t_off, t2_off, t_stride;
+    int32_t row_elems, shift, shift2, n_groups;
+} oc_kv_dev_op;
 
 /* ---- opening ------------------------------------------------------------------------------------ */
 
@@ -194,6 +256,16 @@ typedef struct oc_backend_ops {
      * as they are. */
     oc_status (*kv_keep)(oc_backend *be, oc_bt *t, int64_t off, int64_t stride_elems, int32_t row_elems,
                          const int32_t *kept, int32_t n_kept, oc_error *err);
+
+    /* -- version 3 -- */
+    /* (optional: NULL where the host scores and selects, kvcache/kv_select.c) one oc_kv_dev_op,
+     * queued like every other operation. */
+    oc_status (*kv_dev)(oc_backend *be, const oc_kv_dev_op *op, oc_error *err);
+    /* (optional: NULL where write() does not wait, the CPU) write() queued like the operations:
+     * src must stay unchanged until the next read() (or the device's finish). A device's write()
+     * waits for every queued operation first. */
+    oc_status (*write_queued)(oc_backend *be, oc_bt *t, size_t off_bytes, const void *src, size_t n_bytes,
+                              oc_error *err);
 } oc_backend_ops;
 
 /* Every implementation's instance starts with this. */

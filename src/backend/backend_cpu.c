@@ -191,6 +191,8 @@ static const oc_backend_ops cpu_ops = {
     cpu_matmul, oc_cpu_embed, oc_cpu_norm, oc_cpu_rope, oc_cpu_kv_store, cpu_attention,
     oc_cpu_add, oc_cpu_act, oc_cpu_glu, oc_cpu_gather_rows,
     oc_cpu_kv_keep,
+    NULL,   /* kv_dev: the host selects (kvcache/kv_select.c) */
+    NULL,   /* write_queued: write() does not wait */
 };
 
 oc_status oc_backend_cpu_open(oc_backend **out, const oc_backend_spec *spec, const oc_backend_limits *lim,

@@ -12,7 +12,8 @@
 /* Backend buffers in the order of text_ctx.h's fields. */
 enum { BUF_K_CACHE, BUF_V_CACHE, BUF_X, BUF_XB, BUF_Q, BUF_ATT, BUF_K, BUF_V, BUF_FF_G, BUF_FF_U,
        BUF_ROPE_COS, BUF_ROPE_SIN, BUF_IDS, BUF_LOGITS, BUF_Q_SHARE, BUF_IOTA,
-       BUF_IMAGE_STORE, BUF_ZERO, N_BUF };
+       BUF_IMAGE_STORE, BUF_ZERO, BUF_KVD_ACC, BUF_KVD_STATS, BUF_KVD_PART, BUF_KVD_PROBES, BUF_KVD_FLAGS, BUF_KVD_NORM,
+       BUF_KVD_LISTS, BUF_KVD_COUNTS, N_BUF };
 
 typedef struct sizes {
     size_t buf[N_BUF];
@@ -20,6 +21,7 @@ typedef struct sizes {
     size_t layers, inv_freq, table;   /* host block parts */
     size_t policy, book, acc, scores, scratch_d, scratch_i, kv_q, kv_k;   /* shrinking KV cache parts (0: none) */
     size_t vla;                       /* Q-Cache VLA's flags, each of tok_visual and kv_shared */
+    size_t kvd_n;                     /* the device's set sizes, read back (text_kv_dev.c) */
     size_t host;                      /* host block total */
 } sizes;
 
@@ -111,12 +113,31 @@ static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, const o
     size_t bytes[N_BUF] = { k_cache, v_cache, x, B * d * 4, B * d * 4, B * d * 4, B * kv * 4, B * kv * 4,
                             B * ff * 4, B * ff * 4, B * pairs * 4, B * pairs * 4, B * 4, logits,
                             lazy ? B * d * 4 : 0, lazy ? B * 4 : 0,
-                            0, 0 /* the image store: oc_text_ctx_image_store_open */ };
+                            0, 0 /* the image store: oc_text_ctx_image_store_open */,
+                            0, 0, 0, 0, 0, 0, 0, 0 /* the device's selection: below */ };
+    /* a device scores and selects where its cache is (text_kv_dev.c): the masses, the observed
+     * rows' softmax statistics, the probes, scratch, and every (layer, kv head)'s chosen set plus
+     * ZipVL's T, with their sizes */
+    size_t slots = L * (size_t)hp->n_head_kv + 2;
+    int dev = evict && kind != OC_BACKEND_KIND_CPU;
+    s->kvd_n = dev ? pad(slots * 4) : 0;
+    if (dev) {
+        size_t rows = (size_t)OC_MAX(p->window, OC_KV_ZIPVL_RECENT_PROBES + OC_KV_ZIPVL_RANDOM_PROBES), lists, part;
+        if (!oc_mul_size((slots - 1) * 4, C, &lists) || !oc_mul_size(rows * (size_t)hp->n_head_kv * 4, C, &part)) return 0;
+        bytes[BUF_KVD_PART] = part;
+        bytes[BUF_KVD_ACC] = OC_MAX(acc / 2, (size_t)4);
+        bytes[BUF_KVD_STATS] = rows * (size_t)hp->n_head * 8;
+        bytes[BUF_KVD_PROBES] = (OC_KV_ZIPVL_RECENT_PROBES + OC_KV_ZIPVL_RANDOM_PROBES) * 4;
+        bytes[BUF_KVD_FLAGS] = C * 4;
+        bytes[BUF_KVD_NORM] = C * 4;
+        bytes[BUF_KVD_LISTS] = lists;
+        bytes[BUF_KVD_COUNTS] = slots * 4;
+    }
     memcpy(s->buf, bytes, sizeof bytes);
     for (int i = 0; i < N_BUF; i++) s->flags[i] = i >= BUF_ROPE_COS && i <= BUF_LOGITS ? OC_BT_HOST : 0;
     s->layers = pad(sizeof(oc_text_layer_bt) * L);
     s->inv_freq = pad(pairs * 4);
-    s->table = pad(B * pairs * 4);
+    s->table = pad((r->by_layer ? C : B) * pairs * 4);   /* by layer: the prompt's tables, once */
     s->policy = pad(sizeof(oc_kv_policy));
     s->book = evict ? oc_kv_book_bytes(hp->n_layers, hp->n_head_kv, lim->max_ctx_tokens) : 0;
     s->acc = pad(acc);
@@ -133,7 +154,7 @@ static int plan_sizes(const oc_text_model *m, const oc_text_limits *lim, const o
     s->vla = p->any_vla ? pad(C) : 0;
     if (evict && !s->book) return 0;
     s->host = s->layers + s->inv_freq + 2 * s->table + s->policy + s->book + s->acc + s->scores + s->scratch_d +
-              4 * s->scratch_i + s->kv_q + s->kv_k + 2 * s->vla;
+              4 * s->scratch_i + s->kv_q + s->kv_k + 2 * s->vla + s->kvd_n;
     return s->host >= s->acc;   /* no wrap */
 }
 
@@ -177,7 +198,8 @@ size_t oc_text_ctx_bytes(const oc_text_model *m, const oc_text_limits *lim, cons
 static oc_bt *buffer(oc_text_ctx *c, int i) {
     oc_bt *all[N_BUF] = { &c->k_cache, &c->v_cache, &c->x, &c->xb, &c->q, &c->att, &c->k, &c->v, &c->ff_g,
                           &c->ff_u, &c->rope_cos, &c->rope_sin, &c->ids, &c->logits, &c->q_share,
-                          &c->iota, &c->image_store, &c->zero };
+                          &c->iota, &c->image_store, &c->zero, &c->kvd_acc, &c->kvd_stats, &c->kvd_part, &c->kvd_probes,
+                          &c->kvd_flags, &c->kvd_norm, &c->kvd_lists, &c->kvd_counts };
     return all[i];
 }
 
@@ -273,6 +295,8 @@ oc_status oc_text_ctx_open_backend(oc_text_ctx **out, const oc_text_model *m, co
         c->tok_visual = (uint8_t *)h;
         c->kv_shared = (uint8_t *)h + s.vla;
     }
+    h += 2 * s.vla;
+    if (s.kvd_n) c->kvd_n = (int32_t *)(void *)h;
     oc_rope_inv_freq(c->inv_freq, m->hp.head_dim, m->hp.rope_base);
     if ((st = take_weights(c, err))) goto fail;
     for (int i = 0; i < N_BUF; i++) {

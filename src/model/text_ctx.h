@@ -83,6 +83,21 @@ struct oc_text_ctx {
                                                     (an image row: its key is the first layer's) */
     uint8_t *kv_shared;                          /* [C] one attention call's k_shared flags per
                                                     key row of a compacted kv head */
+    /* the same on the device when the backend has kv_dev (text_kv_dev.c): the masses, the chosen
+     * sets and their sizes stay there while a prompt is prefilled; the host reads the sets into the
+     * book once, after it (absent buffers on the CPU) */
+    oc_bt kvd_acc;                               /* f32 [kvp->n_acc_rows][C] */
+    oc_bt kvd_stats;                             /* f32 [max(window, 128) rows][n_head][2] */
+    oc_bt kvd_part;                              /* f32 [max(window, 128) rows][n_head_kv][C] */
+    oc_bt kvd_probes;                            /* int32 [128]: kv_probes */
+    oc_bt kvd_flags, kvd_norm;                   /* int32 / f32 [C] selection scratch */
+    oc_bt kvd_lists;                             /* int32 [n_layers * n_head_kv + 1][C]: the set of
+                                                    (layer, kv head), then ZipVL's T */
+    oc_bt kvd_counts;                            /* int32 [n_layers * n_head_kv + 2]: their sizes, p */
+    int32_t *kvd_n;                              /* [n_layers * n_head_kv + 2] host copy of the sizes */
+    int kv_dev;                                  /* this prompt scores and selects on the device */
+    int32_t n_kvd_pending;                       /* first layers whose sets the book has not read */
+    int32_t kvd_pending[OC_PLAN_MAX_LAYERS];
     oc_text_times times;
     oc_backend_device *sync_dev;                 /* borrowed: times waits for it (may be NULL) */
     int32_t kv_probes[OC_KV_ZIPVL_RECENT_PROBES + OC_KV_ZIPVL_RANDOM_PROBES];
@@ -91,7 +106,11 @@ struct oc_text_ctx {
     void *host;
     size_t host_bytes;
     float *inv_freq;                             /* [head_dim / 2] */
-    float *cos_h, *sin_h;                        /* [B][head_dim / 2] */
+    float *cos_h, *sin_h;                        /* [B][head_dim / 2]; [C][...] when prefilling
+                                                    by layer (a prompt's tables, computed once) */
+    int32_t tables_row;                          /* the row of cos_h the tables are bound at */
+    int32_t tables_rows_dev;                     /* rows from tables_row a prompt's upload left in
+                                                    the backend's tables (0: none known) */
 };
 
 /* The clock for c->times: now, after the device finished what is queued when c->sync_dev is set. */
@@ -109,6 +128,10 @@ static inline int oc_text_visual(const oc_text_batch *b, int32_t i) { return !(b
  * element xo. */
 oc_status oc_text_inputs(oc_text_ctx *c, const oc_text_batch *b, int64_t xo, oc_error *err);   /* input rows */
 oc_status oc_text_tables(oc_text_ctx *c, const oc_text_batch *b, oc_error *err);   /* M-RoPE tables */
+/* The same for the chunk b of a prompt prefilled by layer: its tables are rows row.. of the
+ * host tables (sized for the context then), computed once (compute: the first segment) and
+ * uploaded again for each later segment, queued on a device (backend write_queued). */
+oc_status oc_text_tables_prompt(oc_text_ctx *c, const oc_text_batch *b, int32_t row, int compute, oc_error *err);
 /* One decoder layer over the batch: x += attn(norm(x)); x += mlp(norm(x)). */
 oc_status oc_text_layer_forward(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_attn_stats *stats,
                         oc_error *err);
@@ -149,6 +172,17 @@ oc_status oc_text_kv_score_timed(oc_text_ctx *c, const oc_text_batch *b, int32_t
 /* After the segment of layers first..last ran over the whole prompt (n_past counts it): choose
  * and keep, moving kept rows from the prefill rows (staging) to the layers' regions. */
 oc_status oc_text_kv_compact(oc_text_ctx *c, int32_t first, int32_t last, oc_error *err);
+/* text_kv_dev.c: the device's scoring and selection (c->kv_dev). start: after oc_text_kv_start, for a
+ * prompt prefilled by layer (zeroes the masses, uploads the probes; leaves kv_dev 0 without a
+ * device). score / compact: as the host's. zipvl_set: T of layer il into c->kv_kept (one wait), also
+ * kept on the device for budget_in_t: each kv head's SparseMM budget within T as indices into T,
+ * compacted like oc_text_kv_keep. finish: the pending sets into the book (one wait per set). */
+oc_status oc_text_kv_dev_start(oc_text_ctx *c, oc_error *err);
+oc_status oc_text_kv_dev_score(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_error *err);
+oc_status oc_text_kv_dev_compact(oc_text_ctx *c, int32_t first, int32_t last, oc_error *err);
+oc_status oc_text_kv_dev_zipvl_set(oc_text_ctx *c, int32_t il, int32_t *n_t, oc_error *err);
+oc_status oc_text_kv_dev_budget_in_t(oc_text_ctx *c, int32_t il, oc_error *err);
+oc_status oc_text_kv_dev_finish(oc_text_ctx *c, oc_error *err);
 /* ZipVL's important set T of layer il (zipvl.txt Eq. 6-9) from its probe rows' scores over the
  * n_past prompt tokens: ascending absolute positions into c->kv_kept; returns |T|. */
 int32_t oc_text_kv_zipvl_set(oc_text_ctx *c, int32_t il);

@@ -14,6 +14,8 @@
 void oc_text_kv_start(oc_text_ctx *c, int32_t prompt_tokens) {
     memset(c->kv_acc, 0, (size_t)c->kvp->n_acc_rows * (size_t)c->lim.max_ctx_tokens * sizeof(double));
     c->n_kv_probes = oc_kv_zipvl_probes(prompt_tokens, c->kv_probes);
+    c->kv_dev = 0;   /* the host's arrays, until oc_text_kv_dev_start */
+    c->n_kvd_pending = 0;
 }
 
 /* The batch's q rows at positions pos[0..n_rows) to host rows dst[0..n_rows): runs of consecutive
@@ -58,6 +60,7 @@ static oc_status score(oc_text_ctx *c, int32_t il, const float *q, const int32_t
 oc_status oc_text_kv_score(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_error *err) {
     const oc_kv_layer *P = &c->kvp->layer[il];
     if ((P->acc_row < 0 && P->zipvl_row < 0) || b->prompt_tokens <= 0 || il < c->book.n_compacted) return OC_OK;
+    if (c->kv_dev) return oc_text_kv_dev_score(c, b, il, err);
     int32_t first = c->n_past, end = first + b->n_tokens, C = c->lim.max_ctx_tokens, n_rows = 0;
     int32_t *pos = c->kv_order;
     oc_status st;
@@ -144,6 +147,7 @@ oc_status oc_text_kv_compact(oc_text_ctx *c, int32_t first, int32_t last, oc_err
     const oc_kv_policy *p = c->kvp;
     int32_t n = c->n_past, C = c->lim.max_ctx_tokens;
     oc_status st;
+    if (c->kv_dev) return oc_text_kv_dev_compact(c, first, last, err);
     for (int32_t l = first; l <= last; l++) {
         const oc_kv_layer *L = &p->layer[l];
         if (L->first != l || L->evict == OC_KV_KEEP_ALL) continue;

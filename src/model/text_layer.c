@@ -21,13 +21,13 @@
 /* M-RoPE tables for the batch (docs/formats.md §3, HF apply_multimodal_rotary_pos_emb): pair k takes
  * its position from the stream its section names (t, h, w, then e = 0), the sections repeating
  * over the pairs as llama.cpp's rope_multi does; angle = pos * inv_freq[k] in f32 as HF computes. */
-static void mrope_tables(oc_text_ctx *c, const oc_text_batch *b) {
+static void mrope_tables(oc_text_ctx *c, const oc_text_batch *b, int32_t row) {
     const oc_text_hparams *hp = &c->m->hp;
     int32_t pairs = hp->head_dim / 2;
     const int32_t *s = hp->rope_sections;
     int32_t sect_total = s[0] + s[1] + s[2] + s[3];
     for (int32_t i = 0; i < b->n_tokens; i++) {
-        float *cs = c->cos_h + (size_t)i * pairs, *sn = c->sin_h + (size_t)i * pairs;
+        float *cs = c->cos_h + (size_t)(row + i) * pairs, *sn = c->sin_h + (size_t)(row + i) * pairs;
         for (int32_t k = 0; k < pairs; k++) {
             int32_t sec = k % sect_total;
             int32_t pos = sec < s[0] ? b->pos_t[i] : sec < s[0] + s[1] ? b->pos_h[i]
@@ -454,9 +454,40 @@ oc_text_batch oc_text_chunk(const oc_text_ctx *c, const oc_text_batch *b, int32_
 
 oc_status oc_text_tables(oc_text_ctx *c, const oc_text_batch *b, oc_error *err) {
     size_t bytes = sizeof(float) * (size_t)b->n_tokens * (size_t)(c->m->hp.head_dim / 2);
-    mrope_tables(c, b);
-    oc_status st = c->be->ops->write(c->be, &c->rope_cos, 0, c->cos_h, bytes, err);
-    return st ? st : c->be->ops->write(c->be, &c->rope_sin, 0, c->sin_h, bytes, err);
+    mrope_tables(c, b, 0);
+    oc_backend *be = c->be;
+    oc_status st;
+    if (c->tables_row && ((st = be->ops->bind(be, &c->rope_cos, c->cos_h, bytes, err)) ||
+                          (st = be->ops->bind(be, &c->rope_sin, c->sin_h, bytes, err))))
+        return st;
+    c->tables_row = 0;
+    c->tables_rows_dev = 0;
+    st = be->ops->write(be, &c->rope_cos, 0, c->cos_h, bytes, err);
+    return st ? st : be->ops->write(be, &c->rope_sin, 0, c->sin_h, bytes, err);
+}
+
+oc_status oc_text_tables_prompt(oc_text_ctx *c, const oc_text_batch *b, int32_t row, int compute, oc_error *err) {
+    size_t pairs = (size_t)(c->m->hp.head_dim / 2), bytes = sizeof(float) * (size_t)b->n_tokens * pairs;
+    const float *cs = c->cos_h + (size_t)row * pairs, *sn = c->sin_h + (size_t)row * pairs;
+    oc_backend *be = c->be;
+    oc_status st;
+    /* a prompt that fits one chunk: every segment after the first finds the same rows in the
+     * device's tables (computed once, nothing else wrote them since): no second upload (on an H200,
+     * 1 MiB a segment for the long model's 4,096-token chunk) */
+    int same = !compute && c->tables_row == row && c->tables_rows_dev == b->n_tokens;
+    if (compute) mrope_tables(c, b, row);
+    c->tables_row = row;
+    /* the buffers name the chunk's rows (the CPU reads them in place); a device copies them in,
+     * queued where it can: the rows stay as they are until the prompt's last read */
+    if ((st = be->ops->bind(be, &c->rope_cos, cs, bytes, err)) || (st = be->ops->bind(be, &c->rope_sin, sn, bytes, err)))
+        return st;
+    if (same) return OC_OK;
+    c->tables_rows_dev = 0;   /* unknown until both writes are queued */
+    oc_status (*put)(oc_backend *, oc_bt *, size_t, const void *, size_t, oc_error *) =
+        be->ops->write_queued ? be->ops->write_queued : be->ops->write;
+    if ((st = put(be, &c->rope_cos, 0, cs, bytes, err)) || (st = put(be, &c->rope_sin, 0, sn, bytes, err))) return st;
+    c->tables_rows_dev = b->n_tokens;
+    return OC_OK;
 }
 
 oc_status oc_text_head(oc_text_ctx *c, int32_t x_row, int32_t n_out, float *logits, oc_error *err) {

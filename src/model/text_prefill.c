@@ -105,7 +105,7 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
     for (int32_t s = 0; s < P; s += B) {
         oc_text_batch k = oc_text_chunk(c, b, s, OC_MIN(B, P - s));
         c->n_past = s;
-        if ((st = oc_text_tables(c, &k, err)) || (l0 == 0 && (st = oc_text_inputs(c, &k, s * d, err))) ||
+        if ((st = oc_text_tables_prompt(c, &k, s, l0 == 0, err)) || (l0 == 0 && (st = oc_text_inputs(c, &k, s * d, err))) ||
             (st = oc_text_layer_qkv(c, &k, l0, s * d, err)) ||
             (st = be->ops->kv_store(be, &c->k, 0, &c->k_cache, oc_text_k_base(c, l0) + s * kvd, k.n_tokens * kvd, err)) ||
             (st = be->ops->kv_store(be, &c->v, 0, &c->v_cache, oc_text_v_base(c, l0) + s * kvd, k.n_tokens * kvd, err)) ||
@@ -115,7 +115,9 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
     c->n_past = P;
     /* T (Eq. 6-9); K[T], V[T] move down in place for every kv head, the book follows */
     uint64_t t_select = oc_text_clock(c);
-    int32_t n_t = oc_text_kv_zipvl_set(c, l0);
+    int32_t n_t = 0;
+    if (!c->kv_dev) n_t = oc_text_kv_zipvl_set(c, l0);
+    else if ((st = oc_text_kv_dev_zipvl_set(c, l0, &n_t, err))) return st;
     for (int32_t g = 0; g < hp->n_head_kv; g++) {
         oc_bt *caches[2] = { &c->k_cache, &c->v_cache };
         int64_t at[2] = { oc_text_k_base(c, l0), oc_text_v_base(c, l0) };
@@ -134,7 +136,7 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
         for (int32_t r = 0; r < m; r++) c->kv_move[r] = t[i0 + r] - s;
         size_t idx_bytes = (size_t)OC_MAX(m, 1) * sizeof(int32_t);
         c->n_past = s;
-        if ((st = oc_text_tables(c, &k, err)) || (st = be->ops->bind(be, &c->ids, c->kv_move, idx_bytes, err)) ||
+        if ((st = oc_text_tables_prompt(c, &k, s, 0, err)) || (st = be->ops->bind(be, &c->ids, c->kv_move, idx_bytes, err)) ||
             (st = be->ops->write(be, &c->ids, 0, c->kv_move, idx_bytes, err)))
             return st;
         for (int32_t il = l0; il <= l1; il++)
@@ -152,6 +154,11 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
     if (F->acc_row < 0) return OC_OK;   /* ZipVL alone: T stays where it is (the region is the context's) */
     /* kv-budget within T (kv_cache.h): each kv head's SparseMM choice among T, by T's indices */
     t_select = oc_text_clock(c);
+    if (c->kv_dev) {   /* T is on the device too: each kv head's budget within it, queued */
+        st = oc_text_kv_dev_budget_in_t(c, l0, err);
+        c->times.select_ns += oc_text_clock(c) - t_select;
+        return st;
+    }
     memcpy(c->kv_nnz, t, (size_t)n_t * sizeof(int32_t));
     for (int32_t g = 0; g < hp->n_head_kv; g++) {
         const double *acc = c->kv_acc + ((size_t)F->acc_row + (size_t)g) * (size_t)c->lim.max_ctx_tokens;
@@ -167,12 +174,18 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
     return OC_OK;
 }
 
+/* One float read back: returns once every queued operation has run. */
+static oc_status be_read_one(oc_text_ctx *c, float *one, oc_error *err) {
+    return c->be->ops->read(c->be, &c->rope_cos, 0, one, sizeof *one, err);
+}
+
 oc_status oc_text_prefill_by_layer(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats *stats, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     int32_t P = b->n_tokens, B = c->lim.max_batch_tokens;
     int64_t d = hp->n_embd;
     oc_status st;
     oc_text_kv_start(c, P);
+    if ((st = oc_text_kv_dev_start(c, err))) return st;
     oc_kv_book_append(&c->book, 0, P);
     for (int32_t l0 = 0; l0 < hp->n_layers;) {
         int32_t l1 = oc_kv_policy_segment_end(c->kvp, l0);
@@ -183,7 +196,8 @@ oc_status oc_text_prefill_by_layer(oc_text_ctx *c, const oc_text_batch *b, oc_at
             for (int32_t s = 0; s < P; s += B) {
                 oc_text_batch k = oc_text_chunk(c, b, s, OC_MIN(B, P - s));
                 c->n_past = s;   /* the chunk's rows follow the prompt's rows before it */
-                if ((st = oc_text_tables(c, &k, err)) || (l0 == 0 && (st = oc_text_inputs(c, &k, s * d, err))))
+                if ((st = oc_text_tables_prompt(c, &k, s, l0 == 0, err)) ||
+                    (l0 == 0 && (st = oc_text_inputs(c, &k, s * d, err))))
                     return st;
                 for (int32_t il = l0; il <= l1; il++)
                     if ((st = oc_text_layer_forward(c, &k, il, s * d, stats, err))) return st;
@@ -196,7 +210,16 @@ oc_status oc_text_prefill_by_layer(oc_text_ctx *c, const oc_text_batch *b, oc_at
         }
         l0 = l1 + 1;
     }
-    if (!b->logits) return OC_OK;
+    if (c->kv_dev) {   /* the sets the device chose, into the book (one wait, after every layer) */
+        uint64_t t0 = oc_text_clock(c);
+        st = oc_text_kv_dev_finish(c, err);
+        c->times.select_ns += oc_text_clock(c) - t0;
+        if (st) return st;
+    }
+    if (!b->logits) {   /* the queued table uploads read the host's tables: done before they change */
+        float one;
+        return be_read_one(c, &one, err);
+    }
     for (int32_t s = b->all_logits ? 0 : P - 1; s < P; s += B)
         if ((st = oc_text_head(c, s, OC_MIN(B, P - s), b->logits + (b->all_logits ? (size_t)s * (size_t)hp->n_vocab : 0),
                                err)))
