@@ -499,6 +499,17 @@ static void test_matmul(void) {
         check_matmul(&r, t, 0, t == OC_DTYPE_F32 || t == OC_DTYPE_F16 ? 1000 : 1024, 13, 1, 1, 0);
         check_matmul(&r, t, 0, wide, 7, ti == 1 ? 5 : 1, ti & 1, 0);
     }
+    /* the decode branch (one token) against the few-token one, every type: F16 rows of whole 16-byte
+     * chunks take the uint4 loads (1536: 192 chunks, an even number of steps per item; 1544: 193, an
+     * odd one; 8: one chunk, most items idle), rows of a width not a multiple of 8 the loader; 1..5
+     * tokens, bias or not, 37 outputs (not a multiple of the rows per work-group) */
+    for (int ti = 0; ti < 4; ti++) {
+        int32_t t = dev_types[ti];
+        int q = t == OC_DTYPE_Q8_0 || t == OC_DTYPE_Q4_0;
+        const int64_t widths[4] = { 1536, q ? 1568 : 1544, q ? 32 : 8, q ? 96 : 1539 };
+        for (int wi = 0; wi < 4; wi++)
+            for (int64_t nt = 1; nt <= 5; nt++) check_matmul(&r, t, 0, widths[wi], 37, nt, (int)((nt + wi) & 1), 0);
+    }
     /* a larger one through the tiled kernel: two k steps of 32 blocks, partial tiles both ways */
     check_matmul(&r, OC_DTYPE_Q8_0, 0, 512, 130, 77, 1, 0);
     /* CLBlast takes F32 (also dequantized at upload) when the build has it */
