@@ -510,6 +510,14 @@ static void test_matmul(void) {
         for (int wi = 0; wi < 4; wi++)
             for (int64_t nt = 1; nt <= 5; nt++) check_matmul(&r, t, 0, widths[wi], 37, nt, (int)((nt + wi) & 1), 0);
     }
+    /* few long rows: the launch gives each more items (128 for one row of 4100-8192, 64 for three of 8192) */
+    for (int ti = 0; ti < 4; ti++) {
+        int32_t t = dev_types[ti];
+        int q = t == OC_DTYPE_Q8_0 || t == OC_DTYPE_Q4_0;
+        check_matmul(&r, t, 0, q ? 4128 : 4100, 1, 1, 1, 0);
+        check_matmul(&r, t, 0, 8192, 1, 1, 0, 0);
+        check_matmul(&r, t, 0, 8192, 3, 2, 1, 0);
+    }
     /* a larger one through the tiled kernel: two k steps of 32 blocks, partial tiles both ways */
     check_matmul(&r, OC_DTYPE_Q8_0, 0, 512, 130, 77, 1, 0);
     /* CLBlast takes F32 (also dequantized at upload) when the build has it */
