@@ -21,34 +21,6 @@ inline float8 oc_half8_of_bits(uint4 u) {
     return vload_half8(0, (const __private half *)p);
 }
 
-/* One f16 held in the low 16 bits of a uint, in f32 (exact, as oc_half8_of_bits). */
-inline float oc_half_of_bits(uint u) {
-    ushort h = (ushort)u;
-    return vload_half(0, (const __private half *)&h);
-}
-
-/* dot(four signed bytes of q, x), the bytes little-endian. Each byte b becomes the float 2^23 + (b ^ 0x80)
- * by placing it in the mantissa of 2^23, then 2^23 + 128 comes off: exact (all terms are integers below
- * 2^24), and integer logic plus one add per element instead of a slower int-to-float conversion. */
-inline float oc_q8_dot4(uint q, float4 x) {
-    uint b = q ^ 0x80808080u;
-    float4 v = (float4)(as_float(0x4B000000u | (b & 0xffu)), as_float(0x4B000000u | ((b >> 8) & 0xffu)),
-                        as_float(0x4B000000u | ((b >> 16) & 0xffu)), as_float(0x4B000000u | (b >> 24)));
-    return dot(v - 8388736.0f, x);
-}
-
-/* sum_k x[k] * W[k] over two consecutive Q8_0 blocks (64 elements) held in 68 bytes = 17 uints, read
- * as whole aligned words (the row starts 4-byte aligned, so every second block does). Word 0 holds
- * d0 and q0[0..1], words 1..7 q0[2..29], word 8 q0[30..31] and d1, words 9..16 q1[0..31]. */
-inline float oc_q8_pair_dot(const __global uint *u, const __global float *x) {
-    uint u0 = u[0], u8 = u[8];
-    float s0 = oc_q8_dot4((u0 >> 16) | (u8 << 16), (float4)(x[0], x[1], x[30], x[31]));
-    for (int k = 1; k < 8; k++) s0 += oc_q8_dot4(u[k], vload4(0, x + 4 * k - 2));
-    float s1 = 0.0f;
-    for (int k = 0; k < 8; k++) s1 += oc_q8_dot4(u[9 + k], vload4(0, x + 32 + 4 * k));
-    return s0 * oc_half_of_bits(u0) + s1 * oc_half_of_bits(u8 >> 16);
-}
-
 /* Sums the nt partials of n_acc accumulators, rr[j * nt + t], into rr[j * nt]: a radix-4 tree, so 32
  * items per row meet in 3 barriers instead of 5. Every item of the work-group must call it. */
 inline void oc_gemv_reduce(__local float *rr, int t, int nt, int n_acc) {
@@ -95,16 +67,6 @@ __kernel void oc_gemv(__global float *y, int y_off, int y_stride, const __global
                     float8 w0 = oc_half8_of_bits(w4[c]), x0 = vload8(c, xr);
                     a0 += dot(w0.lo, x0.lo) + dot(w0.hi, x0.hi);
                 }
-            } else if (dtype == OC_DT_Q8_0) {
-                /* items take pairs of blocks (17 words each); an odd last block goes to item 0 */
-                int nb = n_in >> 5;
-                for (int p = t; p < nb >> 1; p += nt)
-                    a0 += oc_q8_pair_dot((const __global uint *)wr + 17 * p, xr + 64 * p);
-                if ((nb & 1) && t == 0)
-                    for (int k = 32 * (nb - 1); k < n_in; k += 8) {
-                        float8 w0 = oc_load8(dtype, wr, k, n_in), x0 = vload8(0, xr + k);
-                        a1 += dot(w0.lo, x0.lo) + dot(w0.hi, x0.hi);
-                    }
             } else {
                 for (; c + nt < n8; c += 2 * nt) {
                     float8 w0 = oc_load8(dtype, wr, 8 * c, n_in), w1 = oc_load8(dtype, wr, 8 * (c + nt), n_in);
