@@ -3,7 +3,8 @@
  * src/kernels/quant.c, src/model/sample.c), attention against the CPU engine (src/attention/attn.c run with the same
  * arguments: dense, every pattern, segments, GQA, f16 and f32 caches, head dims 64 / 80 / 128,
  * sizes that are no multiple of a tile, decode with and without the key split, every tile shape
- * the kernel offers; kept and skipped pair counts must match exactly), matmul for F32 / F16 / Q8_0 / Q4_0 x one / few / many tokens,
+ * the kernel offers; kept and skipped pair counts must match exactly), matmul for F32 / F16 / Q8_0 / Q4_0 x one / few / many tokens
+ * (the decode GEMV's F16 conversion bit-exact on special halves),
  * and the error paths (bad device name, program build failure, views outside buffers).
  * Device outputs are poisoned with NaN before every run. Without an OpenCL platform or device
  * (e.g. OCL_ICD_VENDORS=/nonexistent), or in builds without OpenCL, every case skips, saying why;
@@ -478,6 +479,40 @@ static void check_matmul(check_rng *r, int32_t dtype, int to_f32, int64_t n_in, 
     }
     oc_cl_use_clblast(g_dev, 1);
     free(f); free(data); free(x); free(bv); free(ref);
+}
+
+/* The one-token branch converts F16 rows from 16-byte words: every special half (subnormals, the
+ * largest, signed zeros, both infinities) must come out as the host's exact conversion. Row o holds
+ * one value at column o and zeros elsewhere, x is all ones, so y[o] is that value, bit for bit. */
+static void test_gemv_f16_exact(void) {
+    if (!need_dev()) return;
+    const uint16_t specials[] = { 0x0001, 0x8001, 0x0200, 0x03ff, 0x83ff, 0x0400, 0x0401, 0x3c00, 0xbc00, 0x3555,
+                                  0x7bff, 0xfbff, 0x0000, 0x8000, 0x7c00, 0xfc00 };
+    const int n = (int)OC_ARRAY_LEN(specials), n_in = 64;
+    uint16_t *wb = calloc((size_t)(n * n_in), sizeof *wb);
+    float *ones = malloc(sizeof(float) * n_in);
+    for (int k = 0; k < n_in; k++) ones[k] = 1.0f;
+    for (int o = 0; o < n; o++) wb[o * n_in + o] = specials[o];
+    oc_weight w = { .dtype = OC_DTYPE_F16, .n_in = n_in, .n_out = n, .data = wb, .row_bytes = 2 * n_in };
+    oc_cl_weight cw;
+    oc_error err;
+    REQUIREF(oc_cl_weight_upload(g_dev, &w, 0, &cw, &err) == OC_OK, "%s", err.message);
+    oc_cl_buf *dx = dup_host(ones, sizeof(float) * n_in), *dy = dbuf(sizeof(float) * (size_t)n);
+    poison(dy);
+    CHECKF(oc_cl_matmul(g_dev, &cw, oc_cl_mat_of(dx, 0, n_in), oc_cl_mat_of(dy, 0, n), 1, NULL, &err) == OC_OK, "%s",
+           err.message);
+    float *y = fetch(dy);
+    for (int o = 0; o < n; o++) {
+        float want = oc_f16_to_f32(specials[o]);
+        uint32_t a, b;
+        memcpy(&a, &y[o], 4);
+        memcpy(&b, &want, 4);
+        /* a lone -0 summed with +0 partials is +0: signed zeros compare by value */
+        CHECKF(a == b || (want == 0.0f && y[o] == 0.0f), "half 0x%04x: %a (bits %08x), want %a (bits %08x)",
+               specials[o], (double)y[o], a, (double)want, b);
+    }
+    free(y); free(wb); free(ones);
+    oc_cl_buf_free(dx); oc_cl_buf_free(dy); oc_cl_weight_free(&cw);
 }
 
 static void test_matmul(void) {
@@ -1356,6 +1391,7 @@ int main(void) {
     CHECK_RUN(test_rope);
     CHECK_RUN(test_embed);
     CHECK_RUN(test_matmul);
+    CHECK_RUN(test_gemv_f16_exact);
     CHECK_RUN(test_kv_store);
     CHECK_RUN(test_keep_rows);
     CHECK_RUN(test_argmax);
