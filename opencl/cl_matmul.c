@@ -19,6 +19,9 @@
 #define GEMV_MAX_TOK 4
 #define GEMV_ROW_ITEMS 32   /* items along one output row */
 #define GEMV_WG 128
+#define GEMV_GPU_ITEMS 2048   /* a launch's items per compute unit wanted on a GPU (decode GEMV) */
+#define GEMV_CPU_ITEMS 64
+#define GEMV_MIN_CHUNKS 4     /* chunks of 8 each item keeps at least, when rows get more items */
 #define GEMM_TILE 64
 #define STAGE_FLOATS (1 << 20)   /* host staging for dequantize-at-upload: 4 MiB */
 
@@ -141,8 +144,15 @@ oc_status oc_cl_matmul(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc
                              (size_t)(n_tok + GEMM_TILE - 1) / GEMM_TILE * 16 };
         return oc_cl_launch(dev, OC_CLK_GEMM, 2, global, local, n_args - 1, a, err);
     }
-    size_t t = oc_cl_pow2_wg(dev, OC_CLK_GEMV, GEMV_ROW_ITEMS);
-    size_t r = OC_MAX((size_t)1, oc_cl_pow2_wg(dev, OC_CLK_GEMV, GEMV_WG) / t);
+    size_t wg = oc_cl_pow2_wg(dev, OC_CLK_GEMV, GEMV_WG), t = oc_cl_pow2_wg(dev, OC_CLK_GEMV, GEMV_ROW_ITEMS);
+    /* A few long rows (the MLP's down projection: 1,536 rows of 8,960) leave too few items to keep
+     * enough loads in flight to cover the memory's latency: widen each row's share of items until the
+     * launch has GEMV_GPU_ITEMS per compute unit on a GPU (GEMV_CPU_ITEMS on others), while every item
+     * keeps at least GEMV_MIN_CHUNKS chunks of 8 of its row. */
+    size_t want = (size_t)OC_MAX(dev->caps.compute_units, 1u) * (dev->caps.is_gpu ? GEMV_GPU_ITEMS : GEMV_CPU_ITEMS);
+    size_t n8 = (size_t)(w->n_in + 7) / 8;
+    while (t * 2 <= wg && (size_t)w->n_out * t < want && n8 >= t * 2 * GEMV_MIN_CHUNKS) t *= 2;
+    size_t r = OC_MAX((size_t)1, wg / t);
     size_t local[2] = { t, r }, global[2] = { t, (size_t)w->n_out };
     a[n_args - 1] = OC_CL_LOCAL(t * r * 4 * sizeof(float));
     return oc_cl_launch(dev, OC_CLK_GEMV, 2, global, local, n_args, a, err);

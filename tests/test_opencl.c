@@ -3,7 +3,8 @@
  * src/kernels/quant.c, src/model/sample.c), attention against the CPU engine (src/attention/attn.c run with the same
  * arguments: dense, every pattern, segments, GQA, f16 and f32 caches, head dims 64 / 80 / 128,
  * sizes that are no multiple of a tile, decode with and without the key split, every tile shape
- * the kernel offers; kept and skipped pair counts must match exactly), matmul for F32 / F16 / Q8_0 / Q4_0 x one / few / many tokens,
+ * the kernel offers; kept and skipped pair counts must match exactly), matmul for F32 / F16 / Q8_0 / Q4_0 x one / few / many tokens
+ * (the decode GEMV's F16 conversion bit-exact on special halves),
  * and the error paths (bad device name, program build failure, views outside buffers).
  * Device outputs are poisoned with NaN before every run. Without an OpenCL platform or device
  * (e.g. OCL_ICD_VENDORS=/nonexistent), or in builds without OpenCL, every case skips, saying why;
@@ -480,6 +481,40 @@ static void check_matmul(check_rng *r, int32_t dtype, int to_f32, int64_t n_in, 
     free(f); free(data); free(x); free(bv); free(ref);
 }
 
+/* The one-token branch converts F16 rows from 16-byte words: every special half (subnormals, the
+ * largest, signed zeros, both infinities) must come out as the host's exact conversion. Row o holds
+ * one value at column o and zeros elsewhere, x is all ones, so y[o] is that value, bit for bit. */
+static void test_gemv_f16_exact(void) {
+    if (!need_dev()) return;
+    const uint16_t specials[] = { 0x0001, 0x8001, 0x0200, 0x03ff, 0x83ff, 0x0400, 0x0401, 0x3c00, 0xbc00, 0x3555,
+                                  0x7bff, 0xfbff, 0x0000, 0x8000, 0x7c00, 0xfc00 };
+    const int n = (int)OC_ARRAY_LEN(specials), n_in = 64;
+    uint16_t *wb = calloc((size_t)(n * n_in), sizeof *wb);
+    float *ones = malloc(sizeof(float) * n_in);
+    for (int k = 0; k < n_in; k++) ones[k] = 1.0f;
+    for (int o = 0; o < n; o++) wb[o * n_in + o] = specials[o];
+    oc_weight w = { .dtype = OC_DTYPE_F16, .n_in = n_in, .n_out = n, .data = wb, .row_bytes = 2 * n_in };
+    oc_cl_weight cw;
+    oc_error err;
+    REQUIREF(oc_cl_weight_upload(g_dev, &w, 0, &cw, &err) == OC_OK, "%s", err.message);
+    oc_cl_buf *dx = dup_host(ones, sizeof(float) * n_in), *dy = dbuf(sizeof(float) * (size_t)n);
+    poison(dy);
+    CHECKF(oc_cl_matmul(g_dev, &cw, oc_cl_mat_of(dx, 0, n_in), oc_cl_mat_of(dy, 0, n), 1, NULL, &err) == OC_OK, "%s",
+           err.message);
+    float *y = fetch(dy);
+    for (int o = 0; o < n; o++) {
+        float want = oc_f16_to_f32(specials[o]);
+        uint32_t a, b;
+        memcpy(&a, &y[o], 4);
+        memcpy(&b, &want, 4);
+        /* a lone -0 summed with +0 partials is +0: signed zeros compare by value */
+        CHECKF(a == b || (want == 0.0f && y[o] == 0.0f), "half 0x%04x: %a (bits %08x), want %a (bits %08x)",
+               specials[o], (double)y[o], a, (double)want, b);
+    }
+    free(y); free(wb); free(ones);
+    oc_cl_buf_free(dx); oc_cl_buf_free(dy); oc_cl_weight_free(&cw);
+}
+
 static void test_matmul(void) {
     if (!need_dev()) return;
     check_rng r = { 15 };
@@ -498,6 +533,25 @@ static void test_matmul(void) {
         int64_t wide = t == OC_DTYPE_F32 || t == OC_DTYPE_F16 ? 4100 : 4128;
         check_matmul(&r, t, 0, t == OC_DTYPE_F32 || t == OC_DTYPE_F16 ? 1000 : 1024, 13, 1, 1, 0);
         check_matmul(&r, t, 0, wide, 7, ti == 1 ? 5 : 1, ti & 1, 0);
+    }
+    /* the decode branch (one token) against the few-token one, every type: F16 rows of whole 16-byte
+     * chunks take the uint4 loads (1536: 192 chunks, an even number of steps per item; 1544: 193, an
+     * odd one; 8: one chunk, most items idle), rows of a width not a multiple of 8 the loader; 1..5
+     * tokens, bias or not, 37 outputs (not a multiple of the rows per work-group) */
+    for (int ti = 0; ti < 4; ti++) {
+        int32_t t = dev_types[ti];
+        int q = t == OC_DTYPE_Q8_0 || t == OC_DTYPE_Q4_0;
+        const int64_t widths[4] = { 1536, q ? 1568 : 1544, q ? 32 : 8, q ? 96 : 1539 };
+        for (int wi = 0; wi < 4; wi++)
+            for (int64_t nt = 1; nt <= 5; nt++) check_matmul(&r, t, 0, widths[wi], 37, nt, (int)((nt + wi) & 1), 0);
+    }
+    /* few long rows: the launch gives each more items (128 for one row of 4100-8192, 64 for three of 8192) */
+    for (int ti = 0; ti < 4; ti++) {
+        int32_t t = dev_types[ti];
+        int q = t == OC_DTYPE_Q8_0 || t == OC_DTYPE_Q4_0;
+        check_matmul(&r, t, 0, q ? 4128 : 4100, 1, 1, 1, 0);
+        check_matmul(&r, t, 0, 8192, 1, 1, 0, 0);
+        check_matmul(&r, t, 0, 8192, 3, 2, 1, 0);
     }
     /* a larger one through the tiled kernel: two k steps of 32 blocks, partial tiles both ways */
     check_matmul(&r, OC_DTYPE_Q8_0, 0, 512, 130, 77, 1, 0);
@@ -1337,6 +1391,7 @@ int main(void) {
     CHECK_RUN(test_rope);
     CHECK_RUN(test_embed);
     CHECK_RUN(test_matmul);
+    CHECK_RUN(test_gemv_f16_exact);
     CHECK_RUN(test_kv_store);
     CHECK_RUN(test_keep_rows);
     CHECK_RUN(test_argmax);

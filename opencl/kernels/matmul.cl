@@ -3,13 +3,41 @@
  * src/kernels/matmul.h defines. Two kernels, one loader:
  *  - oc_gemv, for a few tokens (decode): a work-group of (T, R) items computes R outputs; the T
  *    items of an output stride along its row in chunks of 8 (adjacent items read adjacent bytes)
- *    and meet in a local-memory tree; tokens go 4 at a time.
+ *    and meet in a local-memory tree; tokens go 4 at a time, and one token (decode) has its own
+ *    branch: one accumulator, two chunks in flight per item, F16 rows read 16 bytes per load.
  *  - oc_gemm, for batches: 64 x 64 tiles of (tokens x outputs) by 16 x 16 items of 4 x 4 each;
  *    each step loads 32 elements of k of both operands (one quantized block) into local memory,
  *    decoded to f32, transposed so the inner loop reads consecutive floats. */
 #define GEMV_TOK 4
 #define TS 64
 #define KS 32
+
+/* Eight halves held as the bits of a uint4, in f32: vload_half8 from a private copy is exact by definition
+ * (IEEE half to float, subnormals, inf and NaN included), and it lets a row be read with one 16-byte
+ * load per item instead of the eight 2-byte loads some compilers (NVIDIA's) emit for vload_half8 on
+ * global memory. Little-endian: the same halves, in the same order, as the bytes in memory. */
+inline float8 oc_half8_of_bits(uint4 u) {
+    uint p[4] = { u.x, u.y, u.z, u.w };
+    return vload_half8(0, (const __private half *)p);
+}
+
+/* Sums the nt partials of n_acc accumulators, rr[j * nt + t], into rr[j * nt]: a radix-4 tree, so 32
+ * items per row meet in 3 barriers instead of 5. Every item of the work-group must call it. */
+inline void oc_gemv_reduce(__local float *rr, int t, int nt, int n_acc) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = nt; s > 1;) {
+        int q = (s + 3) / 4;
+        if (t < q)
+            for (int j = 0; j < n_acc; j++) {
+                float v = rr[j * nt + t];
+                for (int i = 1; i < 4; i++)
+                    if (t + i * q < s) v += rr[j * nt + t + i * q];
+                rr[j * nt + t] = v;
+            }
+        s = q;
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
 
 __kernel void oc_gemv(__global float *y, int y_off, int y_stride, const __global float *x, int x_off, int x_stride,
                       const __global uchar *w, int dtype, int row_bytes, int n_in, int n_out,
@@ -18,6 +46,45 @@ __kernel void oc_gemv(__global float *y, int y_off, int y_stride, const __global
     int o = get_group_id(1) * get_local_size(1) + r, n8 = (n_in + 7) / 8;
     const __global uchar *wr = w + (size_t)min(o, n_out - 1) * row_bytes;
     __local float *rr = red + r * nt * GEMV_TOK;
+    if (n_tok == 1) {
+        /* Decode: one token, one accumulator (uniform branch). Each item streams its share of the row
+         * two chunks per step, so two loads are in flight before the first is used; F16 rows whose
+         * chunks are 16-byte aligned (row_bytes a multiple of 16, whole chunks) load as uint4. */
+        const __global float *xr = x + x_off;
+        float a0 = 0.0f, a1 = 0.0f;
+        if (o < n_out) {
+            int c = t;
+            if (dtype == OC_DT_F16 && (row_bytes & 15) == 0 && (n_in & 7) == 0) {
+                const __global uint4 *w4 = (const __global uint4 *)wr;
+                for (; c + nt < n8; c += 2 * nt) {
+                    uint4 u0 = w4[c], u1 = w4[c + nt];
+                    float8 w0 = oc_half8_of_bits(u0), w1 = oc_half8_of_bits(u1);
+                    float8 x0 = vload8(c, xr), x1 = vload8(c + nt, xr);
+                    a0 += dot(w0.lo, x0.lo) + dot(w0.hi, x0.hi);
+                    a1 += dot(w1.lo, x1.lo) + dot(w1.hi, x1.hi);
+                }
+                if (c < n8) {
+                    float8 w0 = oc_half8_of_bits(w4[c]), x0 = vload8(c, xr);
+                    a0 += dot(w0.lo, x0.lo) + dot(w0.hi, x0.hi);
+                }
+            } else {
+                for (; c + nt < n8; c += 2 * nt) {
+                    float8 w0 = oc_load8(dtype, wr, 8 * c, n_in), w1 = oc_load8(dtype, wr, 8 * (c + nt), n_in);
+                    float8 x0 = oc_load8_f32(xr, 8 * c, n_in), x1 = oc_load8_f32(xr, 8 * (c + nt), n_in);
+                    a0 += dot(w0.lo, x0.lo) + dot(w0.hi, x0.hi);
+                    a1 += dot(w1.lo, x1.lo) + dot(w1.hi, x1.hi);
+                }
+                if (c < n8) {
+                    float8 w0 = oc_load8(dtype, wr, 8 * c, n_in), x0 = oc_load8_f32(xr, 8 * c, n_in);
+                    a0 += dot(w0.lo, x0.lo) + dot(w0.hi, x0.hi);
+                }
+            }
+        }
+        rr[t] = a0 + a1;
+        oc_gemv_reduce(rr, t, nt, 1);
+        if (t == 0 && o < n_out) y[y_off + o] = rr[0] + (has_bias ? bias[o] : 0.0f);
+        return;
+    }
     for (int t0 = 0; t0 < n_tok; t0 += GEMV_TOK) {
         float acc[GEMV_TOK] = { 0.0f, 0.0f, 0.0f, 0.0f };
         for (int c = t; o < n_out && c < n8; c += nt) {
@@ -29,12 +96,7 @@ __kernel void oc_gemv(__global float *y, int y_off, int y_stride, const __global
             }
         }
         for (int j = 0; j < GEMV_TOK; j++) rr[j * nt + t] = acc[j];
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (int s = nt / 2; s > 0; s >>= 1) {
-            if (t < s)
-                for (int j = 0; j < GEMV_TOK; j++) rr[j * nt + t] += rr[j * nt + t + s];
-            barrier(CLK_LOCAL_MEM_FENCE);
-        }
+        oc_gemv_reduce(rr, t, nt, GEMV_TOK);
         if (t == 0 && o < n_out)
             for (int j = 0; j < GEMV_TOK && t0 + j < n_tok; j++)
                 y[y_off + (size_t)(t0 + j) * y_stride + o] = rr[j * nt] + (has_bias ? bias[o] : 0.0f);
