@@ -86,9 +86,10 @@ static void gemm_f32(int mr, int64_t kc, const float *x, size_t xs, const float 
  * vcvtph2ps per 8 halves, this one per 16 (zmm), half the conversions per byte streamed, where the
  * conversion's port (Intel: p5, shared with shuffles) rather than DRAM may bind (an Emerald Rapids
  * core ran the AVX2 dot at 1.75x the AVX-512 read-only floor of the same bytes); four 16-wide
- * accumulators (64 halves, two cache lines, per step) hide the FMA latency. On a Zen 4 core, where
- * the AVX2 dot already streams at the read floor (0.76-0.85x), it measured the same (0.75-0.89x;
- * BENCHMARKS.md "matmul"). The order of the sums depends only on n (independent of threads). */
+ * accumulators (64 halves, two cache lines, per step) hide the FMA latency, and a cache line of
+ * weights takes 2 + 2 vector loads (W, x) instead of 4 + 4. On a Zen 4 core, where DRAM binds (both
+ * dots stream about 27 GB/s, 1.08x its fastest read-only pass), it measured the same (BENCHMARKS.md
+ * "matmul"). The order of the sums depends only on n (independent of threads). */
 static float dot_f16(const void *w_row, const float *x, int64_t n) {
     const uint16_t *w = w_row;
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
