@@ -1,8 +1,9 @@
 /* matmul_avx512.c: the AVX-512 kernel table (F/BW/VL/DQ; VNNI chosen at run time; contract in
  * matmul_kern.h). Same structure as matmul_avx2.c with zmm registers: an 8 tokens x 32 outputs f32
  * tile (16 zmm accumulators) and int8 tiles of 8 tokens x 16 outputs. Dequantizers, the GEMV
- * kernels (float dots and the 4-row int8 ones: memory bound), the X quantizer and the packers are
- * the AVX2 ones: every AVX-512 CPU runs them, and 512-bit versions would change nothing measurable.
+ * kernels (float dots but F16's and the 4-row int8 ones: memory bound), the X quantizer and the
+ * packers are the AVX2 ones: every AVX-512 CPU runs them, and 512-bit versions would change nothing
+ * measurable.
  * Int8 without VNNI: vpmaddubsw as on AVX2; AVX-512 has no vpsignb, so the sign of w is moved onto x
  * with a masked subtract. With VNNI, vpdpbusd (u8 x s8 -> i32, no int16 saturation) takes Q8_0
  * packed as w + 128 and Q4_0 as its nibble; both subtract offset * sum(x) per block.
@@ -77,6 +78,37 @@ static void gemm_f32(int mr, int64_t kc, const float *x, size_t xs, const float 
     case 2: gemm_f32_tile(2, kc, x, xs, p, y, ys, acc); break;
     default: gemm_f32_tile(1, kc, x, xs, p, y, ys, acc); break;
     }
+}
+
+/* ---- F16 GEMV dot product ------------------------------------------------------------------------ */
+
+/* Decode (one token) reads each F16 weight once and widens it to f32: the AVX2 dot spends one
+ * vcvtph2ps per 8 halves, this one per 16 (zmm), half the conversions per byte streamed, where the
+ * conversion's port (Intel: p5, shared with shuffles) rather than DRAM may bind (an Emerald Rapids
+ * core ran the AVX2 dot at 1.75x the AVX-512 read-only floor of the same bytes); four 16-wide
+ * accumulators (64 halves, two cache lines, per step) hide the FMA latency, and a cache line of
+ * weights takes 2 + 2 vector loads (W, x) instead of 4 + 4. On a Zen 4 core, where DRAM binds (both
+ * dots stream about 27 GB/s, 1.08x its fastest read-only pass), it measured the same (BENCHMARKS.md
+ * "matmul"). The order of the sums depends only on n (independent of threads). */
+static float dot_f16(const void *w_row, const float *x, int64_t n) {
+    const uint16_t *w = w_row;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+#define F16X16(at) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(w + (at))))
+    for (; i + 64 <= n; i += 64) {
+        a0 = _mm512_fmadd_ps(F16X16(i), _mm512_loadu_ps(x + i), a0);
+        a1 = _mm512_fmadd_ps(F16X16(i + 16), _mm512_loadu_ps(x + i + 16), a1);
+        a2 = _mm512_fmadd_ps(F16X16(i + 32), _mm512_loadu_ps(x + i + 32), a2);
+        a3 = _mm512_fmadd_ps(F16X16(i + 48), _mm512_loadu_ps(x + i + 48), a3);
+    }
+    for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(F16X16(i), _mm512_loadu_ps(x + i), a0);
+#undef F16X16
+    if (i < n) {   /* the last 1..15 halves, masked (never read past the row) */
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        __m512 wv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w + i));
+        a1 = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + i), a1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
 /* ---- int8 GEMM ---------------------------------------------------------------------------------- */
@@ -275,7 +307,9 @@ static BF16 void gemm_bf16(int mr, int64_t n_pairs, const uint32_t *x, size_t xs
 
 #define COMMON_FIELDS                                                                                  \
     .isa = OC_ISA_AVX512, .mr = MR, .nr = NR,                                                          \
-    .to_f32 = OC_MM_AVX2_TO_F32, .dot_f32 = OC_MM_AVX2_DOT_F32, .gemv_q8x = OC_MM_AVX2_GEMV_Q8X,          \
+    .to_f32 = OC_MM_AVX2_TO_F32, .gemv_q8x = OC_MM_AVX2_GEMV_Q8X,                                       \
+    .dot_f32 = { oc_mm_avx2_dot_f32, dot_f16, oc_mm_avx2_dot_bf16, oc_mm_avx2_dot_f32_q8_0,               \
+                 oc_mm_avx2_dot_f32_q4_0, NULL, NULL },                                                \
     .gemv_long = OC_MM_AVX2_GEMV_LONG, .gemv_long_rows = OC_MM_AVX2_LONG_ROWS,                         \
     .pack_f32 = pack_f32, .gemm_f32 = gemm_f32,                                                        \
     .q8_mr = Q8_MR, .q8_nr = Q8_GROUP, .q8_group = Q8_GROUP, .q8_gemv_rows = OC_MM_AVX2_GEMV_ROWS,                                           \
