@@ -70,16 +70,20 @@ done:
 }
 
 /* The micro-kernel alone (case "tile"): the table's mr x nr tile of the path (float: f32 panel;
- * int8: Q8_0; bf16) over one packed panel of 256 inputs, called TILE_CALLS times accumulating into
- * one Y tile; packing and X conversion are setup. What the kernel issues per FLOP without the
- * driver, the packing and the conversions that the gemm cases include. */
-#define TILE_CALLS 64
+ * int8: Q8_0; bf16, or float where the table has no BF16 kernels, as the driver falls back) over
+ * one packed panel of 256 inputs and one X tile, both L1-resident, called as often as a
+ * TILE_TOK x TILE_OUT block of outputs needs, TILE_REPS times, accumulating into one Y tile (the
+ * same FLOPs for every table: TILE_TOK and TILE_OUT are multiples of every mr and nr). Packing and
+ * X conversion are setup: what the kernel issues per FLOP without the driver, the packing and
+ * the conversions that the gemm cases include. */
+#define TILE_TOK 48
+#define TILE_OUT 96
+#define TILE_REPS 4
 static int run_tile(oc_isa isa, oc_matmul_path path, int setup_only) {
     const oc_matmul_kernels *k = oc_matmul_kernels_for(isa);
     if (!k) { fprintf(stderr, "bench kernels: isa %s is not built or does not run here\n", oc_isa_name(isa)); return 1; }
     enum { KC = 256, NB = KC / OC_QK };
-    const int q8 = path == OC_MATMUL_INT8, bf = path == OC_MATMUL_BF16;
-    if (bf && !k->gemm_bf16) { fprintf(stderr, "bench kernels: table %s has no BF16 kernels\n", k->name); return 1; }
+    const int q8 = path == OC_MATMUL_INT8, bf = path == OC_MATMUL_BF16 && k->gemm_bf16;
     const int mr = q8 ? k->q8_mr : bf ? k->bf16_mr : k->mr, nr = q8 ? k->q8_nr : bf ? OC_MM_BF16_NR : k->nr;
     size_t panel_bytes = q8 ? (size_t)(nr / k->q8_group) * NB * OC_MM_Q8_RECORD_BYTES(k->q8_group)
                             : (size_t)nr * KC * (bf ? sizeof(uint16_t) : sizeof(float));
@@ -91,7 +95,8 @@ static int run_tile(oc_isa isa, oc_matmul_path path, int setup_only) {
     oc_q8x *xq = aligned_alloc(64, (sizeof(oc_q8x) * (size_t)(mr * NB) + 63) / 64 * 64);
     uint16_t *xb = malloc(sizeof(uint16_t) * (size_t)(mr * KC)), *wb = malloc(sizeof(uint16_t) * (size_t)(nr * KC));
     int rc = 1;
-    if (!x || !rows || !y || !panel || !wq || !xq || !xb || !wb) goto done;
+    if (TILE_TOK % mr || TILE_OUT % nr) { fprintf(stderr, "bench kernels: tile %dx%d does not divide the case\n", mr, nr); goto done; }
+    if (!x || !rows || !y || !panel || !wq || !xq || !xb || !wb) { fprintf(stderr, "bench kernels: out of memory\n"); goto done; }
     uint64_t s = 42;
     for (int i = 0; i < mr * KC; i++) x[i] = rng_value(&s);
     for (int i = 0; i < nr * KC; i++) rows[i] = rng_value(&s);
@@ -106,9 +111,10 @@ static int run_tile(oc_isa isa, oc_matmul_path path, int setup_only) {
     } else {
         k->pack_f32(rows, KC, nr, KC, panel);
     }
-    printf("tile %s %dx%dx%d: kernels %s, %d calls, %.0f flops", q8 ? "int8" : bf ? "bf16" : "float", mr, KC, nr,
-           k->name, TILE_CALLS, 2.0 * mr * nr * KC * TILE_CALLS);
-    for (int c = 0; !setup_only && c < TILE_CALLS; c++) {
+    const int n_calls = TILE_REPS * (TILE_TOK / mr) * (TILE_OUT / nr);
+    printf("tile %s %dx%dx%d: kernels %s, %d calls, %.0f flops", q8 ? "int8" : bf ? "bf16" : "float", mr, KC, nr, k->name,
+           n_calls, 2.0 * TILE_REPS * TILE_TOK * TILE_OUT * KC);
+    for (int c = 0; !setup_only && c < n_calls; c++) {
         if (q8) k->gemm_q8[OC_MM_I8_Q8_0](mr, NB, xq, NB, panel, y, (size_t)nr, 1);
         else if (bf) k->gemm_bf16(mr, KC / 2, (const uint32_t *)(const void *)xb, KC / 2, panel, y, (size_t)nr, 1);
         else k->gemm_f32(mr, KC, x, KC, panel, y, (size_t)nr, 1);
@@ -116,7 +122,6 @@ static int run_tile(oc_isa isa, oc_matmul_path path, int setup_only) {
     printf(setup_only ? ", setup only\n" : ", checksum %.6e\n", setup_only ? 0.0 : checksum(y, (size_t)(mr * nr)));
     rc = 0;
 done:
-    if (rc) fprintf(stderr, "bench kernels: out of memory\n");
     free(x); free(rows); free(y); free(panel); free(wq); free(xq); free(xb); free(wb);
     return rc;
 }
@@ -161,7 +166,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: ocellus bench kernels [--isa scalar|avx2|avx512|neon] [--path auto|float|int8|bf16] [--setup-only] CASE\n"
                "One fixed run of CASE on one thread, untimed (for instruction counts under emulation):\n"
                "  gemm_f32, gemm_f16, gemm_q8_0, gemm_q4_0 (256x512x512), gemv_f16, gemv_q8_0 (1x2048x2048), attn (causal, 128 tokens),\n"
-               "  tile (the --path's micro-kernel alone: float, int8 (Q8_0) or bf16; 64 calls on one 256-input panel)\n");
+               "  tile (the --path's micro-kernel alone: float, int8 (Q8_0) or bf16; 48x256x96, 4 times, on one panel)\n");
 }
 
 int bench_kernels(int argc, char **argv) {

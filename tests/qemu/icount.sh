@@ -66,7 +66,8 @@ fi
 echo "# $arch, qemu $($exec_cmd --version | sed -n '1s/.*version \([0-9.]*\).*/\1/p')"
 echo "$head"
 echo "$rule"
-for c in "gemm_f32 auto" "gemm_f16 auto" "gemm_f16 bf16" "gemm_q8_0 float" "gemm_q8_0 int8" "gemm_q4_0 int8" "gemv_f16 auto" "gemv_q8_0 float" "gemv_q8_0 int8" "attn auto"; do
+for c in "gemm_f32 auto" "gemm_f16 auto" "gemm_f16 bf16" "gemm_q8_0 float" "gemm_q8_0 int8" "gemm_q4_0 int8" "gemv_f16 auto" "gemv_q8_0 float" "gemv_q8_0 int8" "attn auto" \
+         "tile float" "tile int8" "tile bf16"; do
   # shellcheck disable=SC2086
   set -- $c
   s=$(work "$vec_cpu" --isa scalar --path "$2" "$1")
