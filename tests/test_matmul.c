@@ -866,6 +866,53 @@ static void test_bf16_conversions_bitwise(void) {
     CHECK(n_run >= 1);
 }
 
+/* The NEON table's activation quantizer equals the scalar one bit for bit (d, sum and every q), on
+ * random runs, exact ties (amax 127: id 1, x = k + 1/2 rounds away from zero), zero, tiny, huge and
+ * subnormal runs, NaN and Inf, for groups of 1 and 8 blocks. The x86 tables round ties to even
+ * (vcvtps2dq) and are left out. */
+static void test_quantize_q8x_bitwise(void) {
+    check_rng r = { 31337 };
+    enum { N = 6 * 8 * OC_QK };
+    static float x[N];
+    static oc_q8x want[N / OC_QK], got[N / OC_QK];
+    int n_run = 0;
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+        const oc_matmul_kernels *k = tables[isa];
+        if (!k || k->isa == OC_ISA_AVX2 || k->isa == OC_ISA_AVX512) continue;
+        n_run++;
+        for (int trial = 0; trial < 16; trial++) {
+            for (int i = 0; i < N; i++) x[i] = check_rng_uniform(&r, -3, 3);
+            const int kind = trial % 8;
+            float *run = x + (size_t)(trial % 6) * 8 * OC_QK;   /* one run of 256 gets the special values */
+            for (int i = 0; i < 8 * OC_QK; i++) {
+                if (kind == 1) run[i] = i % 32 == 0 ? 127.0f : (float)(i % 64) - 31.5f;   /* ties */
+                if (kind == 2) run[i] = 0.0f;
+                if (kind == 3) run[i] *= 1e-33f;   /* amax below 2^-100 */
+                if (kind == 4) run[i] *= 1e38f;
+                if (kind == 5) run[i] = i % 7 ? 1e-39f * (float)(i % 5) : 1e-30f;   /* subnormals next to a tiny amax */
+            }
+            if (kind == 6) run[17] = NAN;
+            if (kind == 7) run[200] = -INFINITY;
+            const int group = trial % 2 ? 8 : 1;
+            memset(want, 0x55, sizeof want);
+            memset(got, 0xaa, sizeof got);
+            oc_mm_quantize_q8x_scalar(x, N, group, want);
+            k->quantize_q8x(x, N, group, got);
+            int bad = 0;
+            for (int b = 0; b < N / OC_QK && bad < 3; b++) {
+                const int same = (isnan(want[b].d) ? isnan(got[b].d) : memcmp(&want[b].d, &got[b].d, sizeof(float)) == 0) &&
+                                 want[b].sum == got[b].sum && memcmp(want[b].qs, got[b].qs, OC_QK) == 0;
+                if (!same) {
+                    bad++;
+                    check_fail_at(__FILE__, __LINE__, "%s quantize_q8x trial %d (kind %d, group %d) block %d: d %.9g sum %d, scalar d %.9g sum %d",
+                                  k->name, trial, kind, group, b, (double)got[b].d, (int)got[b].sum, (double)want[b].d, (int)want[b].sum);
+                }
+            }
+        }
+    }
+    CHECK(n_run >= 1);
+}
+
 /* ---- the micro-kernels alone --------------------------------------------------------------------- */
 
 /* Every table's GEMM micro-kernels of the BF16 and int8 paths, called directly on panels made by the
@@ -1023,5 +1070,6 @@ int main(int argc, char **argv) {
     CHECK_RUN(test_bf16_rules);
     CHECK_RUN(test_bf16_conversions_bitwise);
     CHECK_RUN(test_microkernels_direct);
+    CHECK_RUN(test_quantize_q8x_bitwise);
     return check_finish();
 }
