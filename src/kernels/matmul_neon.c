@@ -6,7 +6,8 @@
  * ARMv8.2 dotprod extension (chosen at run time, table "neon+dotprod"), one SDOT per 16 products.
  * Q4_K / Q6_K dequantize with the scalar code (quant.c); their GEMV has int8 kernels like Q8_0 /
  * Q4_0 (4 rows per call, as in matmul_avx2.c). BF16 (ARMv8.6, table "neon+dotprod+bf16", chosen
- * when the CPU reports HWCAP2_BF16): the BF16 path's 3 tokens x 32 outputs tile, one BFDOT per 4
+ * when the CPU reports HWCAP2_BF16 but not HWCAP2_I8MM, or with OCELLUS_CPU_FEATURES=-i8mm): the
+ * BF16 path's 3 tokens x 32 outputs tile, one BFDOT per 4
  * outputs x 2 inputs, on the panels every table shares (matmul_kern.h). ARMv8.6 matrix multiply
  * (table "neon+dotprod+bf16+i8mm", chosen when the CPU reports HWCAP2_I8MM and HWCAP2_BF16): SMMLA
  * for the Q8_0 / Q4_0 GEMM and BFMMLA for the BF16 path, 4 tokens (2 pairs) per tile, on panels
