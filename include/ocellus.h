@@ -22,6 +22,7 @@
  *  @@ OC_HAVE_AVX2_KERNELS / OC_HAVE_AVX512_KERNELS / OC_HAVE_NEON_KERNELS  SIMD kernels built
  *  @@ OC_HAVE_NEON_DOTPROD  SDOT int8 kernels built (used when the CPU has them)
  *  @@ OC_HAVE_NEON_BF16  BFDOT BF16 GEMM kernel built (used when the CPU has it)
+ *  @@ OC_HAVE_NEON_I8MM  SMMLA int8 and BFMMLA BF16 GEMM kernels built (used when the CPU has I8MM and BF16)
  *  @@ OC_HAVE_OPENCL, OC_HAVE_CLBLAST, OC_HAVE_SLEEF, OC_HAVE_LIBJPEG, OC_HAVE_LIBPNG
  */
 #if 0 /* quick start >>> */

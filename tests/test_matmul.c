@@ -866,6 +866,178 @@ static void test_bf16_conversions_bitwise(void) {
     CHECK(n_run >= 1);
 }
 
+/* The NEON table's activation quantizer equals the scalar one bit for bit (d, sum and every q), on
+ * random runs, exact ties (amax 127: id 1, x = k + 1/2 rounds away from zero), zero, tiny, huge and
+ * subnormal runs, NaN and Inf, for groups of 1 and 8 blocks. The x86 tables round ties to even
+ * (vcvtps2dq) and are left out. */
+static void test_quantize_q8x_bitwise(void) {
+    check_rng r = { 31337 };
+    enum { N = 6 * 8 * OC_QK };
+    static float x[N];
+    static oc_q8x want[N / OC_QK], got[N / OC_QK];
+    int n_run = 0;
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+        const oc_matmul_kernels *k = tables[isa];
+        if (!k || k->isa == OC_ISA_AVX2 || k->isa == OC_ISA_AVX512) continue;
+        n_run++;
+        for (int trial = 0; trial < 16; trial++) {
+            for (int i = 0; i < N; i++) x[i] = check_rng_uniform(&r, -3, 3);
+            const int kind = trial % 8;
+            float *run = x + (size_t)(trial % 6) * 8 * OC_QK;   /* one run of 256 gets the special values */
+            for (int i = 0; i < 8 * OC_QK; i++) {
+                if (kind == 1) run[i] = i % 32 == 0 ? 127.0f : (float)(i % 64) - 31.5f;   /* ties */
+                if (kind == 2) run[i] = 0.0f;
+                if (kind == 3) run[i] *= 1e-33f;   /* amax below 2^-100 */
+                if (kind == 4) run[i] *= 1e38f;
+                if (kind == 5) run[i] = i % 7 ? 1e-39f * (float)(i % 5) : 1e-30f;   /* subnormals next to a tiny amax */
+            }
+            if (kind == 6) run[17] = NAN;
+            if (kind == 7) run[200] = -INFINITY;
+            const int group = trial % 2 ? 8 : 1;
+            memset(want, 0x55, sizeof want);
+            memset(got, 0xaa, sizeof got);
+            oc_mm_quantize_q8x_scalar(x, N, group, want);
+            k->quantize_q8x(x, N, group, got);
+            int bad = 0;
+            for (int b = 0; b < N / OC_QK && bad < 3; b++) {
+                const int same = (isnan(want[b].d) ? isnan(got[b].d) : memcmp(&want[b].d, &got[b].d, sizeof(float)) == 0) &&
+                                 want[b].sum == got[b].sum && memcmp(want[b].qs, got[b].qs, OC_QK) == 0;
+                if (!same) {
+                    bad++;
+                    check_fail_at(__FILE__, __LINE__, "%s quantize_q8x trial %d (kind %d, group %d) block %d: d %.9g sum %d, scalar d %.9g sum %d",
+                                  k->name, trial, kind, group, b, (double)got[b].d, (int)got[b].sum, (double)want[b].d, (int)want[b].sum);
+                }
+            }
+        }
+    }
+    CHECK(n_run >= 1);
+}
+
+/* ---- the micro-kernels alone --------------------------------------------------------------------- */
+
+/* Every table's GEMM micro-kernels of the BF16 and int8 paths, called directly on panels made by the
+ * same table's pack function: every mr from 1 to the table's, partial panels (n_rows < nr, the rest
+ * zero-padded by the packing), odd and even k (n_pairs 1, 3, 5...; 1 to 9 blocks), with and without
+ * accumulation, against a double-precision sum of the operands as the kernel sees them (bf16-rounded;
+ * int8: the dequantized weights times d_x q_x). The panel is poisoned before packing and Y before
+ * the call (NaN: never passes), and the kernel must leave Y beyond its mr x nr tile untouched. This
+ * pins each table's own panel layout (the NEON +i8mm table reorders it for SMMLA / BFMMLA) to its
+ * kernel, for tile edges the driver's random shapes may reach only by chance. */
+static int check_tile(const char *what, int mr, int nr, const float *y, size_t ys, const double *ref, const double *mag,
+                      int64_t n_terms) {
+    int bad = 0;
+    for (int i = 0; i <= mr; i++)
+        for (size_t j = 0; j < ys; j++) {
+            float got = y[(size_t)i * ys + j];
+            if (i == mr || j >= (size_t)nr) {
+                if (!isnan(got) && bad++ < 3) check_fail_at(__FILE__, __LINE__, "%s: wrote y[%d][%zu] outside the tile", what, i, j);
+                continue;
+            }
+            double want = ref[i * nr + (int)j], bound = 2.0 * (double)(n_terms + 2) * 0x1p-24 * mag[i * nr + (int)j] + 1e-30;
+            if ((!isfinite(got) || !(fabs((double)got - want) <= bound)) && bad++ < 3)
+                check_fail_at(__FILE__, __LINE__, "%s: y[%d][%zu] = %.9g, want %.9g (bound %.3g)", what, i, j, (double)got, want, bound);
+        }
+    return bad == 0;
+}
+
+static void test_microkernels_direct(void) {
+    check_rng r = { 4242 };
+    enum { YPAD = 4 };
+    static const int64_t pairs[] = { 1, 2, 3, 5, 8, 13, 128 };
+    int n_run = 0;
+    for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+        const oc_matmul_kernels *k = tables[isa];
+        if (!k) continue;
+        /* BF16 path: x rows and W rows of bf16 pairs */
+        for (int c = 0; k->gemm_bf16 && c < 4 * k->bf16_mr; c++) {
+            const int mr = 1 + c % k->bf16_mr, nr = OC_MM_BF16_NR, acc = c / k->bf16_mr % 2;
+            const int n_rows = c % 3 == 0 ? nr : check_rng_int(&r, 1, nr - 1);
+            const int64_t n_pairs = pairs[check_rng_int(&r, 0, 6)];
+            const size_t ld = (size_t)n_pairs + 2, xs = (size_t)n_pairs + 3, ys = (size_t)nr + YPAD;
+            uint32_t *w = malloc(sizeof(uint32_t) * ld * (size_t)n_rows), *x = malloc(sizeof(uint32_t) * xs * (size_t)mr);
+            /* panels 64-byte aligned, as the driver's scratch is (a kernel may use aligned loads) */
+            uint32_t *panel = aligned_alloc(64, (sizeof(uint32_t) * (size_t)n_pairs * nr + 63) / 64 * 64);
+            float *y = malloc(sizeof(float) * ys * (size_t)(mr + 1));
+            double *ref = calloc((size_t)(mr * nr), sizeof(double)), *mag = calloc((size_t)(mr * nr), sizeof(double));
+            REQUIRE(w && x && panel && y && ref && mag);
+            uint16_t *w16 = (uint16_t *)(void *)w, *x16 = (uint16_t *)(void *)x;
+            for (size_t i = 0; i < 2 * ld * (size_t)n_rows; i++) w16[i] = oc_f32_to_bf16(check_rng_uniform(&r, -1, 1));
+            for (size_t i = 0; i < 2 * xs * (size_t)mr; i++) x16[i] = oc_f32_to_bf16(check_rng_uniform(&r, -1, 1));
+            check_poison_f32((float *)(void *)panel, (size_t)n_pairs * nr);
+            check_poison_f32(y, ys * (size_t)(mr + 1));
+            k->pack_bf16(w, ld, n_rows, n_pairs, panel);
+            for (int i = 0; i < mr; i++)
+                for (int j = 0; j < nr; j++) {
+                    if (acc) y[(size_t)i * ys + (size_t)j] = check_rng_uniform(&r, -4, 4);
+                    double s = acc ? y[(size_t)i * ys + (size_t)j] : 0, m = fabs(s);
+                    for (int64_t e = 0; j < n_rows && e < 2 * n_pairs; e++) {
+                        double p = (double)oc_bf16_to_f32(x16[(size_t)i * 2 * xs + (size_t)e]) *
+                                   (double)oc_bf16_to_f32(w16[(size_t)j * 2 * ld + (size_t)e]);
+                        s += p;
+                        m += fabs(p);
+                    }
+                    ref[i * nr + j] = s;
+                    mag[i * nr + j] = m;
+                }
+            k->gemm_bf16(mr, n_pairs, x, xs, panel, y, ys, acc);
+            char what[160];
+            snprintf(what, sizeof what, "%s gemm_bf16 mr %d n_rows %d n_pairs %lld acc %d", k->name, mr, n_rows, (long long)n_pairs, acc);
+            check_tile(what, mr, nr, y, ys, ref, mag, 2 * n_pairs);
+            free(w); free(x); free(panel); free(y); free(ref); free(mag);
+        }
+        /* int8 path: Q8_0 and Q4_0 rows against quantized x (one d per block) */
+        for (int c = 0; c < 8 * k->q8_mr; c++) {
+            const int i8 = c % 2 ? OC_MM_I8_Q4_0 : OC_MM_I8_Q8_0;
+            if (!k->gemm_q8[i8] || !k->pack_q8[i8]) continue;
+            const int32_t dtype = i8 == OC_MM_I8_Q8_0 ? OC_DTYPE_Q8_0 : OC_DTYPE_Q4_0;
+            const int mr = 1 + c / 2 % k->q8_mr, nr = k->q8_nr, acc = c / (2 * k->q8_mr) % 2;
+            const int n_rows = c % 3 == 0 ? nr : check_rng_int(&r, 1, nr - 1);
+            const int64_t nb = check_rng_int(&r, 1, 9), n_in = nb * OC_QK;
+            const size_t row_bytes = (size_t)oc_dtype_row_bytes(dtype, (uint64_t)n_in) + 6, ys = (size_t)nr + YPAD;
+            const size_t panel_bytes = (size_t)(nr / k->q8_group) * (size_t)nb * OC_MM_Q8_RECORD_BYTES(k->q8_group);
+            unsigned char *w = malloc(row_bytes * (size_t)n_rows), *panel = aligned_alloc(64, (panel_bytes + 63) / 64 * 64);
+            float *xf = malloc(sizeof(float) * (size_t)n_in), *wf = malloc(sizeof(float) * (size_t)(n_in * n_rows));
+            oc_q8x *xq = malloc(sizeof(oc_q8x) * (size_t)(nb * mr));
+            float *y = malloc(sizeof(float) * ys * (size_t)(mr + 1));
+            double *ref = calloc((size_t)(mr * nr), sizeof(double)), *mag = calloc((size_t)(mr * nr), sizeof(double));
+            REQUIRE(w && panel && xf && wf && xq && y && ref && mag);
+            for (int j = 0; j < n_rows; j++) {
+                for (int64_t e = 0; e < n_in; e++) xf[e] = check_rng_uniform(&r, -1, 1);
+                (dtype == OC_DTYPE_Q8_0 ? oc_quantize_q8_0 : oc_quantize_q4_0)(xf, w + (size_t)j * row_bytes, n_in);
+                oc_dequant_ref(dtype)(w + (size_t)j * row_bytes, wf + (size_t)j * n_in, n_in);
+            }
+            for (int i = 0; i < mr; i++) {
+                for (int64_t e = 0; e < n_in; e++) xf[e] = check_rng_uniform(&r, -1, 1);
+                k->quantize_q8x(xf, n_in, 1, xq + (size_t)i * (size_t)nb);
+            }
+            memset(panel, 0xff, panel_bytes);   /* d = NaN, q = -1 (or 255) wherever the packing skips */
+            check_poison_f32(y, ys * (size_t)(mr + 1));
+            k->pack_q8[i8](w, row_bytes, n_rows, nb, panel);
+            for (int i = 0; i < mr; i++)
+                for (int j = 0; j < nr; j++) {
+                    if (acc) y[(size_t)i * ys + (size_t)j] = check_rng_uniform(&r, -4, 4);
+                    double s = acc ? y[(size_t)i * ys + (size_t)j] : 0, m = fabs(s);
+                    for (int64_t e = 0; j < n_rows && e < n_in; e++) {
+                        const oc_q8x *xb = xq + (size_t)i * (size_t)nb + (size_t)(e / OC_QK);
+                        double p = (double)wf[(size_t)j * (size_t)n_in + (size_t)e] * (double)xb->d * (double)xb->qs[e % OC_QK];
+                        s += p;
+                        m += fabs(p);
+                    }
+                    ref[i * nr + j] = s;
+                    mag[i * nr + j] = m;
+                }
+            k->gemm_q8[i8](mr, nb, xq, (size_t)nb, panel, y, ys, acc);
+            char what[160];
+            snprintf(what, sizeof what, "%s gemm_q8 %s mr %d n_rows %d n_blocks %lld acc %d", k->name, oc_dtype_name(dtype), mr,
+                     n_rows, (long long)nb, acc);
+            check_tile(what, mr, nr, y, ys, ref, mag, n_in);
+            free(w); free(panel); free(xf); free(wf); free(xq); free(y); free(ref); free(mag);
+        }
+        n_run++;
+    }
+    CHECK(n_run >= 1);
+}
+
 /* `test_matmul --bf16-probe`: runs one AVX512_BF16 micro-kernel call and exits 0; dies with SIGILL
  * where the CPU lacks the instructions (tests/test_matmul_bf16.sh asks before forcing them on). */
 static int bf16_probe(void) {
@@ -897,5 +1069,7 @@ int main(int argc, char **argv) {
     CHECK_RUN(test_bf16_random);
     CHECK_RUN(test_bf16_rules);
     CHECK_RUN(test_bf16_conversions_bitwise);
+    CHECK_RUN(test_microkernels_direct);
+    CHECK_RUN(test_quantize_q8x_bitwise);
     return check_finish();
 }

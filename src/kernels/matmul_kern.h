@@ -14,7 +14,10 @@
  * in a panel, for each pair of inputs (2p, 2p + 1), one uint32 per output holding W[j][2p] in its
  * low half and W[j][2p + 1] in its high half, rounded to bf16 (nearest even); outputs past n_out
  * are 0. The driver rounds KC inputs of mr tokens of X to the same pairs per tile (x_to_bf16) and
- * gemm_bf16 sums the pair products in f32. */
+ * gemm_bf16 sums the pair products in f32.
+ * A table's pack_q8 / pack_bf16 may order the bytes of a panel differently for its own gemm_q8 /
+ * gemm_bf16 (the panel's size stays the one given here; the driver only sizes and hands it on): the
+ * NEON "+i8mm" table keeps each output's k run contiguous for SMMLA / BFMMLA (matmul_neon.c). */
 #ifndef OC_MATMUL_KERN_H
 #define OC_MATMUL_KERN_H
 
@@ -40,7 +43,8 @@ typedef struct oc_q8x {
  *   uint8_t q[8][G][4]; q[s][j][u] = stored value of W[j][4s + u]
  * where the stored value is what the table's gemm_q8 multiplies: by default Q8_0 as signed bytes and
  * Q4_0 as its unsigned nibble 0..15 (x86 VNNI tables store Q8_0 as w + 128, see matmul_avx512.c).
- * A record is G * 36 bytes; a micro-panel of nr outputs is nr/G groups, each n_blocks records. */
+ * A record is G * 36 bytes; a micro-panel of nr outputs is nr/G groups, each n_blocks records.
+ * (The NEON "+i8mm" table: G = 8, q bytes in 16-byte runs of 2 outputs x 8 k, Q4_0 as nibble - 8.) */
 #define OC_MM_Q8_Q_OFFSET(group) ((size_t)(group) * 4)
 #define OC_MM_Q8_RECORD_BYTES(group) (OC_MM_Q8_Q_OFFSET(group) + (size_t)(group) * 32)
 

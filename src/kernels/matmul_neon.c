@@ -6,8 +6,12 @@
  * ARMv8.2 dotprod extension (chosen at run time, table "neon+dotprod"), one SDOT per 16 products.
  * Q4_K / Q6_K dequantize with the scalar code (quant.c); their GEMV has int8 kernels like Q8_0 /
  * Q4_0 (4 rows per call, as in matmul_avx2.c). BF16 (ARMv8.6, table "neon+dotprod+bf16", chosen
- * when the CPU reports HWCAP2_BF16): the BF16 path's 3 tokens x 32 outputs tile, one BFDOT per 4
- * outputs x 2 inputs, on the panels every table shares (matmul_kern.h). */
+ * when the CPU reports HWCAP2_BF16 but not HWCAP2_I8MM, or with OCELLUS_CPU_FEATURES=-i8mm): the
+ * BF16 path's 3 tokens x 32 outputs tile, one BFDOT per 4
+ * outputs x 2 inputs, on the panels every table shares (matmul_kern.h). ARMv8.6 matrix multiply
+ * (table "neon+dotprod+bf16+i8mm", chosen when the CPU reports HWCAP2_I8MM and HWCAP2_BF16): SMMLA
+ * for the Q8_0 / Q4_0 GEMM and BFMMLA for the BF16 path, 4 tokens (2 pairs) per tile, on panels
+ * packed for their 2x2 blocks. */
 #include "kernels/matmul_kern.h"
 
 #include "core/f16.h"
@@ -196,6 +200,49 @@ static void gemm_f32(int mr, int64_t kc, const float *x, size_t xs, const float 
     case 3: gemm_f32_tile(3, kc, x, xs, p, y, ys, acc); break;
     case 2: gemm_f32_tile(2, kc, x, xs, p, y, ys, acc); break;
     default: gemm_f32_tile(1, kc, x, xs, p, y, ys, acc); break;
+    }
+}
+
+/* ---- activation quantization (int8 path) ------------------------------------------------------
+ * oc_mm_quantize_q8x_scalar's results bit for bit (test_quantize_q8x_bitwise), 4 lanes at a time,
+ * with ARMv7 operations only: amax is a max (exact in any order), d and 1/d the same f32 divisions,
+ * x * id the same product, roundf's ties away from zero as truncate + 1 where |fraction| >= 1/2.
+ * A run whose amax is NaN, Inf, zero or below 2^-100 goes to the scalar code (there x * id could
+ * involve subnormals, which ARMv7 NEON flushes to zero, or an id that overflows). The scalar loop
+ * cost 0.020 instructions per FLOP of the 256 x 512 x 512 Q8_0 GEMM under qemu, a fifth of it. */
+static void quantize_q8x(const float *x, int64_t n, int group, oc_q8x *out) {
+    const int64_t run = (int64_t)group * OC_QK;
+    for (int64_t g = 0; g < n / run; g++, x += run, out += group) {
+        float32x4_t m = vdupq_n_f32(0);
+        for (int64_t j = 0; j < run; j += 4) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(x + j)));   /* NaN: stays NaN */
+        float32x2_t m2 = vpmax_f32(vget_low_f32(m), vget_high_f32(m));
+        const float amax = vget_lane_f32(vpmax_f32(m2, m2), 0);
+        if (!(amax >= 0x1p-100f) || !(amax <= 3.4028235e38f)) {
+            oc_mm_quantize_q8x_scalar(x, run, group, out);
+            continue;
+        }
+        const float id = 127.0f / amax;
+        for (int b = 0; b < group; b++) {
+            oc_q8x *o = out + b;
+            const float *xb = x + (size_t)b * OC_QK;
+            o->d = amax / 127.0f;
+            int32x4_t sum = vdupq_n_s32(0);
+            for (int j = 0; j < OC_QK; j += 8) {
+                int32x4_t q[2];
+                for (int h = 0; h < 2; h++) {
+                    float32x4_t v = vmulq_n_f32(vld1q_f32(xb + j + 4 * h), id);
+                    int32x4_t t = vcvtq_s32_f32(v);   /* toward zero */
+                    uint32x4_t up = vcageq_f32(vsubq_f32(v, vcvtq_f32_s32(t)), vdupq_n_f32(0.5f));
+                    int32x4_t sgn = vorrq_s32(vshrq_n_s32(vreinterpretq_s32_f32(v), 31), vdupq_n_s32(1));
+                    t = vaddq_s32(t, vandq_s32(sgn, vreinterpretq_s32_u32(up)));
+                    q[h] = vmaxq_s32(vminq_s32(t, vdupq_n_s32(127)), vdupq_n_s32(-127));
+                    sum = vaddq_s32(sum, q[h]);
+                }
+                vst1_s8(o->qs + j, vqmovn_s16(vcombine_s16(vqmovn_s32(q[0]), vqmovn_s32(q[1]))));
+            }
+            int32x2_t s2 = vadd_s32(vget_low_s32(sum), vget_high_s32(sum));
+            o->sum = vget_lane_s32(vpadd_s32(s2, s2), 0);
+        }
     }
 }
 
@@ -601,18 +648,234 @@ static BF16_ATTR void gemm_bf16(int mr, int64_t n_pairs, const uint32_t *x, size
 }
 #endif
 
+/* ---- MMLA kernels (ARMv8.6 I8MM + BF16; table "neon+dotprod+bf16+i8mm") -------------------------
+ * SMMLA multiplies a 2x8 int8 matrix (one vector: two rows of 8) by an 8x2 one (one vector: two
+ * columns of 8), BFMMLA a 2x4 bf16 matrix by a 4x2 one, into a 2x2 block of 4 int32 / f32 lanes
+ * added to the destination: lane 2i + j += row i of the first operand . row j of the second. One
+ * instruction does 32 multiply-adds (SMMLA) or 16 (BFMMLA), twice SDOT's 16 and BFDOT's 8 (Arm ARM,
+ * "SMMLA", "BFMMLA"). The tiles pair tokens (the first operand: 2 tokens x k) against pairs of
+ * outputs (the second: 2 outputs x the same k), so the packing keeps each output's k run contiguous
+ * where SDOT / BFDOT want 4 outputs side by side. An odd last token is paired with itself and its
+ * copy's half of the result dropped. */
+#if OC_HAVE_NEON_I8MM
+#define MMLA_ATTR __attribute__((target("arch=armv8.2-a+dotprod+bf16+i8mm")))
+
+/* BF16 panel for BFMMLA: for each quad of inputs (pairs 2q, 2q + 1), 32 outputs x 2 uint32:
+ * panel[64 q + 2 j + r] = pair 2q + r of output j, so outputs (j, j + 1) are one 16-byte operand;
+ * an odd last pair p keeps the shared layout (panel[32 p + j]). The panel has the shared layout's
+ * size; only this table's gemm_bf16 reads it. */
+static void pack_bf16_mmla(const uint32_t *rows, size_t ld, int n_rows, int64_t n_pairs, uint32_t *panel) {
+    const int64_t n_quads = n_pairs / 2;
+    for (int j = 0; j < OC_MM_BF16_NR; j++) {
+        const uint32_t *r = rows + (size_t)(j < n_rows ? j : 0) * ld;
+        for (int64_t q = 0; q < n_quads; q++) {
+            uint32_t *d = panel + (size_t)q * 2 * OC_MM_BF16_NR + 2 * (size_t)j;
+            d[0] = j < n_rows ? r[2 * q] : 0;
+            d[1] = j < n_rows ? r[2 * q + 1] : 0;
+        }
+        if (n_pairs % 2) panel[(size_t)(n_pairs - 1) * OC_MM_BF16_NR + (size_t)j] = j < n_rows ? r[n_pairs - 1] : 0;
+    }
+}
+
+#define BFMMLA_MR 4
+
+/* [lo0, 0, lo1, 0]: a lone pair of two rows as a 2x4 operand whose k = 2, 3 are zero */
+INLINE MMLA_ATTR bfloat16x8_t bf16_lone_pairs(uint32_t lo0, uint32_t lo1) {
+    uint32x4_t v = vcombine_u32(vcreate_u32((uint64_t)lo0 | (uint64_t)lo1 << 32), vdup_n_u32(0));
+    return vreinterpretq_bf16_u32(vzip1q_u32(v, vdupq_n_u32(0)));
+}
+
+/* mr (1..4) tokens x 32 outputs, in two halves of 16: 2 token pairs x 8 output pairs of 2x2
+ * accumulators (16 registers). Per quad of inputs and half: 2 token-pair operands (two 8-byte loads
+ * each), 8 panel loads, 16 BFMMLA: 30 instructions per 512 FLOPs in the loop. 3 token pairs (24
+ * accumulators) spilled 4 of them to the stack (gcc 12) and counted 10% more instructions per FLOP
+ * under qemu (BENCHMARKS.md "NEON under qemu"). The arrays are indexed by constants after
+ * unrolling, so they live in registers. */
+INLINE MMLA_ATTR void gemm_bf16_mmla_tile(const int mr, int64_t n_pairs, const uint32_t *x, size_t xs,
+                                          const uint32_t *panel, float *y, size_t ys, int accumulate) {
+    enum { NP = BFMMLA_MR / 2 };
+    const int np = (mr + 1) / 2;
+    const uint32_t *xr[BFMMLA_MR];
+    _Pragma("GCC unroll 4") for (int i = 0; i < BFMMLA_MR; i++) xr[i] = x + (size_t)(i < mr ? i : mr - 1) * xs;
+    const int64_t n_quads = n_pairs / 2;
+    for (int h = 0; h < 2; h++) {
+        float32x4_t acc[NP][8];
+        _Pragma("GCC unroll 2") for (int t = 0; t < NP; t++)
+            _Pragma("GCC unroll 8") for (int v = 0; v < 8; v++) {
+                acc[t][v] = vdupq_n_f32(0);
+                if (t < np && accumulate) {
+                    const float *y0 = y + (size_t)(2 * t) * ys + 16 * h + 2 * v;
+                    acc[t][v] = vcombine_f32(vld1_f32(y0), 2 * t + 1 < mr ? vld1_f32(y0 + ys) : vdup_n_f32(0));
+                }
+            }
+        const uint32_t *ph = panel + 32 * h;
+        for (int64_t q = 0; q < n_quads; q++) {
+            bfloat16x8_t a[NP];
+            _Pragma("GCC unroll 2") for (int t = 0; t < NP; t++)
+                a[t] = vreinterpretq_bf16_u32(vcombine_u32(vld1_u32(xr[2 * t] + 2 * q), vld1_u32(xr[2 * t + 1] + 2 * q)));
+            _Pragma("GCC unroll 8") for (int v = 0; v < 8; v++) {
+                bfloat16x8_t b = vreinterpretq_bf16_u32(vld1q_u32(ph + (size_t)q * 2 * OC_MM_BF16_NR + 4 * v));
+                _Pragma("GCC unroll 2") for (int t = 0; t < NP; t++)
+                    if (t < np) acc[t][v] = vbfmmlaq_f32(acc[t][v], a[t], b);
+            }
+        }
+        if (n_pairs % 2) {   /* the last pair alone, k = 2, 3 of both operands zero */
+            const int64_t p = n_pairs - 1;
+            const uint32_t *pp = panel + (size_t)p * OC_MM_BF16_NR + 16 * h;
+            _Pragma("GCC unroll 8") for (int v = 0; v < 8; v++) {
+                bfloat16x8_t b = bf16_lone_pairs(pp[2 * v], pp[2 * v + 1]);
+                _Pragma("GCC unroll 2") for (int t = 0; t < NP; t++)
+                    if (t < np) acc[t][v] = vbfmmlaq_f32(acc[t][v], bf16_lone_pairs(xr[2 * t][p], xr[2 * t + 1][p]), b);
+            }
+        }
+        _Pragma("GCC unroll 2") for (int t = 0; t < NP; t++)
+            _Pragma("GCC unroll 8") for (int v = 0; v < 8; v++)
+                if (t < np) {
+                    float *y0 = y + (size_t)(2 * t) * ys + 16 * h + 2 * v;
+                    vst1_f32(y0, vget_low_f32(acc[t][v]));
+                    if (2 * t + 1 < mr) vst1_f32(y0 + ys, vget_high_f32(acc[t][v]));
+                }
+    }
+}
+
+static MMLA_ATTR void gemm_bf16_mmla(int mr, int64_t n_pairs, const uint32_t *x, size_t xs, const uint32_t *panel,
+                                     float *y, size_t ys, int acc) {
+    switch (mr) {
+    case 4: gemm_bf16_mmla_tile(4, n_pairs, x, xs, panel, y, ys, acc); break;
+    case 3: gemm_bf16_mmla_tile(3, n_pairs, x, xs, panel, y, ys, acc); break;
+    case 2: gemm_bf16_mmla_tile(2, n_pairs, x, xs, panel, y, ys, acc); break;
+    default: gemm_bf16_mmla_tile(1, n_pairs, x, xs, panel, y, ys, acc); break;
+    }
+}
+
+/* Int8 records for SMMLA (the record of matmul_kern.h, G = 8 outputs = q8_nr, its q bytes in
+ * another order): float d[8]; int8 q[4][4][2][8], q[c][v][r][u] = W[2v + r][8c + u] as a signed
+ * value (Q4_0: nibble - 8, so no correction by x's sum is needed): chunk c of 8 inputs of output
+ * pair v is one 16-byte SMMLA operand. Padding rows are 0 with d = 0. */
+#define SMMLA_GROUP 8
+#define SMMLA_MR 4
+#define SMMLA_REC OC_MM_Q8_RECORD_BYTES(SMMLA_GROUP)
+
+static void pack_q8_mmla(const int i8_type, const void *w, size_t row_bytes, int n_rows, int64_t n_blocks, void *panel) {
+    const size_t block_bytes = i8_type == OC_MM_I8_Q8_0 ? sizeof(oc_block_q8_0) : sizeof(oc_block_q4_0);
+    for (int64_t b = 0; b < n_blocks; b++) {
+        unsigned char *rec = (unsigned char *)panel + (size_t)b * SMMLA_REC;
+        int8_t *q = (int8_t *)(rec + OC_MM_Q8_Q_OFFSET(SMMLA_GROUP));
+        for (int j = 0; j < SMMLA_GROUP; j++) {
+            float d = 0;
+            int8_t v[OC_QK] = { 0 };
+            if (j < n_rows) {
+                const unsigned char *blk = (const unsigned char *)w + (size_t)j * row_bytes + (size_t)b * block_bytes;
+                if (i8_type == OC_MM_I8_Q8_0) {
+                    const oc_block_q8_0 *bq = (const oc_block_q8_0 *)(const void *)blk;
+                    d = oc_f16_to_f32(bq->d);
+                    memcpy(v, bq->qs, OC_QK);
+                } else {
+                    const oc_block_q4_0 *bq = (const oc_block_q4_0 *)(const void *)blk;
+                    d = oc_f16_to_f32(bq->d);
+                    for (int u = 0; u < OC_QK / 2; u++) {
+                        v[u] = (int8_t)((bq->qs[u] & 0x0F) - 8);
+                        v[u + OC_QK / 2] = (int8_t)((bq->qs[u] >> 4) - 8);
+                    }
+                }
+            }
+            memcpy(rec + (size_t)j * sizeof(float), &d, sizeof d);
+            for (int c = 0; c < OC_QK / 8; c++) memcpy(q + 64 * c + 16 * (j / 2) + 8 * (j % 2), v + 8 * c, 8);
+        }
+    }
+}
+static void pack_q8_0_mmla(const void *w, size_t row_bytes, int n_rows, int64_t n_blocks, void *panel) {
+    pack_q8_mmla(OC_MM_I8_Q8_0, w, row_bytes, n_rows, n_blocks, panel);
+}
+static void pack_q4_0_mmla(const void *w, size_t row_bytes, int n_rows, int64_t n_blocks, void *panel) {
+    pack_q8_mmla(OC_MM_I8_Q4_0, w, row_bytes, n_rows, n_blocks, panel);
+}
+
+/* mr (1..4) tokens x 8 outputs: 2 token pairs x 4 output pairs of int32 2x2 blocks summed over a
+ * block of 32 inputs (4 SMMLA each), then scaled by d_w * d_x into as many f32 accumulators (16
+ * registers in all). Per block and token pair: 4 operands of 2 x 8 bytes of x (two 8-byte loads
+ * each); per block: 16 panel loads, 32 SMMLA, and per accumulator a convert, a scale product and
+ * one FMA: 120 instructions per 2048 FLOPs in the loop. With 3 token pairs the f32 accumulators
+ * spilled (gcc 12) and the count per FLOP did not improve. */
+INLINE MMLA_ATTR void gemm_q8_mmla_tile(const int mr, int64_t n_blocks, const oc_q8x *x, size_t xs,
+                                        const unsigned char *panel, float *y, size_t ys, int accumulate) {
+    enum { NP = SMMLA_MR / 2 };
+    const int np = (mr + 1) / 2;
+    const oc_q8x *xr[SMMLA_MR];
+    _Pragma("GCC unroll 4") for (int i = 0; i < SMMLA_MR; i++) xr[i] = x + (size_t)(i < mr ? i : mr - 1) * xs;
+    float32x4_t f[NP][4];
+    _Pragma("GCC unroll 2") for (int t = 0; t < NP; t++)
+        _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
+            f[t][v] = vdupq_n_f32(0);
+            if (t < np && accumulate) {
+                const float *y0 = y + (size_t)(2 * t) * ys + 2 * v;
+                f[t][v] = vcombine_f32(vld1_f32(y0), 2 * t + 1 < mr ? vld1_f32(y0 + ys) : vdup_n_f32(0));
+            }
+        }
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const unsigned char *rec = panel + (size_t)b * SMMLA_REC;
+        const int8_t *q = (const int8_t *)(rec + OC_MM_Q8_Q_OFFSET(SMMLA_GROUP));
+        int32x4_t s[NP][4];
+        _Pragma("GCC unroll 2") for (int t = 0; t < NP; t++)
+            _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) s[t][v] = vdupq_n_s32(0);
+        _Pragma("GCC unroll 4") for (int c = 0; c < OC_QK / 8; c++) {
+            int8x16_t a[NP];
+            _Pragma("GCC unroll 2") for (int t = 0; t < NP; t++)
+                a[t] = vcombine_s8(vld1_s8(xr[2 * t][b].qs + 8 * c), vld1_s8(xr[2 * t + 1][b].qs + 8 * c));
+            _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
+                int8x16_t wv = vld1q_s8(q + 64 * c + 16 * v);
+                _Pragma("GCC unroll 2") for (int t = 0; t < NP; t++)
+                    if (t < np) s[t][v] = vmmlaq_s32(s[t][v], a[t], wv);
+            }
+        }
+        /* d_w of output pair v, twice: [d(2v), d(2v + 1), d(2v), d(2v + 1)]; d_x of token pair t:
+         * [d(2t), d(2t), d(2t + 1), d(2t + 1)] */
+        const float32x4_t dlo = vld1q_f32((const float *)(const void *)rec), dhi = vld1q_f32((const float *)(const void *)rec + 4);
+        float32x4_t dw[4];
+        dw[0] = vreinterpretq_f32_u64(vdupq_laneq_u64(vreinterpretq_u64_f32(dlo), 0));
+        dw[1] = vreinterpretq_f32_u64(vdupq_laneq_u64(vreinterpretq_u64_f32(dlo), 1));
+        dw[2] = vreinterpretq_f32_u64(vdupq_laneq_u64(vreinterpretq_u64_f32(dhi), 0));
+        dw[3] = vreinterpretq_f32_u64(vdupq_laneq_u64(vreinterpretq_u64_f32(dhi), 1));
+        _Pragma("GCC unroll 2") for (int t = 0; t < NP; t++)
+            if (t < np) {
+                float32x4_t dx = vcombine_f32(vdup_n_f32(xr[2 * t][b].d), vdup_n_f32(xr[2 * t + 1][b].d));
+                _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++)
+                    f[t][v] = vfmaq_f32(f[t][v], vcvtq_f32_s32(s[t][v]), vmulq_f32(dw[v], dx));
+            }
+    }
+    _Pragma("GCC unroll 2") for (int t = 0; t < NP; t++)
+        _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++)
+            if (t < np) {
+                float *y0 = y + (size_t)(2 * t) * ys + 2 * v;
+                vst1_f32(y0, vget_low_f32(f[t][v]));
+                if (2 * t + 1 < mr) vst1_f32(y0 + ys, vget_high_f32(f[t][v]));
+            }
+}
+
+/* One kernel serves Q8_0 and Q4_0: both panels hold signed values (pack_q8_mmla). */
+static MMLA_ATTR void gemm_q8_mmla(int mr, int64_t nb, const oc_q8x *x, size_t xs, const void *panel, float *y,
+                                   size_t ys, int acc) {
+    switch (mr) {
+    case 4: gemm_q8_mmla_tile(4, nb, x, xs, panel, y, ys, acc); break;
+    case 3: gemm_q8_mmla_tile(3, nb, x, xs, panel, y, ys, acc); break;
+    case 2: gemm_q8_mmla_tile(2, nb, x, xs, panel, y, ys, acc); break;
+    default: gemm_q8_mmla_tile(1, nb, x, xs, panel, y, ys, acc); break;
+    }
+}
+#endif
+
 /* ---- tables ------------------------------------------------------------------------------------- */
 
-#define COMMON_FIELDS                                                                                          \
+#define FLOAT_FIELDS                                                                                           \
     .isa = OC_ISA_NEON, .mr = MR, .nr = NR,                                                                    \
     .to_f32 = { oc_dequant_f32, to_f32_f16, to_f32_bf16, to_f32_q8_0, to_f32_q4_0, oc_dequant_q4_k,            \
                 oc_dequant_q6_k },                                                                             \
     .dot_f32 = { dot_f32, dot_f16, dot_bf16, NULL, NULL, NULL, NULL },                                         \
     .pack_f32 = pack_f32, .gemm_f32 = gemm_f32,                                                                \
-    .q8_mr = Q8_MR, .q8_nr = Q8_NR, .q8_group = Q8_GROUP, .q8_gemv_rows = GEMV_ROWS,                           \
-    .quantize_q8x = oc_mm_quantize_q8x_scalar,                                                                 \
-    .pack_q8 = { pack_q8_0, pack_q4_0, NULL, NULL },                                                           \
-    .int8_gemv = { 1, 1, 1, 1 }
+    .q8_gemv_rows = GEMV_ROWS, .quantize_q8x = quantize_q8x, .int8_gemv = { 1, 1, 1, 1 }
+/* the SDOT-shaped int8 GEMM tile (4 tokens x 8 outputs, groups of 4) */
+#define COMMON_FIELDS                                                                                          \
+    FLOAT_FIELDS, .q8_mr = Q8_MR, .q8_nr = Q8_NR, .q8_group = Q8_GROUP, .pack_q8 = { pack_q8_0, pack_q4_0, NULL, NULL }
 
 /* Without SDOT the int8 GEMM issues 4 instructions per 16 multiply-adds, no better than 4-lane f32
  * FMA after dequantization, so AUTO keeps GEMM on the float path; the GEMV dot is shorter than
@@ -655,7 +918,33 @@ static const oc_matmul_kernels table_bf16 = {
 };
 #endif
 
+#if OC_HAVE_NEON_I8MM
+/* ARMv8.6 makes I8MM and BF16 both mandatory; this table needs both reported (HWCAP2_I8MM and
+ * HWCAP2_BF16, port/cpu.c). Its GEMVs are neon+dotprod's (a GEMV has one token: nothing to pair).
+ * AUTO takes the SMMLA int8 GEMM (half of SDOT's instructions per multiply-add, BENCHMARKS.md "NEON
+ * under qemu"), not the BF16 path, for the reason given above table_bf16. With
+ * OCELLUS_CPU_FEATURES=-i8mm the same CPU runs neon+dotprod+bf16 (SDOT, BFDOT). */
+static const oc_matmul_kernels table_mmla = {
+    FLOAT_FIELDS,
+    .name = "neon+dotprod+bf16+i8mm",
+    .q8_mr = SMMLA_MR, .q8_nr = SMMLA_GROUP, .q8_group = SMMLA_GROUP,
+    .pack_q8 = { pack_q8_0_mmla, pack_q4_0_mmla, NULL, NULL },
+    .gemv_q8x = { gemv_q8_0_dp, gemv_q4_0_dp, gemv_q4_k_dp, gemv_q6_k_dp },
+    .gemm_q8 = { gemm_q8_mmla, gemm_q8_mmla, NULL, NULL },
+    .int8_gemm = { 1, 1, 0, 0 },
+    .bf16_mr = BFMMLA_MR,
+    .bf16_gemm = 0,
+    .x_to_bf16 = x_to_bf16,
+    .gemm_bf16 = gemm_bf16_mmla,
+    .pack_bf16 = pack_bf16_mmla,
+    .f16_to_bf16 = f16_to_bf16,
+};
+#endif
+
 const oc_matmul_kernels *oc_matmul_kernels_neon(const oc_cpu_features *cpu) {
+#if OC_HAVE_NEON_I8MM
+    if (cpu->dotprod && cpu->bf16 && cpu->i8mm) return &table_mmla;
+#endif
 #if OC_HAVE_NEON_DOTPROD && OC_HAVE_NEON_BF16
     if (cpu->dotprod && cpu->bf16) return &table_bf16;
 #endif

@@ -48,18 +48,26 @@ work() {
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a / b }'; }
 per_flop() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 
-dotprod=0
+# On aarch64 -cpu max has dotprod, BF16 and I8MM: its SDOT / BFDOT table is counted with
+# OCELLUS_CPU_FEATURES=-i8mm, its SMMLA / BFMMLA table (where configure built it) without.
+dotprod=0; mmla=0
 [ "$arch" = aarch64 ] && [ "$(cfg HAVE_NEON_DOTPROD)" = 1 ] && dotprod=1
+[ $dotprod = 1 ] && [ "$(cfg HAVE_NEON_I8MM)" = 1 ] && mmla=1
 head="| case | path | MFLOP | scalar (insns/FLOP) | $vec, -cpu $vec_cpu (insns/FLOP) | scalar / $vec |"
 rule="|---|---|---:|---:|---:|---:|"
 if [ $dotprod = 1 ]; then
-  head="$head NEON+dotprod, -cpu max (insns/FLOP) | scalar / NEON+dotprod |"
+  head="$head NEON+dotprod(+bf16), -cpu max, -i8mm (insns/FLOP) | scalar / NEON+dotprod |"
+  rule="$rule---:|---:|"
+fi
+if [ $mmla = 1 ]; then
+  head="$head NEON+i8mm+bf16 (SMMLA, BFMMLA), -cpu max (insns/FLOP) | scalar / NEON+i8mm |"
   rule="$rule---:|---:|"
 fi
 echo "# $arch, qemu $($exec_cmd --version | sed -n '1s/.*version \([0-9.]*\).*/\1/p')"
 echo "$head"
 echo "$rule"
-for c in "gemm_f32 auto" "gemm_f16 auto" "gemm_f16 bf16" "gemm_q8_0 float" "gemm_q8_0 int8" "gemv_f16 auto" "gemv_q8_0 float" "gemv_q8_0 int8" "attn auto"; do
+for c in "gemm_f32 auto" "gemm_f16 auto" "gemm_f16 bf16" "gemm_q8_0 float" "gemm_q8_0 int8" "gemm_q4_0 int8" "gemv_f16 auto" "gemv_q8_0 float" "gemv_q8_0 int8" "attn auto" \
+         "tile float" "tile int8" "tile bf16"; do
   # shellcheck disable=SC2086
   set -- $c
   s=$(work "$vec_cpu" --isa scalar --path "$2" "$1")
@@ -67,8 +75,12 @@ for c in "gemm_f32 auto" "gemm_f16 auto" "gemm_f16 bf16" "gemm_q8_0 float" "gemm
   flops=$(sed -n 's/.*, \([0-9][0-9]*\) flops.*/\1/p' "$log.run")
   row="| $1 | $2 | $(awk -v f="$flops" 'BEGIN { printf "%.1f", f / 1e6 }') | $(per_flop "$s" "$flops") | $(per_flop "$n" "$flops") | $(ratio "$s" "$n") |"
   if [ $dotprod = 1 ]; then
-    d=$(work max --isa neon --path "$2" "$1")
+    d=$(OCELLUS_CPU_FEATURES=-i8mm work max --isa neon --path "$2" "$1")
     row="$row $(per_flop "$d" "$flops") | $(ratio "$s" "$d") |"
+  fi
+  if [ $mmla = 1 ]; then
+    m=$(OCELLUS_CPU_FEATURES= work max --isa neon --path "$2" "$1")
+    row="$row $(per_flop "$m" "$flops") | $(ratio "$s" "$m") |"
   fi
   echo "$row"
 done
