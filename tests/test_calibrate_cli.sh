@@ -165,11 +165,15 @@ else
     fail calibrate_budget_cli "exit statuses $rc and $rc2 (want 0 and 2), validation seed '$vs': $out"
   fi
   # --search greedy: every candidate validated and listed, the picks combined, the pictures beside the report
+  mkdir -p "$tmp_dir/gcd"
   out=$(run_target $bin calibrate --suite demo --items 4 -t 2 --methods blindsight,qcache --val-items 4 --search greedy \
-        -o "$tmp_dir/g.plan" --report "$tmp_dir/g.txt" 2>&1); rc=$?
+        --candidates-dir "$tmp_dir/gcd" -o "$tmp_dir/g.plan" --report "$tmp_dir/g.txt" 2>&1); rc=$?
+  n_cd=$(ls "$tmp_dir/gcd"/blindsight-*.plan "$tmp_dir/gcd"/qcache-*.plan 2>/dev/null | wc -l)
+  run_target $bin plan "$tmp_dir/gcd/blindsight-alpha_0.1.plan" >/dev/null 2>&1; rc_cd=$?
   run_target $bin calibrate --suite demo --items 1 --search greedy -o "$tmp_dir/x.plan" 2>"$tmp_dir/err" >/dev/null; rc2=$?
   n_bs=$(grep -c '^blindsight ' "$tmp_dir/g.txt" 2>/dev/null); n_qc=$(grep -c '^qcache ' "$tmp_dir/g.txt" 2>/dev/null)
   if [ "$rc" -eq 0 ] && printf '%s\n' "$out" | grep -q '^greedy: [0-9]*/4 right' && [ "$n_bs" -eq 6 ] && [ "$n_qc" -eq 4 ] &&
+     [ "$n_cd" -eq 10 ] && [ "$rc_cd" -eq 0 ] &&
      grep -q '^## Frontier' "$tmp_dir/g.txt" && grep -q '^## Greedy combination' "$tmp_dir/g.txt" &&
      grep -q 'budget=max_loss=1:val_items=4:val_seed=[0-9]*:search=greedy:kept=' "$tmp_dir/g.plan" &&
      grep -q '^# Greedy combined plan' "$tmp_dir/g.plan" && run_target $bin plan "$tmp_dir/g.plan" >/dev/null 2>&1 &&
@@ -179,7 +183,7 @@ else
      [ "$rc2" -eq 2 ] && grep -q 'needs --val-items' "$tmp_dir/err" && [ "$(grep -c . "$tmp_dir/err")" -eq 1 ]; then
     pass calibrate_greedy_cli
   else
-    fail calibrate_greedy_cli "exit statuses $rc and $rc2 (want 0 and 2), $n_bs and $n_qc candidates listed (want 6, 4): $out"
+    fail calibrate_greedy_cli "exit statuses $rc and $rc2 (want 0 and 2), $n_bs and $n_qc candidates listed (want 6, 4), $n_cd written to --candidates-dir (want 10, plan exit $rc_cd): $out"
   fi
   # --candidate METHOD=FILE: a plan file joins its method's candidates; only with --search greedy
   out=$(run_target $bin calibrate --suite demo --items 2 -t 2 --methods qcache --val-items 2 --search greedy \
