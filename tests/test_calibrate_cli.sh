@@ -4,7 +4,8 @@
 # calibration, the runtime takes it (`ocellus plan` exits 0), the same plan comes out with 1 and 2
 # threads, `ocellus plan show --svg` draws it, `ocellus plan` says what each backend runs, `--alpha A:B`
 # (the Linear alpha_layer) names itself and A:A equals the fixed A, every shipped plan loads, and bad
-# arguments exit 2 with a message.
+# arguments exit 2 with a message. On the long model (examples/long): the budget's validation counts
+# what eval counts, gives the same numbers with 2 item workers (--val-jobs), and runs on OpenCL.
 . tests/support/testlib.sh
 bin=./ocellus
 
@@ -164,11 +165,15 @@ else
     fail calibrate_budget_cli "exit statuses $rc and $rc2 (want 0 and 2), validation seed '$vs': $out"
   fi
   # --search greedy: every candidate validated and listed, the picks combined, the pictures beside the report
+  mkdir -p "$tmp_dir/gcd"
   out=$(run_target $bin calibrate --suite demo --items 4 -t 2 --methods blindsight,qcache --val-items 4 --search greedy \
-        -o "$tmp_dir/g.plan" --report "$tmp_dir/g.txt" 2>&1); rc=$?
+        --candidates-dir "$tmp_dir/gcd" -o "$tmp_dir/g.plan" --report "$tmp_dir/g.txt" 2>&1); rc=$?
+  n_cd=$(ls "$tmp_dir/gcd"/blindsight-*.plan "$tmp_dir/gcd"/qcache-*.plan 2>/dev/null | wc -l)
+  run_target $bin plan "$tmp_dir/gcd/blindsight-alpha_0.1.plan" >/dev/null 2>&1; rc_cd=$?
   run_target $bin calibrate --suite demo --items 1 --search greedy -o "$tmp_dir/x.plan" 2>"$tmp_dir/err" >/dev/null; rc2=$?
   n_bs=$(grep -c '^blindsight ' "$tmp_dir/g.txt" 2>/dev/null); n_qc=$(grep -c '^qcache ' "$tmp_dir/g.txt" 2>/dev/null)
   if [ "$rc" -eq 0 ] && printf '%s\n' "$out" | grep -q '^greedy: [0-9]*/4 right' && [ "$n_bs" -eq 6 ] && [ "$n_qc" -eq 4 ] &&
+     [ "$n_cd" -eq 10 ] && [ "$rc_cd" -eq 0 ] &&
      grep -q '^## Frontier' "$tmp_dir/g.txt" && grep -q '^## Greedy combination' "$tmp_dir/g.txt" &&
      grep -q 'budget=max_loss=1:val_items=4:val_seed=[0-9]*:search=greedy:kept=' "$tmp_dir/g.plan" &&
      grep -q '^# Greedy combined plan' "$tmp_dir/g.plan" && run_target $bin plan "$tmp_dir/g.plan" >/dev/null 2>&1 &&
@@ -178,7 +183,7 @@ else
      [ "$rc2" -eq 2 ] && grep -q 'needs --val-items' "$tmp_dir/err" && [ "$(grep -c . "$tmp_dir/err")" -eq 1 ]; then
     pass calibrate_greedy_cli
   else
-    fail calibrate_greedy_cli "exit statuses $rc and $rc2 (want 0 and 2), $n_bs and $n_qc candidates listed (want 6, 4): $out"
+    fail calibrate_greedy_cli "exit statuses $rc and $rc2 (want 0 and 2), $n_bs and $n_qc candidates listed (want 6, 4), $n_cd written to --candidates-dir (want 10, plan exit $rc_cd): $out"
   fi
   # --candidate METHOD=FILE: a plan file joins its method's candidates; only with --search greedy
   out=$(run_target $bin calibrate --suite demo --items 2 -t 2 --methods qcache --val-items 2 --search greedy \
@@ -206,6 +211,49 @@ else
     pass calibrate_budget_long_suite
   else
     fail calibrate_budget_long_suite "exit status $rc: $out"
+  fi
+fi
+
+# The long model's validation: eval --suite long's own items (a list answer counted whole, as eval
+# counts it), the same numbers with 2 item workers as with one, and on OpenCL where a device opens.
+long_m=examples/long/ocellus-long.gguf long_v=examples/long/ocellus-long-mmproj.gguf
+if [ $emu = 1 ]; then
+  skip calibrate_budget_long_model "under an emulator; the native configurations run it"
+elif [ ! -f "$long_m" ] || [ ! -f "$long_v" ]; then
+  skip calibrate_budget_long_model "no long model in examples/long"
+else
+  run_target $bin scene --suite long -o "$tmp_dir/long1" --items 1 --seed 2000002 --images-per-item 8-8 >/dev/null 2>&1
+  for j in 1 2; do
+    run_target $bin calibrate -m $long_m --mmproj $long_v --data "$tmp_dir/long1" --max-images 32 --side 448 \
+        --methods blindsight -t 2 --val-suite long --val-items 2 --max-loss 100 --val-jobs $j \
+        -o "$tmp_dir/lj$j.plan" > "$tmp_dir/lj$j.out" 2>&1; eval "rc$j=\$?"
+  done
+  vs=$(sed -n 's/^budget: validation on 2 long-suite scenes of seed \([0-9]*\) .*/\1/p' "$tmp_dir/lj1.out")
+  n_eval=$(run_target $bin eval --suite long -m $long_m --mmproj $long_v --seed "${vs:-0}" --items 2 -t 2 \
+           --prefill-chunk all 2>&1 | sed -n 's/^overall  *\([0-9]*\)  *2 .*/\1/p')
+  n_val=$(sed -n 's|^budget: dense  *\([0-9]*\)/2 right.*|\1|p' "$tmp_dir/lj1.out")
+  if [ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ] && [ -n "$n_val" ] && [ "$n_val" = "$n_eval" ] &&
+     grep -q '^budget: validations on the CPU, 2 item workers' "$tmp_dir/lj2.out" &&
+     [ "$(grep '^budget: [cdw]' "$tmp_dir/lj1.out")" = "$(grep '^budget: [cdw]' "$tmp_dir/lj2.out")" ] &&
+     cmp -s "$tmp_dir/lj1.plan" "$tmp_dir/lj2.plan"; then
+    pass calibrate_budget_long_model
+  else
+    fail calibrate_budget_long_model "exit statuses $rc1, $rc2; dense $n_val/2 on validation, eval $n_eval/2 (seed $vs); $(cat "$tmp_dir/lj1.out" "$tmp_dir/lj2.out" | tr '\n' ' ' | head -c 600)"
+  fi
+  if ! grep -q '^HAVE_OPENCL = 1' config.mk 2>/dev/null; then
+    skip calibrate_budget_opencl "built without OpenCL"
+  else
+    out=$(run_target $bin calibrate -m $long_m --mmproj $long_v --data "$tmp_dir/long1" --max-images 32 --side 448 \
+          --methods blindsight -t 2 --val-suite long --val-items 1 --max-loss 100 --backend opencl \
+          -o "$tmp_dir/lcl.plan" 2>&1); rc=$?
+    if [ "$rc" -ne 0 ] && printf '%s\n' "$out" | grep -q -i -e 'no OpenCL' -e 'no platform' -e 'no device'; then
+      skip calibrate_budget_opencl "no OpenCL device: $(printf '%s\n' "$out" | tail -n 1 | head -c 120)"
+    elif [ "$rc" -eq 0 ] && printf '%s\n' "$out" | grep -q '^budget: validations on OpenCL, 1 item worker' &&
+         printf '%s\n' "$out" | grep -q '^budget: dense  *[01]/1 right' && printf '%s\n' "$out" | grep -q '^budget: within: '; then
+      pass calibrate_budget_opencl
+    else
+      fail calibrate_budget_opencl "exit status $rc: $(printf '%s' "$out" | tr '\n' ' ' | head -c 600)"
+    fi
   fi
 fi
 

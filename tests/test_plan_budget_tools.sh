@@ -71,4 +71,15 @@ else
   head -20 "$tmp_dir/f.svg" 2>/dev/null | sed 's/^/# /'
   fail plan_budget_frontier "frontier.py did not draw the candidates with the chosen two ringed"
 fi
+
+# a frontier table (examples/plans/budget/long-greedy-frontier.tsv): the rows marked 'pick' ringed
+# where they save on an axis (BlindSight and MMInference on the left, SparseMM on the right); the
+# shipped drawing is the one the table gives
+t=examples/plans/budget/long-greedy-frontier.tsv
+if python3 examples/plans/budget/frontier.py $t "$tmp_dir/t.svg" && [ "$(grep -c 'r="8"' "$tmp_dir/t.svg")" -eq 3 ] &&
+   grep -q '<title>mminf-b: 50.6%, 95.0% right</title>' "$tmp_dir/t.svg" && cmp -s "$tmp_dir/t.svg" examples/plans/long-greedy-frontier.svg; then
+  pass plan_budget_frontier_table
+else
+  fail plan_budget_frontier_table "frontier.py did not draw $t with its three picks ringed, or examples/plans/long-greedy-frontier.svg differs"
+fi
 fi

@@ -81,6 +81,12 @@ static void usage(FILE *f) {
             "  each validated with the others on; --report R then lists the frontier and draws it in\n"
             "  R.frontier.svg (and Q-Cache's divergences in R.qcache.svg); --candidate METHOD=FILE (repeatable)\n"
             "  adds a plan file to METHOD's candidates (e.g. MMInference at other --mminf-scale values)\n"
+            "  --candidates-dir DIR (greedy) writes every candidate plan there as METHOD-KNOB.plan, before\n"
+            "  they are validated (to measure or ship a method's pick alone)\n"
+            "  --backend cpu|opencl|auto and --device D (an OpenCL device index or name substring) run the\n"
+            "  validations there; the calibration pass that gathers the statistics always runs on the CPU\n"
+            "  --val-jobs N (--val-suite long; default 1): N item workers per validation, each with its own\n"
+            "  context and -t / N threads (at least 1); the numbers are the same for every N\n"
             "Memory, allocated before the first prompt and printed: the model context (as `ocellus ask`,\n"
             "  plus f32 copies of one layer's KV cache and one batch of queries) and the statistics: about\n"
             "  90 bytes per context token, 32 per context token and decoder query head, 340 per decoder\n"
@@ -358,6 +364,11 @@ int oc_tool_calibrate(int argc, char **argv) {
     const char *extra_path[16];
     int n_extra = 0;
     const char *suite_only = NULL;   /* an option the synthetic suite reads and --data does not */
+    oc_backend_choice val_backend = OC_BACKEND_CPU;   /* --backend: where the validations run */
+    const char *val_device = NULL, *backend_given = NULL;
+    const char *cand_dir = NULL;    /* --candidates-dir: every greedy candidate written there */
+    long long val_jobs = 1;         /* --val-jobs: item workers per long-suite validation */
+    const char *val_jobs_given = NULL;
     char methods_buf[64];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -396,6 +407,10 @@ int oc_tool_calibrate(int argc, char **argv) {
             ok = n_extra < 16 && parse_candidate(v, &extra_method[n_extra], &extra_path[n_extra]) && (n_extra++, 1);
         else if (!strcmp(a, "--search")) ok = (!strcmp(v, "backoff") || !strcmp(v, "greedy")) && ((search_greedy = !strcmp(v, "greedy")), 1);
         else if (!strcmp(a, "--val-suite")) ok = (!strcmp(v, "demo") || !strcmp(v, "long")) && (val_suite = v);
+        else if (!strcmp(a, "--backend")) ok = oc_tool_parse_backend(v, &val_backend) && (backend_given = a);
+        else if (!strcmp(a, "--device")) val_device = v;
+        else if (!strcmp(a, "--candidates-dir")) cand_dir = v;
+        else if (!strcmp(a, "--val-jobs")) ok = oc_tool_parse_ll(v, 1, OC_CALIB_MAX_VAL_JOBS, &val_jobs) && (val_jobs_given = a);
         else if (!strcmp(a, "--kv-budget")) {
             if (strchr(v, '.')) ok = parse_double(v, 1e-6, 1, &cp.kv_budget_fraction) && (cp.kv_budget_tokens = 0, 1);
             else ok = oc_tool_parse_ll(v, 1, OC_PLAN_MAX_TOKENS, &ll) && (cp.kv_budget_tokens = ll, 1);
@@ -425,6 +440,16 @@ int oc_tool_calibrate(int argc, char **argv) {
         fprintf(stderr, "ocellus calibrate: --candidate is for --search greedy (the candidates it validates)\n");
         return 2;
     }
+    if (cand_dir && !search_greedy) {
+        fprintf(stderr, "ocellus calibrate: --candidates-dir is for --search greedy (the candidates it validates)\n");
+        return 2;
+    }
+    if (cand_dir) {   /* a folder that takes files, checked before the calibration */
+        char probe[4096];
+        if (snprintf(probe, sizeof probe, "%s/.ocellus-write-check", cand_dir) >= (int)sizeof probe ||
+            !oc_tool_output_ok("calibrate", "--candidates-dir", probe))
+            return 1;
+    }
     if (search_greedy && backoff_given) {
         fprintf(stderr, "ocellus calibrate: --backoff is for --search backoff (greedy keeps only what validated)\n");
         return 2;
@@ -434,7 +459,20 @@ int oc_tool_calibrate(int argc, char **argv) {
                         "validate on (the suite the folder's prompts come from)\n");
         return 2;
     }
+    if (val_device && val_backend == OC_BACKEND_CPU) {
+        fprintf(stderr, "ocellus calibrate: --device picks an OpenCL device: give --backend opencl or auto\n");
+        return 2;
+    }
+    if (backend_given && !val_items) {
+        fprintf(stderr, "ocellus calibrate: --backend is for the validations (--val-items N); the calibration pass "
+                        "runs on the CPU\n");
+        return 2;
+    }
     int val_long = val_suite && !strcmp(val_suite, "long");
+    if (val_jobs_given && !(val_items && val_long)) {
+        fprintf(stderr, "ocellus calibrate: --val-jobs is for the long suite's validations (--val-items N --val-suite long)\n");
+        return 2;
+    }
     if (val_long && sp.max_images < 8) {
         fprintf(stderr, "ocellus calibrate: --val-suite long needs --max-images >= 8 (its items have 8 or more images)\n");
         return 2;
@@ -577,10 +615,14 @@ int oc_tool_calibrate(int argc, char **argv) {
                "points (ours, not a paper's)\n",
                val_items, val_long ? "long-suite" : "demo-suite", (unsigned long long)val_seed, (unsigned long long)sp.seed,
                max_loss);
+        if (backend_given || val_jobs > 1)
+            printf("budget: validations on %s%s%s, %lld item worker%s (the calibration pass ran on the CPU)\n",
+                   val_backend == OC_BACKEND_OPENCL ? "OpenCL" : val_backend == OC_BACKEND_AUTO ? "auto" : "the CPU",
+                   val_device ? ", device " : "", val_device ? val_device : "", val_jobs, val_jobs == 1 ? "" : "s");
         fflush(stdout);
         oc_calib_budget_params bp = { max_loss, val_items, val_seed, val_long, sp.min_images, sp.max_images, sp.side_px,
                                       backoff_heads,
-                                      (int)n_threads, tmp_path, stdout };
+                                      (int)n_threads, tmp_path, stdout, val_backend, val_device, (int)val_jobs };
         oc_status bst;
         if (search_greedy) {   /* the frontier, then the greedy combination (calib_frontier.h; ours) */
             bst = (fr = calloc(1, sizeof *fr)) ? OC_OK : oc_fail(&e, OC_ERR_NOMEM, "out of memory for the frontier");
@@ -599,6 +641,19 @@ int oc_tool_calibrate(int argc, char **argv) {
              * method, validated like the generated ones */
             for (int i = 0; i < n_extra && !bst; i++)
                 oc_calib_frontier_add(fr, extra_method[i], base_name(extra_path[i]), cand_plans[i]);
+            for (int32_t k = 0; cand_dir && k < fr->n_cand && !bst; k++) {   /* METHOD-KNOB.plan, the knob's
+                                                                                  * characters outside [A-Za-z0-9.-] as '_' */
+                char path[4096], knob[OC_CALIB_FRONTIER_LABEL_BYTES];
+                snprintf(knob, sizeof knob, "%s", fr->cand[k].label);
+                for (char *q = knob; *q; q++)
+                    if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '.' || *q == '-'))
+                        *q = '_';
+                if (snprintf(path, sizeof path, "%s/%s-%s%s", cand_dir, oc_calib_method_name(fr->cand[k].method), knob,
+                             strstr(knob, ".plan") ? "" : ".plan") >= (int)sizeof path)
+                    bst = oc_fail(&e, OC_ERR_INVALID, "--candidates-dir: path too long");
+                else
+                    bst = oc_plan_write_file(fr->cand[k].plan, path, &e);
+            }
             oc_plan *dense = NULL;   /* the combination starts from dense attention, over every stack a candidate may set */
             if (!bst && !(bst = oc_plan_create(&dense, &shape, mvshape.n_layers ? &mvshape : NULL, NULL, &e))) {
                 dense->sink_fraction_ppm = plan->sink_fraction_ppm;

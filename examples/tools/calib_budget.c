@@ -1,11 +1,13 @@
 /* calib_budget.c: the accuracy budget of `ocellus calibrate` (calib_budget.h; ours, not a paper's). */
 #include "tools/calib_budget.h"
+#include "port.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tools/scene_eval.h"
+#include "tools/long_run.h"
 #include "tools/scene_long.h"
 
 /* Streams the validation seed must never be: `ocellus eval`'s default (1000001), the calibration
@@ -67,62 +69,95 @@ static double first_token_margin(const oc_context *ctx) {
     return lg && n >= 2 ? (double)a - (double)b : 0.0;
 }
 
-typedef struct long_answer {
-    char text[OC_LONG_ANSWER_BYTES + 64];
-    size_t n_bytes;
-} long_answer;
+/* One long item's result, kept per item so that workers' results merge in item order. */
+typedef struct long_item_result {
+    double margin;
+    uint64_t kept, skipped;
+    double kv_bytes;
+    int correct;
+} long_item_result;
 
-static int collect_long(void *user, const char *text, size_t n) {
-    long_answer *a = user;
-    size_t room = sizeof a->text - 1 - a->n_bytes;
-    if (n > room) n = room;
-    memcpy(a->text + a->n_bytes, text, n);
-    a->n_bytes += n;
-    a->text[a->n_bytes] = '\0';
-    return n < room;   /* full: stop, the answer is wrong anyway */
+/* One worker of the long suite's validation: its own context, items first, first + stride, ...
+ * (cmd_eval_long.c's loop, without its reporting). */
+typedef struct long_worker {
+    oc_model *model;
+    const oc_context_params *cp;
+    const oc_calib_budget_params *p;
+    int64_t first, stride;
+    long_item_result *res;   /* [p->n_items], this worker's items written */
+    oc_status st;
+    oc_error err;
+} long_worker;
+
+static void *long_worker_run(void *arg) {
+    long_worker *w = arg;
+    const oc_calib_budget_params *p = w->p;
+    int32_t max_images = p->max_images < OC_LONG_MIN_IMAGES ? OC_LONG_MIN_IMAGES : p->max_images;
+    size_t rgb_bytes = oc_long_run_rgb_bytes(max_images);
+    oc_context *ctx = NULL;
+    uint8_t *rgb = malloc(rgb_bytes);
+    if (!rgb) {
+        w->st = oc_fail(&w->err, OC_ERR_NOMEM, "calibrate budget: out of memory for %zu bytes of pixels", rgb_bytes);
+        return NULL;
+    }
+    if ((w->st = oc_context_open(&ctx, w->model, w->cp, &w->err))) {
+        free(rgb);
+        return NULL;
+    }
+    /* oc_long_run_item: eval --suite long's own item (its answer length, its check) */
+    oc_long_run *run = malloc(sizeof *run);
+    if (!run) w->st = oc_fail(&w->err, OC_ERR_NOMEM, "calibrate budget: out of memory for an item");
+    for (int64_t i = w->first; i < p->n_items && !w->st; i += w->stride) {
+        if ((w->st = oc_long_run_item(ctx, p->seed, (uint64_t)i, max_images, 0, rgb, run, &w->err))) break;
+        const oc_stats *s = &run->stats;
+        w->res[i] = (long_item_result){ first_token_margin(ctx), s->attn_prefill_flops_kept, s->attn_prefill_flops_skipped,
+                                        (double)s->kv_bytes, run->correct };
+    }
+    free(run);
+    oc_context_close(ctx);
+    free(rgb);
+    return NULL;
 }
 
-/* The long suite's items through ctx (cmd_eval_long.c's loop, without its reporting). */
-static oc_status validate_long(oc_context *ctx, const oc_calib_budget_params *p, oc_calib_val *out, oc_error *err) {
-    int32_t max_images = p->max_images < OC_LONG_MIN_IMAGES ? OC_LONG_MIN_IMAGES : p->max_images;
-    size_t rgb_bytes = (size_t)max_images * OC_LONG_MAX_SIDE_PX * OC_LONG_MAX_SIDE_PX * 3;
-    uint8_t *rgb = malloc(rgb_bytes);
-    if (!rgb) return oc_fail(err, OC_ERR_NOMEM, "calibrate budget: out of memory for %zu bytes of pixels", rgb_bytes);
+/* The long suite's items on p->jobs workers (one in the calling thread when jobs <= 1), merged in
+ * item order: the sums are the same whatever the number of workers. */
+static oc_status validate_long(oc_model *model, const oc_context_params *cp, const oc_calib_budget_params *p,
+                               oc_calib_val *out, oc_error *err) {
+    int jobs = p->jobs > 1 ? p->jobs : 1;
+    if (jobs > p->n_items) jobs = p->n_items > 0 ? (int)p->n_items : 1;
+    if (jobs > OC_CALIB_MAX_VAL_JOBS) jobs = OC_CALIB_MAX_VAL_JOBS;
+    long_item_result *res = calloc(p->n_items > 0 ? (size_t)p->n_items : 1, sizeof *res);
+    long_worker w[OC_CALIB_MAX_VAL_JOBS];
+    oc_port_thread th[OC_CALIB_MAX_VAL_JOBS];
+    int started[OC_CALIB_MAX_VAL_JOBS] = { 0 };
+    if (!res) return oc_fail(err, OC_ERR_NOMEM, "calibrate budget: out of memory for %lld item results", (long long)p->n_items);
+    oc_context_params wcp = *cp;
+    if (jobs > 1) wcp.n_threads = cp->n_threads / jobs > 1 ? cp->n_threads / jobs : 1;
+    for (int j = 0; j < jobs; j++) {
+        w[j] = (long_worker){ model, &wcp, p, j, jobs, res, OC_OK, { 0 } };
+        if (j > 0) started[j] = !oc_port_thread_start(&th[j], long_worker_run, &w[j]);
+        if (j > 0 && !started[j]) w[j].st = oc_fail(&w[j].err, OC_ERR_NOMEM, "calibrate budget: cannot start a worker thread");
+    }
+    long_worker_run(&w[0]);
     oc_status st = OC_OK;
+    for (int j = 0; j < jobs; j++) {
+        if (started[j]) oc_port_thread_join(&th[j]);
+        if (w[j].st && !st) {   /* the lowest worker's error: the same message however the threads ran */
+            st = w[j].st;
+            if (err) *err = w[j].err;
+        }
+    }
     double margin = 0.0;
     uint64_t kept = 0, skipped = 0;
     for (int64_t i = 0; i < p->n_items && !st; i++) {
-        oc_long_item item;
-        if (oc_long_make(p->seed, (uint64_t)i, OC_LONG_MIN_IMAGES, max_images, OC_LONG_MIN_SIDE_PX, OC_LONG_MAX_SIDE_PX,
-                         0, &item, rgb)) {
-            st = oc_fail(err, OC_ERR_INVALID, "calibrate budget: the long scene generator refused item %lld", (long long)i);
-            break;
-        }
-        oc_image_rgb views[OC_LONG_MAX_IMAGES];
-        size_t image_bytes = (size_t)item.side_px * (size_t)item.side_px * 3;
-        for (int32_t k = 0; k < item.n_images; k++)
-            views[k] = (oc_image_rgb){ rgb + (size_t)k * image_bytes, item.side_px, item.side_px, (size_t)item.side_px * 3 };
-        long_answer answer = { { 0 }, 0 };
-        oc_request req;
-        oc_request_default(&req);
-        req.question = item.question;
-        req.images = views;
-        req.n_images = item.n_images;
-        req.max_new_tokens = 96;   /* as eval: a list answer is at most ~60 tokens */
-        req.sampling.temperature = 0.0f;
-        req.on_text = collect_long;
-        req.user = &answer;
-        if ((st = oc_ask(ctx, &req, err))) break;
-        oc_stats s;
-        oc_context_get_stats(ctx, &s);
         out->n_items++;
-        out->n_correct += oc_scene_answer_ok(item.answer, answer.text);
-        margin += first_token_margin(ctx);
-        kept += s.attn_prefill_flops_kept;
-        skipped += s.attn_prefill_flops_skipped;
-        out->kv_bytes += (double)s.kv_bytes;
+        out->n_correct += res[i].correct;
+        margin += res[i].margin;
+        kept += res[i].kept;
+        skipped += res[i].skipped;
+        out->kv_bytes += res[i].kv_bytes;
     }
-    free(rgb);
+    free(res);
     out->mean_margin = out->n_items ? margin / (double)out->n_items : 0.0;
     if (out->n_items) out->kv_bytes /= (double)out->n_items;
     out->prefill_skipped = kept + skipped ? (double)skipped / (double)(kept + skipped) : 0.0;
@@ -149,13 +184,11 @@ oc_status oc_calib_validate(oc_model *model, const oc_plan *plan, const oc_calib
     }
     cp.n_threads = p->n_threads;
     cp.plan_path = plan ? p->tmp_plan_path : NULL;
+    cp.backend = p->backend;
+    cp.device = p->device;
+    if (p->long_suite) return validate_long(model, &cp, p, out, err);
     oc_context *ctx = NULL;
     if ((st = oc_context_open(&ctx, model, &cp, err))) return st;
-    if (p->long_suite) {
-        st = validate_long(ctx, p, out, err);
-        oc_context_close(ctx);
-        return st;
-    }
     oc_scene_eval_params ep;
     oc_scene_eval_params_default(&ep);
     ep.seed = p->seed;

@@ -35,6 +35,9 @@
  * and evaluation streams 3000003, 4000004) nor s itself. */
 uint64_t oc_calib_val_seed(uint64_t calib_seed);
 
+/* The most item workers one validation runs (--val-jobs). */
+#define OC_CALIB_MAX_VAL_JOBS 64
+
 typedef struct oc_calib_budget_params {
     double max_loss_points;      /* accuracy points (and % of dense's mean margin) the plan may lose */
     int64_t n_items;             /* validation items */
@@ -48,6 +51,13 @@ typedef struct oc_calib_budget_params {
     int n_threads;
     const char *tmp_plan_path;   /* where each candidate plan is written for its context */
     FILE *log;                   /* one line per validation; may be NULL */
+    oc_backend_choice backend;   /* where the validations run (default 0: the CPU); the calibration
+                                  * pass that gathers statistics is not affected */
+    const char *device;          /* OpenCL device (index or name substring; NULL: the first GPU) */
+    int jobs;                    /* long suite: item workers, each with its own context and
+                                  * n_threads / jobs threads (at least 1); 0 or 1: one. Each item's
+                                  * result is merged in item order, so the numbers equal one
+                                  * worker's (a context's answer depends on nothing but its item) */
 } oc_calib_budget_params;
 
 typedef struct oc_calib_val {
