@@ -30,6 +30,7 @@
     X(GEMM, "matmul.cl", "oc_gemm")                   \
     X(ATTN, "attn.cl", "oc_attn")                     \
     X(ATTN_MERGE, "attn.cl", "oc_attn_merge")         \
+    X(ATTN_DECODE, "decode.cl", "oc_attn_decode")     \
     X(DYN_ESTIMATE, "dyn.cl", "oc_dyn_estimate")      \
     X(DYN_DIAG, "dyn.cl", "oc_dyn_diag")              \
     X(FMA_PEAK, "peak.cl", "oc_fma_peak")             \

@@ -680,10 +680,13 @@ typedef struct attn_case {
 /* Run one case on the CPU engine (scalar kernels) and on the device with the same buffers and
  * strides; outputs within 1e-4 relative (the CPU engine's own tolerance against double), kept and
  * skipped pair counts equal. */
+static int g_kv_aligned;   /* check_attn: cache rows of 8-half multiples (decode.cl's 16-byte K loads) */
+
 static void check_attn(const attn_case *c, oc_cl_attn *at, check_rng *r, int host_patterns) {
     int d = c->d;
     int64_t qst = (int64_t)c->n_head * d + 3, ost = (int64_t)c->n_head * d + 1;
-    int64_t kst = d + 5, ksh = (int64_t)(c->n_kv > 0 ? c->n_kv : 1) * kst;   /* head-major cache, padded rows */
+    int64_t kst = g_kv_aligned ? (d + 7) / 8 * 8 + 8 : d + 5;   /* head-major cache, padded rows */
+    int64_t ksh = (int64_t)(c->n_kv > 0 ? c->n_kv : 1) * kst;
     size_t es = c->kv_dtype == OC_DTYPE_F16 ? 2 : 4, nq = (size_t)(c->n_q > 0 ? c->n_q : 1);
     size_t kv_elems = (size_t)c->n_head_kv * (size_t)ksh;
     float *q = rand_f32(r, nq * (size_t)qst, -2.0f, 2.0f);
@@ -791,6 +794,33 @@ static void test_attn_dense(void) {
         { "no keys", 3, 0, 2, 1, 64, 0, OC_ATTN_BIDIRECTIONAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
     };
     run_cases(cases, (int)OC_ARRAY_LEN(cases), 0, 3);
+}
+
+/* One query row over every key it keeps (decode: opencl/kernels/decode.cl when the heads are dense and
+ * the cache f16): key counts around its block of 64 and chunk edges, head dims that are not
+ * multiples of 8 or of its 64 items, GQA groups, forced splits, a causal prefix, both cache row
+ * alignments (16-byte loads or one half at a time); f32 caches and dense-pattern calls too. */
+static void test_attn_decode(void) {
+    if (!need_dev()) return;
+    static const oc_head_pattern dense4[4] = { { .kind = OC_PATTERN_DENSE }, { .kind = OC_PATTERN_DENSE },
+                                               { .kind = OC_PATTERN_DENSE }, { .kind = OC_PATTERN_DENSE } };
+    const attn_case cases[] = {
+        { "decode 1 key, d128, GQA 12/2", 1, 1, 12, 2, 128, 0, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode 63 keys, d64", 1, 63, 4, 2, 64, 62, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode 64 keys, d128", 1, 64, 4, 1, 128, 63, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode 65 keys, d80", 1, 65, 6, 3, 80, 64, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode 513 keys, d128, GQA 12/2", 1, 513, 12, 2, 128, 512, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode 700 keys, d37", 1, 700, 2, 1, 37, 699, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode 4100 keys, d128, GQA 12/2", 1, 4100, 12, 2, 128, 4099, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode 300 keys, split 7", 1, 300, 4, 2, 64, 299, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 7 },
+        { "decode 130 keys, split 64", 1, 130, 2, 2, 40, 129, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 64 },
+        { "decode causal prefix 90 of 200", 1, 200, 4, 2, 64, 89, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode bidirectional 150, d24", 1, 150, 3, 1, 24, 0, OC_ATTN_BIDIRECTIONAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode dense patterns 333", 1, 333, 4, 2, 128, 332, OC_ATTN_CAUSAL, NULL, 0, dense4, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode f32 cache 333", 1, 333, 4, 2, 64, 332, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F32, 0 },
+    };
+    for (g_kv_aligned = 0; g_kv_aligned < 2; g_kv_aligned++) run_cases(cases, (int)OC_ARRAY_LEN(cases), 0, 0);
+    g_kv_aligned = 0;
 }
 
 static void test_attn_patterns(void) {
@@ -1396,6 +1426,7 @@ int main(void) {
     CHECK_RUN(test_keep_rows);
     CHECK_RUN(test_argmax);
     CHECK_RUN(test_attn_dense);
+    CHECK_RUN(test_attn_decode);
     CHECK_RUN(test_attn_patterns);
     CHECK_RUN(test_attn_dynamic);
     CHECK_RUN(test_attn_boundary);
