@@ -17,6 +17,7 @@
 #define OC_CL_KERNEL_LIST(X)                          \
     X(NORM, "norm.cl", "oc_norm")                     \
     X(ROPE_NEOX, "rope.cl", "oc_rope_neox")           \
+    X(ROPE_STORE, "rope.cl", "oc_rope_store")         \
     X(ACT, "elementwise.cl", "oc_act")                \
     X(GLU, "elementwise.cl", "oc_glu")                \
     X(ADD, "elementwise.cl", "oc_add")                \
@@ -27,6 +28,7 @@
     X(KV_KEEP, "kv.cl", "oc_kv_keep")                 \
     X(ARGMAX, "argmax.cl", "oc_argmax")               \
     X(GEMV, "matmul.cl", "oc_gemv")                   \
+    X(GEMV_FUSED, "matmul.cl", "oc_gemv_fused")       \
     X(GEMM, "matmul.cl", "oc_gemm")                   \
     X(ATTN, "attn.cl", "oc_attn")                     \
     X(ATTN_MERGE, "attn.cl", "oc_attn_merge")         \
