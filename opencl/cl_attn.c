@@ -1084,14 +1084,15 @@ static oc_status run_decode(oc_cl_attn *at, const oc_attn_call *call, const oc_c
         per = (per + DECODE_WG - 1) / DECODE_WG * DECODE_WG;
     }
     chunks = (n_keys + per - 1) / per;
-    int aligned = d % 8 == 0 && call->k_off % 8 == 0 && call->k_stride_token % 8 == 0 && call->k_stride_head % 8 == 0;
+    int k_al = d % 8 == 0 && call->k_off % 8 == 0 && call->k_stride_token % 8 == 0 && call->k_stride_head % 8 == 0;
+    int v_al = call->v_off % 8 == 0 && call->v_stride_token % 8 == 0 && call->v_stride_head % 8 == 0;
     oc_cl_arg a[] = {
         OC_CL_BUF(io->q), OC_CL_I32(call->q_off), OC_CL_I32(call->q_stride_head), OC_CL_BUF(io->k),
         OC_CL_I32(call->k_off), OC_CL_I32(call->k_stride_token), OC_CL_I32(call->k_stride_head), OC_CL_BUF(io->v),
         OC_CL_I32(call->v_off), OC_CL_I32(call->v_stride_token), OC_CL_I32(call->v_stride_head), OC_CL_BUF(io->out),
         OC_CL_I32(call->out_off), OC_CL_I32(call->out_stride_head), OC_CL_BUF(at->partials_buf),
         OC_CL_I32(L->n_head / L->n_head_kv), OC_CL_I32(d), OC_CL_I32(n_keys), OC_CL_I32(chunks > 1 ? per : n_keys),
-        OC_CL_I32(aligned), OC_CL_F32(call->scale * 1.44269504088896340736f),
+        OC_CL_I32(k_al), OC_CL_I32(v_al), OC_CL_F32(call->scale * 1.44269504088896340736f),
     };
     size_t local[2] = { DECODE_WG, 1 }, global[2] = { (size_t)L->n_head * DECODE_WG, (size_t)chunks };
     oc_status st = oc_cl_launch(at->dev, OC_CLK_ATTN_DECODE, 2, global, local, (int)OC_ARRAY_LEN(a), a, err);
