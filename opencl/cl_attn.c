@@ -49,6 +49,7 @@
  * 90 tok/s between 64 and 420 keys. A CPU device (PoCL) has a few compute units and keeps 256. */
 #define SPLIT_MIN_KEYS_GPU 64
 #define SPLIT_MAX_CHUNKS 64
+#define DECODE_WG 64   /* opencl/kernels/decode.cl DEC_WG */
 /* The host staging ring of the per-call tables' uploads (stage_table): 64 KiB, about 2,300 decode
  * run tables between two waits for the queue. */
 #define STAGE_BYTES (64 * 1024)
@@ -1050,6 +1051,59 @@ static oc_status launch_attn(oc_cl_attn *at, const oc_attn_call *call, const oc_
     return oc_cl_launch(at->dev, OC_CLK_ATTN, 3, global, local, (int)OC_ARRAY_LEN(a), a, err);
 }
 
+/* Keys the one query row of call keeps when every one of its heads is dense and its base mask keeps
+ * a prefix of the keys (causal, bidirectional), with an f16 cache and no shared keys: the case
+ * decode.cl's kernel takes; else 0 (the tiled kernel runs). */
+static int32_t decode_keys(const oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *io) {
+    if (at->n_q != 1 || io->patterns || call->k_shared || call->kv_dtype != OC_DTYPE_F16 ||
+        oc_cl_kernel_wg_size(at->dev, OC_CLK_ATTN_DECODE) < DECODE_WG)
+        return 0;
+    for (int32_t h = 0; call->patterns && h < call->n_head; h++)
+        if (!oc_attn_head_is_dense(call, h)) return 0;
+    if (call->mask == OC_ATTN_BIDIRECTIONAL) return at->n_kv;
+    if (call->mask != OC_ATTN_CAUSAL || call->q_offset < 0) return 0;
+    return (int32_t)OC_MIN((int64_t)at->n_kv, (int64_t)call->q_offset + 1);
+}
+
+/* decode.cl: one launch of (query head, key chunk) work-groups, then oc_attn_merge when the keys were
+ * split. Chunks: about 4 work-groups per compute unit over all heads (a decode over 512 keys of
+ * the 2B model: 8 chunks x 12 heads on an H200's 132 units), in whole blocks of DECODE_WG keys. */
+static oc_status run_decode(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *io, int32_t n_keys,
+                            oc_error *err) {
+    const oc_cl_attn_limits *L = &at->lim;
+    const oc_cl_caps *caps = oc_cl_device_caps(at->dev);
+    int32_t d = L->head_dim, chunks, per;
+    if (at->force_chunks > 0) {
+        chunks = OC_MIN(OC_MIN(at->force_chunks, SPLIT_MAX_CHUNKS), n_keys);
+        per = (n_keys + chunks - 1) / chunks;
+    } else {
+        int64_t want = 4 * (int64_t)OC_MAX(caps->compute_units, 1u);
+        chunks = (int32_t)OC_MIN((want + L->n_head - 1) / L->n_head, (int64_t)SPLIT_MAX_CHUNKS);
+        chunks = OC_MAX(1, OC_MIN(chunks, (n_keys + DECODE_WG - 1) / DECODE_WG));
+        per = (n_keys + chunks - 1) / chunks;
+        per = (per + DECODE_WG - 1) / DECODE_WG * DECODE_WG;
+    }
+    chunks = (n_keys + per - 1) / per;
+    int k_al = d % 8 == 0 && call->k_off % 8 == 0 && call->k_stride_token % 8 == 0 && call->k_stride_head % 8 == 0;
+    int v_al = call->v_off % 8 == 0 && call->v_stride_token % 8 == 0 && call->v_stride_head % 8 == 0;
+    oc_cl_arg a[] = {
+        OC_CL_BUF(io->q), OC_CL_I32(call->q_off), OC_CL_I32(call->q_stride_head), OC_CL_BUF(io->k),
+        OC_CL_I32(call->k_off), OC_CL_I32(call->k_stride_token), OC_CL_I32(call->k_stride_head), OC_CL_BUF(io->v),
+        OC_CL_I32(call->v_off), OC_CL_I32(call->v_stride_token), OC_CL_I32(call->v_stride_head), OC_CL_BUF(io->out),
+        OC_CL_I32(call->out_off), OC_CL_I32(call->out_stride_head), OC_CL_BUF(at->partials_buf),
+        OC_CL_I32(L->n_head / L->n_head_kv), OC_CL_I32(d), OC_CL_I32(n_keys), OC_CL_I32(chunks > 1 ? per : n_keys),
+        OC_CL_I32(k_al), OC_CL_I32(v_al), OC_CL_F32(call->scale * 1.44269504088896340736f),
+    };
+    size_t local[2] = { DECODE_WG, 1 }, global[2] = { (size_t)L->n_head * DECODE_WG, (size_t)chunks };
+    oc_status st = oc_cl_launch(at->dev, OC_CLK_ATTN_DECODE, 2, global, local, (int)OC_ARRAY_LEN(a), a, err);
+    if (st != OC_OK || chunks == 1) return st;
+    size_t mg[2] = { (size_t)d, (size_t)L->n_head };
+    oc_cl_arg m[] = { OC_CL_BUF(io->out), OC_CL_I32(call->out_off), OC_CL_I32(call->out_stride_token),
+                      OC_CL_I32(call->out_stride_head), OC_CL_BUF(at->partials_buf), OC_CL_I32(chunks),
+                      OC_CL_I32(L->n_head), OC_CL_I32(1), OC_CL_I32(d) };
+    return oc_cl_launch(at->dev, OC_CLK_ATTN_MERGE, 2, mg, NULL, (int)OC_ARRAY_LEN(m), m, err);
+}
+
 oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *io, oc_attn_stats *stats,
                          oc_error *err) {
     oc_status st = oc_cl_attn_prepare(at, call, err);
@@ -1071,6 +1125,14 @@ oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_a
         return oc_fail(err, OC_ERR_RANGE, "opencl attn: patterns of heads %lld.. do not fit their buffer",
                        (long long)io->patterns_head);
     if (at->n_q == 0) return OC_OK;
+    int32_t n_dec = decode_keys(at, call, io);
+    if (n_dec > 0) {   /* every kept pair is executed: the stats come from the host, no wait */
+        if ((st = run_decode(at, call, io, n_dec, err)) != OC_OK || !stats) return st;
+        uint64_t kept = (uint64_t)n_dec * (uint64_t)L->n_head * 4 * (uint64_t)d;
+        stats->flops_kept += kept;
+        stats->flops_executed += kept;
+        return OC_OK;
+    }
     const oc_cl_buf *pats = io->patterns;
     int64_t pat_head = io->patterns_head;
     if (!pats && call->patterns) {

@@ -3,8 +3,10 @@
  * categories from the token layout, A-shape, and in prefill MMInference's Vertical-Slash, Grid,
  * Q-Boundary and 2D-Boundary from a per-prompt index: oc_cl_attn_dyn_build), grouped-query heads, f16 or f32 K/V with strides,
  * tiles a pattern drops never loaded (opencl/kernels/attn.cl explains the tiling). The explicit debug
- * mask (OC_ATTN_EXPLICIT) is CPU-only. Results depend only on the shapes and the device (the key
- * split of long decode calls follows its compute-unit count), never on timing. */
+ * mask (OC_ATTN_EXPLICIT) is CPU-only. A call of one query row whose heads are all dense over an
+ * f16 cache (a decode step) runs opencl/kernels/decode.cl instead, one launch plus the merge.
+ * Results depend only on the shapes and the device (the key split of long decode calls follows
+ * its compute-unit count), never on timing. */
 
 /* Use: open one context per model with its limits; then oc_cl_attn_run per layer with the call
  * (attn_call.h, the struct the CPU engine reads too) and that layer's buffers. A run whose geometry

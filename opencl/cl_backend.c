@@ -250,6 +250,76 @@ static oc_status cl_matmul(oc_backend *be, const oc_bw *w, const oc_bt *x, int64
                         oc_cl_mat_of(buf_of(y), y_off, y_stride), n_tok, buf_of(bias), err);
 }
 
+/* One token: one launch (cl_matmul.c oc_cl_matmul_fused); more: a product per launch. */
+static oc_status cl_matmul_n(oc_backend *be, const oc_bt *x, int64_t x_off, int64_t x_stride, int64_t n_tok,
+                             const oc_mm_out *out, int32_t n, oc_error *err) {
+    oc_status st;
+    if (n < 1 || n > OC_CL_FUSED_MAX) return oc_fail(err, OC_ERR_INVALID, "backend opencl matmul_n: %d products", (int)n);
+    for (int32_t j = 0; j < n; j++)
+        if (n_tok != 1 && (st = cl_matmul(be, out[j].w, x, x_off, x_stride, out[j].y, out[j].y_off, out[j].y_stride,
+                                          n_tok, out[j].bias, err)))
+            return st;
+    if (n_tok != 1) return OC_OK;
+    oc_cl_weight cw[OC_CL_FUSED_MAX];
+    const oc_cl_weight *wp[OC_CL_FUSED_MAX];
+    oc_cl_mat ym[OC_CL_FUSED_MAX];
+    const oc_cl_buf *bp[OC_CL_FUSED_MAX];
+    for (int32_t j = 0; j < n; j++) {
+        const oc_mm_out *o = &out[j];
+        if ((st = span(x, x_off, o->w->w.n_in, sizeof(float), "matmul_n x", err)) ||
+            (st = span(o->y, o->y_off, o->w->w.n_out, sizeof(float), "matmul_n y", err)) ||
+            (o->bias && (st = span(o->bias, 0, o->w->w.n_out, sizeof(float), "matmul_n bias", err))))
+            return st;
+        cw[j] = weight_of(o->w);
+        wp[j] = &cw[j];
+        ym[j] = oc_cl_mat_of(buf_of(o->y), o->y_off, o->w->w.n_out);
+        bp[j] = buf_of(o->bias);
+    }
+    return oc_cl_matmul_fused(clb(be)->dev->cl, n, wp, oc_cl_mat_of(buf_of(x), x_off, x_stride), ym, bp, 0, OC_ACT_SILU,
+                              err);
+}
+
+/* SwiGLU in the product's epilogue: one launch. */
+static oc_status cl_matmul_glu(oc_backend *be, const oc_bw *gate, const oc_bw *up, const oc_bt *x, int64_t x_off,
+                               oc_bt *y, int64_t y_off, oc_act act, oc_error *err) {
+    oc_status st;
+    if (gate->w.n_out != up->w.n_out || gate->w.n_in != up->w.n_in)
+        return oc_fail(err, OC_ERR_INVALID, "backend opencl matmul_glu: gate %lld x %lld, up %lld x %lld",
+                       (long long)gate->w.n_out, (long long)gate->w.n_in, (long long)up->w.n_out, (long long)up->w.n_in);
+    if ((st = span(x, x_off, gate->w.n_in, sizeof(float), "matmul_glu x", err)) ||
+        (st = span(y, y_off, gate->w.n_out, sizeof(float), "matmul_glu y", err)))
+        return st;
+    oc_cl_weight cg = weight_of(gate), cu = weight_of(up);
+    const oc_cl_weight *wp[2] = { &cg, &cu };
+    oc_cl_mat ym[2] = { oc_cl_mat_of(buf_of(y), y_off, gate->w.n_out), oc_cl_mat_of(buf_of(y), y_off, gate->w.n_out) };
+    const oc_cl_buf *bp[2] = { NULL, NULL };
+    return oc_cl_matmul_fused(clb(be)->dev->cl, 2, wp, oc_cl_mat_of(buf_of(x), x_off, gate->w.n_in), ym, bp, 1, act,
+                              err);
+}
+
+/* One launch for the rotations and both stores (cl_ops.c oc_cl_rope_store). */
+static oc_status cl_rope_store(oc_backend *be, oc_bt *q, oc_bt *k, const oc_bt *v, int64_t n_tok, int32_t n_head,
+                               int32_t n_head_kv, int32_t head_dim, int32_t n_pairs, const oc_bt *cos, const oc_bt *sin,
+                               oc_bt *k_cache, int64_t k_dst, oc_bt *v_cache, int64_t v_dst, oc_error *err) {
+    oc_status st;
+    if (n_tok <= 0) return OC_OK;
+    if (n_tok > INT32_MAX || n_pairs < 1 || n_head < 1 || n_head_kv < 1)
+        return oc_fail(err, OC_ERR_INVALID, "backend opencl rope_store: %lld tokens, %d + %d heads, %d pairs",
+                       (long long)n_tok, (int)n_head, (int)n_head_kv, (int)n_pairs);
+    int64_t qd = (int64_t)n_head * head_dim, kvd = (int64_t)n_head_kv * head_dim;
+    if ((st = span(q, 0, n_tok * qd, sizeof(float), "rope_store q", err)) ||
+        (st = span(k, 0, n_tok * kvd, sizeof(float), "rope_store k", err)) ||
+        (st = span(v, 0, n_tok * kvd, sizeof(float), "rope_store v", err)) ||
+        (st = span(cos, 0, n_tok * n_pairs, sizeof(float), "rope_store cos", err)) ||
+        (st = span(sin, 0, n_tok * n_pairs, sizeof(float), "rope_store sin", err)) ||
+        (st = span(k_cache, k_dst, n_tok * kvd, sizeof(uint16_t), "rope_store k cache", err)) ||
+        (st = span(v_cache, v_dst, n_tok * kvd, sizeof(uint16_t), "rope_store v cache", err)))
+        return st;
+    return oc_cl_rope_store(clb(be)->dev->cl, oc_cl_mat_of(buf_of(q), 0, qd), buf_of(k), 0, buf_of(v), 0, kvd,
+                            (int32_t)n_tok, n_head, n_head_kv, head_dim, n_pairs, oc_cl_mat_of(buf_of(cos), 0, n_pairs),
+                            oc_cl_mat_of(buf_of(sin), 0, n_pairs), buf_of(k_cache), k_dst, buf_of(v_cache), v_dst, err);
+}
+
 /* Rows whose id is past the table are left alone (the caller checks ids, backend.h). */
 static oc_status cl_embed(oc_backend *be, const oc_bw *table, const oc_bt *ids, int64_t n, oc_bt *dst,
                           int64_t dst_off, oc_error *err) {
@@ -455,6 +525,7 @@ static const oc_backend_ops cl_ops = {
     cl_matmul, cl_embed, cl_norm, cl_rope, cl_kv_store, cl_attention,
     cl_add, cl_act, cl_glu, cl_gather_rows,
     cl_kv_keep, cl_kv_dev, cl_write_queued,
+    cl_matmul_n, cl_matmul_glu, cl_rope_store,
 };
 
 static oc_cl_attn_limits attn_limits(const oc_backend_limits *lim) {

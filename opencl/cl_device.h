@@ -17,6 +17,7 @@
 #define OC_CL_KERNEL_LIST(X)                          \
     X(NORM, "norm.cl", "oc_norm")                     \
     X(ROPE_NEOX, "rope.cl", "oc_rope_neox")           \
+    X(ROPE_STORE, "rope.cl", "oc_rope_store")         \
     X(ACT, "elementwise.cl", "oc_act")                \
     X(GLU, "elementwise.cl", "oc_glu")                \
     X(ADD, "elementwise.cl", "oc_add")                \
@@ -27,9 +28,11 @@
     X(KV_KEEP, "kv.cl", "oc_kv_keep")                 \
     X(ARGMAX, "argmax.cl", "oc_argmax")               \
     X(GEMV, "matmul.cl", "oc_gemv")                   \
+    X(GEMV_FUSED, "matmul.cl", "oc_gemv_fused")       \
     X(GEMM, "matmul.cl", "oc_gemm")                   \
     X(ATTN, "attn.cl", "oc_attn")                     \
     X(ATTN_MERGE, "attn.cl", "oc_attn_merge")         \
+    X(ATTN_DECODE, "decode.cl", "oc_attn_decode")     \
     X(DYN_ESTIMATE, "dyn.cl", "oc_dyn_estimate")      \
     X(DYN_DIAG, "dyn.cl", "oc_dyn_diag")              \
     X(FMA_PEAK, "peak.cl", "oc_fma_peak")             \

@@ -117,6 +117,8 @@ static oc_status clblast_sgemm(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_m
 }
 #endif
 
+static void gemv_shape(oc_cl_device *dev, oc_cl_kernel_id id, int64_t n_rows, int64_t n_in, size_t local[2]);
+
 oc_status oc_cl_matmul(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc_cl_mat y, int64_t n_tok,
                        const oc_cl_buf *bias, oc_error *err) {
     if (!w || !w->buf || !oc_cl_weight_type_ok(w->dtype))
@@ -144,16 +146,70 @@ oc_status oc_cl_matmul(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc
                              (size_t)(n_tok + GEMM_TILE - 1) / GEMM_TILE * 16 };
         return oc_cl_launch(dev, OC_CLK_GEMM, 2, global, local, n_args - 1, a, err);
     }
-    size_t wg = oc_cl_pow2_wg(dev, OC_CLK_GEMV, GEMV_WG), t = oc_cl_pow2_wg(dev, OC_CLK_GEMV, GEMV_ROW_ITEMS);
+    size_t local[2];
+    gemv_shape(dev, OC_CLK_GEMV, w->n_out, w->n_in, local);
+    size_t global[2] = { local[0], (size_t)w->n_out };
+    a[n_args - 1] = OC_CL_LOCAL(local[0] * local[1] * 4 * sizeof(float));
+    return oc_cl_launch(dev, OC_CLK_GEMV, 2, global, local, n_args, a, err);
+}
+
+/* The row products (weight products, fused or not) of one token: local[0] items per row, local[1]
+ * rows per work-group (kernel id's limit). */
+static void gemv_shape(oc_cl_device *dev, oc_cl_kernel_id id, int64_t n_rows, int64_t n_in, size_t local[2]) {
+    size_t wg = oc_cl_pow2_wg(dev, id, GEMV_WG), t = oc_cl_pow2_wg(dev, id, GEMV_ROW_ITEMS);
     /* A few long rows (the MLP's down projection: 1,536 rows of 8,960) leave too few items to keep
      * enough loads in flight to cover the memory's latency: widen each row's share of items until the
      * launch has GEMV_GPU_ITEMS per compute unit on a GPU (GEMV_CPU_ITEMS on others), while every item
      * keeps at least GEMV_MIN_CHUNKS chunks of 8 of its row. */
     size_t want = (size_t)OC_MAX(dev->caps.compute_units, 1u) * (dev->caps.is_gpu ? GEMV_GPU_ITEMS : GEMV_CPU_ITEMS);
-    size_t n8 = (size_t)(w->n_in + 7) / 8;
-    while (t * 2 <= wg && (size_t)w->n_out * t < want && n8 >= t * 2 * GEMV_MIN_CHUNKS) t *= 2;
-    size_t r = OC_MAX((size_t)1, wg / t);
-    size_t local[2] = { t, r }, global[2] = { t, (size_t)w->n_out };
-    a[n_args - 1] = OC_CL_LOCAL(t * r * 4 * sizeof(float));
-    return oc_cl_launch(dev, OC_CLK_GEMV, 2, global, local, n_args, a, err);
+    size_t n8 = (size_t)(n_in + 7) / 8;
+    while (t * 2 <= wg && (size_t)n_rows * t < want && n8 >= t * 2 * GEMV_MIN_CHUNKS) t *= 2;
+    local[0] = t;
+    local[1] = OC_MAX((size_t)1, wg / t);
+}
+
+oc_status oc_cl_matmul_fused(oc_cl_device *dev, int32_t n, const oc_cl_weight *const *w, oc_cl_mat x,
+                             const oc_cl_mat *y, const oc_cl_buf *const *bias, int glu, oc_act act, oc_error *err) {
+    if (n < 1 || n > OC_CL_FUSED_MAX || (glu && n != 2))
+        return oc_fail(err, OC_ERR_INVALID, "opencl fused matmul: %d products%s", (int)n, glu ? " for a gated unit" : "");
+    int64_t rows = 0;
+    for (int32_t j = 0; j < n; j++) {
+        if (!w[j] || !w[j]->buf || !oc_cl_weight_type_ok(w[j]->dtype) || w[j]->dtype != w[0]->dtype ||
+            w[j]->n_in != w[0]->n_in)
+            return oc_fail(err, OC_ERR_INVALID, "opencl fused matmul: product %d has no weight, or not the first's type "
+                           "and input width", (int)j);
+        if (glu && w[j]->n_out != w[0]->n_out)
+            return oc_fail(err, OC_ERR_INVALID, "opencl fused matmul: gate and up of %lld and %lld rows",
+                           (long long)w[0]->n_out, (long long)w[j]->n_out);
+        int64_t n_out = glu ? w[0]->n_out : w[j]->n_out;
+        if (!view_fits(x, 1, w[j]->n_in) || ((!glu || j == 0) && !view_fits(y[j], 1, n_out)))
+            return oc_fail(err, OC_ERR_RANGE, "opencl fused matmul: x (%lld) or output %d (%lld) does not fit its buffer",
+                           (long long)w[j]->n_in, (int)j, (long long)n_out);
+        if (bias[j] && oc_cl_buf_bytes(bias[j]) < (size_t)w[j]->n_out * sizeof(float))
+            return oc_fail(err, OC_ERR_RANGE, "opencl fused matmul: bias %d shorter than %lld floats", (int)j,
+                           (long long)w[j]->n_out);
+        if ((!glu || j == 0) && x.buf == y[j].buf && x.off < y[j].off + n_out && y[j].off < x.off + w[j]->n_in)
+            return oc_fail(err, OC_ERR_INVALID, "opencl fused matmul: output %d overlaps x", (int)j);
+        rows += glu ? 0 : w[j]->n_out;
+    }
+    if (glu) rows = w[0]->n_out;
+    if (rows > INT32_MAX) return oc_fail(err, OC_ERR_RANGE, "opencl fused matmul: %lld rows", (long long)rows);
+    oc_cl_arg a[5 + 7 * OC_CL_FUSED_MAX + 1] = { OC_CL_BUF(x.buf), OC_CL_I32(x.off), OC_CL_I32(w[0]->dtype),
+                                                OC_CL_I32(w[0]->n_in), OC_CL_I32(glu ? (int32_t)act : -1) };
+    int k = 5;
+    for (int32_t j = 0; j < OC_CL_FUSED_MAX; j++) {
+        int on = j < n;
+        a[k++] = OC_CL_BUF(on ? w[j]->buf : w[0]->buf);
+        a[k++] = OC_CL_I32(on ? w[j]->row_bytes : w[0]->row_bytes);
+        a[k++] = OC_CL_I32(on ? w[j]->n_out : 0);
+        a[k++] = OC_CL_BUF(on && (!glu || j == 0) ? y[j].buf : y[0].buf);
+        a[k++] = OC_CL_I32(on && (!glu || j == 0) ? y[j].off : y[0].off);
+        a[k++] = OC_CL_BUF(on ? bias[j] : NULL);
+        a[k++] = OC_CL_I32(on && bias[j] != NULL);
+    }
+    size_t local[2];
+    gemv_shape(dev, OC_CLK_GEMV_FUSED, glu ? w[0]->n_out : rows, w[0]->n_in, local);
+    size_t global[2] = { local[0], (size_t)rows };
+    a[k++] = OC_CL_LOCAL(local[0] * local[1] * 2 * sizeof(float));
+    return oc_cl_launch(dev, OC_CLK_GEMV_FUSED, 2, global, local, k, a, err);
 }

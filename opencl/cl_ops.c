@@ -124,6 +124,37 @@ oc_status oc_cl_rope_neox(oc_cl_device *dev, oc_cl_buf *x, int64_t off, int64_t 
     return oc_cl_launch(dev, OC_CLK_ROPE_NEOX, 3, global, NULL, (int)OC_ARRAY_LEN(a), a, err);
 }
 
+oc_status oc_cl_rope_store(oc_cl_device *dev, oc_cl_mat q, oc_cl_buf *k, int64_t k_off, const oc_cl_buf *v,
+                           int64_t v_off, int64_t kv_stride, int32_t n_tokens, int32_t n_head, int32_t n_head_kv,
+                           int32_t head_dim, int32_t n_pairs, oc_cl_mat cos_t, oc_cl_mat sin_t, oc_cl_buf *k_cache,
+                           int64_t k_dst, oc_cl_buf *v_cache, int64_t v_dst, oc_error *err) {
+    oc_status st;
+    int64_t qd = (int64_t)n_head * head_dim, kvd = (int64_t)n_head_kv * head_dim;
+    if (n_tokens < 1 || n_head < 1 || n_head_kv < 1 || n_pairs < 1 || 2 * (int64_t)n_pairs > head_dim ||
+        (n_tokens > 1 && (q.stride < qd || kv_stride < kvd)) || kv_stride > INT32_MAX ||
+        (cos_t.stride != sin_t.stride && n_tokens > 1))
+        return oc_fail(err, OC_ERR_INVALID, "opencl rope_store: %d tokens x %d + %d heads of %d pairs in %d, row strides "
+                       "%lld, %lld", (int)n_tokens, (int)n_head, (int)n_head_kv, (int)n_pairs, (int)head_dim,
+                       (long long)q.stride, (long long)kv_stride);
+    if ((st = mat_check(q, n_tokens, qd, "rope_store", "q", err)) ||
+        (st = mat_check(oc_cl_mat_of(k, k_off, kv_stride), n_tokens, kvd, "rope_store", "k", err)) ||
+        (st = mat_check(oc_cl_mat_of((oc_cl_buf *)v, v_off, kv_stride), n_tokens, kvd, "rope_store", "v", err)) ||
+        (st = mat_check(cos_t, n_tokens, n_pairs, "rope_store", "cos table", err)) ||
+        (st = mat_check(sin_t, n_tokens, n_pairs, "rope_store", "sin table", err)))
+        return st;
+    int64_t span = (int64_t)n_tokens * kvd;
+    if (k_dst < 0 || v_dst < 0 || !span_ok(k_cache, k_dst, span, 2) || !span_ok(v_cache, v_dst, span, 2))
+        return oc_fail(err, OC_ERR_RANGE, "opencl rope_store: %d rows of %lld at %lld / %lld outside the caches",
+                       (int)n_tokens, (long long)kvd, (long long)k_dst, (long long)v_dst);
+    size_t global[3] = { (size_t)n_pairs, (size_t)(n_head + 2 * n_head_kv), (size_t)n_tokens };
+    oc_cl_arg a[] = { OC_CL_BUF(q.buf), OC_CL_I32(q.off), OC_CL_I32(q.stride), OC_CL_I32(n_head), OC_CL_BUF(k),
+                      OC_CL_I32(k_off), OC_CL_BUF(v), OC_CL_I32(v_off), OC_CL_I32(kv_stride), OC_CL_I32(n_head_kv),
+                      OC_CL_I32(head_dim), OC_CL_I32(n_pairs), OC_CL_I32(n_tokens), OC_CL_BUF(cos_t.buf),
+                      OC_CL_I32(cos_t.off), OC_CL_BUF(sin_t.buf), OC_CL_I32(sin_t.off), OC_CL_I32(cos_t.stride),
+                      OC_CL_BUF(k_cache), OC_CL_I32(k_dst), OC_CL_BUF(v_cache), OC_CL_I32(v_dst) };
+    return oc_cl_launch(dev, OC_CLK_ROPE_STORE, 3, global, NULL, (int)OC_ARRAY_LEN(a), a, err);
+}
+
 oc_status oc_cl_gather_rows(oc_cl_device *dev, oc_cl_buf *dst, int64_t dst_off, const oc_cl_buf *src, int64_t src_off,
                             int64_t n_src_rows, const oc_cl_buf *idx, int64_t idx_off, int64_t n_rows, int64_t dim,
                             int32_t unit, oc_error *err) {

@@ -47,6 +47,15 @@ oc_status oc_cl_rope_neox(oc_cl_device *dev, oc_cl_buf *x, int64_t off, int64_t 
                           int32_t n_tokens, int32_t n_heads, int32_t n_pairs, oc_cl_mat cos_t, oc_cl_mat sin_t,
                           oc_error *err);
 
+/* A decode step's oc_cl_rope_neox on q (n_head heads) and k (n_head_kv heads) and oc_cl_kv_store of
+ * k and v into f16 caches, in one launch: n_tokens rows of q from q.off (q.stride apart) and of
+ * k and v from k_off / v_off (kv_stride apart), heads head_dim floats apart; the caches' rows
+ * n_head_kv * head_dim halves apart from k_dst / v_dst (in halves); tables as oc_cl_rope_neox. */
+oc_status oc_cl_rope_store(oc_cl_device *dev, oc_cl_mat q, oc_cl_buf *k, int64_t k_off, const oc_cl_buf *v,
+                           int64_t v_off, int64_t kv_stride, int32_t n_tokens, int32_t n_head, int32_t n_head_kv,
+                           int32_t head_dim, int32_t n_pairs, oc_cl_mat cos_t, oc_cl_mat sin_t, oc_cl_buf *k_cache,
+                           int64_t k_dst, oc_cl_buf *v_cache, int64_t v_dst, oc_error *err);
+
 /* dst row r = src row idx[idx_off + r / unit] * unit + r % unit for r < n_rows, rows of dim floats
  * packed from dst_off / src_off (Qwen2.5-VL's window order and its inverse); idx: int32 on the
  * device, ceil(n_rows / unit) of them (the last unit may be partial). A source row outside
@@ -79,6 +88,15 @@ void oc_cl_weight_free(oc_cl_weight *w);   /* frees the buffer, zeroes *w; NULL 
  * overlap x. */
 oc_status oc_cl_matmul(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc_cl_mat y, int64_t n_tok,
                        const oc_cl_buf *bias, oc_error *err);
+
+/* Products of one token's x (n_in floats at x.off) with n weights of one type and n_in, in one
+ * launch (decode): y[j] = x W_j^T (+ bias[j]) for j < n (n <= OC_CL_FUSED_MAX; q, k and v), or
+ * with glu (n == 2, W_0 and W_1 of the same rows: gate and up) y[0] = act(x W_0^T + bias[0]) *
+ * (x W_1^T + bias[1]), y[1] unused. bias[j] may be NULL. Each product equals oc_cl_matmul's for
+ * one token bit for bit when its rows get as many items. No output may overlap x. */
+#define OC_CL_FUSED_MAX 3
+oc_status oc_cl_matmul_fused(oc_cl_device *dev, int32_t n, const oc_cl_weight *const *w, oc_cl_mat x,
+                             const oc_cl_mat *y, const oc_cl_buf *const *bias, int glu, oc_act act, oc_error *err);
 
 /* ---- embedding, KV cache, sampling ------------------------------------------------------------------ */
 

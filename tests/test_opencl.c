@@ -515,6 +515,105 @@ static void test_gemv_f16_exact(void) {
     oc_cl_buf_free(dx); oc_cl_buf_free(dy); oc_cl_weight_free(&cw);
 }
 
+/* oc_cl_matmul_fused against a double loop: n products of one x (q, k, v shapes: odd row counts,
+ * biases on some) written into one buffer with gaps that stay poisoned, or with glu the SiLU gated
+ * unit of two (gate, up), for every weight type and odd widths; and refusals of bad calls. */
+static void check_fused(check_rng *r, int32_t dtype, int64_t n_in, int n, const int64_t *n_out, int glu) {
+    oc_weight w[OC_CL_FUSED_MAX];
+    void *data[OC_CL_FUSED_MAX];
+    float *f[OC_CL_FUSED_MAX], *bv[OC_CL_FUSED_MAX];
+    oc_cl_weight cw[OC_CL_FUSED_MAX];
+    const oc_cl_weight *wp[OC_CL_FUSED_MAX];
+    oc_cl_mat ym[OC_CL_FUSED_MAX];
+    const oc_cl_buf *bp[OC_CL_FUSED_MAX];
+    oc_cl_buf *db[OC_CL_FUSED_MAX];
+    oc_error err;
+    float *x = rand_f32(r, (size_t)n_in + 3, -1.0f, 1.0f);
+    int64_t total = 0, at[OC_CL_FUSED_MAX];
+    for (int j = 0; j < n; j++) {
+        f[j] = make_weight(r, dtype, n_in, n_out[j], &w[j], &data[j]);
+        bv[j] = rand_f32(r, (size_t)n_out[j], -1.0f, 1.0f);
+        REQUIREF(oc_cl_weight_upload(g_dev, &w[j], 0, &cw[j], &err) == OC_OK, "%s", err.message);
+        wp[j] = &cw[j];
+        db[j] = dup_host(bv[j], sizeof(float) * (size_t)n_out[j]);
+        bp[j] = j != 1 ? db[j] : NULL;   /* a product without bias between two with */
+        at[j] = total + 1;               /* one poisoned float before each output */
+        total += n_out[j] + 1;
+    }
+    oc_cl_buf *dx = dup_host(x, sizeof(float) * ((size_t)n_in + 3)), *dy = dbuf(sizeof(float) * (size_t)(total + 1));
+    for (int j = 0; j < n; j++) ym[j] = oc_cl_mat_of(dy, glu ? at[0] : at[j], n_out[j]);
+    poison(dy);
+    oc_status st = oc_cl_matmul_fused(g_dev, n, wp, oc_cl_mat_of(dx, 3, n_in), ym, bp, glu, OC_ACT_SILU, &err);
+    CHECKF(st == OC_OK, "%s", err.message);
+    float *y = fetch(dy);
+    double *ref = malloc(sizeof(double) * (size_t)(total + 1));
+    for (int64_t i = 0; i <= total; i++) ref[i] = NAN;
+    for (int j = 0; j < n; j++)
+        for (int64_t o = 0; o < n_out[j]; o++) {
+            double s = bp[j] ? bv[j][o] : 0.0;
+            for (int64_t k = 0; k < n_in; k++) s += (double)x[3 + k] * f[j][o * n_in + k];
+            if (!glu) ref[at[j] + o] = s;
+            else if (j == 0) ref[at[0] + o] = s / (1.0 + exp(-s));
+            else ref[at[0] + o] *= s;
+        }
+    double num = 0, den = 0;
+    int bad = 0;
+    for (int64_t i = 0; i <= total; i++) {
+        if (isnan(ref[i])) { bad += !isnan(y[i]); continue; }
+        if (!isfinite(y[i])) { bad++; continue; }
+        num += (y[i] - ref[i]) * (y[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    double e = bad ? INFINITY : sqrt(num / den);
+    CHECKF(e < 1e-5, "fused %s, %d products of %lld, glu %d: rel err %.3g (%d bad)", oc_dtype_name(dtype), n,
+           (long long)n_in, glu, e, bad);
+    free(y); free(ref); free(x);
+    oc_cl_buf_free(dx); oc_cl_buf_free(dy);
+    for (int j = 0; j < n; j++) {
+        free(f[j]); free(bv[j]); free(data[j]);
+        oc_cl_buf_free(db[j]);
+        oc_cl_weight_free(&cw[j]);
+    }
+}
+
+static void test_matmul_fused(void) {
+    if (!need_dev()) return;
+    check_rng r = { 21 };
+    const int64_t qkv[3] = { 96, 17, 17 }, one[1] = { 41 }, gu[2] = { 77, 77 }, big[3] = { 300, 64, 64 };
+    for (int ti = 0; ti < 4; ti++) {
+        int32_t t = dev_types[ti];
+        int q = t == OC_DTYPE_Q8_0 || t == OC_DTYPE_Q4_0;
+        check_fused(&r, t, q ? 96 : 100, 3, qkv, 0);
+        check_fused(&r, t, q ? 64 : 37, 1, one, 0);
+        check_fused(&r, t, q ? 160 : 136, 2, gu, 1);
+        check_fused(&r, t, q ? 1536 : 1544, 3, big, 0);
+        check_fused(&r, t, q ? 2048 : 2056, 2, gu, 1);
+    }
+    /* refusals: a mixed type, mismatched gate/up rows, too many products, an output over x */
+    oc_weight wa, wb;
+    void *da, *dbb;
+    float *fa = make_weight(&r, OC_DTYPE_F16, 64, 8, &wa, &da), *fb = make_weight(&r, OC_DTYPE_F32, 64, 9, &wb, &dbb);
+    oc_cl_weight ca, cb;
+    oc_error err;
+    REQUIREF(oc_cl_weight_upload(g_dev, &wa, 0, &ca, &err) == OC_OK && oc_cl_weight_upload(g_dev, &wb, 0, &cb, &err) == OC_OK,
+             "%s", err.message);
+    oc_cl_buf *buf = dbuf(sizeof(float) * 256);
+    const oc_cl_weight *mixed[2] = { &ca, &cb }, *four[4] = { &ca, &ca, &ca, &ca };
+    oc_cl_mat ym[4] = { oc_cl_mat_of(buf, 100, 8), oc_cl_mat_of(buf, 120, 9), oc_cl_mat_of(buf, 140, 8),
+                        oc_cl_mat_of(buf, 160, 8) };
+    const oc_cl_buf *nb[4] = { NULL, NULL, NULL, NULL };
+    CHECK(oc_cl_matmul_fused(g_dev, 2, mixed, oc_cl_mat_of(buf, 0, 64), ym, nb, 0, OC_ACT_SILU, &err) == OC_ERR_INVALID);
+    CHECK(oc_cl_matmul_fused(g_dev, 4, four, oc_cl_mat_of(buf, 0, 64), ym, nb, 0, OC_ACT_SILU, &err) == OC_ERR_INVALID);
+    CHECK(oc_cl_matmul_fused(g_dev, 3, four, oc_cl_mat_of(buf, 0, 64), ym, nb, 1, OC_ACT_SILU, &err) == OC_ERR_INVALID);
+    oc_cl_mat over[1] = { oc_cl_mat_of(buf, 60, 8) };
+    CHECK(oc_cl_matmul_fused(g_dev, 1, four, oc_cl_mat_of(buf, 0, 64), over, nb, 0, OC_ACT_SILU, &err) == OC_ERR_INVALID);
+    oc_cl_mat past[1] = { oc_cl_mat_of(buf, 250, 8) };
+    CHECK(oc_cl_matmul_fused(g_dev, 1, four, oc_cl_mat_of(buf, 0, 64), past, nb, 0, OC_ACT_SILU, &err) == OC_ERR_RANGE);
+    oc_cl_buf_free(buf);
+    oc_cl_weight_free(&ca); oc_cl_weight_free(&cb);
+    free(fa); free(fb); free(da); free(dbb);
+}
+
 static void test_matmul(void) {
     if (!need_dev()) return;
     check_rng r = { 15 };
@@ -563,6 +662,93 @@ static void test_matmul(void) {
 }
 
 /* ---- KV cache, argmax ----------------------------------------------------------------------------------------- */
+
+/* oc_cl_rope_store against the launches it replaces (oc_cl_rope_neox on q and k, oc_cl_kv_store of
+ * k and v into f16 caches): q, k and both caches bit for bit, the cache rows outside the stored
+ * ones still poisoned, and q against a double rotation; odd head dims (a tail past the pairs),
+ * partial rotation, one token and several, GQA; and refusals. */
+static void check_rope_store(check_rng *r, int n_tok, int n_head, int n_kv, int hd, int pairs, int at_row) {
+    int qd = n_head * hd, kvd = n_kv * hd, rows = at_row + n_tok + 2;
+    float *q = rand_f32(r, (size_t)n_tok * qd, -2.0f, 2.0f), *k = rand_f32(r, (size_t)n_tok * kvd, -2.0f, 2.0f);
+    float *v = rand_f32(r, (size_t)n_tok * kvd, -2.0f, 2.0f);
+    float *cs = malloc(sizeof(float) * (size_t)(n_tok * pairs)), *sn = malloc(sizeof(float) * (size_t)(n_tok * pairs));
+    for (int t = 0; t < n_tok * pairs; t++) {
+        float ang = (float)(t * 7 + 1) * 0.37f;
+        cs[t] = cosf(ang);
+        sn[t] = sinf(ang);
+    }
+    size_t qb = sizeof(float) * (size_t)n_tok * qd, kb = sizeof(float) * (size_t)n_tok * kvd;
+    size_t cb = 2 * (size_t)rows * kvd, tb = sizeof(float) * (size_t)(n_tok * pairs);
+    oc_cl_buf *q1 = dup_host(q, qb), *k1 = dup_host(k, kb), *q2 = dup_host(q, qb), *k2 = dup_host(k, kb), *dv = dup_host(v, kb);
+    oc_cl_buf *kc1 = dbuf(cb), *vc1 = dbuf(cb), *kc2 = dbuf(cb), *vc2 = dbuf(cb), *dc = dup_host(cs, tb), *ds = dup_host(sn, tb);
+    poison(kc1); poison(vc1); poison(kc2); poison(vc2);
+    oc_error err;
+    unsigned char *poison_bytes = malloc(cb);
+    CHECK(oc_cl_download(g_dev, kc2, 0, poison_bytes, cb, &err) == OC_OK);
+    int64_t dst = (int64_t)at_row * kvd;
+    oc_cl_mat ct = oc_cl_mat_of(dc, 0, pairs), stt = oc_cl_mat_of(ds, 0, pairs);
+    CHECKF(oc_cl_rope_neox(g_dev, q1, 0, qd, hd, n_tok, n_head, pairs, ct, stt, &err) == OC_OK &&
+           oc_cl_rope_neox(g_dev, k1, 0, kvd, hd, n_tok, n_kv, pairs, ct, stt, &err) == OC_OK &&
+           oc_cl_kv_store(g_dev, oc_cl_mat_of(k1, 0, kvd), n_tok, kvd, kc1, OC_DTYPE_F16, dst, kvd, &err) == OC_OK &&
+           oc_cl_kv_store(g_dev, oc_cl_mat_of(dv, 0, kvd), n_tok, kvd, vc1, OC_DTYPE_F16, dst, kvd, &err) == OC_OK,
+           "%s", err.message);
+    CHECKF(oc_cl_rope_store(g_dev, oc_cl_mat_of(q2, 0, qd), k2, 0, dv, 0, kvd, n_tok, n_head, n_kv, hd, pairs, ct, stt,
+                            kc2, dst, vc2, dst, &err) == OC_OK, "%s", err.message);
+    float *a[2] = { fetch(q1), fetch(k1) }, *b[2] = { fetch(q2), fetch(k2) };
+    size_t nb[2] = { qb, kb };
+    unsigned char *c1[2] = { malloc(cb), malloc(cb) }, *c2[2] = { malloc(cb), malloc(cb) };
+    oc_cl_buf *caches1[2] = { kc1, vc1 }, *caches2[2] = { kc2, vc2 };
+    for (int i = 0; i < 2; i++) {
+        CHECKF(!memcmp(a[i], b[i], nb[i]), "rope_store %d x %d/%d x %d (%d pairs): %s differs from rope", n_tok, n_head,
+               n_kv, hd, pairs, i ? "k" : "q");
+        CHECK(oc_cl_download(g_dev, caches1[i], 0, c1[i], cb, &err) == OC_OK);
+        CHECK(oc_cl_download(g_dev, caches2[i], 0, c2[i], cb, &err) == OC_OK);
+        CHECKF(!memcmp(c1[i], c2[i], cb), "rope_store %d x %d/%d x %d (%d pairs): %s cache differs from kv_store", n_tok,
+               n_head, n_kv, hd, pairs, i ? "v" : "k");
+        int untouched = 0;   /* rows outside [at_row, at_row + n_tok) keep the poison's bytes */
+        for (int row = 0; row < rows; row++)
+            if (row < at_row || row >= at_row + n_tok)
+                untouched += !memcmp(c2[i] + 2 * (size_t)row * kvd, poison_bytes + 2 * (size_t)row * kvd, 2 * (size_t)kvd);
+        CHECKF(untouched == rows - n_tok, "rope_store: %d of %d rows outside the stored ones kept their poison",
+               untouched, rows - n_tok);
+    }
+    double *ref = malloc(sizeof(double) * (size_t)n_tok * qd);
+    for (int t = 0; t < n_tok; t++)
+        for (int h = 0; h < n_head; h++) {
+            double *p = ref + (size_t)t * qd + h * hd;
+            for (int e = 0; e < hd; e++) p[e] = q[(size_t)t * qd + h * hd + e];
+            for (int j = 0; j < pairs; j++) {
+                double x0 = p[j], x1 = p[j + pairs], c = cs[t * pairs + j], sv = sn[t * pairs + j];
+                p[j] = x0 * c - x1 * sv;
+                p[j + pairs] = x1 * c + x0 * sv;
+            }
+        }
+    double e = check_rel_err_f32(b[0], ref, (size_t)n_tok * qd);
+    CHECKF(e < 1e-6, "rope_store q: rel err %.3g", e);
+    free(ref); free(q); free(k); free(v); free(cs); free(sn); free(poison_bytes);
+    for (int i = 0; i < 2; i++) { free(a[i]); free(b[i]); free(c1[i]); free(c2[i]); }
+    oc_cl_buf_free(q1); oc_cl_buf_free(k1); oc_cl_buf_free(q2); oc_cl_buf_free(k2); oc_cl_buf_free(dv);
+    oc_cl_buf_free(kc1); oc_cl_buf_free(vc1); oc_cl_buf_free(kc2); oc_cl_buf_free(vc2);
+    oc_cl_buf_free(dc); oc_cl_buf_free(ds);
+}
+
+static void test_rope_store(void) {
+    if (!need_dev()) return;
+    check_rng r = { 22 };
+    check_rope_store(&r, 1, 12, 2, 128, 64, 37);   /* the 2B model's decode step */
+    check_rope_store(&r, 1, 4, 4, 37, 18, 0);      /* odd head dim: one element past the pairs */
+    check_rope_store(&r, 3, 6, 2, 40, 16, 5);      /* partial rotation, several tokens */
+    oc_error err;
+    oc_cl_buf *b = dbuf(4096);
+    oc_cl_mat t = oc_cl_mat_of(b, 0, 4);
+    CHECK(oc_cl_rope_store(g_dev, oc_cl_mat_of(b, 0, 64), b, 0, b, 0, 32, 1, 2, 1, 32, 17, t, t, b, 0, b, 0, &err) ==
+          OC_ERR_INVALID);   /* 17 pairs in 32 */
+    CHECK(oc_cl_rope_store(g_dev, oc_cl_mat_of(b, 0, 64), b, 0, b, 0, 32, 1, 2, 1, 32, 4, t, t, b, 2040, b, 0, &err) ==
+          OC_ERR_RANGE);     /* the k row past the cache */
+    CHECK(oc_cl_rope_store(g_dev, oc_cl_mat_of(b, 1000, 64), b, 0, b, 0, 32, 1, 2, 1, 32, 4, t, t, b, 0, b, 0, &err) ==
+          OC_ERR_RANGE);     /* q past its buffer */
+    oc_cl_buf_free(b);
+}
 
 static void test_kv_store(void) {
     if (!need_dev()) return;
@@ -680,10 +866,13 @@ typedef struct attn_case {
 /* Run one case on the CPU engine (scalar kernels) and on the device with the same buffers and
  * strides; outputs within 1e-4 relative (the CPU engine's own tolerance against double), kept and
  * skipped pair counts equal. */
+static int g_kv_aligned;   /* check_attn: cache rows of 8-half multiples (decode.cl's 16-byte K loads) */
+
 static void check_attn(const attn_case *c, oc_cl_attn *at, check_rng *r, int host_patterns) {
     int d = c->d;
     int64_t qst = (int64_t)c->n_head * d + 3, ost = (int64_t)c->n_head * d + 1;
-    int64_t kst = d + 5, ksh = (int64_t)(c->n_kv > 0 ? c->n_kv : 1) * kst;   /* head-major cache, padded rows */
+    int64_t kst = g_kv_aligned ? (d + 7) / 8 * 8 + 8 : d + 5;   /* head-major cache, padded rows */
+    int64_t ksh = (int64_t)(c->n_kv > 0 ? c->n_kv : 1) * kst;
     size_t es = c->kv_dtype == OC_DTYPE_F16 ? 2 : 4, nq = (size_t)(c->n_q > 0 ? c->n_q : 1);
     size_t kv_elems = (size_t)c->n_head_kv * (size_t)ksh;
     float *q = rand_f32(r, nq * (size_t)qst, -2.0f, 2.0f);
@@ -791,6 +980,33 @@ static void test_attn_dense(void) {
         { "no keys", 3, 0, 2, 1, 64, 0, OC_ATTN_BIDIRECTIONAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
     };
     run_cases(cases, (int)OC_ARRAY_LEN(cases), 0, 3);
+}
+
+/* One query row over every key it keeps (decode: opencl/kernels/decode.cl when the heads are dense and
+ * the cache f16): key counts around its block of 64 and chunk edges, head dims that are not
+ * multiples of 8 or of its 64 items, GQA groups, forced splits, a causal prefix, both cache row
+ * alignments (16-byte loads or one half at a time); f32 caches and dense-pattern calls too. */
+static void test_attn_decode(void) {
+    if (!need_dev()) return;
+    static const oc_head_pattern dense4[4] = { { .kind = OC_PATTERN_DENSE }, { .kind = OC_PATTERN_DENSE },
+                                               { .kind = OC_PATTERN_DENSE }, { .kind = OC_PATTERN_DENSE } };
+    const attn_case cases[] = {
+        { "decode 1 key, d128, GQA 12/2", 1, 1, 12, 2, 128, 0, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode 63 keys, d64", 1, 63, 4, 2, 64, 62, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode 64 keys, d128", 1, 64, 4, 1, 128, 63, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode 65 keys, d80", 1, 65, 6, 3, 80, 64, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode 513 keys, d128, GQA 12/2", 1, 513, 12, 2, 128, 512, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode 700 keys, d37", 1, 700, 2, 1, 37, 699, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode 4100 keys, d128, GQA 12/2", 1, 4100, 12, 2, 128, 4099, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode 300 keys, split 7", 1, 300, 4, 2, 64, 299, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 7 },
+        { "decode 130 keys, split 64", 1, 130, 2, 2, 40, 129, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 64 },
+        { "decode causal prefix 90 of 200", 1, 200, 4, 2, 64, 89, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode bidirectional 150, d24", 1, 150, 3, 1, 24, 0, OC_ATTN_BIDIRECTIONAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode dense patterns 333", 1, 333, 4, 2, 128, 332, OC_ATTN_CAUSAL, NULL, 0, dense4, NULL, 0, 0, OC_DTYPE_F16, 0 },
+        { "decode f32 cache 333", 1, 333, 4, 2, 64, 332, OC_ATTN_CAUSAL, NULL, 0, NULL, NULL, 0, 0, OC_DTYPE_F32, 0 },
+    };
+    for (g_kv_aligned = 0; g_kv_aligned < 2; g_kv_aligned++) run_cases(cases, (int)OC_ARRAY_LEN(cases), 0, 0);
+    g_kv_aligned = 0;
 }
 
 static void test_attn_patterns(void) {
@@ -1392,10 +1608,13 @@ int main(void) {
     CHECK_RUN(test_embed);
     CHECK_RUN(test_matmul);
     CHECK_RUN(test_gemv_f16_exact);
+    CHECK_RUN(test_matmul_fused);
     CHECK_RUN(test_kv_store);
+    CHECK_RUN(test_rope_store);
     CHECK_RUN(test_keep_rows);
     CHECK_RUN(test_argmax);
     CHECK_RUN(test_attn_dense);
+    CHECK_RUN(test_attn_decode);
     CHECK_RUN(test_attn_patterns);
     CHECK_RUN(test_attn_dynamic);
     CHECK_RUN(test_attn_boundary);

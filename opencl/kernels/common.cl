@@ -45,3 +45,15 @@ inline float8 oc_load8_f32(const __global float *x, int k0, int n) {
     for (int e = 0; e < 8; e++) v[e] = k0 + e < n ? x[k0 + e] : 0.0f;
     return (float8)(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
 }
+
+/* Activations (src/kernels/nn.h oc_act: SiLU, GELU with erf, QuickGELU), for elementwise.cl and the
+ * fused gate/up product of matmul.cl. */
+#define OC_ACT_SILU 0
+#define OC_ACT_GELU_ERF 1
+#define OC_ACT_GELU_QUICK 2
+
+inline float oc_act_eval(float x, int act) {
+    if (act == OC_ACT_GELU_ERF) return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
+    if (act == OC_ACT_GELU_QUICK) return x / (1.0f + exp(-1.702f * x));
+    return x / (1.0f + exp(-x));
+}

@@ -1,16 +1,7 @@
 /* elementwise.cl: the per-element operations of a transformer block (src/kernels/nn.h): activations
  * (SiLU, GELU with erf, QuickGELU), the gated unit act(gate) * up (SwiGLU with SiLU), residual
  * adds and the bias add after a CLBlast product. Offsets and counts are in floats. */
-#define OC_ACT_SILU 0
-#define OC_ACT_GELU_ERF 1
-#define OC_ACT_GELU_QUICK 2
-
-inline float oc_act_eval(float x, int act) {
-    if (act == OC_ACT_GELU_ERF) return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
-    if (act == OC_ACT_GELU_QUICK) return x / (1.0f + exp(-1.702f * x));
-    return x / (1.0f + exp(-x));
-}
-
+/* oc_act_eval and the OC_ACT_* ids: common.cl (matmul.cl's fused gate/up product takes them too) */
 __kernel void oc_act(__global float *x, int off, int n, int act) {
     int i = get_global_id(0);
     if (i < n) x[off + i] = oc_act_eval(x[off + i], act);

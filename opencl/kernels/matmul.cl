@@ -39,6 +39,42 @@ inline void oc_gemv_reduce(__local float *rr, int t, int nt, int n_acc) {
     }
 }
 
+/* One token's product with one row: this item's share (chunks t, t + nt, ... of 8) of the row's dot
+ * with x. Two chunks per step, each with its own accumulator, so two loads are in flight before
+ * the first is used; F16 rows whose chunks are 16-byte aligned (row_bytes a multiple of 16, whole
+ * chunks) load as uint4. */
+inline float oc_gemv_part1(const __global uchar *wr, int dtype, int row_bytes, int n_in, const __global float *xr,
+                           int t, int nt) {
+    int n8 = (n_in + 7) / 8, c = t;
+    float a0 = 0.0f, a1 = 0.0f;
+    if (dtype == OC_DT_F16 && (row_bytes & 15) == 0 && (n_in & 7) == 0) {
+        const __global uint4 *w4 = (const __global uint4 *)wr;
+        for (; c + nt < n8; c += 2 * nt) {
+            uint4 u0 = w4[c], u1 = w4[c + nt];
+            float8 w0 = oc_half8_of_bits(u0), w1 = oc_half8_of_bits(u1);
+            float8 x0 = vload8(c, xr), x1 = vload8(c + nt, xr);
+            a0 += dot(w0.lo, x0.lo) + dot(w0.hi, x0.hi);
+            a1 += dot(w1.lo, x1.lo) + dot(w1.hi, x1.hi);
+        }
+        if (c < n8) {
+            float8 w0 = oc_half8_of_bits(w4[c]), x0 = vload8(c, xr);
+            a0 += dot(w0.lo, x0.lo) + dot(w0.hi, x0.hi);
+        }
+    } else {
+        for (; c + nt < n8; c += 2 * nt) {
+            float8 w0 = oc_load8(dtype, wr, 8 * c, n_in), w1 = oc_load8(dtype, wr, 8 * (c + nt), n_in);
+            float8 x0 = oc_load8_f32(xr, 8 * c, n_in), x1 = oc_load8_f32(xr, 8 * (c + nt), n_in);
+            a0 += dot(w0.lo, x0.lo) + dot(w0.hi, x0.hi);
+            a1 += dot(w1.lo, x1.lo) + dot(w1.hi, x1.hi);
+        }
+        if (c < n8) {
+            float8 w0 = oc_load8(dtype, wr, 8 * c, n_in), x0 = oc_load8_f32(xr, 8 * c, n_in);
+            a0 += dot(w0.lo, x0.lo) + dot(w0.hi, x0.hi);
+        }
+    }
+    return a0 + a1;
+}
+
 __kernel void oc_gemv(__global float *y, int y_off, int y_stride, const __global float *x, int x_off, int x_stride,
                       const __global uchar *w, int dtype, int row_bytes, int n_in, int n_out,
                       const __global float *bias, int has_bias, int n_tok, __local float *red) {
@@ -46,41 +82,8 @@ __kernel void oc_gemv(__global float *y, int y_off, int y_stride, const __global
     int o = get_group_id(1) * get_local_size(1) + r, n8 = (n_in + 7) / 8;
     const __global uchar *wr = w + (size_t)min(o, n_out - 1) * row_bytes;
     __local float *rr = red + r * nt * GEMV_TOK;
-    if (n_tok == 1) {
-        /* Decode: one token, one accumulator (uniform branch). Each item streams its share of the row
-         * two chunks per step, so two loads are in flight before the first is used; F16 rows whose
-         * chunks are 16-byte aligned (row_bytes a multiple of 16, whole chunks) load as uint4. */
-        const __global float *xr = x + x_off;
-        float a0 = 0.0f, a1 = 0.0f;
-        if (o < n_out) {
-            int c = t;
-            if (dtype == OC_DT_F16 && (row_bytes & 15) == 0 && (n_in & 7) == 0) {
-                const __global uint4 *w4 = (const __global uint4 *)wr;
-                for (; c + nt < n8; c += 2 * nt) {
-                    uint4 u0 = w4[c], u1 = w4[c + nt];
-                    float8 w0 = oc_half8_of_bits(u0), w1 = oc_half8_of_bits(u1);
-                    float8 x0 = vload8(c, xr), x1 = vload8(c + nt, xr);
-                    a0 += dot(w0.lo, x0.lo) + dot(w0.hi, x0.hi);
-                    a1 += dot(w1.lo, x1.lo) + dot(w1.hi, x1.hi);
-                }
-                if (c < n8) {
-                    float8 w0 = oc_half8_of_bits(w4[c]), x0 = vload8(c, xr);
-                    a0 += dot(w0.lo, x0.lo) + dot(w0.hi, x0.hi);
-                }
-            } else {
-                for (; c + nt < n8; c += 2 * nt) {
-                    float8 w0 = oc_load8(dtype, wr, 8 * c, n_in), w1 = oc_load8(dtype, wr, 8 * (c + nt), n_in);
-                    float8 x0 = oc_load8_f32(xr, 8 * c, n_in), x1 = oc_load8_f32(xr, 8 * (c + nt), n_in);
-                    a0 += dot(w0.lo, x0.lo) + dot(w0.hi, x0.hi);
-                    a1 += dot(w1.lo, x1.lo) + dot(w1.hi, x1.hi);
-                }
-                if (c < n8) {
-                    float8 w0 = oc_load8(dtype, wr, 8 * c, n_in), x0 = oc_load8_f32(xr, 8 * c, n_in);
-                    a0 += dot(w0.lo, x0.lo) + dot(w0.hi, x0.hi);
-                }
-            }
-        }
-        rr[t] = a0 + a1;
+    if (n_tok == 1) {   /* decode: one token (uniform branch) */
+        rr[t] = o < n_out ? oc_gemv_part1(wr, dtype, row_bytes, n_in, x + x_off, t, nt) : 0.0f;
         oc_gemv_reduce(rr, t, nt, 1);
         if (t == 0 && o < n_out) y[y_off + o] = rr[0] + (has_bias ? bias[o] : 0.0f);
         return;
@@ -102,6 +105,49 @@ __kernel void oc_gemv(__global float *y, int y_off, int y_stride, const __global
                 y[y_off + (size_t)(t0 + j) * y_stride + o] = rr[j * nt] + (has_bias ? bias[o] : 0.0f);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+}
+
+/* Several products of one token's x in one launch (decode): the rows of up to three weights of the
+ * same type and n_in, one after another (q, k and v: y_j[o] = x W_j[o] + b_j[o] for the rows of
+ * weight j), or with glu >= 0 two weights row by row, y0[o] = act(x W0[o] + b0[o]) * (x W1[o] + b1[o])
+ * (gate and up: SwiGLU in the epilogue; act: common.cl's oc_act_eval). Work-groups as oc_gemv's
+ * one-token branch, over n0 + n1 + n2 rows (glu: n0); each row is oc_gemv_part1 of one row, so a
+ * product is oc_gemv's, bit for bit, when the host gives its rows as many items (cl_matmul.c). */
+__kernel void oc_gemv_fused(const __global float *x, int x_off, int dtype, int n_in, int glu,
+                            const __global uchar *w0, int rb0, int n0, __global float *y0, int y0_off,
+                            const __global float *b0, int has_b0,
+                            const __global uchar *w1, int rb1, int n1, __global float *y1, int y1_off,
+                            const __global float *b1, int has_b1,
+                            const __global uchar *w2, int rb2, int n2, __global float *y2, int y2_off,
+                            const __global float *b2, int has_b2, __local float *red) {
+    int t = get_local_id(0), nt = get_local_size(0), r = get_local_id(1);
+    int o = get_group_id(1) * get_local_size(1) + r;
+    int n_rows = glu >= 0 ? n0 : n0 + n1 + n2;
+    __local float *rr = red + r * nt * 2;
+    const __global float *xr = x + x_off;
+    /* the row's weight (the same for every item of the row) */
+    int j = o < n0 ? 0 : o < n0 + n1 ? 1 : 2, row = j == 0 ? o : j == 1 ? o - n0 : o - n0 - n1;
+    const __global uchar *w = j == 0 ? w0 : j == 1 ? w1 : w2;
+    int rb = j == 0 ? rb0 : j == 1 ? rb1 : rb2;
+    float p0 = 0.0f, p1 = 0.0f;
+    if (o < n_rows) {
+        p0 = oc_gemv_part1(w + (size_t)row * rb, dtype, rb, n_in, xr, t, nt);
+        if (glu >= 0) p1 = oc_gemv_part1(w1 + (size_t)o * rb1, dtype, rb1, n_in, xr, t, nt);
+    }
+    rr[t] = p0;
+    rr[nt + t] = p1;
+    oc_gemv_reduce(rr, t, nt, 2);
+    if (t != 0 || o >= n_rows) return;
+    if (glu >= 0) {
+        float g = rr[0] + (has_b0 ? b0[o] : 0.0f), u = rr[nt] + (has_b1 ? b1[o] : 0.0f);
+        y0[y0_off + o] = oc_act_eval(g, glu) * u;
+        return;
+    }
+    const __global float *b = j == 0 ? b0 : j == 1 ? b1 : b2;
+    int has_b = j == 0 ? has_b0 : j == 1 ? has_b1 : has_b2;
+    __global float *y = j == 0 ? y0 : j == 1 ? y1 : y2;
+    int y_off = j == 0 ? y0_off : j == 1 ? y1_off : y2_off;
+    y[y_off + row] = rr[0] + (has_b ? b[row] : 0.0f);
 }
 
 __kernel __attribute__((reqd_work_group_size(16, 16, 1)))

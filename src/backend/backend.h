@@ -19,7 +19,7 @@
 #include "kernels/matmul.h"
 #include "kernels/nn.h"
 
-#define OC_BACKEND_OPS_VERSION 3
+#define OC_BACKEND_OPS_VERSION 4
 
 typedef enum oc_backend_kind { OC_BACKEND_KIND_CPU = 0, OC_BACKEND_KIND_OPENCL } oc_backend_kind;
 
@@ -173,6 +173,14 @@ typedef struct oc_backend_spec {
 
 typedef struct oc_backend oc_backend;
 
+/* One product of matmul_n: y rows of w->w.n_out floats from y_off, y_stride apart; bias NULL: none. */
+typedef struct oc_mm_out {
+    const oc_bw *w;
+    oc_bt *y;
+    int64_t y_off, y_stride;
+    const oc_bt *bias;
+} oc_mm_out;
+
 /* Every operation returns OC_OK or a status with a message (a device can fail at any call;
  * the CPU backend fails only on arguments outside a buffer, a graph bug). Offsets and counts are
  * in elements of the operand's type (f32 unless stated), transfers in bytes. Operations run in
@@ -266,6 +274,23 @@ typedef struct oc_backend_ops {
      * waits for every queued operation first. */
     oc_status (*write_queued)(oc_backend *be, oc_bt *t, size_t off_bytes, const void *src, size_t n_bytes,
                               oc_error *err);
+
+    /* -- version 4 -- */
+    /* (optional: NULL where a product per call costs nothing more, the CPU) n (1..3) products of the
+     * same x in one operation, each as matmul: out[j].y = x out[j].w^T (+ out[j].bias); the weights
+     * have one type and n_in (a device launches them together: q, k and v of a decode step). */
+    oc_status (*matmul_n)(oc_backend *be, const oc_bt *x, int64_t x_off, int64_t x_stride, int64_t n_tok,
+                          const oc_mm_out *out, int32_t n, oc_error *err);
+    /* (optional, as matmul_n) one token: y = act(x gate^T) * (x up^T), both products and glu in one
+     * operation (a decode step's MLP); gate and up of one type and shape, y gate->w.n_out floats. */
+    oc_status (*matmul_glu)(oc_backend *be, const oc_bw *gate, const oc_bw *up, const oc_bt *x, int64_t x_off,
+                            oc_bt *y, int64_t y_off, oc_act act, oc_error *err);
+    /* (optional, as matmul_n) rope on q (n_head heads) and k (n_head_kv heads), then kv_store of k
+     * and v: n_tok rows from element 0 of q, k, v (rows contiguous, as rope takes them), into the
+     * f16 caches at k_dst and v_dst (elements; the rows contiguous there too). */
+    oc_status (*rope_store)(oc_backend *be, oc_bt *q, oc_bt *k, const oc_bt *v, int64_t n_tok, int32_t n_head,
+                            int32_t n_head_kv, int32_t head_dim, int32_t n_pairs, const oc_bt *cos, const oc_bt *sin,
+                            oc_bt *k_cache, int64_t k_dst, oc_bt *v_cache, int64_t v_dst, oc_error *err);
 } oc_backend_ops;
 
 /* Every implementation's instance starts with this. */

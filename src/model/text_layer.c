@@ -334,9 +334,11 @@ static oc_status observe(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_
 }
 
 /* q, k, v (want_kv 0: q alone); res (NULL or c->xb: the previous layer's MLP output) is added to x
- * first, in the norm's launch, as mlp() below does with the attention's. */
+ * first, in the norm's launch, as mlp() below does with the attention's. *stored (may be NULL: no
+ * store here): set when k and v went into the cache too (a device's decode of a layer that keeps
+ * its own keys, its cache not compacted: the rotations and stores in one launch). */
 static oc_status qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, const oc_bt *res, int want_kv,
-                     oc_error *err) {
+                     int *stored, oc_error *err) {
     const oc_text_hparams *hp = &c->m->hp;
     const oc_text_layer_bt *L = &c->layers[il];
     oc_backend *be = c->be;
@@ -349,13 +351,30 @@ static oc_status qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t
      * reuses its group's q and k: Q-Cache Eq. 5-6) */
     if ((st = op->norm(be, OC_NORM_RMS, &c->x, xo, res, 0, &c->xb, 0, &L->attn_norm, NULL, n, d, hp->eps, err)))
         return st;
-    if (P->lazy != OC_KV_LAZY_GLA &&
-        ((st = op->matmul(be, &L->wq, &c->xb, 0, d, &c->q, 0, d, n, oc_bt_opt(&L->bq), err)) ||
-         (want_kv && (st = op->matmul(be, &L->wk, &c->xb, 0, d, &c->k, 0, kvd, n, oc_bt_opt(&L->bk), err))) ||
-         (st = op->rope(be, &c->q, 0, n, hp->n_head, hp->head_dim, pairs, &c->rope_cos, &c->rope_sin, err)) ||
-         (want_kv && (st = op->rope(be, &c->k, 0, n, hp->n_head_kv, hp->head_dim, pairs, &c->rope_cos, &c->rope_sin, err)))))
-        return st;
-    if (want_kv && (st = op->matmul(be, &L->wv, &c->xb, 0, d, &c->v, 0, kvd, n, oc_bt_opt(&L->bv), err)))
+    int own = P->lazy != OC_KV_LAZY_GLA;
+    /* a device's decode step: q, k and v in one launch, then the rotations and the stores in one */
+    int fused = own && want_kv && n == 1 && op->matmul_n && L->wq.w.dtype == L->wk.w.dtype &&
+                L->wk.w.dtype == L->wv.w.dtype;
+    int store = fused && stored && op->rope_store && P->lazy == OC_KV_OWN && !oc_text_compacted(c, il);
+    if (fused) {
+        oc_mm_out o[3] = { { &L->wq, &c->q, 0, d, oc_bt_opt(&L->bq) }, { &L->wk, &c->k, 0, kvd, oc_bt_opt(&L->bk) },
+                           { &L->wv, &c->v, 0, kvd, oc_bt_opt(&L->bv) } };
+        if ((st = op->matmul_n(be, &c->xb, 0, d, n, o, 3, err))) return st;
+    } else if ((own && ((st = op->matmul(be, &L->wq, &c->xb, 0, d, &c->q, 0, d, n, oc_bt_opt(&L->bq), err)) ||
+                        (want_kv && (st = op->matmul(be, &L->wk, &c->xb, 0, d, &c->k, 0, kvd, n, oc_bt_opt(&L->bk), err))))) ||
+               (want_kv && (st = op->matmul(be, &L->wv, &c->xb, 0, d, &c->v, 0, kvd, n, oc_bt_opt(&L->bv), err)))) {
+        return st;   /* a GLA layer computes its own v */
+    }
+    if (store) {
+        int64_t at = (int64_t)c->n_past * kvd;
+        *stored = 1;
+        return op->rope_store(be, &c->q, &c->k, &c->v, n, hp->n_head, hp->n_head_kv, hp->head_dim, pairs, &c->rope_cos,
+                              &c->rope_sin, &c->k_cache, oc_text_k_base(c, il) + at, &c->v_cache,
+                              oc_text_v_base(c, il) + at, err);
+    }
+    if (own && ((st = op->rope(be, &c->q, 0, n, hp->n_head, hp->head_dim, pairs, &c->rope_cos, &c->rope_sin, err)) ||
+                (want_kv && (st = op->rope(be, &c->k, 0, n, hp->n_head_kv, hp->head_dim, pairs, &c->rope_cos,
+                                           &c->rope_sin, err)))))
         return st;
     if (P->lazy == OC_KV_LAZY_FIRST &&   /* the Q cache of the group (its keys are read in the cache) */
         (st = op->gather_rows(be, &c->q_share, 0, &c->q, 0, &c->iota, n, d, 1, err)))
@@ -365,11 +384,11 @@ static oc_status qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t
 }
 
 oc_status oc_text_layer_qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
-    return qkv(c, b, il, xo, NULL, 1, err);
+    return qkv(c, b, il, xo, NULL, 1, NULL, err);
 }
 
 oc_status oc_text_layer_q(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t xo, oc_error *err) {
-    return qkv(c, b, il, xo, NULL, 0, err);
+    return qkv(c, b, il, xo, NULL, 0, NULL, err);
 }
 
 /* The MLP; res (NULL or c->xb: the attention's output projection) is added to x first, in the
@@ -384,10 +403,12 @@ static oc_status mlp(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t
     int64_t n = b->n_tokens, d = hp->n_embd, ff = hp->n_ff;
     oc_status st;
     /* x += res; x += down(silu(gate(norm(x))) * up(norm(x))) */
+    int fused = op->matmul_glu && n == 1 && L->gate.w.dtype == L->up.w.dtype;   /* a device's decode: one launch */
     if ((st = op->norm(be, OC_NORM_RMS, &c->x, xo, res, 0, &c->xb, 0, &L->ffn_norm, NULL, n, d, hp->eps, err)) ||
-        (st = op->matmul(be, &L->gate, &c->xb, 0, d, &c->ff_g, 0, ff, n, NULL, err)) ||
-        (st = op->matmul(be, &L->up, &c->xb, 0, d, &c->ff_u, 0, ff, n, NULL, err)) ||
-        (st = op->glu(be, &c->ff_g, 0, &c->ff_u, 0, n * ff, OC_ACT_SILU, err)) ||
+        (fused && (st = op->matmul_glu(be, &L->gate, &L->up, &c->xb, 0, &c->ff_g, 0, OC_ACT_SILU, err))) ||
+        (!fused && (st = op->matmul(be, &L->gate, &c->xb, 0, d, &c->ff_g, 0, ff, n, NULL, err))) ||
+        (!fused && (st = op->matmul(be, &L->up, &c->xb, 0, d, &c->ff_u, 0, ff, n, NULL, err))) ||
+        (!fused && (st = op->glu(be, &c->ff_g, 0, &c->ff_u, 0, n * ff, OC_ACT_SILU, err))) ||
         (st = op->matmul(be, &L->down, &c->ff_g, 0, ff, &c->xb, 0, d, n, NULL, err)) ||
         (!defer && (st = op->add(be, &c->x, xo, &c->xb, 0, n * d, err))))
         return st;
@@ -414,7 +435,9 @@ static oc_status layer(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64
     int64_t n = b->n_tokens, d = hp->n_embd;
     oc_status st;
     /* q, k, v; k, v -> cache as f16 */
-    if ((st = qkv(c, b, il, xo, res, 1, err)) || (st = store_kv(c, b, il, (int32_t)n, err))) return st;
+    int stored = 0;
+    if ((st = qkv(c, b, il, xo, res, 1, &stored, err)) || (!stored && (st = store_kv(c, b, il, (int32_t)n, err))))
+        return st;
     /* the calibration hook sees the dense cache: never with KV eviction or shared Q/K */
     if (b->on_attn && !c->kvp->any_evict && c->kvp->layer[il].lazy == OC_KV_OWN && (st = observe(c, b, il, err)))
         return st;
