@@ -348,12 +348,10 @@ static oc_status cl_attention(oc_backend *be, const oc_attn_call *a, const oc_at
         dynamic = 0;
         a = &with_index;
     }
-    if (dynamic && oc_attn_wants_dyn(a)) {   /* a prefill with heads that need an index (dyn.h): it first */
-        uint64_t t0 = a->estimate_ns ? oc_port_now_ns() : 0;
-        st = oc_cl_attn_dyn_build(at, a, &bufs, &with_index.dyn, err);
-        if (a->estimate_ns) *a->estimate_ns += oc_port_now_ns() - t0;   /* it reads the estimate back: host time is its time */
-        if (st != OC_OK) return st;
-        a = &with_index;
+    if (dynamic && oc_attn_wants_dyn(a)) {   /* a prefill with heads that need an index (dyn.h): estimated,
+                                                chosen and run on the device, queued (a Grid part's search:
+                                                the host's, after a read-back) */
+        return oc_cl_attn_run_indexed(at, a, &bufs, stats, a->estimate_ns, err);
     }
     if ((st = oc_cl_attn_run(at, a, &bufs, dense ? NULL : stats, err)) || !stats || !dense) return st;
     uint64_t kept = oc_cl_attn_base_pairs(at) * (uint64_t)a->n_head * 4 * (uint64_t)a->head_dim;

@@ -32,6 +32,7 @@
     X(ATTN_MERGE, "attn.cl", "oc_attn_merge")         \
     X(DYN_ESTIMATE, "dyn.cl", "oc_dyn_estimate")      \
     X(DYN_DIAG, "dyn.cl", "oc_dyn_diag")              \
+    X(DYN_CHOOSE, "dyn.cl", "oc_dyn_choose")          \
     X(FMA_PEAK, "peak.cl", "oc_fma_peak")             \
     X(READ_PEAK, "peak.cl", "oc_read_peak")           \
     X(KVS_STATS, "kvsel.cl", "oc_kvs_stats")          \
