@@ -776,6 +776,29 @@ static oc_status add_rows(oc_cl_attn *at, const oc_attn_call *a, int32_t h, int 
     return OC_OK;
 }
 
+/* Second-launch runs, the most work first: (sort key in r[5], the step a head run does not use),
+ * then head and row list, so the order is the same on every call. */
+static int hrun_cmp(const void *x, const void *y) {
+    const int32_t *a = x, *b = y;
+    if (a[5] != b[5]) return a[5] > b[5] ? -1 : 1;
+    if (a[6] != b[6]) return a[6] < b[6] ? -1 : 1;
+    return (a[0] > b[0]) - (a[0] < b[0]);
+}
+
+/* The second launch's work-groups start in run order and a GPU hands them out in that order, so
+ * the longest go first (the first launch's order, prepare): a causal run's keys grow with its last
+ * row, a bidirectional one's with its rows. add_rows appends a head's runs in ascending rows: the
+ * longest came last and ran alone at the tail of the launch. */
+static void sort_hruns(oc_cl_attn *at, const oc_attn_call *a) {
+    int causal = a->mask == OC_ATTN_CAUSAL;
+    for (int32_t k = 0; k < at->n_hruns; k++) {
+        int32_t *r = at->hruns + (size_t)k * RUN_INTS;
+        r[5] = causal ? at->dyn_host[r[0] + 2 * (r[1] - 1)] : r[1];
+    }
+    qsort(at->hruns, (size_t)at->n_hruns, RUN_INTS * sizeof(int32_t), hrun_cmp);
+    for (int32_t k = 0; k < at->n_hruns; k++) at->hruns[(size_t)k * RUN_INTS + 5] = 0;
+}
+
 /* The tables the kernel's second launch reads (attn.cl): a flag per head, the key permutation
  * (2D-Boundary), and per prefill head its parts and row groups: a Vertical-Slash or Grid head one
  * part for every row; a Q-Boundary head per modality its modality's part for that modality's rows
@@ -836,6 +859,7 @@ static oc_status dyn_tables(oc_cl_attn *at, const oc_attn_call *a, int dev, oc_e
             }
         }
     }
+    if (st == OC_OK) sort_hruns(at, a);
     if (st == OC_OK) st = ring_table(at, at->dyn_buf, at->dyn_host, (size_t)used * 4, err);
     if (st == OC_OK && at->n_hruns)
         st = ring_table(at, at->hruns_buf, at->hruns, (size_t)at->n_hruns * RUN_INTS * 4, err);
