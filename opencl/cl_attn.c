@@ -101,6 +101,9 @@ struct oc_cl_attn {
     oc_cl_buf *dyn_buf, *hruns_buf, *est_rows_buf, *est_part_buf, *est_scores_buf, *est_prob_buf, *est_perm_buf;
     oc_cl_buf *ch_tab_buf, *ch_scratch_buf;   /* the choice entries; [2 est_jobs][2 max_n_kv] chosen offsets */
     oc_cl_buf *shared_buf;           /* [lim.max_shared_keys] a call's k_shared flags, or NULL */
+    oc_cl_buf *acc_buf;              /* [2] ulong: deferred calls' kept and executed pairs */
+    int defer_counts, pend;          /* oc_cl_attn_defer_counts; a deferred call since the last take */
+    uint64_t pend_dense;             /* the base mask's pairs of the deferred calls, all heads */
     unsigned char *stage;            /* [STAGE_BYTES]: copies of tables whose upload is in flight */
     size_t stage_at;                 /* next free byte of stage */
     /* the prepared call */
@@ -143,10 +146,11 @@ static size_t dyn_bytes(const oc_cl_attn *at) {
            nh * N_SLOTS * CH_SLOT_INTS * 4 + 2 * J * CH_INTS * 4;
 }
 
-/* The table ring (ring_table): two of the largest tables a call can have, so about a forward
- * pass of a long prompt's layers (each call fills a small part of its room) between two waits. */
+/* The table ring (ring_table): four of the largest tables a call can have, so a forward pass of
+ * a long prompt's layers (each call fills a small part of its room: 0.3 of 3.6 MiB on the long
+ * model at 4,361 tokens) between two waits. */
 static size_t tring_bytes_of(const oc_cl_attn *at) {
-    return has_dyn(at) ? 2 * ((size_t)at->dyn_cap * 4 + (size_t)at->hruns_cap * RUN_INTS * 4) : 0;
+    return has_dyn(at) ? 4 * ((size_t)at->dyn_cap * 4 + (size_t)at->hruns_cap * RUN_INTS * 4) : 0;
 }
 
 /* The table sizes for limits lim and bq query rows per work-group. */
@@ -181,7 +185,7 @@ size_t oc_cl_attn_host_bytes(const oc_cl_attn_limits *lim) {
     oc_cl_attn at;
     memset(&at, 0, sizeof at);
     size_tables(&at, lim, TABLE_BQ);
-    size_t total = 5 * oc_cl_buf_host_bytes();   /* runs, img, partials, counts, pat on the device */
+    size_t total = 6 * oc_cl_buf_host_bytes();   /* runs, img, partials, counts, pat, acc on the device */
     oc_add_block(&total, sizeof at);
     oc_add_block(&total, runs_bytes(&at));
     oc_add_block(&total, img_bytes(&at));
@@ -257,6 +261,7 @@ void oc_cl_attn_close(oc_cl_attn *at) {
     oc_cl_buf_free(at->ch_tab_buf);
     oc_cl_buf_free(at->ch_scratch_buf);
     oc_cl_buf_free(at->shared_buf);
+    oc_cl_buf_free(at->acc_buf);
     oc_mem_free(alloc, at->est_grid, dyn_bytes(at));
     oc_mem_free(alloc, at->tring, at->tring_bytes);
     oc_mem_free(alloc, at->pat_host, pat_bytes(at));
@@ -318,6 +323,8 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, partials, &at->partials_buf, err);
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, counts_bytes(at), &at->counts_buf, err);
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, pat_bytes(at), &at->pat_buf, err);
+    if (st == OC_OK) st = oc_cl_buf_alloc(dev, 16, &at->acc_buf, err);
+    if (st == OC_OK) st = oc_cl_fill32(dev, at->acc_buf, 0, 0, 16, err);
     if (st == OC_OK && lim->max_shared_keys > 0)
         st = oc_cl_buf_alloc(dev, (size_t)lim->max_shared_keys, &at->shared_buf, err);
     if (st == OC_OK && has_dyn(at)) {
@@ -429,9 +436,11 @@ static oc_status stage_table(oc_cl_attn *at, oc_cl_buf *buf, const void *src, si
     return oc_cl_upload_nowait(at->dev, buf, 0, p, n, err);
 }
 
-/* Upload n bytes of the prefill heads' tables (dyn_host, hruns) without waiting: as stage_table,
- * through a ring of their own, large enough for a forward pass's layers, so the tables of a layer
- * whose index the device chooses queue with no wait (the host's arrays are free again at once). */
+/* Upload n bytes of the prefill heads' tables (dyn_host, hruns, the estimate's rows and choice
+ * entries, the 2D keys' permutation) without waiting: as stage_table, through a ring of their own,
+ * large enough for a forward pass's layers, so a layer whose index the device chooses queues with
+ * no wait (the host's arrays are free again at once). Through stage_table's 64 KiB a layer's
+ * estimate tables (about 27 KiB on the long model) drained the queue every other layer. */
 static oc_status ring_table(oc_cl_attn *at, oc_cl_buf *buf, const void *src, size_t n, oc_error *err) {
     if (n > at->tring_bytes) return oc_cl_upload(at->dev, buf, 0, src, n, err);
     if (at->tring_at + n > at->tring_bytes) {
@@ -908,7 +917,7 @@ static oc_status est_launch(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_a
             max_diag = OC_MAX(max_diag, n_diag);
         }
     }
-    oc_status st = stage_table(at, at->est_rows_buf, at->est_tab, (size_t)(entries_at + DIAG_INTS * n_ent) * 4, err);
+    oc_status st = ring_table(at, at->est_rows_buf, at->est_tab, (size_t)(entries_at + DIAG_INTS * n_ent) * 4, err);
     int32_t n_w = (n_kv + EST_ROWS - 1) / EST_ROWS;
     for (int pass = 0; pass < 2 && st == OC_OK; pass++) {
         oc_cl_arg args[] = {
@@ -1055,7 +1064,7 @@ oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *a, const oc_c
         at->dyn.key_perm = at->key_perm;
         at->dyn.key_rank = at->key_rank;
         for (int m = 0; m < OC_N_MODALITIES; m++) n_m[m] = at->dyn.key_start[m + 1] - at->dyn.key_start[m];
-        st = stage_table(at, at->est_perm_buf, at->key_perm, (size_t)n_kv * 4, err);   /* no wait: the estimate reads it */
+        st = ring_table(at, at->est_perm_buf, at->key_perm, (size_t)n_kv * 4, err);   /* no wait: the estimate reads it */
     }
     /* every head's estimates queued, run in batches (one read-back each), then chosen */
     for (int32_t h = 0; h < nh && n_dyn && n_kv > 0 && st == OC_OK; h++) {
@@ -1205,9 +1214,20 @@ static oc_status run_call(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_
     }
     if (st != OC_OK || !stats) return st;
     if (!want_counts) return oc_fail(err, OC_ERR_RANGE, "opencl attn: %zu work-groups: too many to count", n_items);
+    uint64_t dense = at->base_pairs * (uint64_t)L->n_head, per_pair = 4 * (uint64_t)d;
+    if (at->defer_counts) {   /* summed on the device, taken later: no wait */
+        oc_cl_arg c[] = { OC_CL_BUF(at->counts_buf), OC_CL_I32((int32_t)n_items), OC_CL_BUF(at->acc_buf) };
+        size_t one[1] = { 256 };
+        st = oc_cl_launch(at->dev, OC_CLK_ATTN_COUNT, 1, one, one, (int)OC_ARRAY_LEN(c), c, err);
+        if (st == OC_OK) {
+            at->pend = 1;
+            at->pend_dense += dense;
+        }
+        return st;
+    }
     st = oc_cl_download(at->dev, at->counts_buf, 0, at->counts, n_items * 2 * sizeof(uint32_t), err);
     if (st != OC_OK) return st;
-    uint64_t kept = 0, executed = 0, dense = at->base_pairs * (uint64_t)L->n_head, per_pair = 4 * (uint64_t)d;
+    uint64_t kept = 0, executed = 0;
     for (size_t i = 0; i < n_items; i++) {
         kept += at->counts[2 * i];
         executed += at->counts[2 * i + 1];
@@ -1266,7 +1286,7 @@ static oc_status est_flush_dev(oc_cl_attn *at, const oc_attn_call *a, const oc_c
     if (!at->n_est || (!flush && at->n_est < at->est_jobs)) return OC_OK;
     oc_status st = est_launch(at, a, io, n_m, 0, err);
     int32_t n = st == OC_OK ? ch_entries(at, a, n_m) : 0;
-    if (st == OC_OK && n) st = stage_table(at, at->ch_tab_buf, at->ch_tab, (size_t)n * CH_INTS * 4, err);
+    if (st == OC_OK && n) st = ring_table(at, at->ch_tab_buf, at->ch_tab, (size_t)n * CH_INTS * 4, err);
     if (st == OC_OK && n) {
         oc_cl_arg args[] = { OC_CL_BUF(at->est_scores_buf), OC_CL_BUF(at->est_perm_buf), OC_CL_BUF(at->ch_tab_buf),
                              OC_CL_I32(0), OC_CL_BUF(at->dyn_buf), OC_CL_BUF(at->ch_scratch_buf) };
@@ -1326,7 +1346,7 @@ static oc_status dyn_device(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_a
         at->dyn.key_perm = at->key_perm;
         at->dyn.key_rank = at->key_rank;
         for (int m = 0; m < OC_N_MODALITIES; m++) n_m[m] = at->dyn.key_start[m + 1] - at->dyn.key_start[m];
-        st = stage_table(at, at->est_perm_buf, at->key_perm, (size_t)n_kv * 4, err);
+        st = ring_table(at, at->est_perm_buf, at->key_perm, (size_t)n_kv * 4, err);
     }
     /* a modality with fewer than 64 query rows runs its dynamic parts dense (dyn.h) */
     for (int32_t h = 0; h < nh && n_kv > 0; h++) {
@@ -1412,4 +1432,21 @@ oc_status oc_cl_attn_parts(oc_cl_attn *at, int32_t *tmp, int32_t *out, int32_t c
 #undef PUT
     *n_out = n;
     return OC_OK;
+}
+
+void oc_cl_attn_defer_counts(oc_cl_attn *at, int on) { at->defer_counts = on != 0; }
+
+oc_status oc_cl_attn_counts_take(oc_cl_attn *at, oc_attn_stats *stats, oc_error *err) {
+    if (!at || !at->pend) return OC_OK;
+    uint64_t acc[2], per_pair = 4 * (uint64_t)at->lim.head_dim;
+    oc_status st = oc_cl_download(at->dev, at->acc_buf, 0, acc, sizeof acc, err);
+    if (st == OC_OK) st = oc_cl_fill32(at->dev, at->acc_buf, 0, 0, sizeof acc, err);
+    if (st == OC_OK && stats) {
+        stats->flops_kept += acc[0] * per_pair;
+        stats->flops_skipped += (at->pend_dense > acc[0] ? at->pend_dense - acc[0] : 0) * per_pair;
+        stats->flops_executed += acc[1] * per_pair;
+    }
+    at->pend = 0;
+    at->pend_dense = 0;
+    return st;
 }

@@ -115,6 +115,16 @@ oc_status oc_cl_attn_run_indexed(oc_cl_attn *at, const oc_attn_call *call, const
 int32_t oc_cl_attn_parts_ints(const oc_cl_attn *at);
 oc_status oc_cl_attn_parts(oc_cl_attn *at, int32_t *tmp, int32_t *out, int32_t cap, int32_t *n_out, oc_error *err);
 
+/* Deferred counters (on: 1): a run asked for stats sums its work-groups' counters on the device
+ * into the context's running total instead of waiting to read them, and adds nothing to stats;
+ * oc_cl_attn_counts_take reads the total (a wait) and adds every deferred call's kept, skipped and
+ * executed FLOPs to stats (kept and executed exactly as each call would have; skipped: the sum of
+ * each call's dense pairs less its kept, also the same). A sparse prefill then waits once, not
+ * once per layer. [alloc: no] */
+void oc_cl_attn_defer_counts(oc_cl_attn *at, int on);
+/* [alloc: no] [errors: OC_ERR_DEVICE] at NULL, or nothing deferred: OC_OK at once. */
+oc_status oc_cl_attn_counts_take(oc_cl_attn *at, oc_attn_stats *stats, oc_error *err);
+
 /* Pairs the base mask of the call prepared last keeps for one head (attention/mask.h). */
 uint64_t oc_cl_attn_base_pairs(const oc_cl_attn *at);
 

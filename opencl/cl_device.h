@@ -30,6 +30,7 @@
     X(GEMM, "matmul.cl", "oc_gemm")                   \
     X(ATTN, "attn.cl", "oc_attn")                     \
     X(ATTN_MERGE, "attn.cl", "oc_attn_merge")         \
+    X(ATTN_COUNT, "attn.cl", "oc_attn_count")         \
     X(DYN_ESTIMATE, "dyn.cl", "oc_dyn_estimate")      \
     X(DYN_DIAG, "dyn.cl", "oc_dyn_diag")              \
     X(DYN_CHOOSE, "dyn.cl", "oc_dyn_choose")          \

@@ -1234,6 +1234,21 @@ static void check_boundary(const bnd_case *c, int seed) {
     CHECKF(n_host == n_dev && !memcmp(p_host, p_dev, sizeof(int32_t) * (size_t)OC_MAX(0, n_dev)),
            "%s: the device chose other parts than the host from the same scores (%d vs %d ints)", c->name, (int)n_dev,
            (int)n_host);
+    /* deferred counters: two runs' counts summed on the device, taken once, equal the runs' own */
+    oc_attn_stats df_st = { 0, 0, 0 };
+    oc_cl_attn_defer_counts(at, 1);
+    CHECKF(oc_cl_attn_run_indexed(at, &a, &io, &df_st, NULL, &err) == OC_OK &&
+           oc_cl_attn_run(at, &ai, &io, &df_st, &err) == OC_OK, "%s: deferred runs: %s", c->name, err.message);
+    CHECK(df_st.flops_kept == 0 && df_st.flops_skipped == 0 && df_st.flops_executed == 0);
+    CHECKF(oc_cl_attn_counts_take(at, &df_st, &err) == OC_OK, "%s: take: %s", c->name, err.message);
+    CHECKF(df_st.flops_kept == 2 * cpu_st.flops_kept && df_st.flops_skipped == 2 * cpu_st.flops_skipped &&
+           df_st.flops_executed == 2 * ix_st.flops_executed,
+           "%s: deferred counts kept %llu / skipped %llu / executed %llu, two runs' own %llu / %llu / %llu", c->name,
+           (unsigned long long)df_st.flops_kept, (unsigned long long)df_st.flops_skipped,
+           (unsigned long long)df_st.flops_executed, 2 * (unsigned long long)cpu_st.flops_kept,
+           2 * (unsigned long long)cpu_st.flops_skipped, 2 * (unsigned long long)ix_st.flops_executed);
+    CHECK(oc_cl_attn_counts_take(at, &df_st, &err) == OC_OK && df_st.flops_kept == 2 * cpu_st.flops_kept);
+    oc_cl_attn_defer_counts(at, 0);
     free(tmp); free(p_cpu); free(p_host); free(p_dev); free(out_ix);
     free(row); free(out_dev); free(em); free(q); free(k); free(v); free(out_cpu); free(out_ref); free(modality);
     oc_port_aligned_free(scratch);

@@ -700,3 +700,31 @@ __kernel void oc_attn_merge(__global float *out, int o_off, int o_st, int o_sh, 
     }
     out[o_off + (size_t)i * o_st + (size_t)h * o_sh + col] = mx == -INFINITY ? 0.0f : val / sum;
 }
+
+/* A call's counters summed where they are (cl_attn.h oc_cl_attn_defer_counts): one work-group of
+ * 256 adds every work-group's kept and executed pairs, in a fixed order (integers: the same in
+ * any), into acc[0] and acc[1], so a sparse call need not wait to read them. */
+__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
+void oc_attn_count(const __global uint *counts, int n_items, __global ulong *acc) {
+    __local ulong sk[256], se[256];
+    const int lid = get_local_id(0);
+    ulong k = 0, e = 0;
+    for (int i = lid; i < n_items; i += 256) {
+        k += counts[2 * i];
+        e += counts[2 * i + 1];
+    }
+    sk[lid] = k;
+    se[lid] = e;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = 128; s > 0; s >>= 1) {
+        if (lid < s) {
+            sk[lid] += sk[lid + s];
+            se[lid] += se[lid + s];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) {
+        acc[0] += sk[0];
+        acc[1] += se[0];
+    }
+}

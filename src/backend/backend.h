@@ -19,7 +19,7 @@
 #include "kernels/matmul.h"
 #include "kernels/nn.h"
 
-#define OC_BACKEND_OPS_VERSION 3
+#define OC_BACKEND_OPS_VERSION 4
 
 typedef enum oc_backend_kind { OC_BACKEND_KIND_CPU = 0, OC_BACKEND_KIND_OPENCL } oc_backend_kind;
 
@@ -266,6 +266,15 @@ typedef struct oc_backend_ops {
      * waits for every queued operation first. */
     oc_status (*write_queued)(oc_backend *be, oc_bt *t, size_t off_bytes, const void *src, size_t n_bytes,
                               oc_error *err);
+
+    /* -- version 4 -- */
+    /* (optional: NULL where attention() adds its counts before it returns, the CPU) adds the
+     * counts that attention() deferred into the stats those calls were given: a device sums a
+     * sparse call's counters where they are instead of waiting to read them. read() (and
+     * map_read()) does this first, and a call given other stats does it for the earlier ones; the
+     * stats a call is given must stay alive until then: the models call this at the end of each
+     * forward pass. */
+    oc_status (*attn_stats_flush)(oc_backend *be, oc_error *err);
 } oc_backend_ops;
 
 /* Every implementation's instance starts with this. */

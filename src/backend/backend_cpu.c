@@ -193,6 +193,7 @@ static const oc_backend_ops cpu_ops = {
     oc_cpu_kv_keep,
     NULL,   /* kv_dev: the host selects (kvcache/kv_select.c) */
     NULL,   /* write_queued: write() does not wait */
+    NULL,   /* attn_stats_flush: attention() adds its counts before it returns */
 };
 
 oc_status oc_backend_cpu_open(oc_backend **out, const oc_backend_spec *spec, const oc_backend_limits *lim,
