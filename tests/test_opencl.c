@@ -1047,6 +1047,8 @@ static void bnd_patterns(oc_head_pattern *pat, int n_head, int seed, int no_grid
         if (!no_grid) continue;
         int vs = 3 + (h + seed) % 5;   /* a few columns and diagonals, so ties decide some of them */
         if (p->kind == OC_PATTERN_GRID) { p->kind = OC_PATTERN_VERTICAL_SLASH; p->n_vertical = vs; p->n_slash = 2 + h % 3; }
+        if (p->kind == OC_PATTERN_VERTICAL_SLASH && h % 3 == 2)   /* k >= n: every column, every diagonal */
+            p->n_vertical = p->n_slash = 100000;
         for (int m = 0; m < OC_N_MODALITIES; m++) {
             if (p->kind == OC_PATTERN_Q_BOUNDARY && p->modal[m].kind == OC_PATTERN_GRID)
                 p->modal[m] = modal_of(OC_PATTERN_VERTICAL_SLASH, vs, 3);

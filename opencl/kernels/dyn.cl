@@ -192,20 +192,33 @@ inline int oc_ch_scan(__local int *s, int v, int lid, int *total) {
     return incl - v;
 }
 
-/* The top k of n scores (0 <= k): writes the chosen indices i < n_out (ascending) to out[] as
- * i + add, returns their count (every item gets it). */
-inline int oc_ch_top(const __global float *sc, const __global int *perm, int n_mk, int n, int k, int force, int n_out,
-                     int add, __global int *out, __local int *hist, __local int *s, int lid) {
-    k = min(k, n);
-    if (k <= 0) return 0;
-    uint T = 0u;
-    int rem = k;   /* keys equal to T to keep */
-    if (k < n) {
-        uint prefix = 0u, mask = 0u;
-        for (int shift = 24; shift >= 0; shift -= 8) {
+/* entry: 0 columns' scores at, 1 permutation at (-1: none), 2 n_mk, 3 n (coordinates of the
+ * choice), 4 k columns, 5 k diagonals, 6 diagonals' scores at (2 n - 1 of them), 7 the part in
+ * dyn, 8 its columns' room, 9 its runs' room, 10 n_coord (columns at or past it are dropped),
+ * 11 scratch at (2 n ints). Two rounds of one body (the columns, then the diagonals, forced
+ * offset 0), every barrier reached by every item in both (no early return). */
+__kernel __attribute__((reqd_work_group_size(CH_WG, 1, 1)))
+void oc_dyn_choose(const __global float *scores, const __global int *perm_all, const __global int *tab, int tab_at,
+                   __global int *dyn, __global int *scratch) {
+    __local int hist[258], s[CH_WG];
+    const int lid = get_local_id(0);
+    const __global int *en = tab + tab_at + CH_INTS * get_group_id(0);
+    const int n0 = en[3], part = en[7], cols = en[8], runs = en[9];
+    int nv = 0, ns = 0;
+    for (int round = 0; round < 2; round++) {
+        /* the top k of n scores; the chosen indices i < n_out, ascending, to out[] as i + add */
+        const __global float *sc = scores + (round ? en[6] : en[0]);
+        const __global int *perm = !round && en[1] >= 0 ? perm_all + en[1] : 0;
+        const int n_mk = en[2], n = round ? 2 * n0 - 1 : n0, force = round ? n0 - 1 : -1;
+        const int n_out = round ? n : en[10], add = round ? -(n0 - 1) : 0;
+        const int k = max(0, min(round ? en[5] : en[4], n));
+        __global int *out = round ? scratch + en[11] : dyn + cols;
+        uint T = 0u, prefix = 0u, mask = 0u;
+        int rem = k;   /* keys equal to T to keep */
+        for (int shift = 24; shift >= 0; shift -= 8) {   /* k < n: the k-th largest key, 8 bits a pass */
             hist[lid] = 0;
             barrier(CLK_LOCAL_MEM_FENCE);
-            for (int i = lid; i < n; i += CH_WG) {
+            for (int i = lid; k > 0 && k < n && i < n; i += CH_WG) {
                 uint key = oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force);
                 if ((key & mask) == prefix) atomic_inc(&hist[(key >> shift) & 255u]);
             }
@@ -217,46 +230,33 @@ inline int oc_ch_top(const __global float *sc, const __global int *perm, int n_m
                 hist[257] = rem - above;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
-            prefix |= (uint)hist[256] << shift;
-            mask |= 255u << shift;
-            rem = hist[257];
+            if (k > 0 && k < n) {
+                prefix |= (uint)hist[256] << shift;
+                mask |= 255u << shift;
+                rem = hist[257];
+            }
             barrier(CLK_LOCAL_MEM_FENCE);
         }
-        T = prefix;
+        if (k > 0 && k < n) T = prefix;   /* else (k = n) every key is above T = 0 */
+        const int len = (n + CH_WG - 1) / CH_WG, i0 = min(n, lid * len), i1 = min(n, i0 + len);
+        int n_eq = 0, total;
+        for (int i = i0; k > 0 && i < i1; i++) n_eq += oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force) == T;
+        int eq_before = oc_ch_scan(s, n_eq, lid, &total), n_sel = 0;
+        for (int i = i0, e = eq_before; k > 0 && i < i1; i++) {
+            uint key = oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force);
+            int sel = key > T || (key == T && e++ < rem);
+            n_sel += sel && i < n_out;
+        }
+        int at = oc_ch_scan(s, n_sel, lid, &total);
+        for (int i = i0, e = eq_before; k > 0 && i < i1; i++) {
+            uint key = oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force);
+            int sel = key > T || (key == T && e++ < rem);
+            if (sel && i < n_out) out[at++] = i + add;
+        }
+        if (round) ns = total;
+        else nv = total;
     }
-    const int len = (n + CH_WG - 1) / CH_WG, i0 = min(n, lid * len), i1 = min(n, i0 + len);
-    int n_eq = 0, total;
-    for (int i = i0; i < i1; i++) n_eq += oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force) == T;
-    int eq_before = oc_ch_scan(s, n_eq, lid, &total), n_sel = 0;
-    for (int i = i0, e = eq_before; i < i1; i++) {
-        uint key = oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force);
-        int sel = key > T || (key == T && e++ < rem);
-        n_sel += sel && i < n_out;
-    }
-    int at = oc_ch_scan(s, n_sel, lid, &total);
-    for (int i = i0, e = eq_before; i < i1; i++) {
-        uint key = oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force);
-        int sel = key > T || (key == T && e++ < rem);
-        if (sel && i < n_out) out[at++] = i + add;
-    }
-    return total;
-}
-
-/* entry: 0 columns' scores at, 1 permutation at (-1: none), 2 n_mk, 3 n (coordinates of the
- * choice), 4 k columns, 5 k diagonals, 6 diagonals' scores at (2 n - 1 of them), 7 the part in
- * dyn, 8 its columns' room, 9 its runs' room, 10 n_coord (columns at or past it are dropped),
- * 11 scratch at (2 n ints) */
-__kernel __attribute__((reqd_work_group_size(CH_WG, 1, 1)))
-void oc_dyn_choose(const __global float *scores, const __global int *perm_all, const __global int *tab, int tab_at,
-                   __global int *dyn, __global int *scratch) {
-    __local int hist[258], s[CH_WG];
-    const int lid = get_local_id(0);
-    const __global int *en = tab + tab_at + CH_INTS * get_group_id(0);
-    const int n = en[3], part = en[7], cols = en[8], runs = en[9];
-    const __global int *perm = en[1] >= 0 ? perm_all + en[1] : 0;
-    int nv = oc_ch_top(scores + en[0], perm, en[2], n, en[4], -1, en[10], 0, dyn + cols, hist, s, lid);
     __global int *sl = scratch + en[11];
-    int ns = oc_ch_top(scores + en[6], 0, 0, 2 * n - 1, en[5], n - 1, 2 * n - 1, -(n - 1), sl, hist, s, lid);
     barrier(CLK_GLOBAL_MEM_FENCE);
     if (lid) return;
     /* add_part's runs: offsets descending, each [b - o, b + 64 - o) from the block start, merged */
