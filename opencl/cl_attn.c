@@ -1,8 +1,10 @@
 /* cl_attn.c: the host side of OpenCL attention (cl_attn.h): the query runs, the image table, the
  * stacked / split decisions, argument checks and the launches of opencl/kernels/attn.cl; for
  * MMInference's prefill heads (Vertical-Slash, Grid, Q-Boundary, 2D-Boundary) the estimate
- * (opencl/kernels/dyn.cl), the index choice (the CPU's oc_dyn_choose) and the tables the kernel's
- * second launch reads: per head a flag, the parts, the row lists grouped by shared key sets. */
+ * (opencl/kernels/dyn.cl), the index choice (Vertical-Slash parts on the device: dyn.cl
+ * oc_dyn_choose, oc_cl_attn_run_indexed; Grid on the host: the CPU's oc_dyn_choose) and the tables
+ * the kernel's second launch reads: per head a flag, the parts, the row lists grouped by shared
+ * key sets. */
 
 /* Query runs (prepare): rows are cut wherever the class of a row changes (a segment or image
  * edge: attention/mask.h oc_mask_classify, the CPU engine's classes), and after BQ rows (plain mode) or BQ / heads-per-kv-head

@@ -5,8 +5,10 @@
  * head and its 64 rows (the call's last 64 queries, or a modality's last 64 for Q-Boundary and
  * 2D-Boundary heads: Alg. 2's "final segment of each modality's queries"), given as a row list
  * (query index, coordinate c_r: the position, or for 2D-Boundary the rank within the row's
- * modality). The host then chooses the index from the scores with the CPU's code (dyn_index.c
- * oc_dyn_choose), so both executors make the same choice from the same scores.
+ * modality). oc_dyn_choose (below) then chooses a Vertical-Slash index from the scores as the
+ * CPU's code does (dyn_index.c oc_dyn_top_k), on the device; a Grid index is chosen on the host
+ * with the CPU's code (dyn_index.c oc_dyn_choose), so both executors make the same choice from the
+ * same scores.
  * Every launch takes a batch of jobs (dimension 1: job b; one table holds every job's rows at
  * 128 b, then the jobs' heads at jobs_at, then oc_dyn_diag's entries at entries_at; each job's
  * buffers lie at a fixed stride), so one layer's estimates are three launches and
@@ -157,7 +159,9 @@ __kernel void oc_dyn_diag(const __global float *prob_all, int n_kv, const __glob
  * then each item walks its own contiguous stretch of indices, counts and writes in index order
  * (offsets by a prefix sum over the items): ascending, as the CPU sorts them. The diagonals'
  * offsets go to scratch and one item merges them into runs exactly as cl_attn.c add_part does.
- * Histograms count with local atomics: sums of counts, the same in any order. */
+ * Histograms count with local atomics: sums of counts, the same in any order. The columns and the
+ * diagonals are two rounds of one loop body with no early return (the same body in an inline
+ * function called twice, with barriers inside, crashed PoCL 3.1). */
 #define CH_WG 256
 #define CH_INTS 12
 #define DYN_BLOCK_CH 64   /* src/attention/dyn.h OC_DYN_BLOCK */
