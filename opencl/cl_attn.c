@@ -1,8 +1,10 @@
 /* cl_attn.c: the host side of OpenCL attention (cl_attn.h): the query runs, the image table, the
  * stacked / split decisions, argument checks and the launches of opencl/kernels/attn.cl; for
  * MMInference's prefill heads (Vertical-Slash, Grid, Q-Boundary, 2D-Boundary) the estimate
- * (opencl/kernels/dyn.cl), the index choice (the CPU's oc_dyn_choose) and the tables the kernel's
- * second launch reads: per head a flag, the parts, the row lists grouped by shared key sets. */
+ * (opencl/kernels/dyn.cl), the index choice (Vertical-Slash parts on the device: dyn.cl
+ * oc_dyn_choose, oc_cl_attn_run_indexed; Grid on the host: the CPU's oc_dyn_choose) and the tables
+ * the kernel's second launch reads: per head a flag, the parts, the row lists grouped by shared
+ * key sets. */
 
 /* Query runs (prepare): rows are cut wherever the class of a row changes (a segment or image
  * edge: attention/mask.h oc_mask_classify, the CPU engine's classes), and after BQ rows (plain mode) or BQ / heads-per-kv-head
@@ -21,6 +23,7 @@
 #include "opencl/cl_attn.h"
 #include "opencl/cl_internal.h"
 #include "attention/mask.h"
+#include "port/port.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +57,9 @@
  * run tables between two waits for the queue. */
 #define STAGE_BYTES (64 * 1024)
 #define POS_LIMIT 0x3fffffff   /* positions stay below the kernel's "unbounded" window edge */
+#define CH_INTS 12              /* opencl/kernels/dyn.cl oc_dyn_choose: one entry */
+#define CH_WG 256               /* ... and its work-group */
+#define CH_SLOT_INTS 3          /* a device-chosen part's place in the tables: part, columns, runs */
 
 struct oc_cl_attn {
     oc_cl_device *dev;
@@ -88,12 +94,19 @@ struct oc_cl_attn {
     int32_t *est_work;               /* [est_jobs][2 max_n_kv] */
     double *est_grid;                /* [est_jobs][2 max_n_kv]: each job's choice its own scratch */
     oc_pool *pool;                   /* borrowed, may be NULL: the jobs' choices (est_choose) */
-    int tables_in_flight;            /* dyn_host / hruns uploads queued (no wait) and no wait since:
-                                        the next dyn_tables waits before it writes them */
+    int32_t *ch_slot;                /* [n_head][N_SLOTS][CH_SLOT_INTS]: where the device writes each
+                                        Vertical-Slash part's index (-1: no such part) */
+    int32_t *ch_tab;                 /* [2 est_jobs][CH_INTS]: a batch's choice entries (dyn.cl) */
+    unsigned char *tring;            /* [tring_bytes]: copies of the tables whose upload is in flight */
+    size_t tring_bytes, tring_at;
     struct row_key *row_keys;        /* [max_n_q]: one row group's sort */
     oc_attn_dyn dyn;
     oc_cl_buf *dyn_buf, *hruns_buf, *est_rows_buf, *est_part_buf, *est_scores_buf, *est_prob_buf, *est_perm_buf;
+    oc_cl_buf *ch_tab_buf, *ch_scratch_buf;   /* the choice entries; [2 est_jobs][2 max_n_kv] chosen offsets */
     oc_cl_buf *shared_buf;           /* [lim.max_shared_keys] a call's k_shared flags, or NULL */
+    oc_cl_buf *acc_buf;              /* [2] ulong: deferred calls' kept and executed pairs */
+    int defer_counts, pend;          /* oc_cl_attn_defer_counts; a deferred call since the last take */
+    uint64_t pend_dense;             /* the base mask's pairs of the deferred calls, all heads */
     unsigned char *stage;            /* [STAGE_BYTES]: copies of tables whose upload is in flight */
     size_t stage_at;                 /* next free byte of stage */
     /* the prepared call */
@@ -132,7 +145,15 @@ static size_t dyn_bytes(const oc_cl_attn *at) {
     size_t nh = (size_t)at->lim.n_head, n = nkv1(at), J = (size_t)est_batch_jobs(&at->lim);
     return J * n * 2 * 8 + (size_t)at->lim.max_n_q * sizeof(row_key) + nh * (2 + N_SLOTS) * sizeof(oc_dyn_head) +
            (size_t)at->dyn_cap * 4 + (size_t)at->hruns_cap * RUN_INTS * 4 + nh * N_SLOTS * nkv3(at) * 4 +
-           2 * n * 4 + J * (EST_TAB_INTS + 4) * 4 + J * 5 * n * 4 + J * n * 4 + J * 2 * n * 4;
+           2 * n * 4 + J * (EST_TAB_INTS + 4) * 4 + J * 5 * n * 4 + J * n * 4 + J * 2 * n * 4 +
+           nh * N_SLOTS * CH_SLOT_INTS * 4 + 2 * J * CH_INTS * 4;
+}
+
+/* The table ring (ring_table): four of the largest tables a call can have, so a forward pass of
+ * a long prompt's layers (each call fills a small part of its room: 0.3 of 3.6 MiB on the long
+ * model at 4,361 tokens) between two waits. */
+static size_t tring_bytes_of(const oc_cl_attn *at) {
+    return has_dyn(at) ? 4 * ((size_t)at->dyn_cap * 4 + (size_t)at->hruns_cap * RUN_INTS * 4) : 0;
 }
 
 /* The table sizes for limits lim and bq query rows per work-group. */
@@ -167,7 +188,7 @@ size_t oc_cl_attn_host_bytes(const oc_cl_attn_limits *lim) {
     oc_cl_attn at;
     memset(&at, 0, sizeof at);
     size_tables(&at, lim, TABLE_BQ);
-    size_t total = 5 * oc_cl_buf_host_bytes();   /* runs, img, partials, counts, pat on the device */
+    size_t total = 6 * oc_cl_buf_host_bytes();   /* runs, img, partials, counts, pat, acc on the device */
     oc_add_block(&total, sizeof at);
     oc_add_block(&total, runs_bytes(&at));
     oc_add_block(&total, img_bytes(&at));
@@ -178,9 +199,10 @@ size_t oc_cl_attn_host_bytes(const oc_cl_attn_limits *lim) {
     oc_add_block(&total, pat_bytes(&at));
     oc_add_block(&total, STAGE_BYTES);
     if (lim->max_shared_keys > 0) total += oc_cl_buf_host_bytes();   /* the k_shared flags */
-    if (has_dyn(&at)) {   /* the prefill heads' host block and its 7 device buffers */
-        total += 7 * oc_cl_buf_host_bytes();
+    if (has_dyn(&at)) {   /* the prefill heads' host block, the table ring and 9 device buffers */
+        total += 9 * oc_cl_buf_host_bytes();
         oc_add_block(&total, dyn_bytes(&at));
+        oc_add_block(&total, tring_bytes_of(&at));
     }
     return total;
 }
@@ -214,6 +236,10 @@ static void dyn_arrays(oc_cl_attn *at, unsigned char *b) {
     at->est_vr = (float *)b;
     b += J * n * 4;
     at->est_work = (int32_t *)b;
+    b += J * 2 * n * 4;
+    at->ch_slot = (int32_t *)b;
+    b += nh * N_SLOTS * CH_SLOT_INTS * 4;
+    at->ch_tab = (int32_t *)b;
 }
 
 /* floats of one local row of Q or K/V: an odd number of float4s, so rows start on other banks */
@@ -235,8 +261,12 @@ void oc_cl_attn_close(oc_cl_attn *at) {
     oc_cl_buf_free(at->est_scores_buf);
     oc_cl_buf_free(at->est_prob_buf);
     oc_cl_buf_free(at->est_perm_buf);
+    oc_cl_buf_free(at->ch_tab_buf);
+    oc_cl_buf_free(at->ch_scratch_buf);
     oc_cl_buf_free(at->shared_buf);
+    oc_cl_buf_free(at->acc_buf);
     oc_mem_free(alloc, at->est_grid, dyn_bytes(at));
+    oc_mem_free(alloc, at->tring, at->tring_bytes);
     oc_mem_free(alloc, at->pat_host, pat_bytes(at));
     oc_mem_free(alloc, at->runs, runs_bytes(at));
     oc_mem_free(alloc, at->img, img_bytes(at));
@@ -296,6 +326,8 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, partials, &at->partials_buf, err);
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, counts_bytes(at), &at->counts_buf, err);
     if (st == OC_OK) st = oc_cl_buf_alloc(dev, pat_bytes(at), &at->pat_buf, err);
+    if (st == OC_OK) st = oc_cl_buf_alloc(dev, 16, &at->acc_buf, err);
+    if (st == OC_OK) st = oc_cl_fill32(dev, at->acc_buf, 0, 0, 16, err);
     if (st == OC_OK && lim->max_shared_keys > 0)
         st = oc_cl_buf_alloc(dev, (size_t)lim->max_shared_keys, &at->shared_buf, err);
     if (st == OC_OK && has_dyn(at)) {
@@ -313,6 +345,13 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
         if (st == OC_OK) st = oc_cl_buf_alloc(dev, J * 5 * n_kv * 4, &at->est_scores_buf, err);
         if (st == OC_OK) st = oc_cl_buf_alloc(dev, J * EST_ROWS * n_kv * 4, &at->est_prob_buf, err);
         if (st == OC_OK) st = oc_cl_buf_alloc(dev, n_kv * 4, &at->est_perm_buf, err);
+        if (st == OC_OK) st = oc_cl_buf_alloc(dev, 2 * J * CH_INTS * 4, &at->ch_tab_buf, err);
+        if (st == OC_OK) st = oc_cl_buf_alloc(dev, 2 * J * 2 * n_kv * 4, &at->ch_scratch_buf, err);
+        if (st == OC_OK) {
+            at->tring_bytes = tring_bytes_of(at);
+            if (!(at->tring = oc_mem_alloc(dev->alloc, at->tring_bytes)))
+                st = oc_fail(err, OC_ERR_NOMEM, "opencl attn: out of memory for the tables' ring");
+        }
     }
     if (st != OC_OK) {
         oc_cl_attn_close(at);
@@ -397,6 +436,24 @@ static oc_status stage_table(oc_cl_attn *at, oc_cl_buf *buf, const void *src, si
     unsigned char *p = at->stage + at->stage_at;
     memcpy(p, src, n);
     at->stage_at += (n + 63) / 64 * 64;
+    return oc_cl_upload_nowait(at->dev, buf, 0, p, n, err);
+}
+
+/* Upload n bytes of the prefill heads' tables (dyn_host, hruns, the estimate's rows and choice
+ * entries, the 2D keys' permutation) without waiting: as stage_table, through a ring of their own,
+ * large enough for a forward pass's layers, so a layer whose index the device chooses queues with
+ * no wait (the host's arrays are free again at once). Through stage_table's 64 KiB a layer's
+ * estimate tables (about 27 KiB on the long model) drained the queue every other layer. */
+static oc_status ring_table(oc_cl_attn *at, oc_cl_buf *buf, const void *src, size_t n, oc_error *err) {
+    if (n > at->tring_bytes) return oc_cl_upload(at->dev, buf, 0, src, n, err);
+    if (at->tring_at + n > at->tring_bytes) {
+        oc_status st = oc_cl_finish(at->dev, err);
+        if (st != OC_OK) return st;
+        at->tring_at = 0;
+    }
+    unsigned char *p = at->tring + at->tring_at;
+    memcpy(p, src, n);
+    at->tring_at += (n + 63) / 64 * 64;
     return oc_cl_upload_nowait(at->dev, buf, 0, p, n, err);
 }
 
@@ -567,24 +624,37 @@ static int call_dynamic(const oc_attn_call *a) {
     return 0;
 }
 
-/* Appends a part to the table at *used: plain pattern sub (its index dh: NULL or dense: every key)
- * over a stream (perm_at -1: keys by position; n_coord coordinates). A Vertical-Slash part's
- * columns past the stream select nothing and are dropped; its diagonals become runs
- * [b - o, b + B - o) relative to the block start b, ascending (offsets descending), merged. */
+/* Writes a part at pt_at (its arrays from *used): plain pattern sub (its index dh: NULL or dense:
+ * every key) over a stream (perm_at -1: keys by position; n_coord coordinates). A Vertical-Slash
+ * part's columns past the stream select nothing and are dropped; its diagonals become runs
+ * [b - o, b + B - o) relative to the block start b, ascending (offsets descending), merged.
+ * slot >= 0: the device chooses a Vertical-Slash part's index (dyn.cl oc_dyn_choose over n_choice
+ * coordinates): the part gets room for its columns and runs, and ch_slot[slot] says where. */
 static oc_status add_part(oc_cl_attn *at, const oc_attn_call *a, int32_t h, const oc_head_pattern *sub,
-                          const oc_dyn_head *dh, int32_t perm_at, int32_t n_coord, int32_t *used, oc_error *err) {
-    int32_t *pt = at->dyn_host + *used, at_v = *used + PART_INTS;
-    if ((int64_t)at_v > at->dyn_cap) goto full;
+                          const oc_dyn_head *dh, int32_t pt_at, int32_t perm_at, int32_t n_coord, int32_t slot,
+                          int32_t n_choice, int32_t *used, oc_error *err) {
+    int32_t *pt = at->dyn_host + pt_at, at_v = *used;
     memset(pt, 0, PART_INTS * sizeof *pt);
     pt[5] = perm_at;
     pt[6] = n_coord;
-    *used = at_v;
     if (sub->kind == OC_PATTERN_A_SHAPE) {
         pt[0] = DYN_ASHAPE;
         pt[1] = sub->n_sink;
         pt[2] = sub->n_local;
     } else if (!oc_pattern_is_dynamic(sub->kind) || !dh || dh->dense) {
         pt[0] = DYN_ALL;
+    } else if (slot >= 0 && sub->kind == OC_PATTERN_VERTICAL_SLASH) {
+        /* room: the columns below n_coord, and the runs: offsets in runs are >= 65 apart, so at
+         * most (2 n - 2) / 65 + 1 of them */
+        int32_t nv = OC_MIN(OC_MAX(sub->n_vertical, 0), n_coord);
+        int32_t nd = OC_MIN(OC_MAX(sub->n_slash, 0), (2 * n_choice - 2) / (OC_DYN_BLOCK + 1) + 1);
+        if ((int64_t)at_v + nv + 2 * (int64_t)nd > at->dyn_cap) goto full;
+        int32_t *cs = at->ch_slot + (size_t)slot * CH_SLOT_INTS;
+        cs[0] = pt_at;
+        cs[1] = at_v;
+        cs[2] = at_v + nv;
+        pt[0] = DYN_VS;   /* the counts and places: the device's */
+        *used = at_v + nv + 2 * nd;
     } else if (sub->kind == OC_PATTERN_GRID) {
         if (dh->stride < 1 || dh->phase < 0 || dh->phase >= dh->stride)
             return oc_fail(err, OC_ERR_INVALID, "opencl attn: head %d grid stride %d phase %d", (int)h, (int)dh->stride,
@@ -630,6 +700,16 @@ static oc_status add_part(oc_cl_attn *at, const oc_attn_call *a, int32_t h, cons
     return OC_OK;
 full:
     return oc_fail(err, OC_ERR_RANGE, "opencl attn: the prefill heads' tables need more than %d ints", (int)at->dyn_cap);
+}
+
+/* Room for n parts at *used: their place (the kernel reads a head's parts one after another). */
+static oc_status add_headers(oc_cl_attn *at, int32_t n, int32_t *parts_at, int32_t *used, oc_error *err) {
+    if ((int64_t)*used + (int64_t)n * PART_INTS > at->dyn_cap)
+        return oc_fail(err, OC_ERR_RANGE, "opencl attn: the prefill heads' tables need more than %d ints",
+                       (int)at->dyn_cap);
+    *parts_at = *used;
+    *used += n * PART_INTS;
+    return OC_OK;
 }
 
 /* The class of coordinate c under part pt (rows of one class keep the same coordinates of it). */
@@ -708,20 +788,44 @@ static oc_status add_rows(oc_cl_attn *at, const oc_attn_call *a, int32_t h, int 
     return OC_OK;
 }
 
+/* Second-launch runs, the most work first: (sort key in r[5], the step a head run does not use),
+ * then head and row list, so the order is the same on every call. */
+static int hrun_cmp(const void *x, const void *y) {
+    const int32_t *a = x, *b = y;
+    if (a[5] != b[5]) return a[5] > b[5] ? -1 : 1;
+    if (a[6] != b[6]) return a[6] < b[6] ? -1 : 1;
+    return (a[0] > b[0]) - (a[0] < b[0]);
+}
+
+/* The second launch's work-groups start in run order and a GPU hands them out in that order, so
+ * the longest go first (the first launch's order, prepare): a causal run's keys grow with its last
+ * row, a bidirectional one's with its rows. add_rows appends a head's runs in ascending rows: the
+ * longest came last and ran alone at the tail of the launch. */
+static void sort_hruns(oc_cl_attn *at, const oc_attn_call *a) {
+    int causal = a->mask == OC_ATTN_CAUSAL;
+    for (int32_t k = 0; k < at->n_hruns; k++) {
+        int32_t *r = at->hruns + (size_t)k * RUN_INTS;
+        r[5] = causal ? at->dyn_host[r[0] + 2 * (r[1] - 1)] : r[1];
+    }
+    qsort(at->hruns, (size_t)at->n_hruns, RUN_INTS * sizeof(int32_t), hrun_cmp);
+    for (int32_t k = 0; k < at->n_hruns; k++) at->hruns[(size_t)k * RUN_INTS + 5] = 0;
+}
+
 /* The tables the kernel's second launch reads (attn.cl): a flag per head, the key permutation
  * (2D-Boundary), and per prefill head its parts and row groups: a Vertical-Slash or Grid head one
  * part for every row; a Q-Boundary head per modality its modality's part for that modality's rows
  * (Alg. 2); a 2D-Boundary head per query modality mq the parts (mq, text) and (mq, vision) over the
- * key modalities' streams for mq's rows by rank (Alg. 3). Uploaded. */
-static oc_status dyn_tables(oc_cl_attn *at, const oc_attn_call *a, oc_error *err) {
+ * key modalities' streams for mq's rows by rank (Alg. 3). Uploaded through the ring, no wait.
+ * dev: the Vertical-Slash parts' indices are the device's to choose (a->dyn holds only the dense
+ * flags and the permutation): each gets its room and its ch_slot; the row groups do not depend on
+ * them (a Vertical-Slash part's class is the row's block). */
+static oc_status dyn_tables(oc_cl_attn *at, const oc_attn_call *a, int dev, oc_error *err) {
     int32_t nh = at->lim.n_head, used = nh, perm_at = -1;
     const oc_attn_dyn *dyn = a->dyn;
     oc_status st = OC_OK;
-    if (at->tables_in_flight) {   /* the last call's uploads may still read the host arrays */
-        if ((st = oc_cl_finish(at->dev, err)) != OC_OK) return st;
-        at->tables_in_flight = 0;
-    }
     at->n_hruns = 0;
+    if (dev)
+        for (size_t k = 0; k < (size_t)nh * N_SLOTS * CH_SLOT_INTS; k++) at->ch_slot[k] = -1;
     for (int32_t h = 0; h < nh; h++) at->dyn_host[h] = oc_pattern_is_prefill(a->patterns[h].kind);
     for (int32_t h = 0; h < nh && perm_at < 0; h++)
         if (a->patterns[h].kind == OC_PATTERN_BOUNDARY_2D) {   /* mask.c checked dyn's permutation */
@@ -733,51 +837,44 @@ static oc_status dyn_tables(oc_cl_attn *at, const oc_attn_call *a, oc_error *err
         }
     for (int32_t h = 0; h < nh && st == OC_OK; h++) {
         const oc_head_pattern *pat = &a->patterns[h];
+        int32_t slot0 = dev ? h * N_SLOTS : -1, parts_at = 0;
         if (oc_pattern_is_dynamic(pat->kind)) {
-            int32_t parts_at = used;
-            st = add_part(at, a, h, pat, &dyn->heads[h], -1, a->n_kv, &used, err);
+            st = add_headers(at, 1, &parts_at, &used, err);
+            if (st == OC_OK)
+                st = add_part(at, a, h, pat, &dyn->heads[h], parts_at, -1, a->n_kv, slot0, a->n_kv, &used, err);
             if (st == OC_OK) st = add_rows(at, a, h, -1, 0, parts_at, 1, &used, err);
         } else if (pat->kind == OC_PATTERN_Q_BOUNDARY) {
             for (int m = 0; m < OC_N_MODALITIES && st == OC_OK; m++) {
                 oc_head_pattern sub = oc_pattern_modal(pat, m);
                 const oc_dyn_head *dh = dyn ? (m ? &dyn->heads_vision[h] : &dyn->heads[h]) : NULL;
-                int32_t parts_at = used;
-                st = add_part(at, a, h, &sub, dh, -1, a->n_kv, &used, err);
+                st = add_headers(at, 1, &parts_at, &used, err);
+                if (st == OC_OK)
+                    st = add_part(at, a, h, &sub, dh, parts_at, -1, a->n_kv, dev ? slot0 + m : -1, a->n_kv, &used, err);
                 if (st == OC_OK) st = add_rows(at, a, h, m, 0, parts_at, 1, &used, err);
             }
         } else if (pat->kind == OC_PATTERN_BOUNDARY_2D) {
             for (int mq = 0; mq < OC_N_MODALITIES && st == OC_OK; mq++) {
-                int32_t parts_at = used, n_parts = 0;
-                for (int mk = 0; mk < OC_N_MODALITIES && st == OC_OK; mk++) {
+                int32_t n_parts = 0, n_mq = dyn->key_start[mq + 1] - dyn->key_start[mq];
+                for (int mk = 0; mk < OC_N_MODALITIES; mk++) n_parts += dyn->key_start[mk + 1] > dyn->key_start[mk];
+                if (!n_parts) continue;
+                st = add_headers(at, n_parts, &parts_at, &used, err);
+                for (int mk = 0, k = 0; mk < OC_N_MODALITIES && st == OC_OK; mk++) {
                     int32_t n_mk = dyn->key_start[mk + 1] - dyn->key_start[mk];
                     if (n_mk == 0) continue;
                     oc_head_pattern sub = oc_pattern_pair(pat, mq, mk);
+                    int32_t slot = dev ? slot0 + mq * OC_N_MODALITIES + mk : -1;
                     st = add_part(at, a, h, &sub, &dyn->pairs[(size_t)h * N_SLOTS + mq * OC_N_MODALITIES + mk],
-                                  perm_at + dyn->key_start[mk], n_mk, &used, err);
-                    n_parts++;
+                                  parts_at + PART_INTS * k++, perm_at + dyn->key_start[mk], n_mk, slot,
+                                  OC_MAX(n_mk, n_mq), &used, err);
                 }
-                if (st != OC_OK || !n_parts) continue;
-                /* the parts sit apart from their columns: move them together (the kernel reads parts_at
-                 * + k PART_INTS) when the first one wrote columns */
-                if (n_parts == 2 && at->dyn_host[parts_at] == DYN_VS) {
-                    int32_t second = at->dyn_host[parts_at + 4] + 2 * at->dyn_host[parts_at + 3];
-                    if ((int64_t)used + PART_INTS > at->dyn_cap)
-                        return oc_fail(err, OC_ERR_RANGE, "opencl attn: tables full");
-                    memcpy(at->dyn_host + used, at->dyn_host + parts_at, PART_INTS * 4);
-                    memcpy(at->dyn_host + used + PART_INTS, at->dyn_host + second, PART_INTS * 4);
-                    parts_at = used;
-                    used += 2 * PART_INTS;
-                }
-                st = add_rows(at, a, h, mq, 1, parts_at, n_parts, &used, err);
+                if (st == OC_OK) st = add_rows(at, a, h, mq, 1, parts_at, n_parts, &used, err);
             }
         }
     }
-    /* no wait: the host arrays stay as they are until the next call's tables, which waits first
-     * unless the estimate's read-back already has (one wait per layer less) */
-    if (st == OC_OK) st = oc_cl_upload_nowait(at->dev, at->dyn_buf, 0, at->dyn_host, (size_t)used * 4, err);
+    if (st == OC_OK) sort_hruns(at, a);
+    if (st == OC_OK) st = ring_table(at, at->dyn_buf, at->dyn_host, (size_t)used * 4, err);
     if (st == OC_OK && at->n_hruns)
-        st = oc_cl_upload_nowait(at->dev, at->hruns_buf, 0, at->hruns, (size_t)at->n_hruns * RUN_INTS * 4, err);
-    at->tables_in_flight = st == OC_OK;
+        st = ring_table(at, at->hruns_buf, at->hruns, (size_t)at->n_hruns * RUN_INTS * 4, err);
     return st;
 }
 
@@ -802,7 +899,7 @@ static oc_status dyn_room(const oc_cl_attn *at, const oc_attn_call *a, oc_error 
  * (job b at 5 n_kv b: its columns, then its diagonals: of the positions at n_kv, or of key
  * modality mk by rank at n_kv + 2 mk n_kv, 2 max(n_mk, n_mq) - 1 each). */
 static oc_status est_launch(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_attn_bufs *io, const int32_t *n_m,
-                            oc_error *err) {
+                            int read_back, oc_error *err) {
     int32_t n_kv = a->n_kv, d = at->lim.head_dim, causal = a->mask == OC_ATTN_CAUSAL, J = at->est_jobs;
     int32_t jobs_at = J * 2 * EST_ROWS, entries_at = jobs_at + J, n_ent = 0, max_diag = 0, S = 5 * n_kv;
     int32_t *ent = at->est_tab + entries_at;
@@ -823,7 +920,7 @@ static oc_status est_launch(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_a
             max_diag = OC_MAX(max_diag, n_diag);
         }
     }
-    oc_status st = stage_table(at, at->est_rows_buf, at->est_tab, (size_t)(entries_at + DIAG_INTS * n_ent) * 4, err);
+    oc_status st = ring_table(at, at->est_rows_buf, at->est_tab, (size_t)(entries_at + DIAG_INTS * n_ent) * 4, err);
     int32_t n_w = (n_kv + EST_ROWS - 1) / EST_ROWS;
     for (int pass = 0; pass < 2 && st == OC_OK; pass++) {
         oc_cl_arg args[] = {
@@ -847,8 +944,8 @@ static oc_status est_launch(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_a
         size_t global[2] = { (size_t)(2 * max_diag - 1), (size_t)n_ent };
         st = oc_cl_launch(at->dev, OC_CLK_DYN_DIAG, 2, global, NULL, (int)OC_ARRAY_LEN(args), args, err);
     }
-    if (st == OC_OK) st = oc_cl_download(at->dev, at->est_scores_buf, 0, at->est_scores, (size_t)at->n_est * S * 4, err);
-    if (st == OC_OK) at->tables_in_flight = 0;   /* the queue ran up to the read: the tables' uploads too */
+    if (st == OC_OK && read_back)
+        st = oc_cl_download(at->dev, at->est_scores_buf, 0, at->est_scores, (size_t)at->n_est * S * 4, err);
     return st;
 }
 
@@ -923,7 +1020,7 @@ void oc_cl_attn_set_pool(oc_cl_attn *at, oc_pool *pool) { at->pool = pool; }
 static oc_status est_flush(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_attn_bufs *io, const int32_t *n_m,
                            int flush, oc_error *err) {
     if (!at->n_est || (!flush && at->n_est < at->est_jobs)) return OC_OK;
-    oc_status st = est_launch(at, a, io, n_m, err);
+    oc_status st = est_launch(at, a, io, n_m, 1, err);
     if (st != OC_OK) {
         at->n_est = 0;
         return st;
@@ -970,7 +1067,7 @@ oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *a, const oc_c
         at->dyn.key_perm = at->key_perm;
         at->dyn.key_rank = at->key_rank;
         for (int m = 0; m < OC_N_MODALITIES; m++) n_m[m] = at->dyn.key_start[m + 1] - at->dyn.key_start[m];
-        st = stage_table(at, at->est_perm_buf, at->key_perm, (size_t)n_kv * 4, err);   /* no wait: the estimate reads it */
+        st = ring_table(at, at->est_perm_buf, at->key_perm, (size_t)n_kv * 4, err);   /* no wait: the estimate reads it */
     }
     /* every head's estimates queued, run in batches (one read-back each), then chosen */
     for (int32_t h = 0; h < nh && n_dyn && n_kv > 0 && st == OC_OK; h++) {
@@ -1104,8 +1201,9 @@ static oc_status run_decode(oc_cl_attn *at, const oc_attn_call *call, const oc_c
     return oc_cl_launch(at->dev, OC_CLK_ATTN_MERGE, 2, mg, NULL, (int)OC_ARRAY_LEN(m), m, err);
 }
 
-oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *io, oc_attn_stats *stats,
-                         oc_error *err) {
+/* oc_cl_attn_run; dev_tables: the prefill heads' tables are queued already (dyn_device). */
+static oc_status run_call(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *io, oc_attn_stats *stats,
+                          int dev_tables, oc_error *err) {
     oc_status st = oc_cl_attn_prepare(at, call, err);
     if (st != OC_OK) return st;
     const oc_cl_attn_limits *L = &at->lim;
@@ -1156,9 +1254,9 @@ oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_a
     if (dyn_on && call->mask != OC_ATTN_CAUSAL && call->mask != OC_ATTN_BIDIRECTIONAL)
         return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl attn: vertical-slash, grid and boundary heads need a causal or "
                        "bidirectional base (segments run on the CPU)");
-    if (dyn_on) {   /* prefill heads: their index, then a launch of their own */
+    if (dyn_on && !dev_tables) {   /* prefill heads: their index, then a launch of their own */
         if ((st = oc_mask_check_dyn(call, 1, "opencl attn", err)) != OC_OK || (st = dyn_room(at, call, err)) != OC_OK ||
-            (st = dyn_tables(at, call, err)) != OC_OK)
+            (st = dyn_tables(at, call, 0, err)) != OC_OK)
             return st;
     }
     int32_t n_units = at->stacked ? L->n_head_kv : L->n_head;
@@ -1180,9 +1278,20 @@ oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_a
     }
     if (st != OC_OK || !stats) return st;
     if (!want_counts) return oc_fail(err, OC_ERR_RANGE, "opencl attn: %zu work-groups: too many to count", n_items);
+    uint64_t dense = at->base_pairs * (uint64_t)L->n_head, per_pair = 4 * (uint64_t)d;
+    if (at->defer_counts) {   /* summed on the device, taken later: no wait */
+        oc_cl_arg c[] = { OC_CL_BUF(at->counts_buf), OC_CL_I32((int32_t)n_items), OC_CL_BUF(at->acc_buf) };
+        size_t one[1] = { 256 };
+        st = oc_cl_launch(at->dev, OC_CLK_ATTN_COUNT, 1, one, one, (int)OC_ARRAY_LEN(c), c, err);
+        if (st == OC_OK) {
+            at->pend = 1;
+            at->pend_dense += dense;
+        }
+        return st;
+    }
     st = oc_cl_download(at->dev, at->counts_buf, 0, at->counts, n_items * 2 * sizeof(uint32_t), err);
     if (st != OC_OK) return st;
-    uint64_t kept = 0, executed = 0, dense = at->base_pairs * (uint64_t)L->n_head, per_pair = 4 * (uint64_t)d;
+    uint64_t kept = 0, executed = 0;
     for (size_t i = 0; i < n_items; i++) {
         kept += at->counts[2 * i];
         executed += at->counts[2 * i + 1];
@@ -1191,4 +1300,217 @@ oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_a
     stats->flops_skipped += (dense > kept ? dense - kept : 0) * per_pair;
     stats->flops_executed += executed * per_pair;
     return OC_OK;
+}
+
+oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *io, oc_attn_stats *stats,
+                         oc_error *err) {
+    return run_call(at, call, io, stats, 0, err);
+}
+
+/* ---- the index chosen on the device ------------------------------------------------------------------- */
+
+/* The choice entries (dyn.cl oc_dyn_choose) of the queued jobs: each Vertical-Slash part a job's
+ * scores feed (a plain head's, a Q-Boundary modality's, a 2D-Boundary pair's by rank, as
+ * choose_job reads them), at the room dyn_tables gave it. Returns the count. */
+static int32_t ch_entries(oc_cl_attn *at, const oc_attn_call *a, const int32_t *n_m) {
+    int32_t n_kv = a->n_kv, S = 5 * n_kv, n = 0, scratch = 2 * (int32_t)nkv1(at);
+    for (int32_t b = 0; b < at->n_est; b++) {
+        const int32_t *job = at->est_job + 4 * b;
+        int32_t h = job[0], m = job[2];
+        int by_rank = job[1] == EST_2D;
+        for (int mk = 0; mk < (by_rank ? OC_N_MODALITIES : 1); mk++) {
+            const oc_head_pattern *pat = &a->patterns[h];
+            oc_head_pattern sub = job[1] == EST_HEAD ? *pat : by_rank ? oc_pattern_pair(pat, m, mk) : oc_pattern_modal(pat, m);
+            int32_t slot = h * N_SLOTS + (job[1] == EST_HEAD ? 0 : by_rank ? m * OC_N_MODALITIES + mk : m);
+            const int32_t *cs = at->ch_slot + (size_t)slot * CH_SLOT_INTS;
+            if (sub.kind != OC_PATTERN_VERTICAL_SLASH || cs[0] < 0) continue;
+            int32_t *e = at->ch_tab + (size_t)n * CH_INTS;
+            e[0] = b * S;
+            e[1] = by_rank ? at->dyn.key_start[mk] : -1;
+            e[2] = by_rank ? n_m[mk] : n_kv;
+            e[3] = by_rank ? OC_MAX(n_m[mk], n_m[m]) : n_kv;
+            e[4] = sub.n_vertical;
+            e[5] = sub.n_slash;
+            e[6] = b * S + n_kv + (by_rank ? 2 * mk * n_kv : 0);
+            e[7] = cs[0];
+            e[8] = cs[1];
+            e[9] = cs[2];
+            e[10] = by_rank ? n_m[mk] : n_kv;
+            e[11] = n * scratch;
+            n++;
+        }
+    }
+    return n;
+}
+
+/* Runs the queued jobs' estimate and their choices on the device, no read-back (the batch full,
+ * or flush: whenever any is queued). */
+static oc_status est_flush_dev(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_attn_bufs *io, const int32_t *n_m,
+                               int flush, oc_error *err) {
+    if (!at->n_est || (!flush && at->n_est < at->est_jobs)) return OC_OK;
+    oc_status st = est_launch(at, a, io, n_m, 0, err);
+    int32_t n = st == OC_OK ? ch_entries(at, a, n_m) : 0;
+    if (st == OC_OK && n) st = ring_table(at, at->ch_tab_buf, at->ch_tab, (size_t)n * CH_INTS * 4, err);
+    if (st == OC_OK && n) {
+        oc_cl_arg args[] = { OC_CL_BUF(at->est_scores_buf), OC_CL_BUF(at->est_perm_buf), OC_CL_BUF(at->ch_tab_buf),
+                             OC_CL_I32(0), OC_CL_BUF(at->dyn_buf), OC_CL_BUF(at->ch_scratch_buf) };
+        size_t local[1] = { CH_WG }, global[1] = { (size_t)n * CH_WG };
+        st = oc_cl_launch(at->dev, OC_CLK_DYN_CHOOSE, 1, global, local, (int)OC_ARRAY_LEN(args), args, err);
+    }
+    at->n_est = 0;
+    return st;
+}
+
+/* 1 when no head of the call has a Grid part: Alg. 1's stride search stays the host's. */
+static int device_choosable(const oc_attn_call *a) {
+    for (int32_t h = 0; h < a->n_head; h++) {
+        const oc_head_pattern *p = &a->patterns[h];
+        if (p->kind == OC_PATTERN_GRID) return 0;
+        for (int m = 0; m < OC_N_MODALITIES; m++) {
+            if (p->kind == OC_PATTERN_Q_BOUNDARY && p->modal[m].kind == OC_PATTERN_GRID) return 0;
+            for (int k = 0; k < OC_N_MODALITIES && p->kind == OC_PATTERN_BOUNDARY_2D; k++)
+                if (p->pair[m][k].kind == OC_PATTERN_GRID) return 0;
+        }
+    }
+    return 1;
+}
+
+/* The call's index estimated and chosen on the device, its tables queued (dyn_tables dev): what
+ * oc_cl_attn_dyn_build and the run's tables do, with the choice where the scores are. The host
+ * decides only what the geometry decides: which modality has 64 rows to estimate from, the 2D
+ * keys' permutation, the row groups. */
+static oc_status dyn_device(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_attn_bufs *io, oc_error *err) {
+    oc_status st = oc_cl_attn_prepare(at, a, err);
+    if (st == OC_OK) st = oc_mask_check_dyn(a, 0, "opencl attn", err);
+    if (st == OC_OK && a->mask != OC_ATTN_CAUSAL && a->mask != OC_ATTN_BIDIRECTIONAL)
+        st = oc_fail(err, OC_ERR_UNSUPPORTED, "opencl attn: vertical-slash, grid and boundary heads need a causal or "
+                     "bidirectional base (segments run on the CPU)");
+    if (st == OC_OK) st = dyn_room(at, a, err);
+    if (st != OC_OK) return st;
+    int32_t nh = at->lim.n_head, n_kv = a->n_kv, d = at->lim.head_dim, rows[OC_DYN_LAST_Q];
+    size_t kv_bytes = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
+    if (!io || !tensor_fits(io->q, a->q_off, a->q_stride_token, a->q_stride_head, a->n_q, nh, d, 4) ||
+        !tensor_fits(io->k, a->k_off, a->k_stride_token, a->k_stride_head, n_kv, at->lim.n_head_kv, d, kv_bytes))
+        return oc_fail(err, OC_ERR_RANGE, "opencl attn: q or k (with its offset and strides) does not fit its buffer");
+    oc_dyn_head *heads = at->dyn_heads, *vision = heads + nh, *pairs = vision + nh;
+    for (int32_t k = 0; k < nh * (2 + N_SLOTS); k++) {
+        memset(&heads[k], 0, sizeof heads[k]);
+        heads[k].stride = 1;
+    }
+    memset(&at->dyn, 0, sizeof at->dyn);
+    at->dyn.n_head = nh;
+    at->dyn.heads = heads;
+    at->dyn.heads_vision = vision;
+    at->n_est = 0;
+    int32_t n_m[OC_N_MODALITIES] = { 0, 0 }, any_2d = 0;
+    for (int32_t h = 0; h < nh; h++) any_2d |= a->patterns[h].kind == OC_PATTERN_BOUNDARY_2D;
+    if (any_2d && n_kv > 0) {   /* the keys' modality permutation, the CPU's (dyn.h) */
+        oc_dyn_key_perm(a, at->key_perm, at->key_rank, at->dyn.key_start);
+        at->dyn.pairs = pairs;
+        at->dyn.key_perm = at->key_perm;
+        at->dyn.key_rank = at->key_rank;
+        for (int m = 0; m < OC_N_MODALITIES; m++) n_m[m] = at->dyn.key_start[m + 1] - at->dyn.key_start[m];
+        st = ring_table(at, at->est_perm_buf, at->key_perm, (size_t)n_kv * 4, err);
+    }
+    /* a modality with fewer than 64 query rows runs its dynamic parts dense (dyn.h) */
+    for (int32_t h = 0; h < nh && n_kv > 0; h++) {
+        const oc_head_pattern *pat = &a->patterns[h];
+        for (int m = 0; m < OC_N_MODALITIES; m++) {
+            if (pat->kind == OC_PATTERN_Q_BOUNDARY && oc_pattern_is_dynamic(pat->modal[m].kind) &&
+                !oc_dyn_last_rows(a, m, rows))
+                (m ? &vision[h] : &heads[h])->dense = 1;
+            if (pat->kind == OC_PATTERN_BOUNDARY_2D && !oc_dyn_last_rows(a, m, rows))
+                for (int mk = 0; mk < OC_N_MODALITIES; mk++) pairs[(size_t)h * N_SLOTS + m * OC_N_MODALITIES + mk].dense = 1;
+        }
+    }
+    oc_attn_call c = *a;
+    c.dyn = &at->dyn;
+    if (st == OC_OK) st = dyn_tables(at, &c, 1, err);
+    for (int32_t h = 0; h < nh && n_kv > 0 && st == OC_OK; h++) {
+        const oc_head_pattern *pat = &a->patterns[h];
+        if (!oc_pattern_needs_index(pat)) continue;
+        if (pat->kind == OC_PATTERN_VERTICAL_SLASH) {
+            est_queue(at, a, h, EST_HEAD, -1, 1);
+            st = est_flush_dev(at, a, io, n_m, 0, err);
+        } else if (pat->kind == OC_PATTERN_Q_BOUNDARY) {
+            for (int m = 0; m < OC_N_MODALITIES && st == OC_OK; m++)
+                if (pat->modal[m].kind == OC_PATTERN_VERTICAL_SLASH && est_queue(at, a, h, EST_QB, m, 1))
+                    st = est_flush_dev(at, a, io, n_m, 0, err);
+        } else if (pat->kind == OC_PATTERN_BOUNDARY_2D) {
+            for (int mq = 0; mq < OC_N_MODALITIES && st == OC_OK; mq++) {
+                int any = 0;
+                for (int mk = 0; mk < OC_N_MODALITIES; mk++) any |= pat->pair[mq][mk].kind == OC_PATTERN_VERTICAL_SLASH;
+                if (any && est_queue(at, a, h, EST_2D, mq, 1)) st = est_flush_dev(at, a, io, n_m, 0, err);
+            }
+        }
+    }
+    if (st == OC_OK) st = est_flush_dev(at, a, io, n_m, 1, err);
+    at->n_est = 0;
+    return st;
+}
+
+oc_status oc_cl_attn_run_indexed(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *io,
+                                 oc_attn_stats *stats, uint64_t *estimate_ns, oc_error *err) {
+    int needs = 0;
+    for (int32_t h = 0; call && call->patterns && !call->dyn && oc_attn_wants_dyn(call) && h < call->n_head; h++)
+        needs |= oc_pattern_needs_index(&call->patterns[h]);
+    if (!needs) return run_call(at, call, io, stats, 0, err);
+    uint64_t t0 = estimate_ns ? oc_port_now_ns() : 0;
+    oc_attn_call c = *call;
+    int dev = device_choosable(call);
+    oc_status st = dev ? dyn_device(at, call, io, err) : oc_cl_attn_dyn_build(at, call, io, &c.dyn, err);
+    if (estimate_ns) *estimate_ns += oc_port_now_ns() - t0;
+    return st != OC_OK ? st : run_call(at, &c, io, stats, dev, err);
+}
+
+int32_t oc_cl_attn_parts_ints(const oc_cl_attn *at) { return at->dyn_cap; }
+
+oc_status oc_cl_attn_parts(oc_cl_attn *at, int32_t *tmp, int32_t *out, int32_t cap, int32_t *n_out, oc_error *err) {
+    *n_out = 0;
+    if (!has_dyn(at)) return OC_OK;
+    oc_status st = oc_cl_download(at->dev, at->dyn_buf, 0, tmp, (size_t)at->dyn_cap * 4, err);
+    if (st != OC_OK) return st;
+    int32_t n = 0, last = -1;
+#define PUT(x) do { if (n >= cap) return oc_fail(err, OC_ERR_RANGE, "opencl attn parts: more than %d ints", (int)cap); out[n++] = (x); } while (0)
+    for (int32_t r = 0; r < at->n_hruns; r++) {
+        const int32_t *run = at->hruns + (size_t)r * RUN_INTS;
+        if (run[2] == last) continue;   /* the runs of one row list share its parts */
+        last = run[2];
+        PUT(run[6]);
+        PUT(run[3]);
+        for (int32_t k = 0; k < run[3]; k++) {
+            const int32_t *pt = tmp + run[2] + k * PART_INTS;
+            PUT(pt[0]);
+            if (pt[0] != DYN_VS) {
+                for (int i = 1; i < PART_INTS; i++) PUT(pt[i]);
+                continue;
+            }
+            PUT(pt[1]);
+            for (int32_t i = 0; i < pt[1]; i++) PUT(tmp[pt[2] + i]);
+            PUT(pt[3]);
+            for (int32_t i = 0; i < 2 * pt[3]; i++) PUT(tmp[pt[4] + i]);
+            PUT(pt[5] >= 0);
+            PUT(pt[6]);
+        }
+    }
+#undef PUT
+    *n_out = n;
+    return OC_OK;
+}
+
+void oc_cl_attn_defer_counts(oc_cl_attn *at, int on) { at->defer_counts = on != 0; }
+
+oc_status oc_cl_attn_counts_take(oc_cl_attn *at, oc_attn_stats *stats, oc_error *err) {
+    if (!at || !at->pend) return OC_OK;
+    uint64_t acc[2], per_pair = 4 * (uint64_t)at->lim.head_dim;
+    oc_status st = oc_cl_download(at->dev, at->acc_buf, 0, acc, sizeof acc, err);
+    if (st == OC_OK) st = oc_cl_fill32(at->dev, at->acc_buf, 0, 0, sizeof acc, err);
+    if (st == OC_OK && stats) {
+        stats->flops_kept += acc[0] * per_pair;
+        stats->flops_skipped += (at->pend_dense > acc[0] ? at->pend_dense - acc[0] : 0) * per_pair;
+        stats->flops_executed += acc[1] * per_pair;
+    }
+    at->pend = 0;
+    at->pend_dense = 0;
+    return st;
 }

@@ -97,6 +97,36 @@ oc_status oc_cl_attn_run(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_a
 oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *bufs,
                                const oc_attn_dyn **out, oc_error *err);
 
+/* oc_cl_attn_run for a call whose prefill heads need an index and that has none (call->dyn NULL):
+ * the device estimates it and, when the heads' parts are Vertical-Slash, A-shape or dense (any of
+ * the plain, Q-Boundary and 2D-Boundary kinds), chooses it too (opencl/kernels/dyn.cl
+ * oc_dyn_choose: the CPU's top-k, ties to the lower index, the same set), writes it into the
+ * second launch's tables and runs, all queued: no read-back inside the call. A call with a Grid
+ * part takes oc_cl_attn_dyn_build (Alg. 1's stride search on the host, one read-back per
+ * estimate batch), then runs. A call that needs no index (or has one) is oc_cl_attn_run.
+ * estimate_ns (may be NULL) gets the time the index took on the host (to queue it, or with the
+ * Grid search its wait and choice). [alloc: no] [errors: oc_cl_attn_run's and oc_cl_attn_dyn_build's] */
+oc_status oc_cl_attn_run_indexed(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *io,
+                                 oc_attn_stats *stats, uint64_t *estimate_ns, oc_error *err);
+
+/* Tests: the prefill heads' parts of the last run as the device holds them, written to
+ * out[0..*n_out) in one canonical form (per row list: head, part count, then per part its kind
+ * and for Vertical-Slash its columns and merged diagonal runs), so an index the host chose and one
+ * the device chose compare int for int. tmp holds oc_cl_attn_parts_ints(at) ints. Waits.
+ * [alloc: no] [errors: OC_ERR_RANGE (cap too small), OC_ERR_DEVICE] */
+int32_t oc_cl_attn_parts_ints(const oc_cl_attn *at);
+oc_status oc_cl_attn_parts(oc_cl_attn *at, int32_t *tmp, int32_t *out, int32_t cap, int32_t *n_out, oc_error *err);
+
+/* Deferred counters (on: 1): a run asked for stats sums its work-groups' counters on the device
+ * into the context's running total instead of waiting to read them, and adds nothing to stats;
+ * oc_cl_attn_counts_take reads the total (a wait) and adds every deferred call's kept, skipped and
+ * executed FLOPs to stats (kept and executed exactly as each call would have; skipped: the sum of
+ * each call's dense pairs less its kept, also the same). A sparse prefill then waits once, not
+ * once per layer. [alloc: no] */
+void oc_cl_attn_defer_counts(oc_cl_attn *at, int on);
+/* [alloc: no] [errors: OC_ERR_DEVICE] at NULL, or nothing deferred: OC_OK at once. */
+oc_status oc_cl_attn_counts_take(oc_cl_attn *at, oc_attn_stats *stats, oc_error *err);
+
 /* Pairs the base mask of the call prepared last keeps for one head (attention/mask.h). */
 uint64_t oc_cl_attn_base_pairs(const oc_cl_attn *at);
 

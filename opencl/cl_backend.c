@@ -52,6 +52,8 @@ typedef struct cl_backend {
     unsigned char *stage;        /* STAGE_BYTES: copies of small writes until the queue has read them */
     size_t stage_at;             /* bytes of it in use since stage_waits */
     uint64_t stage_waits;        /* the device's wait count when the ring was last (re)started */
+    oc_attn_stats *pend_stats;   /* the stats the deferred attention counts go to (backend.h
+                                    attn_stats_flush), or NULL */
 } cl_backend;
 
 static cl_backend *clb(oc_backend *be) { return (cl_backend *)(void *)be; }
@@ -204,9 +206,23 @@ static oc_status cl_write(oc_backend *be, oc_bt *t, size_t off_bytes, const void
     return oc_cl_upload_nowait(dev, t->impl, off_bytes, p, n_bytes, err);
 }
 
+/* The deferred attention counts (cl_attn.h oc_cl_attn_defer_counts) into the stats they belong to. */
+static oc_status cl_attn_stats_flush(oc_backend *be, oc_error *err) {
+    cl_backend *b = clb(be);
+    oc_status st = OC_OK;
+    if (b->pend_stats) {
+        st = oc_cl_attn_counts_take(b->attn, b->pend_stats, err);
+        if (st == OC_OK) st = oc_cl_attn_counts_take(b->attn_kv, b->pend_stats, err);
+    }
+    b->pend_stats = NULL;
+    return st;
+}
+
 static oc_status cl_read(oc_backend *be, const oc_bt *t, size_t off_bytes, void *dst, size_t n_bytes,
                          oc_error *err) {
-    oc_status st = span(t, (int64_t)off_bytes, (int64_t)n_bytes, 1, "read", err);
+    oc_status st = cl_attn_stats_flush(be, err);   /* a read waits anyway */
+    if (st != OC_OK) return st;
+    st = span(t, (int64_t)off_bytes, (int64_t)n_bytes, 1, "read", err);
     return st != OC_OK || !n_bytes ? st : oc_cl_download(clb(be)->dev->cl, t->impl, off_bytes, dst, n_bytes, err);
 }
 
@@ -411,6 +427,10 @@ static oc_status cl_attention(oc_backend *be, const oc_attn_call *a, const oc_at
         dense &= oc_attn_head_is_dense(a, h);
         dynamic |= oc_pattern_needs_index(&a->patterns[h]);
     }
+    if (stats && !dense && b->pend_stats != stats) {   /* counts deferred (cl_attn.h), to these stats */
+        if ((st = cl_attn_stats_flush(be, err)) != OC_OK) return st;
+        b->pend_stats = stats;
+    }
     oc_attn_call with_index = *a;
     if (dense && a->patterns) {   /* decode with a plan: its heads keep what dense keeps (attn.h), so no
                                      counters to wait for and no pattern table */
@@ -418,12 +438,10 @@ static oc_status cl_attention(oc_backend *be, const oc_attn_call *a, const oc_at
         dynamic = 0;
         a = &with_index;
     }
-    if (dynamic && oc_attn_wants_dyn(a)) {   /* a prefill with heads that need an index (dyn.h): it first */
-        uint64_t t0 = a->estimate_ns ? oc_port_now_ns() : 0;
-        st = oc_cl_attn_dyn_build(at, a, &bufs, &with_index.dyn, err);
-        if (a->estimate_ns) *a->estimate_ns += oc_port_now_ns() - t0;   /* it reads the estimate back: host time is its time */
-        if (st != OC_OK) return st;
-        a = &with_index;
+    if (dynamic && oc_attn_wants_dyn(a)) {   /* a prefill with heads that need an index (dyn.h): estimated,
+                                                chosen and run on the device, queued (a Grid part's search:
+                                                the host's, after a read-back) */
+        return oc_cl_attn_run_indexed(at, a, &bufs, stats, a->estimate_ns, err);
     }
     if ((st = oc_cl_attn_run(at, a, &bufs, dense ? NULL : stats, err)) || !stats || !dense) return st;
     uint64_t kept = oc_cl_attn_base_pairs(at) * (uint64_t)a->n_head * 4 * (uint64_t)a->head_dim;
@@ -525,7 +543,7 @@ static const oc_backend_ops cl_ops = {
     cl_matmul, cl_embed, cl_norm, cl_rope, cl_kv_store, cl_attention,
     cl_add, cl_act, cl_glu, cl_gather_rows,
     cl_kv_keep, cl_kv_dev, cl_write_queued,
-    cl_matmul_n, cl_matmul_glu, cl_rope_store,
+    cl_matmul_n, cl_matmul_glu, cl_rope_store, cl_attn_stats_flush,
 };
 
 static oc_cl_attn_limits attn_limits(const oc_backend_limits *lim) {
@@ -592,6 +610,8 @@ oc_status oc_cl_backend_open(oc_backend **out, const oc_backend_spec *spec, cons
     }
     if (b->attn) oc_cl_attn_set_pool(b->attn, spec->pool);   /* the index choices (cl_attn.c est_choose) */
     if (b->attn_kv) oc_cl_attn_set_pool(b->attn_kv, spec->pool);
+    if (b->attn) oc_cl_attn_defer_counts(b->attn, 1);   /* a sparse prefill waits once (attn_stats_flush) */
+    if (b->attn_kv) oc_cl_attn_defer_counts(b->attn_kv, 1);
     if (st == OC_OK && lim->per_kv_head)
         st = oc_cl_buf_alloc(b->dev->cl, (size_t)OC_MAX(1, lim->attn.max_n_kv) * sizeof(int32_t), &b->keep_idx, err);
     if (st != OC_OK) {

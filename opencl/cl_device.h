@@ -33,8 +33,10 @@
     X(ATTN, "attn.cl", "oc_attn")                     \
     X(ATTN_MERGE, "attn.cl", "oc_attn_merge")         \
     X(ATTN_DECODE, "decode.cl", "oc_attn_decode")     \
+    X(ATTN_COUNT, "attn.cl", "oc_attn_count")         \
     X(DYN_ESTIMATE, "dyn.cl", "oc_dyn_estimate")      \
     X(DYN_DIAG, "dyn.cl", "oc_dyn_diag")              \
+    X(DYN_CHOOSE, "dyn.cl", "oc_dyn_choose")          \
     X(FMA_PEAK, "peak.cl", "oc_fma_peak")             \
     X(READ_PEAK, "peak.cl", "oc_read_peak")           \
     X(KVS_STATS, "kvsel.cl", "oc_kvs_stats")          \

@@ -1205,6 +1205,8 @@ typedef struct bnd_case {
     int n_img;
     oc_token_span img[3];
     int max_kv;   /* the context's max_n_kv (0: n_kv), as dyn_case's */
+    int no_grid;  /* Vertical-Slash where bnd_patterns puts a Grid: every index the device's to choose */
+    int ties;     /* key rows repeat with period 7: exact ties among column and diagonal scores */
 } bnd_case;
 
 static oc_modal_pattern modal_of(oc_pattern_kind kind, int a, int b) {
@@ -1217,7 +1219,7 @@ static oc_modal_pattern modal_of(oc_pattern_kind kind, int a, int b) {
     return s;
 }
 
-static void bnd_patterns(oc_head_pattern *pat, int n_head, int seed) {
+static void bnd_patterns(oc_head_pattern *pat, int n_head, int seed, int no_grid) {
     for (int h = 0; h < n_head; h++) {
         oc_head_pattern *p = &pat[h];
         memset(p, 0, sizeof *p);
@@ -1258,6 +1260,17 @@ static void bnd_patterns(oc_head_pattern *pat, int n_head, int seed) {
             }
             break;
         }
+        if (!no_grid) continue;
+        int vs = 3 + (h + seed) % 5;   /* a few columns and diagonals, so ties decide some of them */
+        if (p->kind == OC_PATTERN_GRID) { p->kind = OC_PATTERN_VERTICAL_SLASH; p->n_vertical = vs; p->n_slash = 2 + h % 3; }
+        if (p->kind == OC_PATTERN_VERTICAL_SLASH && h % 3 == 2)   /* k >= n: every column, every diagonal */
+            p->n_vertical = p->n_slash = 100000;
+        for (int m = 0; m < OC_N_MODALITIES; m++) {
+            if (p->kind == OC_PATTERN_Q_BOUNDARY && p->modal[m].kind == OC_PATTERN_GRID)
+                p->modal[m] = modal_of(OC_PATTERN_VERTICAL_SLASH, vs, 3);
+            for (int k = 0; k < OC_N_MODALITIES && p->kind == OC_PATTERN_BOUNDARY_2D; k++)
+                if (p->pair[m][k].kind == OC_PATTERN_GRID) p->pair[m][k] = modal_of(OC_PATTERN_VERTICAL_SLASH, vs + k, 2 + m);
+        }
     }
 }
 
@@ -1283,8 +1296,13 @@ static void check_boundary(const bnd_case *c, int seed) {
         if (es == 2) { ((uint16_t *)k)[i] = oc_f32_to_f16(x); ((uint16_t *)v)[i] = oc_f32_to_f16(y); }
         else { ((float *)k)[i] = x; ((float *)v)[i] = y; }
     }
+    if (c->ties)   /* key j = key j mod 7 of its kv head: equal scores, broken by index */
+        for (size_t i = 0; i < kv_elems; i++) {
+            size_t g = i / (size_t)ksh, j = i % (size_t)ksh / (size_t)kst, e = i % (size_t)kst;
+            memcpy(k + es * i, k + es * (g * (size_t)ksh + j % 7 * (size_t)kst + e), es);
+        }
     oc_head_pattern pat[16];
-    bnd_patterns(pat, H, seed);
+    bnd_patterns(pat, H, seed, c->no_grid);
     oc_attn_call a;
     memset(&a, 0, sizeof a);
     a.n_q = c->n_q; a.n_kv = n_kv; a.n_head = H; a.n_head_kv = c->n_head_kv; a.head_dim = d;
@@ -1391,6 +1409,65 @@ static void check_boundary(const bnd_case *c, int seed) {
         CHECKF(ok, "%s head %d (kind %d): the device's estimate chose another index than the CPU's", c->name, h,
                (int)pat[h].kind);
     }
+    /* oc_cl_attn_run_indexed: the index estimated and chosen on the device (a Grid part: the host's
+     * search), written into the tables it runs. Its parts equal, int for int, those of the CPU's
+     * index and of the host's choice from the device's scores; its output is the explicit mask's,
+     * its FLOPs the CPU engine's. */
+    int32_t ni = oc_cl_attn_parts_ints(at), cap = 4 * ni + 64, n_cpu = -1, n_host = -1, n_dev = -1;
+    int32_t *tmp = malloc(sizeof(int32_t) * (size_t)ni), *p_cpu = malloc(sizeof(int32_t) * (size_t)cap),
+            *p_host = malloc(sizeof(int32_t) * (size_t)cap), *p_dev = malloc(sizeof(int32_t) * (size_t)cap);
+    CHECKF(oc_cl_attn_run(at, &ai, &io, NULL, &err) == OC_OK && oc_cl_attn_parts(at, tmp, p_cpu, cap, &n_cpu, &err) == OC_OK,
+           "%s: parts of the CPU's index: %s", c->name, err.message);
+    const oc_attn_dyn *dh2 = NULL;
+    oc_attn_call ah = a;
+    CHECKF(oc_cl_attn_dyn_build(at, &a, &io, &dh2, &err) == OC_OK, "%s: dyn build: %s", c->name, err.message);
+    ah.dyn = dh2;
+    CHECKF(oc_cl_attn_run(at, &ah, &io, NULL, &err) == OC_OK && oc_cl_attn_parts(at, tmp, p_host, cap, &n_host, &err) == OC_OK,
+           "%s: parts of the host's choice: %s", c->name, err.message);
+    oc_attn_stats ix_st = { 0, 0, 0 };
+    uint64_t est_ns = 0;
+    poison(dout);
+    CHECKF(oc_cl_attn_run_indexed(at, &a, &io, &ix_st, &est_ns, &err) == OC_OK, "%s: run indexed: %s", c->name,
+           err.message);
+    float *out_ix = fetch(dout);
+    double worst_ix = 0;
+    for (int i = 0; i < c->n_q; i++)
+        for (int h = 0; h < H; h++) {
+            size_t at_row = (size_t)i * (size_t)ost + (size_t)h * (size_t)d;
+            for (int e = 0; e < d; e++) row[e] = out_ref[at_row + (size_t)e];
+            double e1 = check_rel_err_f32(out_ix + at_row, row, (size_t)d);
+            worst_ix = e1 > worst_ix || e1 != e1 ? e1 : worst_ix;
+        }
+    CHECKF(worst_ix < 1e-4, "%s: device-indexed run vs the explicit mask: worst row rel err %.3g", c->name, worst_ix);
+    CHECKF(ix_st.flops_kept == cpu_st.flops_kept && ix_st.flops_skipped == cpu_st.flops_skipped,
+           "%s: device-indexed run kept %llu / skipped %llu FLOPs, the CPU engine %llu / %llu", c->name,
+           (unsigned long long)ix_st.flops_kept, (unsigned long long)ix_st.flops_skipped,
+           (unsigned long long)cpu_st.flops_kept, (unsigned long long)cpu_st.flops_skipped);
+    CHECKF(oc_cl_attn_parts(at, tmp, p_dev, cap, &n_dev, &err) == OC_OK, "%s: parts: %s", c->name, err.message);
+    int32_t diff = -1;
+    for (int32_t i = 0; diff < 0 && i < n_dev && i < n_cpu; i++)
+        if (p_dev[i] != p_cpu[i]) diff = i;
+    CHECKF(n_dev > 0 && n_dev == n_cpu && diff < 0, "%s: the device chose other parts than the CPU's index (%d vs %d "
+           "ints, first difference at %d)", c->name, (int)n_dev, (int)n_cpu, (int)diff);
+    CHECKF(n_host == n_dev && !memcmp(p_host, p_dev, sizeof(int32_t) * (size_t)OC_MAX(0, n_dev)),
+           "%s: the device chose other parts than the host from the same scores (%d vs %d ints)", c->name, (int)n_dev,
+           (int)n_host);
+    /* deferred counters: two runs' counts summed on the device, taken once, equal the runs' own */
+    oc_attn_stats df_st = { 0, 0, 0 };
+    oc_cl_attn_defer_counts(at, 1);
+    CHECKF(oc_cl_attn_run_indexed(at, &a, &io, &df_st, NULL, &err) == OC_OK &&
+           oc_cl_attn_run(at, &ai, &io, &df_st, &err) == OC_OK, "%s: deferred runs: %s", c->name, err.message);
+    CHECK(df_st.flops_kept == 0 && df_st.flops_skipped == 0 && df_st.flops_executed == 0);
+    CHECKF(oc_cl_attn_counts_take(at, &df_st, &err) == OC_OK, "%s: take: %s", c->name, err.message);
+    CHECKF(df_st.flops_kept == 2 * cpu_st.flops_kept && df_st.flops_skipped == 2 * cpu_st.flops_skipped &&
+           df_st.flops_executed == 2 * ix_st.flops_executed,
+           "%s: deferred counts kept %llu / skipped %llu / executed %llu, two runs' own %llu / %llu / %llu", c->name,
+           (unsigned long long)df_st.flops_kept, (unsigned long long)df_st.flops_skipped,
+           (unsigned long long)df_st.flops_executed, 2 * (unsigned long long)cpu_st.flops_kept,
+           2 * (unsigned long long)cpu_st.flops_skipped, 2 * (unsigned long long)ix_st.flops_executed);
+    CHECK(oc_cl_attn_counts_take(at, &df_st, &err) == OC_OK && df_st.flops_kept == 2 * cpu_st.flops_kept);
+    oc_cl_attn_defer_counts(at, 0);
+    free(tmp); free(p_cpu); free(p_host); free(p_dev); free(out_ix);
     free(row); free(out_dev); free(em); free(q); free(k); free(v); free(out_cpu); free(out_ref); free(modality);
     oc_port_aligned_free(scratch);
     oc_port_aligned_free(dmem);
@@ -1403,19 +1480,30 @@ static void test_attn_boundary(void) {
     if (!need_dev()) return;
     static const bnd_case cases[] = {
         { "causal 301 (odd), 2 images, MHA, d64, f16", 301, 301, 5, 5, 64, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16,
-          2, { { 20, 110 }, { 150, 240 } }, 0 },
+          2, { { 20, 110 }, { 150, 240 } }, 0, 0, 0 },
         { "chunk after 45 keys, GQA 3, d72, f32", 233, 278, 6, 2, 72, 45, OC_ATTN_CAUSAL, OC_DTYPE_F32,
-          2, { { 10, 100 }, { 130, 170 } }, 0 },
+          2, { { 10, 100 }, { 130, 170 } }, 0, 0, 0 },
         { "GQA 5, d80, f16, a short image (its dynamic parts dense)", 257, 257, 5, 1, 80, 0, OC_ATTN_CAUSAL,
-          OC_DTYPE_F16, 3, { { 30, 60 }, { 100, 120 }, { 200, 207 } }, 0 },
+          OC_DTYPE_F16, 3, { { 30, 60 }, { 100, 120 }, { 200, 207 } }, 0, 0, 0 },
         { "bidirectional, d128, f32", 199, 199, 5, 5, 128, 0, OC_ATTN_BIDIRECTIONAL, OC_DTYPE_F32,
-          1, { { 40, 150 } }, 0 },
+          1, { { 40, 150 } }, 0, 0, 0 },
         { "causal 263, GQA 2, d128, f16, image first", 263, 263, 4, 2, 128, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16,
-          1, { { 0, 131 } }, 0 },
+          1, { { 0, 131 } }, 0, 0, 0 },
         { "chunk after 45 keys, 4000-key context", 233, 278, 6, 2, 72, 45, OC_ATTN_CAUSAL, OC_DTYPE_F32,
-          2, { { 10, 100 }, { 130, 170 } }, 4000 },
+          2, { { 10, 100 }, { 130, 170 } }, 4000, 0, 0 },
         { "causal 301, one job per estimate batch", 301, 301, 5, 5, 64, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16,
-          2, { { 20, 110 }, { 150, 240 } }, 100000 },
+          2, { { 20, 110 }, { 150, 240 } }, 100000, 0, 0 },
+        /* every index the device's to choose (oc_dyn_choose), with and without exact ties */
+        { "device choice, causal 301, 2 images, f16", 301, 301, 5, 5, 64, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16,
+          2, { { 20, 110 }, { 150, 240 } }, 0, 1, 0 },
+        { "device choice, ties, chunk after 45 keys, GQA 3, f32", 233, 278, 6, 2, 72, 45, OC_ATTN_CAUSAL,
+          OC_DTYPE_F32, 2, { { 10, 100 }, { 130, 170 } }, 0, 1, 1 },
+        { "device choice, ties, short image, GQA 5, f16", 257, 257, 5, 1, 80, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16,
+          3, { { 30, 60 }, { 100, 120 }, { 200, 207 } }, 0, 1, 1 },
+        { "device choice, ties, bidirectional, d128", 199, 199, 5, 5, 128, 0, OC_ATTN_BIDIRECTIONAL, OC_DTYPE_F32,
+          1, { { 40, 150 } }, 0, 1, 1 },
+        { "device choice, ties, one job per batch", 301, 301, 5, 5, 64, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16,
+          2, { { 20, 110 }, { 150, 240 } }, 100000, 1, 1 },
     };
     for (int k = 0; k < (int)OC_ARRAY_LEN(cases); k++) check_boundary(&cases[k], k);
     const oc_backend_provider *clp = oc_backend_provider_find(OC_BACKEND_KIND_OPENCL);

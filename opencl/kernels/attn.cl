@@ -245,6 +245,62 @@ inline int oc_dyn_next(oc_dyngen *gn, int *coord) {
     return j;
 }
 
+/* A Vertical-Slash part's next tile without walking it key by key: inside a diagonal run the
+ * tile is a stretch of consecutive coordinates (c0 .. c0 + n - 1, *mode 1), else it is the
+ * columns before the next run (v[c0 .. c0 + n - 1], *mode 2, found by a binary search); the items
+ * write the keys themselves. The same keys in the same order as oc_dyn_next, each once (a column
+ * inside a run is skipped as there), a tile only shorter where a run or the columns end. *last:
+ * the tile's last key. Returns n (0: the part ended). */
+inline int oc_vs_coord(const oc_dyngen *gn, int mode, int c0, int t) { return mode == 1 ? c0 + t : gn->v[c0 + t]; }
+
+inline int oc_vs_tile(oc_dyngen *gn, int *mode, int *c0, int *last) {
+    int pos = gn->pos;
+    while (pos < gn->hi) {
+        while (gn->di < gn->nd && gn->b + gn->dr[2 * gn->di + 1] <= pos) gn->di++;
+        while (gn->vi < gn->nv && gn->v[gn->vi] < pos) gn->vi++;
+        int rs = gn->di < gn->nd ? gn->b + gn->dr[2 * gn->di] : BIG, n;
+        if (rs <= pos) {
+            *mode = 1;
+            *c0 = pos;
+            n = min(min(gn->b + gn->dr[2 * gn->di + 1], gn->hi), pos + BK) - pos;
+        } else {
+            int bound = min(rs, gn->hi), lo = 0, hi = min(BK, gn->nv - gn->vi);
+            while (lo < hi) {
+                int mid = (lo + hi) / 2;
+                if (gn->v[gn->vi + mid] < bound) lo = mid + 1;
+                else hi = mid;
+            }
+            if (lo == 0) {   /* no column before the run (or the end): go there */
+                pos = bound;
+                continue;
+            }
+            *mode = 2;
+            *c0 = gn->vi;
+            n = lo;
+        }
+        int cl = oc_vs_coord(gn, *mode, *c0, n - 1), jl = gn->perm ? gn->perm[cl] : cl;
+        if (jl > gn->pmax) {   /* the stream's keys ascend: the first past pmax ends the part */
+            int lo = 0, hi = n - 1;
+            while (lo < hi) {
+                int mid = (lo + hi) / 2, cm = oc_vs_coord(gn, *mode, *c0, mid);
+                if ((gn->perm ? gn->perm[cm] : cm) > gn->pmax) hi = mid;
+                else lo = mid + 1;
+            }
+            gn->pos = gn->hi;
+            if (lo == 0) return 0;
+            cl = oc_vs_coord(gn, *mode, *c0, lo - 1);
+            *last = gn->perm ? gn->perm[cl] : cl;
+            return lo;
+        }
+        gn->pos = cl + 1;
+        if (*mode == 2) gn->vi += n;
+        *last = jl;
+        return n;
+    }
+    gn->pos = gn->hi;
+    return 0;
+}
+
 /* Four elements of a K/V or Q row starting at element at; past n_left elements: 0. */
 inline float4 oc_load4(const __global uchar *base, int f16, size_t at, int n_left) {
     if (n_left >= 4)
@@ -421,27 +477,38 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
         barrier(CLK_LOCAL_MEM_FENCE);   /* the previous tile is done with kvs, ps and kidx */
         if (dk) {
             if (lid == 0) {
-                int n = 0, j, cc = 0;
+                int n = 0, j, cc = 0, mode = 0, c0 = 0, last = 0, vs = 0;
                 while (part < n_parts) {   /* a tile takes keys of one part */
-                    while (n < BK && (j = oc_dyn_next(&gen, &cc)) >= 0) {
-                        kidx[n] = j;
-                        kcoord[n++] = cc;
+                    vs = gen.kind == DYN_VS;
+                    if (vs) {   /* the items write the keys (oc_vs_tile) */
+                        n = oc_vs_tile(&gen, &mode, &c0, &last);
+                    } else {
+                        while (n < BK && (j = oc_dyn_next(&gen, &cc)) >= 0) {
+                            kidx[n] = j;
+                            kcoord[n++] = cc;
+                        }
+                        mode = 0;
+                        last = n ? kidx[n - 1] : 0;
                     }
-                    if (n == BK) break;
+                    if (n == BK || (vs && n > 0)) break;
                     dstate[1] = gen.kind == DYN_ASHAPE;
                     dstate[2] = gen.sink;
                     dstate[3] = dyn[R[2] + PART_INTS * part + 2];
                     if (++part < n_parts) gen = oc_dyn_init(dyn, dyn + R[2] + PART_INTS * part, c_first, c_last, pmax);
                     if (n > 0) break;
                 }
-                if (n == BK) {
+                if (n == BK || (vs && n > 0)) {
                     dstate[1] = gen.kind == DYN_ASHAPE;
                     dstate[2] = gen.sink;
                     dstate[3] = dyn[R[2] + PART_INTS * part + 2];
                 }
-                for (int t = n; t < BK; t++) kidx[t] = -1;
+                if (!mode)
+                    for (int t = n; t < BK; t++) kidx[t] = -1;
                 dstate[0] = n;
-                dstate[4] = n ? kidx[n - 1] : 0;
+                dstate[4] = last;
+                dstate[5] = mode;
+                dstate[6] = c0;
+                dstate[7] = part;
             }
         } else {
             for (int t = lid; t < BK; t += WG) {
@@ -464,6 +531,20 @@ void oc_attn(const __global float *q, int q_off, int q_st, int q_sh,
             t_ashape = dstate[1];
             t_sink = dstate[2];
             t_local = dstate[3];
+            const int mode = dstate[5], c0 = dstate[6];
+            if (mode) {   /* a Vertical-Slash tile: a stretch of coordinates or a run of columns */
+                const __global int *pt = dyn + R[2] + PART_INTS * dstate[7];
+                const __global int *vv = dyn + pt[2], *perm = pt[5] >= 0 ? dyn + pt[5] : 0;
+                for (int t = lid; t < BK; t += WG) {
+                    int j = -1;
+                    if (t < n_valid) {
+                        int c = mode == 1 ? c0 + t : vv[c0 + t];
+                        j = perm ? perm[c] : c;
+                    }
+                    kidx[t] = j;
+                }
+                barrier(CLK_LOCAL_MEM_FENCE);
+            }
         } else if (next < 0) {
             while (n_valid > 0 && kidx[n_valid - 1] < 0) n_valid--;
         }
@@ -618,4 +699,32 @@ __kernel void oc_attn_merge(__global float *out, int o_off, int o_st, int o_sh, 
         val += f * s[2 + col];
     }
     out[o_off + (size_t)i * o_st + (size_t)h * o_sh + col] = mx == -INFINITY ? 0.0f : val / sum;
+}
+
+/* A call's counters summed where they are (cl_attn.h oc_cl_attn_defer_counts): one work-group of
+ * 256 adds every work-group's kept and executed pairs, in a fixed order (integers: the same in
+ * any), into acc[0] and acc[1], so a sparse call need not wait to read them. */
+__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
+void oc_attn_count(const __global uint *counts, int n_items, __global ulong *acc) {
+    __local ulong sk[256], se[256];
+    const int lid = get_local_id(0);
+    ulong k = 0, e = 0;
+    for (int i = lid; i < n_items; i += 256) {
+        k += counts[2 * i];
+        e += counts[2 * i + 1];
+    }
+    sk[lid] = k;
+    se[lid] = e;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = 128; s > 0; s >>= 1) {
+        if (lid < s) {
+            sk[lid] += sk[lid + s];
+            se[lid] += se[lid + s];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) {
+        acc[0] += sk[0];
+        acc[1] += se[0];
+    }
 }

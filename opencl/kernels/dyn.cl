@@ -5,8 +5,10 @@
  * head and its 64 rows (the call's last 64 queries, or a modality's last 64 for Q-Boundary and
  * 2D-Boundary heads: Alg. 2's "final segment of each modality's queries"), given as a row list
  * (query index, coordinate c_r: the position, or for 2D-Boundary the rank within the row's
- * modality). The host then chooses the index from the scores with the CPU's code (dyn_index.c
- * oc_dyn_choose), so both executors make the same choice from the same scores.
+ * modality). oc_dyn_choose (below) then chooses a Vertical-Slash index from the scores as the
+ * CPU's code does (dyn_index.c oc_dyn_top_k), on the device; a Grid index is chosen on the host
+ * with the CPU's code (dyn_index.c oc_dyn_choose), so both executors make the same choice from the
+ * same scores.
  * Every launch takes a batch of jobs (dimension 1: job b; one table holds every job's rows at
  * 128 b, then the jobs' heads at jobs_at, then oc_dyn_diag's entries at entries_at; each job's
  * buffers lie at a fixed stride), so one layer's estimates are three launches and
@@ -143,4 +145,139 @@ __kernel void oc_dyn_diag(const __global float *prob_all, int n_kv, const __glob
         s += prob[(size_t)r * n_kv + j];
     }
     ss[t] = s;
+}
+
+/* oc_dyn_choose: a Vertical-Slash part's index chosen where its scores are, so a prefill queues
+ * every layer without a read-back (the host chose it after one wait per layer, the estimate's
+ * largest cost on a GPU). One work-group per entry of the table at tab_at (CH_INTS ints: the
+ * columns' scores, through a 2D-Boundary key modality's permutation or not, the diagonals'
+ * scores, the counts, where the part and its arrays lie in the second launch's table). The choice
+ * is dyn_index.c's oc_dyn_top_k exactly: the first k by (score descending, index ascending), a NaN
+ * ranking as -inf, the forced offset 0 first. Each score becomes a 32-bit key whose unsigned order
+ * is that order (-0 as +0, the forced index above all); a radix select of 4 digit passes finds the
+ * k-th key T and how many keys equal to T are kept (the lowest indices, as the CPU's tie rule);
+ * then each item walks its own contiguous stretch of indices, counts and writes in index order
+ * (offsets by a prefix sum over the items): ascending, as the CPU sorts them. The diagonals'
+ * offsets go to scratch and one item merges them into runs exactly as cl_attn.c add_part does.
+ * Histograms count with local atomics: sums of counts, the same in any order. The columns and the
+ * diagonals are two rounds of one loop body with no early return (the same body in an inline
+ * function called twice, with barriers inside, crashed PoCL 3.1). */
+#define CH_WG 256
+#define CH_INTS 12
+#define DYN_BLOCK_CH 64   /* src/attention/dyn.h OC_DYN_BLOCK */
+
+inline uint oc_ch_key(float x, int i, int force) {
+    if (i == force) return 0xffffffffu;
+    if (!(x == x)) x = -INFINITY;   /* dyn_index.c rank_of */
+    if (x == 0.0f) x = 0.0f;        /* -0 ties with +0 there */
+    uint u = as_uint(x);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* score i of a choice: sc[i], or through a key modality's permutation (ranks past n_mk: NaN) */
+inline float oc_ch_score(const __global float *sc, const __global int *perm, int i, int n_mk) {
+    if (!perm) return sc[i];
+    return i < n_mk ? sc[perm[i]] : NAN;
+}
+
+/* exclusive prefix sum of v over the work-group; *total gets the sum */
+inline int oc_ch_scan(__local int *s, int v, int lid, int *total) {
+    s[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int off = 1; off < CH_WG; off <<= 1) {
+        int add = lid >= off ? s[lid - off] : 0;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        s[lid] += add;
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    int incl = s[lid];
+    *total = s[CH_WG - 1];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return incl - v;
+}
+
+/* entry: 0 columns' scores at, 1 permutation at (-1: none), 2 n_mk, 3 n (coordinates of the
+ * choice), 4 k columns, 5 k diagonals, 6 diagonals' scores at (2 n - 1 of them), 7 the part in
+ * dyn, 8 its columns' room, 9 its runs' room, 10 n_coord (columns at or past it are dropped),
+ * 11 scratch at (2 n ints). Two rounds of one body (the columns, then the diagonals, forced
+ * offset 0), every barrier reached by every item in both (no early return). */
+__kernel __attribute__((reqd_work_group_size(CH_WG, 1, 1)))
+void oc_dyn_choose(const __global float *scores, const __global int *perm_all, const __global int *tab, int tab_at,
+                   __global int *dyn, __global int *scratch) {
+    __local int hist[258], s[CH_WG];
+    const int lid = get_local_id(0);
+    const __global int *en = tab + tab_at + CH_INTS * get_group_id(0);
+    const int n0 = en[3], part = en[7], cols = en[8], runs = en[9];
+    int nv = 0, ns = 0;
+    for (int round = 0; round < 2; round++) {
+        /* the top k of n scores; the chosen indices i < n_out, ascending, to out[] as i + add */
+        const __global float *sc = scores + (round ? en[6] : en[0]);
+        const __global int *perm = !round && en[1] >= 0 ? perm_all + en[1] : 0;
+        const int n_mk = en[2], n = round ? 2 * n0 - 1 : n0, force = round ? n0 - 1 : -1;
+        const int n_out = round ? n : en[10], add = round ? -(n0 - 1) : 0;
+        const int k = max(0, min(round ? en[5] : en[4], n));
+        __global int *out = round ? scratch + en[11] : dyn + cols;
+        uint T = 0u, prefix = 0u, mask = 0u;
+        int rem = k;   /* keys equal to T to keep */
+        for (int shift = 24; shift >= 0; shift -= 8) {   /* k < n: the k-th largest key, 8 bits a pass */
+            hist[lid] = 0;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int i = lid; k > 0 && k < n && i < n; i += CH_WG) {
+                uint key = oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force);
+                if ((key & mask) == prefix) atomic_inc(&hist[(key >> shift) & 255u]);
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (lid == 0) {   /* the digit of the rem-th largest among the keys under prefix */
+                int above = 0, dgt = 255;
+                for (; dgt > 0 && above + hist[dgt] < rem; dgt--) above += hist[dgt];
+                hist[256] = dgt;
+                hist[257] = rem - above;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (k > 0 && k < n) {
+                prefix |= (uint)hist[256] << shift;
+                mask |= 255u << shift;
+                rem = hist[257];
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        if (k > 0 && k < n) T = prefix;   /* else (k = n) every key is above T = 0 */
+        const int len = (n + CH_WG - 1) / CH_WG, i0 = min(n, lid * len), i1 = min(n, i0 + len);
+        int n_eq = 0, total;
+        for (int i = i0; k > 0 && i < i1; i++) n_eq += oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force) == T;
+        int eq_before = oc_ch_scan(s, n_eq, lid, &total), n_sel = 0;
+        for (int i = i0, e = eq_before; k > 0 && i < i1; i++) {
+            uint key = oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force);
+            int sel = key > T || (key == T && e++ < rem);
+            n_sel += sel && i < n_out;
+        }
+        int at = oc_ch_scan(s, n_sel, lid, &total);
+        for (int i = i0, e = eq_before; k > 0 && i < i1; i++) {
+            uint key = oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force);
+            int sel = key > T || (key == T && e++ < rem);
+            if (sel && i < n_out) out[at++] = i + add;
+        }
+        if (round) ns = total;
+        else nv = total;
+    }
+    __global int *sl = scratch + en[11];
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    if (lid) return;
+    /* add_part's runs: offsets descending, each [b - o, b + 64 - o) from the block start, merged */
+    __global int *dr = dyn + runs;
+    int nd = 0;
+    for (int k = ns - 1; k >= 0; k--) {
+        int o = sl[k], lo = -o, hi = DYN_BLOCK_CH - o;
+        if (nd && lo <= dr[2 * nd - 1]) {
+            dr[2 * nd - 1] = max(dr[2 * nd - 1], hi);
+        } else {
+            dr[2 * nd] = lo;
+            dr[2 * nd + 1] = hi;
+            nd++;
+        }
+    }
+    dyn[part + 1] = nv;
+    dyn[part + 2] = cols;
+    dyn[part + 3] = nd;
+    dyn[part + 4] = runs;
 }

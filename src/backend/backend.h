@@ -291,6 +291,13 @@ typedef struct oc_backend_ops {
     oc_status (*rope_store)(oc_backend *be, oc_bt *q, oc_bt *k, const oc_bt *v, int64_t n_tok, int32_t n_head,
                             int32_t n_head_kv, int32_t head_dim, int32_t n_pairs, const oc_bt *cos, const oc_bt *sin,
                             oc_bt *k_cache, int64_t k_dst, oc_bt *v_cache, int64_t v_dst, oc_error *err);
+    /* (optional: NULL where attention() adds its counts before it returns, the CPU) adds the
+     * counts that attention() deferred into the stats those calls were given: a device sums a
+     * sparse call's counters where they are instead of waiting to read them. read() (and
+     * map_read()) does this first, and a call given other stats does it for the earlier ones; the
+     * stats a call is given must stay alive until then: the models call this at the end of each
+     * forward pass. */
+    oc_status (*attn_stats_flush)(oc_backend *be, oc_error *err);
 } oc_backend_ops;
 
 /* Every implementation's instance starts with this. */

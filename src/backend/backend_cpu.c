@@ -196,6 +196,7 @@ static const oc_backend_ops cpu_ops = {
     NULL,   /* matmul_n: one call per product costs nothing more */
     NULL,   /* matmul_glu */
     NULL,   /* rope_store */
+    NULL,   /* attn_stats_flush: attention() adds its counts before it returns */
 };
 
 oc_status oc_backend_cpu_open(oc_backend **out, const oc_backend_spec *spec, const oc_backend_limits *lim,

@@ -20,7 +20,18 @@ static oc_status check_room(const oc_text_ctx *c, int32_t n, oc_error *err) {
     return OC_OK;
 }
 
+static oc_status forward(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats *stats, oc_error *err);
+
+/* The pass, then the attention counts a device deferred (backend.h attn_stats_flush): stats are
+ * whole when the call returns. */
 oc_status oc_text_forward(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats *stats, oc_error *err) {
+    oc_status st = forward(c, b, stats, err);
+    oc_error e2;
+    oc_status fs = c->be->ops->attn_stats_flush ? c->be->ops->attn_stats_flush(c->be, st ? &e2 : err) : OC_OK;
+    return st ? st : fs;
+}
+
+static oc_status forward(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats *stats, oc_error *err) {
     const oc_text_model *m = c->m;
     const oc_text_hparams *hp = &m->hp;
     int32_t n = b->n_tokens;

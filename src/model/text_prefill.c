@@ -128,6 +128,9 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
     c->times.select_ns += oc_text_clock(c) - t_select;
     notify(c, b, l0, l1);
     /* B: every layer of the segment, attention over T */
+    /* the counts a device deferred first (backend.h attn_stats_flush: no wait when none is), so
+     * the difference below is this pass's alone */
+    if (be->ops->attn_stats_flush && (st = be->ops->attn_stats_flush(be, err))) return st;
     uint64_t kept_before = stats ? stats->flops_kept : 0;
     const int32_t *t = oc_kv_book_pos(&c->book, l0, 0);
     for (int32_t s = 0; s < P; s += B) {
@@ -146,6 +149,7 @@ static oc_status zipvl_segment(oc_text_ctx *c, const oc_text_batch *b, int32_t l
                 return st;
     }
     c->n_past = P;
+    if (be->ops->attn_stats_flush && (st = be->ops->attn_stats_flush(be, err))) return st;
     /* the causal pairs of the prompt that attention over T left out count as skipped (the counters'
      * definition, attn.h): every row outside T, and the keys outside T of the rows in it */
     uint64_t dense = (uint64_t)(l1 - l0 + 1) * (uint64_t)hp->n_head * 4u * (uint64_t)hd * ((uint64_t)P * (uint64_t)(P + 1) / 2u);

@@ -216,9 +216,24 @@ static oc_status check_args(const oc_vision_ctx *ctx, const float *pixels, int32
 
 /* The forward pass (arguments checked) into rows out_row.. of out: the context's own out, bound to
  * the caller's memory, or another instance's buffer on the same device. */
+static oc_status encode_pass(oc_vision_ctx *ctx, const float *pixels, int32_t grid_h, int32_t grid_w,
+                             const oc_stack_plan *plan, oc_bt *out, int64_t out_row, oc_attn_stats *stats,
+                             oc_error *err);
+
+/* The pass, then the attention counts a device deferred (backend.h attn_stats_flush). */
 static oc_status encode(oc_vision_ctx *ctx, const float *pixels, int32_t grid_h, int32_t grid_w,
                         const oc_stack_plan *plan, oc_bt *out, int64_t out_row, oc_attn_stats *stats,
                         oc_error *err) {
+    oc_status st = encode_pass(ctx, pixels, grid_h, grid_w, plan, out, out_row, stats, err);
+    oc_error e2;
+    oc_backend *be = ctx->be;
+    oc_status fs = be->ops->attn_stats_flush ? be->ops->attn_stats_flush(be, st ? &e2 : err) : OC_OK;
+    return st ? st : fs;
+}
+
+static oc_status encode_pass(oc_vision_ctx *ctx, const float *pixels, int32_t grid_h, int32_t grid_w,
+                             const oc_stack_plan *plan, oc_bt *out, int64_t out_row, oc_attn_stats *stats,
+                             oc_error *err) {
     const oc_vision_hparams *hp = &ctx->m->hp;
     int32_t unit = hp->merge_size * hp->merge_size;
     oc_status s;
