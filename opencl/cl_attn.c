@@ -420,41 +420,36 @@ static void build_runs(oc_cl_attn *at, const oc_attn_call *s, int32_t max_len) {
     at->n_runs = n;
 }
 
-/* Upload n bytes of a per-call table without waiting for the queue: a copy goes into the staging
- * ring and the write reads it from there, so the table's host array can change at the next call.
- * The ring is reused from its start only after the queue finished (every earlier write has read
- * its copy). Decode re-prepares at every call whose key count differs (every token; with a
- * compacted KV cache every kv head of every layer), and a waiting upload drained the GPU's queue
- * each time. */
-static oc_status stage_table(oc_cl_attn *at, oc_cl_buf *buf, const void *src, size_t n, oc_error *err) {
-    if (n > STAGE_BYTES) return oc_cl_upload(at->dev, buf, 0, src, n, err);
-    if (at->stage_at + n > STAGE_BYTES) {
+/* Upload n bytes without waiting for the queue: a copy goes into ring (ring_bytes, *ring_at bytes
+ * used) and the write reads it from there, so the host's array can change at once. The ring is
+ * reused from its start only after the queue finished (every earlier write has read its copy). */
+static oc_status upload_via_ring(oc_cl_attn *at, unsigned char *ring, size_t ring_bytes, size_t *ring_at,
+                                 oc_cl_buf *buf, const void *src, size_t n, oc_error *err) {
+    if (n > ring_bytes) return oc_cl_upload(at->dev, buf, 0, src, n, err);
+    if (*ring_at + n > ring_bytes) {
         oc_status st = oc_cl_finish(at->dev, err);
         if (st != OC_OK) return st;
-        at->stage_at = 0;
+        *ring_at = 0;
     }
-    unsigned char *p = at->stage + at->stage_at;
+    unsigned char *p = ring + *ring_at;
     memcpy(p, src, n);
-    at->stage_at += (n + 63) / 64 * 64;
+    *ring_at += (n + 63) / 64 * 64;
     return oc_cl_upload_nowait(at->dev, buf, 0, p, n, err);
 }
 
-/* Upload n bytes of the prefill heads' tables (dyn_host, hruns, the estimate's rows and choice
- * entries, the 2D keys' permutation) without waiting: as stage_table, through a ring of their own,
- * large enough for a forward pass's layers, so a layer whose index the device chooses queues with
- * no wait (the host's arrays are free again at once). Through stage_table's 64 KiB a layer's
+/* A per-call table through the staging ring. Decode re-prepares at every call whose key count
+ * differs (every token; with a compacted KV cache every kv head of every layer), and a waiting
+ * upload drained the GPU's queue each time. */
+static oc_status stage_table(oc_cl_attn *at, oc_cl_buf *buf, const void *src, size_t n, oc_error *err) {
+    return upload_via_ring(at, at->stage, STAGE_BYTES, &at->stage_at, buf, src, n, err);
+}
+
+/* The prefill heads' tables (dyn_host, hruns, the estimate's rows and choice entries, the 2D keys'
+ * permutation) through a ring of their own, large enough for a forward pass's layers, so a layer
+ * whose index the device chooses queues with no wait. Through stage_table's 64 KiB a layer's
  * estimate tables (about 27 KiB on the long model) drained the queue every other layer. */
 static oc_status ring_table(oc_cl_attn *at, oc_cl_buf *buf, const void *src, size_t n, oc_error *err) {
-    if (n > at->tring_bytes) return oc_cl_upload(at->dev, buf, 0, src, n, err);
-    if (at->tring_at + n > at->tring_bytes) {
-        oc_status st = oc_cl_finish(at->dev, err);
-        if (st != OC_OK) return st;
-        at->tring_at = 0;
-    }
-    unsigned char *p = at->tring + at->tring_at;
-    memcpy(p, src, n);
-    at->tring_at += (n + 63) / 64 * 64;
-    return oc_cl_upload_nowait(at->dev, buf, 0, p, n, err);
+    return upload_via_ring(at, at->tring, at->tring_bytes, &at->tring_at, buf, src, n, err);
 }
 
 /* 1 when s is the geometry prepared last (every layer of a forward pass asks for the same one). */
