@@ -84,7 +84,7 @@ static void budget_case(int heads) {
     oc_plan *plan = NULL;
     REQUIREF(oc_plan_parse(&plan, text, sizeof text - 1, "test", NULL, &e) == OC_OK, "%s", e.message);
     const char *tmp = "build/tests/calibrate_budget.candidate.plan";   /* exists: this program lives there */
-    oc_calib_budget_params p = { 5.0, 40, oc_calib_val_seed(2000002u), 0, 1, 8, 112, heads, 2, tmp, NULL };
+    oc_calib_budget_params p = { 5.0, 40, oc_calib_val_seed(2000002u), 0, 1, 8, 112, heads, 2, tmp, NULL, OC_BACKEND_CPU, NULL, 1 };
     oc_calib_budget_result r;
     oc_status st = oc_calib_budget(m, plan, &p, &r, &e);
     remove(tmp);

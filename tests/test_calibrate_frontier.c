@@ -70,7 +70,7 @@ static void test_frontier_keeps_essential_layer_dense(void) {
     CHECK(oc_calib_frontier_add(f, OC_CALIB_BLINDSIGHT, "one sink head", bs));
     CHECK(oc_calib_frontier_add(f, OC_CALIB_MMINFERENCE, "three sink heads", mm));
     const char *tmp = "build/tests/calibrate_frontier.candidate.plan";
-    oc_calib_budget_params p = { 5.0, 40, oc_calib_val_seed(2000002u), 0, 1, 8, 112, 0, 2, tmp, NULL };
+    oc_calib_budget_params p = { 5.0, 40, oc_calib_val_seed(2000002u), 0, 1, 8, 112, 0, 2, tmp, NULL, OC_BACKEND_CPU, NULL, 1 };
     oc_status st = oc_calib_frontier_run(m, &p, f, out, &e);
     remove(tmp);
     CHECKF(st == OC_OK, "%s", e.message);
