@@ -149,11 +149,12 @@ static size_t dyn_bytes(const oc_cl_attn *at) {
            nh * N_SLOTS * CH_SLOT_INTS * 4 + 2 * J * CH_INTS * 4;
 }
 
-/* The table ring (ring_table): four of the largest tables a call can have, so a forward pass of
- * a long prompt's layers (each call fills a small part of its room: 0.3 of 3.6 MiB on the long
- * model at 4,361 tokens) between two waits. */
+/* The table ring (ring_table): two of the largest tables a call can have. A call fills a small
+ * part of its room (0.3 of 1.8 MiB on the long model at 4,361 tokens), so a forward pass waits
+ * about once every six layers. Four (no wait in the long model's 12 layers) made the host figure
+ * of a small model's OpenCL context larger than its CPU context's. */
 static size_t tring_bytes_of(const oc_cl_attn *at) {
-    return has_dyn(at) ? 4 * ((size_t)at->dyn_cap * 4 + (size_t)at->hruns_cap * RUN_INTS * 4) : 0;
+    return has_dyn(at) ? 2 * ((size_t)at->dyn_cap * 4 + (size_t)at->hruns_cap * RUN_INTS * 4) : 0;
 }
 
 /* The table sizes for limits lim and bq query rows per work-group. */
