@@ -1025,6 +1025,28 @@ static oc_status est_flush(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_at
     return OC_OK;
 }
 
+/* The start of an index build (the host's, oc_cl_attn_dyn_build, or the device's, dyn_device): q
+ * and k checked against their buffers (the estimate reads them), every head's index cleared. */
+static oc_status dyn_begin(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_attn_bufs *io, const char *what,
+                           oc_error *err) {
+    int32_t nh = at->lim.n_head, d = at->lim.head_dim;
+    size_t kv_bytes = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
+    if (!io || !tensor_fits(io->q, a->q_off, a->q_stride_token, a->q_stride_head, a->n_q, nh, d, 4) ||
+        !tensor_fits(io->k, a->k_off, a->k_stride_token, a->k_stride_head, a->n_kv, at->lim.n_head_kv, d, kv_bytes))
+        return oc_fail(err, OC_ERR_RANGE, "%s: q or k (with its offset and strides) does not fit its buffer", what);
+    oc_dyn_head *heads = at->dyn_heads;
+    for (int32_t k = 0; k < nh * (2 + N_SLOTS) && has_dyn(at); k++) {
+        memset(&heads[k], 0, sizeof heads[k]);
+        heads[k].stride = 1;
+    }
+    memset(&at->dyn, 0, sizeof at->dyn);
+    at->dyn.n_head = nh;
+    at->dyn.heads = heads;
+    at->dyn.heads_vision = heads + nh;
+    at->n_est = 0;
+    return OC_OK;
+}
+
 oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_attn_bufs *io, const oc_attn_dyn **out,
                                oc_error *err) {
     if (!out) return oc_fail(err, OC_ERR_INVALID, "opencl attn dyn: out is NULL");
@@ -1032,7 +1054,7 @@ oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *a, const oc_c
     oc_status st = oc_cl_attn_prepare(at, a, err);
     if (st == OC_OK) st = oc_mask_check_dyn(a, 0, "opencl attn dyn", err);
     if (st != OC_OK) return st;
-    int32_t nh = at->lim.n_head, n_dyn = 0, n_kv = a->n_kv, d = at->lim.head_dim, any_2d = 0;
+    int32_t nh = at->lim.n_head, n_dyn = 0, n_kv = a->n_kv, any_2d = 0;
     for (int32_t h = 0; a->patterns && h < nh; h++)
         if (oc_pattern_needs_index(&a->patterns[h])) {
             if (!oc_attn_wants_dyn(a))
@@ -1042,20 +1064,8 @@ oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *a, const oc_c
             any_2d |= a->patterns[h].kind == OC_PATTERN_BOUNDARY_2D;
         }
     if (n_dyn && (st = dyn_room(at, a, err)) != OC_OK) return st;
-    size_t kv_bytes = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
-    if (!io || !tensor_fits(io->q, a->q_off, a->q_stride_token, a->q_stride_head, a->n_q, nh, d, 4) ||
-        !tensor_fits(io->k, a->k_off, a->k_stride_token, a->k_stride_head, n_kv, at->lim.n_head_kv, d, kv_bytes))
-        return oc_fail(err, OC_ERR_RANGE, "opencl attn dyn: q or k (with its offset and strides) does not fit its buffer");
+    if ((st = dyn_begin(at, a, io, "opencl attn dyn", err)) != OC_OK) return st;
     oc_dyn_head *heads = at->dyn_heads, *vision = heads + nh, *pairs = vision + nh;
-    for (int32_t k = 0; k < nh * (2 + N_SLOTS) && has_dyn(at); k++) {
-        memset(&heads[k], 0, sizeof heads[k]);
-        heads[k].stride = 1;
-    }
-    memset(&at->dyn, 0, sizeof at->dyn);
-    at->dyn.n_head = nh;
-    at->dyn.heads = heads;
-    at->dyn.heads_vision = vision;
-    at->n_est = 0;
     int32_t n_m[OC_N_MODALITIES] = { 0, 0 };
     if (any_2d && n_kv > 0) {   /* the keys' modality permutation, the CPU's (dyn.h) */
         oc_dyn_key_perm(a, at->key_perm, at->key_rank, at->dyn.key_start);
@@ -1383,21 +1393,9 @@ static oc_status dyn_device(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_a
                      "bidirectional base (segments run on the CPU)");
     if (st == OC_OK) st = dyn_room(at, a, err);
     if (st != OC_OK) return st;
-    int32_t nh = at->lim.n_head, n_kv = a->n_kv, d = at->lim.head_dim, rows[OC_DYN_LAST_Q];
-    size_t kv_bytes = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
-    if (!io || !tensor_fits(io->q, a->q_off, a->q_stride_token, a->q_stride_head, a->n_q, nh, d, 4) ||
-        !tensor_fits(io->k, a->k_off, a->k_stride_token, a->k_stride_head, n_kv, at->lim.n_head_kv, d, kv_bytes))
-        return oc_fail(err, OC_ERR_RANGE, "opencl attn: q or k (with its offset and strides) does not fit its buffer");
+    int32_t nh = at->lim.n_head, n_kv = a->n_kv, rows[OC_DYN_LAST_Q];
+    if ((st = dyn_begin(at, a, io, "opencl attn", err)) != OC_OK) return st;
     oc_dyn_head *heads = at->dyn_heads, *vision = heads + nh, *pairs = vision + nh;
-    for (int32_t k = 0; k < nh * (2 + N_SLOTS); k++) {
-        memset(&heads[k], 0, sizeof heads[k]);
-        heads[k].stride = 1;
-    }
-    memset(&at->dyn, 0, sizeof at->dyn);
-    at->dyn.n_head = nh;
-    at->dyn.heads = heads;
-    at->dyn.heads_vision = vision;
-    at->n_est = 0;
     int32_t n_m[OC_N_MODALITIES] = { 0, 0 }, any_2d = 0;
     for (int32_t h = 0; h < nh; h++) any_2d |= a->patterns[h].kind == OC_PATTERN_BOUNDARY_2D;
     if (any_2d && n_kv > 0) {   /* the keys' modality permutation, the CPU's (dyn.h) */
