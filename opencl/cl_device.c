@@ -564,6 +564,7 @@ void oc_cl_close(oc_cl_device *dev) {
     for (int p = 0; p < dev->n_programs; p++) clReleaseProgram(dev->programs[p]);
     if (dev->queue) clReleaseCommandQueue(dev->queue);
     if (dev->context) clReleaseContext(dev->context);
+    oc_cl_matmul_close(dev);
     oc_mem_free(dev->alloc, dev, sizeof *dev);
 }
 

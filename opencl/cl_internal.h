@@ -43,6 +43,7 @@ struct oc_cl_device {
     cl_kernel kernels[OC_CLK_COUNT];
     size_t kernel_wg[OC_CLK_COUNT];
     int use_clblast;
+    int clblast_ran;              /* CLBlast cached programs for this context (oc_cl_close drops them) */
     oc_cl_prof *prof;             /* NULL unless OCELLUS_CL_PROFILE named a file at open */
     uint64_t n_waits;             /* downloads, blocking uploads and finishes so far (oc_cl_wait_count) */
 };
@@ -52,6 +53,9 @@ struct oc_cl_buf {
     cl_mem mem;
     size_t n_bytes;
 };
+
+/* Drops what the matrix products cached for dev's context (cl_matmul.c); oc_cl_close calls it. */
+void oc_cl_matmul_close(oc_cl_device *dev);
 
 /* "CL_OUT_OF_RESOURCES" etc., or "error N". */
 const char *oc_cl_err_name(cl_int code);

@@ -102,6 +102,7 @@ static oc_status clblast_sgemm(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_m
                                const oc_cl_buf *bias, oc_error *err) {
     size_t ldx = (size_t)OC_MAX(x.stride, w->n_in), ldy = (size_t)OC_MAX(y.stride, w->n_out);
     oc_cl_prof_batch(dev);
+    dev->clblast_ran = 1;
     CLBlastStatusCode rc = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, (size_t)n_tok,
                                         (size_t)w->n_out, (size_t)w->n_in, 1.0f, x.buf->mem, (size_t)x.off, ldx,
                                         w->buf->mem, 0, (size_t)(w->row_bytes / 4), 0.0f, y.buf->mem, (size_t)y.off,
@@ -116,6 +117,19 @@ static oc_status clblast_sgemm(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_m
     return oc_cl_launch(dev, OC_CLK_ADD_BIAS, 2, global, NULL, (int)OC_ARRAY_LEN(a), a, err);
 }
 #endif
+
+/* CLBlast keeps every program it builds in a process-wide cache keyed by context, and a cached
+ * program holds its context: without this, a closed context stayed alive (with its device
+ * memory and the driver's state) until the process ended, and a process that opened contexts
+ * one after another (calibration's validations) ran out: NVIDIA's clCreateContext answered
+ * CL_OUT_OF_HOST_MEMORY after about 100. CLBlast can only drop the whole cache, so other open
+ * contexts rebuild their CLBlast programs on their next product (time, not results). */
+void oc_cl_matmul_close(oc_cl_device *dev) {
+#if OC_HAVE_CLBLAST
+    if (dev->clblast_ran) CLBlastClearCache();
+#endif
+    dev->clblast_ran = 0;
+}
 
 static void gemv_shape(oc_cl_device *dev, oc_cl_kernel_id id, int64_t n_rows, int64_t n_in, size_t local[2]);
 

@@ -21,6 +21,7 @@
 #include "backend/backend.h"
 #include "opencl/cl_attn.h"
 #include "opencl/cl_ops.h"
+#include "opencl/cl_internal.h"
 #include "core/dtype.h"
 #include "core/f16.h"
 #include "attention/layout.h"
@@ -659,6 +660,36 @@ static void test_matmul(void) {
         check_matmul(&r, OC_DTYPE_F32, 0, 96, 67, 70, 1, 1);
         check_matmul(&r, OC_DTYPE_Q4_0, 1, 96, 67, 9, 0, 1);
     }
+}
+
+/* Closing a device lets its context go, CLBlast's products included: CLBlast caches its programs
+ * per context and a cached program holds the context, so before oc_cl_close dropped that cache a
+ * process that opened device after device kept every one of them (NVIDIA refused a new context
+ * after about 100). We hold the context ourselves across the close; after it, ours must be the
+ * only reference left (an implementation may take a moment to drop the ones its queue held). */
+static void test_close_releases_context(void) {
+    if (!need_dev()) return;
+    oc_cl_device *dev = NULL, *saved = g_dev;
+    oc_error err;
+    if (oc_cl_open(&dev, getenv("OC_TEST_OPENCL_DEVICE"), NULL, NULL, &err) != OC_OK) {
+        check_fail_at(__FILE__, __LINE__, "second device: %s", err.message);
+        return;
+    }
+    check_rng r = { 41 };
+    g_dev = dev;   /* check_matmul works on g_dev: an F32 product of 70 tokens (CLBlast when built with it) */
+    check_matmul(&r, OC_DTYPE_F32, 0, 96, 67, 70, 1, 1);
+    g_dev = saved;
+    cl_context ctx = dev->context;
+    clRetainContext(ctx);
+    oc_cl_close(dev);
+    cl_uint refs = 0;
+    uint64_t t0 = oc_port_now_ns();
+    do {
+        if (clGetContextInfo(ctx, CL_CONTEXT_REFERENCE_COUNT, sizeof refs, &refs, NULL) != CL_SUCCESS) refs = 0;
+    } while (refs > 1 && oc_port_now_ns() - t0 < 5000000000ull);
+    CHECKF(refs == 1, "after oc_cl_close the context still has %u references besides ours (CLBlast %d)", refs - 1,
+           oc_cl_has_clblast(saved));
+    clReleaseContext(ctx);
 }
 
 /* ---- KV cache, argmax ----------------------------------------------------------------------------------------- */
@@ -1697,6 +1728,7 @@ int main(void) {
     CHECK_RUN(test_matmul);
     CHECK_RUN(test_gemv_f16_exact);
     CHECK_RUN(test_matmul_fused);
+    CHECK_RUN(test_close_releases_context);
     CHECK_RUN(test_kv_store);
     CHECK_RUN(test_rope_store);
     CHECK_RUN(test_keep_rows);
