@@ -29,6 +29,9 @@
 
 #define MAX_PLANS 15
 #define MAX_REPS 1000
+/* Decode steps per item after its answer: the suite's answers are 1-2 tokens, whose time is
+ * noise; 32 steps cost well under a tenth of an item's prefill. */
+#define DEFAULT_STEPS 32
 
 /* The long model's shipped plans (examples/plans/README.md), then the papers' calibrations alone
  * (examples/plans/paper-only/: they lose answers, kept to compare speed), the default --plan list. */
@@ -76,6 +79,8 @@ static void usage(FILE *f) {
             "                         CPU, up to 4096 on OpenCL, where 256 is launch-bound)\n"
             "  --profile              OpenCL: each timed step waits for the device, so the breakdown\n"
             "                         is the steps' own time (slower); the CPU ignores it\n"
+            "  --decode-steps N       decode columns from N greedy steps per item after its answer, the same\n"
+            "                         for every plan (0..%d, default %d; 0: the answers' own 1-2 tokens)\n"
             "  --json FILE            also write the numbers as JSON\n"
             "  --context LIST         instead: the language model alone at these prompt lengths (e.g.\n"
             "                         16384,32768,65536; a synthetic prompt of 256-token images, no vision\n"
@@ -83,7 +88,7 @@ static void usage(FILE *f) {
             "  -n N                   --context: decode steps per run (default 32)\n"
             "  -t N                   threads (default: all CPUs)\n"
             OC_TOOL_BACKEND_HELP("            "),
-            MAX_PLANS);
+            MAX_PLANS, OC_LONG_RUN_MAX_STEPS, DEFAULT_STEPS);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -193,9 +198,11 @@ static row make_row(const config *c, const config *dense, int n_reps, double *s)
 }
 
 static void print_text(const config *cf, const row *rows, int n_cfg, const char *backend, const char *cpu, int n_items,
-                       int n_reps, int n_threads, int profile) {
+                       int n_reps, int n_threads, int profile, int n_steps) {
     printf("ocellus bench plans: %d items x %d reps on %s (%s, %d threads%s); medians, ratios paired per rep\n", n_items,
            n_reps, backend, cpu, n_threads, profile ? ", profiled" : "");
+    if (n_steps) printf("decode: %d greedy steps per item after its answer\n", n_steps);
+    else printf("decode: the answers' own tokens\n");
     printf("mean prompt tokens per item: %.0f\n\n", rows[0].prompt_tokens);
     printf("%-44s %6s %9s %7s %7s %7s %9s %7s %7s %7s %7s\n", "plan", "acc", "prefill", "speedup", "ideal", "attn x",
            "attn ideal", "decode", "tok/s x", "ideal", "KV MiB");
@@ -236,7 +243,7 @@ static void json_str(FILE *f, const char *s) {
 
 static int write_json(const char *path, const config *cf, const row *rows, int n_cfg, const char *backend, const char *cpu,
                       int n_items, int n_reps, int n_threads, int profile, unsigned long long seed, long long first,
-                      int max_images) {
+                      int max_images, int n_steps) {
     FILE *f = fopen(path, "w");
     if (!f) {
         fprintf(stderr, "ocellus bench plans: cannot write %s: %s\n", path, strerror(errno));
@@ -247,7 +254,8 @@ static int write_json(const char *path, const config *cf, const row *rows, int n
     fprintf(f, ",\"cpu\":");
     json_str(f, cpu);
     fprintf(f, ",\"threads\":%d,\"profile\":%d,\"items\":%d,\"reps\":%d,\"seed\":%llu,\"first\":%lld,"
-            "\"max_images\":%d,\"configs\":[", n_threads, profile, n_items, n_reps, seed, first, max_images);
+            "\"max_images\":%d,\"decode_steps\":%d,\"configs\":[", n_threads, profile, n_items, n_reps, seed, first,
+            max_images, n_steps);
     for (int i = 0; i < n_cfg; i++) {
         const row *w = &rows[i];
         fprintf(f, "%s{\"plan\":", i ? "," : "");
@@ -274,26 +282,27 @@ static int write_json(const char *path, const config *cf, const row *rows, int n
     return 0;
 }
 
+/* The decode columns: the forced steps when there were any, else the answer's own passes. */
 static void add_run(rep_sums *s, const oc_long_run *run) {
     const oc_stats *st = &run->stats;
     s->items++;
     s->correct += run->correct;
     s->vision_ms += st->vision_ms;
     s->prefill_ms += st->prefill_ms;
-    s->decode_ms += st->decode_ms;
+    s->decode_ms += run->steps ? run->steps_ms : st->decode_ms;
     s->ttft_ms += st->ttft_ms;
     s->attn_ms += st->prefill_attn_ms;
     s->estimate_ms += st->prefill_estimate_ms;
     s->score_ms += st->prefill_kv_score_ms;
     s->select_ms += st->prefill_kv_select_ms;
-    s->decode_attn_ms += st->decode_attn_ms;
-    s->decode_passes += (double)run->decode_passes;
+    s->decode_attn_ms += run->steps ? run->steps_attn_ms : st->decode_attn_ms;
+    s->decode_passes += run->steps ? (double)run->steps : (double)run->decode_passes;
     s->prompt_tokens += st->n_prompt_tokens;
     s->kv_prefill_bytes += (double)st->kv_prefill_bytes;
     s->prefill_kept += (double)st->attn_prefill_flops_kept;
     s->prefill_skipped += (double)st->attn_prefill_flops_skipped;
-    s->decode_kept += (double)st->attn_decode_flops_kept;
-    s->decode_skipped += (double)st->attn_decode_flops_skipped;
+    s->decode_kept += run->steps ? (double)run->steps_flops_kept : (double)st->attn_decode_flops_kept;
+    s->decode_skipped += run->steps ? (double)run->steps_flops_skipped : (double)st->attn_decode_flops_skipped;
 }
 
 /* A short name for a plan (or model) path: its file name without ".plan"; the name goes into the
@@ -314,6 +323,8 @@ int bench_plans(int argc, char **argv) {
     const char *plans[MAX_PLANS], *device = NULL, *json_path = NULL, *ctx_list = NULL;
     int n_plans = 0, n_threads = 0, profile = 0, n_given = 0;
     long long n_items = 4, n_reps = 3, first = 0, max_images = OC_LONG_MAX_IMAGES, chunk = -1, n_new = 32, v_ll;
+    long long n_steps = DEFAULT_STEPS;
+    int steps_given = 0;
     unsigned long long seed = 1000001;
     oc_backend_choice backend = OC_BACKEND_CPU;
     for (int i = 1; i < argc; i++) {
@@ -330,6 +341,10 @@ int bench_plans(int argc, char **argv) {
             i++;
         }
         else if (!strcmp(a, "--json")) { json_path = v; i++; }
+        else if (!strcmp(a, "--decode-steps") && oc_tool_parse_ll(v, 0, OC_LONG_RUN_MAX_STEPS, &n_steps)) {
+            steps_given = 1;
+            i++;
+        }
         else if (!strcmp(a, "--context")) { ctx_list = v; i++; }
         else if (!strcmp(a, "-n") && oc_tool_parse_ll(v, 1, 4096, &n_new)) { n_given = 1; i++; }
         else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &backend)) i++;
@@ -347,6 +362,10 @@ int bench_plans(int argc, char **argv) {
     }
     if (n_given && !ctx_list) {   /* the long-suite items decode their answers, as many tokens as those take */
         fprintf(stderr, "ocellus bench plans: -n (decode steps) needs --context\n");
+        return 2;
+    }
+    if (steps_given && ctx_list) {
+        fprintf(stderr, "ocellus bench plans: --decode-steps is for the suite's items; with --context give -n\n");
         return 2;
     }
     if (ctx_list) {   /* the language model alone at long contexts (bench_plans_ctx.c) */
@@ -427,7 +446,8 @@ int bench_plans(int argc, char **argv) {
             for (int k = 0; k < n_cfg; k++) {
                 int i = r % 2 ? n_cfg - 1 - k : k;   /* alternate the order from one rep to the next */
                 oc_long_run run;
-                if (oc_long_run_item(cf[i].ctx, seed, (uint64_t)(first + it), (int32_t)max_images, 0, rgb, &run, &err)) {
+                if (oc_long_run_item_steps(cf[i].ctx, seed, (uint64_t)(first + it), (int32_t)max_images, 0, (int32_t)n_steps,
+                                           rgb, &run, &err)) {
                     fprintf(stderr, "ocellus bench plans: %s, item %lld: %s\n", cf[i].name, first + it, err.message);
                     goto done;
                 }
@@ -441,9 +461,9 @@ int bench_plans(int argc, char **argv) {
     }
     fprintf(stderr, "\n");
     for (int i = 0; i < n_cfg; i++) rows[i] = make_row(&cf[i], &cf[0], (int)n_reps, scratch);
-    print_text(cf, rows, n_cfg, backend_name, cpu, (int)n_items, (int)n_reps, n_threads, profile);
+    print_text(cf, rows, n_cfg, backend_name, cpu, (int)n_items, (int)n_reps, n_threads, profile, (int)n_steps);
     rc = json_path ? write_json(json_path, cf, rows, n_cfg, backend_name, cpu, (int)n_items, (int)n_reps, n_threads,
-                                profile, seed, first, (int)max_images)
+                                profile, seed, first, (int)max_images, (int)n_steps)
                    : 0;
 done:
     for (int i = 0; i < n_cfg; i++) oc_context_close(cf[i].ctx);
