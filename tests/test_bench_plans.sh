@@ -17,7 +17,8 @@ if run_target $B --plan examples/plans/demo-mminference.plan --plan examples/pla
    grep -q '^dense  *[0-9.]*%  *[0-9.]*ms  *1.00x  *1.00x  *1.00x  *1.00x' "$tmp_dir/out" &&
    grep -q '^demo-mminference ' "$tmp_dir/out" && grep -q '^demo-calibrated-all ' "$tmp_dir/out" &&
    grep -q '"items":1,"reps":2,' "$tmp_dir/p.json" && [ "$(grep -o '"plan":' "$tmp_dir/p.json" | wc -l)" -eq 3 ] &&
-   grep -q '^decode: 32 greedy steps per item after its answer' "$tmp_dir/out" && grep -q '"decode_steps":32,' "$tmp_dir/p.json"; then
+   grep -q '^decode: 32 greedy steps per item after its answer' "$tmp_dir/out" && grep -q '"decode_steps":32,' "$tmp_dir/p.json" &&
+   [ "$(grep -o '"decode_cpu_speedup":1.0000,' "$tmp_dir/p.json" | wc -l)" -ge 1 ]; then
   pass bench_plans_runs
 else
   sed 's/^/# /' "$tmp_dir/out" "$tmp_dir/err" | head -30

@@ -47,6 +47,7 @@ typedef struct rep_sums {
     double vision_ms, prefill_ms, decode_ms, ttft_ms;
     double attn_ms, estimate_ms, score_ms, select_ms;   /* prefill */
     double decode_attn_ms;
+    double decode_cpu_s;   /* --decode-steps: the process's CPU time over the steps (shared machines) */
     double decode_passes, prompt_tokens, kv_prefill_bytes;
     double prefill_kept, prefill_skipped, decode_kept, decode_skipped;   /* decoder attention FLOPs */
     int64_t correct, items;
@@ -110,6 +111,7 @@ typedef struct row {
     double vision_ms, prefill_ms, decode_ms, ttft_ms, tok_s;   /* per item; tok/s over every pass */
     double attn_ms, kernel_ms, estimate_ms, score_ms, select_ms, rest_ms;   /* prefill, per item */
     double decode_attn_ms_tok;          /* decode attention per one-token pass */
+    double decode_cpu_ms_tok, decode_cpu_speedup;   /* --decode-steps: process CPU time per step; dense's over the plan's */
     double prefill_kept_share, decode_kept_share;   /* kept / (kept + skipped) */
     double prefill_speedup, prefill_ideal_phase, attn_speedup, attn_ideal;   /* vs dense, paired */
     double decode_speedup, decode_ideal_phase, vision_ratio;
@@ -133,6 +135,8 @@ static double f_rest(const rep_sums *r, const rep_sums *d) {
     return (r->prefill_ms - r->attn_ms - r->score_ms - r->select_ms) / (double)r->items;
 }
 static double f_dec_attn(const rep_sums *r, const rep_sums *d) { (void)d; return safe_div(r->decode_attn_ms, r->decode_passes); }
+static double f_dec_cpu(const rep_sums *r, const rep_sums *d) { (void)d; return safe_div(1000.0 * r->decode_cpu_s, r->decode_passes); }
+static double f_dec_cpu_x(const rep_sums *r, const rep_sums *d) { return safe_div(f_dec_cpu(d, d), f_dec_cpu(r, d)); }
 /* The plan's kept attention FLOPs as a share of dense's: prefill on the same prompts; decode per
  * one-token pass (the answers' lengths may differ), capped at 1. A SparseMM budget's evicted keys
  * are never in a decode call, so only this comparison shows them. */
@@ -182,6 +186,8 @@ static row make_row(const config *c, const config *dense, int n_reps, double *s)
     w.select_ms = med_of(c, dense, n_reps, f_select, s);
     w.rest_ms = med_of(c, dense, n_reps, f_rest, s);
     w.decode_attn_ms_tok = med_of(c, dense, n_reps, f_dec_attn, s);
+    w.decode_cpu_ms_tok = med_of(c, dense, n_reps, f_dec_cpu, s);
+    w.decode_cpu_speedup = med_of(c, dense, n_reps, f_dec_cpu_x, s);
     w.prefill_kept_share = med_of(c, dense, n_reps, f_pkept, s);
     w.decode_kept_share = med_of(c, dense, n_reps, f_dkept, s);
     w.prefill_speedup = med_of(c, dense, n_reps, f_prefill_x, s);
@@ -214,18 +220,21 @@ static void print_text(const config *cf, const row *rows, int n_cfg, const char 
                cf[i].answers_differ ? "  (answers differ across reps)" : "");
     }
     printf("\nwhere the time went, ms per item (prefill) and per token (decode attention):\n");
-    printf("%-44s %8s %8s %8s %8s %8s %8s %8s %7s %7s %8s\n", "plan", "vision", "prefill", "kernels", "estimate",
-           "scoring", "select", "rest", "kept%", "dec kept%", "dec attn");
+    printf("%-44s %8s %8s %8s %8s %8s %8s %8s %7s %7s %8s %8s %7s\n", "plan", "vision", "prefill", "kernels", "estimate",
+           "scoring", "select", "rest", "kept%", "dec kept%", "dec attn", "dec cpu", "cpu x");
     for (int i = 0; i < n_cfg; i++) {
         const row *w = &rows[i];
-        printf("%-44s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.1f%% %8.1f%% %8.3f\n", cf[i].name, w->vision_ms,
-               w->prefill_ms, w->kernel_ms, w->estimate_ms, w->score_ms, w->select_ms, w->rest_ms,
-               100.0 * w->prefill_kept_share, 100.0 * w->decode_kept_share, w->decode_attn_ms_tok);
+        printf("%-44s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.1f%% %8.1f%% %8.3f %8.3f %6.2fx\n", cf[i].name,
+               w->vision_ms, w->prefill_ms, w->kernel_ms, w->estimate_ms, w->score_ms, w->select_ms, w->rest_ms,
+               100.0 * w->prefill_kept_share, 100.0 * w->decode_kept_share, w->decode_attn_ms_tok, w->decode_cpu_ms_tok,
+               w->decode_cpu_speedup);
     }
     printf("\nkernels: the attention calls less the index estimation; rest: prefill less attention, scoring and\n"
            "selection (projections, MLP, transfers). speedup: dense time / plan time; ideal: Amdahl's bound\n"
            "from dense's attention share and the plan's kept FLOPs; attn x / attn ideal: the attention calls\n"
-           "alone and dense FLOPs / kept FLOPs; kept%%: attention FLOPs kept of dense's (decode: per token).%s\n",
+           "alone and dense FLOPs / kept FLOPs; kept%%: attention FLOPs kept of dense's (decode: per token).\n"
+           "dec cpu, cpu x: the process's CPU ms per decode step and dense's over the plan's (--decode-steps;\n"
+           "on a shared machine the time others held the cores drops out of it).%s\n",
            profile || !strncmp(backend, "CPU", 3) ? "" : " OpenCL without --profile: the breakdown is host time of queued work.");
 }
 
@@ -267,12 +276,14 @@ static int write_json(const char *path, const config *cf, const row *rows, int n
                 "\"decode_attn_ms_per_token\":%.4f,\"prefill_flops_kept_share\":%.6f,\"decode_flops_kept_share\":%.6f,"
                 "\"vision_speedup\":%.4f,\"prefill_speedup\":%.4f,\"prefill_ideal_speedup\":%.4f,"
                 "\"prefill_attn_speedup\":%.4f,\"prefill_attn_ideal_speedup\":%.4f,\"decode_speedup\":%.4f,"
-                "\"decode_ideal_speedup\":%.4f,\"kv_prefill_mib\":%.3f,\"answers_differ_across_reps\":%d}",
+                "\"decode_ideal_speedup\":%.4f,\"decode_cpu_ms_per_token\":%.4f,\"decode_cpu_speedup\":%.4f,"
+                "\"kv_prefill_mib\":%.3f,\"answers_differ_across_reps\":%d}",
                 w->accuracy, w->prompt_tokens, w->vision_ms,
                 w->prefill_ms, w->decode_ms, w->ttft_ms, w->tok_s, w->attn_ms, w->kernel_ms, w->estimate_ms,
                 w->score_ms, w->select_ms, w->rest_ms, w->decode_attn_ms_tok, w->prefill_kept_share,
                 w->decode_kept_share, w->vision_ratio, w->prefill_speedup, w->prefill_ideal_phase, w->attn_speedup,
-                w->attn_ideal, w->decode_speedup, w->decode_ideal_phase, w->kv_prefill_mib, cf[i].answers_differ);
+                w->attn_ideal, w->decode_speedup, w->decode_ideal_phase, w->decode_cpu_ms_tok, w->decode_cpu_speedup,
+                w->kv_prefill_mib, cf[i].answers_differ);
     }
     fprintf(f, "]}\n");
     if (fclose(f) != 0) {
@@ -296,6 +307,7 @@ static void add_run(rep_sums *s, const oc_long_run *run) {
     s->score_ms += st->prefill_kv_score_ms;
     s->select_ms += st->prefill_kv_select_ms;
     s->decode_attn_ms += run->steps ? run->steps_attn_ms : st->decode_attn_ms;
+    s->decode_cpu_s += run->steps_cpu_s;
     s->decode_passes += run->steps ? (double)run->steps : (double)run->decode_passes;
     s->prompt_tokens += st->n_prompt_tokens;
     s->kv_prefill_bytes += (double)st->kv_prefill_bytes;

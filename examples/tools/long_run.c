@@ -4,6 +4,7 @@
 #include "tools/scene.h"
 #include "core/core.h"
 #include "model/context_state.h"
+#include "port.h"
 
 #include <string.h>
 
@@ -79,7 +80,10 @@ oc_status oc_long_run_item_steps(oc_context *ctx, uint64_t seed, uint64_t index,
     out->decode_passes = decode_passes(out->stats.n_generated, out->stopped);
     if (steps > 0) {
         oc_attn_stats as = { 0, 0, 0 };
+        double c0 = oc_port_self_cpu_s();
         if ((st = oc_ctx_decode_more(ctx, steps, &as, &out->steps_ms, &out->steps_attn_ms, err))) return st;
+        double c1 = oc_port_self_cpu_s();
+        out->steps_cpu_s = c0 >= 0 && c1 >= 0 ? c1 - c0 : 0.0;   /* -1: the OS does not say */
         out->steps = steps;
         out->steps_flops_kept = as.flops_kept;
         out->steps_flops_skipped = as.flops_skipped;

@@ -22,6 +22,7 @@ typedef struct oc_long_run {
     /* oc_long_run_item_steps: the forced decode steps after the answer (none: all 0) */
     int32_t steps;
     double steps_ms, steps_attn_ms;
+    double steps_cpu_s;          /* the process's CPU time over those steps (0: the OS does not say) */
     uint64_t steps_flops_kept, steps_flops_skipped;   /* decoder attention FLOPs of those steps */
 } oc_long_run;
 
