@@ -191,8 +191,13 @@ static void add_scaled_row(float *restrict dst, const float *restrict row, const
  * slot, one slot lower per key; NULL: no diagonals here) one key's 64 adds are one loop over
  * consecutive floats. Products are rounded before each sum, as in the plain loop (C11 contracts
  * nothing into an FMA here). */
-static void sum_tile(const float *s, int32_t nk, const float *restrict inv_l, float *restrict vs, float *diag) {
+static void sum_tile(const oc_attn_kernels *kn, const float *s, int32_t nk, const float *restrict inv_l,
+                     float *restrict vs, float *diag) {
     int32_t t0 = 0;
+    if (kn->col_sums) {   /* the same sums, a vector lane per key (attn_kernels.h) */
+        kn->col_sums(s, OC_DYN_LAST_Q, nk, OC_DYN_LAST_Q, inv_l, vs);
+        t0 = nk;
+    }
     for (; t0 + EST_LANES <= nk; t0 += EST_LANES) {
         float acc[EST_LANES];
         for (int32_t u = 0; u < EST_LANES; u++) acc[u] = 0.0f;
@@ -294,7 +299,7 @@ static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_at
             }
             kn->softmax_cols(s, OC_DYN_LAST_Q, nk, OC_DYN_LAST_Q, w->m2, w->l2, w->alpha);
             if (fast) {
-                sum_tile(s, nk, inv_l, eh[e].vs + j0,
+                sum_tile(kn, s, nk, inv_l, eh[e].vs + j0,
                          eh[e].slash && contig ? eh[e].ss + n_kv - 1 - j0 + w->rq[0] : NULL);
                 if (eh[e].slash && !contig)   /* the diagonals one by one, in the plain loop's order */
                     for (int32_t t = 0; t < nk; t++) {
