@@ -16,7 +16,9 @@ if run_target $B --plan examples/plans/demo-mminference.plan --plan examples/pla
      --json "$tmp_dir/p.json" >"$tmp_dir/out" 2>"$tmp_dir/err" &&
    grep -q '^dense  *[0-9.]*%  *[0-9.]*ms  *1.00x  *1.00x  *1.00x  *1.00x' "$tmp_dir/out" &&
    grep -q '^demo-mminference ' "$tmp_dir/out" && grep -q '^demo-calibrated-all ' "$tmp_dir/out" &&
-   grep -q '"items":1,"reps":2,' "$tmp_dir/p.json" && [ "$(grep -o '"plan":' "$tmp_dir/p.json" | wc -l)" -eq 3 ]; then
+   grep -q '"items":1,"reps":2,' "$tmp_dir/p.json" && [ "$(grep -o '"plan":' "$tmp_dir/p.json" | wc -l)" -eq 3 ] &&
+   grep -q '^decode: 32 greedy steps per item after its answer' "$tmp_dir/out" && grep -q '"decode_steps":32,' "$tmp_dir/p.json" &&
+   [ "$(grep -o '"decode_cpu_speedup":1.0000,' "$tmp_dir/p.json" | wc -l)" -ge 1 ]; then
   pass bench_plans_runs
 else
   sed 's/^/# /' "$tmp_dir/out" "$tmp_dir/err" | head -30
@@ -80,10 +82,13 @@ fi
 
 if run_target ./ocellus bench plans --reps 0 >/dev/null 2>"$tmp_dir/e1"; then rc1=0; else rc1=$?; fi
 if run_target ./ocellus bench plans --plan >/dev/null 2>"$tmp_dir/e2"; then rc2=0; else rc2=$?; fi
+if run_target ./ocellus bench plans --decode-steps 129 >/dev/null 2>"$tmp_dir/e6"; then rc6=0; else rc6=$?; fi
+if run_target ./ocellus bench plans --decode-steps 4 --context 1024 -m "$T" >/dev/null 2>"$tmp_dir/e7"; then rc7=0; else rc7=$?; fi
 if [ "$rc1" -eq 2 ] && grep -q 'bad option or value: --reps 0' "$tmp_dir/e1" && [ "$rc2" -eq 2 ] &&
-   grep -q 'needs a value' "$tmp_dir/e2"; then
+   grep -q 'needs a value' "$tmp_dir/e2" && [ "$rc6" -eq 2 ] && grep -q 'bad option or value: --decode-steps 129' "$tmp_dir/e6" &&
+   [ "$rc7" -eq 2 ] && grep -q -- '--decode-steps is for the suite' "$tmp_dir/e7"; then
   pass bench_plans_bad_options
 else
-  fail bench_plans_bad_options "bad options were not refused with status 2 and a message ($rc1, $rc2)"
+  fail bench_plans_bad_options "bad options were not refused with status 2 and a message ($rc1, $rc2, $rc6, $rc7)"
 fi
 exit $failed

@@ -262,6 +262,60 @@ static void test_estimate_equals_double(void) {
     }
 }
 
+/* The estimate as the build runs it (pass 1's scores of the first 4,096 keys kept for pass 2, 16
+ * keys' column sums side by side, a key's diagonals as one loop) gives the plain two-pass loop's
+ * floats exactly, bit for bit: the index chosen from them cannot change. Lengths on both sides of
+ * the kept keys' end (4,096) and of whole tiles, a later chunk, both masks, f16 and f32. */
+static void test_estimate_fast_equals_plain(void) {
+    static const int n_kvs[] = { 64, 200, 4096, 4097, 4500, 4224 };
+    for (int k = 0; k < 6; k++) {
+        check_rng rng = { 0xfa57ULL + (unsigned long long)k };
+        dcase c;
+        memset(&c, 0, sizeof c);
+        c.d = k % 2 ? 64 : 128;
+        c.n_head_kv = 1 + k % 2;
+        c.n_head = c.n_head_kv * (k % 3 == 0 ? 1 : 4);
+        c.n_q = k % 3 == 2 ? 64 + 5 * k : n_kvs[k];
+        c.n_kv = n_kvs[k] + (k % 3 == 2 ? c.n_q : 0);
+        c.q_offset = c.n_kv - c.n_q;
+        c.mask = k == 4 ? OC_ATTN_BIDIRECTIONAL : OC_ATTN_CAUSAL;
+        c.dtype = k % 2 ? OC_DTYPE_F16 : OC_DTYPE_F32;
+        dcase_make(&c, &rng, 4.0f);
+        size_t nv = (size_t)c.n_kv, ns = (size_t)(2 * c.n_kv - 1);
+        float *fv = malloc(sizeof(float) * nv), *fs = malloc(sizeof(float) * ns);
+        float *pv = malloc(sizeof(float) * nv), *ps = malloc(sizeof(float) * ns);
+        oc_attn_dims dm = { c.n_q, c.n_kv, c.n_head, c.n_head_kv, c.d };
+        size_t n_bytes = oc_attn_dyn_bytes(&dm, 1);
+        void *mem = aligned(n_bytes);
+        REQUIRE(fv && fs && pv && ps && mem);
+        for (int isa = 0; isa < OC_ISA_COUNT; isa++) {
+            if (!isa_usable(isa)) continue;
+            dcall a = dcase_args(&c, NULL, (oc_isa)isa);
+            for (int h = 0; h < c.n_head; h++) {
+                check_poison_f32(fv, nv);
+                check_poison_f32(fs, ns);
+                check_poison_f32(pv, nv);
+                check_poison_f32(ps, ns);
+                oc_error err = { OC_OK, "" };
+                REQUIREF(oc_attn_dyn_scores(&a.c, &a.mem, a.isa, h, mem, n_bytes, fv, fs, &err) == OC_OK, "%s",
+                         err.message);
+                REQUIREF(oc_attn_dyn_scores_plain(&a.c, &a.mem, a.isa, h, mem, n_bytes, pv, ps, &err) == OC_OK, "%s",
+                         err.message);
+                size_t bad = 0;
+                while (bad < nv && fv[bad] == pv[bad] && !isnan(fv[bad])) bad++;
+                size_t bad_s = 0;
+                while (bad_s < ns && !memcmp(&fs[bad_s], &ps[bad_s], sizeof(float)) && !isnan(fs[bad_s])) bad_s++;
+                CHECKF(bad == nv && bad_s == ns, "k=%d isa=%s head %d (%d keys): column %zu %.9g vs %.9g, diagonal "
+                       "%zu", k, oc_isa_name((oc_isa)isa), h, c.n_kv, bad, bad < nv ? fv[bad] : 0.0,
+                       bad < nv ? pv[bad] : 0.0, bad_s);
+            }
+        }
+        oc_port_aligned_free(mem);
+        free(fv); free(fs); free(pv); free(ps);
+        dcase_free(&c);
+    }
+}
+
 /* The tolerance has teeth: moving one query's contribution to the wrong column fails it. */
 static void test_estimate_tolerance_has_teeth(void) {
     double ref[200];
@@ -903,6 +957,7 @@ static void test_decode_dense_and_refusals(void) {
 int main(void) {
     CHECK_RUN(test_estimate_tolerance_has_teeth);
     CHECK_RUN(test_estimate_equals_double);
+    CHECK_RUN(test_estimate_fast_equals_plain);
     CHECK_RUN(test_top_k);
     CHECK_RUN(test_grid_search);
     CHECK_RUN(test_modality_perm);

@@ -29,6 +29,9 @@
 
 #define MAX_PLANS 15
 #define MAX_REPS 1000
+/* Decode steps per item after its answer: the suite's answers are 1-2 tokens, whose time is
+ * noise; 32 steps cost well under a tenth of an item's prefill. */
+#define DEFAULT_STEPS 32
 
 /* The long model's shipped plans (examples/plans/README.md), then the papers' calibrations alone
  * (examples/plans/paper-only/: they lose answers, kept to compare speed), the default --plan list. */
@@ -44,6 +47,7 @@ typedef struct rep_sums {
     double vision_ms, prefill_ms, decode_ms, ttft_ms;
     double attn_ms, estimate_ms, score_ms, select_ms;   /* prefill */
     double decode_attn_ms;
+    double decode_cpu_s;   /* --decode-steps: the process's CPU time over the steps (shared machines) */
     double decode_passes, prompt_tokens, kv_prefill_bytes;
     double prefill_kept, prefill_skipped, decode_kept, decode_skipped;   /* decoder attention FLOPs */
     int64_t correct, items;
@@ -76,6 +80,8 @@ static void usage(FILE *f) {
             "                         CPU, up to 4096 on OpenCL, where 256 is launch-bound)\n"
             "  --profile              OpenCL: each timed step waits for the device, so the breakdown\n"
             "                         is the steps' own time (slower); the CPU ignores it\n"
+            "  --decode-steps N       decode columns from N greedy steps per item after its answer, the same\n"
+            "                         for every plan (0..%d, default %d; 0: the answers' own 1-2 tokens)\n"
             "  --json FILE            also write the numbers as JSON\n"
             "  --context LIST         instead: the language model alone at these prompt lengths (e.g.\n"
             "                         16384,32768,65536; a synthetic prompt of 256-token images, no vision\n"
@@ -83,7 +89,7 @@ static void usage(FILE *f) {
             "  -n N                   --context: decode steps per run (default 32)\n"
             "  -t N                   threads (default: all CPUs)\n"
             OC_TOOL_BACKEND_HELP("            "),
-            MAX_PLANS);
+            MAX_PLANS, OC_LONG_RUN_MAX_STEPS, DEFAULT_STEPS);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -105,6 +111,7 @@ typedef struct row {
     double vision_ms, prefill_ms, decode_ms, ttft_ms, tok_s;   /* per item; tok/s over every pass */
     double attn_ms, kernel_ms, estimate_ms, score_ms, select_ms, rest_ms;   /* prefill, per item */
     double decode_attn_ms_tok;          /* decode attention per one-token pass */
+    double decode_cpu_ms_tok, decode_cpu_speedup;   /* --decode-steps: process CPU time per step; dense's over the plan's */
     double prefill_kept_share, decode_kept_share;   /* kept / (kept + skipped) */
     double prefill_speedup, prefill_ideal_phase, attn_speedup, attn_ideal;   /* vs dense, paired */
     double decode_speedup, decode_ideal_phase, vision_ratio;
@@ -128,6 +135,8 @@ static double f_rest(const rep_sums *r, const rep_sums *d) {
     return (r->prefill_ms - r->attn_ms - r->score_ms - r->select_ms) / (double)r->items;
 }
 static double f_dec_attn(const rep_sums *r, const rep_sums *d) { (void)d; return safe_div(r->decode_attn_ms, r->decode_passes); }
+static double f_dec_cpu(const rep_sums *r, const rep_sums *d) { (void)d; return safe_div(1000.0 * r->decode_cpu_s, r->decode_passes); }
+static double f_dec_cpu_x(const rep_sums *r, const rep_sums *d) { return safe_div(f_dec_cpu(d, d), f_dec_cpu(r, d)); }
 /* The plan's kept attention FLOPs as a share of dense's: prefill on the same prompts; decode per
  * one-token pass (the answers' lengths may differ), capped at 1. A SparseMM budget's evicted keys
  * are never in a decode call, so only this comparison shows them. */
@@ -177,6 +186,8 @@ static row make_row(const config *c, const config *dense, int n_reps, double *s)
     w.select_ms = med_of(c, dense, n_reps, f_select, s);
     w.rest_ms = med_of(c, dense, n_reps, f_rest, s);
     w.decode_attn_ms_tok = med_of(c, dense, n_reps, f_dec_attn, s);
+    w.decode_cpu_ms_tok = med_of(c, dense, n_reps, f_dec_cpu, s);
+    w.decode_cpu_speedup = med_of(c, dense, n_reps, f_dec_cpu_x, s);
     w.prefill_kept_share = med_of(c, dense, n_reps, f_pkept, s);
     w.decode_kept_share = med_of(c, dense, n_reps, f_dkept, s);
     w.prefill_speedup = med_of(c, dense, n_reps, f_prefill_x, s);
@@ -193,9 +204,11 @@ static row make_row(const config *c, const config *dense, int n_reps, double *s)
 }
 
 static void print_text(const config *cf, const row *rows, int n_cfg, const char *backend, const char *cpu, int n_items,
-                       int n_reps, int n_threads, int profile) {
+                       int n_reps, int n_threads, int profile, int n_steps) {
     printf("ocellus bench plans: %d items x %d reps on %s (%s, %d threads%s); medians, ratios paired per rep\n", n_items,
            n_reps, backend, cpu, n_threads, profile ? ", profiled" : "");
+    if (n_steps) printf("decode: %d greedy steps per item after its answer\n", n_steps);
+    else printf("decode: the answers' own tokens\n");
     printf("mean prompt tokens per item: %.0f\n\n", rows[0].prompt_tokens);
     printf("%-44s %6s %9s %7s %7s %7s %9s %7s %7s %7s %7s\n", "plan", "acc", "prefill", "speedup", "ideal", "attn x",
            "attn ideal", "decode", "tok/s x", "ideal", "KV MiB");
@@ -207,18 +220,21 @@ static void print_text(const config *cf, const row *rows, int n_cfg, const char 
                cf[i].answers_differ ? "  (answers differ across reps)" : "");
     }
     printf("\nwhere the time went, ms per item (prefill) and per token (decode attention):\n");
-    printf("%-44s %8s %8s %8s %8s %8s %8s %8s %7s %7s %8s\n", "plan", "vision", "prefill", "kernels", "estimate",
-           "scoring", "select", "rest", "kept%", "dec kept%", "dec attn");
+    printf("%-44s %8s %8s %8s %8s %8s %8s %8s %7s %7s %8s %8s %7s\n", "plan", "vision", "prefill", "kernels", "estimate",
+           "scoring", "select", "rest", "kept%", "dec kept%", "dec attn", "dec cpu", "cpu x");
     for (int i = 0; i < n_cfg; i++) {
         const row *w = &rows[i];
-        printf("%-44s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.1f%% %8.1f%% %8.3f\n", cf[i].name, w->vision_ms,
-               w->prefill_ms, w->kernel_ms, w->estimate_ms, w->score_ms, w->select_ms, w->rest_ms,
-               100.0 * w->prefill_kept_share, 100.0 * w->decode_kept_share, w->decode_attn_ms_tok);
+        printf("%-44s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.1f%% %8.1f%% %8.3f %8.3f %6.2fx\n", cf[i].name,
+               w->vision_ms, w->prefill_ms, w->kernel_ms, w->estimate_ms, w->score_ms, w->select_ms, w->rest_ms,
+               100.0 * w->prefill_kept_share, 100.0 * w->decode_kept_share, w->decode_attn_ms_tok, w->decode_cpu_ms_tok,
+               w->decode_cpu_speedup);
     }
     printf("\nkernels: the attention calls less the index estimation; rest: prefill less attention, scoring and\n"
            "selection (projections, MLP, transfers). speedup: dense time / plan time; ideal: Amdahl's bound\n"
            "from dense's attention share and the plan's kept FLOPs; attn x / attn ideal: the attention calls\n"
-           "alone and dense FLOPs / kept FLOPs; kept%%: attention FLOPs kept of dense's (decode: per token).%s\n",
+           "alone and dense FLOPs / kept FLOPs; kept%%: attention FLOPs kept of dense's (decode: per token).\n"
+           "dec cpu, cpu x: the process's CPU ms per decode step and dense's over the plan's (--decode-steps;\n"
+           "on a shared machine the time others held the cores drops out of it).%s\n",
            profile || !strncmp(backend, "CPU", 3) ? "" : " OpenCL without --profile: the breakdown is host time of queued work.");
 }
 
@@ -236,7 +252,7 @@ static void json_str(FILE *f, const char *s) {
 
 static int write_json(const char *path, const config *cf, const row *rows, int n_cfg, const char *backend, const char *cpu,
                       int n_items, int n_reps, int n_threads, int profile, unsigned long long seed, long long first,
-                      int max_images) {
+                      int max_images, int n_steps) {
     FILE *f = fopen(path, "w");
     if (!f) {
         fprintf(stderr, "ocellus bench plans: cannot write %s: %s\n", path, strerror(errno));
@@ -247,7 +263,8 @@ static int write_json(const char *path, const config *cf, const row *rows, int n
     fprintf(f, ",\"cpu\":");
     json_str(f, cpu);
     fprintf(f, ",\"threads\":%d,\"profile\":%d,\"items\":%d,\"reps\":%d,\"seed\":%llu,\"first\":%lld,"
-            "\"max_images\":%d,\"configs\":[", n_threads, profile, n_items, n_reps, seed, first, max_images);
+            "\"max_images\":%d,\"decode_steps\":%d,\"configs\":[", n_threads, profile, n_items, n_reps, seed, first,
+            max_images, n_steps);
     for (int i = 0; i < n_cfg; i++) {
         const row *w = &rows[i];
         fprintf(f, "%s{\"plan\":", i ? "," : "");
@@ -259,12 +276,14 @@ static int write_json(const char *path, const config *cf, const row *rows, int n
                 "\"decode_attn_ms_per_token\":%.4f,\"prefill_flops_kept_share\":%.6f,\"decode_flops_kept_share\":%.6f,"
                 "\"vision_speedup\":%.4f,\"prefill_speedup\":%.4f,\"prefill_ideal_speedup\":%.4f,"
                 "\"prefill_attn_speedup\":%.4f,\"prefill_attn_ideal_speedup\":%.4f,\"decode_speedup\":%.4f,"
-                "\"decode_ideal_speedup\":%.4f,\"kv_prefill_mib\":%.3f,\"answers_differ_across_reps\":%d}",
+                "\"decode_ideal_speedup\":%.4f,\"decode_cpu_ms_per_token\":%.4f,\"decode_cpu_speedup\":%.4f,"
+                "\"kv_prefill_mib\":%.3f,\"answers_differ_across_reps\":%d}",
                 w->accuracy, w->prompt_tokens, w->vision_ms,
                 w->prefill_ms, w->decode_ms, w->ttft_ms, w->tok_s, w->attn_ms, w->kernel_ms, w->estimate_ms,
                 w->score_ms, w->select_ms, w->rest_ms, w->decode_attn_ms_tok, w->prefill_kept_share,
                 w->decode_kept_share, w->vision_ratio, w->prefill_speedup, w->prefill_ideal_phase, w->attn_speedup,
-                w->attn_ideal, w->decode_speedup, w->decode_ideal_phase, w->kv_prefill_mib, cf[i].answers_differ);
+                w->attn_ideal, w->decode_speedup, w->decode_ideal_phase, w->decode_cpu_ms_tok, w->decode_cpu_speedup,
+                w->kv_prefill_mib, cf[i].answers_differ);
     }
     fprintf(f, "]}\n");
     if (fclose(f) != 0) {
@@ -274,26 +293,28 @@ static int write_json(const char *path, const config *cf, const row *rows, int n
     return 0;
 }
 
+/* The decode columns: the forced steps when there were any, else the answer's own passes. */
 static void add_run(rep_sums *s, const oc_long_run *run) {
     const oc_stats *st = &run->stats;
     s->items++;
     s->correct += run->correct;
     s->vision_ms += st->vision_ms;
     s->prefill_ms += st->prefill_ms;
-    s->decode_ms += st->decode_ms;
+    s->decode_ms += run->steps ? run->steps_ms : st->decode_ms;
     s->ttft_ms += st->ttft_ms;
     s->attn_ms += st->prefill_attn_ms;
     s->estimate_ms += st->prefill_estimate_ms;
     s->score_ms += st->prefill_kv_score_ms;
     s->select_ms += st->prefill_kv_select_ms;
-    s->decode_attn_ms += st->decode_attn_ms;
-    s->decode_passes += (double)run->decode_passes;
+    s->decode_attn_ms += run->steps ? run->steps_attn_ms : st->decode_attn_ms;
+    s->decode_cpu_s += run->steps_cpu_s;
+    s->decode_passes += run->steps ? (double)run->steps : (double)run->decode_passes;
     s->prompt_tokens += st->n_prompt_tokens;
     s->kv_prefill_bytes += (double)st->kv_prefill_bytes;
     s->prefill_kept += (double)st->attn_prefill_flops_kept;
     s->prefill_skipped += (double)st->attn_prefill_flops_skipped;
-    s->decode_kept += (double)st->attn_decode_flops_kept;
-    s->decode_skipped += (double)st->attn_decode_flops_skipped;
+    s->decode_kept += run->steps ? (double)run->steps_flops_kept : (double)st->attn_decode_flops_kept;
+    s->decode_skipped += run->steps ? (double)run->steps_flops_skipped : (double)st->attn_decode_flops_skipped;
 }
 
 /* A short name for a plan (or model) path: its file name without ".plan"; the name goes into the
@@ -314,6 +335,8 @@ int bench_plans(int argc, char **argv) {
     const char *plans[MAX_PLANS], *device = NULL, *json_path = NULL, *ctx_list = NULL;
     int n_plans = 0, n_threads = 0, profile = 0, n_given = 0;
     long long n_items = 4, n_reps = 3, first = 0, max_images = OC_LONG_MAX_IMAGES, chunk = -1, n_new = 32, v_ll;
+    long long n_steps = DEFAULT_STEPS;
+    int steps_given = 0;
     unsigned long long seed = 1000001;
     oc_backend_choice backend = OC_BACKEND_CPU;
     for (int i = 1; i < argc; i++) {
@@ -330,6 +353,10 @@ int bench_plans(int argc, char **argv) {
             i++;
         }
         else if (!strcmp(a, "--json")) { json_path = v; i++; }
+        else if (!strcmp(a, "--decode-steps") && oc_tool_parse_ll(v, 0, OC_LONG_RUN_MAX_STEPS, &n_steps)) {
+            steps_given = 1;
+            i++;
+        }
         else if (!strcmp(a, "--context")) { ctx_list = v; i++; }
         else if (!strcmp(a, "-n") && oc_tool_parse_ll(v, 1, 4096, &n_new)) { n_given = 1; i++; }
         else if (!strcmp(a, "--backend") && oc_tool_parse_backend(v, &backend)) i++;
@@ -347,6 +374,10 @@ int bench_plans(int argc, char **argv) {
     }
     if (n_given && !ctx_list) {   /* the long-suite items decode their answers, as many tokens as those take */
         fprintf(stderr, "ocellus bench plans: -n (decode steps) needs --context\n");
+        return 2;
+    }
+    if (steps_given && ctx_list) {
+        fprintf(stderr, "ocellus bench plans: --decode-steps is for the suite's items; with --context give -n\n");
         return 2;
     }
     if (ctx_list) {   /* the language model alone at long contexts (bench_plans_ctx.c) */
@@ -427,7 +458,8 @@ int bench_plans(int argc, char **argv) {
             for (int k = 0; k < n_cfg; k++) {
                 int i = r % 2 ? n_cfg - 1 - k : k;   /* alternate the order from one rep to the next */
                 oc_long_run run;
-                if (oc_long_run_item(cf[i].ctx, seed, (uint64_t)(first + it), (int32_t)max_images, 0, rgb, &run, &err)) {
+                if (oc_long_run_item_steps(cf[i].ctx, seed, (uint64_t)(first + it), (int32_t)max_images, 0, (int32_t)n_steps,
+                                           rgb, &run, &err)) {
                     fprintf(stderr, "ocellus bench plans: %s, item %lld: %s\n", cf[i].name, first + it, err.message);
                     goto done;
                 }
@@ -441,9 +473,9 @@ int bench_plans(int argc, char **argv) {
     }
     fprintf(stderr, "\n");
     for (int i = 0; i < n_cfg; i++) rows[i] = make_row(&cf[i], &cf[0], (int)n_reps, scratch);
-    print_text(cf, rows, n_cfg, backend_name, cpu, (int)n_items, (int)n_reps, n_threads, profile);
+    print_text(cf, rows, n_cfg, backend_name, cpu, (int)n_items, (int)n_reps, n_threads, profile, (int)n_steps);
     rc = json_path ? write_json(json_path, cf, rows, n_cfg, backend_name, cpu, (int)n_items, (int)n_reps, n_threads,
-                                profile, seed, first, (int)max_images)
+                                profile, seed, first, (int)max_images, (int)n_steps)
                    : 0;
 done:
     for (int i = 0; i < n_cfg; i++) oc_context_close(cf[i].ctx);

@@ -3,6 +3,8 @@
 #include "tools/long_run.h"
 #include "tools/scene.h"
 #include "core/core.h"
+#include "model/context_state.h"
+#include "port.h"
 
 #include <string.h>
 
@@ -42,7 +44,14 @@ static int64_t decode_passes(int32_t n_generated, int truncated) {
 
 oc_status oc_long_run_item(oc_context *ctx, uint64_t seed, uint64_t index, int32_t max_images, uint32_t types,
                            uint8_t *rgb, oc_long_run *out, oc_error *err) {
+    return oc_long_run_item_steps(ctx, seed, index, max_images, types, 0, rgb, out, err);
+}
+
+oc_status oc_long_run_item_steps(oc_context *ctx, uint64_t seed, uint64_t index, int32_t max_images, uint32_t types,
+                                 int32_t steps, uint8_t *rgb, oc_long_run *out, oc_error *err) {
     memset(out, 0, sizeof *out);
+    if (steps < 0 || steps > OC_LONG_RUN_MAX_STEPS)
+        return oc_fail(err, OC_ERR_INVALID, "decode steps %d outside 0..%d", steps, OC_LONG_RUN_MAX_STEPS);
     if (oc_long_make(seed, index, OC_LONG_MIN_IMAGES, max_images, OC_LONG_MIN_SIDE_PX, OC_LONG_MAX_SIDE_PX, types,
                      &out->item, rgb))
         return oc_fail(err, OC_ERR_INVALID, "the long scene generator refused item %llu", (unsigned long long)index);
@@ -69,5 +78,15 @@ oc_status oc_long_run_item(oc_context *ctx, uint64_t seed, uint64_t index, int32
     oc_context_get_stats(ctx, &out->stats);
     out->correct = oc_scene_answer_ok(item->answer, out->answer);   /* both sides normalized */
     out->decode_passes = decode_passes(out->stats.n_generated, out->stopped);
+    if (steps > 0) {
+        oc_attn_stats as = { 0, 0, 0 };
+        double c0 = oc_port_self_cpu_s();
+        if ((st = oc_ctx_decode_more(ctx, steps, &as, &out->steps_ms, &out->steps_attn_ms, err))) return st;
+        double c1 = oc_port_self_cpu_s();
+        out->steps_cpu_s = c0 >= 0 && c1 >= 0 ? c1 - c0 : 0.0;   /* -1: the OS does not say */
+        out->steps = steps;
+        out->steps_flops_kept = as.flops_kept;
+        out->steps_flops_skipped = as.flops_skipped;
+    }
     return OC_OK;
 }

@@ -19,6 +19,11 @@ typedef struct oc_long_run {
     int correct;                 /* oc_scene_answer_ok(item.answer, answer) */
     int64_t decode_passes;       /* one-token forward passes after prefill (stats.decode_ms's) */
     oc_stats stats;
+    /* oc_long_run_item_steps: the forced decode steps after the answer (none: all 0) */
+    int32_t steps;
+    double steps_ms, steps_attn_ms;
+    double steps_cpu_s;          /* the process's CPU time over those steps (0: the OS does not say) */
+    uint64_t steps_flops_kept, steps_flops_skipped;   /* decoder attention FLOPs of those steps */
 } oc_long_run;
 
 /* The context the suite needs for items of up to max_images images (8..32): context length,
@@ -32,5 +37,11 @@ size_t oc_long_run_rgb_bytes(int32_t max_images);
  * refused the item), what oc_ask returns] */
 oc_status oc_long_run_item(oc_context *ctx, uint64_t seed, uint64_t index, int32_t max_images, uint32_t types,
                            uint8_t *rgb, oc_long_run *out, oc_error *err);
+/* The same, then `steps` (0..OC_LONG_RUN_MAX_STEPS) more greedy decode steps past the answer, the
+ * same number for every plan (ocellus bench plans --decode-steps): decode time that does not hang
+ * on the answer's length, 1-2 tokens on most items. The answer and its score are oc_ask's. */
+#define OC_LONG_RUN_MAX_STEPS 128   /* with the answer's 96, inside max_answer_tokens' default 256 */
+oc_status oc_long_run_item_steps(oc_context *ctx, uint64_t seed, uint64_t index, int32_t max_images, uint32_t types,
+                                 int32_t steps, uint8_t *rgb, oc_long_run *out, oc_error *err);
 
 #endif

@@ -93,7 +93,9 @@ int oc_attn_wants_dyn(const oc_attn_call *call);
  * dense heads (one sub-group with the group's other dense heads; on a device, no counters). */
 int oc_attn_head_is_dense(const oc_attn_call *call, int32_t h);
 /* Bytes of the block oc_attn_dyn_build needs for calls up to dims (0 on overflow): per head
- * 12 * max_n_kv for the index, per thread about 28 * max_n_kv plus a few tiles. [alloc: no] */
+ * 12 * max_n_kv for the index, per thread about 28 * max_n_kv plus a few tiles, and pass 1's
+ * scores of up to 4,096 keys per head of a GQA group (256 bytes a key, at most 8 heads).
+ * [alloc: no] */
 size_t oc_attn_dyn_bytes(const oc_attn_dims *dims, int n_threads);
 /* Estimate and choose the index of every dynamic head of this call into dyn_mem
  * (OC_MEM_ALIGN-aligned, oc_attn_dyn_bytes(dims of this call, oc_pool_n_threads(pool)) bytes), with
@@ -108,6 +110,11 @@ oc_status oc_attn_dyn_build(const oc_attn_call *call, const oc_attn_host *mem, o
  * one thread. [alloc: no] [errors: as oc_attn_dyn_build] */
 oc_status oc_attn_dyn_scores(const oc_attn_call *call, const oc_attn_host *mem, oc_isa isa, int32_t head,
                              void *dyn_mem, size_t dyn_bytes, float *vertical, float *slash, oc_error *err);
+/* The same estimate the plain way, for tests: pass 2 converts K and scores every tile again and
+ * sums key by key, where oc_attn_dyn_scores (and the build) keeps pass 1's scores of the first
+ * keys and sums several keys at once; the two give the same floats. */
+oc_status oc_attn_dyn_scores_plain(const oc_attn_call *call, const oc_attn_host *mem, oc_isa isa, int32_t head,
+                                   void *dyn_mem, size_t dyn_bytes, float *vertical, float *slash, oc_error *err);
 
 /* The pieces of the index build both executors share (dyn.h): the modality of query row i (vision
  * inside an image span of the layout); the last 64 query rows of modality m (m < 0: any) into

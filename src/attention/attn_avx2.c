@@ -352,7 +352,31 @@ static void acc_rows(float *o, int64_t ldo, const float *p, int64_t ldp, int32_t
     else acc_rows_t(o, ldo, p, ldp, n_rows, vrows, n_keys, d, OC_DTYPE_F32);
 }
 
+/* attn_kernels.h col_sums: 8 keys a vector (transpose8 above), each lane one key's sum over the
+ * columns in order (mul, then add: the plain loop's roundings; C11 contracts nothing into an FMA). */
+static void col_sums(const float *s, int64_t lds, int32_t n_keys, int32_t n_cols, const float *w, float *out) {
+    int32_t t0 = 0;
+    for (; t0 + VEC <= n_keys; t0 += VEC) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int32_t c0 = 0; c0 < n_cols; c0 += VEC) {
+            __m256 r[VEC];
+            for (int u = 0; u < VEC; u++) r[u] = _mm256_loadu_ps(s + (t0 + u) * lds + c0);
+            transpose8(r);
+            for (int k = 0; k < VEC; k++) acc = _mm256_add_ps(acc, _mm256_mul_ps(r[k], _mm256_set1_ps(w[c0 + k])));
+        }
+        _mm256_storeu_ps(out + t0, _mm256_add_ps(_mm256_loadu_ps(out + t0), acc));
+    }
+    for (int32_t t = t0; t < n_keys; t++) {
+        float col = 0.0f;
+        for (int32_t c = 0; c < n_cols; c++) {
+            float p = s[t * lds + c] * w[c];
+            col += p;
+        }
+        out[t] += col;
+    }
+}
+
 static const oc_attn_kernels table = { "avx2", VEC, PANEL, gemm, convert_rows, pack_v, softmax_cols, pack_qt, scale,
-                                       dot_rows, acc_rows, NULL };   /* pack_p: f32 products */
+                                       dot_rows, acc_rows, NULL, col_sums };   /* pack_p: f32 products */
 
 const oc_attn_kernels *oc_attn_kernels_avx2(void) { return &table; }

@@ -337,14 +337,67 @@ static void acc_rows(float *o, int64_t ldo, const float *p, int64_t ldp, int32_t
     }
 }
 
+/* 16 rows of 16 floats transposed: r[k] holds element k of rows 0..15. */
+INLINE void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
+        __m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0x88);
+        t[4 + i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0xdd);
+        t[8 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0x88);
+        t[12 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0xdd);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xdd);
+        r[4 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0x88);
+        r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0xdd);
+    }
+}
+
+/* attn_kernels.h col_sums: 16 keys a vector, each lane one key's sum over the columns in order
+ * (mul, then add: the plain loop's roundings; C11 contracts nothing into an FMA). */
+static void col_sums(const float *s, int64_t lds, int32_t n_keys, int32_t n_cols, const float *w, float *out) {
+    int32_t t0 = 0;
+    for (; t0 + VEC <= n_keys; t0 += VEC) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int32_t c0 = 0; c0 < n_cols; c0 += VEC) {
+            __m512 r[VEC];
+            for (int u = 0; u < VEC; u++) r[u] = _mm512_loadu_ps(s + (t0 + u) * lds + c0);
+            transpose16(r);
+            for (int k = 0; k < VEC; k++) acc = _mm512_add_ps(acc, _mm512_mul_ps(r[k], _mm512_set1_ps(w[c0 + k])));
+        }
+        _mm512_storeu_ps(out + t0, _mm512_add_ps(_mm512_loadu_ps(out + t0), acc));
+    }
+    for (int32_t t = t0; t < n_keys; t++) {
+        float col = 0.0f;
+        for (int32_t c = 0; c < n_cols; c++) {
+            float p = s[t * lds + c] * w[c];
+            col += p;
+        }
+        out[t] += col;
+    }
+}
+
 static const oc_attn_kernels table = { "avx512", VEC, PANEL, gemm, convert_rows, pack_v, softmax_cols, pack_qt, scale,
-                                       dot_rows, acc_rows, NULL };   /* pack_p: f32 products */
+                                       dot_rows, acc_rows, NULL, col_sums };   /* pack_p: f32 products */
 
 const oc_attn_kernels *oc_attn_kernels_avx512(void) { return &table; }
 
 /* The products on BF16 (attn_bf16_avx512.c); softmax, scaling and the direct path as above. */
 static const oc_attn_kernels table_bf16 = { "avx512+bf16", VEC, PANEL, oc_attn_bf16_gemm, oc_attn_bf16_convert_rows,
                                             oc_attn_bf16_pack_v, softmax_cols, oc_attn_bf16_pack_qt, scale, dot_rows,
-                                            acc_rows, oc_attn_bf16_pack_p };
+                                            acc_rows, oc_attn_bf16_pack_p, col_sums };
 
 const oc_attn_kernels *oc_attn_kernels_avx512_bf16(void) { return &table_bf16; }

@@ -64,6 +64,12 @@ typedef struct oc_attn_kernels {
      * in words and k in elements. pack_p turns the probabilities s[n_keys x n_cols] (row stride lds)
      * into that form in place before O += P V: word (pair j, column c) at s[j * lds + c]. */
     void (*pack_p)(float *s, int64_t lds, int32_t n_keys, int32_t n_cols);
+    /* MMInference's estimate (dyn_build.c), NULL where a table has none (a portable loop runs):
+     * out[t] += (((0 + s[t][0] w[0]) + s[t][1] w[1]) + ... + s[t][n_cols - 1] w[n_cols - 1]) for
+     * t < n_keys (s: row stride lds; n_cols % 16 == 0), each product rounded before its sum, the
+     * columns in ascending order: the plain loop's floats, several keys at once (a block of keys
+     * transposed in registers, a vector lane per key). */
+    void (*col_sums)(const float *s, int64_t lds, int32_t n_keys, int32_t n_cols, const float *w, float *out);
 } oc_attn_kernels;
 
 /* Stacked rows up to which the engine runs a tile through dot_rows / acc_rows. */

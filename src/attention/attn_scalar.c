@@ -97,6 +97,6 @@ static void acc_rows(float *o, int64_t ldo, const float *p, int64_t ldp, int32_t
 }
 
 static const oc_attn_kernels table = { "scalar", VEC, PANEL, gemm, convert_rows, pack_v, softmax_cols, pack_qt, scale,
-                                       dot_rows, acc_rows, NULL };   /* pack_p: f32 products */
+                                       dot_rows, acc_rows, NULL, NULL };   /* pack_p: f32 products; col_sums: none */
 
 const oc_attn_kernels *oc_attn_kernels_scalar(void) { return &table; }

@@ -21,6 +21,10 @@
 
 #define EST_TILE 128        /* keys per score tile: S^T is EST_TILE x 64 floats (32 KiB) */
 #define EST_BATCH 8         /* heads estimated together at most (their Q^T: 8 x 64 x d floats) */
+#define EST_CACHE_KEYS 4096 /* keys whose pass-1 scores a thread keeps for pass 2, per head of a batch
+                               (64 floats a key: 1 MiB a head): pass 2 then reads them instead of
+                               converting K and running the GEMM again, the same floats */
+#define EST_LANES 16        /* keys whose column sums pass 2 runs side by side */
 #define N_SLOTS (OC_N_MODALITIES * OC_N_MODALITIES)   /* index slots per head: modalities or pairs */
 #define LOG2E 1.44269504088896340736f
 #define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
@@ -32,6 +36,8 @@ typedef struct dyn_geom {
     size_t idx_per_head;   /* int32 per head and slot: n_kv vertical + 2 n_kv slash */
     int32_t batch;         /* heads per estimate: min(GQA ratio, EST_BATCH) */
     size_t t_qt, t_qptr, t_kt, t_kptr, t_s, t_m, t_l, t_m2, t_l2, t_alpha, t_vs, t_ss, t_vr, t_work, t_grid, t_rows;
+    size_t t_cache;
+    int32_t cache_keys;    /* keys of pass-1 scores kept per head (whole tiles; 0: none) */
 } dyn_geom;
 
 static size_t take(size_t *off, size_t n_bytes) {
@@ -76,6 +82,8 @@ static int dyn_geom_init(dyn_geom *g, const oc_attn_dims *dims, int n_threads) {
     g->t_work = take(&t, 2 * nkv * sizeof(int32_t));
     g->t_grid = take(&t, 2 * nkv * sizeof(double));
     g->t_rows = take(&t, 3 * OC_DYN_LAST_Q * sizeof(int32_t));
+    g->cache_keys = (int32_t)OC_MIN((size_t)EST_CACHE_KEYS, ALIGN_UP(nkv, EST_TILE));
+    g->t_cache = take(&t, nb * (size_t)g->cache_keys * OC_DYN_LAST_Q * sizeof(float));
     g->thread_bytes = t;
     size_t threads;
     if (!oc_mul_size(t, (size_t)n_threads, &threads) || !oc_add_size(off, threads, &g->total)) return 0;
@@ -96,6 +104,8 @@ typedef struct est_work {
     int32_t *work;
     double *grid;
     int32_t *rows, *pos, *rq;   /* [64] each: the estimate's query rows, their positions and 2D ranks */
+    float *cache;               /* [batch][cache_keys][64]: pass 1's scores (S^T rows) per head */
+    int32_t cache_keys;
 } est_work;
 
 static est_work est_work_at(const dyn_geom *g, unsigned char *base, int thread) {
@@ -119,6 +129,8 @@ static est_work est_work_at(const dyn_geom *g, unsigned char *base, int thread) 
     w.rows = (int32_t *)(b + g->t_rows);
     w.pos = w.rows + OC_DYN_LAST_Q;
     w.rq = w.pos + OC_DYN_LAST_Q;
+    w.cache = (float *)(b + g->t_cache);
+    w.cache_keys = g->cache_keys;
     return w;
 }
 
@@ -161,6 +173,56 @@ typedef struct est_head {
     float *vs, *ss;
 } est_head;
 
+/* Head e's kept pass-1 scores of the tile at key j0 (j0 + its keys <= cache_keys). */
+static float *cached(const est_work *w, int32_t e, int32_t j0) {
+    return w->cache + ((size_t)e * (size_t)w->cache_keys + (size_t)j0) * OC_DYN_LAST_Q;
+}
+
+/* dst[c] += row[c] * inv_l[c], c in 0..64: one key's diagonals on consecutive slots. */
+static void add_scaled_row(float *restrict dst, const float *restrict row, const float *restrict inv_l) {
+    for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) dst[c] += row[c] * inv_l[c];
+}
+
+/* Pass 2's sums over one tile (s: nk x 64, 2^(score - max) per key and row) with the plain loop's
+ * operations in its order, so the scores are the same floats: each key's column sum over the rows
+ * in ascending order from 0 (vs[t] = 0 + sum), each diagonal's over the keys in ascending order.
+ * EST_LANES keys' column sums run side by side (independent chains, not one dependent chain of 64
+ * adds a key), and where the diagonals of one key lie on consecutive slots (diag: key 0's first
+ * slot, one slot lower per key; NULL: no diagonals here) one key's 64 adds are one loop over
+ * consecutive floats. Products are rounded before each sum, as in the plain loop (C11 contracts
+ * nothing into an FMA here). */
+static void sum_tile(const oc_attn_kernels *kn, const float *s, int32_t nk, const float *restrict inv_l,
+                     float *restrict vs, float *diag) {
+    int32_t t0 = 0;
+    if (kn->col_sums) {   /* the same sums, a vector lane per key (attn_kernels.h) */
+        kn->col_sums(s, OC_DYN_LAST_Q, nk, OC_DYN_LAST_Q, inv_l, vs);
+        t0 = nk;
+    }
+    for (; t0 + EST_LANES <= nk; t0 += EST_LANES) {
+        float acc[EST_LANES];
+        for (int32_t u = 0; u < EST_LANES; u++) acc[u] = 0.0f;
+        const float *blk = s + (int64_t)t0 * OC_DYN_LAST_Q;
+        for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
+            float il = inv_l[c];
+            for (int32_t u = 0; u < EST_LANES; u++) {
+                float p = blk[u * OC_DYN_LAST_Q + c] * il;
+                acc[u] += p;
+            }
+        }
+        for (int32_t u = 0; u < EST_LANES; u++) vs[t0 + u] += acc[u];
+    }
+    for (int32_t t = t0; t < nk; t++) {
+        const float *row = s + (int64_t)t * OC_DYN_LAST_Q;
+        float col = 0.0f;
+        for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
+            float p = row[c] * inv_l[c];
+            col += p;
+        }
+        vs[t] += col;
+    }
+    for (int32_t t = 0; diag && t < nk; t++) add_scaled_row(diag - t, s + (int64_t)t * OC_DYN_LAST_Q, inv_l);
+}
+
 /* Column and diagonal scores of the heads eh[0..n) (one kv group, n <= the geometry's batch):
  * vs[j] = sum_r A^[r, j], ss[o + n_kv - 1] = sum_r A^[r, p_r - o]. The rows are w->rows[0..64)
  * (ascending; the last 64 queries of the call, or of one modality), at positions w->pos, the same
@@ -170,7 +232,7 @@ typedef struct est_head {
  * Grid head reads the columns of its view alone). With rs (BOUNDARY_2D, n = 1) the diagonal scores
  * go to rs's rank arrays instead of ss. */
 static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_attn_kernels *kn, est_work *w,
-                     const est_head *eh, int32_t n, const rank_slash *rs) {
+                     const est_head *eh, int32_t n, const rank_slash *rs, int fast) {
     int32_t n_kv = a->n_kv, d = a->head_dim, g = eh[0].h / (a->n_head / a->n_head_kv);
     int64_t eb = a->kv_dtype == OC_DTYPE_F16 ? 2 : 4;
     const unsigned char *kbase[2] = {
@@ -195,12 +257,15 @@ static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_at
         t_lo = OC_MIN(t_lo, eh[e].lo2 - eh[e].lo2 % EST_TILE);
         t_hi = OC_MAX(t_hi, OC_MIN(key_end, eh[e].hi2));
     }
-    /* pass 1: each row's max and sum, online */
+    /* pass 1: each row's max and sum, online; the scores of the first cache_keys keys are kept
+     * (fast) for pass 2, which needs them again under the final max */
     for (int32_t j0 = 0; j0 < key_end; j0 += EST_TILE) {
         int32_t nk = OC_MIN(EST_TILE, key_end - j0);
         load_tile(a, kn, w, kbase, ks, j0, nk);
         for (int32_t e = 0; e < n; e++) {
             score_tile(a, kn, w, w->qt + (int64_t)e * OC_DYN_LAST_Q * d, j0, nk);
+            if (fast && j0 + nk <= w->cache_keys)
+                memcpy(cached(w, e, j0), w->s, sizeof(float) * (size_t)nk * OC_DYN_LAST_Q);
             kn->softmax_cols(w->s, OC_DYN_LAST_Q, nk, OC_DYN_LAST_Q, w->m + e * OC_DYN_LAST_Q, w->l + e * OC_DYN_LAST_Q,
                              w->alpha);
         }
@@ -215,21 +280,44 @@ static void estimate(const oc_attn_call *a, const oc_attn_host *mem, const oc_at
     }
     for (int m = 0; n && eh[0].slash && rs && m < OC_N_MODALITIES; m++)
         for (int32_t o = 0; o < 2 * rs->n[m] - 1; o++) rs->ss[m][o] = 0.0f;
+    /* the diagonal of row c and key j is slot rq[c] - j: on consecutive slots for consecutive rows
+     * (the call's last 64 rows, one run of positions) */
+    int contig = !rs;
+    for (int32_t c = 1; contig && c < OC_DYN_LAST_Q; c++) contig = w->rq[c] == w->rq[0] + c;
     for (int32_t j0 = t_lo; j0 < t_hi; j0 += EST_TILE) {
         int32_t nk = OC_MIN(EST_TILE, key_end - j0);
-        load_tile(a, kn, w, kbase, ks, j0, nk);
+        int hit = fast && j0 + nk <= w->cache_keys;
+        if (!hit) load_tile(a, kn, w, kbase, ks, j0, nk);
         for (int32_t e = 0; e < n; e++) {
             if (j0 < eh[e].lo2 - eh[e].lo2 % EST_TILE || j0 >= OC_MIN(key_end, eh[e].hi2)) continue;
             const float *inv_l = w->l + (n + e) * OC_DYN_LAST_Q;
-            score_tile(a, kn, w, w->qt + (int64_t)e * OC_DYN_LAST_Q * d, j0, nk);
+            float *s = hit ? cached(w, e, j0) : w->s;   /* S^T of the tile, as score_tile leaves it */
+            if (!hit) score_tile(a, kn, w, w->qt + (int64_t)e * OC_DYN_LAST_Q * d, j0, nk);
             for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) {
                 w->m2[c] = w->m[e * OC_DYN_LAST_Q + c];
                 w->l2[c] = 0.0f;
             }
-            kn->softmax_cols(w->s, OC_DYN_LAST_Q, nk, OC_DYN_LAST_Q, w->m2, w->l2, w->alpha);
+            kn->softmax_cols(s, OC_DYN_LAST_Q, nk, OC_DYN_LAST_Q, w->m2, w->l2, w->alpha);
+            if (fast) {
+                sum_tile(kn, s, nk, inv_l, eh[e].vs + j0,
+                         eh[e].slash && contig ? eh[e].ss + n_kv - 1 - j0 + w->rq[0] : NULL);
+                if (eh[e].slash && !contig)   /* the diagonals one by one, in the plain loop's order */
+                    for (int32_t t = 0; t < nk; t++) {
+                        int32_t j = j0 + t;
+                        const float *row = s + (int64_t)t * OC_DYN_LAST_Q;
+                        float *diag = eh[e].ss + n_kv - 1 - j;
+                        if (rs) {
+                            int mk = key_modality(rs->dyn, j);
+                            diag = rs->ss[mk] + rs->n[mk] - 1 - rs->dyn->key_rank[j];
+                        }
+                        for (int32_t c = 0; c < OC_DYN_LAST_Q; c++) diag[w->rq[c]] += row[c] * inv_l[c];
+                    }
+                continue;
+            }
+            const float *srow = s;
             for (int32_t t = 0; t < nk; t++) {
                 int32_t j = j0 + t;
-                const float *row = w->s + (int64_t)t * OC_DYN_LAST_Q;
+                const float *row = srow + (int64_t)t * OC_DYN_LAST_Q;
                 float col = 0.0f;
                 if (eh[e].slash) {
                     float *diag = eh[e].ss + n_kv - 1 - j;   /* diag[rq[c]]: offset rq - key coordinate */
@@ -291,7 +379,7 @@ static est_head est_head_of(const oc_attn_call *a, int32_t h, const oc_head_patt
 /* Plain pattern pat's index into out from the rows in w->rows; idx: 3 n_kv int32. */
 static void build_one(build_ctx *x, est_work *w, int32_t h, const oc_head_pattern *pat, int32_t *idx, oc_dyn_head *out) {
     est_head e = est_head_of(x->a, h, pat, w->vs, w->ss);
-    estimate(x->a, x->mem, x->kern, w, &e, 1, NULL);
+    estimate(x->a, x->mem, x->kern, w, &e, 1, NULL, 1);
     oc_dyn_choose(pat, x->a->n_kv, w->vs, w->ss, idx, w->work, w->grid, out);
 }
 
@@ -307,7 +395,7 @@ static void build_batch(build_ctx *x, est_work *w, const int32_t *hs, int32_t n)
         eh[e] = est_head_of(a, hs[e], &a->patterns[hs[e]], vs, vs + a->n_kv);
     }
     last_rows(a, -1, w);
-    estimate(a, x->mem, x->kern, w, eh, n, NULL);
+    estimate(a, x->mem, x->kern, w, eh, n, NULL, 1);
     for (int32_t e = 0; e < n; e++) {
         int32_t *idx = (int32_t *)(x->base + x->g.off_idx) + (size_t)hs[e] * N_SLOTS * x->g.idx_per_head;
         oc_dyn_choose(&a->patterns[hs[e]], a->n_kv, eh[e].vs, eh[e].ss, idx, w->work, w->grid, &x->heads[hs[e]]);
@@ -337,7 +425,7 @@ static void build_2d(build_ctx *x, est_work *w, int32_t h, int32_t *idx, oc_dyn_
         rank_slash rs = { dyn, { w->ss, w->ss + 2 * (size_t)OC_MAX(n_m[0], n_m[mq]) }, { 0, 0 } };
         for (int mk = 0; mk < OC_N_MODALITIES; mk++) rs.n[mk] = OC_MAX(n_m[mk], n_m[mq]);
         est_head e = { h, 0, a->n_kv, slash, w->vs, w->ss };
-        estimate(a, x->mem, x->kern, w, &e, 1, &rs);
+        estimate(a, x->mem, x->kern, w, &e, 1, &rs, 1);
         for (int mk = 0; mk < OC_N_MODALITIES; mk++) {
             oc_head_pattern sub = oc_pattern_pair(pat, mq, mk);
             if (!oc_pattern_is_dynamic(sub.kind)) continue;
@@ -483,8 +571,8 @@ oc_status oc_attn_dyn_build(const oc_attn_call *a, const oc_attn_host *mem, oc_i
     return OC_OK;
 }
 
-oc_status oc_attn_dyn_scores(const oc_attn_call *a, const oc_attn_host *mem, oc_isa isa, int32_t head,
-                             void *dyn_mem, size_t dyn_bytes, float *vertical, float *slash, oc_error *err) {
+static oc_status dyn_scores(const oc_attn_call *a, const oc_attn_host *mem, oc_isa isa, int32_t head, void *dyn_mem,
+                            size_t dyn_bytes, float *vertical, float *slash, int fast, oc_error *err) {
     const oc_attn_kernels *kern = NULL;
     oc_status st = check_build(a, mem, isa, &kern, err);
     if (st != OC_OK) return st;
@@ -500,8 +588,18 @@ oc_status oc_attn_dyn_scores(const oc_attn_call *a, const oc_attn_host *mem, oc_
     est_work w = est_work_at(&g, dyn_mem, 0);
     last_rows(a, -1, &w);
     est_head e = { head, 0, a->n_kv, 1, w.vs, w.ss };
-    estimate(a, mem, kern, &w, &e, 1, NULL);
+    estimate(a, mem, kern, &w, &e, 1, NULL, fast);
     memcpy(vertical, w.vs, (size_t)a->n_kv * sizeof(float));
     memcpy(slash, w.ss, (size_t)(2 * a->n_kv - 1) * sizeof(float));
     return OC_OK;
+}
+
+oc_status oc_attn_dyn_scores(const oc_attn_call *a, const oc_attn_host *mem, oc_isa isa, int32_t head,
+                             void *dyn_mem, size_t dyn_bytes, float *vertical, float *slash, oc_error *err) {
+    return dyn_scores(a, mem, isa, head, dyn_mem, dyn_bytes, vertical, slash, 1, err);
+}
+
+oc_status oc_attn_dyn_scores_plain(const oc_attn_call *a, const oc_attn_host *mem, oc_isa isa, int32_t head,
+                                   void *dyn_mem, size_t dyn_bytes, float *vertical, float *slash, oc_error *err) {
+    return dyn_scores(a, mem, isa, head, dyn_mem, dyn_bytes, vertical, slash, 0, err);
 }

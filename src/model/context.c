@@ -147,6 +147,7 @@ OC_API oc_status oc_ask(oc_context *c, const oc_request *r, oc_error *err) {
     c->stats.context_bytes = c->context_bytes;
     c->stats.device_bytes = oc_backend_device_bytes(c->dev);
     c->has_prompt_logits = 0;
+    c->has_pending = 0;
     if (!r->question || !r->question[strspn(r->question, " \t\r\n")])
         return oc_fail(err, OC_ERR_INVALID, "the prompt is empty: ask a question");
     if (r->n_images < 0 || (r->n_images > 0 && !r->images && !r->image_paths))

@@ -43,6 +43,10 @@ struct oc_context {
     size_t buf_bytes;
     void *buf;
     int has_prompt_logits;
+    /* after oc_ask's answer: the greedy token it sampled and did not feed back, and its position
+     * (oc_ctx_decode_more continues from there); has_pending 0 when there is none */
+    int has_pending;
+    int32_t pending_tok, pending_pos;
     /* calibration hook (p.on_attention): f32 host copies, allocated at open only when it is set */
     float *obs_q;                /* [batch_tokens][n_embd] */
     float *obs_k, *obs_v;        /* [max_context_tokens][n_head_kv * head_dim] */
@@ -99,5 +103,13 @@ oc_status oc_ctx_build_layout(oc_context *c, oc_token_layout **layout, oc_error 
 /* context_generate.c */
 oc_status oc_ctx_generate(oc_context *c, const oc_request *r, uint64_t t_start, oc_attn_stats *as,
                           oc_error *err);
+/* Benchmarks (ocellus bench plans --decode-steps): n more greedy one-token passes after the latest
+ * oc_ask's answer, past its stop token, nothing streamed, so that dense and a plan can be timed
+ * over the same number of decode steps whatever their answers' lengths. Adds to *as; ms and
+ * attn_ms: the steps' wall time and their attention calls' time. Leaves stats and the answer as
+ * oc_ask left them. [alloc: no] [errors: OC_ERR_INVALID (no answer to continue), OC_ERR_RANGE
+ * (context full; a SparseMM budget's answer room spent), what oc_text_forward returns] */
+oc_status oc_ctx_decode_more(oc_context *c, int32_t n, oc_attn_stats *as, double *ms, double *attn_ms,
+                             oc_error *err);
 
 #endif
