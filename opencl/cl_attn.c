@@ -65,6 +65,9 @@ struct oc_cl_attn {
     oc_cl_device *dev;
     oc_cl_attn_limits lim;
     int32_t bq, bk, wg, cg;          /* rows per work-group, keys per tile, items, key groups */
+    int32_t dyn_bq;                  /* rows per work-group of the prefill heads' launch: 64 with its own
+                                        build (OC_CLK_ATTN_DYN) where the device has one and the head
+                                        dim's local memory fits, else bq */
     int32_t runs_cap, items_cap;
     int32_t *runs, *img;             /* host copies: [runs_cap][RUN_INTS], [max(1, images)][IMG_INTS] */
     int32_t *runs_up, *img_up;       /* what runs_buf / img_buf hold, as runs and img */
@@ -308,6 +311,13 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
     at->bk = bk;
     at->wg = wg;
     at->cg = c->attn_key_groups;
+    at->dyn_bq = bq;
+    if (c->attn_dyn_rows_per_item && oc_cl_kernel_wg_size(dev, OC_CLK_ATTN_DYN) >= (size_t)wg) {
+        oc_cl_caps dc = *c;
+        dc.attn_rows_per_item = c->attn_dyn_rows_per_item;
+        if (oc_cl_attn_local_bytes(&dc, lim->head_dim) <= c->local_mem_bytes)
+            at->dyn_bq = c->attn_row_groups * c->attn_dyn_rows_per_item;
+    }
     size_tables(at, lim, OC_MIN(bq, TABLE_BQ));
     at->runs = oc_mem_alloc(dev->alloc, runs_bytes(at));
     at->img = oc_mem_calloc(dev->alloc, img_bytes(at));
@@ -365,6 +375,8 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
 void oc_cl_attn_force_split(oc_cl_attn *at, int32_t n_chunks) { at->force_chunks = OC_MAX(0, n_chunks); }
 
 uint64_t oc_cl_attn_base_pairs(const oc_cl_attn *at) { return at->prepared ? at->base_pairs : 0; }
+
+int32_t oc_cl_attn_dyn_rows(const oc_cl_attn *at) { return at->dyn_bq; }
 
 /* ---- prepare ---------------------------------------------------------------------------------------------- */
 
@@ -763,7 +775,7 @@ static oc_status add_rows(oc_cl_attn *at, const oc_attn_call *a, int32_t h, int 
     for (int32_t g0 = 0; g0 < n;) {
         int32_t g1 = g0 + 1;
         while (g1 < n && rk[g1].key == rk[g0].key) g1++;
-        int32_t len = g1 - g0, n_pieces = (len + at->bq - 1) / at->bq;
+        int32_t len = g1 - g0, n_pieces = (len + at->dyn_bq - 1) / at->dyn_bq;
         if (at->n_hruns + n_pieces > at->hruns_cap)
             return oc_fail(err, OC_ERR_RANGE, "opencl attn: the prefill heads need more than %d runs (a grid stride "
                            "above %d, or one 2D-Boundary query modality with grids of two strides or a grid beside "
@@ -1129,8 +1141,9 @@ typedef struct launch {
 static oc_status launch_attn(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *io, const launch *ln,
                              oc_error *err) {
     const oc_cl_attn_limits *L = &at->lim;
-    int32_t d = L->head_dim;
+    int32_t d = L->head_dim, bq = ln->head_runs ? at->dyn_bq : at->bq;
     size_t row = local_row_floats(d) * sizeof(float);
+    oc_cl_kernel_id kernel = bq != at->bq ? OC_CLK_ATTN_DYN : OC_CLK_ATTN;
     oc_cl_arg a[] = {
         OC_CL_BUF(io->q), OC_CL_I32(call->q_off), OC_CL_I32(call->q_stride_token), OC_CL_I32(call->q_stride_head),
         OC_CL_BUF(io->k), OC_CL_I32(call->k_off), OC_CL_I32(call->k_stride_token), OC_CL_I32(call->k_stride_head),
@@ -1145,16 +1158,16 @@ static oc_status launch_attn(oc_cl_attn *at, const oc_attn_call *call, const oc_
         OC_CL_I32(L->n_head), OC_CL_I32(L->n_head / L->n_head_kv), OC_CL_I32(d), OC_CL_I32(at->n_q), OC_CL_I32(at->n_kv),
         OC_CL_I32(at->q_offset), OC_CL_I32(at->causal), OC_CL_I32(at->stacked), OC_CL_I32(at->chunk_keys),
         OC_CL_F32(call->scale * 1.44269504088896340736f),
-        OC_CL_LOCAL((size_t)at->bq * row), OC_CL_LOCAL((size_t)at->bk * row),
-        OC_CL_LOCAL((size_t)at->bq * (size_t)(at->bk + 4) * 4),
-        OC_CL_LOCAL((size_t)at->bq * (size_t)at->cg * 4),
+        OC_CL_LOCAL((size_t)bq * row), OC_CL_LOCAL((size_t)at->bk * row),
+        OC_CL_LOCAL((size_t)bq * (size_t)(at->bk + 4) * 4),
+        OC_CL_LOCAL((size_t)bq * (size_t)at->cg * 4),
         OC_CL_LOCAL((3 * (size_t)at->bk + (size_t)at->wg + 8) * 4),
     };
     /* dimension 0: (run, unit), units fastest, so every head's longest runs start first */
     size_t local[3] = { (size_t)at->wg, 1, 1 };
     size_t global[3] = { (size_t)ln->n_runs * (size_t)ln->n_units * (size_t)at->wg, 1,
                          ln->head_runs ? 1 : (size_t)at->n_chunks };
-    return oc_cl_launch(at->dev, OC_CLK_ATTN, 3, global, local, (int)OC_ARRAY_LEN(a), a, err);
+    return oc_cl_launch(at->dev, kernel, 3, global, local, (int)OC_ARRAY_LEN(a), a, err);
 }
 
 /* Keys the one query row of call keeps when every one of its heads is dense and its base mask keeps

@@ -1128,6 +1128,14 @@ static void check_dyn(const dyn_case *c, int seed) {
     oc_cl_attn_limits lim = { c->n_q, H, c->n_head_kv, d, 0, 0, c->max_kv ? c->max_kv : c->n_kv, 0 };
     oc_cl_attn *at = NULL;
     REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s: %s", c->name, err.message);
+    /* the prefill heads run the 64-row build wherever the device has one and its local memory
+     * takes the head dim (the checks below then test that build) */
+    const oc_cl_caps *caps = oc_cl_device_caps(g_dev);
+    oc_cl_caps dc = *caps;
+    dc.attn_rows_per_item = caps->attn_dyn_rows_per_item;
+    int dyn64 = caps->attn_dyn_rows_per_item && oc_cl_attn_local_bytes(&dc, d) <= caps->local_mem_bytes;
+    CHECKF(oc_cl_attn_dyn_rows(at) == (dyn64 ? 64 : caps->attn_row_groups * caps->attn_rows_per_item),
+           "%s: the prefill heads' launch takes %d rows", c->name, (int)oc_cl_attn_dyn_rows(at));
     oc_cl_buf *dq = dup_host(q, sizeof(float) * nq * (size_t)qst), *dk = dup_host(k, es * kv_elems),
               *dv = dup_host(v, es * kv_elems), *dout = dbuf(sizeof(float) * n_out);
     oc_cl_attn_bufs io = { dq, dk, dv, dout, NULL, 0 };
@@ -1353,6 +1361,14 @@ static void check_boundary(const bnd_case *c, int seed) {
     oc_cl_attn_limits lim = { c->n_q, H, c->n_head_kv, d, c->n_img, 1, c->max_kv ? c->max_kv : n_kv, 0 };
     oc_cl_attn *at = NULL;
     REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s: %s", c->name, err.message);
+    /* the prefill heads run the 64-row build wherever the device has one and its local memory
+     * takes the head dim (the checks below then test that build) */
+    const oc_cl_caps *caps = oc_cl_device_caps(g_dev);
+    oc_cl_caps dc = *caps;
+    dc.attn_rows_per_item = caps->attn_dyn_rows_per_item;
+    int dyn64 = caps->attn_dyn_rows_per_item && oc_cl_attn_local_bytes(&dc, d) <= caps->local_mem_bytes;
+    CHECKF(oc_cl_attn_dyn_rows(at) == (dyn64 ? 64 : caps->attn_row_groups * caps->attn_rows_per_item),
+           "%s: the prefill heads' launch takes %d rows", c->name, (int)oc_cl_attn_dyn_rows(at));
     oc_cl_buf *dq = dup_host(q, sizeof(float) * nq * (size_t)qst), *dk = dup_host(k, es * kv_elems),
               *dv = dup_host(v, es * kv_elems), *dout = dbuf(sizeof(float) * n_out);
     oc_cl_attn_bufs io = { dq, dk, dv, dout, NULL, 0 };
