@@ -492,7 +492,8 @@ static void prof_write(const oc_cl_device *dev) {
                 "|---|---|---|---|---|\n", cls_name[k]);
         for (int id = 0; id < OC_CLK_COUNT; id++) {
             if (!c->kernel_n[id]) continue;
-            fprintf(f, "| %s | %.1f | %.1f | %.1f%% | %.2f |\n", kernel_table[id].function, (double)c->kernel_n[id] / n,
+            fprintf(f, "| %s%s | %.1f | %.1f | %.1f%% | %.2f |\n", kernel_table[id].function,
+                    id == OC_CLK_ATTN_DYN ? " (64 rows)" : "", (double)c->kernel_n[id] / n,
                     (double)c->kernel_ns[id] / n * 1e-3, c->busy_ns ? 100.0 * (double)c->kernel_ns[id] / (double)c->busy_ns : 0.0,
                     (double)c->kernel_ns[id] / (double)c->kernel_n[id] * 1e-3);
         }
