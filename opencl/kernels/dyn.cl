@@ -46,8 +46,8 @@ inline void oc_est_load(__local float *ks, const __global uchar *k, int f16, int
 
 /* The row's query lives in registers: every index into qv is a constant once the loops over
  * EST_DMAX are unrolled (the element past d skipped, the same products in the same order as a loop
- * to d). A loop to the runtime d left qv in per-item stack memory on an H200, one cached load
- * before each dependent fma: the estimate passes took about 200 us a launch. */
+ * to d). A loop to the runtime d lets a compiler keep qv in per-item stack memory, one cached load
+ * before each dependent fma (the estimate passes took about 200 us a launch on an H200). */
 inline float oc_est_dot(const float *qv, const __local float *kr, int d) {
     float s = 0.0f;
 #pragma unroll

@@ -48,7 +48,7 @@ void oc_kvs_stats(const __global float *q, int q_off, int q_stride, int q_base, 
     for (int e = lid; e < group * hd; e += KVS_WG) qs[e] = qr[e] * scale2;
     barrier(CLK_LOCAL_MEM_FENCE);
     /* m, l, sc in registers: the loops over heads run to KVS_MAX_GROUP, unrolled, the heads past
-     * group skipped (loops to the runtime group kept the arrays in per-item stack memory) */
+     * group skipped (loops to the runtime group let a compiler keep them in per-item stack memory) */
     float m[KVS_MAX_GROUP], l[KVS_MAX_GROUP], sc[KVS_MAX_GROUP];
 #pragma unroll
     for (int h = 0; h < KVS_MAX_GROUP; h++) m[h] = -INFINITY, l[h] = 0.0f;
@@ -131,8 +131,8 @@ __kernel void oc_kvs_part(const __global float *q, int q_off, int q_stride, int 
     if (j >= n_keys) return;
     const int n_kv = n_head / group, n_out = acc_stride ? n_kv : 1, i0 = blk * KVS_ROWS, i1 = min(n_rows, i0 + KVS_ROWS);
     /* the key row in registers: the loops over its elements run to 128, unrolled, the ones past hd
-     * skipped (the same products in the same order; loops to the runtime hd kept kk in per-item
-     * stack memory, one cached load before each product) */
+     * skipped (the same products in the same order; loops to the runtime hd let a compiler keep kk
+     * in per-item stack memory, one cached load before each product) */
     float kk[128];
     float sum = 0.0f;
     for (int g = 0; g < n_kv; g++) {
