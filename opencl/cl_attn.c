@@ -60,6 +60,7 @@
 #define CH_INTS 12              /* opencl/kernels/dyn.cl oc_dyn_choose: one entry */
 #define CH_WG 256               /* ... and its work-group */
 #define CH_SLOT_INTS 3          /* a device-chosen part's place in the tables: part, columns, runs */
+#define CH_CACHE (9 * 1024)     /* ... and the keys of a round it keeps in local memory (36 KiB) */
 
 struct oc_cl_attn {
     oc_cl_device *dev;
@@ -1374,8 +1375,13 @@ static oc_status est_flush_dev(oc_cl_attn *at, const oc_attn_call *a, const oc_c
     int32_t n = st == OC_OK ? ch_entries(at, a, n_m) : 0;
     if (st == OC_OK && n) st = ring_table(at, at->ch_tab_buf, at->ch_tab, (size_t)n * CH_INTS * 4, err);
     if (st == OC_OK && n) {
+        /* a round's keys in local memory: up to 2 x 4,096 + 1,024 of them (the long model's
+         * diagonals at 4,361 keys), within the device's local memory less the kernel's own 2 KiB */
+        const oc_cl_caps *c = oc_cl_device_caps(at->dev);
+        size_t n_cache = OC_MIN((size_t)CH_CACHE, c->local_mem_bytes > 4096 ? (c->local_mem_bytes - 4096) / 4 : 0);
         oc_cl_arg args[] = { OC_CL_BUF(at->est_scores_buf), OC_CL_BUF(at->est_perm_buf), OC_CL_BUF(at->ch_tab_buf),
-                             OC_CL_I32(0), OC_CL_BUF(at->dyn_buf), OC_CL_BUF(at->ch_scratch_buf) };
+                             OC_CL_I32(0), OC_CL_BUF(at->dyn_buf), OC_CL_BUF(at->ch_scratch_buf),
+                             OC_CL_LOCAL(OC_MAX(n_cache, (size_t)1) * 4), OC_CL_I32((int32_t)n_cache) };
         size_t local[1] = { CH_WG }, global[1] = { (size_t)n * CH_WG };
         st = oc_cl_launch(at->dev, OC_CLK_DYN_CHOOSE, 1, global, local, (int)OC_ARRAY_LEN(args), args, err);
     }

@@ -213,10 +213,13 @@ inline int oc_ch_scan(__local int *s, int v, int lid, int *total) {
  * choice), 4 k columns, 5 k diagonals, 6 diagonals' scores at (2 n - 1 of them), 7 the part in
  * dyn, 8 its columns' room, 9 its runs' room, 10 n_coord (columns at or past it are dropped),
  * 11 scratch at (2 n ints). Two rounds of one body (the columns, then the diagonals, forced
- * offset 0), every barrier reached by every item in both (no early return). */
+ * offset 0), every barrier reached by every item in both (no early return).
+ * A round's n keys (a score read through the permutation, then its key) are computed once into
+ * kc (n_cache of them fit; a longer round computes them again at each of its 7 sweeps, as every
+ * round did: 7 passes of dependent global reads). */
 __kernel __attribute__((reqd_work_group_size(CH_WG, 1, 1)))
 void oc_dyn_choose(const __global float *scores, const __global int *perm_all, const __global int *tab, int tab_at,
-                   __global int *dyn, __global int *scratch) {
+                   __global int *dyn, __global int *scratch, __local uint *kc, int n_cache) {
     __local int hist[258], s[CH_WG];
     const int lid = get_local_id(0);
     const __global int *en = tab + tab_at + CH_INTS * get_group_id(0);
@@ -228,15 +231,19 @@ void oc_dyn_choose(const __global float *scores, const __global int *perm_all, c
         const __global int *perm = !round && en[1] >= 0 ? perm_all + en[1] : 0;
         const int n_mk = en[2], n = round ? 2 * n0 - 1 : n0, force = round ? n0 - 1 : -1;
         const int n_out = round ? n : en[10], add = round ? -(n0 - 1) : 0;
-        const int k = max(0, min(round ? en[5] : en[4], n));
+        const int k = max(0, min(round ? en[5] : en[4], n)), cached = n <= n_cache;
         __global int *out = round ? scratch + en[11] : dyn + cols;
+        barrier(CLK_LOCAL_MEM_FENCE);   /* the last round is done with kc */
+        for (int i = lid; cached && i < n; i += CH_WG) kc[i] = oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#define CH_KEY(i) (cached ? kc[i] : oc_ch_key(oc_ch_score(sc, perm, (i), n_mk), (i), force))
         uint T = 0u, prefix = 0u, mask = 0u;
         int rem = k;   /* keys equal to T to keep */
         for (int shift = 24; shift >= 0; shift -= 8) {   /* k < n: the k-th largest key, 8 bits a pass */
             hist[lid] = 0;
             barrier(CLK_LOCAL_MEM_FENCE);
             for (int i = lid; k > 0 && k < n && i < n; i += CH_WG) {
-                uint key = oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force);
+                uint key = CH_KEY(i);
                 if ((key & mask) == prefix) atomic_inc(&hist[(key >> shift) & 255u]);
             }
             barrier(CLK_LOCAL_MEM_FENCE);
@@ -257,21 +264,22 @@ void oc_dyn_choose(const __global float *scores, const __global int *perm_all, c
         if (k > 0 && k < n) T = prefix;   /* else (k = n) every key is above T = 0 */
         const int len = (n + CH_WG - 1) / CH_WG, i0 = min(n, lid * len), i1 = min(n, i0 + len);
         int n_eq = 0, total;
-        for (int i = i0; k > 0 && i < i1; i++) n_eq += oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force) == T;
+        for (int i = i0; k > 0 && i < i1; i++) n_eq += CH_KEY(i) == T;
         int eq_before = oc_ch_scan(s, n_eq, lid, &total), n_sel = 0;
         for (int i = i0, e = eq_before; k > 0 && i < i1; i++) {
-            uint key = oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force);
+            uint key = CH_KEY(i);
             int sel = key > T || (key == T && e++ < rem);
             n_sel += sel && i < n_out;
         }
         int at = oc_ch_scan(s, n_sel, lid, &total);
         for (int i = i0, e = eq_before; k > 0 && i < i1; i++) {
-            uint key = oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force);
+            uint key = CH_KEY(i);
             int sel = key > T || (key == T && e++ < rem);
             if (sel && i < n_out) out[at++] = i + add;
         }
         if (round) ns = total;
         else nv = total;
+#undef CH_KEY
     }
     const __global int *sl = scratch + en[11];
     barrier(CLK_GLOBAL_MEM_FENCE);
