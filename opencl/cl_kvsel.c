@@ -62,7 +62,7 @@ static oc_status score(oc_cl_device *dev, const oc_kv_dev_op *o, oc_error *err) 
                       OC_CL_I32(hd), OC_CL_F32(scale2), OC_CL_BUF(cb(o->stats)), OC_CL_I32(o->acc_stride), OC_CL_I32(o->n),
                       OC_CL_BUF(cb(o->part)) };
     int32_t n_blocks = (o->n_rows + 7) / 8;   /* kvsel.cl KVS_ROWS */
-    size_t g2[2] = { (size_t)o->n, (size_t)n_blocks }, l2[2] = { 64, 1 };
+    size_t g2[2] = { (size_t)o->n, (size_t)n_blocks }, l2[2] = { 64, 1 };   /* kvsel.cl KVS_WG: its required size */
     if ((st = oc_cl_launch(dev, OC_CLK_KVS_PART, 2, g2, l2, (int)OC_ARRAY_LEN(b), b, err))) return st;
     oc_cl_arg c[] = { OC_CL_BUF(cb(o->part)), OC_CL_I32(n_blocks), OC_CL_I32(n_out), OC_CL_I32(o->n),
                       OC_CL_BUF(cb(o->acc)), OC_CL_I32(o->acc_off), OC_CL_I32(o->acc_stride) };

@@ -123,10 +123,11 @@ __kernel void oc_kvs_merge(const __global float *pstats, int n_split, int n, __g
  * reading it per row and head made the scoring 2-3 ms a layer on an H200. The logit is computed
  * as oc_kvs_stats computes it (the same products in the same order); a probability below 2^-125
  * of its row's largest counts as 0 (kv_select.h). */
-__kernel void oc_kvs_part(const __global float *q, int q_off, int q_stride, int q_base, const __global half *k, int k_off,
-                          int k_stride, const __global int *pos, int pos_first, int pos0, int n_rows, int n_head,
-                          int group, int hd, float scale2, const __global float *stats, int acc_stride, int n_keys,
-                          __global float *part) {
+__kernel __attribute__((reqd_work_group_size(KVS_WG, 1, 1)))   /* so a compiler may give kk its 128 registers */
+void oc_kvs_part(const __global float *q, int q_off, int q_stride, int q_base, const __global half *k, int k_off,
+                 int k_stride, const __global int *pos, int pos_first, int pos0, int n_rows, int n_head,
+                 int group, int hd, float scale2, const __global float *stats, int acc_stride, int n_keys,
+                 __global float *part) {
     const int j = get_global_id(0), blk = get_global_id(1);
     if (j >= n_keys) return;
     const int n_kv = n_head / group, n_out = acc_stride ? n_kv : 1, i0 = blk * KVS_ROWS, i1 = min(n_rows, i0 + KVS_ROWS);
