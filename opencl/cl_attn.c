@@ -1282,12 +1282,16 @@ static oc_status run_call(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_
             (st = dyn_tables(at, call, 0, err)) != OC_OK)
             return st;
     }
+    /* every head a prefill head (attn.cl: each would leave the first launch at once, as its flag
+     * says): no first launch, its hundreds of empty work-groups and its slot in the queue */
+    int main_on = !dyn_on || at->stacked || at->n_chunks > 1;
+    for (int32_t h = 0; !main_on && h < L->n_head; h++) main_on = !oc_pattern_is_prefill(call->patterns[h].kind);
     int32_t n_units = at->stacked ? L->n_head_kv : L->n_head;
-    size_t n_main = (size_t)at->n_runs * (size_t)n_units * (size_t)at->n_chunks;
+    size_t n_main = main_on ? (size_t)at->n_runs * (size_t)n_units * (size_t)at->n_chunks : 0;
     size_t n_items = n_main + (dyn_on ? (size_t)at->n_hruns : 0);
     int want_counts = stats != NULL && n_items <= (size_t)at->items_cap;
     launch ln = { pats, at->runs_buf, dyn_on ? at->dyn_buf : NULL, pat_head, at->n_runs, n_units, 0, 0, want_counts };
-    st = launch_attn(at, call, io, &ln, err);
+    if (main_on) st = launch_attn(at, call, io, &ln, err);
     if (st == OC_OK && dyn_on && at->n_hruns) {
         launch lh = { pats, at->hruns_buf, at->dyn_buf, pat_head, at->n_hruns, 1, 1, (int32_t)n_main, want_counts };
         st = launch_attn(at, call, io, &lh, err);

@@ -1052,10 +1052,11 @@ typedef struct dyn_case {
     int max_kv;   /* the context's max_n_kv (0: n_kv): larger ones cut the estimate into more batches */
 } dyn_case;
 
+/* seed >= 100: Vertical-Slash and Grid heads only (a call with no first launch: cl_attn.c run_call) */
 static void dyn_patterns(oc_head_pattern *pat, int n_head, int seed) {
     for (int h = 0; h < n_head; h++) {
         memset(&pat[h], 0, sizeof pat[h]);
-        switch ((h + seed) % 5) {
+        switch ((h + seed) % (seed >= 100 ? 3 : 5)) {
         case 0: pat[h].kind = OC_PATTERN_VERTICAL_SLASH; pat[h].n_vertical = 7 + 13 * h; pat[h].n_slash = 2 + h % 3; break;
         case 1: pat[h].kind = OC_PATTERN_GRID; pat[h].grid_max_stride = 24; pat[h].grid_lines = 1 + (h + 3 * seed) % 7; break;
         case 2: pat[h].kind = OC_PATTERN_GRID; pat[h].grid_stride = 5 + h; pat[h].grid_lines = 1 + (2 * h + seed) % 7; break;
@@ -1196,6 +1197,9 @@ static void test_attn_dynamic(void) {
         { "causal 259, one job per estimate batch", 259, 259, 6, 2, 64, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16, 100000 },
     };
     for (int k = 0; k < (int)OC_ARRAY_LEN(cases); k++) check_dyn(&cases[k], k);
+    /* every head a prefill head: the second launch alone */
+    check_dyn(&cases[0], 100);
+    check_dyn(&cases[4], 101);
 }
 
 /* Q-Boundary and 2D-Boundary heads (mminference.txt Sec. 3.2, Alg. 2-3; cl_attn.h) beside plain
