@@ -376,6 +376,11 @@ static oc_status build_all(oc_cl_device *dev, oc_error *err) {
     int n_prog = dev->caps.attn_dyn_rows_per_item ? 3 : 2;
     for (int p = 0; p < n_prog; p++) {
         oc_status st = build_program(dev, p, err);
+        if (st != OC_OK && p == 2) {   /* the 64-row build is an option: without it, the main tile */
+            dev->caps.attn_dyn_rows_per_item = 0;
+            n_prog = 2;
+            break;
+        }
         if (st != OC_OK) return st;
         dev->n_programs++;
     }

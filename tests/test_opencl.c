@@ -1554,6 +1554,8 @@ static void test_attn_tiles(void) {
         { 2, 1, 4, 8, 8 }, { 2, 0, 4, 16, 8 }, { 4, 0, 2, 8, 16 }, { 6, 0, 2, 8, 8 }, { 4, 0, 2, 8, 8 },
         { 8, 0, 4, 8, 8 }, { 4, 0, 4, 16, 8 }, { 4, 0, 8, 8, 8 },
     };
+    static const dyn_case dyn_tile_case = { "causal 131, GQA 2, d64, f16", 131, 131, 4, 2, 64, 0, OC_ATTN_CAUSAL,
+                                            OC_DTYPE_F16, 0 };
     oc_cl_device *keep = g_dev;
     check_rng r = { 19 };
     for (size_t t = 0; t < OC_ARRAY_LEN(tiles); t++) {
@@ -1570,6 +1572,13 @@ static void test_attn_tiles(void) {
             test_norms();  /* through whichever reduction it got */
         }
         g_dev = dev;
+        /* the prefill heads' 64-row build: where the row groups divide 64 into 1..8 rows per item
+         * other than the main tile's (cl_device.c choose_dyn_tiles), and their calls on it (or on
+         * the main tile) keep the CPU's pairs and index (check_dyn) */
+        int rg = c->attn_row_groups, want = 64 % rg == 0 && 64 / rg <= 8 && 64 / rg != c->attn_rows_per_item ? 64 / rg : 0;
+        CHECKF(c->attn_dyn_rows_per_item == want, "tile %zu: %d rows per item for the prefill heads, want %d", t,
+               c->attn_dyn_rows_per_item, want);
+        check_dyn(&dyn_tile_case, (int)t);
         for (size_t i = 0; i < OC_ARRAY_LEN(cases); i++) {
             const attn_case *a = &cases[i];
             oc_cl_attn_limits lim = { a->n_q, a->n_head, a->n_head_kv, a->d, 3, 0, 0, 0 };
