@@ -60,11 +60,15 @@
 #define CH_INTS 12              /* opencl/kernels/dyn.cl oc_dyn_choose: one entry */
 #define CH_WG 256               /* ... and its work-group */
 #define CH_SLOT_INTS 3          /* a device-chosen part's place in the tables: part, columns, runs */
+#define CH_CACHE (9 * 1024)     /* ... and the keys of a round it keeps in local memory (36 KiB) */
 
 struct oc_cl_attn {
     oc_cl_device *dev;
     oc_cl_attn_limits lim;
     int32_t bq, bk, wg, cg;          /* rows per work-group, keys per tile, items, key groups */
+    int32_t dyn_bq;                  /* rows per work-group of the prefill heads' launch: 64 with its own
+                                        build (OC_CLK_ATTN_DYN) where the device has one and the head
+                                        dim's local memory fits, else bq */
     int32_t runs_cap, items_cap;
     int32_t *runs, *img;             /* host copies: [runs_cap][RUN_INTS], [max(1, images)][IMG_INTS] */
     int32_t *runs_up, *img_up;       /* what runs_buf / img_buf hold, as runs and img */
@@ -308,6 +312,13 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
     at->bk = bk;
     at->wg = wg;
     at->cg = c->attn_key_groups;
+    at->dyn_bq = bq;
+    if (c->attn_dyn_rows_per_item && oc_cl_kernel_wg_size(dev, OC_CLK_ATTN_DYN) >= (size_t)wg) {
+        oc_cl_caps dc = *c;
+        dc.attn_rows_per_item = c->attn_dyn_rows_per_item;
+        if (oc_cl_attn_local_bytes(&dc, lim->head_dim) <= c->local_mem_bytes)
+            at->dyn_bq = c->attn_row_groups * c->attn_dyn_rows_per_item;
+    }
     size_tables(at, lim, OC_MIN(bq, TABLE_BQ));
     at->runs = oc_mem_alloc(dev->alloc, runs_bytes(at));
     at->img = oc_mem_calloc(dev->alloc, img_bytes(at));
@@ -365,6 +376,8 @@ oc_status oc_cl_attn_open(oc_cl_attn **out, oc_cl_device *dev, const oc_cl_attn_
 void oc_cl_attn_force_split(oc_cl_attn *at, int32_t n_chunks) { at->force_chunks = OC_MAX(0, n_chunks); }
 
 uint64_t oc_cl_attn_base_pairs(const oc_cl_attn *at) { return at->prepared ? at->base_pairs : 0; }
+
+int32_t oc_cl_attn_dyn_rows(const oc_cl_attn *at) { return at->dyn_bq; }
 
 /* ---- prepare ---------------------------------------------------------------------------------------------- */
 
@@ -763,7 +776,7 @@ static oc_status add_rows(oc_cl_attn *at, const oc_attn_call *a, int32_t h, int 
     for (int32_t g0 = 0; g0 < n;) {
         int32_t g1 = g0 + 1;
         while (g1 < n && rk[g1].key == rk[g0].key) g1++;
-        int32_t len = g1 - g0, n_pieces = (len + at->bq - 1) / at->bq;
+        int32_t len = g1 - g0, n_pieces = (len + at->dyn_bq - 1) / at->dyn_bq;
         if (at->n_hruns + n_pieces > at->hruns_cap)
             return oc_fail(err, OC_ERR_RANGE, "opencl attn: the prefill heads need more than %d runs (a grid stride "
                            "above %d, or one 2D-Boundary query modality with grids of two strides or a grid beside "
@@ -937,8 +950,11 @@ static oc_status est_launch(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_a
             OC_CL_BUF(at->est_prob_buf), OC_CL_I32(n_kv), OC_CL_BUF(at->est_rows_buf), OC_CL_BUF(at->est_perm_buf),
             OC_CL_I32(entries_at), OC_CL_BUF(at->est_scores_buf),
         };
-        size_t global[2] = { (size_t)(2 * max_diag - 1), (size_t)n_ent };
-        st = oc_cl_launch(at->dev, OC_CLK_DYN_DIAG, 2, global, NULL, (int)OC_ARRAY_LEN(args), args, err);
+        /* work-groups of 64 items, the diagonals padded to them (items past an entry's return): left to
+         * the driver, an odd count such as 2 n - 1 can get work-groups of a few items (the launch took
+         * about 110 us on an H200) */
+        size_t global[2] = { (size_t)(2 * max_diag - 1 + 63) / 64 * 64, (size_t)n_ent }, local[2] = { 64, 1 };
+        st = oc_cl_launch(at->dev, OC_CLK_DYN_DIAG, 2, global, local, (int)OC_ARRAY_LEN(args), args, err);
     }
     if (st == OC_OK && read_back)
         st = oc_cl_download(at->dev, at->est_scores_buf, 0, at->est_scores, (size_t)at->n_est * S * 4, err);
@@ -1126,8 +1142,9 @@ typedef struct launch {
 static oc_status launch_attn(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_attn_bufs *io, const launch *ln,
                              oc_error *err) {
     const oc_cl_attn_limits *L = &at->lim;
-    int32_t d = L->head_dim;
+    int32_t d = L->head_dim, bq = ln->head_runs ? at->dyn_bq : at->bq;
     size_t row = local_row_floats(d) * sizeof(float);
+    oc_cl_kernel_id kernel = bq != at->bq ? OC_CLK_ATTN_DYN : OC_CLK_ATTN;
     oc_cl_arg a[] = {
         OC_CL_BUF(io->q), OC_CL_I32(call->q_off), OC_CL_I32(call->q_stride_token), OC_CL_I32(call->q_stride_head),
         OC_CL_BUF(io->k), OC_CL_I32(call->k_off), OC_CL_I32(call->k_stride_token), OC_CL_I32(call->k_stride_head),
@@ -1142,16 +1159,16 @@ static oc_status launch_attn(oc_cl_attn *at, const oc_attn_call *call, const oc_
         OC_CL_I32(L->n_head), OC_CL_I32(L->n_head / L->n_head_kv), OC_CL_I32(d), OC_CL_I32(at->n_q), OC_CL_I32(at->n_kv),
         OC_CL_I32(at->q_offset), OC_CL_I32(at->causal), OC_CL_I32(at->stacked), OC_CL_I32(at->chunk_keys),
         OC_CL_F32(call->scale * 1.44269504088896340736f),
-        OC_CL_LOCAL((size_t)at->bq * row), OC_CL_LOCAL((size_t)at->bk * row),
-        OC_CL_LOCAL((size_t)at->bq * (size_t)(at->bk + 4) * 4),
-        OC_CL_LOCAL((size_t)at->bq * (size_t)at->cg * 4),
+        OC_CL_LOCAL((size_t)bq * row), OC_CL_LOCAL((size_t)at->bk * row),
+        OC_CL_LOCAL((size_t)bq * (size_t)(at->bk + 4) * 4),
+        OC_CL_LOCAL((size_t)bq * (size_t)at->cg * 4),
         OC_CL_LOCAL((3 * (size_t)at->bk + (size_t)at->wg + 8) * 4),
     };
     /* dimension 0: (run, unit), units fastest, so every head's longest runs start first */
     size_t local[3] = { (size_t)at->wg, 1, 1 };
     size_t global[3] = { (size_t)ln->n_runs * (size_t)ln->n_units * (size_t)at->wg, 1,
                          ln->head_runs ? 1 : (size_t)at->n_chunks };
-    return oc_cl_launch(at->dev, OC_CLK_ATTN, 3, global, local, (int)OC_ARRAY_LEN(a), a, err);
+    return oc_cl_launch(at->dev, kernel, 3, global, local, (int)OC_ARRAY_LEN(a), a, err);
 }
 
 /* Keys the one query row of call keeps when every one of its heads is dense and its base mask keeps
@@ -1265,12 +1282,16 @@ static oc_status run_call(oc_cl_attn *at, const oc_attn_call *call, const oc_cl_
             (st = dyn_tables(at, call, 0, err)) != OC_OK)
             return st;
     }
+    /* every head a prefill head (attn.cl: each would leave the first launch at once, as its flag
+     * says): no first launch, its hundreds of empty work-groups and its slot in the queue */
+    int main_on = !dyn_on || at->stacked || at->n_chunks > 1;
+    for (int32_t h = 0; !main_on && h < L->n_head; h++) main_on = !oc_pattern_is_prefill(call->patterns[h].kind);
     int32_t n_units = at->stacked ? L->n_head_kv : L->n_head;
-    size_t n_main = (size_t)at->n_runs * (size_t)n_units * (size_t)at->n_chunks;
+    size_t n_main = main_on ? (size_t)at->n_runs * (size_t)n_units * (size_t)at->n_chunks : 0;
     size_t n_items = n_main + (dyn_on ? (size_t)at->n_hruns : 0);
     int want_counts = stats != NULL && n_items <= (size_t)at->items_cap;
     launch ln = { pats, at->runs_buf, dyn_on ? at->dyn_buf : NULL, pat_head, at->n_runs, n_units, 0, 0, want_counts };
-    st = launch_attn(at, call, io, &ln, err);
+    if (main_on) st = launch_attn(at, call, io, &ln, err);
     if (st == OC_OK && dyn_on && at->n_hruns) {
         launch lh = { pats, at->hruns_buf, at->dyn_buf, pat_head, at->n_hruns, 1, 1, (int32_t)n_main, want_counts };
         st = launch_attn(at, call, io, &lh, err);
@@ -1358,8 +1379,13 @@ static oc_status est_flush_dev(oc_cl_attn *at, const oc_attn_call *a, const oc_c
     int32_t n = st == OC_OK ? ch_entries(at, a, n_m) : 0;
     if (st == OC_OK && n) st = ring_table(at, at->ch_tab_buf, at->ch_tab, (size_t)n * CH_INTS * 4, err);
     if (st == OC_OK && n) {
+        /* a round's keys in local memory: up to 2 x 4,096 + 1,024 of them (the long model's
+         * diagonals at 4,361 keys), within the device's local memory less the kernel's own 2 KiB */
+        const oc_cl_caps *c = oc_cl_device_caps(at->dev);
+        size_t n_cache = OC_MIN((size_t)CH_CACHE, c->local_mem_bytes > 4096 ? (c->local_mem_bytes - 4096) / 4 : 0);
         oc_cl_arg args[] = { OC_CL_BUF(at->est_scores_buf), OC_CL_BUF(at->est_perm_buf), OC_CL_BUF(at->ch_tab_buf),
-                             OC_CL_I32(0), OC_CL_BUF(at->dyn_buf), OC_CL_BUF(at->ch_scratch_buf) };
+                             OC_CL_I32(0), OC_CL_BUF(at->dyn_buf), OC_CL_BUF(at->ch_scratch_buf),
+                             OC_CL_LOCAL(OC_MAX(n_cache, (size_t)1) * 4), OC_CL_I32((int32_t)n_cache) };
         size_t local[1] = { CH_WG }, global[1] = { (size_t)n * CH_WG };
         st = oc_cl_launch(at->dev, OC_CLK_DYN_CHOOSE, 1, global, local, (int)OC_ARRAY_LEN(args), args, err);
     }

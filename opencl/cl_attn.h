@@ -130,6 +130,11 @@ oc_status oc_cl_attn_counts_take(oc_cl_attn *at, oc_attn_stats *stats, oc_error 
 /* Pairs the base mask of the call prepared last keeps for one head (attention/mask.h). */
 uint64_t oc_cl_attn_base_pairs(const oc_cl_attn *at);
 
+/* Query rows per work-group of the prefill heads' launch: 64 when it runs the device's 64-row
+ * build (cl_device.h attn_dyn_rows_per_item, and the head dim's local memory fits), else the main
+ * tile's rows. */
+int32_t oc_cl_attn_dyn_rows(const oc_cl_attn *at);
+
 /* Tests and benchmarks: force the key split of the next prepares into n_chunks chunks (0: the
  * automatic choice). Only calls of at most 4 query rows split. */
 void oc_cl_attn_force_split(oc_cl_attn *at, int32_t n_chunks);

@@ -100,6 +100,17 @@ static void choose_attn_tiles(oc_cl_caps *c) {
         c->attn_rows_per_item = 32 / c->attn_row_groups;
 }
 
+/* MMInference's prefill heads group their rows by blocks of 64 coordinates (src/attention/dyn.h
+ * OC_DYN_BLOCK: a block's rows share its Vertical-Slash keys), so the main tile's 48 rows took each
+ * block in two runs of 32: every key tile loaded, generated and multiplied twice, for 2/3 of the
+ * tile's rows. Their launch gets a build of the kernel with 64-row tiles (the same row groups, more
+ * rows per item: each row's sums are the same as in the main tile) when the row groups divide 64
+ * into at most 8 rows per item; cl_attn.c uses it at the head dims whose local memory fits. */
+static void choose_dyn_tiles(oc_cl_caps *c) {
+    int rg = c->attn_row_groups, rpt = rg > 0 && 64 % rg == 0 ? 64 / rg : 0;
+    c->attn_dyn_rows_per_item = rpt >= 1 && rpt <= 8 && rpt != c->attn_rows_per_item ? rpt : 0;
+}
+
 /* Apply the tile opt forces; 0 when the result is no tile the kernel takes. */
 static int force_attn_tiles(oc_cl_caps *c, const oc_cl_options *opt) {
     if (opt->attn_rows_per_item) c->attn_rows_per_item = opt->attn_rows_per_item;
@@ -281,13 +292,14 @@ static oc_status build_failed(oc_cl_device *dev, cl_program prog, const char *na
                    oc_cl_err_name(rc), flat);
 }
 
-/* The attention tile shape goes to the attn.cl program only. */
+/* The attention tile shape goes to the attn.cl programs only (tiled 1: the main tile, 2: the
+ * prefill heads' 64-row one). */
 static void build_options(const oc_cl_device *dev, int tiled, char *opt, size_t n) {
     int k = snprintf(opt, n, "-cl-std=CL1.2 -DOC_HAVE_SUBGROUPS=%d", dev->caps.has_subgroups);
     if (tiled && k > 0 && (size_t)k < n)
         snprintf(opt + k, n - (size_t)k, " -DOC_ATT_RPT=%d -DOC_ATT_KPT=%d -DOC_ATT_RG=%d -DOC_ATT_CG=%d",
-                 dev->caps.attn_rows_per_item, dev->caps.attn_keys_per_item, dev->caps.attn_row_groups,
-                 dev->caps.attn_key_groups);
+                 tiled == 2 ? dev->caps.attn_dyn_rows_per_item : dev->caps.attn_rows_per_item,
+                 dev->caps.attn_keys_per_item, dev->caps.attn_row_groups, dev->caps.attn_key_groups);
 }
 
 /* One program from common.cl and n_files sources; name (for messages) lists the files. */
@@ -326,8 +338,10 @@ oc_status oc_cl_try_build(oc_cl_device *dev, const char *name, const char *sourc
     return st;
 }
 
-/* The program (0: the shared one, 1: the tiled one) that holds file. */
-static int program_of(const char *file) { return strcmp(file, TILED_SOURCE) == 0; }
+/* The program that holds kernel k: 0 the shared one, 1 the tiled one, 2 the prefill heads' tiled one. */
+static int program_of(int k) {
+    return k == OC_CLK_ATTN_DYN ? 2 : strcmp(kernel_table[k].file, TILED_SOURCE) == 0;
+}
 
 /* Build program p from the kernel table's files that belong to it, each once. */
 static oc_status build_program(oc_cl_device *dev, int p, oc_error *err) {
@@ -338,7 +352,7 @@ static oc_status build_program(oc_cl_device *dev, int p, oc_error *err) {
         const char *file = kernel_table[k].file;
         int seen = 0;
         for (int i = 0; i < n; i++) seen |= !strcmp(files[i], file);
-        if (seen || program_of(file) != p) continue;
+        if (seen || program_of(k) != p) continue;
         if (n == MAX_FILES) return oc_fail(err, OC_ERR_DEVICE, "opencl: too many files in one program");
         if (!(sources[n] = embedded(file)))
             return oc_fail(err, OC_ERR_DEVICE, "opencl: program %s is not embedded in this build", file);
@@ -356,16 +370,24 @@ static oc_status build_program(oc_cl_device *dev, int p, oc_error *err) {
     return st;
 }
 
-/* Build both programs and create every kernel. */
+/* Build the programs (the third only when the device has a prefill heads' tile) and create every
+ * kernel of them. */
 static oc_status build_all(oc_cl_device *dev, oc_error *err) {
-    for (int p = 0; p < 2; p++) {
+    int n_prog = dev->caps.attn_dyn_rows_per_item ? 3 : 2;
+    for (int p = 0; p < n_prog; p++) {
         oc_status st = build_program(dev, p, err);
+        if (st != OC_OK && p == 2) {   /* the 64-row build is an option: without it, the main tile */
+            dev->caps.attn_dyn_rows_per_item = 0;
+            n_prog = 2;
+            break;
+        }
         if (st != OC_OK) return st;
         dev->n_programs++;
     }
     for (int k = 0; k < OC_CLK_COUNT; k++) {
         const char *file = kernel_table[k].file;
-        int p = program_of(file);
+        int p = program_of(k);
+        if (p >= n_prog) continue;   /* kernels[k] NULL, kernel_wg[k] 0 */
         cl_int rc;
         dev->kernels[k] = clCreateKernel(dev->programs[p], kernel_table[k].function, &rc);
         if (rc != CL_SUCCESS)
@@ -475,7 +497,8 @@ static void prof_write(const oc_cl_device *dev) {
                 "|---|---|---|---|---|\n", cls_name[k]);
         for (int id = 0; id < OC_CLK_COUNT; id++) {
             if (!c->kernel_n[id]) continue;
-            fprintf(f, "| %s | %.1f | %.1f | %.1f%% | %.2f |\n", kernel_table[id].function, (double)c->kernel_n[id] / n,
+            fprintf(f, "| %s%s | %.1f | %.1f | %.1f%% | %.2f |\n", kernel_table[id].function,
+                    id == OC_CLK_ATTN_DYN ? " (64 rows)" : "", (double)c->kernel_n[id] / n,
                     (double)c->kernel_ns[id] / n * 1e-3, c->busy_ns ? 100.0 * (double)c->kernel_ns[id] / (double)c->busy_ns : 0.0,
                     (double)c->kernel_ns[id] / (double)c->kernel_n[id] * 1e-3);
         }
@@ -515,6 +538,7 @@ oc_status oc_cl_open(oc_cl_device **out, const char *selector, const oc_cl_optio
         return st;
     }
     if (opt && opt->subgroups) dev->caps.has_subgroups = opt->subgroups > 0;
+    choose_dyn_tiles(&dev->caps);
     char c_version[OC_CL_NAME_BYTES];
     info_str(dev->device, CL_DEVICE_OPENCL_C_VERSION, c_version, sizeof c_version);
     if (version_of(dev->caps.version) < 12 || strncmp(c_version, "OpenCL C ", 9) || c_version[9] < '1' ||

@@ -49,7 +49,8 @@
     X(KVS_ZIPVL_SET, "kvsel.cl", "oc_kvs_zipvl_set")  \
     X(KVS_SPARSEMM_FLAG, "kvsel.cl", "oc_kvs_sparsemm_flag") \
     X(KVS_COLLECT, "kvsel.cl", "oc_kvs_collect")      \
-    X(KVS_KEEP, "kvsel.cl", "oc_kvs_keep")
+    X(KVS_KEEP, "kvsel.cl", "oc_kvs_keep")            \
+    X(ATTN_DYN, "attn.cl", "oc_attn")
 
 typedef enum oc_cl_kernel_id {
 #define OC_CL_KERNEL_ENUM(id, file, fn) OC_CLK_##id,
@@ -78,6 +79,8 @@ typedef struct oc_cl_caps {
     uint64_t local_mem_bytes, global_mem_bytes, max_alloc_bytes;
     int attn_rows_per_item, attn_keys_per_item;   /* the attention tile shape built for it ... */
     int attn_row_groups, attn_key_groups;         /* ... on a grid of this many work-items */
+    int attn_dyn_rows_per_item;   /* MMInference's prefill heads' launch (OC_CLK_ATTN_DYN, a build of its
+                                     own): rows per item of its 64-row tile; 0: none (the main one's) */
 } oc_cl_caps;
 
 typedef struct oc_cl_device oc_cl_device;

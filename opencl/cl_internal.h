@@ -8,7 +8,7 @@
 
 #include "opencl/cl_device.h"
 
-#define OC_CL_MAX_PROGRAMS 2   /* cl_device.c: the attention program and the rest */
+#define OC_CL_MAX_PROGRAMS 3   /* cl_device.c: the rest, the attention program, its 64-row build */
 #define OC_CL_PROF_EVENTS 4096 /* launches profiled between two harvests (a decode token: ~500) */
 
 /* What the profile sums over the intervals of one class (cl_device.c "Profile"). */

@@ -62,7 +62,7 @@ static oc_status score(oc_cl_device *dev, const oc_kv_dev_op *o, oc_error *err) 
                       OC_CL_I32(hd), OC_CL_F32(scale2), OC_CL_BUF(cb(o->stats)), OC_CL_I32(o->acc_stride), OC_CL_I32(o->n),
                       OC_CL_BUF(cb(o->part)) };
     int32_t n_blocks = (o->n_rows + 7) / 8;   /* kvsel.cl KVS_ROWS */
-    size_t g2[2] = { (size_t)o->n, (size_t)n_blocks }, l2[2] = { 64, 1 };
+    size_t g2[2] = { (size_t)o->n, (size_t)n_blocks }, l2[2] = { 64, 1 };   /* kvsel.cl KVS_WG: its required size */
     if ((st = oc_cl_launch(dev, OC_CLK_KVS_PART, 2, g2, l2, (int)OC_ARRAY_LEN(b), b, err))) return st;
     oc_cl_arg c[] = { OC_CL_BUF(cb(o->part)), OC_CL_I32(n_blocks), OC_CL_I32(n_out), OC_CL_I32(o->n),
                       OC_CL_BUF(cb(o->acc)), OC_CL_I32(o->acc_off), OC_CL_I32(o->acc_stride) };
@@ -148,11 +148,15 @@ static oc_status keep(oc_cl_device *dev, const oc_kv_dev_op *o, oc_error *err) {
         !inside(o->list, o->list_off, (int64_t)(o->n_groups - 1) * o->list_stride + o->n, 4) ||
         !inside(o->counts, o->count_idx, o->n_groups, 4))
         return bad(err, "keep: rows outside the cache, or not whole 32-bit words");
+    /* each kv head's K and V rows cut into up to 8 slices of at least 8 words (a 32-byte sector):
+     * 2 kv heads were 4 work-groups of a GPU's 100+ compute units */
+    int32_t row = o->row_elems / 2, n_slice = 1;
+    while (n_slice < 8 && row % (2 * n_slice) == 0 && row / (2 * n_slice) >= 8) n_slice *= 2;
     oc_cl_arg a[] = { OC_CL_BUF(cb(o->t)), OC_CL_I32(o->t_off / 2), OC_CL_I32(o->shift), OC_CL_BUF(cb(o->t2)),
                       OC_CL_I32(o->t2_off / 2), OC_CL_I32(o->shift2), OC_CL_I32(o->t_stride / 2),
-                      OC_CL_I32(o->row_elems / 2), OC_CL_BUF(cb(o->list)), OC_CL_I32(o->list_off),
+                      OC_CL_I32(row), OC_CL_I32(n_slice), OC_CL_BUF(cb(o->list)), OC_CL_I32(o->list_off),
                       OC_CL_I32(o->list_stride), OC_CL_BUF(cb(o->counts)), OC_CL_I32(o->count_idx) };
-    size_t g[1] = { (size_t)256 * 2 * (size_t)o->n_groups }, l[1] = { 256 };
+    size_t g[1] = { (size_t)256 * 2 * (size_t)o->n_groups * (size_t)n_slice }, l[1] = { 256 };
     return oc_cl_launch(dev, OC_CLK_KVS_KEEP, 1, g, l, (int)OC_ARRAY_LEN(a), a, err);
 }
 

@@ -1083,10 +1083,11 @@ typedef struct dyn_case {
     int max_kv;   /* the context's max_n_kv (0: n_kv): larger ones cut the estimate into more batches */
 } dyn_case;
 
+/* seed >= 100: Vertical-Slash and Grid heads only (a call with no first launch: cl_attn.c run_call) */
 static void dyn_patterns(oc_head_pattern *pat, int n_head, int seed) {
     for (int h = 0; h < n_head; h++) {
         memset(&pat[h], 0, sizeof pat[h]);
-        switch ((h + seed) % 5) {
+        switch ((h + seed) % (seed >= 100 ? 3 : 5)) {
         case 0: pat[h].kind = OC_PATTERN_VERTICAL_SLASH; pat[h].n_vertical = 7 + 13 * h; pat[h].n_slash = 2 + h % 3; break;
         case 1: pat[h].kind = OC_PATTERN_GRID; pat[h].grid_max_stride = 24; pat[h].grid_lines = 1 + (h + 3 * seed) % 7; break;
         case 2: pat[h].kind = OC_PATTERN_GRID; pat[h].grid_stride = 5 + h; pat[h].grid_lines = 1 + (2 * h + seed) % 7; break;
@@ -1159,6 +1160,14 @@ static void check_dyn(const dyn_case *c, int seed) {
     oc_cl_attn_limits lim = { c->n_q, H, c->n_head_kv, d, 0, 0, c->max_kv ? c->max_kv : c->n_kv, 0 };
     oc_cl_attn *at = NULL;
     REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s: %s", c->name, err.message);
+    /* the prefill heads run the 64-row build wherever the device has one and its local memory
+     * takes the head dim (the checks below then test that build) */
+    const oc_cl_caps *caps = oc_cl_device_caps(g_dev);
+    oc_cl_caps dc = *caps;
+    dc.attn_rows_per_item = caps->attn_dyn_rows_per_item;
+    int dyn64 = caps->attn_dyn_rows_per_item && oc_cl_attn_local_bytes(&dc, d) <= caps->local_mem_bytes;
+    CHECKF(oc_cl_attn_dyn_rows(at) == (dyn64 ? 64 : caps->attn_row_groups * caps->attn_rows_per_item),
+           "%s: the prefill heads' launch takes %d rows", c->name, (int)oc_cl_attn_dyn_rows(at));
     oc_cl_buf *dq = dup_host(q, sizeof(float) * nq * (size_t)qst), *dk = dup_host(k, es * kv_elems),
               *dv = dup_host(v, es * kv_elems), *dout = dbuf(sizeof(float) * n_out);
     oc_cl_attn_bufs io = { dq, dk, dv, dout, NULL, 0 };
@@ -1219,6 +1228,9 @@ static void test_attn_dynamic(void) {
         { "causal 259, one job per estimate batch", 259, 259, 6, 2, 64, 0, OC_ATTN_CAUSAL, OC_DTYPE_F16, 100000 },
     };
     for (int k = 0; k < (int)OC_ARRAY_LEN(cases); k++) check_dyn(&cases[k], k);
+    /* every head a prefill head: the second launch alone */
+    check_dyn(&cases[0], 100);
+    check_dyn(&cases[4], 101);
 }
 
 /* Q-Boundary and 2D-Boundary heads (mminference.txt Sec. 3.2, Alg. 2-3; cl_attn.h) beside plain
@@ -1384,6 +1396,14 @@ static void check_boundary(const bnd_case *c, int seed) {
     oc_cl_attn_limits lim = { c->n_q, H, c->n_head_kv, d, c->n_img, 1, c->max_kv ? c->max_kv : n_kv, 0 };
     oc_cl_attn *at = NULL;
     REQUIREF(oc_cl_attn_open(&at, g_dev, &lim, &err) == OC_OK, "%s: %s", c->name, err.message);
+    /* the prefill heads run the 64-row build wherever the device has one and its local memory
+     * takes the head dim (the checks below then test that build) */
+    const oc_cl_caps *caps = oc_cl_device_caps(g_dev);
+    oc_cl_caps dc = *caps;
+    dc.attn_rows_per_item = caps->attn_dyn_rows_per_item;
+    int dyn64 = caps->attn_dyn_rows_per_item && oc_cl_attn_local_bytes(&dc, d) <= caps->local_mem_bytes;
+    CHECKF(oc_cl_attn_dyn_rows(at) == (dyn64 ? 64 : caps->attn_row_groups * caps->attn_rows_per_item),
+           "%s: the prefill heads' launch takes %d rows", c->name, (int)oc_cl_attn_dyn_rows(at));
     oc_cl_buf *dq = dup_host(q, sizeof(float) * nq * (size_t)qst), *dk = dup_host(k, es * kv_elems),
               *dv = dup_host(v, es * kv_elems), *dout = dbuf(sizeof(float) * n_out);
     oc_cl_attn_bufs io = { dq, dk, dv, dout, NULL, 0 };
@@ -1565,6 +1585,8 @@ static void test_attn_tiles(void) {
         { 2, 1, 4, 8, 8 }, { 2, 0, 4, 16, 8 }, { 4, 0, 2, 8, 16 }, { 6, 0, 2, 8, 8 }, { 4, 0, 2, 8, 8 },
         { 8, 0, 4, 8, 8 }, { 4, 0, 4, 16, 8 }, { 4, 0, 8, 8, 8 },
     };
+    static const dyn_case dyn_tile_case = { "causal 131, GQA 2, d64, f16", 131, 131, 4, 2, 64, 0, OC_ATTN_CAUSAL,
+                                            OC_DTYPE_F16, 0 };
     oc_cl_device *keep = g_dev;
     check_rng r = { 19 };
     for (size_t t = 0; t < OC_ARRAY_LEN(tiles); t++) {
@@ -1581,6 +1603,13 @@ static void test_attn_tiles(void) {
             test_norms();  /* through whichever reduction it got */
         }
         g_dev = dev;
+        /* the prefill heads' 64-row build: where the row groups divide 64 into 1..8 rows per item
+         * other than the main tile's (cl_device.c choose_dyn_tiles), and their calls on it (or on
+         * the main tile) keep the CPU's pairs and index (check_dyn) */
+        int rg = c->attn_row_groups, want = 64 % rg == 0 && 64 / rg <= 8 && 64 / rg != c->attn_rows_per_item ? 64 / rg : 0;
+        CHECKF(c->attn_dyn_rows_per_item == want, "tile %zu: %d rows per item for the prefill heads, want %d", t,
+               c->attn_dyn_rows_per_item, want);
+        check_dyn(&dyn_tile_case, (int)t);
         for (size_t i = 0; i < OC_ARRAY_LEN(cases); i++) {
             const attn_case *a = &cases[i];
             oc_cl_attn_limits lim = { a->n_q, a->n_head, a->n_head_kv, a->d, 3, 0, 0, 0 };

@@ -229,13 +229,18 @@ static void test_select(void) {
     }
 }
 
-/* Compaction of one layer's two kv heads, K and V, against the host's copies. */
+/* Compaction of one layer's two kv heads, K and V, against the host's copies. Trials 8 on: other
+ * row lengths, so the rows are cut into other slices (cl_kvsel.c keep: 128 -> 8 slices of 8 words,
+ * 40 -> 2 of 10, 6 -> one of 3 words, 85 rows an item's sweep; 514 -> one of 257 words, wider than
+ * the work-group). */
 static void test_keep(void) {
     if (!need_dev()) return;
     check_rng r = { 99 };
-    const int32_t hd = 64, nkv = 2, kvd = hd * nkv;
-    for (int trial = 0; trial < 8; trial++) {
-        int32_t n = trial < 2 ? check_rng_int(&r, 1, 40) : check_rng_int(&r, 600, 3000), C = n + 3;
+    static const int32_t hds[] = { 128, 40, 6, 514, 128, 6 };
+    const int32_t nkv = 2;
+    for (int trial = 0; trial < 8 + (int)OC_ARRAY_LEN(hds); trial++) {
+        const int32_t hd = trial < 8 ? 64 : hds[trial - 8], kvd = hd * nkv;
+        int32_t n = trial < 2 || trial == 12 ? check_rng_int(&r, 1, 40) : check_rng_int(&r, 600, 3000), C = n + 3;
         int staged = trial % 2, no_k = trial == 5;
         int32_t at = 2, shift = staged ? C : 0;   /* region rows from `at`; staging C rows after it */
         size_t rows = (size_t)at + (size_t)C * 2 + 4, elems = rows * kvd;
@@ -267,8 +272,8 @@ static void test_keep(void) {
         if (run(&o)) {
             bt_get(&tk, 0, gk, 2 * elems);
             bt_get(&tv, 0, gv, 2 * elems);
-            CHECKF(!memcmp(gk, wk, 2 * elems) && !memcmp(gv, wv, 2 * elems), "trial %d (%d keys, %s%s): rows differ", trial, n,
-                   staged ? "from staging" : "in place", no_k ? ", V only" : "");
+            CHECKF(!memcmp(gk, wk, 2 * elems) && !memcmp(gv, wv, 2 * elems), "trial %d (%d keys of %d, %s%s): rows differ",
+                   trial, n, (int)hd, staged ? "from staging" : "in place", no_k ? ", V only" : "");
         }
         bt_free(&tk); bt_free(&tv); bt_free(&tl); bt_free(&tc);
         free(k); free(v); free(wk); free(wv); free(gk); free(gv); free(lists);

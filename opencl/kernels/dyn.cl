@@ -44,9 +44,15 @@ inline void oc_est_load(__local float *ks, const __global uchar *k, int f16, int
     }
 }
 
+/* The row's query lives in registers: every index into qv is a constant once the loops over
+ * EST_DMAX are unrolled (the element past d skipped, the same products in the same order as a loop
+ * to d). A loop to the runtime d lets a compiler keep qv in per-item stack memory, one cached load
+ * before each dependent fma (the estimate passes took about 200 us a launch on an H200). */
 inline float oc_est_dot(const float *qv, const __local float *kr, int d) {
     float s = 0.0f;
-    for (int e = 0; e < d; e++) s = fma(qv[e], kr[e], s);
+#pragma unroll
+    for (int e = 0; e < EST_DMAX; e++)
+        if (e < d) s = fma(qv[e], kr[e], s);
     return s;
 }
 
@@ -70,7 +76,8 @@ void oc_dyn_estimate(int pass, const __global float *q, int q_off, int q_st, int
     }
     float qv[EST_DMAX];
     const __global float *qr = q + q_off + (size_t)rows[2 * c] * q_st + (size_t)h * q_sh;
-    for (int e = 0; e < d; e++) qv[e] = qr[e] * qscale;
+#pragma unroll
+    for (int e = 0; e < EST_DMAX; e++) qv[e] = e < d ? qr[e] * qscale : 0.0f;
     if (pass == 0) {
         float m = -INFINITY, l = 0.0f;
         for (int j0 = w * EST_ROWS; j0 < w * EST_ROWS + EST_ROWS; j0 += SUB) {
@@ -113,9 +120,15 @@ void oc_dyn_estimate(int pass, const __global float *q, int q_off, int q_st, int
             float a = 0.0f;
             if (j < key_end && !(causal && j > p)) a = exp2(oc_est_dot(qv, ks + t * d, d) - mx) * inv;
             pl[c * PSTRIDE + t] = a;
-            if (j < n_kv) prob[(size_t)c * n_kv + j] = a;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+        /* the tile's probabilities out a row at a time, SUB neighbouring items on neighbouring keys
+         * (item c writing its own row put every item of a store on another row: one memory
+         * transaction per float) */
+        for (int e = c; e < EST_ROWS * SUB; e += EST_ROWS) {
+            const int r = e / SUB, t = e - r * SUB;
+            if (j0 + t < n_kv) prob[(size_t)r * n_kv + j0 + t] = pl[r * PSTRIDE + t];
+        }
         if (c < SUB && j0 + c < n_kv) {
             float col = 0.0f;
             for (int r = 0; r < EST_ROWS; r++) col += pl[r * PSTRIDE + c];
@@ -200,10 +213,13 @@ inline int oc_ch_scan(__local int *s, int v, int lid, int *total) {
  * choice), 4 k columns, 5 k diagonals, 6 diagonals' scores at (2 n - 1 of them), 7 the part in
  * dyn, 8 its columns' room, 9 its runs' room, 10 n_coord (columns at or past it are dropped),
  * 11 scratch at (2 n ints). Two rounds of one body (the columns, then the diagonals, forced
- * offset 0), every barrier reached by every item in both (no early return). */
+ * offset 0), every barrier reached by every item in both (no early return).
+ * A round's n keys (a score read through the permutation, then its key) are computed once into
+ * kc (n_cache of them fit; a longer round computes them again at each of its 7 sweeps, as every
+ * round did: 7 passes of dependent global reads). */
 __kernel __attribute__((reqd_work_group_size(CH_WG, 1, 1)))
 void oc_dyn_choose(const __global float *scores, const __global int *perm_all, const __global int *tab, int tab_at,
-                   __global int *dyn, __global int *scratch) {
+                   __global int *dyn, __global int *scratch, __local uint *kc, int n_cache) {
     __local int hist[258], s[CH_WG];
     const int lid = get_local_id(0);
     const __global int *en = tab + tab_at + CH_INTS * get_group_id(0);
@@ -215,15 +231,19 @@ void oc_dyn_choose(const __global float *scores, const __global int *perm_all, c
         const __global int *perm = !round && en[1] >= 0 ? perm_all + en[1] : 0;
         const int n_mk = en[2], n = round ? 2 * n0 - 1 : n0, force = round ? n0 - 1 : -1;
         const int n_out = round ? n : en[10], add = round ? -(n0 - 1) : 0;
-        const int k = max(0, min(round ? en[5] : en[4], n));
+        const int k = max(0, min(round ? en[5] : en[4], n)), cached = n <= n_cache;
         __global int *out = round ? scratch + en[11] : dyn + cols;
+        barrier(CLK_LOCAL_MEM_FENCE);   /* the last round is done with kc */
+        for (int i = lid; cached && i < n; i += CH_WG) kc[i] = oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#define CH_KEY(i) (cached ? kc[i] : oc_ch_key(oc_ch_score(sc, perm, (i), n_mk), (i), force))
         uint T = 0u, prefix = 0u, mask = 0u;
         int rem = k;   /* keys equal to T to keep */
         for (int shift = 24; shift >= 0; shift -= 8) {   /* k < n: the k-th largest key, 8 bits a pass */
             hist[lid] = 0;
             barrier(CLK_LOCAL_MEM_FENCE);
             for (int i = lid; k > 0 && k < n && i < n; i += CH_WG) {
-                uint key = oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force);
+                uint key = CH_KEY(i);
                 if ((key & mask) == prefix) atomic_inc(&hist[(key >> shift) & 255u]);
             }
             barrier(CLK_LOCAL_MEM_FENCE);
@@ -244,38 +264,43 @@ void oc_dyn_choose(const __global float *scores, const __global int *perm_all, c
         if (k > 0 && k < n) T = prefix;   /* else (k = n) every key is above T = 0 */
         const int len = (n + CH_WG - 1) / CH_WG, i0 = min(n, lid * len), i1 = min(n, i0 + len);
         int n_eq = 0, total;
-        for (int i = i0; k > 0 && i < i1; i++) n_eq += oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force) == T;
+        for (int i = i0; k > 0 && i < i1; i++) n_eq += CH_KEY(i) == T;
         int eq_before = oc_ch_scan(s, n_eq, lid, &total), n_sel = 0;
         for (int i = i0, e = eq_before; k > 0 && i < i1; i++) {
-            uint key = oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force);
+            uint key = CH_KEY(i);
             int sel = key > T || (key == T && e++ < rem);
             n_sel += sel && i < n_out;
         }
         int at = oc_ch_scan(s, n_sel, lid, &total);
         for (int i = i0, e = eq_before; k > 0 && i < i1; i++) {
-            uint key = oc_ch_key(oc_ch_score(sc, perm, i, n_mk), i, force);
+            uint key = CH_KEY(i);
             int sel = key > T || (key == T && e++ < rem);
             if (sel && i < n_out) out[at++] = i + add;
         }
         if (round) ns = total;
         else nv = total;
+#undef CH_KEY
     }
-    __global int *sl = scratch + en[11];
+    const __global int *sl = scratch + en[11];
     barrier(CLK_GLOBAL_MEM_FENCE);
-    if (lid) return;
-    /* add_part's runs: offsets descending, each [b - o, b + 64 - o) from the block start, merged */
+    /* add_part's runs: offsets descending (walk step w takes o_w = sl[ns - 1 - w]), each
+     * [b - o, b + 64 - o) from the block start, merged while they touch. Every band is 64 keys
+     * wide, so a band's end only grows along the walk and step w starts a run exactly when
+     * o_(w-1) - o_w > 64: each item marks the starts of its stretch of steps, a prefix sum numbers
+     * the runs, and a run's first step writes its start, its last step its end (one item merging
+     * every band, each step reading back the run end it had just written to global memory, was a
+     * serial chain of memory round trips; the whole launch took about 115 us on an H200). */
     __global int *dr = dyn + runs;
-    int nd = 0;
-    for (int k = ns - 1; k >= 0; k--) {
-        int o = sl[k], lo = -o, hi = DYN_BLOCK_CH - o;
-        if (nd && lo <= dr[2 * nd - 1]) {
-            dr[2 * nd - 1] = max(dr[2 * nd - 1], hi);
-        } else {
-            dr[2 * nd] = lo;
-            dr[2 * nd + 1] = hi;
-            nd++;
-        }
+    const int lw = (ns + CH_WG - 1) / CH_WG, w0 = min(ns, lid * lw), w1 = min(ns, w0 + lw);
+    int n_st = 0, nd;
+    for (int w = w0; w < w1; w++) n_st += w == 0 || sl[ns - w] - sl[ns - 1 - w] > DYN_BLOCK_CH;
+    int r = oc_ch_scan(s, n_st, lid, &nd) - 1;
+    for (int w = w0; w < w1; w++) {
+        const int o = sl[ns - 1 - w];
+        if (w == 0 || sl[ns - w] - o > DYN_BLOCK_CH) dr[2 * ++r] = -o;
+        if (w == ns - 1 || o - sl[ns - 2 - w] > DYN_BLOCK_CH) dr[2 * r + 1] = DYN_BLOCK_CH - o;
     }
+    if (lid) return;
     dyn[part + 1] = nv;
     dyn[part + 2] = cols;
     dyn[part + 3] = nd;

@@ -47,19 +47,27 @@ void oc_kvs_stats(const __global float *q, int q_off, int q_stride, int q_base, 
     const __global float *qr = q + q_off + (size_t)(p - q_base) * q_stride + (size_t)g * group * hd;
     for (int e = lid; e < group * hd; e += KVS_WG) qs[e] = qr[e] * scale2;
     barrier(CLK_LOCAL_MEM_FENCE);
+    /* m, l, sc in registers: the loops over heads run to KVS_MAX_GROUP, unrolled, the heads past
+     * group skipped (loops to the runtime group let a compiler keep them in per-item stack memory) */
     float m[KVS_MAX_GROUP], l[KVS_MAX_GROUP], sc[KVS_MAX_GROUP];
-    for (int h = 0; h < group; h++) m[h] = -INFINITY, l[h] = 0.0f;
+#pragma unroll
+    for (int h = 0; h < KVS_MAX_GROUP; h++) m[h] = -INFINITY, l[h] = 0.0f;
     for (int j = j0 + lid; j < j1; j += KVS_WG) {
         const __global half *kr = k + k_off + (size_t)j * k_stride + (size_t)g * hd;
-        for (int h = 0; h < group; h++) sc[h] = 0.0f;
+#pragma unroll
+        for (int h = 0; h < KVS_MAX_GROUP; h++) sc[h] = 0.0f;
         for (int d = 0; d < hd; d += 4) {
             const float4 kv = vload_half4(0, kr + d);
-            for (int h = 0; h < group; h++) {
+#pragma unroll
+            for (int h = 0; h < KVS_MAX_GROUP; h++) {
+                if (h >= group) continue;
                 const __local float *qh = qs + h * hd + d;
                 sc[h] += qh[0] * kv.x + qh[1] * kv.y + qh[2] * kv.z + qh[3] * kv.w;
             }
         }
-        for (int h = 0; h < group; h++) {
+#pragma unroll
+        for (int h = 0; h < KVS_MAX_GROUP; h++) {
+            if (h >= group) continue;
             if (sc[h] > m[h]) {
                 l[h] = l[h] * exp2(m[h] - sc[h]) + 1.0f;
                 m[h] = sc[h];
@@ -68,7 +76,9 @@ void oc_kvs_stats(const __global float *q, int q_off, int q_stride, int q_base, 
             }
         }
     }
-    for (int h = 0; h < group; h++) {
+#pragma unroll
+    for (int h = 0; h < KVS_MAX_GROUP; h++) {
+        if (h >= group) continue;
         rm[h * KVS_WG + lid] = m[h];
         rl[h * KVS_WG + lid] = l[h];
     }
@@ -113,27 +123,38 @@ __kernel void oc_kvs_merge(const __global float *pstats, int n_split, int n, __g
  * reading it per row and head made the scoring 2-3 ms a layer on an H200. The logit is computed
  * as oc_kvs_stats computes it (the same products in the same order); a probability below 2^-125
  * of its row's largest counts as 0 (kv_select.h). */
-__kernel void oc_kvs_part(const __global float *q, int q_off, int q_stride, int q_base, const __global half *k, int k_off,
-                          int k_stride, const __global int *pos, int pos_first, int pos0, int n_rows, int n_head,
-                          int group, int hd, float scale2, const __global float *stats, int acc_stride, int n_keys,
-                          __global float *part) {
+__kernel __attribute__((reqd_work_group_size(KVS_WG, 1, 1)))   /* so a compiler may give kk its 128 registers */
+void oc_kvs_part(const __global float *q, int q_off, int q_stride, int q_base, const __global half *k, int k_off,
+                 int k_stride, const __global int *pos, int pos_first, int pos0, int n_rows, int n_head,
+                 int group, int hd, float scale2, const __global float *stats, int acc_stride, int n_keys,
+                 __global float *part) {
     const int j = get_global_id(0), blk = get_global_id(1);
     if (j >= n_keys) return;
     const int n_kv = n_head / group, n_out = acc_stride ? n_kv : 1, i0 = blk * KVS_ROWS, i1 = min(n_rows, i0 + KVS_ROWS);
+    /* the key row in registers: the loops over its elements run to 128, unrolled, the ones past hd
+     * skipped (the same products in the same order; loops to the runtime hd let a compiler keep kk
+     * in per-item stack memory, one cached load before each product) */
     float kk[128];
     float sum = 0.0f;
     for (int g = 0; g < n_kv; g++) {
         const __global half *kr = k + k_off + (size_t)j * k_stride + (size_t)g * hd;
-        for (int d = 0; d < hd; d += 4) vstore4(vload_half4(0, kr + d), 0, kk + d);
+#pragma unroll
+        for (int d = 0; d < 128; d += 4) {
+            if (d >= hd) continue;
+            const float4 kv = vload_half4(0, kr + d);
+            kk[d] = kv.x, kk[d + 1] = kv.y, kk[d + 2] = kv.z, kk[d + 3] = kv.w;
+        }
         for (int i = i0; i < i1; i++) {
             const int p = kvs_pos(pos, pos_first, pos0, i);
             if (p < j) continue;
             for (int h = g * group; h < (g + 1) * group; h++) {
                 const __global float *qr = q + q_off + (size_t)(p - q_base) * q_stride + (size_t)h * hd;
                 float s = 0.0f;
-                for (int d = 0; d < hd; d += 4)
-                    s += (qr[d] * scale2) * kk[d] + (qr[d + 1] * scale2) * kk[d + 1] + (qr[d + 2] * scale2) * kk[d + 2] +
-                         (qr[d + 3] * scale2) * kk[d + 3];
+#pragma unroll
+                for (int d = 0; d < 128; d += 4)
+                    if (d < hd)
+                        s += (qr[d] * scale2) * kk[d] + (qr[d + 1] * scale2) * kk[d + 1] +
+                             (qr[d + 2] * scale2) * kk[d + 2] + (qr[d + 3] * scale2) * kk[d + 3];
                 const float e = s - stats[2 * (i * n_head + h)];
                 if (e >= -125.0f) sum += exp2(e) / stats[2 * (i * n_head + h) + 1];
             }
@@ -288,32 +309,60 @@ void oc_kvs_collect(const __global int *flags, int n, __global int *counts, int 
 }
 
 /* kv.cl's oc_kv_keep with the rows kept[kept_off + g * kept_stride + r] + shift, r <
- * counts[n_idx + g], for every kv head g of a layer at once: work-group 2 g moves its K columns
- * (k_off + g * row words; none when k is NULL), 2 g + 1 its V columns. Each work-group takes the
- * same steps as oc_kv_keep, so the same in-place safety (kept ascending, each source at or after its
- * destination), and the groups touch disjoint words. 64 words per item a step: a 4,361-token set of
- * 64-dim f16 rows in 9 steps, not 34 (each step waits for its loads). */
+ * counts[n_idx + g], for every kv head g of a layer at once: work-group (2 g + v) n_slice + s moves
+ * slice s of the row's words (row / n_slice of them, from k_off + g * row + s row / n_slice) of
+ * kv head g's K (v 0; none when k is NULL) or V (v 1) rows. Each work-group takes the same steps
+ * as oc_kv_keep, so the same in-place safety (kept ascending, each source at or after its
+ * destination, every source of a step read before any of its rows is written), and the groups
+ * touch disjoint words. 64 words per item a step, each item on one word of a slice (its row and
+ * column computed once): one work-group per kv head's K or V, dividing each item's index by the
+ * row length per word, took about 270 us a layer on an H200 for 2 MiB of rows. */
 #define KVS_KEEP_PER 64
 __kernel __attribute__((reqd_work_group_size(KVS_TILE, 1, 1)))
 void oc_kvs_keep(__global uint *k, int k_off, int k_shift, __global uint *v, int v_off, int v_shift, int stride, int row,
-                 const __global int *kept, int kept_off, int kept_stride, const __global int *counts, int n_idx) {
-    const int lid = get_local_id(0), wg = get_group_id(0), g = wg / 2, is_v = wg % 2;
+                 int n_slice, const __global int *kept, int kept_off, int kept_stride, const __global int *counts,
+                 int n_idx) {
+    const int lid = get_local_id(0), wg = get_group_id(0) / n_slice, sl = get_group_id(0) % n_slice, g = wg / 2,
+              is_v = wg % 2, sw = row / n_slice;
     __global uint *buf = is_v ? v : k;
     if (!buf) return;   /* the same for the whole work-group */
-    const int off = (is_v ? v_off : k_off) + g * row, shift = is_v ? v_shift : k_shift;
+    const int off = (is_v ? v_off : k_off) + g * row + sl * sw, shift = is_v ? v_shift : k_shift;
     const __global int *kg = kept + kept_off + (size_t)g * kept_stride;
-    const int step = max(1, KVS_TILE * KVS_KEEP_PER / row), n = counts[n_idx + g];
+    const int n = counts[n_idx + g];
+    if (sw <= KVS_TILE) {   /* item (rsub, col): rows rsub, rsub + rs, ... of a step, word col */
+        const int rs = KVS_TILE / sw, rsub = lid / sw, col = lid - rsub * sw, step = rs * KVS_KEEP_PER;
+        const int on = rsub < rs;
+        for (int r0 = 0; r0 < n; r0 += step) {
+            uint x[KVS_KEEP_PER];
+#pragma unroll
+            for (int e0 = 0; e0 < KVS_KEEP_PER; e0++) {
+                const int r = r0 + rsub + e0 * rs;
+                if (on && r < n) x[e0] = buf[off + (size_t)(kg[r] + shift) * stride + col];
+            }
+            barrier(CLK_GLOBAL_MEM_FENCE);
+#pragma unroll
+            for (int e0 = 0; e0 < KVS_KEEP_PER; e0++) {
+                const int r = r0 + rsub + e0 * rs;
+                if (on && r < n) buf[off + (size_t)r * stride + col] = x[e0];
+            }
+            barrier(CLK_GLOBAL_MEM_FENCE);
+        }
+        return;
+    }
+    const int step = max(1, KVS_TILE * KVS_KEEP_PER / sw);   /* slices wider than the work-group */
     for (int r0 = 0; r0 < n; r0 += step) {
-        const int total = min(step, n - r0) * row;
+        const int total = min(step, n - r0) * sw;
         uint x[KVS_KEEP_PER];
+#pragma unroll
         for (int e0 = 0; e0 < KVS_KEEP_PER; e0++) {
             int e = lid + e0 * KVS_TILE;
-            if (e < total) x[e0] = buf[off + (size_t)(kg[r0 + e / row] + shift) * stride + e % row];
+            if (e < total) x[e0] = buf[off + (size_t)(kg[r0 + e / sw] + shift) * stride + e % sw];
         }
         barrier(CLK_GLOBAL_MEM_FENCE);
+#pragma unroll
         for (int e0 = 0; e0 < KVS_KEEP_PER; e0++) {
             int e = lid + e0 * KVS_TILE;
-            if (e < total) buf[off + (size_t)(r0 + e / row) * stride + e % row] = x[e0];
+            if (e < total) buf[off + (size_t)(r0 + e / sw) * stride + e % sw] = x[e0];
         }
         barrier(CLK_GLOBAL_MEM_FENCE);
     }
