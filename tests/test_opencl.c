@@ -517,8 +517,9 @@ static void test_gemv_f16_exact(void) {
 
 /* oc_cl_matmul_fused against a double loop: n products of one x (q, k, v shapes: odd row counts,
  * biases on some) written into one buffer with gaps that stay poisoned, or with glu the SiLU gated
- * unit of two (gate, up), for every weight type and odd widths; and refusals of bad calls. */
-static void check_fused(check_rng *r, int32_t dtype, int64_t n_in, int n, const int64_t *n_out, int glu) {
+ * unit of two (gate, up), for every weight type and odd widths, x at element xo of its buffer (3:
+ * not 16-byte aligned, the kernels' general loop; 0: their vector loops); and refusals of bad calls. */
+static void check_fused(check_rng *r, int32_t dtype, int64_t n_in, int n, const int64_t *n_out, int glu, int xo) {
     oc_weight w[OC_CL_FUSED_MAX];
     void *data[OC_CL_FUSED_MAX];
     float *f[OC_CL_FUSED_MAX], *bv[OC_CL_FUSED_MAX];
@@ -543,7 +544,7 @@ static void check_fused(check_rng *r, int32_t dtype, int64_t n_in, int n, const 
     oc_cl_buf *dx = dup_host(x, sizeof(float) * ((size_t)n_in + 3)), *dy = dbuf(sizeof(float) * (size_t)(total + 1));
     for (int j = 0; j < n; j++) ym[j] = oc_cl_mat_of(dy, glu ? at[0] : at[j], n_out[j]);
     poison(dy);
-    oc_status st = oc_cl_matmul_fused(g_dev, n, wp, oc_cl_mat_of(dx, 3, n_in), ym, bp, glu, OC_ACT_SILU, &err);
+    oc_status st = oc_cl_matmul_fused(g_dev, n, wp, oc_cl_mat_of(dx, xo, n_in), ym, bp, glu, OC_ACT_SILU, &err);
     CHECKF(st == OC_OK, "%s", err.message);
     float *y = fetch(dy);
     double *ref = malloc(sizeof(double) * (size_t)(total + 1));
@@ -551,7 +552,7 @@ static void check_fused(check_rng *r, int32_t dtype, int64_t n_in, int n, const 
     for (int j = 0; j < n; j++)
         for (int64_t o = 0; o < n_out[j]; o++) {
             double s = bp[j] ? bv[j][o] : 0.0;
-            for (int64_t k = 0; k < n_in; k++) s += (double)x[3 + k] * f[j][o * n_in + k];
+            for (int64_t k = 0; k < n_in; k++) s += (double)x[xo + k] * f[j][o * n_in + k];
             if (!glu) ref[at[j] + o] = s;
             else if (j == 0) ref[at[0] + o] = s / (1.0 + exp(-s));
             else ref[at[0] + o] *= s;
@@ -565,8 +566,8 @@ static void check_fused(check_rng *r, int32_t dtype, int64_t n_in, int n, const 
         den += ref[i] * ref[i];
     }
     double e = bad ? INFINITY : sqrt(num / den);
-    CHECKF(e < 1e-5, "fused %s, %d products of %lld, glu %d: rel err %.3g (%d bad)", oc_dtype_name(dtype), n,
-           (long long)n_in, glu, e, bad);
+    CHECKF(e < 1e-5, "fused %s, %d products of %lld, glu %d, x at %d: rel err %.3g (%d bad)", oc_dtype_name(dtype), n,
+           (long long)n_in, glu, xo, e, bad);
     free(y); free(ref); free(x);
     oc_cl_buf_free(dx); oc_cl_buf_free(dy);
     for (int j = 0; j < n; j++) {
@@ -583,11 +584,14 @@ static void test_matmul_fused(void) {
     for (int ti = 0; ti < 4; ti++) {
         int32_t t = dev_types[ti];
         int q = t == OC_DTYPE_Q8_0 || t == OC_DTYPE_Q4_0;
-        check_fused(&r, t, q ? 96 : 100, 3, qkv, 0);
-        check_fused(&r, t, q ? 64 : 37, 1, one, 0);
-        check_fused(&r, t, q ? 160 : 136, 2, gu, 1);
-        check_fused(&r, t, q ? 1536 : 1544, 3, big, 0);
-        check_fused(&r, t, q ? 2048 : 2056, 2, gu, 1);
+        for (int xo = 3; xo >= 0; xo -= 3) {
+            check_fused(&r, t, q ? 96 : 100, 3, qkv, 0, xo);
+            check_fused(&r, t, q ? 64 : 37, 1, one, 0, xo);
+            check_fused(&r, t, q ? 160 : 136, 2, gu, 1, xo);
+            check_fused(&r, t, q ? 1536 : 1544, 3, big, 0, xo);
+            check_fused(&r, t, q ? 2048 : 2056, 2, gu, 1, xo);
+        }
+        if (q) check_fused(&r, t, 96 + 32 * 64, 2, gu, 1, 0);   /* 67 blocks a row: an odd block last */
     }
     /* refusals: a mixed type, mismatched gate/up rows, too many products, an output over x */
     oc_weight wa, wb;

@@ -4,7 +4,7 @@
  *  - oc_gemv, for a few tokens (decode): a work-group of (T, R) items computes R outputs; the T
  *    items of an output stride along its row in chunks of 8 (adjacent items read adjacent bytes)
  *    and meet in a local-memory tree; tokens go 4 at a time, and one token (decode) has its own
- *    branch: one accumulator, two chunks in flight per item, F16 rows read 16 bytes per load.
+ *    branch (oc_gemv_part1: 16-byte loads of F16 rows and of x, four in flight; Q8_0 by blocks).
  *  - oc_gemm, for batches: 64 x 64 tiles of (tokens x outputs) by 16 x 16 items of 4 x 4 each;
  *    each step loads 32 elements of k of both operands (one quantized block) into local memory,
  *    decoded to f32, transposed so the inner loop reads consecutive floats. */
@@ -39,27 +39,65 @@ inline void oc_gemv_reduce(__local float *rr, int t, int nt, int n_acc) {
     }
 }
 
-/* One token's product with one row: this item's share (chunks t, t + nt, ... of 8) of the row's dot
- * with x. Two chunks per step, each with its own accumulator, so two loads are in flight before
- * the first is used; F16 rows whose chunks are 16-byte aligned (row_bytes a multiple of 16, whole
- * chunks) load as uint4. */
+/* Eight f16 weights (the bits u) dotted with x0 (elements 0-3) and x1 (4-7). */
+inline float oc_hdot8(uint4 u, float4 x0, float4 x1) {
+    float8 w = oc_half8_of_bits(u);
+    return dot(w.lo, x0) + dot(w.hi, x1);
+}
+
+/* A Q8_0 block's product with its 32 elements of x (x4: 16-byte aligned, the block's first float4).
+ * The block's 34 bytes start 2 bytes into a 4-byte word when b is odd (row_bytes is a multiple of 4),
+ * so nine aligned word loads cover it, never past the row's padded end: the scale is the low or the
+ * high half of word 0 and the quants are words 1-8 (odd) or the words straddling 0-8 (even). Byte
+ * loads of the same bytes were 1.5x slower on NVIDIA's compiler. */
+inline float oc_q8dot_block(const __global uchar *row, int b, const __global float4 *x4) {
+    int odd = b & 1;
+    const __global uint *p = (const __global uint *)(row + 34 * b - 2 * odd);
+    uint wv[9];
+    for (int j = 0; j < 9; j++) wv[j] = p[j];
+    ushort dh = (ushort)(odd ? wv[0] >> 16 : wv[0] & 0xffffu);
+    float s = 0.0f;
+    for (int j = 0; j < 8; j++) {
+        uint q = odd ? wv[j + 1] : (wv[j] >> 16) | (wv[j + 1] << 16);
+        s += dot(convert_float4(as_char4(q)), x4[j]);
+    }
+    return s * vload_half(0, (const __private half *)&dh);
+}
+
+/* One token's product with one row: this item's share of the row's dot with x. The share's order
+ * is fixed by (t, nt), so a row's sum does not depend on the launch's other rows. Three loops:
+ *  - F16 rows of whole 16-byte chunks and a 16-byte aligned x: chunks t, t + nt, ... of 8, four
+ *    loads in flight per item before the first is used, w and x both read as 16-byte vectors. x
+ *    through float4 pointers and not vload8: NVIDIA's compiler emits eight 4-byte loads for a
+ *    vload8 of floats (only 4-byte alignment is promised), and the F16 GEMV read 1.5 TB/s with them
+ *    against 2.9 TB/s with these on the H200 (27.5 MB gate and up, see BENCHMARKS.md);
+ *  - Q8_0 rows (row_bytes a multiple of 4) with an aligned x: whole blocks t, t + nt, ..., two in
+ *    flight, oc_q8dot_block;
+ *  - otherwise chunks of 8 through oc_load8, two in flight (F32, Q4_0, odd widths, unaligned x). */
 inline float oc_gemv_part1(const __global uchar *wr, int dtype, int row_bytes, int n_in, const __global float *xr,
                            int t, int nt) {
     int n8 = (n_in + 7) / 8, c = t;
+    int x_al = ((size_t)xr & 15) == 0;
     float a0 = 0.0f, a1 = 0.0f;
-    if (dtype == OC_DT_F16 && (row_bytes & 15) == 0 && (n_in & 7) == 0) {
+    if (dtype == OC_DT_F16 && (row_bytes & 15) == 0 && (n_in & 7) == 0 && x_al) {
         const __global uint4 *w4 = (const __global uint4 *)wr;
-        for (; c + nt < n8; c += 2 * nt) {
-            uint4 u0 = w4[c], u1 = w4[c + nt];
-            float8 w0 = oc_half8_of_bits(u0), w1 = oc_half8_of_bits(u1);
-            float8 x0 = vload8(c, xr), x1 = vload8(c + nt, xr);
-            a0 += dot(w0.lo, x0.lo) + dot(w0.hi, x0.hi);
-            a1 += dot(w1.lo, x1.lo) + dot(w1.hi, x1.hi);
+        const __global float4 *x4 = (const __global float4 *)xr;
+        for (; c + 3 * nt < n8; c += 4 * nt) {
+            uint4 u0 = w4[c], u1 = w4[c + nt], u2 = w4[c + 2 * nt], u3 = w4[c + 3 * nt];
+            a0 += oc_hdot8(u0, x4[2 * c], x4[2 * c + 1]);
+            a1 += oc_hdot8(u1, x4[2 * (c + nt)], x4[2 * (c + nt) + 1]);
+            a0 += oc_hdot8(u2, x4[2 * (c + 2 * nt)], x4[2 * (c + 2 * nt) + 1]);
+            a1 += oc_hdot8(u3, x4[2 * (c + 3 * nt)], x4[2 * (c + 3 * nt) + 1]);
         }
-        if (c < n8) {
-            float8 w0 = oc_half8_of_bits(w4[c]), x0 = vload8(c, xr);
-            a0 += dot(w0.lo, x0.lo) + dot(w0.hi, x0.hi);
+        for (; c < n8; c += nt) a0 += oc_hdot8(w4[c], x4[2 * c], x4[2 * c + 1]);
+    } else if (dtype == OC_DT_Q8_0 && (row_bytes & 3) == 0 && x_al) {
+        const __global float4 *x4 = (const __global float4 *)xr;
+        int nb = n_in / 32, b = t;
+        for (; b + nt < nb; b += 2 * nt) {
+            a0 += oc_q8dot_block(wr, b, x4 + 8 * b);
+            a1 += oc_q8dot_block(wr, b + nt, x4 + 8 * (b + nt));
         }
+        if (b < nb) a0 += oc_q8dot_block(wr, b, x4 + 8 * b);
     } else {
         for (; c + nt < n8; c += 2 * nt) {
             float8 w0 = oc_load8(dtype, wr, 8 * c, n_in), w1 = oc_load8(dtype, wr, 8 * (c + nt), n_in);
