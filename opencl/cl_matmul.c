@@ -119,8 +119,8 @@ static oc_status clblast_sgemm(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_m
 
 static void gemv_shape(oc_cl_device *dev, oc_cl_kernel_id id, int32_t dtype, int64_t n_rows, int64_t n_in, size_t local[2]);
 
-oc_status oc_cl_matmul(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc_cl_mat y, int64_t n_tok,
-                       const oc_cl_buf *bias, oc_error *err) {
+static oc_status matmul(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc_cl_mat y, int64_t n_tok,
+                       const oc_cl_buf *bias, int acc, oc_error *err) {
     if (!w || !w->buf || !oc_cl_weight_type_ok(w->dtype))
         return oc_fail(err, OC_ERR_INVALID, "opencl matmul: no weight, or a type the kernels do not take");
     if (n_tok < 1 || n_tok > INT32_MAX) return oc_fail(err, OC_ERR_INVALID, "opencl matmul: %lld tokens", (long long)n_tok);
@@ -138,19 +138,29 @@ oc_status oc_cl_matmul(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc
     oc_cl_arg a[] = { OC_CL_BUF(y.buf), OC_CL_I32(y.off), OC_CL_I32(y.stride), OC_CL_BUF(x.buf), OC_CL_I32(x.off),
                       OC_CL_I32(x.stride), OC_CL_BUF(w->buf), OC_CL_I32(w->dtype), OC_CL_I32(w->row_bytes),
                       OC_CL_I32(w->n_in), OC_CL_I32(w->n_out), OC_CL_BUF(bias), OC_CL_I32(bias != NULL),
-                      OC_CL_I32(n_tok), OC_CL_LOCAL(0) };
+                      OC_CL_I32(n_tok), OC_CL_I32(acc), OC_CL_LOCAL(0) };
     int n_args = (int)OC_ARRAY_LEN(a);
     if (n_tok > GEMV_MAX_TOK && oc_cl_kernel_wg_size(dev, OC_CLK_GEMM) >= 256) {
         size_t local[2] = { 16, 16 };
         size_t global[2] = { (size_t)(w->n_out + GEMM_TILE - 1) / GEMM_TILE * 16,
                              (size_t)(n_tok + GEMM_TILE - 1) / GEMM_TILE * 16 };
-        return oc_cl_launch(dev, OC_CLK_GEMM, 2, global, local, n_args - 1, a, err);
+        return oc_cl_launch(dev, OC_CLK_GEMM, 2, global, local, n_args - 2, a, err);   /* no acc, no local */
     }
     size_t local[2];
     gemv_shape(dev, OC_CLK_GEMV, w->dtype, w->n_out, w->n_in, local);
     size_t global[2] = { local[0], (size_t)w->n_out };
     a[n_args - 1] = OC_CL_LOCAL(local[0] * local[1] * 4 * sizeof(float));
     return oc_cl_launch(dev, OC_CLK_GEMV, 2, global, local, n_args, a, err);
+}
+
+oc_status oc_cl_matmul(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc_cl_mat y, int64_t n_tok,
+                       const oc_cl_buf *bias, oc_error *err) {
+    return matmul(dev, w, x, y, n_tok, bias, 0, err);
+}
+
+oc_status oc_cl_matmul_acc(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc_cl_mat y, const oc_cl_buf *bias,
+                           oc_error *err) {
+    return matmul(dev, w, x, y, 1, bias, 1, err);
 }
 
 /* The row products (weight products, fused or not) of one token: local[0] items per row, local[1]
@@ -173,9 +183,13 @@ static void gemv_shape(oc_cl_device *dev, oc_cl_kernel_id id, int32_t dtype, int
 }
 
 oc_status oc_cl_matmul_fused(oc_cl_device *dev, int32_t n, const oc_cl_weight *const *w, oc_cl_mat x,
-                             const oc_cl_mat *y, const oc_cl_buf *const *bias, int glu, oc_act act, oc_error *err) {
+                             const oc_cl_mat *y, const oc_cl_buf *const *bias, int glu, oc_act act,
+                             const oc_cl_buf *norm_w, float eps, oc_error *err) {
     if (n < 1 || n > OC_CL_FUSED_MAX || (glu && n != 2))
         return oc_fail(err, OC_ERR_INVALID, "opencl fused matmul: %d products%s", (int)n, glu ? " for a gated unit" : "");
+    if (w[0] && norm_w && oc_cl_buf_bytes(norm_w) < (size_t)w[0]->n_in * sizeof(float))
+        return oc_fail(err, OC_ERR_RANGE, "opencl fused matmul: norm weight shorter than %lld floats",
+                       (long long)w[0]->n_in);
     int64_t rows = 0;
     for (int32_t j = 0; j < n; j++) {
         if (!w[j] || !w[j]->buf || !oc_cl_weight_type_ok(w[j]->dtype) || w[j]->dtype != w[0]->dtype ||
@@ -198,7 +212,7 @@ oc_status oc_cl_matmul_fused(oc_cl_device *dev, int32_t n, const oc_cl_weight *c
     }
     if (glu) rows = w[0]->n_out;
     if (rows > INT32_MAX) return oc_fail(err, OC_ERR_RANGE, "opencl fused matmul: %lld rows", (long long)rows);
-    oc_cl_arg a[5 + 7 * OC_CL_FUSED_MAX + 1] = { OC_CL_BUF(x.buf), OC_CL_I32(x.off), OC_CL_I32(w[0]->dtype),
+    oc_cl_arg a[5 + 7 * OC_CL_FUSED_MAX + 5] = { OC_CL_BUF(x.buf), OC_CL_I32(x.off), OC_CL_I32(w[0]->dtype),
                                                 OC_CL_I32(w[0]->n_in), OC_CL_I32(glu ? (int32_t)act : -1) };
     int k = 5;
     for (int32_t j = 0; j < OC_CL_FUSED_MAX; j++) {
@@ -214,6 +228,15 @@ oc_status oc_cl_matmul_fused(oc_cl_device *dev, int32_t n, const oc_cl_weight *c
     size_t local[2];
     gemv_shape(dev, OC_CLK_GEMV_FUSED, w[0]->dtype, glu ? w[0]->n_out : rows, w[0]->n_in, local);
     size_t global[2] = { local[0], (size_t)rows };
-    a[k++] = OC_CL_LOCAL(local[0] * local[1] * 2 * sizeof(float));
+    size_t red_bytes = local[0] * local[1] * 2 * sizeof(float);
+    size_t xs_bytes = norm_w ? (size_t)(w[0]->n_in + 7) / 8 * 8 * sizeof(float) : 16;
+    if (norm_w && red_bytes + xs_bytes > dev->caps.local_mem_bytes)
+        return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl fused matmul: a normalized x of %lld floats does not fit "
+                       "local memory (%llu bytes)", (long long)w[0]->n_in, (unsigned long long)dev->caps.local_mem_bytes);
+    a[k++] = OC_CL_BUF(norm_w);
+    a[k++] = OC_CL_I32(norm_w != NULL);
+    a[k++] = OC_CL_F32(eps);
+    a[k++] = OC_CL_LOCAL(red_bytes);
+    a[k++] = OC_CL_LOCAL(xs_bytes);
     return oc_cl_launch(dev, OC_CLK_GEMV_FUSED, 2, global, local, k, a, err);
 }

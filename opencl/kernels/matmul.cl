@@ -113,9 +113,63 @@ inline float oc_gemv_part1(const __global uchar *wr, int dtype, int row_bytes, i
     return a0 + a1;
 }
 
+/* oc_q8dot_block with x in local memory (oc_gemv_fused's normalized x). */
+inline float oc_q8dot_block_lx(const __global uchar *row, int b, const __local float4 *x4) {
+    int odd = b & 1;
+    const __global uint *p = (const __global uint *)(row + 34 * b - 2 * odd);
+    uint wv[9];
+    for (int j = 0; j < 9; j++) wv[j] = p[j];
+    ushort dh = (ushort)(odd ? wv[0] >> 16 : wv[0] & 0xffffu);
+    float s = 0.0f;
+    for (int j = 0; j < 8; j++) {
+        uint q = odd ? wv[j + 1] : (wv[j] >> 16) | (wv[j + 1] << 16);
+        s += dot(convert_float4(as_char4(q)), x4[j]);
+    }
+    return s * vload_half(0, (const __private half *)&dh);
+}
+
+/* oc_gemv_part1 with x in local memory, n_in floats padded with zeros to a multiple of 8 (so every
+ * chunk reads two whole float4s): the same loops and the same order of sums, so a product of the
+ * same x is the same bit for bit. */
+inline float oc_gemv_part1_lx(const __global uchar *wr, int dtype, int row_bytes, int n_in, const __local float4 *x4,
+                              int t, int nt) {
+    int n8 = (n_in + 7) / 8, c = t;
+    float a0 = 0.0f, a1 = 0.0f;
+    if (dtype == OC_DT_F16 && (row_bytes & 15) == 0 && (n_in & 7) == 0) {
+        const __global uint4 *w4 = (const __global uint4 *)wr;
+        for (; c + 3 * nt < n8; c += 4 * nt) {
+            uint4 u0 = w4[c], u1 = w4[c + nt], u2 = w4[c + 2 * nt], u3 = w4[c + 3 * nt];
+            a0 += oc_hdot8(u0, x4[2 * c], x4[2 * c + 1]);
+            a1 += oc_hdot8(u1, x4[2 * (c + nt)], x4[2 * (c + nt) + 1]);
+            a0 += oc_hdot8(u2, x4[2 * (c + 2 * nt)], x4[2 * (c + 2 * nt) + 1]);
+            a1 += oc_hdot8(u3, x4[2 * (c + 3 * nt)], x4[2 * (c + 3 * nt) + 1]);
+        }
+        for (; c < n8; c += nt) a0 += oc_hdot8(w4[c], x4[2 * c], x4[2 * c + 1]);
+    } else if (dtype == OC_DT_Q8_0 && (row_bytes & 3) == 0) {
+        int nb = n_in / 32, b = t;
+        for (; b + nt < nb; b += 2 * nt) {
+            a0 += oc_q8dot_block_lx(wr, b, x4 + 8 * b);
+            a1 += oc_q8dot_block_lx(wr, b + nt, x4 + 8 * (b + nt));
+        }
+        if (b < nb) a0 += oc_q8dot_block_lx(wr, b, x4 + 8 * b);
+    } else {
+        for (; c + nt < n8; c += 2 * nt) {
+            float8 w0 = oc_load8(dtype, wr, 8 * c, n_in), w1 = oc_load8(dtype, wr, 8 * (c + nt), n_in);
+            float8 x0 = (float8)(x4[2 * c], x4[2 * c + 1]), x1 = (float8)(x4[2 * (c + nt)], x4[2 * (c + nt) + 1]);
+            a0 += dot(w0.lo, x0.lo) + dot(w0.hi, x0.hi);
+            a1 += dot(w1.lo, x1.lo) + dot(w1.hi, x1.hi);
+        }
+        if (c < n8) {
+            float8 w0 = oc_load8(dtype, wr, 8 * c, n_in), x0 = (float8)(x4[2 * c], x4[2 * c + 1]);
+            a0 += dot(w0.lo, x0.lo) + dot(w0.hi, x0.hi);
+        }
+    }
+    return a0 + a1;
+}
+
 __kernel void oc_gemv(__global float *y, int y_off, int y_stride, const __global float *x, int x_off, int x_stride,
                       const __global uchar *w, int dtype, int row_bytes, int n_in, int n_out,
-                      const __global float *bias, int has_bias, int n_tok, __local float *red) {
+                      const __global float *bias, int has_bias, int n_tok, int acc, __local float *red) {
     int t = get_local_id(0), nt = get_local_size(0), r = get_local_id(1);
     int o = get_group_id(1) * get_local_size(1) + r, n8 = (n_in + 7) / 8;
     const __global uchar *wr = w + (size_t)min(o, n_out - 1) * row_bytes;
@@ -123,7 +177,10 @@ __kernel void oc_gemv(__global float *y, int y_off, int y_stride, const __global
     if (n_tok == 1) {   /* decode: one token (uniform branch) */
         rr[t] = o < n_out ? oc_gemv_part1(wr, dtype, row_bytes, n_in, x + x_off, t, nt) : 0.0f;
         oc_gemv_reduce(rr, t, nt, 1);
-        if (t == 0 && o < n_out) y[y_off + o] = rr[0] + (has_bias ? bias[o] : 0.0f);
+        if (t == 0 && o < n_out) {   /* acc: y += the product, the residual add of a decode step */
+            float v = rr[0] + (has_bias ? bias[o] : 0.0f);
+            y[y_off + o] = acc ? y[y_off + o] + v : v;
+        }
         return;
     }
     for (int t0 = 0; t0 < n_tok; t0 += GEMV_TOK) {
@@ -150,25 +207,51 @@ __kernel void oc_gemv(__global float *y, int y_off, int y_stride, const __global
  * weight j), or with glu >= 0 two weights row by row, y0[o] = act(x W0[o] + b0[o]) * (x W1[o] + b1[o])
  * (gate and up: SwiGLU in the epilogue; act: common.cl's oc_act_eval). Work-groups as oc_gemv's
  * one-token branch, over n0 + n1 + n2 rows (glu: n0); each row is oc_gemv_part1 of one row, so a
- * product is oc_gemv's, bit for bit, when the host gives its rows as many items (cl_matmul.c). */
+ * product is oc_gemv's, bit for bit, when the host gives its rows as many items (cl_matmul.c).
+ * has_norm: x is first RMS-normalized and scaled by nw (eps), in each work-group (a decode step's
+ * norm before q/k/v and before gate/up, without a launch of its own). */
 __kernel void oc_gemv_fused(const __global float *x, int x_off, int dtype, int n_in, int glu,
                             const __global uchar *w0, int rb0, int n0, __global float *y0, int y0_off,
                             const __global float *b0, int has_b0,
                             const __global uchar *w1, int rb1, int n1, __global float *y1, int y1_off,
                             const __global float *b1, int has_b1,
                             const __global uchar *w2, int rb2, int n2, __global float *y2, int y2_off,
-                            const __global float *b2, int has_b2, __local float *red) {
+                            const __global float *b2, int has_b2, const __global float *nw, int has_norm, float eps,
+                            __local float *red, __local float4 *xs) {
     int t = get_local_id(0), nt = get_local_size(0), r = get_local_id(1);
     int o = get_group_id(1) * get_local_size(1) + r;
     int n_rows = glu >= 0 ? n0 : n0 + n1 + n2;
     __local float *rr = red + r * nt * 2;
     const __global float *xr = x + x_off;
+    if (has_norm) {   /* uniform */
+        /* x' = RMSNorm(x) * nw, the oc_norm kernel's formula (norm.cl, with no residual and no
+         * mean), computed by every work-group into local memory (x: n_in floats, a few KB read
+         * from the cache) instead of by a launch of its own before this one; the sum of squares
+         * through a radix-4 tree over the work-group's items. xs holds n_in floats and zeros up
+         * to the next multiple of 8. */
+        int lid = r * nt + t, nl = nt * (int)get_local_size(1), n_pad = (n_in + 7) / 8 * 8;
+        __local float *xf = (__local float *)xs;
+        float ss = 0.0f;
+        for (int i = lid; i < n_pad; i += nl) {
+            float v = i < n_in ? xr[i] : 0.0f;
+            xf[i] = v;
+            ss = fma(v, v, ss);
+        }
+        red[lid] = ss;
+        oc_gemv_reduce(red, lid, nl, 1);
+        float rs = 1.0f / sqrt(red[0] / (float)n_in + eps);
+        for (int i = lid; i < n_in; i += nl) xf[i] = xf[i] * rs * nw[i];
+        barrier(CLK_LOCAL_MEM_FENCE);   /* xs whole; red[0] read by every item before it is reused */
+    }
     /* the row's weight (the same for every item of the row) */
     int j = o < n0 ? 0 : o < n0 + n1 ? 1 : 2, row = j == 0 ? o : j == 1 ? o - n0 : o - n0 - n1;
     const __global uchar *w = j == 0 ? w0 : j == 1 ? w1 : w2;
     int rb = j == 0 ? rb0 : j == 1 ? rb1 : rb2;
     float p0 = 0.0f, p1 = 0.0f;
-    if (o < n_rows) {
+    if (o < n_rows && has_norm) {
+        p0 = oc_gemv_part1_lx(w + (size_t)row * rb, dtype, rb, n_in, xs, t, nt);
+        if (glu >= 0) p1 = oc_gemv_part1_lx(w1 + (size_t)o * rb1, dtype, rb1, n_in, xs, t, nt);
+    } else if (o < n_rows) {
         p0 = oc_gemv_part1(w + (size_t)row * rb, dtype, rb, n_in, xr, t, nt);
         if (glu >= 0) p1 = oc_gemv_part1(w1 + (size_t)o * rb1, dtype, rb1, n_in, xr, t, nt);
     }
