@@ -212,7 +212,7 @@ oc_status oc_cl_matmul_fused(oc_cl_device *dev, int32_t n, const oc_cl_weight *c
     }
     if (glu) rows = w[0]->n_out;
     if (rows > INT32_MAX) return oc_fail(err, OC_ERR_RANGE, "opencl fused matmul: %lld rows", (long long)rows);
-    oc_cl_arg a[5 + 7 * OC_CL_FUSED_MAX + 5] = { OC_CL_BUF(x.buf), OC_CL_I32(x.off), OC_CL_I32(w[0]->dtype),
+    oc_cl_arg a[5 + 7 * OC_CL_FUSED_MAX + 4] = { OC_CL_BUF(x.buf), OC_CL_I32(x.off), OC_CL_I32(w[0]->dtype),
                                                 OC_CL_I32(w[0]->n_in), OC_CL_I32(glu ? (int32_t)act : -1) };
     int k = 5;
     for (int32_t j = 0; j < OC_CL_FUSED_MAX; j++) {
@@ -228,15 +228,9 @@ oc_status oc_cl_matmul_fused(oc_cl_device *dev, int32_t n, const oc_cl_weight *c
     size_t local[2];
     gemv_shape(dev, OC_CLK_GEMV_FUSED, w[0]->dtype, glu ? w[0]->n_out : rows, w[0]->n_in, local);
     size_t global[2] = { local[0], (size_t)rows };
-    size_t red_bytes = local[0] * local[1] * 2 * sizeof(float);
-    size_t xs_bytes = norm_w ? (size_t)(w[0]->n_in + 7) / 8 * 8 * sizeof(float) : 16;
-    if (norm_w && red_bytes + xs_bytes > dev->caps.local_mem_bytes)
-        return oc_fail(err, OC_ERR_UNSUPPORTED, "opencl fused matmul: a normalized x of %lld floats does not fit "
-                       "local memory (%llu bytes)", (long long)w[0]->n_in, (unsigned long long)dev->caps.local_mem_bytes);
     a[k++] = OC_CL_BUF(norm_w);
     a[k++] = OC_CL_I32(norm_w != NULL);
     a[k++] = OC_CL_F32(eps);
-    a[k++] = OC_CL_LOCAL(red_bytes);
-    a[k++] = OC_CL_LOCAL(xs_bytes);
+    a[k++] = OC_CL_LOCAL(local[0] * local[1] * 3 * sizeof(float));
     return oc_cl_launch(dev, OC_CLK_GEMV_FUSED, 2, global, local, k, a, err);
 }

@@ -99,8 +99,8 @@ oc_status oc_cl_matmul_acc(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x
  * with glu (n == 2, W_0 and W_1 of the same rows: gate and up) y[0] = act(x W_0^T + bias[0]) *
  * (x W_1^T + bias[1]), y[1] unused. bias[j] may be NULL. Each product equals oc_cl_matmul's for
  * one token bit for bit when its rows get as many items. No output may overlap x. norm_w (n_in
- * floats, or NULL): x is replaced by RMSNorm(x) * norm_w (eps) first, oc_cl_norm's formula (its sum in another order),
- * inside the launch (x is only read); OC_ERR_UNSUPPORTED when that x does not fit local memory. */
+ * floats, or NULL): the products of RMSNorm(x) * norm_w (eps) instead, oc_cl_norm's formula with
+ * the 1 / rms applied to the sums, inside the launch (x is only read, the norm not written). */
 #define OC_CL_FUSED_MAX 3
 oc_status oc_cl_matmul_fused(oc_cl_device *dev, int32_t n, const oc_cl_weight *const *w, oc_cl_mat x,
                              const oc_cl_mat *y, const oc_cl_buf *const *bias, int glu, oc_act act,
