@@ -173,8 +173,8 @@ static void gemv_shape(oc_cl_device *dev, oc_cl_kernel_id id, int32_t dtype, int
      * launch has GEMV_GPU_ITEMS per compute unit on a GPU (GEMV_CPU_ITEMS on others), while every item
      * keeps at least GEMV_MIN_CHUNKS chunks of 8 of its row. Q8_0 rows go by blocks of 32
      * (matmul.cl oc_q8dot_block), so there a "chunk" is half a block: two blocks per item at least
-     * (on the H200 the 8,960-wide down projection read 730 GB/s with 64 items per row, ~700 with
-     * 32, against 480 before the block loop). */
+     * (64 items per row for the 8,960-wide down projection, which read 530-590 GB/s on the H200
+     * this way, 480 with the chunk loop). */
     size_t want = (size_t)OC_MAX(dev->caps.compute_units, 1u) * (dev->caps.is_gpu ? GEMV_GPU_ITEMS : GEMV_CPU_ITEMS);
     size_t n8 = dtype == OC_DTYPE_Q8_0 ? (size_t)n_in / 16 : (size_t)(n_in + 7) / 8;
     while (t * 2 <= wg && (size_t)n_rows * t < want && n8 >= t * 2 * GEMV_MIN_CHUNKS) t *= 2;

@@ -60,7 +60,7 @@ inline float4 oc_gemv_x4(const __global float4 *x4, const __global float4 *n4, i
  * The block's 34 bytes start 2 bytes into a 4-byte word when b is odd (row_bytes is a multiple of
  * 4), so nine aligned word loads cover it, never past the row's padded end: the scale is the low or
  * the high half of word 0 and the quants are words 1-8 (odd) or the words straddling 0-8 (even).
- * Byte loads of the same bytes read 480 GB/s on the H200, these 590-750 (see BENCHMARKS.md). */
+ * On the H200, with the weights read from HBM: 480-750 GB/s with byte loads (oc_load8), 530-890 with these. */
 inline float oc_q8dot_block(const __global uchar *r0, const __global uchar *r1, int two, int b,
                             const __global float4 *x4, const __global float4 *n4, int norm, float *ss, float *s1) {
     int odd = b & 1;
@@ -96,7 +96,7 @@ inline float oc_q8dot_block(const __global uchar *r0, const __global uchar *r1, 
  *    steps of nt at a time (the last ones predicated), w and x both read as 16-byte vectors; x
  *    through float4 pointers, not vload8: NVIDIA's compiler emits eight 4-byte loads for a vload8
  *    of floats (only 4-byte alignment is promised), and the F16 GEMV read 1.5 TB/s with them
- *    against 2.5-2.9 TB/s with these on the H200 (27.5 MB gate and up, see BENCHMARKS.md);
+ *    against 2.7 TB/s with these on the H200 (55 MB of gate and up rows read from HBM);
  *  - Q8_0 rows (row_bytes a multiple of 4) with an aligned x: blocks t, t + nt, ..., two steps at
  *    a time (oc_q8dot_block);
  *  - otherwise chunks of 8 through oc_load8, two steps at a time (F32, Q4_0, odd widths,
