@@ -131,7 +131,8 @@ inline float4 oc_gemv_part(const __global uchar *r0, const __global uchar *r1, i
         int nb = n_in / 32, b = t;
         for (; b < nb; b += 2 * nt) {
             a0 += oc_q8dot_block(r0, r1, two, b, x4 + 8 * b, n4 + 8 * b, norm, &ss, &b0);
-            if (b + nt < nb) a1 += oc_q8dot_block(r0, r1, two, b + nt, x4 + 8 * (b + nt), n4 + 8 * (b + nt), norm, &ss, &b1);
+            if (b + nt < nb)
+                a1 += oc_q8dot_block(r0, r1, two, b + nt, x4 + 8 * (b + nt), n4 + 8 * (b + nt), norm, &ss, &b1);
         }
     } else {
         for (; c < n8; c += 2 * nt) {

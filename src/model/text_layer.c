@@ -371,9 +371,11 @@ static oc_status qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t
         if (st != OC_OK && st != OC_ERR_UNSUPPORTED) return st;
         normed = st == OC_OK;
     }
-    if (!normed && (st = op->norm(be, OC_NORM_RMS, &c->x, xo, res, 0, &c->xb, 0, &L->attn_norm, NULL, n, d, hp->eps, err)))
+    if (!normed &&
+        (st = op->norm(be, OC_NORM_RMS, &c->x, xo, res, 0, &c->xb, 0, &L->attn_norm, NULL, n, d, hp->eps, err)))
         return st;
     if (normed) {
+        /* q, k and v are done */
     } else if (fused) {
         if ((st = op->matmul_n(be, &c->xb, 0, d, n, o, 3, err))) return st;
     } else if ((own && ((st = op->matmul(be, &L->wq, &c->xb, 0, d, &c->q, 0, d, n, oc_bt_opt(&L->bq), err)) ||
