@@ -292,7 +292,7 @@ static oc_status cl_matmul_n(oc_backend *be, const oc_bt *x, int64_t x_off, int6
         bp[j] = buf_of(o->bias);
     }
     return oc_cl_matmul_fused(clb(be)->dev->cl, n, wp, oc_cl_mat_of(buf_of(x), x_off, x_stride), ym, bp, 0, OC_ACT_SILU,
-                              err);
+                              NULL, 0.0f, err);
 }
 
 /* SwiGLU in the product's epilogue: one launch. */
@@ -310,7 +310,54 @@ static oc_status cl_matmul_glu(oc_backend *be, const oc_bw *gate, const oc_bw *u
     oc_cl_mat ym[2] = { oc_cl_mat_of(buf_of(y), y_off, gate->w.n_out), oc_cl_mat_of(buf_of(y), y_off, gate->w.n_out) };
     const oc_cl_buf *bp[2] = { NULL, NULL };
     return oc_cl_matmul_fused(clb(be)->dev->cl, 2, wp, oc_cl_mat_of(buf_of(x), x_off, gate->w.n_in), ym, bp, 1, act,
-                              err);
+                              NULL, 0.0f, err);
+}
+
+/* The residual add in the product's epilogue (cl_matmul.c oc_cl_matmul_acc). */
+static oc_status cl_matmul_acc(oc_backend *be, const oc_bw *w, const oc_bt *x, int64_t x_off, oc_bt *y, int64_t y_off,
+                               const oc_bt *bias, oc_error *err) {
+    oc_status st;
+    if ((st = span(x, x_off, w->w.n_in, sizeof(float), "matmul_acc x", err)) ||
+        (st = span(y, y_off, w->w.n_out, sizeof(float), "matmul_acc y", err)) ||
+        (bias && (st = span(bias, 0, w->w.n_out, sizeof(float), "matmul_acc bias", err))))
+        return st;
+    oc_cl_weight cw = weight_of(w);
+    return oc_cl_matmul_acc(clb(be)->dev->cl, &cw, oc_cl_mat_of(buf_of(x), x_off, w->w.n_in),
+                            oc_cl_mat_of(buf_of(y), y_off, w->w.n_out), buf_of(bias), err);
+}
+
+/* The norm in every work-group of the products' launch (oc_cl_matmul_fused with norm_w). */
+static oc_status cl_norm_matmul(oc_backend *be, const oc_bt *x, int64_t x_off, const oc_bt *norm_w, float eps,
+                                const oc_mm_out *out, int32_t n, int glu, oc_error *err) {
+    oc_status st;
+    if (n < 1 || n > OC_CL_FUSED_MAX || (glu >= 0 && n != 2))
+        return oc_fail(err, OC_ERR_INVALID, "backend opencl norm_matmul: %d products%s", (int)n,
+                       glu >= 0 ? " for a gated unit" : "");
+    int64_t n_in = out[0].w->w.n_in;
+    if ((st = span(x, x_off, n_in, sizeof(float), "norm_matmul x", err)) ||
+        (st = span(norm_w, 0, n_in, sizeof(float), "norm_matmul weight", err)))
+        return st;
+    oc_cl_weight cw[OC_CL_FUSED_MAX];
+    const oc_cl_weight *wp[OC_CL_FUSED_MAX];
+    oc_cl_mat ym[OC_CL_FUSED_MAX];
+    const oc_cl_buf *bp[OC_CL_FUSED_MAX];
+    for (int32_t j = 0; j < n; j++) {
+        const oc_mm_out *o = &out[j];
+        const oc_bt *y = glu >= 0 ? out[0].y : o->y;
+        int64_t y_off = glu >= 0 ? out[0].y_off : o->y_off;
+        if (o->w->w.n_in != n_in)
+            return oc_fail(err, OC_ERR_INVALID, "backend opencl norm_matmul: product %d takes %lld floats, not %lld",
+                           (int)j, (long long)o->w->w.n_in, (long long)n_in);
+        if ((st = span(y, y_off, o->w->w.n_out, sizeof(float), "norm_matmul y", err)) ||
+            (o->bias && (st = span(o->bias, 0, o->w->w.n_out, sizeof(float), "norm_matmul bias", err))))
+            return st;
+        cw[j] = weight_of(o->w);
+        wp[j] = &cw[j];
+        ym[j] = oc_cl_mat_of(buf_of(y), y_off, o->w->w.n_out);
+        bp[j] = buf_of(o->bias);
+    }
+    return oc_cl_matmul_fused(clb(be)->dev->cl, n, wp, oc_cl_mat_of(buf_of(x), x_off, n_in), ym, bp, glu >= 0,
+                              glu >= 0 ? (oc_act)glu : OC_ACT_SILU, buf_of(norm_w), eps, err);
 }
 
 /* One launch for the rotations and both stores (cl_ops.c oc_cl_rope_store). */
@@ -544,6 +591,7 @@ static const oc_backend_ops cl_ops = {
     cl_add, cl_act, cl_glu, cl_gather_rows,
     cl_kv_keep, cl_kv_dev, cl_write_queued,
     cl_matmul_n, cl_matmul_glu, cl_rope_store, cl_attn_stats_flush,
+    cl_matmul_acc, cl_norm_matmul,
 };
 
 static oc_cl_attn_limits attn_limits(const oc_backend_limits *lim) {

@@ -131,10 +131,10 @@ void oc_cl_matmul_close(oc_cl_device *dev) {
     dev->clblast_ran = 0;
 }
 
-static void gemv_shape(oc_cl_device *dev, oc_cl_kernel_id id, int64_t n_rows, int64_t n_in, size_t local[2]);
+static void gemv_shape(oc_cl_device *dev, oc_cl_kernel_id id, int32_t dtype, int64_t n_rows, int64_t n_in, size_t local[2]);
 
-oc_status oc_cl_matmul(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc_cl_mat y, int64_t n_tok,
-                       const oc_cl_buf *bias, oc_error *err) {
+static oc_status matmul(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc_cl_mat y, int64_t n_tok,
+                       const oc_cl_buf *bias, int acc, oc_error *err) {
     if (!w || !w->buf || !oc_cl_weight_type_ok(w->dtype))
         return oc_fail(err, OC_ERR_INVALID, "opencl matmul: no weight, or a type the kernels do not take");
     if (n_tok < 1 || n_tok > INT32_MAX) return oc_fail(err, OC_ERR_INVALID, "opencl matmul: %lld tokens", (long long)n_tok);
@@ -152,40 +152,58 @@ oc_status oc_cl_matmul(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc
     oc_cl_arg a[] = { OC_CL_BUF(y.buf), OC_CL_I32(y.off), OC_CL_I32(y.stride), OC_CL_BUF(x.buf), OC_CL_I32(x.off),
                       OC_CL_I32(x.stride), OC_CL_BUF(w->buf), OC_CL_I32(w->dtype), OC_CL_I32(w->row_bytes),
                       OC_CL_I32(w->n_in), OC_CL_I32(w->n_out), OC_CL_BUF(bias), OC_CL_I32(bias != NULL),
-                      OC_CL_I32(n_tok), OC_CL_LOCAL(0) };
+                      OC_CL_I32(n_tok), OC_CL_I32(acc), OC_CL_LOCAL(0) };
     int n_args = (int)OC_ARRAY_LEN(a);
     if (n_tok > GEMV_MAX_TOK && oc_cl_kernel_wg_size(dev, OC_CLK_GEMM) >= 256) {
         size_t local[2] = { 16, 16 };
         size_t global[2] = { (size_t)(w->n_out + GEMM_TILE - 1) / GEMM_TILE * 16,
                              (size_t)(n_tok + GEMM_TILE - 1) / GEMM_TILE * 16 };
-        return oc_cl_launch(dev, OC_CLK_GEMM, 2, global, local, n_args - 1, a, err);
+        return oc_cl_launch(dev, OC_CLK_GEMM, 2, global, local, n_args - 2, a, err);   /* no acc, no local */
     }
     size_t local[2];
-    gemv_shape(dev, OC_CLK_GEMV, w->n_out, w->n_in, local);
+    gemv_shape(dev, OC_CLK_GEMV, w->dtype, w->n_out, w->n_in, local);
     size_t global[2] = { local[0], (size_t)w->n_out };
     a[n_args - 1] = OC_CL_LOCAL(local[0] * local[1] * 4 * sizeof(float));
     return oc_cl_launch(dev, OC_CLK_GEMV, 2, global, local, n_args, a, err);
 }
 
+oc_status oc_cl_matmul(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc_cl_mat y, int64_t n_tok,
+                       const oc_cl_buf *bias, oc_error *err) {
+    return matmul(dev, w, x, y, n_tok, bias, 0, err);
+}
+
+oc_status oc_cl_matmul_acc(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc_cl_mat y, const oc_cl_buf *bias,
+                           oc_error *err) {
+    return matmul(dev, w, x, y, 1, bias, 1, err);
+}
+
 /* The row products (weight products, fused or not) of one token: local[0] items per row, local[1]
  * rows per work-group (kernel id's limit). */
-static void gemv_shape(oc_cl_device *dev, oc_cl_kernel_id id, int64_t n_rows, int64_t n_in, size_t local[2]) {
+static void gemv_shape(oc_cl_device *dev, oc_cl_kernel_id id, int32_t dtype, int64_t n_rows, int64_t n_in,
+                       size_t local[2]) {
     size_t wg = oc_cl_pow2_wg(dev, id, GEMV_WG), t = oc_cl_pow2_wg(dev, id, GEMV_ROW_ITEMS);
     /* A few long rows (the MLP's down projection: 1,536 rows of 8,960) leave too few items to keep
      * enough loads in flight to cover the memory's latency: widen each row's share of items until the
      * launch has GEMV_GPU_ITEMS per compute unit on a GPU (GEMV_CPU_ITEMS on others), while every item
-     * keeps at least GEMV_MIN_CHUNKS chunks of 8 of its row. */
+     * keeps at least GEMV_MIN_CHUNKS chunks of 8 of its row. Q8_0 rows go by blocks of 32
+     * (matmul.cl oc_q8dot_block), so there a "chunk" is half a block: two blocks per item at least
+     * (64 items per row for the 8,960-wide down projection, which read 530-590 GB/s on the H200
+     * this way, 480 with the chunk loop). */
     size_t want = (size_t)OC_MAX(dev->caps.compute_units, 1u) * (dev->caps.is_gpu ? GEMV_GPU_ITEMS : GEMV_CPU_ITEMS);
-    size_t n8 = (size_t)(n_in + 7) / 8;
+    size_t n8 = dtype == OC_DTYPE_Q8_0 ? (size_t)n_in / 16 : (size_t)(n_in + 7) / 8;
     while (t * 2 <= wg && (size_t)n_rows * t < want && n8 >= t * 2 * GEMV_MIN_CHUNKS) t *= 2;
     local[0] = t;
     local[1] = OC_MAX((size_t)1, wg / t);
 }
 
 oc_status oc_cl_matmul_fused(oc_cl_device *dev, int32_t n, const oc_cl_weight *const *w, oc_cl_mat x,
-                             const oc_cl_mat *y, const oc_cl_buf *const *bias, int glu, oc_act act, oc_error *err) {
+                             const oc_cl_mat *y, const oc_cl_buf *const *bias, int glu, oc_act act,
+                             const oc_cl_buf *norm_w, float eps, oc_error *err) {
     if (n < 1 || n > OC_CL_FUSED_MAX || (glu && n != 2))
         return oc_fail(err, OC_ERR_INVALID, "opencl fused matmul: %d products%s", (int)n, glu ? " for a gated unit" : "");
+    if (w[0] && norm_w && oc_cl_buf_bytes(norm_w) < (size_t)w[0]->n_in * sizeof(float))
+        return oc_fail(err, OC_ERR_RANGE, "opencl fused matmul: norm weight shorter than %lld floats",
+                       (long long)w[0]->n_in);
     int64_t rows = 0;
     for (int32_t j = 0; j < n; j++) {
         if (!w[j] || !w[j]->buf || !oc_cl_weight_type_ok(w[j]->dtype) || w[j]->dtype != w[0]->dtype ||
@@ -208,7 +226,7 @@ oc_status oc_cl_matmul_fused(oc_cl_device *dev, int32_t n, const oc_cl_weight *c
     }
     if (glu) rows = w[0]->n_out;
     if (rows > INT32_MAX) return oc_fail(err, OC_ERR_RANGE, "opencl fused matmul: %lld rows", (long long)rows);
-    oc_cl_arg a[5 + 7 * OC_CL_FUSED_MAX + 1] = { OC_CL_BUF(x.buf), OC_CL_I32(x.off), OC_CL_I32(w[0]->dtype),
+    oc_cl_arg a[5 + 7 * OC_CL_FUSED_MAX + 4] = { OC_CL_BUF(x.buf), OC_CL_I32(x.off), OC_CL_I32(w[0]->dtype),
                                                 OC_CL_I32(w[0]->n_in), OC_CL_I32(glu ? (int32_t)act : -1) };
     int k = 5;
     for (int32_t j = 0; j < OC_CL_FUSED_MAX; j++) {
@@ -222,8 +240,11 @@ oc_status oc_cl_matmul_fused(oc_cl_device *dev, int32_t n, const oc_cl_weight *c
         a[k++] = OC_CL_I32(on && bias[j] != NULL);
     }
     size_t local[2];
-    gemv_shape(dev, OC_CLK_GEMV_FUSED, glu ? w[0]->n_out : rows, w[0]->n_in, local);
+    gemv_shape(dev, OC_CLK_GEMV_FUSED, w[0]->dtype, glu ? w[0]->n_out : rows, w[0]->n_in, local);
     size_t global[2] = { local[0], (size_t)rows };
-    a[k++] = OC_CL_LOCAL(local[0] * local[1] * 2 * sizeof(float));
+    a[k++] = OC_CL_BUF(norm_w);
+    a[k++] = OC_CL_I32(norm_w != NULL);
+    a[k++] = OC_CL_F32(eps);
+    a[k++] = OC_CL_LOCAL(local[0] * local[1] * 3 * sizeof(float));
     return oc_cl_launch(dev, OC_CLK_GEMV_FUSED, 2, global, local, k, a, err);
 }

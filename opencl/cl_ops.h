@@ -89,14 +89,22 @@ void oc_cl_weight_free(oc_cl_weight *w);   /* frees the buffer, zeroes *w; NULL 
 oc_status oc_cl_matmul(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc_cl_mat y, int64_t n_tok,
                        const oc_cl_buf *bias, oc_error *err);
 
+/* One token: y += x W^T (+ bias), the sum added to y as oc_cl_add would add the product (a decode
+ * step's residual add in the product's epilogue). */
+oc_status oc_cl_matmul_acc(oc_cl_device *dev, const oc_cl_weight *w, oc_cl_mat x, oc_cl_mat y, const oc_cl_buf *bias,
+                           oc_error *err);
+
 /* Products of one token's x (n_in floats at x.off) with n weights of one type and n_in, in one
  * launch (decode): y[j] = x W_j^T (+ bias[j]) for j < n (n <= OC_CL_FUSED_MAX; q, k and v), or
  * with glu (n == 2, W_0 and W_1 of the same rows: gate and up) y[0] = act(x W_0^T + bias[0]) *
  * (x W_1^T + bias[1]), y[1] unused. bias[j] may be NULL. Each product equals oc_cl_matmul's for
- * one token bit for bit when its rows get as many items. No output may overlap x. */
+ * one token bit for bit when its rows get as many items. No output may overlap x. norm_w (n_in
+ * floats, or NULL): the products of RMSNorm(x) * norm_w (eps) instead, oc_cl_norm's formula with
+ * the 1 / rms applied to the sums, inside the launch (x is only read, the norm not written). */
 #define OC_CL_FUSED_MAX 3
 oc_status oc_cl_matmul_fused(oc_cl_device *dev, int32_t n, const oc_cl_weight *const *w, oc_cl_mat x,
-                             const oc_cl_mat *y, const oc_cl_buf *const *bias, int glu, oc_act act, oc_error *err);
+                             const oc_cl_mat *y, const oc_cl_buf *const *bias, int glu, oc_act act,
+                             const oc_cl_buf *norm_w, float eps, oc_error *err);
 
 /* ---- embedding, KV cache, sampling ------------------------------------------------------------------ */
 

@@ -179,8 +179,8 @@ static void test_norms(void) {
     if (!need_dev()) return;
     check_rng r = { 11 };
     const int rows = 5;
-    const int ns[2] = { 1536, 77 };
-    for (int ni = 0; ni < 2; ni++) {
+    const int ns[3] = { 1536, 77, 4099 };   /* 4,099: more than the kernel keeps in registers */
+    for (int ni = 0; ni < 3; ni++) {
         int n = ns[ni], stride = n + 3;
         float *x = rand_f32(&r, (size_t)rows * stride, -3.0f, 3.0f), *w = rand_f32(&r, (size_t)n, 0.5f, 1.5f),
               *bb = rand_f32(&r, (size_t)n, -1.0f, 1.0f), *res = rand_f32(&r, (size_t)rows * n, -1.0f, 1.0f);
@@ -518,8 +518,12 @@ static void test_gemv_f16_exact(void) {
 
 /* oc_cl_matmul_fused against a double loop: n products of one x (q, k, v shapes: odd row counts,
  * biases on some) written into one buffer with gaps that stay poisoned, or with glu the SiLU gated
- * unit of two (gate, up), for every weight type and odd widths; and refusals of bad calls. */
-static void check_fused(check_rng *r, int32_t dtype, int64_t n_in, int n, const int64_t *n_out, int glu) {
+ * unit of two (gate, up), for every weight type and odd widths, x at element xo of its buffer (3:
+ * not 16-byte aligned, the kernels' general loop; 0: their vector loops), with norm the products of
+ * RMSNorm(x) * w computed in the launch (the reference normalizes in double); and refusals of bad
+ * calls. */
+static void check_fused(check_rng *r, int32_t dtype, int64_t n_in, int n, const int64_t *n_out, int glu, int xo,
+                        int norm) {
     oc_weight w[OC_CL_FUSED_MAX];
     void *data[OC_CL_FUSED_MAX];
     float *f[OC_CL_FUSED_MAX], *bv[OC_CL_FUSED_MAX];
@@ -529,7 +533,12 @@ static void check_fused(check_rng *r, int32_t dtype, int64_t n_in, int n, const 
     const oc_cl_buf *bp[OC_CL_FUSED_MAX];
     oc_cl_buf *db[OC_CL_FUSED_MAX];
     oc_error err;
-    float *x = rand_f32(r, (size_t)n_in + 3, -1.0f, 1.0f);
+    float *x = rand_f32(r, (size_t)n_in + 3, -1.0f, 1.0f), *nw = rand_f32(r, (size_t)n_in, 0.5f, 1.5f);
+    const float eps = 1e-6f;
+    double *xn = malloc(sizeof(double) * (size_t)n_in), ss = 0;   /* the products' x */
+    for (int64_t k = 0; k < n_in; k++) ss += (double)x[xo + k] * x[xo + k];
+    for (int64_t k = 0; k < n_in; k++) xn[k] = norm ? x[xo + k] / sqrt(ss / (double)n_in + eps) * nw[k] : x[xo + k];
+    oc_cl_buf *dnw = dup_host(nw, sizeof(float) * (size_t)n_in);
     int64_t total = 0, at[OC_CL_FUSED_MAX];
     for (int j = 0; j < n; j++) {
         f[j] = make_weight(r, dtype, n_in, n_out[j], &w[j], &data[j]);
@@ -544,7 +553,8 @@ static void check_fused(check_rng *r, int32_t dtype, int64_t n_in, int n, const 
     oc_cl_buf *dx = dup_host(x, sizeof(float) * ((size_t)n_in + 3)), *dy = dbuf(sizeof(float) * (size_t)(total + 1));
     for (int j = 0; j < n; j++) ym[j] = oc_cl_mat_of(dy, glu ? at[0] : at[j], n_out[j]);
     poison(dy);
-    oc_status st = oc_cl_matmul_fused(g_dev, n, wp, oc_cl_mat_of(dx, 3, n_in), ym, bp, glu, OC_ACT_SILU, &err);
+    oc_status st = oc_cl_matmul_fused(g_dev, n, wp, oc_cl_mat_of(dx, xo, n_in), ym, bp, glu, OC_ACT_SILU,
+                                      norm ? dnw : NULL, eps, &err);
     CHECKF(st == OC_OK, "%s", err.message);
     float *y = fetch(dy);
     double *ref = malloc(sizeof(double) * (size_t)(total + 1));
@@ -552,7 +562,7 @@ static void check_fused(check_rng *r, int32_t dtype, int64_t n_in, int n, const 
     for (int j = 0; j < n; j++)
         for (int64_t o = 0; o < n_out[j]; o++) {
             double s = bp[j] ? bv[j][o] : 0.0;
-            for (int64_t k = 0; k < n_in; k++) s += (double)x[3 + k] * f[j][o * n_in + k];
+            for (int64_t k = 0; k < n_in; k++) s += xn[k] * f[j][o * n_in + k];
             if (!glu) ref[at[j] + o] = s;
             else if (j == 0) ref[at[0] + o] = s / (1.0 + exp(-s));
             else ref[at[0] + o] *= s;
@@ -566,10 +576,10 @@ static void check_fused(check_rng *r, int32_t dtype, int64_t n_in, int n, const 
         den += ref[i] * ref[i];
     }
     double e = bad ? INFINITY : sqrt(num / den);
-    CHECKF(e < 1e-5, "fused %s, %d products of %lld, glu %d: rel err %.3g (%d bad)", oc_dtype_name(dtype), n,
-           (long long)n_in, glu, e, bad);
-    free(y); free(ref); free(x);
-    oc_cl_buf_free(dx); oc_cl_buf_free(dy);
+    CHECKF(e < 1e-5, "fused %s, %d products of %lld, glu %d, x at %d, norm %d: rel err %.3g (%d bad)",
+           oc_dtype_name(dtype), n, (long long)n_in, glu, xo, norm, e, bad);
+    free(y); free(ref); free(x); free(nw); free(xn);
+    oc_cl_buf_free(dx); oc_cl_buf_free(dy); oc_cl_buf_free(dnw);
     for (int j = 0; j < n; j++) {
         free(f[j]); free(bv[j]); free(data[j]);
         oc_cl_buf_free(db[j]);
@@ -584,11 +594,15 @@ static void test_matmul_fused(void) {
     for (int ti = 0; ti < 4; ti++) {
         int32_t t = dev_types[ti];
         int q = t == OC_DTYPE_Q8_0 || t == OC_DTYPE_Q4_0;
-        check_fused(&r, t, q ? 96 : 100, 3, qkv, 0);
-        check_fused(&r, t, q ? 64 : 37, 1, one, 0);
-        check_fused(&r, t, q ? 160 : 136, 2, gu, 1);
-        check_fused(&r, t, q ? 1536 : 1544, 3, big, 0);
-        check_fused(&r, t, q ? 2048 : 2056, 2, gu, 1);
+        for (int xo = 3; xo >= 0; xo -= 3)
+            for (int norm = 0; norm < 2; norm++) {
+                check_fused(&r, t, q ? 96 : 100, 3, qkv, 0, xo, norm);
+                check_fused(&r, t, q ? 64 : 37, 1, one, 0, xo, norm);
+                check_fused(&r, t, q ? 160 : 136, 2, gu, 1, xo, norm);
+                check_fused(&r, t, q ? 1536 : 1544, 3, big, 0, xo, norm);
+                check_fused(&r, t, q ? 2048 : 2056, 2, gu, 1, xo, norm);
+            }
+        if (q) check_fused(&r, t, 96 + 32 * 64, 2, gu, 1, 0, 1);   /* 67 blocks a row: an odd block last */
     }
     /* refusals: a mixed type, mismatched gate/up rows, too many products, an output over x */
     oc_weight wa, wb;
@@ -603,16 +617,64 @@ static void test_matmul_fused(void) {
     oc_cl_mat ym[4] = { oc_cl_mat_of(buf, 100, 8), oc_cl_mat_of(buf, 120, 9), oc_cl_mat_of(buf, 140, 8),
                         oc_cl_mat_of(buf, 160, 8) };
     const oc_cl_buf *nb[4] = { NULL, NULL, NULL, NULL };
-    CHECK(oc_cl_matmul_fused(g_dev, 2, mixed, oc_cl_mat_of(buf, 0, 64), ym, nb, 0, OC_ACT_SILU, &err) == OC_ERR_INVALID);
-    CHECK(oc_cl_matmul_fused(g_dev, 4, four, oc_cl_mat_of(buf, 0, 64), ym, nb, 0, OC_ACT_SILU, &err) == OC_ERR_INVALID);
-    CHECK(oc_cl_matmul_fused(g_dev, 3, four, oc_cl_mat_of(buf, 0, 64), ym, nb, 1, OC_ACT_SILU, &err) == OC_ERR_INVALID);
+    CHECK(oc_cl_matmul_fused(g_dev, 2, mixed, oc_cl_mat_of(buf, 0, 64), ym, nb, 0, OC_ACT_SILU, NULL, 0.0f, &err) == OC_ERR_INVALID);
+    CHECK(oc_cl_matmul_fused(g_dev, 4, four, oc_cl_mat_of(buf, 0, 64), ym, nb, 0, OC_ACT_SILU, NULL, 0.0f, &err) == OC_ERR_INVALID);
+    CHECK(oc_cl_matmul_fused(g_dev, 3, four, oc_cl_mat_of(buf, 0, 64), ym, nb, 1, OC_ACT_SILU, NULL, 0.0f, &err) == OC_ERR_INVALID);
     oc_cl_mat over[1] = { oc_cl_mat_of(buf, 60, 8) };
-    CHECK(oc_cl_matmul_fused(g_dev, 1, four, oc_cl_mat_of(buf, 0, 64), over, nb, 0, OC_ACT_SILU, &err) == OC_ERR_INVALID);
+    CHECK(oc_cl_matmul_fused(g_dev, 1, four, oc_cl_mat_of(buf, 0, 64), over, nb, 0, OC_ACT_SILU, NULL, 0.0f, &err) == OC_ERR_INVALID);
     oc_cl_mat past[1] = { oc_cl_mat_of(buf, 250, 8) };
-    CHECK(oc_cl_matmul_fused(g_dev, 1, four, oc_cl_mat_of(buf, 0, 64), past, nb, 0, OC_ACT_SILU, &err) == OC_ERR_RANGE);
+    CHECK(oc_cl_matmul_fused(g_dev, 1, four, oc_cl_mat_of(buf, 0, 64), past, nb, 0, OC_ACT_SILU, NULL, 0.0f, &err) == OC_ERR_RANGE);
+    oc_cl_buf *short_w = dbuf(sizeof(float) * 63);   /* a norm weight shorter than x */
+    CHECK(oc_cl_matmul_fused(g_dev, 1, four, oc_cl_mat_of(buf, 0, 64), ym, nb, 0, OC_ACT_SILU, short_w, 1e-6f, &err) ==
+          OC_ERR_RANGE);
+    oc_cl_buf_free(short_w);
     oc_cl_buf_free(buf);
     oc_cl_weight_free(&ca); oc_cl_weight_free(&cb);
     free(fa); free(fb); free(da); free(dbb);
+}
+
+/* oc_cl_matmul_acc: y += x W^T (+ bias) for one token, every weight type, odd widths, against
+ * y0 + the product in double; the floats after y stay poisoned. */
+static void test_matmul_acc(void) {
+    if (!need_dev()) return;
+    check_rng r = { 23 };
+    const int64_t widths[3] = { 100, 1544, 4128 };
+    for (int ti = 0; ti < 4; ti++)
+        for (int wi = 0; wi < 3; wi++) {
+            int32_t t = dev_types[ti];
+            int q = t == OC_DTYPE_Q8_0 || t == OC_DTYPE_Q4_0;
+            int64_t n_in = q ? (widths[wi] + 31) / 32 * 32 : widths[wi], n_out = 75;
+            oc_weight w;
+            void *data;
+            float *f = make_weight(&r, t, n_in, n_out, &w, &data);
+            float *x = rand_f32(&r, (size_t)n_in, -1.0f, 1.0f), *y0 = rand_f32(&r, (size_t)n_out + 1, -2.0f, 2.0f),
+                  *bv = rand_f32(&r, (size_t)n_out, -1.0f, 1.0f);
+            y0[n_out] = NAN;
+            oc_cl_weight cw;
+            oc_error err;
+            REQUIREF(oc_cl_weight_upload(g_dev, &w, 0, &cw, &err) == OC_OK, "%s", err.message);
+            oc_cl_buf *dx = dup_host(x, sizeof(float) * (size_t)n_in), *dy = dup_host(y0, sizeof(float) * (size_t)(n_out + 1)),
+                      *db = dup_host(bv, sizeof(float) * (size_t)n_out);
+            CHECKF(oc_cl_matmul_acc(g_dev, &cw, oc_cl_mat_of(dx, 0, n_in), oc_cl_mat_of(dy, 0, n_out), wi == 1 ? NULL : db,
+                                    &err) == OC_OK, "%s", err.message);
+            float *y = fetch(dy);
+            double num = 0, den = 0;
+            int bad = !isnan(y[n_out]);
+            for (int64_t o = 0; o < n_out; o++) {
+                double s = wi == 1 ? 0.0 : bv[o];
+                for (int64_t k = 0; k < n_in; k++) s += (double)x[k] * f[o * n_in + k];
+                double want = y0[o] + s;
+                if (!isfinite(y[o])) bad++;
+                num += (y[o] - want) * (y[o] - want);
+                den += want * want;
+            }
+            double e = bad ? INFINITY : sqrt(num / den);
+            CHECKF(e < 1e-5, "matmul_acc %s %lld x %lld: rel err %.3g (%d bad)", oc_dtype_name(t), (long long)n_out,
+                   (long long)n_in, e, bad);
+            free(y); free(f); free(data); free(x); free(y0); free(bv);
+            oc_cl_buf_free(dx); oc_cl_buf_free(dy); oc_cl_buf_free(db);
+            oc_cl_weight_free(&cw);
+        }
 }
 
 static void test_matmul(void) {
@@ -1756,6 +1818,7 @@ int main(void) {
     CHECK_RUN(test_embed);
     CHECK_RUN(test_matmul);
     CHECK_RUN(test_gemv_f16_exact);
+    CHECK_RUN(test_matmul_acc);
     CHECK_RUN(test_matmul_fused);
     CHECK_RUN(test_close_releases_context);
     CHECK_RUN(test_kv_store);

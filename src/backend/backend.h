@@ -19,7 +19,7 @@
 #include "kernels/matmul.h"
 #include "kernels/nn.h"
 
-#define OC_BACKEND_OPS_VERSION 4
+#define OC_BACKEND_OPS_VERSION 5
 
 typedef enum oc_backend_kind { OC_BACKEND_KIND_CPU = 0, OC_BACKEND_KIND_OPENCL } oc_backend_kind;
 
@@ -298,6 +298,19 @@ typedef struct oc_backend_ops {
      * stats a call is given must stay alive until then: the models call this at the end of each
      * forward pass. */
     oc_status (*attn_stats_flush)(oc_backend *be, oc_error *err);
+
+    /* -- version 5: a device's decode step with its norms inside the products (the residual
+     *    adds go into the products before them, so the normalized row is not written out) -- */
+    /* (optional: NULL on the CPU) one token: y += x w^T (+ bias), the product added to y as add()
+     * would add it (the output projection and the MLP's down projection into the residual). */
+    oc_status (*matmul_acc)(oc_backend *be, const oc_bw *w, const oc_bt *x, int64_t x_off, oc_bt *y, int64_t y_off,
+                            const oc_bt *bias, oc_error *err);
+    /* (optional: NULL on the CPU) one token: matmul_n (glu < 0) or matmul_glu (glu: the oc_act,
+     * out[0] gate into out[0].y, out[1] up) of x' = norm(x) * norm_w, the RMSNorm (eps) that norm()
+     * computes, without writing x' (x is only read). OC_ERR_UNSUPPORTED: not for this shape (the
+     * caller runs norm() and the products instead). */
+    oc_status (*norm_matmul)(oc_backend *be, const oc_bt *x, int64_t x_off, const oc_bt *norm_w, float eps,
+                             const oc_mm_out *out, int32_t n, int glu, oc_error *err);
 } oc_backend_ops;
 
 /* Every implementation's instance starts with this. */

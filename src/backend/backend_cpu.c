@@ -197,6 +197,8 @@ static const oc_backend_ops cpu_ops = {
     NULL,   /* matmul_glu */
     NULL,   /* rope_store */
     NULL,   /* attn_stats_flush: attention() adds its counts before it returns */
+    NULL,   /* matmul_acc: the add costs nothing more */
+    NULL,   /* norm_matmul */
 };
 
 oc_status oc_backend_cpu_open(oc_backend **out, const oc_backend_spec *spec, const oc_backend_limits *lim,

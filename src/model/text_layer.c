@@ -333,6 +333,15 @@ static oc_status observe(oc_text_ctx *c, const oc_text_batch *b, int32_t il, oc_
     return OC_OK;
 }
 
+/* A device's decode step with the norms inside the products (backend.h version 5): the output
+ * projection and the down projection add into x themselves (matmul_acc), so the norms before q/k/v
+ * and before gate/up find x whole and read it only (norm_matmul: no launch of their own, 2 of a
+ * layer's 9 on the H200, and no residual to add). */
+static int folded(const oc_text_ctx *c, int64_t n_tok) {
+    const oc_backend_ops *op = c->be->ops;
+    return n_tok == 1 && op->version >= 5 && op->matmul_acc && op->norm_matmul;
+}
+
 /* q, k, v (want_kv 0: q alone); res (NULL or c->xb: the previous layer's MLP output) is added to x
  * first, in the norm's launch, as mlp() below does with the attention's. *stored (may be NULL: no
  * store here): set when k and v went into the cache too (a device's decode of a layer that keeps
@@ -349,16 +358,25 @@ static oc_status qkv(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t
     oc_status st;
     /* x += res; xb = norm(x); q [n][d], k, v [n][kvd] = xb W^T + b; rotate q, k (a GLA lazy layer
      * reuses its group's q and k: Q-Cache Eq. 5-6) */
-    if ((st = op->norm(be, OC_NORM_RMS, &c->x, xo, res, 0, &c->xb, 0, &L->attn_norm, NULL, n, d, hp->eps, err)))
-        return st;
     int own = P->lazy != OC_KV_LAZY_GLA;
     /* a device's decode step: q, k and v in one launch, then the rotations and the stores in one */
     int fused = own && want_kv && n == 1 && op->matmul_n && L->wq.w.dtype == L->wk.w.dtype &&
                 L->wk.w.dtype == L->wv.w.dtype;
     int store = fused && stored && op->rope_store && P->lazy == OC_KV_OWN && !oc_text_compacted(c, il);
-    if (fused) {
-        oc_mm_out o[3] = { { &L->wq, &c->q, 0, d, oc_bt_opt(&L->bq) }, { &L->wk, &c->k, 0, kvd, oc_bt_opt(&L->bk) },
-                           { &L->wv, &c->v, 0, kvd, oc_bt_opt(&L->bv) } };
+    oc_mm_out o[3] = { { &L->wq, &c->q, 0, d, oc_bt_opt(&L->bq) }, { &L->wk, &c->k, 0, kvd, oc_bt_opt(&L->bk) },
+                       { &L->wv, &c->v, 0, kvd, oc_bt_opt(&L->bv) } };
+    int normed = 0;   /* the norm ran inside the products */
+    if (fused && !res && folded(c, n)) {
+        st = op->norm_matmul(be, &c->x, xo, &L->attn_norm, hp->eps, o, 3, -1, err);
+        if (st != OC_OK && st != OC_ERR_UNSUPPORTED) return st;
+        normed = st == OC_OK;
+    }
+    if (!normed &&
+        (st = op->norm(be, OC_NORM_RMS, &c->x, xo, res, 0, &c->xb, 0, &L->attn_norm, NULL, n, d, hp->eps, err)))
+        return st;
+    if (normed) {
+        /* q, k and v are done */
+    } else if (fused) {
         if ((st = op->matmul_n(be, &c->xb, 0, d, n, o, 3, err))) return st;
     } else if ((own && ((st = op->matmul(be, &L->wq, &c->xb, 0, d, &c->q, 0, d, n, oc_bt_opt(&L->bq), err)) ||
                         (want_kv && (st = op->matmul(be, &L->wk, &c->xb, 0, d, &c->k, 0, kvd, n, oc_bt_opt(&L->bk), err))))) ||
@@ -404,13 +422,23 @@ static oc_status mlp(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64_t
     oc_status st;
     /* x += res; x += down(silu(gate(norm(x))) * up(norm(x))) */
     int fused = op->matmul_glu && n == 1 && L->gate.w.dtype == L->up.w.dtype;   /* a device's decode: one launch */
-    if ((st = op->norm(be, OC_NORM_RMS, &c->x, xo, res, 0, &c->xb, 0, &L->ffn_norm, NULL, n, d, hp->eps, err)) ||
-        (fused && (st = op->matmul_glu(be, &L->gate, &L->up, &c->xb, 0, &c->ff_g, 0, OC_ACT_SILU, err))) ||
+    int acc = !defer && !res && folded(c, n);   /* down adds into x itself */
+    int normed = 0;                             /* the norm ran inside gate and up's launch */
+    if (fused && acc) {
+        oc_mm_out o[2] = { { &L->gate, &c->ff_g, 0, ff, NULL }, { &L->up, &c->ff_g, 0, ff, NULL } };
+        st = op->norm_matmul(be, &c->x, xo, &L->ffn_norm, hp->eps, o, 2, OC_ACT_SILU, err);
+        if (st != OC_OK && st != OC_ERR_UNSUPPORTED) return st;
+        normed = st == OC_OK;
+    }
+    if ((!normed && (st = op->norm(be, OC_NORM_RMS, &c->x, xo, res, 0, &c->xb, 0, &L->ffn_norm, NULL, n, d, hp->eps,
+                                   err))) ||
+        (fused && !normed && (st = op->matmul_glu(be, &L->gate, &L->up, &c->xb, 0, &c->ff_g, 0, OC_ACT_SILU, err))) ||
         (!fused && (st = op->matmul(be, &L->gate, &c->xb, 0, d, &c->ff_g, 0, ff, n, NULL, err))) ||
         (!fused && (st = op->matmul(be, &L->up, &c->xb, 0, d, &c->ff_u, 0, ff, n, NULL, err))) ||
         (!fused && (st = op->glu(be, &c->ff_g, 0, &c->ff_u, 0, n * ff, OC_ACT_SILU, err))) ||
-        (st = op->matmul(be, &L->down, &c->ff_g, 0, ff, &c->xb, 0, d, n, NULL, err)) ||
-        (!defer && (st = op->add(be, &c->x, xo, &c->xb, 0, n * d, err))))
+        (acc && (st = op->matmul_acc(be, &L->down, &c->ff_g, 0, &c->x, xo, NULL, err))) ||
+        (!acc && (st = op->matmul(be, &L->down, &c->ff_g, 0, ff, &c->xb, 0, d, n, NULL, err))) ||
+        (!acc && !defer && (st = op->add(be, &c->x, xo, &c->xb, 0, n * d, err))))
         return st;
     if (b->on_layer) {   /* tests: the residual stream, through a host view */
         size_t x_bytes = sizeof(float) * (size_t)(n * d);
@@ -442,9 +470,12 @@ static oc_status layer(oc_text_ctx *c, const oc_text_batch *b, int32_t il, int64
     if (b->on_attn && !c->kvp->any_evict && c->kvp->layer[il].lazy == OC_KV_OWN && (st = observe(c, b, il, err)))
         return st;
     /* att [n][d] over the cache; xb = att Wo^T; the MLP, which adds xb to x first */
-    if ((st = attention(c, b, il, stats, err)) || (st = oc_text_kv_score_timed(c, b, il, err)) ||
-        (st = op->matmul(be, &c->layers[il].wo, &c->att, 0, d, &c->xb, 0, d, n, NULL, err)))
-        return st;
+    if ((st = attention(c, b, il, stats, err)) || (st = oc_text_kv_score_timed(c, b, il, err))) return st;
+    if (!defer && folded(c, n)) {   /* x += att Wo^T in the product's launch; the MLP's norm reads x whole */
+        if ((st = op->matmul_acc(be, &c->layers[il].wo, &c->att, 0, &c->x, xo, NULL, err))) return st;
+        return mlp(c, b, il, xo, NULL, 0, err);
+    }
+    if ((st = op->matmul(be, &c->layers[il].wo, &c->att, 0, d, &c->xb, 0, d, n, NULL, err))) return st;
     return mlp(c, b, il, xo, &c->xb, defer, err);
 }
 
@@ -457,7 +488,7 @@ oc_status oc_text_layers(oc_text_ctx *c, const oc_text_batch *b, oc_attn_stats *
     const oc_text_hparams *hp = &c->m->hp;
     /* each layer's MLP output waits in xb for the next layer's first norm, which adds it (one
      * launch fewer per layer); the hook that reads x after every layer sees it whole */
-    int defer = !b->on_layer;
+    int defer = !b->on_layer && !folded(c, b->n_tokens);   /* folded: each product adds into x itself */
     oc_status st;
     for (int32_t il = 0; il < hp->n_layers; il++)
         if ((st = layer(c, b, il, 0, il > 0 && defer ? &c->xb : NULL, defer, stats, err))) return st;
