@@ -556,7 +556,8 @@ static void test_answer_room(void) {
 
 /* The compacted cache on the device: OpenCL keeps exactly the tokens the CPU keeps (every layer's
  * every kv head) and decodes to the same logits within the backends' agreement, with every method
- * on: SparseMM, ZipVL, both on one layer, a VLA and a GLA group. */
+ * on: SparseMM, ZipVL, both on one layer (ZipVL alone there without the composition), a VLA and a
+ * GLA group. */
 /* composed: layer 5 also gets A-shape heads and "prefill heads" (the patterns in prefill, then ZipVL's
  * set with a budget within it), so the composition runs on OpenCL too. chunk: the prefill chunk; one
  * of the whole context makes every segment after the first reuse the device's M-RoPE tables of the
@@ -574,7 +575,9 @@ static void opencl_keeps_the_cpu_tokens(int composed, int32_t chunk) {
     budget[0] = 14, budget[1] = 30;                        /* layer 0: SparseMM */
     for (int32_t l = 1; l <= 2; l++) p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[l] = 950000;   /* group 1-2: ZipVL */
     for (int32_t l = 3; l <= 4; l++) budget[l * 2] = 20, budget[l * 2 + 1] = 26;         /* group 3-4: SparseMM */
-    p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[5] = 900000, budget[5 * 2 + 1] = 22;         /* layer 5: both */
+    /* layer 5: both; without the composition ZipVL alone, so every kv head holds as many rows and a
+     * decode step of a layer that keeps its own keys rotates and stores them in one launch */
+    p->stacks[OC_PLAN_DECODER].zipvl_tau_ppm[5] = 900000, budget[5 * 2 + 1] = composed ? 22 : 0;
     for (int32_t h = 0; composed && h < hp->n_head; h += 2) {
         oc_head_pattern *hpat = oc_plan_head(p, OC_PLAN_DECODER, 5, h);
         hpat->kind = OC_PATTERN_A_SHAPE;
