@@ -24,7 +24,7 @@
 /* outputs per BF16-path task: its panels (BF16_TASK_OUT x KC bf16) fill the f32 path's panel
  * scratch, and each X tile rounded to bf16 serves BF16_TASK_OUT / 32 micro-kernel calls */
 #define BF16_TASK_OUT (2 * TASK_OUT)
-#define TASK_TOK 256        /* tokens per GEMM task, rounded down to the micro-kernel's mr */
+#define TASK_TOK 256        /* about this many tokens per GEMM task (tokens_per_task; BF16 path: up to 4x) */
 #define GEMV_MAX_TOK 4      /* below this many tokens, stream rows with dot products */
 #define GEMV_TASK_BYTES 65536   /* W bytes per GEMV task (at least 4 rows) */
 #define QUANT_TASK_TOK 16   /* tokens per X-quantization task */
@@ -460,6 +460,18 @@ static void gemm_bf16_task(void *arg, int64_t task, int thread) {
     add_bias(c, t0, t1, o0, o1);
 }
 
+/* Tokens per task of the float and int8 GEMMs: about TASK_TOK, a multiple of mr, the tokens split
+ * evenly. A task packs its W rows once (and reads them from DRAM once) whatever its tokens: TASK_TOK
+ * rounded down to mr 6 cut 512 tokens into 252 + 252 + 8, and the third task converted and packed
+ * all of W for 8 tokens (now 258 + 254); 1024 vision patches: 4 x 252 + 16, now 4 x 256 or 258.
+ * (Tasks of up to 2 * TASK_TOK, as the BF16 path takes, measured within the noise of a shared
+ * machine: faster on `up`, slower on `vision-up`; not kept.) The split does not change any output
+ * element's sums (rows of X are independent): results stay free of the thread count. */
+static int64_t tokens_per_task(int64_t n_tok, int mr) {
+    int64_t n_tasks = (n_tok + TASK_TOK - 1) / TASK_TOK;
+    return ((n_tok + n_tasks - 1) / n_tasks + mr - 1) / mr * mr;
+}
+
 int oc_matmul_uses_bf16(const oc_matmul_ctx *ctx, const oc_weight *w, int64_t n_tok) {
     const oc_matmul_kernels *k = ctx->k;
     if (n_tok < GEMV_MAX_TOK || !k->gemm_bf16 || (w->dtype != OC_DTYPE_F16 && w->dtype != OC_DTYPE_BF16) || w->n_in % 2)
@@ -540,8 +552,7 @@ oc_status oc_matmul(oc_matmul_ctx *ctx, const oc_weight *w, const float *x, size
         int64_t n_tok_tasks = (n_tok + c.task_tok - 1) / c.task_tok;
         oc_pool_run(ctx->pool, c.n_out_tasks * n_tok_tasks, gemm_bf16_task, &c);
     } else {
-        int mr = i8_type >= 0 ? k->q8_mr : k->mr;
-        c.task_tok = OC_MAX((int64_t)1, (int64_t)(TASK_TOK / mr)) * mr;
+        c.task_tok = tokens_per_task(n_tok, i8_type >= 0 ? k->q8_mr : k->mr);
         int64_t n_tok_tasks = (n_tok + c.task_tok - 1) / c.task_tok;
         oc_pool_run(ctx->pool, c.n_out_tasks * n_tok_tasks, i8_type >= 0 ? gemm_q8_task : gemm_f32_task, &c);
     }

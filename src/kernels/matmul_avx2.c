@@ -210,48 +210,48 @@ INLINE void gemv_pf_step(gemv_pf *p) {
     for (; p->next < p->upto; p->next += 64) _mm_prefetch((const char *)p->next, _MM_HINT_T0);
 }
 
-/* The long-row kernels of 2-byte types prefetch the next call's R rows (one linear range, as above):
- * the F16 GEMV of the 2B down projection (n_in 8960) took 0.92-1.08x the time of a read-only pass
- * over its bytes against 0.97-1.36x without (median 1.02 against 1.04, faster in 7 of 7 paired
- * runs; Zen 4, one thread, AVX2 table). F32 rows were 20% slower with it: they keep the hardware
- * prefetchers alone. */
-#define LONG_PF_AHEAD 1
-/* Long rows (matmul_kern.h oc_gemv_rows_fn): R rows against each pair of x vectors, two
- * accumulators per row (2 R + 2 of the 16 registers); the sums of a row are the same whatever R. */
-#define LONG_BODY(T, LOAD, SCALAR, PF)                                                                 \
+/* Long rows (matmul_kern.h oc_gemv_rows_fn): R rows (up to 10) against each pair of x vectors, one
+ * accumulator per row (R + 2 of the 16 registers; 2 R FMAs per step keep R chains of two busy).
+ * x (8960 floats: 35 KiB) does not stay in L1 next to the weight stream, so each call reads it from
+ * L2 once: 10 rows a call rather than 6 (two accumulators each) read it 40% less often; 2B down
+ * projection, read paired (GEMV time / read-only pass), F32 0.93-1.01 -> 0.88-0.90, F16 1.32-1.38 ->
+ * 1.25-1.34 (Zen 4, one thread, AVX2 table, 3 alternating runs, load 10-12: a small gain, seen in
+ * every run). No software prefetch: with 6 rows a call the 2-byte types prefetched the next call's
+ * rows as one linear range (as above) and F16 gained (median 1.02 against 1.04 of the read-only
+ * pass); with 10 rows, F16 read paired 1.17-1.25 (median 1.22) without it against 1.24-1.43 (1.36)
+ * with it, faster in 5 of 6 alternating runs, BF16 1.25-1.27 against 1.33-1.36 in 3 of 3 (same
+ * conditions); F32 rows were always faster without it. The sums of a row are the same whatever R. */
+#define LONG_BODY(T, LOAD, SCALAR)                                                                 \
     for (int r = 0; r < R; r++) {                                                                   \
-        a[r][0] = _mm256_setzero_ps();                                                              \
-        a[r][1] = a[r][0];                                                                          \
+        a[r] = _mm256_setzero_ps();                                                                 \
     }                                                                                               \
     int64_t i = 0;                                                                                  \
-    gemv_pf pfl = gemv_pf_init((const unsigned char *)w, row_bytes, n / 16 + 1, R, LONG_PF_AHEAD * R);  \
     for (; i + 16 <= n; i += 16) {                                                                  \
-        if (PF) gemv_pf_step(&pfl);                                                                 \
         __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);                        \
-        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                       \
+        _Pragma("GCC unroll 10") for (int r = 0; r < R; r++) {                                       \
             const T *wr = (const T *)((const unsigned char *)w + (size_t)r * row_bytes);            \
-            a[r][0] = _mm256_fmadd_ps(LOAD(wr + i), x0, a[r][0]);                                   \
-            a[r][1] = _mm256_fmadd_ps(LOAD(wr + i + 8), x1, a[r][1]);                               \
+            a[r] = _mm256_fmadd_ps(LOAD(wr + i), x0, a[r]);                                         \
+            a[r] = _mm256_fmadd_ps(LOAD(wr + i + 8), x1, a[r]);                                     \
         }                                                                                           \
     }                                                                                               \
     for (int r = 0; r < R; r++) {                                                                  \
         const T *wr = (const T *)((const unsigned char *)w + (size_t)r * row_bytes);                \
-        float s = hsum(_mm256_add_ps(a[r][0], a[r][1]));                                            \
+        float s = hsum(a[r]);                                                                        \
         for (int64_t e = i; e < n; e++) s += SCALAR(wr[e]) * x[e];                                  \
         y[r] = s;                                                                                   \
     }
 
 INLINE void long_f32(int R, const void *w, size_t row_bytes, const float *x, int64_t n, float *y) {
-    __m256 a[OC_MM_AVX2_LONG_ROWS][2];
-    LONG_BODY(float, _mm256_loadu_ps, ident, 0)
+    __m256 a[OC_MM_AVX2_LONG_ROWS];
+    LONG_BODY(float, _mm256_loadu_ps, ident)
 }
 INLINE void long_f16(int R, const void *w, size_t row_bytes, const float *x, int64_t n, float *y) {
-    __m256 a[OC_MM_AVX2_LONG_ROWS][2];
-    LONG_BODY(uint16_t, load_f16, f16, 1)
+    __m256 a[OC_MM_AVX2_LONG_ROWS];
+    LONG_BODY(uint16_t, load_f16, f16)
 }
 INLINE void long_bf16(int R, const void *w, size_t row_bytes, const float *x, int64_t n, float *y) {
-    __m256 a[OC_MM_AVX2_LONG_ROWS][2];
-    LONG_BODY(uint16_t, load_bf16, oc_bf16_to_f32, 1)
+    __m256 a[OC_MM_AVX2_LONG_ROWS];
+    LONG_BODY(uint16_t, load_bf16, oc_bf16_to_f32)
 }
 
 #define LONG_DISPATCH(fn)                                                                            \
@@ -261,7 +261,11 @@ INLINE void long_bf16(int R, const void *w, size_t row_bytes, const float *x, in
     case 3: fn(3, w, row_bytes, x, n, y); break;                                                    \
     case 4: fn(4, w, row_bytes, x, n, y); break;                                                    \
     case 5: fn(5, w, row_bytes, x, n, y); break;                                                    \
-    default: fn(6, w, row_bytes, x, n, y); break;                                                   \
+    case 6: fn(6, w, row_bytes, x, n, y); break;                                                    \
+    case 7: fn(7, w, row_bytes, x, n, y); break;                                                    \
+    case 8: fn(8, w, row_bytes, x, n, y); break;                                                    \
+    case 9: fn(9, w, row_bytes, x, n, y); break;                                                    \
+    default: fn(10, w, row_bytes, x, n, y); break;                                                  \
     }
 
 void oc_mm_avx2_gemv_long_f32(const void *w, size_t row_bytes, int n_rows, const float *x, int64_t n, float *y) {

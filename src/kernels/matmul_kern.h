@@ -156,7 +156,7 @@ float oc_mm_avx2_dot_f16(const void *w_row, const float *x, int64_t n);
 float oc_mm_avx2_dot_bf16(const void *w_row, const float *x, int64_t n);
 float oc_mm_avx2_dot_f32_q8_0(const void *w_row, const float *x, int64_t n);
 float oc_mm_avx2_dot_f32_q4_0(const void *w_row, const float *x, int64_t n);
-#define OC_MM_AVX2_LONG_ROWS 6
+#define OC_MM_AVX2_LONG_ROWS 10
 void oc_mm_avx2_gemv_long_f32(const void *w, size_t row_bytes, int n_rows, const float *x, int64_t n, float *y);
 void oc_mm_avx2_gemv_long_f16(const void *w, size_t row_bytes, int n_rows, const float *x, int64_t n, float *y);
 void oc_mm_avx2_gemv_long_bf16(const void *w, size_t row_bytes, int n_rows, const float *x, int64_t n, float *y);
