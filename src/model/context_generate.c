@@ -8,6 +8,19 @@ static int is_stop(const oc_model *m, int32_t id) {
     return id == m->stop_ids[0] || id == m->stop_ids[1] || id == m->stop_ids[2];
 }
 
+/* One token through the decoder at position pos, its logits into c->logits. */
+static oc_status forward_one(oc_context *c, int32_t tok, int32_t pos, oc_attn_stats *as, oc_error *err) {
+    oc_text_batch b;
+    memset(&b, 0, sizeof b);
+    b.n_tokens = 1;
+    b.ids = &tok;
+    b.pos_t = b.pos_h = b.pos_w = &pos;
+    b.plan = c->plan ? &c->plan->stacks[OC_PLAN_DECODER] : NULL;
+    b.logits = c->logits;
+    oc_ctx_observe_batch(c, &b);
+    return oc_text_forward(c->text, &b, as, err);
+}
+
 oc_status oc_ctx_generate(oc_context *c, const oc_request *r, uint64_t t_start, oc_attn_stats *as,
                           oc_error *err) {
     const oc_model *m = c->m;
@@ -29,16 +42,7 @@ oc_status oc_ctx_generate(oc_context *c, const oc_request *r, uint64_t t_start, 
         c->stats.n_generated++;
         if (n_out && r->on_text && r->on_text(r->user, piece, n_out)) stop = 1;
         if (g + 1 == r->max_new_tokens || stop) break;
-        oc_text_batch b;
-        memset(&b, 0, sizeof b);
-        int32_t pos = next_pos + g;
-        b.n_tokens = 1;
-        b.ids = &tok;
-        b.pos_t = b.pos_h = b.pos_w = &pos;
-        b.plan = c->plan ? &c->plan->stacks[OC_PLAN_DECODER] : NULL;
-        b.logits = c->logits;
-        oc_ctx_observe_batch(c, &b);
-        if ((st = oc_text_forward(c->text, &b, as, err))) break;
+        if ((st = forward_one(c, tok, next_pos + g, as, err))) break;
         fed++;
         tok = oc_sampler_next(&c->sampler, c->logits, V);
     }
@@ -62,26 +66,13 @@ oc_status oc_ctx_decode_more(oc_context *c, int32_t n, oc_attn_stats *as, double
     uint64_t t0 = oc_port_now_ns(), a0 = oc_text_ctx_times(c->text).attn_ns;
     oc_status st = OC_OK;
     for (int32_t g = 0; g < n; g++) {
-        oc_text_batch b;
-        memset(&b, 0, sizeof b);
-        int32_t tok = c->pending_tok, pos = c->pending_pos;
-        b.n_tokens = 1;
-        b.ids = &tok;
-        b.pos_t = b.pos_h = b.pos_w = &pos;
-        b.plan = c->plan ? &c->plan->stacks[OC_PLAN_DECODER] : NULL;
-        b.logits = c->logits;
-        oc_ctx_observe_batch(c, &b);
-        if ((st = oc_text_forward(c->text, &b, as, err))) {
+        if ((st = forward_one(c, c->pending_tok, c->pending_pos, as, err))) {
             c->has_pending = 0;   /* the cache may hold part of the step */
             break;
         }
         /* greedy whatever the request sampled with: the steps' tokens only need to be the same
          * for every repetition */
-        const float *l = c->logits;
-        int32_t best = -1;   /* sample.c's greedy rule: the first largest, NaN never */
-        for (int32_t v = 0; v < V; v++)
-            if (l[v] == l[v] && (best < 0 || l[v] > l[best])) best = v;
-        c->pending_tok = best < 0 ? 0 : best;
+        c->pending_tok = oc_sample_greedy(c->logits, V);
         c->pending_pos++;
     }
     *ms = oc_ctx_ms_since(t0);

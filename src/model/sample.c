@@ -46,7 +46,7 @@ void oc_sampler_free(oc_sampler *s) {
 
 void oc_sampler_reset(oc_sampler *s) { s->rng = s->params.seed; }
 
-static int32_t argmax(const float *x, int32_t n) {
+int32_t oc_sample_greedy(const float *x, int32_t n) {
     int32_t best = -1;
     for (int32_t i = 0; i < n; i++)
         if (x[i] == x[i] && (best < 0 || x[i] > x[best])) best = i;
@@ -65,7 +65,7 @@ static int cand_cmp(const void *a, const void *b) {
 int32_t oc_sampler_next(oc_sampler *s, const float *logits, int32_t n_valid) {
     if (n_valid > s->n_vocab) n_valid = s->n_vocab;
     const oc_sampling *p = &s->params;
-    if (p->temperature <= 0.0f || p->top_k == 1) return argmax(logits, n_valid);
+    if (p->temperature <= 0.0f || p->top_k == 1) return oc_sample_greedy(logits, n_valid);
     cand *c = s->cands;
     int32_t n_c = 0;
     int32_t k = p->top_k > 0 && p->top_k < n_valid ? p->top_k : n_valid;
@@ -95,7 +95,7 @@ int32_t oc_sampler_next(oc_sampler *s, const float *logits, int32_t n_valid) {
             }
         }
     }
-    if (n_c == 0) return argmax(logits, n_valid);
+    if (n_c == 0) return oc_sample_greedy(logits, n_valid);
     qsort(c, (size_t)n_c, sizeof *c, cand_cmp);
     /* softmax with temperature, in double for a stable sum */
     double sum = 0.0;

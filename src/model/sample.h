@@ -22,6 +22,8 @@ typedef struct oc_sampler {
 } oc_sampler;
 
 /* [alloc: 2 arrays of n_vocab] [errors: OC_ERR_INVALID (params out of range), OC_ERR_NOMEM] */
+/* The first largest of x[0..n), NaN never chosen (0 when all are NaN): greedy decoding. */
+int32_t oc_sample_greedy(const float *x, int32_t n);
 oc_status oc_sampler_init(oc_sampler *s, int32_t n_vocab, const oc_sampling *params,
                           const oc_allocator *alloc, oc_error *err);
 void oc_sampler_free(oc_sampler *s);
