@@ -1063,6 +1063,19 @@ static oc_status dyn_begin(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_at
     return OC_OK;
 }
 
+/* A 2D-Boundary head's keys in modality order, the CPU's permutation (dyn.h): the host tables, the
+ * keys per modality into n_m, and the permutation queued for the estimate (no wait: it reads it). */
+static oc_status dyn_key_perm(oc_cl_attn *at, const oc_attn_call *a, oc_dyn_head *pairs,
+                              int32_t n_m[OC_N_MODALITIES], oc_error *err) {
+    oc_dyn_key_perm(a, at->key_perm, at->key_rank, at->dyn.key_start);
+    at->dyn.pairs = pairs;
+    at->dyn.key_perm = at->key_perm;
+    at->dyn.key_rank = at->key_rank;
+    for (int m = 0; m < OC_N_MODALITIES; m++) n_m[m] = at->dyn.key_start[m + 1] - at->dyn.key_start[m];
+    return ring_table(at, at->est_perm_buf, at->key_perm, (size_t)a->n_kv * 4, err);
+}
+
+
 oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_attn_bufs *io, const oc_attn_dyn **out,
                                oc_error *err) {
     if (!out) return oc_fail(err, OC_ERR_INVALID, "opencl attn dyn: out is NULL");
@@ -1083,14 +1096,7 @@ oc_status oc_cl_attn_dyn_build(oc_cl_attn *at, const oc_attn_call *a, const oc_c
     if ((st = dyn_begin(at, a, io, "opencl attn dyn", err)) != OC_OK) return st;
     oc_dyn_head *heads = at->dyn_heads, *vision = heads + nh, *pairs = vision + nh;
     int32_t n_m[OC_N_MODALITIES] = { 0, 0 };
-    if (any_2d && n_kv > 0) {   /* the keys' modality permutation, the CPU's (dyn.h) */
-        oc_dyn_key_perm(a, at->key_perm, at->key_rank, at->dyn.key_start);
-        at->dyn.pairs = pairs;
-        at->dyn.key_perm = at->key_perm;
-        at->dyn.key_rank = at->key_rank;
-        for (int m = 0; m < OC_N_MODALITIES; m++) n_m[m] = at->dyn.key_start[m + 1] - at->dyn.key_start[m];
-        st = ring_table(at, at->est_perm_buf, at->key_perm, (size_t)n_kv * 4, err);   /* no wait: the estimate reads it */
-    }
+    if (any_2d && n_kv > 0) st = dyn_key_perm(at, a, pairs, n_m, err);
     /* every head's estimates queued, run in batches (one read-back each), then chosen */
     for (int32_t h = 0; h < nh && n_dyn && n_kv > 0 && st == OC_OK; h++) {
         const oc_head_pattern *pat = &a->patterns[h];
@@ -1424,14 +1430,7 @@ static oc_status dyn_device(oc_cl_attn *at, const oc_attn_call *a, const oc_cl_a
     oc_dyn_head *heads = at->dyn_heads, *vision = heads + nh, *pairs = vision + nh;
     int32_t n_m[OC_N_MODALITIES] = { 0, 0 }, any_2d = 0;
     for (int32_t h = 0; h < nh; h++) any_2d |= a->patterns[h].kind == OC_PATTERN_BOUNDARY_2D;
-    if (any_2d && n_kv > 0) {   /* the keys' modality permutation, the CPU's (dyn.h) */
-        oc_dyn_key_perm(a, at->key_perm, at->key_rank, at->dyn.key_start);
-        at->dyn.pairs = pairs;
-        at->dyn.key_perm = at->key_perm;
-        at->dyn.key_rank = at->key_rank;
-        for (int m = 0; m < OC_N_MODALITIES; m++) n_m[m] = at->dyn.key_start[m + 1] - at->dyn.key_start[m];
-        st = ring_table(at, at->est_perm_buf, at->key_perm, (size_t)n_kv * 4, err);
-    }
+    if (any_2d && n_kv > 0) st = dyn_key_perm(at, a, pairs, n_m, err);
     /* a modality with fewer than 64 query rows runs its dynamic parts dense (dyn.h) */
     for (int32_t h = 0; h < nh && n_kv > 0; h++) {
         const oc_head_pattern *pat = &a->patterns[h];
